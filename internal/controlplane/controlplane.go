@@ -1,0 +1,944 @@
+// Package controlplane runs a real etcd and kube-apiserver on loopback for
+// tests and demos.
+//
+// The binaries are not part of the module: `make controlplane` builds them
+// from the Go module proxy into <module root>/.cache/bin (see the nested
+// modules under tools/). [StartT] skips a test when they are missing, unless
+// the environment variable WATCHJOURNAL_REQUIRE_CONTROLPLANE is "1".
+//
+// By default the apiserver runs with its watch cache off and without
+// automatic etcd compaction, so that a watch or list from an old
+// resourceVersion answers 410 Gone exactly when the test has called
+// [ControlPlane.Compact], and never otherwise.
+//
+// Only etcd and kube-apiserver run: there is no controller manager, so
+// namespaces that are deleted stay Terminating, no garbage collection
+// happens and no service accounts or tokens are created.
+package controlplane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ModulePath is the module whose root holds the default binary directory
+// .cache/bin.
+const ModulePath = "github.com/watchjournal/watchjournal"
+
+// Environment variables read by this package.
+const (
+	// EnvBinDir names the directory holding the etcd and kube-apiserver
+	// binaries. It overrides the default <module root>/.cache/bin.
+	EnvBinDir = "WATCHJOURNAL_BIN"
+	// EnvRequire, when "1", makes StartT fail a test instead of skipping
+	// it when the binaries are missing.
+	EnvRequire = "WATCHJOURNAL_REQUIRE_CONTROLPLANE"
+)
+
+// Names of the binaries looked for in the binary directory.
+const (
+	EtcdBinary      = "etcd"
+	APIServerBinary = "kube-apiserver"
+)
+
+// Timeouts used while starting and stopping the processes.
+const (
+	// EtcdReadyTimeout bounds the wait for etcd's /health after start.
+	EtcdReadyTimeout = 30 * time.Second
+	// APIServerReadyTimeout bounds the wait for the apiserver's /readyz
+	// and for the default namespace after start.
+	APIServerReadyTimeout = 60 * time.Second
+	// APIServerStopTimeout is how long StopAPIServer waits after SIGTERM
+	// before it sends SIGKILL.
+	APIServerStopTimeout = 10 * time.Second
+
+	pollInterval  = 50 * time.Millisecond
+	probeTimeout  = 2 * time.Second
+	startAttempts = 5
+)
+
+// ErrBinariesMissing is wrapped by the error of Start when etcd or
+// kube-apiserver is not in the binary directory. Test it with errors.Is.
+var ErrBinariesMissing = errors.New("control plane binaries missing")
+
+// ErrStopped is returned by methods that need a running control plane after
+// Stop has been called.
+var ErrStopped = errors.New("control plane stopped")
+
+// Options configure Start. The zero value is a valid configuration: watch
+// cache off, no automatic compaction, default binary directory, one admin
+// token.
+type Options struct {
+	// WatchCache sets the apiserver's --watch-cache. The default, false,
+	// makes watches and lists read etcd directly, so 410 Gone answers
+	// follow etcd compaction deterministically.
+	WatchCache bool
+
+	// EtcdCompactionInterval sets the apiserver's
+	// --etcd-compaction-interval. Zero (the default) means the apiserver
+	// never compacts etcd; use Compact instead. Negative values are
+	// invalid.
+	EtcdCompactionInterval time.Duration
+
+	// BinDir is the directory holding the etcd and kube-apiserver
+	// binaries. Empty means $WATCHJOURNAL_BIN if set, else .cache/bin in
+	// the root of module github.com/watchjournal/watchjournal, found by
+	// walking up from the current working directory.
+	BinDir string
+
+	// ExtraAPIServerArgs are appended to the apiserver's command line,
+	// after the flags this package sets (a later flag wins).
+	ExtraAPIServerArgs []string
+
+	// ExtraTokens maps further static bearer tokens to user names. These
+	// users are authenticated (group system:authenticated) but are not in
+	// system:masters, so RBAC decides what they may do. Use TokenConfig
+	// to get a client for one. Tokens and user names must be non-empty and
+	// must not contain commas, quotes or line breaks.
+	ExtraTokens map[string]string
+
+	// Logf, when non-nil, receives progress messages (e.g. t.Logf).
+	Logf func(format string, args ...any)
+}
+
+// ControlPlane is a running etcd and kube-apiserver pair on 127.0.0.1. Its
+// methods are safe for concurrent use. Create one with Start or StartT and
+// release it with Stop.
+type ControlPlane struct {
+	dir    string
+	binDir string
+	opts   Options
+	token  string
+
+	etcdClientPort int
+	etcdPeerPort   int
+	apiPort        int
+	apiArgs        []string
+
+	etcd *process
+
+	// mu serializes Stop, StopAPIServer and StartAPIServer and guards api.
+	mu      sync.Mutex
+	api     *process
+	stopped atomic.Bool
+}
+
+// BinDir returns the directory Start would take the binaries from for opts:
+// opts.BinDir, else $WATCHJOURNAL_BIN, else <module root>/.cache/bin. It
+// returns an error only when none of these applies (no module root above the
+// working directory).
+func BinDir(opts Options) (string, error) {
+	if opts.BinDir != "" {
+		return opts.BinDir, nil
+	}
+	if d := os.Getenv(EnvBinDir); d != "" {
+		return d, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache", "bin"), nil
+}
+
+// moduleRoot walks up from the working directory to the directory whose
+// go.mod declares ModulePath.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("controlplane: finding module root: %w", err)
+	}
+	for d := wd; ; {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declaresModule(data, ModulePath) {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("controlplane: no go.mod of module %s above %s; set %s or Options.BinDir", ModulePath, wd, EnvBinDir)
+		}
+		d = parent
+	}
+}
+
+func declaresModule(gomod []byte, path string) bool {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == path
+		}
+	}
+	return false
+}
+
+// checkBinaries returns an error wrapping ErrBinariesMissing unless both
+// binaries are regular executable files in binDir.
+func checkBinaries(binDir string) error {
+	var missing []string
+	for _, name := range []string{EtcdBinary, APIServerBinary} {
+		fi, err := os.Stat(filepath.Join(binDir, name))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("controlplane: %w: %s not found in %s (run `make controlplane` in the module root, or set %s)",
+			ErrBinariesMissing, strings.Join(missing, " and "), binDir, EnvBinDir)
+	}
+	return nil
+}
+
+// Start starts etcd and kube-apiserver on free loopback ports and returns
+// once the apiserver's /readyz answers "ok" and the default namespace
+// exists. dir is a working directory (created if needed, typically a temp
+// dir) that receives etcd's data, the apiserver's certificates, the token
+// file, the service account key, the logs etcd.log and apiserver.log, and
+// the kubeconfig file "kubeconfig".
+//
+// ctx bounds only the start; the processes keep running until Stop, and
+// die with the calling process. Errors wrap ErrBinariesMissing when the
+// binaries are missing; start errors include the tail of the failing
+// process's log. On error nothing is left running.
+func Start(ctx context.Context, dir string, opts Options) (*ControlPlane, error) {
+	if opts.EtcdCompactionInterval < 0 {
+		return nil, fmt.Errorf("controlplane: negative EtcdCompactionInterval %v", opts.EtcdCompactionInterval)
+	}
+	binDir, err := BinDir(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(binDir); err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	c := &ControlPlane{dir: dir, binDir: binDir, opts: opts}
+	if err := c.writeFiles(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	c.logf("controlplane: etcd ready at %s after %v", c.EtcdURL(), time.Since(began).Round(time.Millisecond))
+	if err := c.startAPIServerFirst(ctx); err != nil {
+		c.etcd.kill()
+		return nil, err
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.logf("controlplane: kube-apiserver ready at %s after %v (dir %s)", c.URL(), time.Since(began).Round(time.Millisecond), dir)
+	return c, nil
+}
+
+// StartT starts a control plane for a test with Start in t.TempDir() and
+// registers Stop with t.Cleanup. When opts.Logf is nil it logs with
+// t.Logf. When the binaries are missing it skips the test, or fails it if
+// WATCHJOURNAL_REQUIRE_CONTROLPLANE is "1"; any other start error fails the
+// test. If the test has failed by cleanup time, the tails of etcd.log and
+// apiserver.log are logged (the temp dir is removed afterwards).
+func StartT(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, dir, opts)
+	if err != nil {
+		if errors.Is(err, ErrBinariesMissing) && os.Getenv(EnvRequire) != "1" {
+			t.Skipf("skipping: %v (set %s=1 to fail instead)", err, EnvRequire)
+		}
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, name := range []string{"etcd.log", "apiserver.log"} {
+				t.Logf("controlplane: tail of %s:\n%s", name, tailFile(filepath.Join(dir, name), 40))
+			}
+		}
+	})
+	return c
+}
+
+func (c *ControlPlane) logf(format string, args ...any) {
+	if c.opts.Logf != nil {
+		c.opts.Logf(format, args...)
+	}
+}
+
+// Dir returns the working directory given to Start.
+func (c *ControlPlane) Dir() string { return c.dir }
+
+// URL returns the apiserver's base URL, https://127.0.0.1:PORT. The port
+// stays the same across RestartAPIServer.
+func (c *ControlPlane) URL() string {
+	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.apiPort))
+}
+
+// EtcdURL returns etcd's client URL, http://127.0.0.1:PORT.
+func (c *ControlPlane) EtcdURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.etcdClientPort))
+}
+
+// KubeconfigPath returns the path of a kubeconfig file (in the working
+// directory) with the apiserver URL, the admin token and
+// insecure-skip-tls-verify.
+func (c *ControlPlane) KubeconfigPath() string { return filepath.Join(c.dir, "kubeconfig") }
+
+// AdminToken returns the bearer token of the admin user (group
+// system:masters).
+func (c *ControlPlane) AdminToken() string { return c.token }
+
+// RESTConfig returns a new client config for the admin user (bearer token,
+// group system:masters) that skips TLS verification of the apiserver's
+// self-signed certificate, with QPS 1000 and Burst 2000. Each call returns
+// a fresh copy that the caller may modify.
+func (c *ControlPlane) RESTConfig() *rest.Config {
+	return c.TokenConfig(c.token)
+}
+
+// TokenConfig is RESTConfig with another bearer token, e.g. one of
+// Options.ExtraTokens for RBAC tests. An unknown token authenticates as
+// nobody, so requests answer 401.
+func (c *ControlPlane) TokenConfig(token string) *rest.Config {
+	return &rest.Config{
+		Host:            c.URL(),
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		QPS:             1000,
+		Burst:           2000,
+	}
+}
+
+// ProxiedRESTConfig is RESTConfig with the host set to the proxy's address,
+// for a proxy created with NewProxy(host:port of URL()). TLS passes through
+// the proxy unchanged; verification is skipped, so the certificate's names
+// need not match the proxy's address.
+func (c *ControlPlane) ProxiedRESTConfig(p *Proxy) *rest.Config {
+	cfg := c.RESTConfig()
+	cfg.Host = "https://" + p.Addr()
+	return cfg
+}
+
+// APIServerAddr returns the apiserver's host:port, suitable for NewProxy.
+func (c *ControlPlane) APIServerAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.apiPort))
+}
+
+// Stop kills etcd and kube-apiserver (SIGKILL to each process group) and
+// waits for them to exit. It is idempotent and safe to call concurrently;
+// after it the other methods that need the processes return ErrStopped.
+func (c *ControlPlane) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped.Swap(true) {
+		return
+	}
+	if c.api != nil {
+		c.api.kill()
+		c.api = nil
+	}
+	c.etcd.kill()
+	c.logf("controlplane: stopped")
+}
+
+// ---------------------------------------------------------------------------
+// Files.
+
+func (c *ControlPlane) path(name string) string { return filepath.Join(c.dir, name) }
+
+// writeFiles writes the token file and the service account key pair.
+func (c *ControlPlane) writeFiles() error {
+	c.token = randomHex(16)
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	_ = w.Write([]string{c.token, "admin", "admin", "system:masters"})
+	tokens := make([]string, 0, len(c.opts.ExtraTokens))
+	for tok := range c.opts.ExtraTokens {
+		tokens = append(tokens, tok)
+	}
+	sort.Strings(tokens)
+	for i, tok := range tokens {
+		user := c.opts.ExtraTokens[tok]
+		for _, s := range []string{tok, user} {
+			if s == "" || strings.ContainsAny(s, ",\"\r\n") {
+				return fmt.Errorf("controlplane: invalid ExtraTokens entry %q: %q", tok, user)
+			}
+		}
+		if tok == c.token {
+			return fmt.Errorf("controlplane: ExtraTokens entry clashes with the admin token")
+		}
+		_ = w.Write([]string{tok, user, fmt.Sprintf("extra-%d", i)})
+	}
+	w.Flush()
+	if err := os.WriteFile(c.path("tokens.csv"), buf.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("controlplane: generating service account key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(c.path("sa.key"), priv, 0o600); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	if err := os.WriteFile(c.path("sa.pub"), pubPEM, 0o600); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	return nil
+}
+
+func (c *ControlPlane) writeKubeconfig() error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["watchjournal"] = &clientcmdapi.Cluster{Server: c.URL(), InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.token}
+	cfg.Contexts["watchjournal"] = &clientcmdapi.Context{Cluster: "watchjournal", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "watchjournal"
+	if err := clientcmd.WriteToFile(*cfg, c.KubeconfigPath()); err != nil {
+		return fmt.Errorf("controlplane: writing kubeconfig: %w", err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand.Read does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+// ---------------------------------------------------------------------------
+// Processes.
+
+// process is a started child with its log file.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{} // closed when the process has exited
+	err     error         // exit error, valid after done
+}
+
+// startProcess starts bin with args, appending stdout and stderr to logPath,
+// in its own process group, killed if this process dies.
+func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	fmt.Fprintf(f, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = f
+	cmd.Stderr = f
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("controlplane: starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL to the process group and waits for the process to
+// exit.
+func (p *process) kill() {
+	if p == nil {
+		return
+	}
+	if !p.exited() {
+		killGroup(p.cmd.Process)
+	}
+	<-p.done
+}
+
+// terminate sends SIGTERM to the process group, waits up to grace for the
+// process to exit, then kills the group and waits.
+func (p *process) terminate(grace time.Duration) (graceful bool) {
+	if p.exited() {
+		return true
+	}
+	termGroup(p.cmd.Process)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		p.kill()
+		return false
+	}
+}
+
+// failure describes a start failure with the tail of the log.
+func (p *process) failure(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return fmt.Errorf("controlplane: %s: %s\n--- tail of %s ---\n%s", p.name, msg, p.logPath, tailFile(p.logPath, 30))
+}
+
+// portClash reports whether the process's log shows it failed to bind.
+func (p *process) portClash() bool {
+	data, _ := os.ReadFile(p.logPath)
+	// Only look at the output of the last start.
+	if i := bytes.LastIndex(data, []byte("\n=== ")); i >= 0 {
+		data = data[i:]
+	}
+	return bytes.Contains(data, []byte("address already in use"))
+}
+
+// tailFile returns the last n lines of a file (at most 16 KiB).
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	defer f.Close()
+	const max = 16 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
+	}
+	data, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("controlplane: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ---------------------------------------------------------------------------
+// etcd.
+
+func (c *ControlPlane) etcdArgs() []string {
+	client := c.EtcdURL()
+	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.etcdPeerPort))
+	return []string{
+		"--name=default",
+		"--data-dir=" + c.path("etcd-data"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=default=" + peer,
+		"--initial-cluster-state=new",
+		"--initial-cluster-token=watchjournal-" + randomHex(4),
+		"--log-level=warn",
+		// Test data: losing it on a machine crash does not matter.
+		"--unsafe-no-fsync=true",
+		"--quota-backend-bytes=" + strconv.Itoa(4<<30),
+		"--auto-compaction-retention=0",
+	}
+}
+
+func (c *ControlPlane) startEtcd(ctx context.Context) error {
+	var lastErr error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		var err error
+		if c.etcdClientPort, err = freePort(); err != nil {
+			return err
+		}
+		if c.etcdPeerPort, err = freePort(); err != nil {
+			return err
+		}
+		if c.etcdPeerPort == c.etcdClientPort {
+			continue
+		}
+		// A failed attempt may have created the data dir.
+		_ = os.RemoveAll(c.path("etcd-data"))
+		p, err := startProcess("etcd", filepath.Join(c.binDir, EtcdBinary), c.etcdArgs(), c.path("etcd.log"))
+		if err != nil {
+			return err
+		}
+		err = waitReady(ctx, p, EtcdReadyTimeout, func(ctx context.Context) error {
+			return probeEtcd(ctx, c.EtcdURL())
+		})
+		if err == nil {
+			c.etcd = p
+			return nil
+		}
+		p.kill()
+		lastErr = err
+		if !p.portClash() {
+			return err
+		}
+		c.logf("controlplane: etcd port clash, retrying (attempt %d)", attempt)
+	}
+	return lastErr
+}
+
+func probeEtcd(ctx context.Context, base string) error {
+	body, code, err := httpDo(ctx, http.MethodGet, base+"/health", "", nil)
+	if err != nil {
+		return err
+	}
+	var h struct {
+		Health string `json:"health"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Health != "true" {
+		return fmt.Errorf("/health answered %d %q", code, truncate(body))
+	}
+	return nil
+}
+
+// Compact compacts etcd's key space physically at its current revision and
+// returns that revision. Afterwards a watch or list from any earlier
+// resourceVersion answers 410 Gone (with the watch cache off). It talks to
+// etcd's JSON gateway: POST /v3/kv/range for the revision, then POST
+// /v3/kv/compaction. Compacting again at an already compacted revision is
+// not an error. Errors describe the failing request.
+func (c *ControlPlane) Compact(ctx context.Context) (revision int64, err error) {
+	if c.isStopped() {
+		return 0, ErrStopped
+	}
+	// Any key will do; the header carries the store's current revision.
+	var rr struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := c.etcdPost(ctx, "/v3/kv/range", `{"key":"L2NvbXBhY3QtcHJvYmU=","count_only":true}`, &rr); err != nil {
+		return 0, err
+	}
+	rev, err := strconv.ParseInt(rr.Header.Revision, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("controlplane: compact: bad revision %q in range answer", rr.Header.Revision)
+	}
+	req := fmt.Sprintf(`{"revision":"%d","physical":true}`, rev)
+	if err := c.etcdPost(ctx, "/v3/kv/compaction", req, nil); err != nil {
+		if strings.Contains(err.Error(), "required revision has been compacted") {
+			return rev, nil
+		}
+		return 0, err
+	}
+	return rev, nil
+}
+
+func (c *ControlPlane) etcdPost(ctx context.Context, path, body string, out any) error {
+	resp, code, err := httpDo(ctx, http.MethodPost, c.EtcdURL()+path, "", strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("controlplane: POST %s: %w", path, err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("controlplane: POST %s: HTTP %d: %s", path, code, truncate(resp))
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp, out); err != nil {
+			return fmt.Errorf("controlplane: POST %s: decoding %q: %w", path, truncate(resp), err)
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// kube-apiserver.
+
+func (c *ControlPlane) buildAPIArgs() []string {
+	args := []string{
+		"--etcd-servers=" + c.EtcdURL(),
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(c.apiPort),
+		"--cert-dir=" + c.path("apiserver-certs"),
+		"--token-auth-file=" + c.path("tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + c.path("sa.pub"),
+		"--service-account-signing-key-file=" + c.path("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--watch-cache=" + strconv.FormatBool(c.opts.WatchCache),
+		"--etcd-compaction-interval=" + durationFlag(c.opts.EtcdCompactionInterval),
+		"--max-requests-inflight=2000",
+		"--max-mutating-requests-inflight=1000",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+		"--v=1",
+	}
+	return append(args, c.opts.ExtraAPIServerArgs...)
+}
+
+func durationFlag(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
+}
+
+// startAPIServerFirst picks a port and starts the apiserver, retrying on a
+// port clash with a new port.
+func (c *ControlPlane) startAPIServerFirst(ctx context.Context) error {
+	var lastErr error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		if port == c.etcdClientPort || port == c.etcdPeerPort {
+			continue
+		}
+		c.apiPort = port
+		c.apiArgs = c.buildAPIArgs()
+		p, err := c.runAPIServer(ctx)
+		if err == nil {
+			c.mu.Lock()
+			c.api = p
+			c.mu.Unlock()
+			return nil
+		}
+		lastErr = err
+		if p == nil || !p.portClash() {
+			return err
+		}
+		c.logf("controlplane: kube-apiserver port clash, retrying (attempt %d)", attempt)
+	}
+	return lastErr
+}
+
+// runAPIServer starts the apiserver with c.apiArgs and waits until it is
+// ready. On error the process (if any) has been killed and is returned for
+// inspection.
+func (c *ControlPlane) runAPIServer(ctx context.Context) (*process, error) {
+	p, err := startProcess("kube-apiserver", filepath.Join(c.binDir, APIServerBinary), c.apiArgs, c.path("apiserver.log"))
+	if err != nil {
+		return nil, err
+	}
+	err = waitReady(ctx, p, APIServerReadyTimeout, func(ctx context.Context) error {
+		if err := c.probeAPI(ctx, "/readyz", "ok"); err != nil {
+			return err
+		}
+		// The default namespace is created by a post-start hook shortly
+		// after /readyz; clients expect it.
+		return c.probeAPI(ctx, "/api/v1/namespaces/default", "")
+	})
+	if err != nil {
+		p.kill()
+		return p, err
+	}
+	return p, nil
+}
+
+func (c *ControlPlane) probeAPI(ctx context.Context, path, want string) error {
+	body, code, err := httpDo(ctx, http.MethodGet, c.URL()+path, c.token, nil)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK || (want != "" && strings.TrimSpace(string(body)) != want) {
+		return fmt.Errorf("GET %s answered %d %q", path, code, truncate(body))
+	}
+	return nil
+}
+
+// StopAPIServer stops the apiserver gracefully: SIGTERM, then SIGKILL
+// after 10 s (APIServerStopTimeout) if it has not exited. It waits for the
+// exit. etcd keeps running, so a test can change things (e.g. compact)
+// while the apiserver is down. Stopping a stopped apiserver is a no-op; it
+// returns ErrStopped after Stop.
+func (c *ControlPlane) StopAPIServer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped.Load() {
+		return ErrStopped
+	}
+	if c.api == nil {
+		return nil
+	}
+	began := time.Now()
+	graceful := c.api.terminate(APIServerStopTimeout)
+	c.api = nil
+	if graceful {
+		c.logf("controlplane: kube-apiserver stopped after %v", time.Since(began).Round(time.Millisecond))
+	} else {
+		c.logf("controlplane: kube-apiserver did not stop within %v of SIGTERM; killed", APIServerStopTimeout)
+	}
+	return nil
+}
+
+// StartAPIServer starts the apiserver again after StopAPIServer, on the
+// same port with the same arguments, and waits (at most 60 s, and within
+// ctx) for /readyz and the default namespace. It retries for a while if
+// the port is still taken. Starting a running apiserver is a no-op. It
+// returns ErrStopped after Stop, or a start error with the log's tail.
+func (c *ControlPlane) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped.Load() {
+		return ErrStopped
+	}
+	if c.api != nil {
+		return nil
+	}
+	began := time.Now()
+	var lastErr error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		p, err := c.runAPIServer(ctx)
+		if err == nil {
+			c.api = p
+			c.logf("controlplane: kube-apiserver restarted after %v", time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		lastErr = err
+		if p == nil || !p.portClash() {
+			return err
+		}
+		c.logf("controlplane: kube-apiserver port %d still in use, retrying (attempt %d)", c.apiPort, attempt)
+		select {
+		case <-ctx.Done():
+			return lastErr
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+		}
+	}
+	return lastErr
+}
+
+// RestartAPIServer is StopAPIServer followed by StartAPIServer: a graceful
+// stop (SIGTERM, SIGKILL after 10 s) and a start on the same port with the
+// same arguments, returning once /readyz answers "ok". etcd and its data
+// are untouched.
+func (c *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	if err := c.StopAPIServer(); err != nil {
+		return err
+	}
+	return c.StartAPIServer(ctx)
+}
+
+func (c *ControlPlane) isStopped() bool { return c.stopped.Load() }
+
+// ---------------------------------------------------------------------------
+// Polling.
+
+// waitReady polls probe every pollInterval until it succeeds, the process
+// exits, timeout passes or ctx ends.
+func waitReady(ctx context.Context, p *process, timeout time.Duration, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var last error
+	for {
+		if p.exited() {
+			return p.failure("exited during start (%v)", p.err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+		last = probe(pctx)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if p.exited() {
+				return p.failure("exited during start (%v)", p.err)
+			}
+			return p.failure("not ready within %v: %v (last probe: %v)", timeout, ctx.Err(), last)
+		case <-p.done:
+		case <-tick.C:
+		}
+	}
+}
+
+var probeClient = &http.Client{
+	Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, // the apiserver's cert is self-signed
+		DisableKeepAlives: true,
+		Proxy:             nil,
+	},
+}
+
+// httpDo performs one request and returns the body and status code.
+func httpDo(ctx context.Context, method, u, token string, body io.Reader) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return data, resp.StatusCode, err
+}
+
+func truncate(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

@@ -1,0 +1,284 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// proxyDialTimeout bounds the proxy's dial to its target.
+const proxyDialTimeout = 10 * time.Second
+
+// Proxy is a TCP proxy on 127.0.0.1 that forwards raw bytes (TLS passes
+// through untouched) to one target and can simulate network faults: Cut,
+// Stall and Heal. Its methods are safe for concurrent use. Create one with
+// NewProxy and release it with Close.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	accepted atomic.Int64
+
+	mu      sync.Mutex
+	cut     bool
+	stalled bool
+	gate    chan struct{} // closed while bytes may pass; open while stalled
+	closed  bool
+	conns   map[*proxyConn]struct{}
+
+	wg sync.WaitGroup
+}
+
+// proxyConn is one client connection and its connection to the target.
+type proxyConn struct {
+	client net.Conn
+	done   chan struct{} // closed by close
+
+	mu     sync.Mutex
+	server net.Conn
+	closed bool
+}
+
+// NewProxy listens on 127.0.0.1:0 and forwards each accepted connection to
+// target (host:port), dialed when the connection is accepted. It starts in
+// the healed state. The error is the listener's.
+func NewProxy(target string) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return nil, fmt.Errorf("controlplane: proxy target %q: %w", target, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: proxy listen: %w", err)
+	}
+	p := &Proxy{target: target, ln: ln, gate: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	close(p.gate)
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr returns the proxy's listening address, 127.0.0.1:PORT.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Target returns the address the proxy forwards to.
+func (p *Proxy) Target() string { return p.target }
+
+// Conns returns the number of connections accepted so far, including those
+// closed at once because the proxy was cut. It only grows.
+func (p *Proxy) Conns() int { return int(p.accepted.Load()) }
+
+// Open returns the number of connections currently open through the proxy.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// Cut closes every open connection (both sides) and, until Heal, closes
+// new connections as soon as they are accepted, so clients see their
+// connection reset or ended.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	conns := p.takeConnsLocked()
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// Stall stops all traffic in both directions without closing anything:
+// connections stay open, new connections are accepted and dialed, but no
+// byte, FIN or RST passes until Heal (or Cut, or Close, which close them).
+// Bytes read meanwhile are delivered after Heal.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stalled && !p.closed {
+		p.stalled = true
+		p.gate = make(chan struct{})
+	}
+}
+
+// Heal ends Cut and Stall: new connections are forwarded again and stalled
+// bytes flow. Connections closed by Cut stay closed.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	p.openGateLocked()
+}
+
+// Close stops listening, closes every connection and waits for the proxy's
+// goroutines to end. It is idempotent.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return
+	}
+	p.closed = true
+	p.openGateLocked()
+	conns := p.takeConnsLocked()
+	p.mu.Unlock()
+	_ = p.ln.Close()
+	for _, c := range conns {
+		c.close()
+	}
+	p.wg.Wait()
+}
+
+func (p *Proxy) openGateLocked() {
+	if p.stalled {
+		p.stalled = false
+		close(p.gate)
+	}
+}
+
+func (p *Proxy) takeConnsLocked() []*proxyConn {
+	conns := make([]*proxyConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	clear(p.conns)
+	return conns
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// Temporary failures such as EMFILE: back off briefly.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		p.accepted.Add(1)
+		p.mu.Lock()
+		if p.cut || p.closed {
+			p.mu.Unlock()
+			_ = conn.Close()
+			continue
+		}
+		pc := &proxyConn{client: conn, done: make(chan struct{})}
+		p.conns[pc] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.serve(pc)
+	}
+}
+
+func (p *Proxy) serve(pc *proxyConn) {
+	defer p.wg.Done()
+	defer p.forget(pc)
+	defer pc.close()
+
+	d := net.Dialer{Timeout: proxyDialTimeout}
+	server, err := d.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	if !pc.setServer(server) {
+		return // cut or closed while dialing
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(pc, server, pc.client) }()
+	go func() { defer wg.Done(); p.pipe(pc, pc.client, server) }()
+	wg.Wait()
+}
+
+// pipe copies src to dst through the gate. At EOF it half-closes dst; on
+// any other error it closes the whole connection.
+func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.wait(pc) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				pc.close()
+				return
+			}
+		}
+		if err != nil {
+			if !p.wait(pc) {
+				return
+			}
+			if err == io.EOF {
+				if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+					return
+				}
+			}
+			pc.close()
+			return
+		}
+	}
+}
+
+// wait blocks while the proxy is stalled; it reports false if the
+// connection was closed meanwhile.
+func (p *Proxy) wait(pc *proxyConn) bool {
+	p.mu.Lock()
+	gate := p.gate
+	p.mu.Unlock()
+	select {
+	case <-gate:
+		select {
+		case <-pc.done:
+			return false
+		default:
+			return true
+		}
+	case <-pc.done:
+		return false
+	}
+}
+
+func (p *Proxy) forget(pc *proxyConn) {
+	p.mu.Lock()
+	delete(p.conns, pc)
+	p.mu.Unlock()
+}
+
+// setServer records the target connection; it closes it and reports false
+// if the connection was closed meanwhile.
+func (pc *proxyConn) setServer(s net.Conn) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed {
+		_ = s.Close()
+		return false
+	}
+	pc.server = s
+	return true
+}
+
+func (pc *proxyConn) close() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed {
+		return
+	}
+	pc.closed = true
+	close(pc.done)
+	_ = pc.client.Close()
+	if pc.server != nil {
+		_ = pc.server.Close()
+	}
+}

@@ -1,0 +1,234 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout version this build writes. A file with a
+// larger version is refused with ErrNewerSchema.
+const SchemaVersion = 1
+
+// magic identifies a watchjournal file in the meta bucket.
+var magic = []byte("watchjournal")
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketIndex     = []byte("index")
+	bucketJournal   = []byte("journal")
+	bucketStage     = []byte("stage")
+	bucketSeen      = []byte("seen")
+	bucketConsumers = []byte("consumers")
+
+	metaMagic  = []byte("magic")
+	metaSchema = []byte("schema")
+	metaNext   = []byte("next")   // next offset to assign, 8-byte big-endian
+	metaCount  = []byte("count")  // number of index keys, 8-byte big-endian
+	metaStageN = []byte("stageN") // next staging sequence
+)
+
+// Options configure Open. The zero value is a writable store with a 1 s lock
+// timeout and fsync on every commit.
+type Options struct {
+	// ReadOnly opens the file with a shared lock; writes fail with ErrReadOnly.
+	ReadOnly bool
+	// Timeout is how long Open waits for the file lock. Zero means 1 s;
+	// a negative value means do not wait at all (one try).
+	Timeout time.Duration
+	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash
+	// may then lose committed transactions.
+	NoSync bool
+	// InitialMmapSize is the initial size of the memory map, in bytes.
+	// Zero means bbolt's default. A read transaction keeps the map from
+	// growing, so a larger map avoids blocking the writer behind readers.
+	InitialMmapSize int
+}
+
+// Store is an open watchjournal bbolt file. It is safe for concurrent use:
+// many read transactions and one write transaction at a time.
+type Store struct {
+	db       *bbolt.DB
+	path     string
+	readOnly bool
+}
+
+// Open opens or creates the file at path (mode 0600) and checks that it is a
+// watchjournal file of a schema this build knows.
+//
+// Errors: ErrLocked when the lock is held past Options.Timeout, ErrNotExist
+// for a read-only open of a missing file, ErrCorrupt for a file that is not
+// a readable bbolt database, ErrForeign for a bbolt file of another program,
+// ErrNewerSchema for a newer watchjournal; each wraps the cause.
+func Open(path string, o Options) (s *Store, err error) {
+	timeout := o.Timeout
+	switch {
+	case timeout == 0:
+		timeout = time.Second
+	case timeout < 0:
+		timeout = time.Millisecond // bbolt treats 0 as "wait forever"
+	}
+	if o.ReadOnly {
+		if _, statErr := os.Stat(path); errors.Is(statErr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
+		}
+	}
+	bo := &bbolt.Options{
+		Timeout:         timeout,
+		ReadOnly:        o.ReadOnly,
+		NoSync:          o.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bbolt.FreelistMapType,
+		InitialMmapSize: o.InitialMmapSize,
+	}
+	// bbolt may panic on some corrupt files instead of returning an error.
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+		}
+	}()
+	db, err := bbolt.Open(path, 0o600, bo)
+	if err != nil {
+		switch {
+		case errors.Is(err, bberrors.ErrTimeout):
+			return nil, fmt.Errorf("%w: %s (timeout %v)", ErrLocked, path, timeout)
+		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
+			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		}
+		if isTruncated(path) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		}
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	s = &Store{db: db, path: path, readOnly: o.ReadOnly}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// isTruncated reports whether the file is too short to be a bbolt database.
+func isTruncated(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0 && fi.Size() < 2*int64(os.Getpagesize())
+}
+
+// init checks the magic and schema, creating them and the buckets in a new
+// (empty) file.
+func (s *Store) init() error {
+	var state int // 0 ok, 1 empty, 2 foreign, 3 newer
+	var found uint32
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bbolt.Bucket) error { empty = false; return nil })
+			if empty {
+				state = 1
+			} else {
+				state = 2
+			}
+			return nil
+		}
+		if !bytes.Equal(meta.Get(metaMagic), magic) {
+			state = 2
+			return nil
+		}
+		if v := meta.Get(metaSchema); len(v) == 4 {
+			found = binary.BigEndian.Uint32(v)
+		} else {
+			state = 2
+			return nil
+		}
+		if found > SchemaVersion {
+			state = 3
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+	}
+	switch state {
+	case 2:
+		return fmt.Errorf("%w: %s", ErrForeign, s.path)
+	case 3:
+		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", ErrNewerSchema, s.path, found, SchemaVersion)
+	case 1:
+		if s.readOnly {
+			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
+		}
+		return s.db.Update(func(tx *bbolt.Tx) error {
+			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketStage, bucketSeen, bucketConsumers} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bucketMeta)
+			var v [4]byte
+			binary.BigEndian.PutUint32(v[:], SchemaVersion)
+			if err := meta.Put(metaSchema, v[:]); err != nil {
+				return err
+			}
+			if err := meta.Put(metaNext, u64(1)); err != nil {
+				return err
+			}
+			return meta.Put(metaMagic, magic)
+		})
+	}
+	return nil
+}
+
+// Close closes the file and releases its lock.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path returns the file's path as given to Open.
+func (s *Store) Path() string { return s.path }
+
+// ReadOnly reports whether the store was opened read-only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Size returns the file's size in bytes.
+func (s *Store) Size() int64 {
+	var n int64
+	_ = s.db.View(func(tx *bbolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// DB returns the underlying bbolt database, for compaction and checks.
+func (s *Store) DB() *bbolt.DB { return s.db }
+
+// View runs fn in a read transaction.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Update runs fn in a write transaction, committed when fn returns nil and
+// rolled back otherwise.
+func (s *Store) Update(fn func(*Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

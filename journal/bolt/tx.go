@@ -1,0 +1,235 @@
+package bolt
+
+import (
+	"bytes"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Tx is a read or write transaction. Its methods are not safe for
+// concurrent use; slices they return are valid until the transaction ends.
+type Tx struct {
+	tx *bbolt.Tx
+}
+
+func (t *Tx) b(name []byte) *bbolt.Bucket { return t.tx.Bucket(name) }
+
+// Meta returns the value of a meta entry, or nil when it is not set.
+func (t *Tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
+
+// SetMeta sets a meta entry; a nil value deletes it.
+func (t *Tx) SetMeta(name string, v []byte) error {
+	if v == nil {
+		return t.b(bucketMeta).Delete([]byte(name))
+	}
+	return t.b(bucketMeta).Put([]byte(name), v)
+}
+
+// IndexGet returns the index value for key, or nil.
+func (t *Tx) IndexGet(key []byte) []byte { return t.b(bucketIndex).Get(key) }
+
+// IndexPut sets key's index value, counting new keys.
+func (t *Tx) IndexPut(key, val []byte) error {
+	b := t.b(bucketIndex)
+	if b.Get(key) == nil {
+		if err := t.addCount(1); err != nil {
+			return err
+		}
+	}
+	return b.Put(key, val)
+}
+
+// IndexDelete removes key from the index; a missing key is not an error.
+func (t *Tx) IndexDelete(key []byte) error {
+	b := t.b(bucketIndex)
+	if b.Get(key) == nil {
+		return nil
+	}
+	if err := t.addCount(-1); err != nil {
+		return err
+	}
+	return b.Delete(key)
+}
+
+// IndexCount returns the number of keys in the index.
+func (t *Tx) IndexCount() uint64 { return getU64(t.b(bucketMeta).Get(metaCount)) }
+
+func (t *Tx) addCount(d int64) error {
+	n := int64(t.IndexCount()) + d
+	if n < 0 {
+		n = 0
+	}
+	return t.b(bucketMeta).Put(metaCount, u64(uint64(n)))
+}
+
+// IndexScan calls fn for index entries in key order, starting at the first
+// key strictly greater than after (from the first key when after is nil),
+// until fn returns false or an error.
+func (t *Tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
+	c := t.b(bucketIndex).Cursor()
+	var k, v []byte
+	if after == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(after)
+		if k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	for ; k != nil; k, v = c.Next() {
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// Append stores rec at the next offset and returns that offset. Offsets
+// start at 1 and are never reused, even after trimming.
+func (t *Tx) Append(rec []byte) (uint64, error) {
+	meta := t.b(bucketMeta)
+	off := getU64(meta.Get(metaNext))
+	if off == 0 {
+		off = 1
+	}
+	j := t.b(bucketJournal)
+	j.FillPercent = 1.0 // append-only keys: fill pages completely
+	if err := j.Put(u64(off), rec); err != nil {
+		return 0, err
+	}
+	if err := meta.Put(metaNext, u64(off+1)); err != nil {
+		return 0, err
+	}
+	return off, nil
+}
+
+// NextOffset returns the offset the next Append will assign.
+func (t *Tx) NextOffset() uint64 {
+	off := getU64(t.b(bucketMeta).Get(metaNext))
+	if off == 0 {
+		return 1
+	}
+	return off
+}
+
+// FirstOffset returns the smallest retained offset, or 0 when the journal
+// holds no record.
+func (t *Tx) FirstOffset() uint64 {
+	k, _ := t.b(bucketJournal).Cursor().First()
+	return getU64(k)
+}
+
+// LastOffset returns the largest retained offset, or 0 when the journal
+// holds no record.
+func (t *Tx) LastOffset() uint64 {
+	k, _ := t.b(bucketJournal).Cursor().Last()
+	return getU64(k)
+}
+
+// Record returns the record at off, or nil.
+func (t *Tx) Record(off uint64) []byte { return t.b(bucketJournal).Get(u64(off)) }
+
+// Records calls fn for each record from offset from (inclusive) in offset
+// order, until fn returns false or an error.
+func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
+	c := t.b(bucketJournal).Cursor()
+	for k, v := c.Seek(u64(from)); k != nil; k, v = c.Next() {
+		more, err := fn(getU64(k), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteRecords removes up to max records with offsets below before and
+// returns how many it removed and their total size in bytes.
+func (t *Tx) DeleteRecords(before uint64, max int) (n int, size int64, err error) {
+	c := t.b(bucketJournal).Cursor()
+	for k, v := c.First(); k != nil && getU64(k) < before && n < max; k, v = c.First() {
+		size += int64(len(v))
+		if err := c.Delete(); err != nil {
+			return n, size, err
+		}
+		n++
+	}
+	return n, size, nil
+}
+
+// StagePut appends rec to the staging area.
+func (t *Tx) StagePut(rec []byte) error {
+	meta := t.b(bucketMeta)
+	seq := getU64(meta.Get(metaStageN)) + 1
+	st := t.b(bucketStage)
+	st.FillPercent = 1.0
+	if err := st.Put(u64(seq), rec); err != nil {
+		return err
+	}
+	return meta.Put(metaStageN, u64(seq))
+}
+
+// StageTake calls fn for up to max staged records in staging order and
+// deletes each one after fn returns nil. It returns how many it took.
+func (t *Tx) StageTake(max int, fn func(rec []byte) error) (int, error) {
+	c := t.b(bucketStage).Cursor()
+	n := 0
+	for k, v := c.First(); k != nil && n < max; k, v = c.First() {
+		if err := fn(v); err != nil {
+			return n, err
+		}
+		if err := c.Delete(); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// StageLen reports whether the staging area holds any record.
+func (t *Tx) StageEmpty() bool {
+	k, _ := t.b(bucketStage).Cursor().First()
+	return k == nil
+}
+
+// StageClear empties the staging area and the seen set.
+func (t *Tx) StageClear() error {
+	for _, name := range [][]byte{bucketStage, bucketSeen} {
+		if err := t.tx.DeleteBucket(name); err != nil {
+			return fmt.Errorf("bolt: clear %s: %w", name, err)
+		}
+		if _, err := t.tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	return t.b(bucketMeta).Delete(metaStageN)
+}
+
+// SeenPut records key as listed by the relist in progress.
+func (t *Tx) SeenPut(key []byte) error { return t.b(bucketSeen).Put(key, []byte{}) }
+
+// SeenHas reports whether key was recorded by SeenPut.
+func (t *Tx) SeenHas(key []byte) bool { return t.b(bucketSeen).Get(key) != nil }
+
+// Consumer returns the committed offset of the named consumer and whether it
+// exists.
+func (t *Tx) Consumer(name string) (uint64, bool) {
+	v := t.b(bucketConsumers).Get([]byte(name))
+	return getU64(v), v != nil
+}
+
+// SetConsumer stores the committed offset of the named consumer.
+func (t *Tx) SetConsumer(name string, off uint64) error {
+	return t.b(bucketConsumers).Put([]byte(name), u64(off))
+}
+
+// DeleteConsumer removes the named consumer.
+func (t *Tx) DeleteConsumer(name string) error {
+	return t.b(bucketConsumers).Delete([]byte(name))
+}
+
+// Consumers calls fn for every consumer in name order.
+func (t *Tx) Consumers(fn func(name string, off uint64) error) error {
+	return t.b(bucketConsumers).ForEach(func(k, v []byte) error { return fn(string(k), getU64(v)) })
+}

@@ -1,0 +1,34 @@
+// Package journal is watchjournal's public API: a durable record of one
+// watched Kubernetes resource, kept in one bbolt file.
+//
+// For one resource (GVR, namespace, label and field selectors) a Journal
+// keeps only key → (resourceVersion, UID) per object, the index, plus a
+// bounded journal of Events with monotonically increasing offsets. Package
+// reconcile fills it from list and watch; consumers read it from their own
+// offsets.
+//
+// # Guarantees
+//
+//   - Index, journal and the last synced resourceVersion change together in
+//     one bbolt transaction, so a crash at any point loses nothing: after a
+//     restart the index describes exactly the events in the journal.
+//   - Offsets start at 1, increase by one per event and are never reused.
+//   - Per key, the journal's sequence is consistent: no ADDED for a key that
+//     is present, no MODIFIED or DELETED for a key that is absent; a name that
+//     comes back with a new UID gives DELETED (old UID) then ADDED (new UID).
+//   - A relist is staged on disk and made visible only when its list is
+//     complete: a failed or partial list changes neither index nor journal.
+//   - resourceVersions are opaque strings, compared only for equality
+//     (API concepts, "Resource versions").
+//
+// # Keys
+//
+// An index key is exactly the bytes <namespace>/<name> for a namespaced
+// object and <name> for a cluster-scoped one.
+//
+// # Concurrency
+//
+// One process writes a file at a time (an exclusive file lock; a second
+// writer gets ErrLocked). Within that process any number of goroutines may
+// read while the writer runs; reads use short read transactions.
+package journal

@@ -1,0 +1,280 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+)
+
+// Options configure Open. A nil *Options means the defaults.
+type Options struct {
+	// ReadOnly opens the file with a shared lock, for inspection. Writes
+	// return ErrReadOnly. Note that bbolt's locks are per file: a read-only
+	// open waits while a writer holds the file, and holds the writer off
+	// while it is open.
+	ReadOnly bool
+	// Timeout is how long Open waits for the file lock before it returns
+	// ErrLocked. Zero means 1 s; negative means one try.
+	Timeout time.Duration
+	// Resource, when set on a writable open, is recorded in a new file and
+	// checked against an existing one (ErrResourceMismatch on a difference).
+	Resource *Resource
+	// Logger receives the journal's logs. Nil means no logs.
+	Logger *zap.Logger
+	// NoSync skips fsync on commit: only for tests and benchmarks.
+	NoSync bool
+	// InitialMmapSize is bbolt's initial memory map size in bytes; zero
+	// means bbolt's default.
+	InitialMmapSize int
+}
+
+// Journal is an open journal file. It is safe for concurrent use by many
+// goroutines; writes are serialized.
+type Journal struct {
+	store *bolt.Store
+	log   *zap.Logger
+
+	mu     sync.Mutex
+	notify chan struct{} // closed and replaced after every commit that appends
+	closed bool
+}
+
+// Meta keys used by this package.
+const (
+	metaResource = "resource"
+	metaRV       = "rv"
+	metaRelistRV = "relistRV" // set while a staged relist is being committed
+)
+
+// Open opens the journal file at path, creating it (mode 0600) when it does
+// not exist and opts is not read-only.
+//
+// Errors match ErrLocked, ErrNotExist, ErrCorrupt, ErrForeign,
+// ErrNewerSchema and ErrResourceMismatch with errors.Is. A writable Open
+// also finishes a relist commit that a crash interrupted.
+func Open(path string, opts *Options) (*Journal, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	s, err := bolt.Open(path, bolt.Options{
+		ReadOnly: o.ReadOnly, Timeout: o.Timeout, NoSync: o.NoSync, InitialMmapSize: o.InitialMmapSize,
+	})
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{store: s, log: o.Logger, notify: make(chan struct{})}
+	if !o.ReadOnly {
+		if err := j.bindResource(o.Resource); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if err := j.finishRelist(); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+func (j *Journal) bindResource(r *Resource) error {
+	if r == nil {
+		return nil
+	}
+	return j.store.Update(func(tx *bolt.Tx) error {
+		have, ok := decodeResource(tx.Meta(metaResource))
+		if !ok {
+			return tx.SetMeta(metaResource, r.encode())
+		}
+		if have != *r {
+			return fmt.Errorf("%w: file has %q, asked for %q", ErrResourceMismatch, have, *r)
+		}
+		return nil
+	})
+}
+
+// Close closes the file. Blocked Wait calls return an error.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if !j.closed {
+		j.closed = true
+		close(j.notify)
+	}
+	j.mu.Unlock()
+	return j.store.Close()
+}
+
+// Path returns the file's path.
+func (j *Journal) Path() string { return j.store.Path() }
+
+// Store returns the underlying store, for tools (verify, compact).
+func (j *Journal) Store() *bolt.Store { return j.store }
+
+// Resource returns the resource the file records, and false when none is
+// recorded yet.
+func (j *Journal) Resource() (Resource, bool) {
+	var r Resource
+	var ok bool
+	_ = j.store.View(func(tx *bolt.Tx) error { r, ok = decodeResource(tx.Meta(metaResource)); return nil })
+	return r, ok
+}
+
+// ResourceVersion returns the last synced resourceVersion: the list's or
+// the last watch event's or bookmark's. Empty means never synced.
+func (j *Journal) ResourceVersion() (string, error) {
+	var rv string
+	err := j.store.View(func(tx *bolt.Tx) error { rv = string(tx.Meta(metaRV)); return nil })
+	return rv, err
+}
+
+// Lookup returns the index entry for key, and false when key is absent.
+func (j *Journal) Lookup(key string) (IndexEntry, bool, error) {
+	var e IndexEntry
+	var ok bool
+	err := j.store.View(func(tx *bolt.Tx) error {
+		v := tx.IndexGet([]byte(key))
+		if v == nil {
+			return nil
+		}
+		var err error
+		e, err = decodeIndex([]byte(key), v)
+		ok = err == nil
+		return err
+	})
+	return e, ok, err
+}
+
+// ScanIndex returns up to limit index entries in key order whose keys are
+// strictly greater than after ("" starts at the first key). Each call is one
+// short read transaction; page through the index by passing the last key
+// returned.
+func (j *Journal) ScanIndex(after string, limit int) ([]IndexEntry, error) {
+	var out []IndexEntry
+	var start []byte
+	if after != "" {
+		start = []byte(after)
+	}
+	err := j.store.View(func(tx *bolt.Tx) error {
+		return tx.IndexScan(start, func(k, v []byte) (bool, error) {
+			e, err := decodeIndex(k, v)
+			if err != nil {
+				return false, err
+			}
+			out = append(out, e)
+			return len(out) < limit, nil
+		})
+	})
+	return out, err
+}
+
+// Read returns up to max events from offset from (inclusive) in offset
+// order; fewer, or none, at the head of the journal. from 0 means the first
+// retained offset. It returns a *CompactedError when from is below the
+// first retained offset.
+func (j *Journal) Read(from uint64, max int) ([]Event, error) {
+	var out []Event
+	err := j.store.View(func(tx *bolt.Tx) error {
+		first := tx.FirstOffset()
+		if first == 0 {
+			first = tx.NextOffset()
+		}
+		if from == 0 {
+			from = first
+		}
+		if from < first {
+			return &CompactedError{Requested: from, First: first}
+		}
+		return tx.Records(from, func(off uint64, rec []byte) (bool, error) {
+			e, err := decodeEvent(off, rec)
+			if err != nil {
+				return false, err
+			}
+			out = append(out, e)
+			return len(out) < max, nil
+		})
+	})
+	return out, err
+}
+
+// Head returns the last offset assigned, 0 when none ever was.
+func (j *Journal) Head() (uint64, error) {
+	var h uint64
+	err := j.store.View(func(tx *bolt.Tx) error { h = tx.NextOffset() - 1; return nil })
+	return h, err
+}
+
+// Wait blocks until the journal's head is past offset after, ctx is done
+// (ctx.Err()), or the journal is closed. Writers in this process wake it;
+// it does not poll.
+func (j *Journal) Wait(ctx context.Context, after uint64) error {
+	for {
+		j.mu.Lock()
+		ch, closed := j.notify, j.closed
+		j.mu.Unlock()
+		if closed {
+			return errors.New("journal: closed")
+		}
+		head, err := j.Head()
+		if err != nil {
+			return err
+		}
+		if head > after {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (j *Journal) wake() {
+	j.mu.Lock()
+	if !j.closed {
+		close(j.notify)
+		j.notify = make(chan struct{})
+	}
+	j.mu.Unlock()
+}
+
+// Stats describes a journal file at one moment (one read transaction).
+type Stats struct {
+	// Resource is the watched resource, zero when none is recorded.
+	Resource Resource
+	// Objects is the number of keys in the index.
+	Objects uint64
+	// FirstOffset and LastOffset bound the retained events, inclusive;
+	// both are 0 when the journal holds no event.
+	FirstOffset, LastOffset uint64
+	// ResourceVersion is the last synced resourceVersion.
+	ResourceVersion string
+	// FileSize is the bbolt file's size in bytes.
+	FileSize int64
+	// Consumers maps each durable consumer's name to its committed offset.
+	Consumers map[string]uint64
+}
+
+// Stats returns the file's statistics, read in one transaction.
+func (j *Journal) Stats() (Stats, error) {
+	var s Stats
+	err := j.store.View(func(tx *bolt.Tx) error {
+		s.Resource, _ = decodeResource(tx.Meta(metaResource))
+		s.Objects = tx.IndexCount()
+		s.FirstOffset, s.LastOffset = tx.FirstOffset(), tx.LastOffset()
+		s.ResourceVersion = string(tx.Meta(metaRV))
+		s.Consumers = map[string]uint64{}
+		return tx.Consumers(func(name string, off uint64) error { s.Consumers[name] = off; return nil })
+	})
+	s.FileSize = j.store.Size()
+	return s, err
+}

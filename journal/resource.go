@@ -1,0 +1,50 @@
+package journal
+
+import (
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Resource names what a journal file watches: one GVR, optionally one
+// namespace, optionally label and field selectors (API concepts, "List and
+// Watch filtering"). A file records one Resource for its whole life.
+type Resource struct {
+	// GVR is the group, version and resource, e.g. {"", "v1", "configmaps"}.
+	GVR schema.GroupVersionResource `json:"gvr"`
+	// Namespace limits the watch to one namespace; empty means all
+	// namespaces (or a cluster-scoped resource).
+	Namespace string `json:"namespace,omitempty"`
+	// LabelSelector is passed as the labelSelector parameter.
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// FieldSelector is passed as the fieldSelector parameter.
+	FieldSelector string `json:"fieldSelector,omitempty"`
+}
+
+// String returns a short form such as "configmaps.v1 -n wj -l app=x".
+func (r Resource) String() string {
+	s := r.GVR.Resource + "." + r.GVR.Version
+	if r.GVR.Group != "" {
+		s += "." + r.GVR.Group
+	}
+	if r.Namespace != "" {
+		s += " -n " + r.Namespace
+	}
+	if r.LabelSelector != "" {
+		s += " -l " + r.LabelSelector
+	}
+	if r.FieldSelector != "" {
+		s += " --field-selector " + r.FieldSelector
+	}
+	return s
+}
+
+func (r Resource) encode() []byte { b, _ := json.Marshal(r); return b }
+
+func decodeResource(b []byte) (Resource, bool) {
+	var r Resource
+	if len(b) == 0 || json.Unmarshal(b, &r) != nil {
+		return Resource{}, false
+	}
+	return r, true
+}

@@ -1,0 +1,82 @@
+package journal
+
+import (
+	"fmt"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+)
+
+// Tx is a write transaction: the index, the journal and the last synced
+// resourceVersion change together when it commits. It is valid only inside
+// the function given to Update.
+type Tx struct {
+	tx       *bolt.Tx
+	appended int
+}
+
+// Update runs fn in one write transaction. Everything fn appends, and the
+// resourceVersion it sets, is committed together when fn returns nil, and
+// nothing is when it returns an error. Group commit: put many events in one
+// Update. Followers (Wait) wake after the commit.
+func (j *Journal) Update(fn func(*Tx) error) error {
+	var t *Tx
+	err := j.store.Update(func(btx *bolt.Tx) error {
+		t = &Tx{tx: btx}
+		return fn(t)
+	})
+	if err == nil && t != nil && t.appended > 0 {
+		j.wake()
+	}
+	return err
+}
+
+// Lookup returns the index entry for key as this transaction sees it.
+func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
+	v := t.tx.IndexGet([]byte(key))
+	if v == nil {
+		return IndexEntry{}, false, nil
+	}
+	e, err := decodeIndex([]byte(key), v)
+	return e, err == nil, err
+}
+
+// Append assigns e the next offset, stores it, and applies it to the index:
+// ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
+// e.Time is set to the current time. It returns the offset assigned.
+func (t *Tx) Append(e *Event) (uint64, error) {
+	if e.Time.IsZero() {
+		e.Time = now()
+	}
+	rec, err := encodeEvent(e)
+	if err != nil {
+		return 0, err
+	}
+	off, err := t.tx.Append(rec)
+	if err != nil {
+		return 0, fmt.Errorf("journal: append: %w", err)
+	}
+	if err := applyIndex(t.tx, e); err != nil {
+		return 0, err
+	}
+	e.Offset = off
+	t.appended++
+	return off, nil
+}
+
+func applyIndex(tx *bolt.Tx, e *Event) error {
+	switch e.Type {
+	case Added, Modified:
+		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion))
+	case Deleted:
+		return tx.IndexDelete([]byte(e.Key))
+	}
+	return fmt.Errorf("journal: unknown event type %q", e.Type)
+}
+
+// SetResourceVersion records rv as the last synced resourceVersion, the
+// point a watch resumes from.
+func (t *Tx) SetResourceVersion(rv string) error { return t.tx.SetMeta(metaRV, []byte(rv)) }
+
+// ResourceVersion returns the last synced resourceVersion as this
+// transaction sees it.
+func (t *Tx) ResourceVersion() string { return string(t.tx.Meta(metaRV)) }
