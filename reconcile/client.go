@@ -1,0 +1,219 @@
+package reconcile
+
+// The client speaks to the apiserver with raw JSON: a list page is decoded
+// just far enough to read each item's metadata, and each item is kept as the
+// bytes the server sent. Nothing builds a map[string]any per object, so a
+// relist costs about one page of memory.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// client lists and watches one resource.
+type client struct {
+	rc  rest.Interface
+	res journal.Resource
+	// metadataOnly drops each object's payload, keeping metadata only.
+	metadataOnly bool
+}
+
+func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*client, error) {
+	c := rest.CopyConfig(cfg)
+	gv := schema.GroupVersion{Group: res.GVR.Group, Version: res.GVR.Version}
+	c.GroupVersion = &gv
+	c.APIPath = "/apis"
+	if gv.Group == "" {
+		c.APIPath = "/api"
+	}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c.ContentType = "application/json"
+	c.AcceptContentTypes = "application/json"
+	if c.UserAgent == "" {
+		c.UserAgent = "watchjournal"
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: rest client: %w", err)
+	}
+	return &client{rc: rc, res: res, metadataOnly: metadataOnly}, nil
+}
+
+// path returns the collection path of the resource.
+func (c *client) path() []string {
+	var p []string
+	if c.res.GVR.Group == "" {
+		p = []string{"/api", c.res.GVR.Version}
+	} else {
+		p = []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
+	}
+	if c.res.Namespace != "" {
+		p = append(p, "namespaces", c.res.Namespace)
+	}
+	return append(p, c.res.GVR.Resource)
+}
+
+func (c *client) selectors(r *rest.Request) *rest.Request {
+	if c.res.LabelSelector != "" {
+		r = r.Param("labelSelector", c.res.LabelSelector)
+	}
+	if c.res.FieldSelector != "" {
+		r = r.Param("fieldSelector", c.res.FieldSelector)
+	}
+	return r
+}
+
+// page is one decoded list page.
+type page struct {
+	Items           []Item
+	ResourceVersion string
+	Continue        string
+}
+
+type rawList struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Metadata   struct {
+		ResourceVersion string `json:"resourceVersion"`
+		Continue        string `json:"continue"`
+	} `json:"metadata"`
+	Items []json.RawMessage `json:"items"`
+}
+
+type rawMeta struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// list reads one page. resourceVersion is left unset so the read is
+// consistent (served from etcd, or from a watch cache proven current):
+// "0" could go back in time (API concepts, "Semantics for get and list").
+func (c *client) list(ctx context.Context, limit int64, cont string) (*page, error) {
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).Param("limit", strconv.FormatInt(limit, 10))
+	if cont != "" {
+		r = r.Param("continue", cont)
+	}
+	body, err := r.Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var l rawList
+	if err := json.Unmarshal(body, &l); err != nil {
+		return nil, fmt.Errorf("reconcile: decode list: %w", err)
+	}
+	p := &page{ResourceVersion: l.Metadata.ResourceVersion, Continue: l.Metadata.Continue, Items: make([]Item, 0, len(l.Items))}
+	kind := strings.TrimSuffix(l.Kind, "List")
+	for _, raw := range l.Items {
+		it, err := c.item(raw, kind, l.APIVersion)
+		if err != nil {
+			return nil, err
+		}
+		p.Items = append(p.Items, it)
+	}
+	return p, nil
+}
+
+// item reads an object's metadata and keeps the object as served. List items
+// come without kind and apiVersion; they are put back so that every stored
+// object decodes on its own.
+func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error) {
+	var m rawMeta
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return Item{}, fmt.Errorf("reconcile: decode object: %w", err)
+	}
+	md := m.Metadata
+	if md.Name == "" || md.UID == "" || md.ResourceVersion == "" {
+		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion: %.200s", raw)
+	}
+	key := md.Name
+	if md.Namespace != "" {
+		key = md.Namespace + "/" + md.Name
+	}
+	it := Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion}
+	if !c.metadataOnly {
+		it.Object = withKind(raw, kind, apiVersion)
+	}
+	return it, nil
+}
+
+// withKind returns a copy of obj with kind and apiVersion set when missing.
+func withKind(obj json.RawMessage, kind, apiVersion string) []byte {
+	trimmed := bytes.TrimLeft(obj, " \t\r\n")
+	if kind == "" || len(trimmed) < 2 || trimmed[0] != '{' || bytes.Contains(trimmed[:min(len(trimmed), 64)], []byte(`"kind"`)) {
+		return append([]byte(nil), obj...)
+	}
+	head := fmt.Sprintf(`{"kind":%q,"apiVersion":%q`, kind, apiVersion)
+	out := make([]byte, 0, len(head)+len(trimmed)+1)
+	out = append(out, head...)
+	rest := bytes.TrimLeft(trimmed[1:], " \t\r\n")
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+// watchEvent is one frame of a watch stream.
+type watchEvent struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// stream is an open watch.
+type stream struct {
+	body io.ReadCloser
+	dec  *json.Decoder
+}
+
+// watch opens a watch from resourceVersion rv with bookmarks allowed. The
+// server ends it after timeout (a watch should not live forever; reflector
+// uses 5 to 10 minutes).
+func (c *client) watch(ctx context.Context, rv string, timeout time.Duration) (*stream, error) {
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).
+		Param("watch", "true").
+		Param("resourceVersion", rv).
+		Param("allowWatchBookmarks", "true").
+		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
+	body, err := r.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &stream{body: body, dec: json.NewDecoder(body)}, nil
+}
+
+// next reads the next frame; io.EOF when the server ended the watch.
+func (s *stream) next() (watchEvent, error) {
+	var ev watchEvent
+	err := s.dec.Decode(&ev)
+	return ev, err
+}
+
+func (s *stream) close() { _ = s.body.Close() }
+
+// decodeStatus reads the Status of an ERROR watch event.
+func decodeStatus(obj json.RawMessage) *metav1.Status {
+	var st metav1.Status
+	if err := json.Unmarshal(obj, &st); err != nil {
+		return &metav1.Status{Code: http.StatusInternalServerError, Message: fmt.Sprintf("undecodable ERROR event: %.200s", obj)}
+	}
+	return &st
+}
+
+var jsonUnmarshal = json.Unmarshal

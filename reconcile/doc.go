@@ -1,0 +1,36 @@
+// Package reconcile keeps a journal.Journal in step with one resource of a
+// kube-apiserver: it lists, watches, and after a 410 Gone, an expired
+// continue token or a restart whose resourceVersion is no longer served, it
+// relists and diffs the list against the on-disk index, so the journal gets
+// exactly the ADDED, MODIFIED and DELETED events that close the gap.
+//
+// # Protocol
+//
+// The loop is the list/watch protocol of the API concepts page ("Efficient
+// detection of changes"), written as an explicit state machine (state.go):
+//
+//	start     → watch(stored RV)            when the file holds a resourceVersion
+//	start     → list                        otherwise
+//	list      → watch(list RV)              after a complete paginated list
+//	list      → list                        a continue token expired (410): from page one
+//	watch     → watch(last RV)              the server ended the watch normally
+//	watch     → list                        410 Gone, in either shape
+//	any       → backoff → same state        any other error (jittered, capped)
+//
+// # Relist
+//
+// A relist reads pages of Options.PageSize objects with resourceVersion
+// unset (a consistent read) and diffs each page as it arrives against the
+// index range it covers (Diff), staging the changes on disk. Pages of
+// etcd-backed resources come in key order, so the diff is a merge of two
+// sorted streams and memory stays bounded by one page. If a page breaks
+// that order, the relist starts again and finds deletions by lookup instead.
+// Only a complete list commits; a failed or partial one changes nothing.
+//
+// # What it does not guarantee
+//
+// A relist sees only the state at the list's resourceVersion: several
+// updates to one object while the watch was away become one MODIFIED, and an
+// object created and deleted in the gap is never seen. Events are journaled
+// once each, but consumers read at least once (see package journal).
+package reconcile

@@ -1,0 +1,227 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// maxListRestarts is how many times in a row a list starts again after its
+// continue token expired before the loop backs off.
+const maxListRestarts = 3
+
+// errRestart asks list to start again from the first page.
+type errRestart struct{ unordered bool }
+
+func (errRestart) Error() string { return "restart list" }
+
+// list runs one complete paginated list, diffs it against the index and
+// commits the difference, then watches from the list's resourceVersion.
+func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
+	for restarts := 0; ; restarts++ {
+		start := l.opts.Clock.Now()
+		rv, staged, err := l.listOnce(ctx, s)
+		if ctx.Err() != nil {
+			return s, nil
+		}
+		if r, ok := err.(errRestart); ok {
+			if r.unordered && !s.unordered {
+				l.log.Warn("list pages not in key order: relisting with lookups")
+				s.unordered = true
+				restarts--
+				continue
+			}
+			l.update(func(x *Status) { x.ListRestarts++ })
+			if restarts+1 >= maxListRestarts {
+				return l.fail(s, fmt.Errorf("%w: continue token expired %d times in a row", ErrList, restarts+1))
+			}
+			l.log.Info("continue token expired (410) mid-list: starting the list again from the first page")
+			continue
+		}
+		if err != nil {
+			if je, ok := err.(journalError); ok {
+				return nil, fmt.Errorf("%w: %w", ErrJournal, je.err)
+			}
+			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
+		}
+		l.succeed()
+		l.update(func(x *Status) { x.Lists++; x.Synced = true; x.ResourceVersion = rv; x.Events += staged })
+		l.log.Info("list complete", zap.String("resourceVersion", rv), zap.Int("events", staged),
+			zap.String("origin", string(s.origin)), zap.Duration("took", time.Since(start)))
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil
+	}
+}
+
+// journalError marks an error of the journal (fatal) apart from the
+// apiserver's (retried).
+type journalError struct{ err error }
+
+func (e journalError) Error() string { return e.err.Error() }
+
+// listOnce lists every page and stages the diff; it commits only when the
+// list is complete. It returns the list's resourceVersion and the number of
+// events committed.
+func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err error) {
+	rel, err := l.j.BeginRelist()
+	if err != nil {
+		return "", 0, journalError{err}
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = rel.Abort()
+		}
+	}()
+	cont, last := "", ""
+	for {
+		p, err := l.c.list(ctx, l.opts.PageSize, cont)
+		if err != nil {
+			if cont != "" && isGone(err) {
+				// The snapshot the token pointed at was compacted. The
+				// Status carries a fresh token that would continue at a
+				// newer resourceVersion: an inconsistent list. Never follow
+				// it; start again.
+				return "", 0, errRestart{}
+			}
+			return "", 0, err
+		}
+		var evs []journal.Event
+		if !s.unordered {
+			if !sortedAfter(last, p.Items) {
+				return "", 0, errRestart{unordered: true}
+			}
+			evs, err = l.diffRange(last, p.Items)
+		} else {
+			evs, err = l.diffLookup(rel, p.Items)
+		}
+		if err != nil {
+			return "", 0, journalError{err}
+		}
+		if err := l.stage(rel, s.origin, evs); err != nil {
+			return "", 0, err
+		}
+		if len(p.Items) > 0 && !s.unordered {
+			last = p.Items[len(p.Items)-1].Key
+		}
+		rv, cont = p.ResourceVersion, p.Continue
+		if cont == "" {
+			break
+		}
+	}
+	// Keys indexed but not listed: deleted while we were away.
+	if err := l.tail(rel, s, last); err != nil {
+		return "", 0, err
+	}
+	if _, _, err := rel.Commit(rv); err != nil {
+		return "", 0, journalError{err}
+	}
+	committed = true
+	return rv, rel.Staged(), nil
+}
+
+func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
+	for i := range evs {
+		evs[i].Origin = origin
+	}
+	if err := rel.Stage(evs); err != nil {
+		return journalError{err}
+	}
+	return nil
+}
+
+// diffRange diffs a sorted page against the index entries in (after,
+// page's last key], reading the index in chunks so that a range with many
+// deleted keys still costs bounded memory.
+func (l *Loop) diffRange(after string, items []Item) ([]journal.Event, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	through := items[len(items)-1].Key
+	chunk := int(l.opts.PageSize)
+	var out []journal.Event
+	cursor, i := after, 0
+	for {
+		entries, err := l.j.ScanIndex(cursor, chunk)
+		if err != nil {
+			return nil, err
+		}
+		end := len(entries) < chunk
+		for k, e := range entries {
+			if e.Key > through {
+				entries, end = entries[:k], true
+				break
+			}
+		}
+		// Listed items up to the chunk's last key (all that remain at the end).
+		hi := len(items)
+		if !end && len(entries) > 0 {
+			lastKey := entries[len(entries)-1].Key
+			hi = i
+			for hi < len(items) && items[hi].Key <= lastKey {
+				hi++
+			}
+		}
+		out = append(out, Diff(entries, items[i:hi])...)
+		i = hi
+		if end {
+			return out, nil
+		}
+		cursor = entries[len(entries)-1].Key
+	}
+}
+
+// diffLookup diffs a page in any order by looking each key up, and marks
+// the keys seen for the deletion pass.
+func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, error) {
+	var out []journal.Event
+	keys := make([]string, 0, len(items))
+	for _, it := range items {
+		cur, ok, err := l.j.Lookup(it.Key)
+		if err != nil {
+			return nil, err
+		}
+		var idx []journal.IndexEntry
+		if ok {
+			idx = []journal.IndexEntry{cur}
+		}
+		out = append(out, Diff(idx, []Item{it})...)
+		keys = append(keys, it.Key)
+	}
+	return out, rel.MarkSeen(keys)
+}
+
+// tail stages DELETED for indexed keys the list did not contain: those after
+// the last listed key (ordered), or those not seen (unordered).
+func (l *Loop) tail(rel *journal.Relist, s stateList, last string) error {
+	chunk := int(l.opts.PageSize)
+	cursor := ""
+	if !s.unordered {
+		cursor = last
+	}
+	for {
+		entries, err := l.j.ScanIndex(cursor, chunk)
+		if err != nil {
+			return journalError{err}
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+		cursor = entries[len(entries)-1].Key
+		gone := entries
+		if s.unordered {
+			if gone, err = rel.Unseen(entries); err != nil {
+				return journalError{err}
+			}
+		}
+		if err := l.stage(rel, s.origin, Diff(gone, nil)); err != nil {
+			return err
+		}
+		if len(entries) < chunk {
+			return nil
+		}
+	}
+}

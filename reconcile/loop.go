@@ -1,0 +1,225 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Options configure a Loop. Zero fields take the defaults given.
+type Options struct {
+	// PageSize is the list limit per page, in objects. Default 500, as
+	// client-go's reflector and kube-rs's watcher.
+	PageSize int64
+	// WatchTimeout is the timeoutSeconds asked of each watch; the server
+	// ends the watch after it and the loop resumes from the last
+	// resourceVersion. Default 5 minutes, plus up to 100% jitter.
+	WatchTimeout time.Duration
+	// BatchLimit is the most watch events committed in one transaction
+	// (group commit). Default 1000.
+	BatchLimit int
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// between failed attempts. Defaults 200 ms and 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	// MetadataOnly keeps only metadata in the journal: events carry no
+	// Object. Recommended for Secrets.
+	MetadataOnly bool
+	// Logger receives one line per state change and per error. Nil: none.
+	Logger *zap.Logger
+	// Clock drives backoff waits; tests may pass a fake. Default real time.
+	Clock clock.WithTicker
+}
+
+func (o Options) withDefaults() Options {
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	if o.WatchTimeout <= 0 {
+		o.WatchTimeout = 5 * time.Minute
+	}
+	if o.BatchLimit <= 0 {
+		o.BatchLimit = 1000
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 200 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+// Status is a snapshot of a Loop.
+type Status struct {
+	// Phase is the current state.
+	Phase Phase
+	// ResourceVersion is the last resourceVersion fully applied.
+	ResourceVersion string
+	// Synced is true once a list completed or a resume watch opened.
+	Synced bool
+	// LastError is the error that caused the last backoff, nil after a
+	// success. Match it with errors.Is (ErrList, ErrWatchStart, ErrWatch)
+	// and with apierrors.IsForbidden / IsNotFound for the cause.
+	LastError error
+	// Lists counts completed lists (initial and relists); Watches counts
+	// watch requests that opened; Gone counts 410s seen, in any shape;
+	// ListRestarts counts lists started again after an expired continue.
+	Lists, Watches, Gone, ListRestarts int
+	// Events counts events this loop appended to the journal.
+	Events int
+}
+
+// Loop keeps one journal in step with one resource. Create it with New and
+// run it with Run; it is the journal's only writer.
+type Loop struct {
+	j    *journal.Journal
+	c    *client
+	opts Options
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	status  Status
+	changed chan struct{} // closed and replaced on every status change
+
+	backoff time.Duration // current backoff; 0 after a success
+}
+
+// New returns a Loop that keeps j in step with the resource j records, read
+// through the apiserver at cfg. The resource must be recorded (journal.Open
+// with Options.Resource); otherwise New fails.
+func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
+	res, ok := j.Resource()
+	if !ok {
+		return nil, errors.New("reconcile: journal records no resource: open it with journal.Options.Resource")
+	}
+	opts = opts.withDefaults()
+	c, err := newClient(cfg, res, opts.MetadataOnly)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{})}
+	l.log = opts.Logger.With(zap.String("gvr", res.GVR.String()), zap.String("namespace", res.Namespace))
+	return l, nil
+}
+
+// Run lists and watches until ctx is done, then returns nil after the open
+// transaction, if any, has committed. It returns early only when the
+// journal cannot be written (an error matching ErrJournal). Errors from the
+// apiserver are retried with backoff and shown in Status.
+func (l *Loop) Run(ctx context.Context) error {
+	var s state = stateStart{}
+	defer l.update(func(st *Status) { st.Phase = PhaseStopped })
+	for {
+		l.update(func(st *Status) { st.Phase = s.phase() })
+		next, err := l.step(ctx, s)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			l.log.Error("stopping: journal write failed", zap.Error(err))
+			return err
+		}
+		s = next
+	}
+}
+
+// step runs one state and returns the next. An error is fatal.
+func (l *Loop) step(ctx context.Context, s state) (state, error) {
+	switch s := s.(type) {
+	case stateStart:
+		rv, err := l.j.ResourceVersion()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrJournal, err)
+		}
+		if rv == "" {
+			l.log.Info("no stored resourceVersion: initial list")
+			return stateList{origin: journal.OriginRelist}, nil
+		}
+		l.log.Info("resuming from stored resourceVersion", zap.String("resourceVersion", rv))
+		l.update(func(st *Status) { st.ResourceVersion = rv })
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart}, nil
+	case stateList:
+		return l.list(ctx, s)
+	case stateWatch:
+		return l.watch(ctx, s)
+	case stateBackoff:
+		d := l.nextBackoff()
+		l.log.Warn("backing off", zap.Duration("delay", d), zap.String("then", string(s.next.phase())), zap.Error(s.err))
+		select {
+		case <-ctx.Done():
+		case <-l.opts.Clock.After(d):
+		}
+		return s.next, nil
+	}
+	return nil, fmt.Errorf("reconcile: unknown state %T", s)
+}
+
+// fail records err and returns a backoff to next.
+func (l *Loop) fail(next state, err error) (state, error) {
+	l.update(func(st *Status) { st.LastError = err })
+	return stateBackoff{next: next, err: err}, nil
+}
+
+// succeed resets the backoff and the last error.
+func (l *Loop) succeed() {
+	l.backoff = 0
+	l.update(func(st *Status) { st.LastError = nil })
+}
+
+func (l *Loop) nextBackoff() time.Duration {
+	if l.backoff == 0 {
+		l.backoff = l.opts.MinBackoff
+	} else {
+		l.backoff = min(2*l.backoff, l.opts.MaxBackoff)
+	}
+	// Full jitter on the upper half: [d/2, d).
+	return l.backoff/2 + time.Duration(rand.Int64N(int64(l.backoff/2)+1))
+}
+
+// Status returns a snapshot of the loop's state.
+func (l *Loop) Status() Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status
+}
+
+// WaitFor blocks until cond holds for the loop's status, or ctx is done
+// (ctx.Err()). It is woken by each status change; it does not poll.
+func (l *Loop) WaitFor(ctx context.Context, cond func(Status) bool) error {
+	for {
+		l.mu.Lock()
+		st, ch := l.status, l.changed
+		l.mu.Unlock()
+		if cond(st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (l *Loop) update(fn func(*Status)) {
+	l.mu.Lock()
+	fn(&l.status)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}

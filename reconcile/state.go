@@ -1,0 +1,55 @@
+package reconcile
+
+// The loop's states. Each holds only what it needs; step moves between them
+// (transition table in doc.go). No flags stand in for a state.
+
+import (
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// state is one phase of the list/watch protocol.
+type state interface{ phase() Phase }
+
+// stateStart decides between resuming and listing.
+type stateStart struct{}
+
+// stateList runs a paginated list and diffs it against the index.
+type stateList struct {
+	// origin tags the inferred events: relist, or restart when the gap
+	// includes the time the process was down.
+	origin journal.Origin
+	// unordered is set when a page broke key order: deletions are then
+	// found by lookup of the listed keys.
+	unordered bool
+}
+
+// stateWatch watches from a resourceVersion the journal has fully applied.
+type stateWatch struct {
+	rv string
+	// goneOrigin is the origin a 410 leads to: restart until the first
+	// frame after a process restart, relist after.
+	goneOrigin journal.Origin
+}
+
+// stateBackoff waits, then goes on to next.
+type stateBackoff struct {
+	next state
+	err  error
+}
+
+func (stateStart) phase() Phase   { return PhaseStarting }
+func (stateList) phase() Phase    { return PhaseListing }
+func (stateWatch) phase() Phase   { return PhaseWatching }
+func (stateBackoff) phase() Phase { return PhaseBackoff }
+
+// Phase names a state of the loop, as shown by Status.
+type Phase string
+
+// Phases.
+const (
+	PhaseStarting Phase = "Starting"
+	PhaseListing  Phase = "Listing"
+	PhaseWatching Phase = "Watching"
+	PhaseBackoff  Phase = "Backoff"
+	PhaseStopped  Phase = "Stopped"
+)

@@ -1,0 +1,215 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// frame is one decoded watch frame or the error that ended the stream.
+type frame struct {
+	ev  watchEvent
+	err error
+}
+
+// watch runs one watch request from s.rv and returns the next state.
+func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
+	timeout := l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
+	st, err := l.c.watch(ctx, s.rv, timeout)
+	if err != nil {
+		if ctx.Err() != nil {
+			return s, nil
+		}
+		if isGone(err) {
+			// The HTTP-status shape: 410 on the watch request itself.
+			return l.gone(s, err), nil
+		}
+		return l.fail(s, fmt.Errorf("%w: %w", ErrWatchStart, err))
+	}
+	defer st.close()
+	l.update(func(x *Status) { x.Watches++; x.Synced = true })
+
+	frames := make(chan frame, l.opts.BatchLimit)
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // exits when the stream ends or errors, which close() forces
+		for {
+			ev, err := st.next()
+			select {
+			case frames <- frame{ev, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	start := l.opts.Clock.Now()
+	got := 0
+	for {
+		var batch []frame
+		select {
+		case <-ctx.Done():
+			return s, nil
+		case f := <-frames:
+			batch = append(batch, f)
+		}
+		// Group commit: take whatever else is already waiting.
+	drain:
+		for len(batch) < l.opts.BatchLimit && batch[len(batch)-1].err == nil {
+			select {
+			case f := <-frames:
+				batch = append(batch, f)
+			default:
+				break drain
+			}
+		}
+		next, n, err := l.apply(s, batch)
+		if err != nil {
+			return nil, err
+		}
+		got += n
+		if n > 0 {
+			l.succeed()
+			// After the first frame past a restart, a 410 is an ordinary relist.
+			s.goneOrigin = journal.OriginRelist
+		}
+		if next != nil {
+			if w, ok := next.(stateWatch); ok && got == 0 && l.opts.Clock.Since(start) < time.Second {
+				// Ended at once with nothing: do not spin.
+				return l.fail(w, fmt.Errorf("%w: watch ended immediately", ErrWatch))
+			}
+			return next, nil
+		}
+		if rv, _ := l.j.ResourceVersion(); rv != "" {
+			s.rv = rv
+		}
+	}
+}
+
+// apply commits the events of a batch of frames in one transaction and
+// returns the next state when a frame ended the watch (nil to go on), and
+// how many frames were events or bookmarks.
+func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
+	var items []Item
+	var types []journal.EventType
+	var next state
+	rv := ""
+	n := 0
+	for _, f := range batch {
+		if f.err != nil {
+			switch {
+			case errors.Is(f.err, io.EOF), errors.Is(f.err, io.ErrUnexpectedEOF):
+				// The server ended the watch (timeoutSeconds): resume.
+				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}
+			default:
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w", ErrWatch, f.err)}
+			}
+			break
+		}
+		switch f.ev.Type {
+		case "ERROR":
+			status := decodeStatus(f.ev.Object)
+			if statusIsGone(status) {
+				// The event shape: HTTP 200, then ERROR with a 410 Status.
+				next = l.gone(s, fmt.Errorf("watch ERROR event: %d %s: %s", status.Code, status.Reason, status.Message))
+			} else {
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin},
+					err: fmt.Errorf("%w: ERROR event: %d %s: %s", ErrWatch, status.Code, status.Reason, status.Message)}
+			}
+		case "BOOKMARK":
+			// A bookmark only advances the resume point; it is never journaled.
+			if m, ok := bookmarkRV(f.ev.Object); ok {
+				rv = m
+			}
+			n++
+		case "ADDED", "MODIFIED", "DELETED":
+			it, err := l.c.item(f.ev.Object, "", "")
+			if err != nil {
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w", ErrWatch, err)}
+				break
+			}
+			items = append(items, it)
+			types = append(types, journal.EventType(f.ev.Type))
+			rv = it.ResourceVersion
+			n++
+		default:
+			l.log.Warn("ignoring unknown watch event type", zap.String("type", f.ev.Type))
+		}
+		if next != nil {
+			break
+		}
+	}
+	if rv == "" {
+		if b, ok := next.(stateBackoff); ok {
+			l.update(func(x *Status) { x.LastError = b.err })
+		}
+		return next, n, nil
+	}
+	appended := 0
+	err := l.j.Update(func(tx *journal.Tx) error {
+		for i, it := range items {
+			cur, present, err := tx.Lookup(it.Key)
+			if err != nil {
+				return err
+			}
+			for _, e := range Fold(cur, present, types[i], it) {
+				e.Origin = journal.OriginWatch
+				if _, err := tx.Append(&e); err != nil {
+					return err
+				}
+				appended++
+			}
+		}
+		return tx.SetResourceVersion(rv)
+	})
+	if err != nil {
+		return nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	l.update(func(x *Status) {
+		x.ResourceVersion = rv
+		x.Events += appended
+		if b, ok := next.(stateBackoff); ok {
+			x.LastError = b.err
+		}
+	})
+	if w, ok := next.(stateWatch); ok {
+		w.rv = rv
+		next = w
+	}
+	if b, ok := next.(stateBackoff); ok {
+		if w, ok := b.next.(stateWatch); ok {
+			w.rv = rv
+			b.next = w
+			next = b
+		}
+	}
+	return next, n, nil
+}
+
+// gone records a 410 and returns the relist it leads to.
+func (l *Loop) gone(s stateWatch, err error) state {
+	l.log.Info("resourceVersion no longer served (410): relisting",
+		zap.String("resourceVersion", s.rv), zap.String("origin", string(s.goneOrigin)), zap.Error(err))
+	l.update(func(x *Status) { x.Gone++ })
+	return stateList{origin: s.goneOrigin}
+}
+
+// bookmarkRV reads metadata.resourceVersion of a BOOKMARK object, which
+// carries no name or uid.
+func bookmarkRV(obj []byte) (string, bool) {
+	var m rawMeta
+	if err := jsonUnmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+		return "", false
+	}
+	return m.Metadata.ResourceVersion, true
+}
