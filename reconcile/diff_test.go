@@ -11,7 +11,9 @@ import (
 func ie(key, uid, rv string) journal.IndexEntry {
 	return journal.IndexEntry{Key: key, UID: uid, ResourceVersion: rv}
 }
-func li(key, uid, rv string) Item { return Item{Key: key, UID: uid, ResourceVersion: rv, Object: []byte(key)} }
+func li(key, uid, rv string) Item {
+	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: []byte(key)}
+}
 
 // short renders events as "TYPE key uid rv" for readable failures.
 func short(evs []journal.Event) []string {
