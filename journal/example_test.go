@@ -1,0 +1,54 @@
+package journal_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Open a journal for ConfigMaps in one namespace, append what a watch saw
+// in one transaction, and read it back from offset 1.
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo"}
+	j, err := journal.Open(filepath.Join(dir, "configmaps.db"), &journal.Options{Resource: &res})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+
+	// Package reconcile does this for you; index, journal and
+	// resourceVersion change together.
+	err = j.Update(func(tx *journal.Tx) error {
+		for _, e := range []journal.Event{
+			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "101", Origin: journal.OriginWatch},
+			{Type: journal.Deleted, Key: "demo/a", UID: "u-1", ResourceVersion: "102", Origin: journal.OriginRelist},
+		} {
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+		}
+		return tx.SetResourceVersion("102")
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	evs, _ := j.Read(1, 100)
+	for _, e := range evs {
+		fmt.Println(e.Offset, e.Type, e.Key, e.Origin, "synthesized:", e.Synthesized())
+	}
+	st, _ := j.Stats()
+	fmt.Println("objects:", st.Objects, "resourceVersion:", st.ResourceVersion)
+	// Output:
+	// 1 ADDED demo/a watch synthesized: false
+	// 2 DELETED demo/a relist synthesized: true
+	// objects: 0 resourceVersion: 102
+}
