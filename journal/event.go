@@ -56,6 +56,9 @@ type Event struct {
 	Time time.Time
 	// Origin says whether the event was seen live or inferred by a relist.
 	Origin Origin
+	// PrevResourceVersion is, for MODIFIED, the resourceVersion the index
+	// held before this event; empty otherwise.
+	PrevResourceVersion string
 }
 
 // Synthesized reports whether the event was inferred by a relist diff
@@ -75,6 +78,7 @@ type record struct {
 	Time     int64 // Unix nanoseconds
 	Origin   uint8
 	Object   []byte
+	PrevRV   string
 }
 
 var typeCodes = map[EventType]uint8{Added: 1, Modified: 2, Deleted: 3}
@@ -87,6 +91,7 @@ func encodeEvent(e *Event) ([]byte, error) {
 	r := record{
 		Type: typeCodes[e.Type], Key: e.Key, UID: e.UID, RV: e.ResourceVersion,
 		Time: e.Time.UnixNano(), Origin: originCodes[e.Origin], Object: e.Object,
+		PrevRV: e.PrevResourceVersion,
 	}
 	if r.Type == 0 {
 		return nil, fmt.Errorf("journal: unknown event type %q", e.Type)
@@ -115,7 +120,7 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 	}
 	e := Event{
 		Offset: off, Type: typeNames[r.Type], Key: r.Key, UID: r.UID, ResourceVersion: r.RV,
-		Time: time.Unix(0, r.Time), Origin: originNames[r.Origin],
+		Time: time.Unix(0, r.Time), Origin: originNames[r.Origin], PrevResourceVersion: r.PrevRV,
 	}
 	if len(r.Object) > 0 {
 		e.Object = r.Object

@@ -262,6 +262,8 @@ type Stats struct {
 	FileSize int64
 	// Consumers maps each durable consumer's name to its committed offset.
 	Consumers map[string]uint64
+	// JournalBytes is the size of the retained events as stored, in bytes.
+	JournalBytes uint64
 }
 
 // Stats returns the file's statistics, read in one transaction.
@@ -272,6 +274,7 @@ func (j *Journal) Stats() (Stats, error) {
 		s.Objects = tx.IndexCount()
 		s.FirstOffset, s.LastOffset = tx.FirstOffset(), tx.LastOffset()
 		s.ResourceVersion = string(tx.Meta(metaRV))
+		s.JournalBytes = tx.JournalBytes()
 		s.Consumers = map[string]uint64{}
 		return tx.Consumers(func(name string, off uint64) error { s.Consumers[name] = off; return nil })
 	})

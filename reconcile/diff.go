@@ -53,7 +53,9 @@ func appendChange(out []journal.Event, cur journal.IndexEntry, it Item) []journa
 	case cur.UID != it.UID:
 		return append(out, tombstone(cur), event(journal.Added, it))
 	case cur.ResourceVersion != it.ResourceVersion:
-		return append(out, event(journal.Modified, it))
+		e := event(journal.Modified, it)
+		e.PrevResourceVersion = cur.ResourceVersion
+		return append(out, e)
 	}
 	return out
 }

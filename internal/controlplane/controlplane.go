@@ -13,7 +13,8 @@
 //
 // Only etcd and kube-apiserver run: there is no controller manager, so
 // namespaces that are deleted stay Terminating, no garbage collection
-// happens and no service accounts or tokens are created.
+// happens and no service accounts or tokens are created. The ServiceAccount
+// admission plugin is disabled so that Pods can be created anyway.
 package controlplane
 
 import (
@@ -116,7 +117,8 @@ type Options struct {
 	BinDir string
 
 	// ExtraAPIServerArgs are appended to the apiserver's command line,
-	// after the flags this package sets (a later flag wins).
+	// after the flags this package sets: a later single-valued flag wins,
+	// list flags (e.g. --disable-admission-plugins) accumulate.
 	ExtraAPIServerArgs []string
 
 	// ExtraTokens maps further static bearer tokens to user names. These
@@ -717,6 +719,9 @@ func (c *ControlPlane) buildAPIArgs() []string {
 		"--max-requests-inflight=2000",
 		"--max-mutating-requests-inflight=1000",
 		"--enable-priority-and-fairness=false",
+		// No controller manager creates the default service accounts, so
+		// the ServiceAccount admission plugin would reject every Pod.
+		"--disable-admission-plugins=ServiceAccount",
 		"--profiling=false",
 		"--v=1",
 	}

@@ -33,6 +33,7 @@ var (
 	metaNext   = []byte("next")   // next offset to assign, 8-byte big-endian
 	metaCount  = []byte("count")  // number of index keys, 8-byte big-endian
 	metaStageN = []byte("stageN") // next staging sequence
+	metaBytes  = []byte("bytes")  // total size of journal records, 8-byte big-endian
 )
 
 // Options configure Open. The zero value is a writable store with a 1 s lock

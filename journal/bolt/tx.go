@@ -102,8 +102,14 @@ func (t *Tx) Append(rec []byte) (uint64, error) {
 	if err := meta.Put(metaNext, u64(off+1)); err != nil {
 		return 0, err
 	}
+	if err := meta.Put(metaBytes, u64(getU64(meta.Get(metaBytes))+uint64(len(rec)))); err != nil {
+		return 0, err
+	}
 	return off, nil
 }
+
+// JournalBytes returns the total size of the retained records, in bytes.
+func (t *Tx) JournalBytes() uint64 { return getU64(t.b(bucketMeta).Get(metaBytes)) }
 
 // NextOffset returns the offset the next Append will assign.
 func (t *Tx) NextOffset() uint64 {
@@ -155,7 +161,12 @@ func (t *Tx) DeleteRecords(before uint64, max int) (n int, size int64, err error
 		}
 		n++
 	}
-	return n, size, nil
+	meta := t.b(bucketMeta)
+	left := getU64(meta.Get(metaBytes))
+	if uint64(size) > left {
+		left = uint64(size)
+	}
+	return n, size, meta.Put(metaBytes, u64(left-uint64(size)))
 }
 
 // StagePut appends rec to the staging area.

@@ -1,0 +1,246 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+)
+
+// Consumer reads the journal from its own position and commits, durably in
+// the journal's file, the offset up to which it has processed events.
+// Delivery is at-least-once: after a crash a consumer resumes right after
+// its last commit, so events read but not committed are read again.
+//
+// A Consumer is not safe for concurrent use; give each goroutine its own.
+// Consumers read with short read transactions of at most max events, so a
+// slow consumer never holds the writer back.
+type Consumer struct {
+	j    *Journal
+	name string
+	next uint64 // next offset to read; 0 means the first retained
+}
+
+// ErrNoConsumer is returned for a consumer that does not exist in a journal
+// opened read-only (only a writable journal registers consumers).
+var ErrNoConsumer = errors.New("journal: no such consumer")
+
+// Consumer returns the named consumer, positioned right after its committed
+// offset. A new name is registered with committed offset 0 (nothing
+// committed; it reads from the first retained event). Registered consumers
+// hold retention back (package compactor) until the hard byte cap.
+func (j *Journal) Consumer(name string) (*Consumer, error) {
+	if name == "" {
+		return nil, errors.New("journal: empty consumer name")
+	}
+	var committed uint64
+	var found bool
+	if err := j.store.View(func(tx *bolt.Tx) error { committed, found = tx.Consumer(name); return nil }); err != nil {
+		return nil, err
+	}
+	if !found {
+		if j.store.ReadOnly() {
+			return nil, fmt.Errorf("%w: %q", ErrNoConsumer, name)
+		}
+		if err := j.store.Update(func(tx *bolt.Tx) error {
+			if _, ok := tx.Consumer(name); ok {
+				return nil
+			}
+			return tx.SetConsumer(name, 0)
+		}); err != nil {
+			return nil, fmt.Errorf("journal: register consumer %q: %w", name, err)
+		}
+	}
+	c := &Consumer{j: j, name: name}
+	if committed > 0 {
+		c.next = committed + 1
+	}
+	return c, nil
+}
+
+// Name returns the consumer's name.
+func (c *Consumer) Name() string { return c.name }
+
+// Position returns the offset the next read starts at; 0 means the first
+// retained offset.
+func (c *Consumer) Position() uint64 { return c.next }
+
+// Seek moves the read position to offset off (replay from any retained
+// offset; 0 means the first retained). It does not commit.
+func (c *Consumer) Seek(off uint64) { c.next = off }
+
+// SeekTime moves the read position to the first retained event journaled
+// at or after t (to the head when there is none). It does not commit.
+func (c *Consumer) SeekTime(t time.Time) error {
+	off, err := c.j.OffsetAt(t)
+	if err != nil {
+		return err
+	}
+	c.next = off
+	return nil
+}
+
+// Committed returns the consumer's committed offset; 0 means none.
+func (c *Consumer) Committed() (uint64, error) {
+	var off uint64
+	err := c.j.store.View(func(tx *bolt.Tx) error { off, _ = tx.Consumer(c.name); return nil })
+	return off, err
+}
+
+// Commit durably records that every event up to and including offset off
+// is processed. It is one write transaction (with fsync).
+func (c *Consumer) Commit(off uint64) error {
+	return c.j.store.Update(func(tx *bolt.Tx) error { return tx.SetConsumer(c.name, off) })
+}
+
+// TryNext returns up to max events from the read position and moves past
+// them; none at the head. It returns a *CompactedError (ErrCompacted) when
+// retention has dropped the position's event: resynchronize with
+// Journal.Snapshot, then Seek to its head + 1.
+func (c *Consumer) TryNext(max int) ([]Event, error) {
+	evs, err := c.j.Read(c.next, max)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) > 0 {
+		c.next = evs[len(evs)-1].Offset + 1
+	}
+	return evs, nil
+}
+
+// Next is TryNext that blocks at the head until the writer appends, ctx is
+// done (ctx.Err()) or the journal closes. It returns at least one event when
+// err is nil. Woken by the writer; it does not poll.
+func (c *Consumer) Next(ctx context.Context, max int) ([]Event, error) {
+	for {
+		evs, err := c.TryNext(max)
+		if err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		head, err := c.j.Head()
+		if err != nil {
+			return nil, err
+		}
+		if c.next == 0 {
+			c.next = head + 1
+		}
+		if err := c.j.Wait(ctx, c.next-1); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// DeleteConsumer removes a consumer and its hold on retention.
+func (j *Journal) DeleteConsumer(name string) error {
+	return j.store.Update(func(tx *bolt.Tx) error { return tx.DeleteConsumer(name) })
+}
+
+// ConsumerInfo describes one consumer.
+type ConsumerInfo struct {
+	// Name is the consumer's name.
+	Name string
+	// Committed is its committed offset; 0 means none.
+	Committed uint64
+	// Lag is how many events lie after Committed up to the head.
+	Lag uint64
+}
+
+// Consumers lists the registered consumers in name order.
+func (j *Journal) Consumers() ([]ConsumerInfo, error) {
+	var out []ConsumerInfo
+	err := j.store.View(func(tx *bolt.Tx) error {
+		head := tx.NextOffset() - 1
+		first := tx.FirstOffset()
+		return tx.Consumers(func(name string, off uint64) error {
+			lag := uint64(0)
+			base := off
+			if base == 0 && first > 0 {
+				base = first - 1
+			}
+			if head > base {
+				lag = head - base
+			}
+			out = append(out, ConsumerInfo{Name: name, Committed: off, Lag: lag})
+			return nil
+		})
+	})
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, err
+}
+
+// Snapshot calls fn for every index entry in key order and returns the
+// journal's head offset, all read in one read transaction: the index is
+// exactly the state after the event at head. A consumer that fell behind
+// retention (ErrCompacted) rebuilds its state from the entries, then Seeks
+// to head + 1 and follows. fn must not call the Journal.
+func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
+	err = j.store.View(func(tx *bolt.Tx) error {
+		head = tx.NextOffset() - 1
+		return tx.IndexScan(nil, func(k, v []byte) (bool, error) {
+			e, err := decodeIndex(k, v)
+			if err != nil {
+				return false, err
+			}
+			return true, fn(e)
+		})
+	})
+	return head, err
+}
+
+// OffsetAt returns the first retained offset whose event was journaled at
+// or after t, or head + 1 when there is none. Event times increase with
+// offsets (one writer, one clock), so it is a binary search.
+func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
+	var off uint64
+	err := j.store.View(func(tx *bolt.Tx) error {
+		lo, hi := tx.FirstOffset(), tx.NextOffset() // answer in [lo, hi]
+		if lo == 0 {
+			off = hi
+			return nil
+		}
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			rec := tx.Record(mid)
+			if rec == nil { // a gap cannot happen; be safe
+				lo = mid + 1
+				continue
+			}
+			e, err := decodeEvent(mid, rec)
+			if err != nil {
+				return err
+			}
+			if e.Time.Before(t) {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		off = lo
+		return nil
+	})
+	return off, err
+}
+
+// Trim deletes up to max events with offsets below before, in one write
+// transaction, and returns how many it deleted and their size in bytes.
+// Retention (package compactor) calls it in bounded steps; the file does not
+// shrink (bbolt reuses the pages), see compactor.CompactFile.
+func (j *Journal) Trim(before uint64, max int) (n int, size int64, err error) {
+	err = j.store.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, size, err = tx.DeleteRecords(before, max)
+		return err
+	})
+	return n, size, err
+}
+
+// JournalBytes returns the total size of the retained events as stored, in
+// bytes (payload, not file size).
+func (j *Journal) JournalBytes() (uint64, error) {
+	var n uint64
+	err := j.store.View(func(tx *bolt.Tx) error { n = tx.JournalBytes(); return nil })
+	return n, err
+}
