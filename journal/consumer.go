@@ -21,7 +21,7 @@ import (
 type Consumer struct {
 	j    *Journal
 	name string
-	next uint64 // next offset to read; 0 means the first retained
+	next uint64 // next offset to read
 }
 
 // ErrNoConsumer is returned for a consumer that does not exist in a journal
@@ -29,8 +29,8 @@ type Consumer struct {
 var ErrNoConsumer = errors.New("journal: no such consumer")
 
 // Consumer returns the named consumer, positioned right after its committed
-// offset. A new name is registered with committed offset 0 (nothing
-// committed; it reads from the first retained event). Registered consumers
+// offset. A new name is registered as if it had committed everything before
+// the first retained event, so it reads from there. Registered consumers
 // hold retention back (package compactor) until the hard byte cap.
 func (j *Journal) Consumer(name string) (*Consumer, error) {
 	if name == "" {
@@ -46,26 +46,27 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 			return nil, fmt.Errorf("%w: %q", ErrNoConsumer, name)
 		}
 		if err := j.store.Update(func(tx *bolt.Tx) error {
-			if _, ok := tx.Consumer(name); ok {
+			var ok bool
+			if committed, ok = tx.Consumer(name); ok {
 				return nil
 			}
-			return tx.SetConsumer(name, 0)
+			first := tx.FirstOffset()
+			if first == 0 {
+				first = tx.NextOffset()
+			}
+			committed = first - 1
+			return tx.SetConsumer(name, committed)
 		}); err != nil {
 			return nil, fmt.Errorf("journal: register consumer %q: %w", name, err)
 		}
 	}
-	c := &Consumer{j: j, name: name}
-	if committed > 0 {
-		c.next = committed + 1
-	}
-	return c, nil
+	return &Consumer{j: j, name: name, next: committed + 1}, nil
 }
 
 // Name returns the consumer's name.
 func (c *Consumer) Name() string { return c.name }
 
-// Position returns the offset the next read starts at; 0 means the first
-// retained offset.
+// Position returns the offset the next read starts at.
 func (c *Consumer) Position() uint64 { return c.next }
 
 // Seek moves the read position to offset off (replay from any retained
@@ -120,12 +121,8 @@ func (c *Consumer) Next(ctx context.Context, max int) ([]Event, error) {
 		if err != nil || len(evs) > 0 {
 			return evs, err
 		}
-		head, err := c.j.Head()
-		if err != nil {
-			return nil, err
-		}
 		if c.next == 0 {
-			c.next = head + 1
+			c.next = 1
 		}
 		if err := c.j.Wait(ctx, c.next-1); err != nil {
 			return nil, err
@@ -153,15 +150,10 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 	var out []ConsumerInfo
 	err := j.store.View(func(tx *bolt.Tx) error {
 		head := tx.NextOffset() - 1
-		first := tx.FirstOffset()
 		return tx.Consumers(func(name string, off uint64) error {
 			lag := uint64(0)
-			base := off
-			if base == 0 && first > 0 {
-				base = first - 1
-			}
-			if head > base {
-				lag = head - base
+			if head > off {
+				lag = head - off
 			}
 			out = append(out, ConsumerInfo{Name: name, Committed: off, Lag: lag})
 			return nil
@@ -224,14 +216,16 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 	return off, err
 }
 
-// Trim deletes up to max events with offsets below before, in one write
-// transaction, and returns how many it deleted and their size in bytes.
-// Retention (package compactor) calls it in bounded steps; the file does not
-// shrink (bbolt reuses the pages), see compactor.CompactFile.
-func (j *Journal) Trim(before uint64, max int) (n int, size int64, err error) {
+// Trim deletes events oldest first, in one write transaction: those with
+// offsets below before, at most max of them, and only while the retained
+// size is above minBytes (0: no size condition). It returns how many it
+// deleted and their size in bytes. Retention (package compactor) calls it in
+// bounded steps. The file does not shrink: bbolt reuses the pages (see
+// compactor.CompactFile).
+func (j *Journal) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
 	err = j.store.Update(func(tx *bolt.Tx) error {
 		var err error
-		n, size, err = tx.DeleteRecords(before, max)
+		n, size, err = tx.DeleteRecords(before, max, minBytes)
 		return err
 	})
 	return n, size, err

@@ -150,23 +150,23 @@ func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 	return nil
 }
 
-// DeleteRecords removes up to max records with offsets below before and
-// returns how many it removed and their total size in bytes.
-func (t *Tx) DeleteRecords(before uint64, max int) (n int, size int64, err error) {
+// DeleteRecords removes records in offset order, oldest first, while their
+// offset is below before, fewer than max were removed, and the retained
+// size is above minBytes. It returns how many it removed and their total
+// size in bytes.
+func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
+	meta := t.b(bucketMeta)
+	left := getU64(meta.Get(metaBytes))
 	c := t.b(bucketJournal).Cursor()
-	for k, v := c.First(); k != nil && getU64(k) < before && n < max; k, v = c.First() {
+	for k, v := c.First(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.First() {
 		size += int64(len(v))
+		left -= min(left, uint64(len(v)))
 		if err := c.Delete(); err != nil {
 			return n, size, err
 		}
 		n++
 	}
-	meta := t.b(bucketMeta)
-	left := getU64(meta.Get(metaBytes))
-	if uint64(size) > left {
-		left = uint64(size)
-	}
-	return n, size, meta.Put(metaBytes, u64(left-uint64(size)))
+	return n, size, meta.Put(metaBytes, u64(left))
 }
 
 // StagePut appends rec to the staging area.

@@ -1,0 +1,170 @@
+package compactor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Policy bounds a journal. Zero fields mean no limit of that kind.
+type Policy struct {
+	// MaxEvents is the most events to retain.
+	MaxEvents uint64
+	// MaxBytes is the most payload to retain, in bytes (encoded events,
+	// not file size).
+	MaxBytes uint64
+	// MaxAge drops events journaled longer ago than this.
+	MaxAge time.Duration
+	// HardMaxBytes is a payload cap, in bytes, enforced even against
+	// consumers that have not committed: above it the oldest events go.
+	HardMaxBytes uint64
+}
+
+// Options tune a Compactor. Zero fields take the defaults given.
+type Options struct {
+	// Interval is the longest time between two trims when nothing is
+	// appended. Default 10 s.
+	Interval time.Duration
+	// Step is the most events deleted per transaction. Default 1000.
+	Step int
+	// Logger receives one line per trim that deleted events. Nil: none.
+	Logger *zap.Logger
+	// Clock gives the time for MaxAge and the interval. Default real time.
+	Clock clock.WithTicker
+}
+
+// Result describes one Trim.
+type Result struct {
+	// Events and Bytes are how many events, and how many payload bytes,
+	// were deleted.
+	Events int
+	Bytes  int64
+	// First is the first retained offset after the trim (0: journal empty).
+	First uint64
+	// Forced is true when the hard cap dropped uncommitted events.
+	Forced bool
+}
+
+// Compactor applies a Policy to a journal. Run it beside the writer.
+type Compactor struct {
+	j    *journal.Journal
+	p    Policy
+	opts Options
+}
+
+// New returns a Compactor for j. j must be writable.
+func New(j *journal.Journal, p Policy, opts Options) *Compactor {
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	if opts.Step <= 0 {
+		opts.Step = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Compactor{j: j, p: p, opts: opts}
+}
+
+// Run trims after appends (woken by the writer) and at least every
+// Interval, until ctx is done; then it returns nil. It returns early on a
+// journal error.
+func (c *Compactor) Run(ctx context.Context) error {
+	for {
+		// Head first: an append during the trim then wakes the next one.
+		head, err := c.j.Head()
+		if err != nil {
+			return err
+		}
+		if _, err := c.Trim(); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.opts.Interval)
+		_ = c.j.Wait(wctx, head)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// Trim applies the policy once, in transactions of at most Step events.
+func (c *Compactor) Trim() (Result, error) {
+	var res Result
+	st, err := c.j.Stats()
+	if err != nil {
+		return res, err
+	}
+	if st.FirstOffset == 0 {
+		return res, nil
+	}
+	// before: events with offsets below it are past the soft limits.
+	before := st.FirstOffset
+	if c.p.MaxEvents > 0 && st.LastOffset-st.FirstOffset+1 > c.p.MaxEvents {
+		before = max(before, st.LastOffset-c.p.MaxEvents+1)
+	}
+	if c.p.MaxAge > 0 {
+		off, err := c.j.OffsetAt(c.opts.Clock.Now().Add(-c.p.MaxAge))
+		if err != nil {
+			return res, err
+		}
+		before = max(before, off)
+	}
+	// Consumers hold retention back to their first uncommitted event.
+	protect := st.LastOffset + 1
+	for _, off := range st.Consumers {
+		protect = min(protect, off+1)
+	}
+	// Count and age first, then size, oldest first.
+	if err := c.trim(&res, min(before, protect), 0); err != nil {
+		return res, err
+	}
+	if c.p.MaxBytes > 0 && st.JournalBytes > c.p.MaxBytes {
+		if err := c.trim(&res, protect, c.p.MaxBytes); err != nil {
+			return res, err
+		}
+	}
+	// The hard cap wins over consumers.
+	if c.p.HardMaxBytes > 0 {
+		left, err := c.j.JournalBytes()
+		if err != nil {
+			return res, err
+		}
+		if left > c.p.HardMaxBytes {
+			res.Forced = true
+			if err := c.trim(&res, st.LastOffset+1, c.p.HardMaxBytes); err != nil {
+				return res, err
+			}
+		}
+	}
+	if res.Events > 0 {
+		st, _ = c.j.Stats()
+		c.opts.Logger.Info("retention trimmed the journal", zap.Int("events", res.Events), zap.Int64("bytes", res.Bytes),
+			zap.Uint64("firstOffset", st.FirstOffset), zap.Bool("forced", res.Forced))
+	}
+	res.First = st.FirstOffset
+	return res, nil
+}
+
+// trim deletes below before, above minBytes, in steps.
+func (c *Compactor) trim(res *Result, before, minBytes uint64) error {
+	for {
+		n, size, err := c.j.Trim(before, c.opts.Step, minBytes)
+		if err != nil {
+			return fmt.Errorf("compactor: trim: %w", err)
+		}
+		res.Events += n
+		res.Bytes += size
+		if n < c.opts.Step {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package compactor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
+)
+
+var cm = journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
+
+func openJ(t *testing.T) (*journal.Journal, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := journal.Open(path, &journal.Options{Resource: &cm, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	return j, path
+}
+
+// write appends n events with payloads of size bytes, cycling over keys
+// keys (ADDED first, MODIFIED after), in one transaction.
+func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
+	t.Helper()
+	payload := []byte(`{"data":"` + strings.Repeat("x", size) + `"}`)
+	err := j.Update(func(tx *journal.Tx) error {
+		for i := 0; i < n; i++ {
+			h, _ := tx.ResourceVersion(), 0
+			key := fmt.Sprintf("wj/o%04d", i%keys)
+			typ := journal.Added
+			if _, ok, _ := tx.Lookup(key); ok {
+				typ = journal.Modified
+			}
+			e := journal.Event{Type: typ, Key: key, UID: "u-" + key, ResourceVersion: h + "." + fmt.Sprint(i), Object: payload, Origin: journal.OriginWatch, Time: at}
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+		}
+		return tx.SetResourceVersion(fmt.Sprint(n))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTrim_MaxEvents(t *testing.T) {
+	j, _ := openJ(t)
+	write(t, j, 2500, 100, 10, time.Now())
+	res, err := compactor.New(j, compactor.Policy{MaxEvents: 1000}, compactor.Options{Step: 300}).Trim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := j.Stats()
+	if res.Events != 1500 || st.FirstOffset != 1501 || st.LastOffset != 2500 {
+		t.Fatalf("Trim(MaxEvents 1000) = %+v, stats %d..%d; want 1500 deleted, 1501..2500", res, st.FirstOffset, st.LastOffset)
+	}
+	if st.Objects != 100 {
+		t.Errorf("index objects = %d; retention must not touch the index", st.Objects)
+	}
+}
+
+func TestTrim_MaxBytesAndAge(t *testing.T) {
+	j, _ := openJ(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	write(t, j, 100, 10, 1000, now.Add(-2*time.Hour))
+	write(t, j, 100, 10, 1000, now)
+	clk := clocktesting.NewFakeClock(now)
+	if _, err := compactor.New(j, compactor.Policy{MaxAge: time.Hour}, compactor.Options{Clock: clk}).Trim(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := j.Stats()
+	if st.FirstOffset != 101 {
+		t.Fatalf("after MaxAge 1h first offset = %d; want 101", st.FirstOffset)
+	}
+	limit := st.JournalBytes / 2
+	if _, err := compactor.New(j, compactor.Policy{MaxBytes: limit}, compactor.Options{Step: 7}).Trim(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = j.Stats()
+	if st.JournalBytes > limit || st.JournalBytes < limit-1100 {
+		t.Fatalf("after MaxBytes %d journal bytes = %d; want at most the limit, within one event", limit, st.JournalBytes)
+	}
+}
+
+func TestTrim_ProtectsUncommittedConsumerUntilHardCap(t *testing.T) {
+	j, _ := openJ(t)
+	slow, _ := j.Consumer("slow")
+	write(t, j, 1000, 50, 100, time.Now())
+	if evs, err := slow.TryNext(200); err != nil || len(evs) != 200 {
+		t.Fatalf("TryNext(200) = %d events, %v", len(evs), err)
+	}
+	_ = slow.Commit(200)
+	c := compactor.New(j, compactor.Policy{MaxEvents: 100}, compactor.Options{})
+	if _, err := c.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := j.Stats()
+	if st.FirstOffset != 201 {
+		t.Fatalf("first offset with a consumer committed at 200 = %d; want 201", st.FirstOffset)
+	}
+	// The hard cap wins: the slow consumer falls behind and is told so.
+	hard := st.JournalBytes / 4
+	c = compactor.New(j, compactor.Policy{MaxEvents: 100, HardMaxBytes: hard}, compactor.Options{})
+	res, err := c.Trim()
+	if err != nil || !res.Forced {
+		t.Fatalf("Trim over the hard cap = %+v, %v; want Forced", res, err)
+	}
+	st, _ = j.Stats()
+	if st.JournalBytes > hard {
+		t.Fatalf("journal bytes %d above the hard cap %d", st.JournalBytes, hard)
+	}
+	_, err = slow.TryNext(10)
+	var ce *journal.CompactedError
+	if !errors.As(err, &ce) || !errors.Is(err, journal.ErrCompacted) || ce.Requested != 201 || ce.First != st.FirstOffset {
+		t.Fatalf("TryNext behind retention = %v; want CompactedError{201, %d}", err, st.FirstOffset)
+	}
+
+	// Resync: snapshot of the index at a head, then follow from head+1.
+	state := map[string]string{}
+	head, err := j.Snapshot(func(e journal.IndexEntry) error { state[e.Key] = e.ResourceVersion; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.Seek(head + 1)
+	write(t, j, 30, 60, 10, time.Now()) // keys 50..59 are new, 0..29 change
+	for {
+		evs, err := slow.TryNext(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.Type == journal.Deleted {
+				delete(state, e.Key)
+			} else {
+				state[e.Key] = e.ResourceVersion
+			}
+		}
+	}
+	want := map[string]string{}
+	_, _ = j.Snapshot(func(e journal.IndexEntry) error { want[e.Key] = e.ResourceVersion; return nil })
+	if fmt.Sprint(sorted(state)) != fmt.Sprint(sorted(want)) {
+		t.Fatalf("state after snapshot and follow = %v; want the index %v", sorted(state), sorted(want))
+	}
+}
+
+func sorted(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Retention holds its bound while the writer runs.
+func TestRun_HoldsBoundWhileWriting(t *testing.T) {
+	j, _ := openJ(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- compactor.New(j, compactor.Policy{MaxEvents: 500}, compactor.Options{Step: 100}).Run(ctx) }()
+	for i := 0; i < 40; i++ {
+		write(t, j, 100, 1000, 50, time.Now())
+		// Wait for the compactor to bring the journal back under the bound
+		// plus at most one batch in flight.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, _ := j.Stats()
+			if st.LastOffset-st.FirstOffset+1 <= 600 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("journal holds %d events; bound 500 (+100 in flight)", st.LastOffset-st.FirstOffset+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompactFile_GivesSpaceBack(t *testing.T) {
+	j, path := openJ(t)
+	write(t, j, 3000, 100, 1000, time.Now())
+	if _, err := compactor.New(j, compactor.Policy{MaxEvents: 10}, compactor.Options{}).Trim(); err != nil {
+		t.Fatal(err)
+	}
+	dst := path + ".compact"
+	if _, _, err := compactor.CompactFile(path, dst); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("CompactFile while the writer holds the file = %v; want ErrLocked", err)
+	}
+	_ = j.Close()
+	before, after, err := compactor.CompactFile(path, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after >= before/2 {
+		t.Fatalf("CompactFile: %d -> %d bytes; want at least half given back", before, after)
+	}
+	j2, err := journal.Open(dst, &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("open compacted file: %v", err)
+	}
+	defer j2.Close()
+	st, _ := j2.Stats()
+	if st.FirstOffset != 2991 || st.LastOffset != 3000 || st.Objects != 100 {
+		t.Fatalf("compacted file stats = %+v; want offsets 2991..3000 and 100 objects", st)
+	}
+	_ = os.Remove(dst)
+}
