@@ -173,7 +173,9 @@ func TestRun_HoldsBoundWhileWriting(t *testing.T) {
 	j, _ := openJ(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- compactor.New(j, compactor.Policy{MaxEvents: 500}, compactor.Options{Step: 100}).Run(ctx) }()
+	go func() {
+		done <- compactor.New(j, compactor.Policy{MaxEvents: 500}, compactor.Options{Step: 100}).Run(ctx)
+	}()
 	for i := 0; i < 40; i++ {
 		write(t, j, 100, 1000, 50, time.Now())
 		// Wait for the compactor to bring the journal back under the bound

@@ -1,0 +1,64 @@
+package adapt
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Handle feeds the consumer's events to h, in the shape an informer feeds a
+// cache.ResourceEventHandler, and commits after each batch has been handled,
+// until ctx is done (then it returns ctx.Err()) or reading fails. Delivery
+// is at-least-once: events handled but not committed when the process dies
+// are handled again. Handlers run on the calling goroutine, one at a time.
+//
+//   - ADDED: OnAdd(obj, false). There is no initial-list phase to report: a
+//     consumer starts from its committed offset.
+//   - MODIFIED: OnUpdate(old, new), where old is metadata-only (name,
+//     namespace, UID and the previous resourceVersion): the journal does not
+//     keep old objects.
+//   - DELETED seen live: OnDelete(obj) with the final object.
+//   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
+//     Key, Obj}) with a metadata-only Obj, as an informer does.
+func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandler, opts *Options) error {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	dec := &decoder{decode: o.Decode}
+	for {
+		evs, err := c.Next(ctx, o.Batch)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			obj, err := dec.object(e)
+			if err != nil {
+				return fmt.Errorf("adapt: offset %d: decode: %w", e.Offset, err)
+			}
+			switch e.Type {
+			case journal.Added:
+				h.OnAdd(obj, false)
+			case journal.Modified:
+				old, err := dec.decode(dec.metadataOnly(e, e.PrevResourceVersion))
+				if err != nil {
+					return fmt.Errorf("adapt: offset %d: decode: %w", e.Offset, err)
+				}
+				h.OnUpdate(old, obj)
+			case journal.Deleted:
+				if e.Synthesized() {
+					h.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: obj})
+				} else {
+					h.OnDelete(obj)
+				}
+			}
+		}
+		if err := c.Commit(evs[len(evs)-1].Offset); err != nil {
+			return err
+		}
+	}
+}
