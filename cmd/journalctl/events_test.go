@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// eventsTable is `events` on the test journal.
+const eventsTable = `OFFSET  TIME                      TYPE      ORIGIN  KEY   UID  RESOURCEVERSION
+1       2026-07-01T12:00:00.123Z  ADDED     watch   wj/a  u1   10
+2       2026-07-01T12:00:01.123Z  ADDED     watch   wj/b  u2   11
+3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12
+4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11
+`
+
+// eventsJSON is `events -o json` on the test journal.
+const eventsJSON = `{"offset":1,"type":"ADDED","key":"wj/a","uid":"u1","resourceVersion":"10","time":"2026-07-01T12:00:00.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}}
+{"offset":2,"type":"ADDED","key":"wj/b","uid":"u2","resourceVersion":"11","time":"2026-07-01T12:00:01.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/b"}}}
+{"offset":3,"type":"MODIFIED","key":"wj/a","uid":"u1","resourceVersion":"12","prevResourceVersion":"10","time":"2026-07-01T12:00:02.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}}
+{"offset":4,"type":"DELETED","key":"wj/b","uid":"u2","resourceVersion":"11","time":"2026-07-01T12:00:03.123Z","origin":"relist","synthesized":true,"object":null}
+`
+
+func TestEvents_File(t *testing.T) {
+	path := writeJournal(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"table of every event", nil, eventsTable},
+		{"from an offset", []string{"--from", "3"}, `OFFSET  TIME                      TYPE      ORIGIN  KEY   UID  RESOURCEVERSION
+3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12
+4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11
+`},
+		{"past the head prints the header only", []string{"--from", "9"}, "OFFSET  TIME  TYPE  ORIGIN  KEY  UID  RESOURCEVERSION\n"},
+		{"one JSON object per line, a tombstone's object null", []string{"-o", "json"}, eventsJSON},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(append([]string{"events", "--db", path}, tc.args...)...)
+			if code != 0 || stdout != tc.want {
+				t.Errorf("events %v: exit %d, stdout\n%s\nstderr %q; want 0 and\n%s", tc.args, code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestEvents_File_EmptyJournal(t *testing.T) {
+	path := filepath.Join(tempDir(t), "j.db")
+	openJournal(t, path).Close()
+	stdout, stderr, code := runCLI("events", "--db", path, "-o", "json")
+	if code != 0 || stdout != "" {
+		t.Errorf("events on an empty journal: exit %d, stdout %q, stderr %q; want 0 and nothing", code, stdout, stderr)
+	}
+}
+
+func TestEvents_File_Compacted(t *testing.T) {
+	path := filepath.Join(tempDir(t), "j.db")
+	j := openJournal(t, path)
+	appendEvents(t, j, "12", testEvents()...)
+	if _, _, err := j.Trim(3, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	_, stderr, code := runCLI("events", "--db", path, "--from", "1")
+	want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"
+	if code != 1 || stderr != want {
+		t.Errorf("events --from 1 after trimming to 3: exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	stdout, _, code := runCLI("events", "--db", path)
+	if code != 0 || stdout != `OFFSET  TIME                      TYPE      ORIGIN  KEY   UID  RESOURCEVERSION
+3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12
+4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11
+` {
+		t.Errorf("events from the first retained: exit %d, stdout\n%s", code, stdout)
+	}
+}
+
+// Without a writer, a follower reopens the file every pollInterval; a
+// writer that opens the file meanwhile makes it wait, not fail.
+func TestEvents_File_Follow(t *testing.T) {
+	defer func(d time.Duration) { pollInterval = d }(pollInterval)
+	pollInterval = 5 * time.Millisecond
+	path := writeJournal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f", "--from", "4")
+	stdout.waitFor(t, "4       2026-07-01T12:00:03.123Z  DELETED")
+
+	j := openJournal(t, path)
+	appendEvents(t, j, "13", ev(journal.Added, "wj/c", "u3", "13", 4))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stdout.waitFor(t, "5       2026-07-01T12:00:04.123Z  ADDED    watch   wj/c  u3   13\n")
+
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Errorf("exit %d after interrupt, stderr %q; want 0", c, stderr)
+	}
+}

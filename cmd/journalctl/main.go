@@ -1,0 +1,109 @@
+// Command journalctl journals one Kubernetes resource's watch events into a
+// watchjournal file, and reads such files. It is a thin shell over packages
+// journal and reconcile.
+//
+//	journalctl watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S]
+//	                 [--kubeconfig PATH] [--context NAME] [--page-size N] [--metadata-only]
+//	                 [--log-level LEVEL]
+//	journalctl events --db FILE [--from OFFSET] [-f] [-o table|json]
+//	journalctl index  --db FILE [PREFIX] [-o table|json]
+//	journalctl stats  --db FILE [-o table|json]
+//
+// watch resolves RESOURCE as kubectl does (configmaps, cm, configmap,
+// deployments.apps, a CRD's plural) through discovery, then lists and
+// watches it into FILE until SIGINT or SIGTERM. The file records its
+// resource: a watch of another resource into it fails.
+//
+// # Reading while a watch runs
+//
+// A watch holds bbolt's exclusive file lock, which keeps every other
+// process from opening the file, even read-only. So it serves reads as JSON
+// over HTTP on the unix socket FILE.sock (server.go). The read-only
+// commands first open the file read-only, briefly (open, read, close: a
+// shared lock held longer would keep a watch from starting), and when a
+// writer holds it they ask its socket instead.
+//
+// # Following
+//
+// events -f prints new events as they are journaled, until SIGINT. Through
+// a watch's socket it long-polls. Without a writer it reopens the file once
+// a second: bbolt has no cross-process notification. When a watch starts or
+// stops while it follows, it moves to the socket or back to the file.
+//
+// # Exit status
+//
+// 0 on success and after SIGINT or SIGTERM; 2 when the file cannot be read
+// as this resource's journal (missing, locked with no watch serving it,
+// corrupt, not a watchjournal file, written by a newer watchjournal, or
+// recording another resource); 1 for usage and all other errors.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop) // a second signal kills the process
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args and returns the exit status. Errors are
+// printed as one line on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "journalctl",
+		Short:         "Journal a Kubernetes resource's watch events, and read the journal",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd())
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "journalctl: %v\n", err)
+	return exitCode(err)
+}
+
+// fileErrors are the errors that make the exit status 2.
+var fileErrors = []error{
+	journal.ErrNotExist, journal.ErrLocked, journal.ErrCorrupt, journal.ErrForeign,
+	journal.ErrNewerSchema, journal.ErrResourceMismatch, journal.ErrBadRecord,
+}
+
+// exitCode returns the exit status for err: 2 for fileErrors, else 1.
+func exitCode(err error) int {
+	for _, target := range fileErrors {
+		if errors.Is(err, target) {
+			return 2
+		}
+	}
+	return 1
+}
+
+// addDBFlag adds the required --db flag.
+func addDBFlag(cmd *cobra.Command, db *string) {
+	cmd.Flags().StringVar(db, "db", "", "journal `FILE` (required)")
+	_ = cmd.MarkFlagRequired("db")
+}
+
+// addOutputFlag adds -o/--output.
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
+}

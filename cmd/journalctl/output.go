@@ -1,0 +1,225 @@
+package main
+
+// Output: tables and JSON lines, and the JSON forms that -o json prints
+// and the socket sends (one form for both).
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// printer writes rows as a table under a header, or values as JSON lines.
+// A table's columns keep the widest width seen so far, so the rows of later
+// flushes (events -f) line up with the earlier ones.
+type printer struct {
+	tw     *tabwriter.Writer // nil for JSON
+	enc    *json.Encoder
+	widths []int
+}
+
+// checkOutput returns an error unless format is "table" or "json".
+func checkOutput(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("unknown output format %q: want table or json", format)
+	}
+	return nil
+}
+
+// newPrinter returns a printer for format "table" or "json".
+func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
+	if err := checkOutput(format); err != nil {
+		return nil, err
+	}
+	if format == "json" {
+		return &printer{enc: json.NewEncoder(w)}, nil
+	}
+	p := &printer{tw: newTable(w)}
+	cols := make([]any, len(header))
+	for i, h := range header {
+		cols[i] = h
+	}
+	return p, p.row(nil, cols...)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+
+// row prints v as one JSON line, or cols as one table row.
+func (p *printer) row(v any, cols ...any) error {
+	if p.enc != nil {
+		return p.enc.Encode(v)
+	}
+	for i, c := range cols {
+		cell := fmt.Sprint(c)
+		if i == len(cols)-1 {
+			fmt.Fprintln(p.tw, cell)
+			break
+		}
+		if i == len(p.widths) {
+			p.widths = append(p.widths, 0)
+		}
+		n := utf8.RuneCountInString(cell)
+		p.widths[i] = max(p.widths[i], n)
+		fmt.Fprint(p.tw, cell, strings.Repeat(" ", p.widths[i]-n), "\t")
+	}
+	return nil
+}
+
+// flush writes out the table rows buffered so far, aligned together.
+func (p *printer) flush() error {
+	if p.tw == nil {
+		return nil
+	}
+	return p.tw.Flush()
+}
+
+// tableTime is the TIME column: RFC 3339 with milliseconds, UTC.
+func tableTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// orDash returns s, or "-" when s is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// jsonEvent is a journal.Event as JSON. Object is the object as stored, or
+// null for a tombstone or a metadata-only journal.
+type jsonEvent struct {
+	Offset          uint64            `json:"offset"`
+	Type            journal.EventType `json:"type"`
+	Key             string            `json:"key"`
+	UID             string            `json:"uid"`
+	ResourceVersion string            `json:"resourceVersion"`
+	// PrevResourceVersion is set for MODIFIED only.
+	PrevResourceVersion string          `json:"prevResourceVersion,omitempty"`
+	Time                time.Time       `json:"time"`
+	Origin              journal.Origin  `json:"origin"`
+	Synthesized         bool            `json:"synthesized"`
+	Object              json.RawMessage `json:"object"`
+}
+
+func toJSONEvent(e journal.Event) jsonEvent {
+	return jsonEvent{
+		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
+		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
+		Synthesized: e.Synthesized(), Object: e.Object,
+	}
+}
+
+func (je jsonEvent) event() journal.Event {
+	e := journal.Event{
+		Offset: je.Offset, Type: je.Type, Key: je.Key, UID: je.UID, ResourceVersion: je.ResourceVersion,
+		PrevResourceVersion: je.PrevResourceVersion, Time: je.Time, Origin: je.Origin,
+	}
+	if len(je.Object) > 0 && string(je.Object) != "null" {
+		e.Object = je.Object
+	}
+	return e
+}
+
+// jsonIndexEntry is a journal.IndexEntry as JSON.
+type jsonIndexEntry struct {
+	Key             string `json:"key"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// jsonResource is a journal.Resource as JSON, its GVR flattened.
+type jsonResource struct {
+	Group         string `json:"group"`
+	Version       string `json:"version"`
+	Resource      string `json:"resource"`
+	Namespace     string `json:"namespace,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+	FieldSelector string `json:"fieldSelector,omitempty"`
+}
+
+// jsonStats is a journal.Stats as JSON; stats -o json adds the writer's
+// status when a watch runs.
+type jsonStats struct {
+	Resource        jsonResource      `json:"resource"`
+	Objects         uint64            `json:"objects"`
+	FirstOffset     uint64            `json:"firstOffset"`
+	LastOffset      uint64            `json:"lastOffset"`
+	ResourceVersion string            `json:"resourceVersion"`
+	FileSize        int64             `json:"fileSize"`
+	JournalBytes    uint64            `json:"journalBytes"`
+	Consumers       map[string]uint64 `json:"consumers"`
+	Writer          *writerStatus     `json:"writer,omitempty"`
+}
+
+func toJSONStats(s journal.Stats) jsonStats {
+	r := s.Resource
+	return jsonStats{
+		Resource: jsonResource{
+			Group: r.GVR.Group, Version: r.GVR.Version, Resource: r.GVR.Resource,
+			Namespace: r.Namespace, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
+		},
+		Objects: s.Objects, FirstOffset: s.FirstOffset, LastOffset: s.LastOffset,
+		ResourceVersion: s.ResourceVersion, FileSize: s.FileSize, JournalBytes: s.JournalBytes,
+		Consumers: s.Consumers,
+	}
+}
+
+func (js jsonStats) stats() journal.Stats {
+	r := js.Resource
+	s := journal.Stats{
+		Objects: js.Objects, FirstOffset: js.FirstOffset, LastOffset: js.LastOffset,
+		ResourceVersion: js.ResourceVersion, FileSize: js.FileSize, JournalBytes: js.JournalBytes,
+		Consumers: js.Consumers,
+	}
+	s.Resource.GVR.Group, s.Resource.GVR.Version, s.Resource.GVR.Resource = r.Group, r.Version, r.Resource
+	s.Resource.Namespace, s.Resource.LabelSelector, s.Resource.FieldSelector = r.Namespace, r.LabelSelector, r.FieldSelector
+	return s
+}
+
+// writerStatus is a running watch's reconcile.Status, its error as text.
+type writerStatus struct {
+	Phase           reconcile.Phase `json:"phase"`
+	ResourceVersion string          `json:"resourceVersion"`
+	Synced          bool            `json:"synced"`
+	LastError       string          `json:"lastError,omitempty"`
+	Lists           int             `json:"lists"`
+	Watches         int             `json:"watches"`
+	Gone            int             `json:"gone"`
+	ListRestarts    int             `json:"listRestarts"`
+	Events          int             `json:"events"`
+}
+
+func toWriterStatus(s reconcile.Status) writerStatus {
+	ws := writerStatus{
+		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
+		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts, Events: s.Events,
+	}
+	if s.LastError != nil {
+		ws.LastError = s.LastError.Error()
+	}
+	return ws
+}
+
+// jsonHead answers /head and /wait.
+type jsonHead struct {
+	Head uint64 `json:"head"`
+}
+
+// jsonError is the socket's error answer. Compacted is set, with HTTP 410,
+// when the error is a *journal.CompactedError.
+type jsonError struct {
+	Error     string         `json:"error"`
+	Compacted *jsonCompacted `json:"compacted,omitempty"`
+}
+
+// jsonCompacted is a journal.CompactedError as JSON.
+type jsonCompacted struct {
+	Requested uint64 `json:"requested"`
+	First     uint64 `json:"first"`
+}

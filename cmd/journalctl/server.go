@@ -1,0 +1,195 @@
+package main
+
+// While watch runs it holds bbolt's exclusive lock, so no other process can
+// open the file, even read-only. It serves reads instead, as JSON over HTTP
+// on the unix socket <db>.sock:
+//
+//	GET /stats                 journal.Stats
+//	GET /events?from=N&limit=M events from offset N (0: the first retained);
+//	                           410 with "compacted" below the first retained
+//	GET /index?after=KEY&limit=M index entries with keys after KEY
+//	GET /head                  {"head": N}, the last offset assigned
+//	GET /wait?after=N          {"head": N} once the head is past N, or after
+//	                           at most 30 s: clients loop
+//	GET /status                the reconcile.Status of the watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// Page sizes, in events or index entries.
+const (
+	defaultLimit = 1000
+	maxLimit     = 10000
+)
+
+// server answers the socket's requests from a journal held open for writing.
+type server struct {
+	j       *journal.Journal
+	status  func() reconcile.Status
+	maxWait time.Duration // longest /wait
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", s.stats)
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /index", s.index)
+	mux.HandleFunc("GET /head", s.head)
+	mux.HandleFunc("GET /wait", s.wait)
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, toWriterStatus(s.status()))
+	})
+	return mux
+}
+
+func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
+	st, err := s.j.Stats()
+	reply(w, toJSONStats(st), err)
+}
+
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	from, err1 := uintParam(r, "from")
+	limit, err2 := limitParam(r)
+	if err := errors.Join(err1, err2); err != nil {
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+		return
+	}
+	evs, err := s.j.Read(from, limit)
+	jevs := make([]jsonEvent, len(evs))
+	for i, e := range evs {
+		jevs[i] = toJSONEvent(e)
+	}
+	reply(w, jevs, err)
+}
+
+func (s *server) index(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitParam(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+		return
+	}
+	es, err := s.j.ScanIndex(r.URL.Query().Get("after"), limit)
+	jes := make([]jsonIndexEntry, len(es))
+	for i, e := range es {
+		jes[i] = jsonIndexEntry(e)
+	}
+	reply(w, jes, err)
+}
+
+func (s *server) head(w http.ResponseWriter, _ *http.Request) {
+	h, err := s.j.Head()
+	reply(w, jsonHead{Head: h}, err)
+}
+
+// wait answers once the head is past after, after maxWait, or when the
+// server stops (its base context ends), with the head at that time.
+func (s *server) wait(w http.ResponseWriter, r *http.Request) {
+	after, err := uintParam(r, "after")
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
+	defer cancel()
+	if err := s.j.Wait(ctx, after); err != nil && ctx.Err() == nil {
+		writeJSON(w, http.StatusServiceUnavailable, jsonError{Error: err.Error()})
+		return
+	}
+	s.head(w, r)
+}
+
+func uintParam(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s %q", name, v)
+	}
+	return n, nil
+}
+
+func limitParam(r *http.Request) (int, error) {
+	n, err := uintParam(r, "limit")
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return defaultLimit, nil
+	}
+	return int(min(n, maxLimit)), nil
+}
+
+// reply writes v, or err with 410 for a compacted offset and 500 otherwise.
+func reply(w http.ResponseWriter, v any, err error) {
+	var ce *journal.CompactedError
+	switch {
+	case errors.As(err, &ce):
+		writeJSON(w, http.StatusGone, jsonError{Error: err.Error(), Compacted: (*jsonCompacted)(ce)})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, jsonError{Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serve listens on the unix socket sock, replacing a stale one: the caller
+// holds the journal's exclusive lock, so no other watch can serve it. The
+// socket is readable by the file's owner only. stop ends open requests
+// (long polls answer at once), waits for the serving goroutine to exit and
+// removes the socket.
+func serve(sock string, h http.Handler, log *zap.Logger) (stop func(), err error) {
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("journalctl: remove stale socket: %w", err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("journalctl: listen: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("journalctl: socket: %w", err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	done := make(chan struct{})
+	go func() { // exits when stop shuts the server down
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("socket server failed", zap.String("socket", sock), zap.Error(err))
+		}
+	}()
+	return func() {
+		cancel()
+		ctx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancelShutdown()
+		_ = srv.Shutdown(ctx)
+		<-done
+		_ = os.Remove(sock)
+	}, nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+type statsFlags struct {
+	db, output string
+}
+
+func newStatsCmd() *cobra.Command {
+	var f statsFlags
+	cmd := &cobra.Command{
+		Use:   "stats --db FILE [-o table|json]",
+		Short: "Print the journal's resource, size, offsets and consumers, and a running watch's status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStats(cmd.Context(), cmd.OutOrStdout(), f)
+		},
+	}
+	addDBFlag(cmd, &f.db)
+	addOutputFlag(cmd, &f.output)
+	return cmd
+}
+
+// runStats prints the file's statistics and, when a watch holds the file,
+// its status.
+func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	src, err := openSource(ctx, f.db)
+	if err != nil {
+		return err
+	}
+	st, err := src.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	ws, err := src.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		js := toJSONStats(st)
+		js.Writer = ws
+		return json.NewEncoder(out).Encode(js)
+	}
+	res := "-"
+	if st.Resource.GVR.Resource != "" {
+		res = st.Resource.String()
+	}
+	consumers := make([]string, 0, len(st.Consumers))
+	for _, name := range slices.Sorted(maps.Keys(st.Consumers)) {
+		consumers = append(consumers, fmt.Sprintf("%s=%d", name, st.Consumers[name]))
+	}
+	tw := newTable(out)
+	fmt.Fprintf(tw, "resource\t%s\n", res)
+	fmt.Fprintf(tw, "objects\t%d\n", st.Objects)
+	fmt.Fprintf(tw, "first offset\t%d\n", st.FirstOffset)
+	fmt.Fprintf(tw, "last offset\t%d\n", st.LastOffset)
+	fmt.Fprintf(tw, "resourceVersion\t%s\n", orDash(st.ResourceVersion))
+	fmt.Fprintf(tw, "file size\t%d bytes\n", st.FileSize)
+	fmt.Fprintf(tw, "journal size\t%d bytes\n", st.JournalBytes)
+	fmt.Fprintf(tw, "consumers\t%s\n", orDash(strings.Join(consumers, " ")))
+	if ws != nil {
+		fmt.Fprintf(tw, "phase\t%s\n", ws.Phase)
+		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
+	}
+	return tw.Flush()
+}

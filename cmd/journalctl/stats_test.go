@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// sizes hides the byte sizes, which depend on bbolt's page layout.
+var sizes = regexp.MustCompile(`\d+ bytes`)
+
+// statsTable is `stats` on the test journal with consumer billing at 2,
+// sizes hidden.
+const statsTable = `resource         configmaps.v1 -n wj
+objects          1
+first offset     1
+last offset      4
+resourceVersion  12
+file size        N bytes
+journal size     N bytes
+consumers        billing=2
+`
+
+// writeStatsJournal creates a closed test journal with consumer billing
+// committed at 2.
+func writeStatsJournal(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(tempDir(t), "j.db")
+	j := openJournal(t, path)
+	appendEvents(t, j, "12", testEvents()...)
+	c, err := j.Consumer("billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestStats_File(t *testing.T) {
+	path := writeStatsJournal(t)
+	stdout, stderr, code := runCLI("stats", "--db", path)
+	if got := sizes.ReplaceAllString(stdout, "N bytes"); code != 0 || got != statsTable {
+		t.Errorf("stats: exit %d, stdout\n%s\nstderr %q; want 0 and\n%s", code, stdout, stderr, statsTable)
+	}
+
+	stdout, _, code = runCLI("stats", "--db", path, "-o", "json")
+	var got jsonStats
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 0 {
+		t.Fatalf("stats -o json: exit %d, %v: %q", code, err, stdout)
+	}
+	want := jsonResource{Version: "v1", Resource: "configmaps", Namespace: "wj"}
+	if got.Resource != want || got.Objects != 1 || got.FirstOffset != 1 || got.LastOffset != 4 ||
+		got.ResourceVersion != "12" || got.FileSize <= 0 || got.Consumers["billing"] != 2 || got.Writer != nil {
+		t.Errorf("stats -o json = %+v; want resource %+v, 1 object, offsets 1 to 4, RV 12, billing at 2, no writer", got, want)
+	}
+}
