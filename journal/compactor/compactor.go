@@ -11,19 +11,9 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Policy bounds a journal. Zero fields mean no limit of that kind.
-type Policy struct {
-	// MaxEvents is the most events to retain.
-	MaxEvents uint64
-	// MaxBytes is the most payload to retain, in bytes (encoded events,
-	// not file size).
-	MaxBytes uint64
-	// MaxAge drops events journaled longer ago than this.
-	MaxAge time.Duration
-	// HardMaxBytes is a payload cap, in bytes, enforced even against
-	// consumers that have not committed: above it the oldest events go.
-	HardMaxBytes uint64
-}
+// Policy bounds a journal: journal.Retention, so that it can be stored in
+// the file with Journal.SetRetention and shown by tools.
+type Policy = journal.Retention
 
 // Options tune a Compactor. Zero fields take the defaults given.
 type Options struct {

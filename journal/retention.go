@@ -1,0 +1,54 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+)
+
+// Retention bounds a journal; package compactor enforces it. Zero fields
+// mean no limit of that kind. It is stored in the file (SetRetention) so
+// that tools can show it.
+type Retention struct {
+	// MaxEvents is the most events to retain.
+	MaxEvents uint64 `json:"maxEvents,omitempty"`
+	// MaxBytes is the most payload to retain, in bytes (encoded events,
+	// not file size).
+	MaxBytes uint64 `json:"maxBytes,omitempty"`
+	// MaxAge drops events journaled longer ago than this.
+	MaxAge time.Duration `json:"maxAge,omitempty"`
+	// HardMaxBytes is a payload cap, in bytes, enforced even against
+	// consumers that have not committed: above it the oldest events go and
+	// those consumers get ErrCompacted.
+	HardMaxBytes uint64 `json:"hardMaxBytes,omitempty"`
+}
+
+const metaRetention = "retention"
+
+// SetRetention records r in the file.
+func (j *Journal) SetRetention(r Retention) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return j.store.Update(func(tx *bolt.Tx) error { return tx.SetMeta(metaRetention, b) })
+}
+
+// Retention returns the retention recorded in the file; the zero value
+// (no limits) when none is.
+func (j *Journal) Retention() (Retention, error) {
+	var r Retention
+	err := j.store.View(func(tx *bolt.Tx) error {
+		b := tx.Meta(metaRetention)
+		if b == nil {
+			return nil
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%w: retention: %v", ErrBadRecord, err)
+		}
+		return nil
+	})
+	return r, err
+}
