@@ -46,6 +46,12 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 	if c.UserAgent == "" {
 		c.UserAgent = "watchjournal"
 	}
+	if c.Transport == nil && len(c.NextProtos) == 0 {
+		// HTTP/1.1: each watch has its own TCP connection, so closing a
+		// stalled watch closes its connection, and the next request dials
+		// a new one instead of queueing on a dead HTTP/2 connection.
+		c.NextProtos = []string{"http/1.1"}
+	}
 	rc, err := rest.RESTClientFor(c)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
@@ -106,8 +112,12 @@ type rawMeta struct {
 // list reads one page. resourceVersion is left unset so the read is
 // consistent (served from etcd, or from a watch cache proven current):
 // "0" could go back in time (API concepts, "Semantics for get and list").
-func (c *client) list(ctx context.Context, limit int64, cont string) (*page, error) {
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).Param("limit", strconv.FormatInt(limit, 10))
+func (c *client) list(ctx context.Context, limit int64, cont string, timeout time.Duration) (*page, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// No client-side retries: the loop's backoff decides, and a page that
+	// fails is never half-applied.
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(limit, 10))
 	if cont != "" {
 		r = r.Param("continue", cont)
 	}
@@ -178,24 +188,36 @@ type watchEvent struct {
 
 // stream is an open watch.
 type stream struct {
-	body io.ReadCloser
-	dec  *json.Decoder
+	body   io.ReadCloser
+	dec    *json.Decoder
+	cancel context.CancelFunc
 }
 
 // watch opens a watch from resourceVersion rv with bookmarks allowed. The
 // server ends it after timeout (a watch should not live forever; reflector
 // uses 5 to 10 minutes).
-func (c *client) watch(ctx context.Context, rv string, timeout time.Duration) (*stream, error) {
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).
+// The request must answer (headers) within open, or it is abandoned.
+func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(open, cancel)
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).
 		Param("watch", "true").
 		Param("resourceVersion", rv).
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
 	body, err := r.Stream(ctx)
+	if !timer.Stop() {
+		if err == nil {
+			_ = body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("watch request got no answer within %v", open)
+	}
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	return &stream{body: body, dec: json.NewDecoder(body)}, nil
+	return &stream{body: body, dec: json.NewDecoder(body), cancel: cancel}, nil
 }
 
 // next reads the next frame; io.EOF when the server ended the watch.
@@ -205,7 +227,10 @@ func (s *stream) next() (watchEvent, error) {
 	return ev, err
 }
 
-func (s *stream) close() { _ = s.body.Close() }
+func (s *stream) close() {
+	s.cancel()
+	_ = s.body.Close()
+}
 
 // decodeStatus reads the Status of an ERROR watch event.
 func decodeStatus(obj json.RawMessage) *metav1.Status {

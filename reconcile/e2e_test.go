@@ -62,7 +62,7 @@ func controlPlane(t *testing.T) *controlplane.ControlPlane {
 		dir, _ := os.MkdirTemp("", "wj-cp-")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		cp, cpErr = controlplane.Start(ctx, dir, controlplane.Options{})
+		cp, cpErr = controlplane.Start(ctx, dir, controlplane.Options{ExtraTokens: map[string]string{readerToken: "wj-reader"}})
 	})
 	if cpSkip != "" {
 		if os.Getenv("WATCHJOURNAL_REQUIRE_CONTROLPLANE") == "1" {

@@ -52,3 +52,16 @@ func isForbidden(err error) bool { return apierrors.IsForbidden(err) || apierror
 // isNotFound reports whether err is a 404: the resource, its CRD, or the
 // namespace's API path does not exist.
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// reason names the cause of err for the log, in words an operator acts on.
+func reason(err error) string {
+	switch {
+	case isForbidden(err):
+		return "forbidden: RBAC does not allow list/watch of this resource (or the credentials are invalid)"
+	case isNotFound(err):
+		return "not found: the resource type (CRD) or its API group does not exist"
+	case isGone(err):
+		return "gone (410)"
+	}
+	return "request failed"
+}

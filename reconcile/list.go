@@ -78,7 +78,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err
 	}()
 	cont, last := "", ""
 	for {
-		p, err := l.c.list(ctx, l.opts.PageSize, cont)
+		p, err := l.c.list(ctx, l.opts.PageSize, cont, l.opts.RequestTimeout)
 		if err != nil {
 			if cont != "" && isGone(err) {
 				// The snapshot the token pointed at was compacted. The

@@ -24,6 +24,16 @@ type Options struct {
 	// ends the watch after it and the loop resumes from the last
 	// resourceVersion. Default 5 minutes, plus up to 100% jitter.
 	WatchTimeout time.Duration
+	// IdleTimeout is how long a watch may deliver nothing (no event, no
+	// bookmark) before the loop replaces it with a new watch from the same
+	// resourceVersion, on a new connection. It bounds how long a stalled
+	// connection (open, but passing no bytes) goes unnoticed; on a quiet
+	// resource it costs one watch request per IdleTimeout. Default 2
+	// minutes; the apiserver's bookmarks (watch cache on) keep a healthy
+	// watch from idling.
+	IdleTimeout time.Duration
+	// RequestTimeout bounds each list page request. Default 60 s.
+	RequestTimeout time.Duration
 	// BatchLimit is the most watch events committed in one transaction
 	// (group commit). Default 1000.
 	BatchLimit int
@@ -45,6 +55,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WatchTimeout <= 0 {
 		o.WatchTimeout = 5 * time.Minute
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
 	}
 	if o.BatchLimit <= 0 {
 		o.BatchLimit = 1000
@@ -78,8 +94,9 @@ type Status struct {
 	LastError error
 	// Lists counts completed lists (initial and relists); Watches counts
 	// watch requests that opened; Gone counts 410s seen, in any shape;
-	// ListRestarts counts lists started again after an expired continue.
-	Lists, Watches, Gone, ListRestarts int
+	// ListRestarts counts lists started again after an expired continue;
+	// IdleRestarts counts watches replaced after IdleTimeout.
+	Lists, Watches, Gone, ListRestarts, IdleRestarts int
 	// Events counts events this loop appended to the journal.
 	Events int
 }
@@ -96,7 +113,8 @@ type Loop struct {
 	status  Status
 	changed chan struct{} // closed and replaced on every status change
 
-	backoff time.Duration // current backoff; 0 after a success
+	backoff    time.Duration // current backoff; 0 after a success
+	lastLogged string        // the last failure logged at Warn
 }
 
 // New returns a Loop that keeps j in step with the resource j records, read
@@ -159,7 +177,12 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 		return l.watch(ctx, s)
 	case stateBackoff:
 		d := l.nextBackoff()
-		l.log.Warn("backing off", zap.Duration("delay", d), zap.String("then", string(s.next.phase())), zap.Error(s.err))
+		// One clear line per distinct failure, not one per retry.
+		logf := l.log.Debug
+		if msg := s.err.Error(); msg != l.lastLogged {
+			l.lastLogged, logf = msg, l.log.Warn
+		}
+		logf("backing off: "+reason(s.err), zap.Duration("delay", d), zap.String("then", string(s.next.phase())), zap.Error(s.err))
 		select {
 		case <-ctx.Done():
 		case <-l.opts.Clock.After(d):
@@ -178,6 +201,7 @@ func (l *Loop) fail(next state, err error) (state, error) {
 // succeed resets the backoff and the last error.
 func (l *Loop) succeed() {
 	l.backoff = 0
+	l.lastLogged = ""
 	l.update(func(st *Status) { st.LastError = nil })
 }
 

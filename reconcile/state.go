@@ -39,7 +39,7 @@ type stateBackoff struct {
 
 func (stateStart) phase() Phase   { return PhaseStarting }
 func (stateList) phase() Phase    { return PhaseListing }
-func (stateWatch) phase() Phase   { return PhaseWatching }
+func (stateWatch) phase() Phase   { return PhaseConnecting }
 func (stateBackoff) phase() Phase { return PhaseBackoff }
 
 // Phase names a state of the loop, as shown by Status.
@@ -49,7 +49,10 @@ type Phase string
 const (
 	PhaseStarting Phase = "Starting"
 	PhaseListing  Phase = "Listing"
-	PhaseWatching Phase = "Watching"
-	PhaseBackoff  Phase = "Backoff"
-	PhaseStopped  Phase = "Stopped"
+	// PhaseConnecting: a watch request is on its way; PhaseWatching: it
+	// is open and events flow.
+	PhaseConnecting Phase = "Connecting"
+	PhaseWatching   Phase = "Watching"
+	PhaseBackoff    Phase = "Backoff"
+	PhaseStopped    Phase = "Stopped"
 )

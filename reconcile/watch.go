@@ -22,7 +22,7 @@ type frame struct {
 // watch runs one watch request from s.rv and returns the next state.
 func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	timeout := l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
-	st, err := l.c.watch(ctx, s.rv, timeout)
+	st, err := l.c.watch(ctx, s.rv, timeout, l.opts.RequestTimeout)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil
@@ -34,7 +34,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		return l.fail(s, fmt.Errorf("%w: %w", ErrWatchStart, err))
 	}
 	defer st.close()
-	l.update(func(x *Status) { x.Watches++; x.Synced = true })
+	l.update(func(x *Status) { x.Watches++; x.Synced = true; x.Phase = PhaseWatching })
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	done := make(chan struct{})
@@ -55,14 +55,29 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 
 	start := l.opts.Clock.Now()
 	got := 0
+	idle := l.opts.Clock.NewTimer(l.opts.IdleTimeout)
+	defer idle.Stop()
 	for {
 		var batch []frame
 		select {
 		case <-ctx.Done():
 			return s, nil
+		case <-idle.C():
+			// Nothing for IdleTimeout: the connection may be stalled. A new
+			// watch from the same resourceVersion loses nothing.
+			l.log.Info("watch idle: replacing it", zap.String("resourceVersion", s.rv), zap.Duration("idle", l.opts.IdleTimeout))
+			l.update(func(x *Status) { x.IdleRestarts++ })
+			return s, nil
 		case f := <-frames:
 			batch = append(batch, f)
 		}
+		if !idle.Stop() {
+			select {
+			case <-idle.C():
+			default:
+			}
+		}
+		idle.Reset(l.opts.IdleTimeout)
 		// Group commit: take whatever else is already waiting.
 	drain:
 		for len(batch) < l.opts.BatchLimit && batch[len(batch)-1].err == nil {
