@@ -157,11 +157,48 @@ func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error
 	if md.Namespace != "" {
 		key = md.Namespace + "/" + md.Name
 	}
-	it := Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion}
-	if !c.metadataOnly {
-		it.Object = withKind(raw, kind, apiVersion)
+	it := Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion, Object: withKind(raw, kind, apiVersion)}
+	if c.metadataOnly {
+		obj, err := metadataOnly(it.Object)
+		if err != nil {
+			return Item{}, err
+		}
+		it.Object = obj
 	}
 	return it, nil
+}
+
+// lastApplied is the annotation kubectl apply writes; it holds the whole
+// object, data included.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// metadataOnly keeps kind, apiVersion and metadata (without the
+// last-applied annotation) of an object: for Secrets, nothing of the data.
+func metadataOnly(obj []byte) ([]byte, error) {
+	var full map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &full); err != nil {
+		return nil, fmt.Errorf("reconcile: decode object: %w", err)
+	}
+	var md map[string]json.RawMessage
+	if err := json.Unmarshal(full["metadata"], &md); err != nil {
+		return nil, fmt.Errorf("reconcile: decode metadata: %w", err)
+	}
+	if raw, ok := md["annotations"]; ok {
+		var ann map[string]string
+		if json.Unmarshal(raw, &ann) == nil {
+			if _, found := ann[lastApplied]; found {
+				delete(ann, lastApplied)
+				md["annotations"], _ = json.Marshal(ann)
+			}
+		}
+	}
+	out := map[string]any{"metadata": md}
+	for _, k := range []string{"kind", "apiVersion"} {
+		if v, ok := full[k]; ok {
+			out[k] = v
+		}
+	}
+	return json.Marshal(out)
 }
 
 // withKind returns a copy of obj with kind and apiVersion set when missing.

@@ -40,9 +40,13 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
 	// between failed attempts. Defaults 200 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
-	// MetadataOnly keeps only metadata in the journal: events carry no
-	// Object. Recommended for Secrets.
+	// MetadataOnly keeps only kind, apiVersion and metadata of each object
+	// in the journal (without kubectl's last-applied annotation). Always on
+	// for Secrets unless SecretPayloads is set.
 	MetadataOnly bool
+	// SecretPayloads is the explicit opt-in to journal the data of Secrets
+	// (core/v1 secrets). Without it a Secret's data never reaches the disk.
+	SecretPayloads bool
 	// Logger receives one line per state change and per error. Nil: none.
 	Logger *zap.Logger
 	// Clock drives backoff waits; tests may pass a fake. Default real time.
@@ -126,6 +130,9 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, errors.New("reconcile: journal records no resource: open it with journal.Options.Resource")
 	}
 	opts = opts.withDefaults()
+	if res.GVR.Group == "" && res.GVR.Resource == "secrets" && !opts.SecretPayloads {
+		opts.MetadataOnly = true
+	}
 	c, err := newClient(cfg, res, opts.MetadataOnly)
 	if err != nil {
 		return nil, err
