@@ -281,3 +281,5 @@ func equal(t *testing.T, what string, got, want []string) {
 		t.Errorf("%s = %q; want %q", what, got, want)
 	}
 }
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -43,7 +43,7 @@ func childMain() int {
 		for {
 			_ = l.WaitFor(context.Background(), func(s reconcile.Status) bool { return s != last })
 			last = l.Status()
-			fmt.Printf("STATUS phase=%s lists=%d watches=%d gone=%d events=%d\n", last.Phase, last.Lists, last.Watches, last.Gone, last.Events)
+			fmt.Printf("STATUS phase=%s lists=%d watches=%d gone=%d events=%d rv=%s\n", last.Phase, last.Lists, last.Watches, last.Gone, last.Events, last.ResourceVersion)
 		}
 	}()
 	_ = l.Run(context.Background())
