@@ -7,7 +7,7 @@ GO        ?= go
 BIN       := $(CURDIR)/.cache/bin
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build test vet demo clean
+.PHONY: all build test vet demo clean fuzz
 
 all: build
 
@@ -24,6 +24,14 @@ vet:
 ## tests that need kube-apiserver fail (not skip) when it is missing.
 test: controlplane vet
 	WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 $(GO) test $(TESTFLAGS) ./...
+	$(MAKE) fuzz
+
+## fuzz: each fuzz target for a short fixed budget (FUZZTIME, default 10s)
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZTIME)
 
 ## demo: a local control plane, journalctl watching it through a 410 and a
 ## restart, and journalctl showing the result.
@@ -32,3 +40,18 @@ demo: controlplane build
 
 clean:
 	rm -rf .cache
+
+## bench: the in-process journal benchmarks (go test -bench, BENCH_TIME
+## each), then bench/cmd/benchharness against a local control plane with
+## BENCH_N ConfigMaps (comma-separated for several sizes, ascending);
+## prints one table and writes BENCHMARKS.md. Not part of test. Set
+## BENCH_PPROF=dir for the children's CPU and heap profiles.
+BENCH_N    ?= 50000
+BENCH_TIME ?= 1s
+.PHONY: bench
+bench: controlplane
+	@mkdir -p $(CURDIR)/.cache/bench
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./bench/ > $(CURDIR)/.cache/bench/gobench.txt || { cat $(CURDIR)/.cache/bench/gobench.txt; exit 1; }
+	@cat $(CURDIR)/.cache/bench/gobench.txt
+	$(GO) build -o $(BIN)/benchharness ./bench/cmd/benchharness
+	BENCH_N=$(BENCH_N) BENCH_COMMAND="make bench BENCH_N=$(BENCH_N)" $(BIN)/benchharness -gobench $(CURDIR)/.cache/bench/gobench.txt -out $(CURDIR)/BENCHMARKS.md
