@@ -22,9 +22,8 @@ vet:
 
 ## test: builds the local control plane if needed, then runs all tests;
 ## tests that need kube-apiserver fail (not skip) when it is missing.
-test: controlplane vet
+test: controlplane vet fuzz
 	WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 $(GO) test $(TESTFLAGS) ./...
-	$(MAKE) fuzz
 
 ## fuzz: each fuzz target for a short fixed budget (FUZZTIME, default 10s)
 FUZZTIME ?= 10s
