@@ -22,6 +22,9 @@ var (
 	ErrNotExist = bolt.ErrNotExist
 	// ErrReadOnly is returned by writes to a journal opened read-only.
 	ErrReadOnly = bolt.ErrReadOnly
+	// ErrNoSpace is returned by a write that failed because the disk is
+	// full; the write is rolled back whole.
+	ErrNoSpace = bolt.ErrNoSpace
 	// ErrResourceMismatch is returned by Open when Options.Resource differs
 	// from the resource the file already records.
 	ErrResourceMismatch = errors.New("journal: file records another resource")

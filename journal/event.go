@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -65,8 +67,11 @@ type Event struct {
 // rather than seen on a watch.
 func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 
-// recordVersion is the first byte of every encoded record.
+// recordVersion is the first byte of every encoded record; four bytes of
+// CRC-32C (Castagnoli, big-endian) of the msgpack body follow it.
 const recordVersion = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // record is the msgpack form of an Event (the offset is the bbolt key).
 type record struct {
@@ -86,7 +91,8 @@ var typeNames = [...]EventType{0: "", 1: Added, 2: Modified, 3: Deleted}
 var originCodes = map[Origin]uint8{OriginWatch: 1, OriginRelist: 2, OriginRestart: 3}
 var originNames = [...]Origin{0: "", 1: OriginWatch, 2: OriginRelist, 3: OriginRestart}
 
-// encodeEvent returns the stored form of e: one version byte, then msgpack.
+// encodeEvent returns the stored form of e: one version byte, the body's
+// CRC-32C, then the msgpack body.
 func encodeEvent(e *Event) ([]byte, error) {
 	r := record{
 		Type: typeCodes[e.Type], Key: e.Key, UID: e.UID, RV: e.ResourceVersion,
@@ -103,16 +109,22 @@ func encodeEvent(e *Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{recordVersion}, b...), nil
+	out := make([]byte, 5, 5+len(b))
+	out[0] = recordVersion
+	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(b, castagnoli))
+	return append(out, b...), nil
 }
 
 // decodeEvent decodes a stored record; the result does not alias b.
 func decodeEvent(off uint64, b []byte) (Event, error) {
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 6 || b[0] != recordVersion {
 		return Event{}, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
+	if crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
+		return Event{}, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
+	}
 	var r record
-	if err := msgpack.Unmarshal(b[1:], &r); err != nil {
+	if err := msgpack.Unmarshal(b[5:], &r); err != nil {
 		return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
 	}
 	if int(r.Type) >= len(typeNames) || r.Type == 0 || int(r.Origin) >= len(originNames) || r.Origin == 0 {

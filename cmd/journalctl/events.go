@@ -2,40 +2,61 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // readPage is how many events one read asks for.
 const readPage = 1000
 
+// commitTimeout bounds one --commit, the search for the file's new reader
+// included when the file changes hands.
+const commitTimeout = 10 * time.Second
+
 type eventsFlags struct {
-	db, output string
-	from       uint64
-	follow     bool
+	db, output, consumer string
+	from                 uint64
+	follow, commit       bool
 }
 
 func newEventsCmd() *cobra.Command {
 	var f eventsFlags
 	cmd := &cobra.Command{
-		Use:   "events --db FILE [--from OFFSET] [-f] [-o table|json]",
+		Use:   "events --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]",
 		Short: "Print the journal's events from an offset, and follow new ones with -f",
-		Args:  cobra.NoArgs,
+		Long: "Print the journal's events from --from, or from consumer NAME's position (the offset\n" +
+			"after its committed one), and follow new ones with -f. A position that retention has\n" +
+			"already dropped is an error, never a silent skip. With --commit the consumer's committed\n" +
+			"offset moves to the last event printed, after each page printed: the file is opened\n" +
+			"writable for the commit alone, or a running watch commits it.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.commit && f.consumer == "" {
+				return errors.New("--commit needs --consumer")
+			}
 			return runEvents(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	addDBFlag(cmd, &f.db)
 	addOutputFlag(cmd, &f.output)
-	cmd.Flags().Uint64Var(&f.from, "from", 0, "first `OFFSET` to print; 0 means the first retained")
-	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
+	fl := cmd.Flags()
+	fl.Uint64Var(&f.from, "from", 0, "first `OFFSET` to print; 0 means the first retained")
+	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
+	fl.StringVar(&f.consumer, "consumer", "", "print from consumer `NAME`'s committed offset + 1")
+	fl.BoolVar(&f.commit, "commit", false, "commit the last printed offset for --consumer")
+	cmd.MarkFlagsMutuallyExclusive("from", "consumer")
 	return cmd
 }
 
-// runEvents prints events from f.from on; with f.follow it then waits for
-// new ones until ctx is done, and returns nil.
+// runEvents prints events from f.from, or from consumer f.consumer's
+// position, on; with f.follow it then waits for new ones until ctx is done,
+// and returns nil. With f.commit it commits each page printed.
 func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 	p, err := newPrinter(out, f.output, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
 	if err != nil {
@@ -49,13 +70,27 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 	// head read before its first read: an event appended in between is
 	// then read, not skipped.
 	next, floor := f.from, uint64(0)
-	if f.follow && next == 0 {
+	if f.consumer != "" {
+		if next, err = consumerPosition(ctx, src, f.consumer); err != nil {
+			return err
+		}
+	} else if f.follow && next == 0 {
 		if floor, err = src.Head(ctx); err != nil {
 			return err
 		}
 	}
+	committed := next - 1 // with --consumer
 	for {
 		err := printFrom(ctx, src, p, &next)
+		if f.commit && next-1 > committed {
+			// Commit what was printed even when the read then failed
+			// or ctx is done: it reached the output.
+			var cerr error
+			if src, cerr = commitPrinted(ctx, src, f, next-1); cerr != nil {
+				return cerr
+			}
+			committed = next - 1
+		}
 		if err == nil && !f.follow {
 			return nil
 		}
@@ -75,6 +110,41 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 			return err
 		}
 	}
+}
+
+// consumerPosition returns the offset after consumer name's committed one,
+// and journal.ErrNoConsumer when there is no such consumer: only a writer
+// registers consumers.
+func consumerPosition(ctx context.Context, src source, name string) (uint64, error) {
+	cs, err := src.Consumers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	c, ok := findConsumer(cs, name)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q (consumers register through the library's Journal.Consumer)", journal.ErrNoConsumer, name)
+	}
+	return c.Committed + 1, nil
+}
+
+// commitPrinted commits off for f.consumer through src. When the file
+// changed hands meanwhile (a watch started or stopped) it looks for the
+// file's reader again and commits there; it returns the source it used. It
+// does not end with ctx, so that an interrupt still commits what was
+// printed.
+func commitPrinted(ctx context.Context, src source, f eventsFlags, off uint64) (source, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	err := src.Commit(cctx, f.consumer, off)
+	if handover(err) {
+		if src, err = reopenSource(cctx, f.db); err == nil {
+			err = src.Commit(cctx, f.consumer, off)
+		}
+	}
+	if err != nil {
+		return src, fmt.Errorf("commit offset %d for consumer %q: %w", off, f.consumer, err)
+	}
+	return src, nil
 }
 
 // printFrom prints the events from offset *next to the head, page by page,

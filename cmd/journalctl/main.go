@@ -4,10 +4,13 @@
 //
 //	journalctl watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S]
 //	                 [--kubeconfig PATH] [--context NAME] [--page-size N] [--metadata-only]
-//	                 [--log-level LEVEL]
-//	journalctl events --db FILE [--from OFFSET] [-f] [-o table|json]
-//	journalctl index  --db FILE [PREFIX] [-o table|json]
-//	journalctl stats  --db FILE [-o table|json]
+//	                 [--log-level LEVEL] [--retain-events N] [--retain-bytes SIZE]
+//	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
+//	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]
+//	journalctl index     --db FILE [PREFIX] [-o table|json]
+//	journalctl stats     --db FILE [-o table|json]
+//	journalctl consumers --db FILE [-o table|json]
+//	journalctl compact   --db FILE [--keep-backup]
 //
 // watch resolves RESOURCE as kubectl does (configmaps, cm, configmap,
 // deployments.apps, a CRD's plural) through discovery, then lists and
@@ -23,6 +26,23 @@
 // shared lock held longer would keep a watch from starting), and when a
 // writer holds it they ask its socket instead.
 //
+// # Consumers and retention
+//
+// Consumers register through the library (journal.Journal.Consumer);
+// consumers lists them with their lag, and events --consumer NAME reads
+// from the offset after NAME's committed one. A position that retention
+// has passed is an error (journal.CompactedError), never a silent skip.
+// events --commit moves the committed offset to the last event printed:
+// with no watch running it opens the file writable for the commit alone,
+// else the watch commits it (POST on its socket).
+//
+// watch --retain-* records a journal.Retention in the file and enforces it
+// with a compactor.Compactor beside the reconcile loop; without those flags
+// it enforces the retention the file records. stats shows it. Retention
+// frees pages inside the file; compact rewrites the file offline
+// (compactor.CompactFile) to give them back to the filesystem, and needs
+// the file to itself.
+//
 // # Following
 //
 // events -f prints new events as they are journaled, until SIGINT. Through
@@ -35,7 +55,8 @@
 // 0 on success and after SIGINT or SIGTERM; 2 when the file cannot be read
 // as this resource's journal (missing, locked with no watch serving it,
 // corrupt, not a watchjournal file, written by a newer watchjournal, or
-// recording another resource); 1 for usage and all other errors.
+// recording another resource), and for compact while a watch runs; 1 for
+// usage and all other errors, a compacted offset among them.
 package main
 
 import (
@@ -69,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd())
+	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

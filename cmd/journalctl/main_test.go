@@ -218,6 +218,10 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"-n with -A", []string{"watch", "cm", "--db", path, "-n", "x", "-A"}, "none of the others can be"},
 		{"watch without a resource", []string{"watch", "--db", path}, "accepts 1 arg(s)"},
 		{"bad log level", []string{"watch", "cm", "--db", path, "--log-level", "loud"}, "--log-level"},
+		{"bad --retain-bytes", []string{"watch", "cm", "--db", path, "--retain-bytes", "lots"}, `--retain-bytes "lots": want bytes`},
+		{"fractional --retain-hard-bytes", []string{"watch", "cm", "--db", path, "--retain-hard-bytes", "0.5"}, `--retain-hard-bytes "0.5": want a whole`},
+		{"negative --retain-age", []string{"watch", "cm", "--db", path, "--retain-age", "-1h"}, "--retain-age -1h0m0s: want a duration of 0 or more"},
+		{"bad --retain-events", []string{"watch", "cm", "--db", path, "--retain-events", "-1"}, `invalid argument "-1" for "--retain-events"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := runCLI(tc.args...)

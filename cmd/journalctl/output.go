@@ -7,10 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -143,8 +147,8 @@ type jsonResource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 }
 
-// jsonStats is a journal.Stats as JSON; stats -o json adds the writer's
-// status when a watch runs.
+// jsonStats is a journal.Stats as JSON; stats -o json adds the consumers'
+// lag, the retention and, when a watch runs, the writer's status.
 type jsonStats struct {
 	Resource        jsonResource      `json:"resource"`
 	Objects         uint64            `json:"objects"`
@@ -154,7 +158,12 @@ type jsonStats struct {
 	FileSize        int64             `json:"fileSize"`
 	JournalBytes    uint64            `json:"journalBytes"`
 	Consumers       map[string]uint64 `json:"consumers"`
-	Writer          *writerStatus     `json:"writer,omitempty"`
+	// Lag and Retention are set by stats -o json, not by the socket's
+	// /stats: Lag maps each consumer's name to the events after its
+	// committed offset up to the head.
+	Lag       map[string]uint64 `json:"lag,omitempty"`
+	Retention *jsonRetention    `json:"retention,omitempty"`
+	Writer    *writerStatus     `json:"writer,omitempty"`
 }
 
 func toJSONStats(s journal.Stats) jsonStats {
@@ -222,4 +231,87 @@ type jsonError struct {
 type jsonCompacted struct {
 	Requested uint64 `json:"requested"`
 	First     uint64 `json:"first"`
+}
+
+// jsonConsumer is a journal.ConsumerInfo as JSON.
+type jsonConsumer struct {
+	Name      string `json:"name"`
+	Committed uint64 `json:"committed"`
+	Lag       uint64 `json:"lag"`
+}
+
+// jsonRetention is a journal.Retention as JSON: sizes in bytes, MaxAge as
+// a Go duration ("24h0m0s"); a field without a limit is left out.
+type jsonRetention struct {
+	MaxEvents    uint64 `json:"maxEvents,omitempty"`
+	MaxBytes     uint64 `json:"maxBytes,omitempty"`
+	MaxAge       string `json:"maxAge,omitempty"`
+	HardMaxBytes uint64 `json:"hardMaxBytes,omitempty"`
+}
+
+func toJSONRetention(r journal.Retention) jsonRetention {
+	jr := jsonRetention{MaxEvents: r.MaxEvents, MaxBytes: r.MaxBytes, HardMaxBytes: r.HardMaxBytes}
+	if r.MaxAge != 0 {
+		jr.MaxAge = r.MaxAge.String()
+	}
+	return jr
+}
+
+func (jr jsonRetention) retention() (journal.Retention, error) {
+	r := journal.Retention{MaxEvents: jr.MaxEvents, MaxBytes: jr.MaxBytes, HardMaxBytes: jr.HardMaxBytes}
+	if jr.MaxAge != "" {
+		age, err := time.ParseDuration(jr.MaxAge)
+		if err != nil {
+			return r, fmt.Errorf("retention: bad maxAge %q", jr.MaxAge)
+		}
+		r.MaxAge = age
+	}
+	return r, nil
+}
+
+// formatRetention returns r as stats shows it: "events 10000, bytes 64Mi,
+// age 24h0m0s, hard bytes 1Gi" with the limits that are set, or "none".
+func formatRetention(r journal.Retention) string {
+	var parts []string
+	if r.MaxEvents > 0 {
+		parts = append(parts, fmt.Sprintf("events %d", r.MaxEvents))
+	}
+	if r.MaxBytes > 0 {
+		parts = append(parts, "bytes "+formatSize(r.MaxBytes))
+	}
+	if r.MaxAge > 0 {
+		parts = append(parts, "age "+r.MaxAge.String())
+	}
+	if r.HardMaxBytes > 0 {
+		parts = append(parts, "hard bytes "+formatSize(r.HardMaxBytes))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatSize returns n bytes as a binary-suffixed quantity when n is a
+// multiple of 1024 (64Mi, 1Gi, 1536Ki), else as plain bytes: forms that
+// parseSize accepts.
+func formatSize(n uint64) string {
+	if n == 0 || n%1024 != 0 || n > math.MaxInt64 {
+		return strconv.FormatUint(n, 10)
+	}
+	return resource.NewQuantity(int64(n), resource.BinarySI).String()
+}
+
+// parseSize parses a --retain-*-bytes value: plain bytes (67108864) or a
+// Kubernetes quantity (64Mi, 1Gi, 500M) that is a whole number of bytes.
+func parseSize(flag, s string) (uint64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: want bytes or a quantity like 64Mi or 1Gi", flag, s)
+	}
+	// Value rounds up, and wraps past int64: equal means whole and in range.
+	n := q.Value()
+	if n < 0 || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0 {
+		return 0, fmt.Errorf("--%s %q: want a whole, non-negative number of bytes", flag, s)
+	}
+	return uint64(n), nil
 }

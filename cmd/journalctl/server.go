@@ -12,6 +12,11 @@ package main
 //	GET /wait?after=N          {"head": N} once the head is past N, or after
 //	                           at most 30 s: clients loop
 //	GET /status                the reconcile.Status of the watch
+//	GET /consumers             the consumers: name, committed offset, lag
+//	GET /retention             the retention the file records
+//	POST /consumers/NAME/commit?offset=N
+//	                           commits N for the existing consumer NAME
+//	                           (path-escaped); 404 when there is none
 
 import (
 	"context"
@@ -53,7 +58,47 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, toWriterStatus(s.status()))
 	})
+	mux.HandleFunc("GET /consumers", s.consumers)
+	mux.HandleFunc("GET /retention", s.retention)
+	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
 	return mux
+}
+
+func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
+	cs, err := s.j.Consumers()
+	jcs := make([]jsonConsumer, len(cs))
+	for i, c := range cs {
+		jcs[i] = jsonConsumer(c)
+	}
+	reply(w, jcs, err)
+}
+
+func (s *server) retention(w http.ResponseWriter, _ *http.Request) {
+	r, err := s.j.Retention()
+	reply(w, toJSONRetention(r), err)
+}
+
+// commit commits an offset for an existing consumer, through the journal
+// this watch holds writable.
+func (s *server) commit(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	off, err := uintParam(r, "offset") // a missing offset is 0: out of range
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+		return
+	}
+	switch err := commitConsumer(s.j, name, off); {
+	case errors.Is(err, journal.ErrNoConsumer):
+		writeJSON(w, http.StatusNotFound, jsonError{Error: err.Error()})
+	case errors.Is(err, errCommitRange):
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+	case err != nil:
+		reply(w, nil, err)
+	default:
+		cs, err := s.j.Consumers()
+		c, _ := findConsumer(cs, name)
+		reply(w, jsonConsumer(c), err)
+	}
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -33,6 +35,16 @@ type source interface {
 	Wait(ctx context.Context, after uint64) (uint64, error)
 	// Status returns the writer's status, nil when no writer runs.
 	Status(ctx context.Context) (*writerStatus, error)
+	// Consumers lists the registered consumers in name order, as
+	// journal.Journal.Consumers.
+	Consumers(ctx context.Context) ([]journal.ConsumerInfo, error)
+	// Retention returns the retention the file records, as
+	// journal.Journal.Retention.
+	Retention(ctx context.Context) (journal.Retention, error)
+	// Commit records off as the committed offset of the existing consumer
+	// name (commitConsumer). The file source opens the file writable for
+	// the commit alone; the socket source asks the watch that holds it.
+	Commit(ctx context.Context, name string, off uint64) error
 }
 
 // errNoServer is returned when the socket of a watch cannot be reached.
@@ -122,6 +134,71 @@ func (f fileSource) Wait(ctx context.Context, after uint64) (uint64, error) {
 
 func (fileSource) Status(context.Context) (*writerStatus, error) { return nil, nil }
 
+func (f fileSource) Consumers(context.Context) (cs []journal.ConsumerInfo, err error) {
+	err = f.view(func(j *journal.Journal) error { cs, err = j.Consumers(); return err })
+	return cs, err
+}
+
+func (f fileSource) Retention(context.Context) (r journal.Retention, err error) {
+	err = f.view(func(j *journal.Journal) error { r, err = j.Retention(); return err })
+	return r, err
+}
+
+// Commit opens the file writable for the commit alone. It waits up to
+// journal.Open's default 1 s for readers' shared locks to go; a watch that
+// took the file meanwhile makes it fail with journal.ErrLocked.
+func (f fileSource) Commit(_ context.Context, name string, off uint64) (err error) {
+	// A writable open creates a missing file: make sure there is one.
+	if _, err := os.Stat(f.path); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s", journal.ErrNotExist, f.path)
+	}
+	j, err := journal.Open(f.path, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, j.Close()) }()
+	return commitConsumer(j, name, off)
+}
+
+// errCommitRange is returned by commitConsumer for an offset that is not
+// between 1 and the head.
+var errCommitRange = errors.New("commit offset outside 1 to the head")
+
+// commitConsumer records off as the committed offset of consumer name in
+// the writable journal j. It refuses a consumer that does not exist
+// (journal.ErrNoConsumer: Journal.Consumer would register it) and an offset
+// outside 1 to the head (errCommitRange).
+func commitConsumer(j *journal.Journal, name string, off uint64) error {
+	cs, err := j.Consumers()
+	if err != nil {
+		return err
+	}
+	if _, ok := findConsumer(cs, name); !ok {
+		return fmt.Errorf("%w: %q", journal.ErrNoConsumer, name)
+	}
+	head, err := j.Head()
+	if err != nil {
+		return err
+	}
+	if off == 0 || off > head {
+		return fmt.Errorf("consumer %q: %w: offset %d, head %d", name, errCommitRange, off, head)
+	}
+	c, err := j.Consumer(name)
+	if err != nil {
+		return err
+	}
+	return c.Commit(off)
+}
+
+// findConsumer returns the consumer name of cs, and false when there is none.
+func findConsumer(cs []journal.ConsumerInfo, name string) (journal.ConsumerInfo, bool) {
+	i := slices.IndexFunc(cs, func(c journal.ConsumerInfo) bool { return c.Name == name })
+	if i < 0 {
+		return journal.ConsumerInfo{}, false
+	}
+	return cs[i], true
+}
+
 // sockSource asks a running watch over its unix socket (server.go).
 type sockSource struct {
 	sock string
@@ -139,7 +216,13 @@ func newSockSource(sock string) *sockSource {
 // get fetches path?q and decodes the JSON answer into v. An error answer
 // becomes an error; a compacted offset a *journal.CompactedError.
 func (s *sockSource) get(ctx context.Context, path string, q url.Values, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://journal"+path+"?"+q.Encode(), nil)
+	return s.do(ctx, http.MethodGet, path, q, v)
+}
+
+// do sends a request with method to path?q and decodes the JSON answer
+// into v, as get.
+func (s *sockSource) do(ctx context.Context, method, path string, q url.Values, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://journal"+path+"?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}
@@ -217,6 +300,32 @@ func (s *sockSource) Status(ctx context.Context) (*writerStatus, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+func (s *sockSource) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) {
+	var jcs []jsonConsumer
+	if err := s.get(ctx, "/consumers", nil, &jcs); err != nil {
+		return nil, err
+	}
+	cs := make([]journal.ConsumerInfo, len(jcs))
+	for i, jc := range jcs {
+		cs[i] = journal.ConsumerInfo(jc)
+	}
+	return cs, nil
+}
+
+func (s *sockSource) Retention(ctx context.Context) (journal.Retention, error) {
+	var jr jsonRetention
+	if err := s.get(ctx, "/retention", nil, &jr); err != nil {
+		return journal.Retention{}, err
+	}
+	return jr.retention()
+}
+
+func (s *sockSource) Commit(ctx context.Context, name string, off uint64) error {
+	var jc jsonConsumer
+	path := "/consumers/" + url.PathEscape(name) + "/commit"
+	return s.do(ctx, http.MethodPost, path, url.Values{"offset": {strconv.FormatUint(off, 10)}}, &jc)
 }
 
 var (

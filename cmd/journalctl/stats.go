@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,7 +18,7 @@ func newStatsCmd() *cobra.Command {
 	var f statsFlags
 	cmd := &cobra.Command{
 		Use:   "stats --db FILE [-o table|json]",
-		Short: "Print the journal's resource, size, offsets and consumers, and a running watch's status",
+		Short: "Print the journal's resource, size, offsets, retention and consumers, and a running watch's status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runStats(cmd.Context(), cmd.OutOrStdout(), f)
@@ -31,8 +29,8 @@ func newStatsCmd() *cobra.Command {
 	return cmd
 }
 
-// runStats prints the file's statistics and, when a watch holds the file,
-// its status.
+// runStats prints the file's statistics, its retention and its consumers'
+// lag and, when a watch holds the file, the watch's status.
 func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
@@ -45,22 +43,35 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	if err != nil {
 		return err
 	}
+	cs, err := src.Consumers(ctx)
+	if err != nil {
+		return err
+	}
+	ret, err := src.Retention(ctx)
+	if err != nil {
+		return err
+	}
 	ws, err := src.Status(ctx)
 	if err != nil {
 		return err
 	}
 	if f.output == "json" {
 		js := toJSONStats(st)
-		js.Writer = ws
+		jr := toJSONRetention(ret)
+		js.Retention, js.Writer = &jr, ws
+		js.Lag = make(map[string]uint64, len(cs))
+		for _, c := range cs {
+			js.Lag[c.Name] = c.Lag
+		}
 		return json.NewEncoder(out).Encode(js)
 	}
 	res := "-"
 	if st.Resource.GVR.Resource != "" {
 		res = st.Resource.String()
 	}
-	consumers := make([]string, 0, len(st.Consumers))
-	for _, name := range slices.Sorted(maps.Keys(st.Consumers)) {
-		consumers = append(consumers, fmt.Sprintf("%s=%d", name, st.Consumers[name]))
+	consumers := make([]string, len(cs))
+	for i, c := range cs {
+		consumers[i] = fmt.Sprintf("%s=%d (lag %d)", c.Name, c.Committed, c.Lag)
 	}
 	tw := newTable(out)
 	fmt.Fprintf(tw, "resource\t%s\n", res)
@@ -70,7 +81,8 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	fmt.Fprintf(tw, "resourceVersion\t%s\n", orDash(st.ResourceVersion))
 	fmt.Fprintf(tw, "file size\t%d bytes\n", st.FileSize)
 	fmt.Fprintf(tw, "journal size\t%d bytes\n", st.JournalBytes)
-	fmt.Fprintf(tw, "consumers\t%s\n", orDash(strings.Join(consumers, " ")))
+	fmt.Fprintf(tw, "retention\t%s\n", formatRetention(ret))
+	fmt.Fprintf(tw, "consumers\t%s\n", orDash(strings.Join(consumers, ", ")))
 	if ws != nil {
 		fmt.Fprintf(tw, "phase\t%s\n", ws.Phase)
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -30,19 +31,62 @@ type watchFlags struct {
 	namespace, labelSelector, fieldSelector string
 	allNamespaces, metadataOnly             bool
 	pageSize                                int64
+	// retention is the --retain-* flags' retention, nil when none is set:
+	// then watch keeps the retention the file records.
+	retention *journal.Retention
+}
+
+// retentionFlags are the --retain-* flags as given.
+type retentionFlags struct {
+	events           uint64
+	bytes, hardBytes string
+	age              time.Duration
+}
+
+// parse returns the retention the flags that cmd's command line set give,
+// nil when it sets none.
+func (rf retentionFlags) parse(cmd *cobra.Command) (*journal.Retention, error) {
+	fl := cmd.Flags()
+	if !fl.Changed("retain-events") && !fl.Changed("retain-bytes") && !fl.Changed("retain-age") && !fl.Changed("retain-hard-bytes") {
+		return nil, nil
+	}
+	if rf.age < 0 {
+		return nil, fmt.Errorf("--retain-age %v: want a duration of 0 or more", rf.age)
+	}
+	r := journal.Retention{MaxEvents: rf.events, MaxAge: rf.age}
+	var err error
+	if rf.bytes != "" {
+		if r.MaxBytes, err = parseSize("retain-bytes", rf.bytes); err != nil {
+			return nil, err
+		}
+	}
+	if rf.hardBytes != "" {
+		if r.HardMaxBytes, err = parseSize("retain-hard-bytes", rf.hardBytes); err != nil {
+			return nil, err
+		}
+	}
+	return &r, nil
 }
 
 func newWatchCmd() *cobra.Command {
 	var f watchFlags
+	var rf retentionFlags
 	cmd := &cobra.Command{
-		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S]",
+		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT]",
 		Short: "Journal one resource's changes into FILE until interrupted",
 		Long: "Resolve RESOURCE (configmaps, cm, configmap, deployments.apps, a CRD's plural) through\n" +
 			"discovery, then list and watch it into FILE until SIGINT or SIGTERM. The namespace defaults\n" +
 			"to the kubeconfig context's, else \"default\"; -A watches all namespaces; cluster-scoped\n" +
-			"resources ignore -n. While it runs it serves reads on the unix socket FILE.sock.",
+			"resources ignore -n. While it runs it serves reads on the unix socket FILE.sock.\n\n" +
+			"The --retain-* flags bound the journal: they are recorded in FILE, replacing the retention\n" +
+			"it recorded (a limit not given is none; --retain-events 0 alone removes every limit), and\n" +
+			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
+			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if f.retention, err = rf.parse(cmd); err != nil {
+				return err
+			}
 			return runWatch(cmd.Context(), cmd.ErrOrStderr(), args[0], f)
 		},
 	}
@@ -57,6 +101,10 @@ func newWatchCmd() *cobra.Command {
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep metadata only: events carry no object (recommended for secrets)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
+	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
+	fl.DurationVar(&rf.age, "retain-age", 0, "drop events journaled longer ago than `DURATION` (24h)")
+	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
 }
@@ -100,6 +148,10 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
+	policy, err := retention(j, f.retention, log)
+	if err != nil {
+		return err
+	}
 	srv := &server{j: j, status: loop.Status, maxWait: maxWait}
 	stop, err := serve(socketPath(f.db), srv.handler(), log)
 	if err != nil {
@@ -107,11 +159,50 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	defer stop() // before the journal closes: long polls end first
 	log.Info("watching", zap.Stringer("resource", res), zap.String("db", f.db), zap.String("socket", socketPath(f.db)))
-	if err := loop.Run(ctx); err != nil {
+
+	// The compactor runs beside the loop until ctx is done, and is stopped
+	// before the journal closes. A journal error stops both.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	compacted := make(chan error, 1)
+	if policy == (journal.Retention{}) {
+		compacted <- nil
+	} else {
+		c := compactor.New(j, policy, compactor.Options{Logger: log})
+		go func() { // exits when runCtx is done or on a journal error
+			err := c.Run(runCtx)
+			if err != nil {
+				err = fmt.Errorf("retention: %w", err)
+				cancel()
+			}
+			compacted <- err
+		}()
+	}
+	err = loop.Run(runCtx)
+	cancel()
+	if err = errors.Join(err, <-compacted); err != nil {
 		return err
 	}
 	log.Info("stopped", zap.String("db", f.db))
 	return nil
+}
+
+// retention records r in j when it is not nil, and returns the retention to
+// enforce: r, else the one j records.
+func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journal.Retention, error) {
+	if r != nil {
+		if err := j.SetRetention(*r); err != nil {
+			return journal.Retention{}, fmt.Errorf("record retention: %w", err)
+		}
+	} else {
+		stored, err := j.Retention()
+		if err != nil {
+			return journal.Retention{}, err
+		}
+		r = &stored
+	}
+	log.Info("retention", zap.String("retention", formatRetention(*r)))
+	return *r, nil
 }
 
 // resolve maps a resource argument to its GVR as kubectl does, through

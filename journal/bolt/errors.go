@@ -28,4 +28,8 @@ var (
 var (
 	// ErrReadOnly is returned when a write is attempted on a read-only store.
 	ErrReadOnly = errors.New("bolt: database opened read-only")
+
+	// ErrNoSpace is returned when a commit fails because the filesystem is
+	// full. The transaction is rolled back; nothing of it is kept.
+	ErrNoSpace = errors.New("bolt: no space left on device")
 )

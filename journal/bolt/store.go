@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
+	"syscall"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -82,14 +84,20 @@ func Open(path string, o Options) (s *Store, err error) {
 		}
 	}
 	bo := &bbolt.Options{
-		Timeout:         timeout,
-		ReadOnly:        o.ReadOnly,
-		NoSync:          o.NoSync,
-		NoFreelistSync:  true,
+		Timeout:  timeout,
+		ReadOnly: o.ReadOnly,
+		NoSync:   o.NoSync,
+		// The freelist is synced: without it, bbolt rebuilds it at open by
+		// walking every page in a goroutine of its own, where a corrupt page
+		// panics beyond any recover and kills the process. A synced
+		// freelist keeps corruption a typed error.
+		NoFreelistSync:  false,
 		FreelistType:    bbolt.FreelistMapType,
 		InitialMmapSize: o.InitialMmapSize,
 	}
-	// bbolt may panic on some corrupt files instead of returning an error.
+	// bbolt may panic, or fault on the memory map, on some corrupt files
+	// instead of returning an error.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			s, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
@@ -207,19 +215,59 @@ func (s *Store) Size() int64 {
 // DB returns the underlying bbolt database, for compaction and checks.
 func (s *Store) DB() *bbolt.DB { return s.db }
 
-// View runs fn in a read transaction.
-func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+// View runs fn in a read transaction. bbolt panics on some corrupt pages;
+// that panic is returned as ErrCorrupt, and the transaction is released.
+func (s *Store) View(fn func(*Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = tx.Rollback()
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+		}
+	}()
+	return fn(&Tx{tx: tx})
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
-// rolled back otherwise.
-func (s *Store) Update(fn func(*Tx) error) error {
+// rolled back otherwise: a failed commit changes nothing. A full disk gives
+// an error matching ErrNoSpace; a corrupt page, ErrCorrupt.
+func (s *Store) Update(fn func(*Tx) error) (err error) {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	return s.db.Update(func(tx *bbolt.Tx) error { return fn(&Tx{tx: tx}) })
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return classify(err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+		}
+	}()
+	if err := fn(&Tx{tx: tx}); err != nil {
+		return classify(err)
+	}
+	committed = true
+	return classify(tx.Commit())
 }
+
+// classify marks a full disk with ErrNoSpace.
+func classify(err error) error {
+	if err != nil && errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
 
 func u64(v uint64) []byte {
 	var b [8]byte

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
+)
+
+type compactFlags struct {
+	db         string
+	keepBackup bool
+}
+
+func newCompactCmd() *cobra.Command {
+	var f compactFlags
+	cmd := &cobra.Command{
+		Use:   "compact --db FILE [--keep-backup]",
+		Short: "Rewrite the journal file to give the space retention freed back to the filesystem",
+		Long: "Rewrite FILE into FILE.compact with bbolt's compaction, then rename it over FILE: bbolt\n" +
+			"never shrinks a file, so pages that retention freed are only reused, not returned. With\n" +
+			"--keep-backup the old file stays as FILE.bak. It needs the file to itself: it fails with\n" +
+			"exit status 2 while a watch runs, and a watch started meanwhile fails to open the file.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCompact(cmd.Context(), cmd.OutOrStdout(), f)
+		},
+	}
+	addDBFlag(cmd, &f.db)
+	cmd.Flags().BoolVar(&f.keepBackup, "keep-backup", false, "keep the old file as FILE.bak")
+	return cmd
+}
+
+// runCompact rewrites f.db compacted and renames the result over it.
+func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
+	// A shared lock held through the rewrite and the rename keeps a watch
+	// from opening the file meanwhile: it would journal into the file that
+	// the rename then replaces. CompactFile's own read-only opens share it.
+	j, err := journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
+	if errors.Is(err, journal.ErrLocked) {
+		if _, serr := newSockSource(socketPath(f.db)).Head(ctx); serr == nil {
+			return fmt.Errorf("%w: a watch is running on it (%s); stop it to compact", err, socketPath(f.db))
+		}
+		return fmt.Errorf("%w: stop the process that writes it to compact", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+
+	dst := f.db + ".compact"
+	if err := removeStale(dst); err != nil {
+		return err
+	}
+	before, after, err := compactor.CompactFile(f.db, dst)
+	if err == nil {
+		err = replace(f.db, dst, f.keepBackup)
+	}
+	if err != nil {
+		_ = os.Remove(dst)
+		return err
+	}
+	fmt.Fprintf(out, "compacted %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
+	return nil
+}
+
+// removeStale removes dst, left by a compact that was killed, unless
+// another compact still writes it (bbolt holds its lock).
+func removeStale(dst string) (err error) {
+	if _, err := os.Stat(dst); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	defer func() { // bbolt may panic on a torn file; the lock is all we ask
+		if recover() != nil {
+			err = os.Remove(dst)
+		}
+	}()
+	db, err := bbolt.Open(dst, 0o600, &bbolt.Options{Timeout: 10 * time.Millisecond})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return fmt.Errorf("%s is being written by another compact", dst)
+	}
+	if err == nil {
+		_ = db.Close()
+	}
+	return os.Remove(dst)
+}
+
+// replace renames dst over path, with path's permissions, after linking
+// path to path.bak when keepBackup is set; then it syncs the directory so
+// that the rename is durable.
+func replace(path, dst string, keepBackup bool) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	if keepBackup {
+		bak := path + ".bak"
+		if err := os.Remove(bak); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.Link(path, bak); err != nil {
+			return fmt.Errorf("keep backup: %w", err)
+		}
+	}
+	if err := os.Rename(dst, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// shrinkage describes the change from before to after bytes: "93% smaller".
+func shrinkage(before, after int64) string {
+	switch {
+	case before <= 0:
+		return "0% smaller"
+	case after > before:
+		return fmt.Sprintf("%d%% larger", (after-before)*100/before)
+	}
+	return fmt.Sprintf("%d%% smaller", (before-after)*100/before)
+}
