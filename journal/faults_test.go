@@ -149,7 +149,10 @@ func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 	_ = j.Close()
 	orig, _ := os.ReadFile(src)
 	rng := uint64(42)
-	rand := func(n int) int { rng = rng*6364136223846793005 + 1442695040888963407; return int((rng >> 33) % uint64(n)) }
+	rand := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(n))
+	}
 	damaged, reported := 0, 0
 	for round := 0; round < 200; round++ {
 		b := append([]byte(nil), orig...)

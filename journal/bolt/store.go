@@ -268,7 +268,6 @@ func classify(err error) error {
 	return err
 }
 
-
 func u64(v uint64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
