@@ -92,9 +92,41 @@ func (c *Consumer) Committed() (uint64, error) {
 }
 
 // Commit durably records that every event up to and including offset off
-// is processed. It is one write transaction (with fsync).
-func (c *Consumer) Commit(off uint64) error {
-	return c.j.store.Update(func(tx *bolt.Tx) error { return tx.SetConsumer(c.name, off) })
+// is processed. It is one write transaction (with fsync). It returns
+// ErrOffsetRange for an offset past the head, and ErrNoConsumer if the
+// consumer was deleted meanwhile.
+func (c *Consumer) Commit(off uint64) error { return c.j.CommitConsumer(c.name, off) }
+
+// ErrOffsetRange is returned by a commit past the journal's head.
+var ErrOffsetRange = errors.New("journal: offset past the head")
+
+// CommitConsumer commits offset off for the existing consumer name, in one
+// write transaction; ErrNoConsumer if there is no such consumer (it does not
+// register one), ErrOffsetRange if off is past the head.
+func (j *Journal) CommitConsumer(name string, off uint64) error {
+	return j.store.Update(func(tx *bolt.Tx) error {
+		if _, ok := tx.Consumer(name); !ok {
+			return fmt.Errorf("%w: %q", ErrNoConsumer, name)
+		}
+		if head := tx.NextOffset() - 1; off > head {
+			return fmt.Errorf("%w: %d > %d", ErrOffsetRange, off, head)
+		}
+		return tx.SetConsumer(name, off)
+	})
+}
+
+// ConsumerCommitted returns the committed offset of the named consumer,
+// and ErrNoConsumer when there is none.
+func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
+	var off uint64
+	var ok bool
+	if err := j.store.View(func(tx *bolt.Tx) error { off, ok = tx.Consumer(name); return nil }); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", ErrNoConsumer, name)
+	}
+	return off, nil
 }
 
 // TryNext returns up to max events from the read position and moves past

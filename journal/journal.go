@@ -258,7 +258,8 @@ type Stats struct {
 	FirstOffset, LastOffset uint64
 	// ResourceVersion is the last synced resourceVersion.
 	ResourceVersion string
-	// FileSize is the bbolt file's size in bytes.
+	// FileSize is the bbolt file's size on disk in bytes; it grows with the
+	// journal and never shrinks by itself (see compactor.CompactFile).
 	FileSize int64
 	// Consumers maps each durable consumer's name to its committed offset.
 	Consumers map[string]uint64

@@ -17,7 +17,9 @@ type Retention struct {
 	// MaxBytes is the most payload to retain, in bytes (encoded events,
 	// not file size).
 	MaxBytes uint64 `json:"maxBytes,omitempty"`
-	// MaxAge drops events journaled longer ago than this.
+	// MaxAge drops events journaled longer ago than this, the newest
+	// included: a quiet journal may be trimmed empty (offsets still go on
+	// from where they were).
 	MaxAge time.Duration `json:"maxAge,omitempty"`
 	// HardMaxBytes is a payload cap, in bytes, enforced even against
 	// consumers that have not committed: above it the oldest events go and

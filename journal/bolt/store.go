@@ -103,7 +103,19 @@ func Open(path string, o Options) (s *Store, err error) {
 			s, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
 		}
 	}()
+	var f *os.File
+	bo.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		var err error
+		f, err = os.OpenFile(name, flag, mode)
+		return f, err
+	}
 	db, err := bbolt.Open(path, 0o600, bo)
+	if err == nil && f != nil && !namesFile(path, f) {
+		// The file was replaced (e.g. by an offline compaction's rename)
+		// while we waited for its lock: we hold a file nobody will read.
+		_ = db.Close()
+		return nil, fmt.Errorf("%w: %s was replaced while waiting for its lock; open it again", ErrLocked, path)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, bberrors.ErrTimeout):
@@ -123,6 +135,13 @@ func Open(path string, o Options) (s *Store, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// namesFile reports whether path still names the open file f.
+func namesFile(path string, f *os.File) bool {
+	a, err1 := os.Stat(path)
+	b, err2 := f.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // isTruncated reports whether the file is too short to be a bbolt database.
@@ -205,11 +224,13 @@ func (s *Store) Path() string { return s.path }
 // ReadOnly reports whether the store was opened read-only.
 func (s *Store) ReadOnly() bool { return s.readOnly }
 
-// Size returns the file's size in bytes.
+// Size returns the file's size on disk in bytes (0 if it cannot be read).
 func (s *Store) Size() int64 {
-	var n int64
-	_ = s.db.View(func(tx *bbolt.Tx) error { n = tx.Size(); return nil })
-	return n
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // DB returns the underlying bbolt database, for compaction and checks.

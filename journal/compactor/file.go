@@ -1,10 +1,13 @@
 package compactor
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -24,7 +27,10 @@ func CompactFile(src, dst string) (before, after int64, err error) {
 	if _, err := os.Stat(dst); err == nil {
 		return 0, 0, fmt.Errorf("compactor: %s exists", dst)
 	}
-	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true})
+	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return 0, 0, fmt.Errorf("%w: %s", journal.ErrLocked, src)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("compactor: open %s: %w", src, err)
 	}
