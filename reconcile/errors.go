@@ -6,6 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Errors that name the phase that failed. The loop retries all of them with
@@ -18,8 +20,9 @@ var (
 	// ErrWatch is returned when an open watch fails or sends an ERROR event
 	// other than 410.
 	ErrWatch = errors.New("reconcile: watch failed")
-	// ErrJournal is returned when the journal cannot be written; the loop
-	// stops, since a write that fails is not safe to retry blindly.
+	// ErrJournal is returned when the journal cannot be written. A full
+	// disk (journal.ErrNoSpace) is retried with backoff, nothing of the
+	// failed write kept; any other journal error stops the loop.
 	ErrJournal = errors.New("reconcile: journal write failed")
 )
 
@@ -56,6 +59,8 @@ func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 // reason names the cause of err for the log, in words an operator acts on.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, journal.ErrNoSpace):
+		return "no space left for the journal: free disk space (nothing is lost; the watch resumes from the last committed resourceVersion)"
 	case isForbidden(err):
 		return "forbidden: RBAC does not allow list/watch of this resource (or the credentials are invalid)"
 	case isNotFound(err):

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,12 +45,29 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 		}
 		if err != nil {
 			if je, ok := err.(journalError); ok {
+				if errors.Is(je.err, journal.ErrNoSpace) {
+					// The staged list was dropped; try it all again later.
+					return l.fail(s, fmt.Errorf("%w: %w", ErrJournal, je.err))
+				}
 				return nil, fmt.Errorf("%w: %w", ErrJournal, je.err)
 			}
 			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
 		}
 		l.succeed()
-		l.update(func(x *Status) { x.Lists++; x.Synced = true; x.ResourceVersion = rv; x.Events += staged })
+		l.update(func(x *Status) {
+			x.Lists++
+			x.Synced = true
+			x.ResourceVersion = rv
+			x.Events += staged
+			if s.verify {
+				x.Verifies++
+				x.Divergences += staged
+			}
+		})
+		if s.verify && staged > 0 {
+			l.log.Warn("verify: the watch had lost events; the relist journaled the difference",
+				zap.Int("events", staged), zap.String("resourceVersion", rv))
+		}
 		l.log.Info("list complete", zap.String("resourceVersion", rv), zap.Int("events", staged),
 			zap.String("origin", string(s.origin)), zap.Duration("took", time.Since(start)))
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil

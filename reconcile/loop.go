@@ -32,6 +32,12 @@ type Options struct {
 	// minutes; the apiserver's bookmarks (watch cache on) keep a healthy
 	// watch from idling.
 	IdleTimeout time.Duration
+	// VerifyInterval, when positive, relists that often even while the
+	// watch is healthy and diffs the list against the index (anti-entropy):
+	// an event the watch lost (kubernetes/kubernetes#123072) shows up as a
+	// divergence and is journaled with origin relist. Zero: only Verify and
+	// 410s relist.
+	VerifyInterval time.Duration
 	// RequestTimeout bounds each list page request. Default 60 s.
 	RequestTimeout time.Duration
 	// BatchLimit is the most watch events committed in one transaction
@@ -103,6 +109,9 @@ type Status struct {
 	Lists, Watches, Gone, ListRestarts, IdleRestarts int
 	// Events counts events this loop appended to the journal.
 	Events int
+	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
+	// Divergences counts the events they found, which the watch had lost.
+	Verifies, Divergences int
 }
 
 // Loop keeps one journal in step with one resource. Create it with New and
@@ -116,6 +125,8 @@ type Loop struct {
 	mu      sync.Mutex
 	status  Status
 	changed chan struct{} // closed and replaced on every status change
+
+	verify chan struct{} // Verify's request, buffered 1
 
 	backoff    time.Duration // current backoff; 0 after a success
 	lastLogged string        // the last failure logged at Warn
@@ -137,7 +148,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{})}
+	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
 	l.log = opts.Logger.With(zap.String("gvr", res.GVR.String()), zap.String("namespace", res.Namespace))
 	return l, nil
 }
@@ -220,6 +231,16 @@ func (l *Loop) nextBackoff() time.Duration {
 	}
 	// Full jitter on the upper half: [d/2, d).
 	return l.backoff/2 + time.Duration(rand.Int64N(int64(l.backoff/2)+1))
+}
+
+// Verify asks the loop to relist and diff against the index at its next
+// chance (anti-entropy), as if the watch had been lost; events it finds
+// count as divergences in Status. It does not wait.
+func (l *Loop) Verify() {
+	select {
+	case l.verify <- struct{}{}:
+	default:
+	}
 }
 
 // Status returns a snapshot of the loop's state.

@@ -21,6 +21,9 @@ type stateList struct {
 	// unordered is set when a page broke key order: deletions are then
 	// found by lookup of the listed keys.
 	unordered bool
+	// verify is set for an anti-entropy relist of a healthy watch: any
+	// event it finds is a divergence (an event the watch lost).
+	verify bool
 }
 
 // stateWatch watches from a resourceVersion the journal has fully applied.

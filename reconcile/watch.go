@@ -57,11 +57,21 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	got := 0
 	idle := l.opts.Clock.NewTimer(l.opts.IdleTimeout)
 	defer idle.Stop()
+	var verifyTick <-chan time.Time
+	if l.opts.VerifyInterval > 0 {
+		t := l.opts.Clock.NewTicker(l.opts.VerifyInterval)
+		defer t.Stop()
+		verifyTick = t.C()
+	}
 	for {
 		var batch []frame
 		select {
 		case <-ctx.Done():
 			return s, nil
+		case <-l.verify:
+			return stateList{origin: journal.OriginRelist, verify: true}, nil
+		case <-verifyTick:
+			return stateList{origin: journal.OriginRelist, verify: true}, nil
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
@@ -93,7 +103,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return nil, err
 		}
 		got += n
-		if n > 0 {
+		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
 			// After the first frame past a restart, a 410 is an ordinary relist.
 			s.goneOrigin = journal.OriginRelist
@@ -187,6 +197,12 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		}
 		return tx.SetResourceVersion(rv)
 	})
+	if errors.Is(err, journal.ErrNoSpace) {
+		// Nothing of the batch was kept: watch again from the last
+		// committed resourceVersion once there may be space.
+		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, fmt.Errorf("%w: %w", ErrJournal, err))
+		return next, n, nil
+	}
 	if err != nil {
 		return nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
 	}
