@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -283,3 +284,28 @@ func equal(t *testing.T, what string, got, want []string) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// checkIndexDynamic is checkIndex for any resource, listed through dyn.
+func (e *env) checkIndexDynamic(dyn dynamic.ResourceInterface) {
+	e.t.Helper()
+	list, err := dyn.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var want []string
+	for _, o := range list.Items {
+		want = append(want, fmt.Sprintf("%s/%s %s %s", o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion()))
+	}
+	sort.Strings(want)
+	entries, err := e.j.ScanIndex("", 100000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var got []string
+	for _, en := range entries {
+		got = append(got, fmt.Sprintf("%s %s %s", en.Key, en.UID, en.ResourceVersion))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		e.t.Errorf("index =\n%s\nwant (server list)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
