@@ -309,3 +309,7 @@ func (e *env) checkIndexDynamic(dyn dynamic.ResourceInterface) {
 		e.t.Errorf("index =\n%s\nwant (server list)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+var metaListOne = metav1.ListOptions{Limit: 1}
+
+func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }

@@ -379,7 +379,9 @@ func (c *ControlPlane) Stop() {
 		c.api.kill()
 		c.api = nil
 	}
-	c.etcd.kill()
+	if c.etcd != nil {
+		c.etcd.kill()
+	}
 	c.logf("controlplane: stopped")
 }
 
@@ -946,4 +948,60 @@ func truncate(b []byte) string {
 		s = s[:300] + "..."
 	}
 	return s
+}
+
+// StopEtcd kills etcd (SIGKILL to its process group), as in an outage, and
+// waits for it to exit. Its data directory is kept; the apiserver keeps
+// running and its requests fail until StartEtcd. Stopping a stopped etcd is
+// a no-op; it returns ErrStopped after Stop.
+func (c *ControlPlane) StopEtcd() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped.Load() {
+		return ErrStopped
+	}
+	if c.etcd == nil {
+		return nil
+	}
+	c.etcd.kill()
+	c.etcd = nil
+	c.logf("controlplane: etcd killed")
+	return nil
+}
+
+// StartEtcd starts etcd again after StopEtcd, on the same ports and data
+// directory, and waits (at most 30 s, and within ctx) for /health.
+func (c *ControlPlane) StartEtcd(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped.Load() {
+		return ErrStopped
+	}
+	if c.etcd != nil {
+		return nil
+	}
+	var lastErr error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		p, err := startProcess("etcd", filepath.Join(c.binDir, EtcdBinary), c.etcdArgs(), c.path("etcd.log"))
+		if err != nil {
+			return err
+		}
+		err = waitReady(ctx, p, EtcdReadyTimeout, func(ctx context.Context) error { return probeEtcd(ctx, c.EtcdURL()) })
+		if err == nil {
+			c.etcd = p
+			c.logf("controlplane: etcd restarted")
+			return nil
+		}
+		p.kill()
+		lastErr = err
+		if !p.portClash() {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return lastErr
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+		}
+	}
+	return lastErr
 }
