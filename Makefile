@@ -7,7 +7,7 @@ GO        ?= go
 BIN       := $(CURDIR)/.cache/bin
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build test vet demo clean fuzz
+.PHONY: all build test vet demo clean fuzz cluster
 
 all: build
 
@@ -36,6 +36,11 @@ fuzz:
 ## restart, and journalctl showing the result.
 demo: controlplane build
 	$(GO) run ./internal/demo -journalctl $(BIN)/journalctl
+
+## cluster: a local control plane that keeps running until Ctrl-C, to try
+## journalctl against; it prints the KUBECONFIG to export.
+cluster: controlplane build
+	$(GO) run ./internal/cluster
 
 clean:
 	rm -rf .cache

@@ -121,10 +121,13 @@ func (c *client) list(ctx context.Context, limit int64, cont string, timeout tim
 	if cont != "" {
 		r = r.Param("continue", cont)
 	}
-	body, err := r.Do(ctx).Raw()
-	if err != nil {
+	res := r.Do(ctx)
+	if err := res.Error(); err != nil {
+		// Error, not Raw's error: it decodes the server's Status (reason,
+		// message, continue token) instead of a generic one.
 		return nil, err
 	}
+	body, _ := res.Raw()
 	var l rawList
 	if err := json.Unmarshal(body, &l); err != nil {
 		return nil, fmt.Errorf("reconcile: decode list: %w", err)

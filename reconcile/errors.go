@@ -20,6 +20,14 @@ var (
 	// ErrWatch is returned when an open watch fails or sends an ERROR event
 	// other than 410.
 	ErrWatch = errors.New("reconcile: watch failed")
+	// ErrRejected is returned by Run when the apiserver rejects the list or
+	// watch request itself (400 Bad Request, 422 Invalid, 405): retrying
+	// the same request cannot help. It wraps the server's Status, so
+	// apierrors.IsBadRequest and the message work on it.
+	ErrRejected = errors.New("reconcile: request rejected by the apiserver")
+	// ErrInvalidSelector is returned by New for a label or field selector
+	// that does not parse.
+	ErrInvalidSelector = errors.New("reconcile: invalid selector")
 	// ErrJournal is returned when the journal cannot be written. A full
 	// disk (journal.ErrNoSpace) is retried with backoff, nothing of the
 	// failed write kept; any other journal error stops the loop.
@@ -69,4 +77,10 @@ func reason(err error) string {
 		return "gone (410)"
 	}
 	return "request failed"
+}
+
+// isRejected reports whether the server refused the request as malformed:
+// a permanent answer for this request.
+func isRejected(err error) bool {
+	return apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err)
 }

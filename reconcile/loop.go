@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -140,6 +142,12 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if !ok {
 		return nil, errors.New("reconcile: journal records no resource: open it with journal.Options.Resource")
 	}
+	if _, err := labels.Parse(res.LabelSelector); err != nil {
+		return nil, fmt.Errorf("%w: label selector %q: %v", ErrInvalidSelector, res.LabelSelector, err)
+	}
+	if _, err := fields.ParseSelector(res.FieldSelector); err != nil {
+		return nil, fmt.Errorf("%w: field selector %q: %v", ErrInvalidSelector, res.FieldSelector, err)
+	}
 	opts = opts.withDefaults()
 	if res.GVR.Group == "" && res.GVR.Resource == "secrets" && !opts.SecretPayloads {
 		opts.MetadataOnly = true
@@ -149,14 +157,16 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
-	l.log = opts.Logger.With(zap.String("gvr", res.GVR.String()), zap.String("namespace", res.Namespace))
+	l.log = opts.Logger.With(zap.String("resource", res.String()))
 	return l, nil
 }
 
 // Run lists and watches until ctx is done, then returns nil after the open
 // transaction, if any, has committed. It returns early only when the
-// journal cannot be written (an error matching ErrJournal). Errors from the
-// apiserver are retried with backoff and shown in Status.
+// journal cannot be written (ErrJournal) or the apiserver rejects the
+// request itself (ErrRejected: a 400 for a field selector it does not
+// support, say). Other apiserver errors (403, 404, 5xx, timeouts) are
+// retried with backoff and shown in Status.
 func (l *Loop) Run(ctx context.Context) error {
 	var s state = stateStart{}
 	defer l.update(func(st *Status) { st.Phase = PhaseStopped })
@@ -210,8 +220,13 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 	return nil, fmt.Errorf("reconcile: unknown state %T", s)
 }
 
-// fail records err and returns a backoff to next.
+// fail records err and returns a backoff to next, or ends Run when the
+// server rejected the request itself.
 func (l *Loop) fail(next state, err error) (state, error) {
+	if isRejected(err) {
+		l.update(func(st *Status) { st.LastError = err })
+		return nil, fmt.Errorf("%w: %w", ErrRejected, err)
+	}
 	l.update(func(st *Status) { st.LastError = err })
 	return stateBackoff{next: next, err: err}, nil
 }
