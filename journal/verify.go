@@ -15,8 +15,9 @@ type VerifyReport struct {
 	// replay could be compared with the index.
 	Replayed bool
 	// Problems lists what is wrong, one line each; empty when the file is
-	// sound.
-	Problems []string
+	// sound. At most 100 are kept; Truncated is set when there were more.
+	Problems  []string
+	Truncated bool
 }
 
 // OK reports whether Verify found no problem.
@@ -34,6 +35,8 @@ func (j *Journal) Verify() (VerifyReport, error) {
 	problem := func(format string, args ...any) {
 		if len(r.Problems) < 100 {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+		} else {
+			r.Truncated = true
 		}
 	}
 	err := j.store.View(func(tx *bolt.Tx) error {
@@ -104,8 +107,10 @@ func (j *Journal) Verify() (VerifyReport, error) {
 		if err != nil {
 			return err
 		}
-		for k := range replay {
-			problem("journal replay holds %s, the index does not", k)
+		if r.Replayed {
+			for k := range replay {
+				problem("journal replay holds %s, the index does not", k)
+			}
 		}
 		if r.Objects != tx.IndexCount() {
 			problem("index: %d entries, meta count %d", r.Objects, tx.IndexCount())

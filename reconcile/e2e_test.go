@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if cp != nil {
 		cp.Stop()
 	}
+	if wcCP != nil {
+		wcCP.Stop()
+	}
 	os.Exit(code)
 }
 

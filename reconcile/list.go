@@ -25,7 +25,7 @@ func (errRestart) Error() string { return "restart list" }
 func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 	for restarts := 0; ; restarts++ {
 		start := l.opts.Clock.Now()
-		rv, staged, err := l.listOnce(ctx, s)
+		rv, staged, first, last, err := l.listOnce(ctx, s)
 		if ctx.Err() != nil {
 			return s, nil
 		}
@@ -62,6 +62,7 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 			if s.verify {
 				x.Verifies++
 				x.Divergences += staged
+				x.LastVerifyFirst, x.LastVerifyLast = first, last
 			}
 		})
 		if s.verify && staged > 0 {
@@ -81,12 +82,12 @@ type journalError struct{ err error }
 func (e journalError) Error() string { return e.err.Error() }
 
 // listOnce lists every page and stages the diff; it commits only when the
-// list is complete. It returns the list's resourceVersion and the number of
-// events committed.
-func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err error) {
+// list is complete. It returns the list's resourceVersion, the number of
+// events committed and their offsets (0, 0 for none).
+func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, first, last uint64, err error) {
 	rel, err := l.j.BeginRelist()
 	if err != nil {
-		return "", 0, journalError{err}
+		return "", 0, 0, 0, journalError{err}
 	}
 	committed := false
 	defer func() {
@@ -94,7 +95,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err
 			_ = rel.Abort()
 		}
 	}()
-	cont, last := "", ""
+	cont, lastKey := "", ""
 	for {
 		p, err := l.c.list(ctx, l.opts.PageSize, cont, l.opts.RequestTimeout)
 		if err != nil {
@@ -103,27 +104,27 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err
 				// Status carries a fresh token that would continue at a
 				// newer resourceVersion: an inconsistent list. Never follow
 				// it; start again.
-				return "", 0, errRestart{}
+				return "", 0, 0, 0, errRestart{}
 			}
-			return "", 0, err
+			return "", 0, 0, 0, err
 		}
 		var evs []journal.Event
 		if !s.unordered {
-			if !sortedAfter(last, p.Items) {
-				return "", 0, errRestart{unordered: true}
+			if !sortedAfter(lastKey, p.Items) {
+				return "", 0, 0, 0, errRestart{unordered: true}
 			}
-			evs, err = l.diffRange(last, p.Items)
+			evs, err = l.diffRange(lastKey, p.Items)
 		} else {
 			evs, err = l.diffLookup(rel, p.Items)
 		}
 		if err != nil {
-			return "", 0, journalError{err}
+			return "", 0, 0, 0, journalError{err}
 		}
 		if err := l.stage(rel, s.origin, evs); err != nil {
-			return "", 0, err
+			return "", 0, 0, 0, err
 		}
 		if len(p.Items) > 0 && !s.unordered {
-			last = p.Items[len(p.Items)-1].Key
+			lastKey = p.Items[len(p.Items)-1].Key
 		}
 		rv, cont = p.ResourceVersion, p.Continue
 		if cont == "" {
@@ -131,14 +132,15 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, err
 		}
 	}
 	// Keys indexed but not listed: deleted while we were away.
-	if err := l.tail(rel, s, last); err != nil {
-		return "", 0, err
+	if err := l.tail(rel, s, lastKey); err != nil {
+		return "", 0, 0, 0, err
 	}
-	if _, _, err := rel.Commit(rv); err != nil {
-		return "", 0, journalError{err}
+	first, last, err = rel.Commit(rv)
+	if err != nil {
+		return "", 0, 0, 0, journalError{err}
 	}
 	committed = true
-	return rv, rel.Staged(), nil
+	return rv, rel.Staged(), first, last, nil
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {

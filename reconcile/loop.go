@@ -114,6 +114,9 @@ type Status struct {
 	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
 	// Divergences counts the events they found, which the watch had lost.
 	Verifies, Divergences int
+	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
+	// journaled, inclusive; both 0 when it found nothing.
+	LastVerifyFirst, LastVerifyLast uint64
 }
 
 // Loop keeps one journal in step with one resource. Create it with New and

@@ -94,8 +94,8 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 
 	e.loop.Verify()
 	st := e.waitStatus("verify", func(s reconcile.Status) bool { return s.Verifies == 1 && s.Phase == reconcile.PhaseWatching })
-	if st.Divergences != 1 {
-		t.Errorf("Status.Divergences = %d; want 1", st.Divergences)
+	if st.Divergences != 1 || st.LastVerifyFirst != h+2 || st.LastVerifyLast != h+2 {
+		t.Errorf("Status divergences %d at offsets %d..%d; want 1 at %d", st.Divergences, st.LastVerifyFirst, st.LastVerifyLast, h+2)
 	}
 	got, evs := e.eventsFrom(h + 2)
 	equal(t, "events after verify", got, []string{"DELETED b relist"})

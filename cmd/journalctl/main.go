@@ -6,16 +6,24 @@
 //	                 [--kubeconfig PATH] [--context NAME] [--page-size N] [--metadata-only]
 //	                 [--log-level LEVEL] [--retain-events N] [--retain-bytes SIZE]
 //	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
+//	                 [--verify-interval DURATION] [--idle-timeout DURATION]
+//	                 [--request-timeout DURATION] [--secret-payloads]
 //	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]
 //	journalctl index     --db FILE [PREFIX] [-o table|json]
 //	journalctl stats     --db FILE [-o table|json]
 //	journalctl consumers --db FILE [-o table|json]
 //	journalctl compact   --db FILE [--keep-backup]
+//	journalctl verify    --db FILE [-o table|json]
+//	journalctl relist    --db FILE
 //
 // watch resolves RESOURCE as kubectl does (configmaps, cm, configmap,
 // deployments.apps, a CRD's plural) through discovery, then lists and
 // watches it into FILE until SIGINT or SIGTERM. The file records its
-// resource: a watch of another resource into it fails.
+// resource: a watch of another resource into it fails. A Secret's data
+// never reaches the file without --secret-payloads: Secrets keep metadata
+// only. --idle-timeout (default 2m) replaces a watch that delivers
+// nothing for that long; --request-timeout (default 60s) bounds each list
+// page request.
 //
 // # Reading while a watch runs
 //
@@ -50,13 +58,34 @@
 // a second: bbolt has no cross-process notification. When a watch starts or
 // stops while it follows, it moves to the socket or back to the file.
 //
+// # Checking the file and the index
+//
+// verify reads the whole file offline (journal.Journal.Verify): records
+// decode and pass their checksums, offsets are contiguous, sizes and
+// counts match, and, when the journal still starts at offset 1, its replay
+// ends in exactly the index. It prints the events and objects read,
+// whether the replay was compared with the index, and each problem on a
+// line of its own. Like the read-only commands it opens the file briefly;
+// unlike them it does not ask a watch's socket: a watch's file is checked
+// against the apiserver instead, by relist.
+//
+// relist asks the running watch (POST /verify on its socket) to relist
+// now and diff the list against the index (reconcile.Loop.Verify, the
+// anti-entropy that watch --verify-interval runs periodically), waits up
+// to 5 minutes for the loop's verify count to rise, and prints the
+// divergences it repaired (events the watch had lost) with the events it
+// journaled for them, origin relist. stats shows a watch's counters:
+// lists, watches, 410s, idle restarts, verifies, divergences.
+//
 // # Exit status
 //
-// 0 on success and after SIGINT or SIGTERM; 2 when the file cannot be read
-// as this resource's journal (missing, locked with no watch serving it,
-// corrupt, not a watchjournal file, written by a newer watchjournal, or
-// recording another resource), and for compact while a watch runs; 1 for
-// usage and all other errors, a compacted offset among them.
+// 0 on success and after SIGINT or SIGTERM; 3 when verify found problems
+// (it prints them); 2 when the file cannot be read as this resource's
+// journal (missing, locked with no watch serving it, corrupt, not a
+// watchjournal file, written by a newer watchjournal, or recording another
+// resource), for compact and verify while a watch runs, and for relist
+// with no watch running; 1 for usage and all other errors, a compacted
+// offset among them, and a relist that did not complete in time.
 package main
 
 import (
@@ -90,7 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd())
+	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
+		newVerifyCmd(), newRelistCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -106,10 +136,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 var fileErrors = []error{
 	journal.ErrNotExist, journal.ErrLocked, journal.ErrCorrupt, journal.ErrForeign,
 	journal.ErrNewerSchema, journal.ErrResourceMismatch, journal.ErrBadRecord,
+	errNoWatch,
 }
 
-// exitCode returns the exit status for err: 2 for fileErrors, else 1.
+// exitCode returns the exit status for err: 3 for errProblems (verify),
+// 2 for fileErrors, else 1.
 func exitCode(err error) int {
+	if errors.Is(err, errProblems) {
+		return 3
+	}
 	for _, target := range fileErrors {
 		if errors.Is(err, target) {
 			return 2

@@ -188,7 +188,7 @@ func TestRun_FileErrors(t *testing.T) {
 		{"random bytes are reported corrupt", corrupt, "corrupt"},
 		{"another program's bbolt file is reported foreign", foreign, "not a watchjournal database"},
 	} {
-		for _, cmd := range []string{"events", "index", "stats"} {
+		for _, cmd := range []string{"events", "index", "stats", "verify"} {
 			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
 				stdout, stderr, code := runCLI(cmd, "--db", tc.path)
 				if code != 2 || stdout != "" {
@@ -221,6 +221,11 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"bad --retain-bytes", []string{"watch", "cm", "--db", path, "--retain-bytes", "lots"}, `--retain-bytes "lots": want bytes`},
 		{"fractional --retain-hard-bytes", []string{"watch", "cm", "--db", path, "--retain-hard-bytes", "0.5"}, `--retain-hard-bytes "0.5": want a whole`},
 		{"negative --retain-age", []string{"watch", "cm", "--db", path, "--retain-age", "-1h"}, "--retain-age -1h0m0s: want a duration of 0 or more"},
+		{"bad output format for verify", []string{"verify", "--db", path, "-o", "yaml"}, `unknown output format "yaml"`},
+		{"negative --verify-interval", []string{"watch", "cm", "--db", path, "--verify-interval", "-1s"}, "--verify-interval -1s: want a duration of 0 or more"},
+		{"negative --idle-timeout", []string{"watch", "cm", "--db", path, "--idle-timeout", "-1m"}, "--idle-timeout -1m0s: want a duration of 0 or more"},
+		{"bad --request-timeout", []string{"watch", "cm", "--db", path, "--request-timeout", "soon"}, `invalid argument "soon" for "--request-timeout"`},
+		{"relist with an argument", []string{"relist", "--db", path, "now"}, `unknown command "now"`},
 		{"bad --retain-events", []string{"watch", "cm", "--db", path, "--retain-events", "-1"}, `invalid argument "-1" for "--retain-events"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -201,18 +201,47 @@ type writerStatus struct {
 	Watches         int             `json:"watches"`
 	Gone            int             `json:"gone"`
 	ListRestarts    int             `json:"listRestarts"`
+	IdleRestarts    int             `json:"idleRestarts"`
 	Events          int             `json:"events"`
+	Verifies        int             `json:"verifies"`
+	Divergences     int             `json:"divergences"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {
 	ws := writerStatus{
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
-		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts, Events: s.Events,
+		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
+		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()
 	}
 	return ws
+}
+
+// jsonVerifyRequest answers POST /verify: the head and the loop's counters
+// read before the request.
+type jsonVerifyRequest struct {
+	Head        uint64 `json:"head"`
+	Verifies    int    `json:"verifies"`
+	Divergences int    `json:"divergences"`
+}
+
+// jsonVerifyReport is a journal.VerifyReport as verify -o json prints it.
+// Problems is empty, never null, for a sound file.
+type jsonVerifyReport struct {
+	Events   uint64   `json:"events"`
+	Objects  uint64   `json:"objects"`
+	Replayed bool     `json:"replayed"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+}
+
+func toJSONVerifyReport(r journal.VerifyReport) jsonVerifyReport {
+	return jsonVerifyReport{
+		Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
+		Problems: append([]string{}, r.Problems...),
+	}
 }
 
 // jsonHead answers /head and /wait.

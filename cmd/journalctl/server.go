@@ -12,6 +12,13 @@ package main
 //	GET /wait?after=N          {"head": N} once the head is past N, or after
 //	                           at most 30 s: clients loop
 //	GET /status                the reconcile.Status of the watch
+//	POST /verify               asks the loop to relist and diff against the
+//	                           index (reconcile.Loop.Verify), and answers at
+//	                           once with the head and the loop's verifies and
+//	                           divergences from before the request
+//	GET /verify?after=N        the status once its verifies are past N, the
+//	                           loop stopped, or after at most 30 s: clients
+//	                           loop
 //	GET /consumers             the consumers: name, committed offset, lag
 //	GET /retention             the retention the file records
 //	POST /consumers/NAME/commit?offset=N
@@ -41,11 +48,21 @@ const (
 	maxLimit     = 10000
 )
 
+// watchLoop is what the socket asks of the reconcile loop that writes the
+// journal: a *reconcile.Loop, faked in tests.
+type watchLoop interface {
+	Status() reconcile.Status
+	Verify()
+	WaitFor(ctx context.Context, cond func(reconcile.Status) bool) error
+}
+
+var _ watchLoop = (*reconcile.Loop)(nil)
+
 // server answers the socket's requests from a journal held open for writing.
 type server struct {
 	j       *journal.Journal
-	status  func() reconcile.Status
-	maxWait time.Duration // longest /wait
+	loop    watchLoop
+	maxWait time.Duration // longest /wait and GET /verify
 }
 
 func (s *server) handler() http.Handler {
@@ -56,8 +73,10 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /head", s.head)
 	mux.HandleFunc("GET /wait", s.wait)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, toWriterStatus(s.status()))
+		writeJSON(w, http.StatusOK, toWriterStatus(s.loop.Status()))
 	})
+	mux.HandleFunc("POST /verify", s.verify)
+	mux.HandleFunc("GET /verify", s.verified)
 	mux.HandleFunc("GET /consumers", s.consumers)
 	mux.HandleFunc("GET /retention", s.retention)
 	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
@@ -155,6 +174,36 @@ func (s *server) wait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.head(w, r)
+}
+
+// verify asks the loop for an anti-entropy relist. It answers at once with
+// the head and the loop's counters read before the request: the client
+// waits on GET /verify for the verifies to pass them.
+func (s *server) verify(w http.ResponseWriter, _ *http.Request) {
+	st := s.loop.Status()
+	head, err := s.j.Head()
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	s.loop.Verify()
+	writeJSON(w, http.StatusOK, jsonVerifyRequest{Head: head, Verifies: st.Verifies, Divergences: st.Divergences})
+}
+
+// verified answers with the loop's status once its verifies are past after,
+// the loop has stopped, maxWait has passed, or the server stops.
+func (s *server) verified(w http.ResponseWriter, r *http.Request) {
+	after, err := uintParam(r, "after")
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
+	defer cancel()
+	_ = s.loop.WaitFor(ctx, func(st reconcile.Status) bool { // an error is ctx's: answer anyway
+		return uint64(st.Verifies) > after || st.Phase == reconcile.PhaseStopped
+	})
+	writeJSON(w, http.StatusOK, toWriterStatus(s.loop.Status()))
 }
 
 func uintParam(r *http.Request, name string) (uint64, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,14 +17,109 @@ import (
 )
 
 // watching is the status the test servers report.
-var watching = reconcile.Status{Phase: reconcile.PhaseWatching, ResourceVersion: "12", Synced: true,
-	LastError: errors.New("reconcile: watch failed: boom")}
+var watching = reconcile.Status{
+	Phase: reconcile.PhaseWatching, ResourceVersion: "12", Synced: true,
+	Lists: 2, Watches: 5, Gone: 1, IdleRestarts: 3, Events: 7, Verifies: 1,
+	LastError: errors.New("reconcile: watch failed: boom"),
+}
 
-// serveJournal serves j on its socket as watch does; stop ends it, and the
-// test's end does too.
+// fakeLoop is the reconcile loop as the socket sees it. Its Verify runs
+// repair in a goroutine of its own, when repair is set, and then counts a
+// list and a verify, with repair's result as divergences; with no repair a
+// verify never completes.
+type fakeLoop struct {
+	wg sync.WaitGroup // the repair goroutines
+
+	mu       sync.Mutex
+	repair   func() int
+	status   reconcile.Status
+	changed  chan struct{} // closed and replaced on every status change
+	requests int           // Verify calls
+}
+
+// newFakeLoop returns a fakeLoop reporting st. The test's end waits for its
+// repairs: create it after the journal they write, so that they end first.
+func newFakeLoop(t *testing.T, st reconcile.Status, repair func() int) *fakeLoop {
+	l := &fakeLoop{repair: repair, status: st, changed: make(chan struct{})}
+	t.Cleanup(l.wg.Wait)
+	return l
+}
+
+func (l *fakeLoop) Status() reconcile.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status
+}
+
+func (l *fakeLoop) Verify() {
+	l.mu.Lock()
+	l.requests++
+	repair := l.repair
+	l.mu.Unlock()
+	if repair == nil {
+		return
+	}
+	l.wg.Add(1)
+	go func() { // exits once repair returns
+		defer l.wg.Done()
+		n := repair()
+		l.update(func(st *reconcile.Status) { st.Lists++; st.Verifies++; st.Divergences += n; st.Events += n })
+	}()
+}
+
+func (l *fakeLoop) WaitFor(ctx context.Context, cond func(reconcile.Status) bool) error {
+	for {
+		l.mu.Lock()
+		st, ch := l.status, l.changed
+		l.mu.Unlock()
+		if cond(st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (l *fakeLoop) update(fn func(*reconcile.Status)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn(&l.status)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// setRepair replaces the verify's repair.
+func (l *fakeLoop) setRepair(repair func() int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.repair = repair
+}
+
+// verifyRequests returns how many times Verify was called.
+func (l *fakeLoop) verifyRequests() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.requests
+}
+
+var _ watchLoop = (*fakeLoop)(nil)
+
+// serveJournal serves j on its socket as watch does, with a fakeLoop whose
+// status is watching and whose verifies never complete; stop ends it, and
+// the test's end does too.
 func serveJournal(t *testing.T, j *journal.Journal, maxWait time.Duration) (stop func()) {
 	t.Helper()
-	srv := &server{j: j, status: func() reconcile.Status { return watching }, maxWait: maxWait}
+	return serveLoop(t, j, newFakeLoop(t, watching, nil), maxWait)
+}
+
+// serveLoop serves j on its socket as watch does, with loop as its
+// reconcile loop; stop ends it, and the test's end does too.
+func serveLoop(t *testing.T, j *journal.Journal, loop watchLoop, maxWait time.Duration) (stop func()) {
+	t.Helper()
+	srv := &server{j: j, loop: loop, maxWait: maxWait}
 	stop, err := serve(socketPath(j.Path()), srv.handler(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +152,7 @@ func TestSocket_ReadCommands(t *testing.T) {
 		{"events as JSON", []string{"events", "--db", path, "-o", "json"}, eventsJSON},
 		{"index", []string{"index", "--db", path}, "KEY   UID  RESOURCEVERSION\nwj/a  u1   12\n"},
 		{"stats with the writer's status", []string{"stats", "--db", path},
-			statsTable + "phase            Watching\nlast error       reconcile: watch failed: boom\n"},
+			statsTable + writerRows},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(tc.args...)
@@ -68,12 +164,23 @@ func TestSocket_ReadCommands(t *testing.T) {
 	t.Run("stats as JSON", func(t *testing.T) {
 		stdout, _, code := runCLI("stats", "--db", path, "-o", "json")
 		want := `"writer":{"phase":"Watching","resourceVersion":"12","synced":true,"lastError":"reconcile: watch failed: boom",` +
-			`"lists":0,"watches":0,"gone":0,"listRestarts":0,"events":0}}`
+			`"lists":2,"watches":5,"gone":1,"listRestarts":0,"idleRestarts":3,"events":7,"verifies":1,"divergences":0}}`
 		if code != 0 || !strings.Contains(stdout, `"lastOffset":4,`) || !strings.HasSuffix(stdout, want+"\n") {
 			t.Errorf("stats -o json: exit %d, stdout %s; want lastOffset 4 and %s", code, stdout, want)
 		}
 	})
 }
+
+// writerRows are the rows stats adds for a watch reporting watching.
+const writerRows = `phase            Watching
+last error       reconcile: watch failed: boom
+lists            2
+watches          5
+410s             1
+idle restarts    3
+verifies         1
+divergences      0
+`
 
 func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 	j := writerJournal(t)

@@ -30,7 +30,8 @@ func newStatsCmd() *cobra.Command {
 }
 
 // runStats prints the file's statistics, its retention and its consumers'
-// lag and, when a watch holds the file, the watch's status.
+// lag and, when a watch holds the file, the watch's status: its phase, last
+// error and the reconcile loop's counters (reconcile.Status).
 func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
@@ -86,6 +87,12 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	if ws != nil {
 		fmt.Fprintf(tw, "phase\t%s\n", ws.Phase)
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
+		fmt.Fprintf(tw, "lists\t%d\n", ws.Lists)
+		fmt.Fprintf(tw, "watches\t%d\n", ws.Watches)
+		fmt.Fprintf(tw, "410s\t%d\n", ws.Gone)
+		fmt.Fprintf(tw, "idle restarts\t%d\n", ws.IdleRestarts)
+		fmt.Fprintf(tw, "verifies\t%d\n", ws.Verifies)
+		fmt.Fprintf(tw, "divergences\t%d\n", ws.Divergences)
 	}
 	return tw.Flush()
 }

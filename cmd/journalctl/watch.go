@@ -30,7 +30,11 @@ type watchFlags struct {
 	db, kubeconfig, context, logLevel       string
 	namespace, labelSelector, fieldSelector string
 	allNamespaces, metadataOnly             bool
+	secretPayloads                          bool
 	pageSize                                int64
+	// verifyInterval, idleTimeout and requestTimeout are the
+	// reconcile.Options of the same names; 0 means the library's default.
+	verifyInterval, idleTimeout, requestTimeout time.Duration
 	// retention is the --retain-* flags' retention, nil when none is set:
 	// then watch keeps the retention the file records.
 	retention *journal.Retention
@@ -72,7 +76,7 @@ func newWatchCmd() *cobra.Command {
 	var f watchFlags
 	var rf retentionFlags
 	cmd := &cobra.Command{
-		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT]",
+		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT] [--verify-interval D]",
 		Short: "Journal one resource's changes into FILE until interrupted",
 		Long: "Resolve RESOURCE (configmaps, cm, configmap, deployments.apps, a CRD's plural) through\n" +
 			"discovery, then list and watch it into FILE until SIGINT or SIGTERM. The namespace defaults\n" +
@@ -81,10 +85,16 @@ func newWatchCmd() *cobra.Command {
 			"The --retain-* flags bound the journal: they are recorded in FILE, replacing the retention\n" +
 			"it recorded (a limit not given is none; --retain-events 0 alone removes every limit), and\n" +
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
-			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.",
+			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.\n\n" +
+			"A Secret's data never reaches FILE without --secret-payloads: Secrets keep metadata only.\n" +
+			"--verify-interval relists that often while the watch is healthy and journals what the\n" +
+			"watch lost, with origin relist (anti-entropy); journalctl relist asks for one now.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
+				return err
+			}
+			if err := f.checkDurations(); err != nil {
 				return err
 			}
 			return runWatch(cmd.Context(), cmd.ErrOrStderr(), args[0], f)
@@ -99,7 +109,11 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVarP(&f.labelSelector, "selector", "l", "", "label `SELECTOR`, as kubectl's -l")
 	fl.StringVar(&f.fieldSelector, "field-selector", "", "field `SELECTOR`, as kubectl's --field-selector")
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page")
-	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep metadata only: events carry no object (recommended for secrets)")
+	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep metadata only: events carry no object (always on for Secrets without --secret-payloads)")
+	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
+	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "bound each list page request to `DURATION` (0: 60s)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
@@ -107,6 +121,20 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
+}
+
+// checkDurations refuses negative --verify-interval, --idle-timeout and
+// --request-timeout: the library would take them as 0.
+func (f watchFlags) checkDurations() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"verify-interval", f.verifyInterval}, {"idle-timeout", f.idleTimeout}, {"request-timeout", f.requestTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
+		}
+	}
+	return nil
 }
 
 // runWatch journals the resource arg names until ctx is done, serving reads
@@ -144,7 +172,11 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		return err
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
-	loop, err := reconcile.New(cfg, j, reconcile.Options{PageSize: f.pageSize, MetadataOnly: f.metadataOnly, Logger: log})
+	loop, err := reconcile.New(cfg, j, reconcile.Options{
+		PageSize: f.pageSize, MetadataOnly: f.metadataOnly, SecretPayloads: f.secretPayloads,
+		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		Logger: log,
+	})
 	if err != nil {
 		return err
 	}
@@ -152,7 +184,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
-	srv := &server{j: j, status: loop.Status, maxWait: maxWait}
+	srv := &server{j: j, loop: loop, maxWait: maxWait}
 	stop, err := serve(socketPath(f.db), srv.handler(), log)
 	if err != nil {
 		return err

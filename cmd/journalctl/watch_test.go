@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +35,21 @@ var discoveryDocs = map[string]string{
 		{"name":"widgets","singularName":"widget","namespaced":false,"kind":"Widget","verbs":["get","list","watch"]}]}`,
 }
 
+// listA is the fake apiserver's usual list: object a, at resourceVersion 5.
+const listA = `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[
+	{"metadata":{"name":"a","namespace":"wj","uid":"u1","resourceVersion":"3"},"data":{"k":"v"}}]}`
+
 // fakeAPIServer serves discovery, and for configmaps in namespace wj a list
-// of one object and a watch that stays open and quiet.
-func fakeAPIServer(t *testing.T) *httptest.Server {
+// of one object (listA) and a watch that stays open and quiet.
+func fakeAPIServer(t *testing.T) *httptest.Server { return fakeAPIServerListing(t, listA) }
+
+// fakeAPIServerListing is fakeAPIServer answering the nth list of
+// configmaps in wj with lists[n], the last one again once they run out.
+func fakeAPIServerListing(t *testing.T, lists ...string) *httptest.Server {
 	t.Helper()
 	done := make(chan struct{})
+	var mu sync.Mutex
+	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if doc, ok := discoveryDocs[r.URL.Path]; ok {
@@ -57,8 +68,11 @@ func fakeAPIServer(t *testing.T) *httptest.Server {
 			}
 			return
 		}
-		fmt.Fprint(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[
-			{"metadata":{"name":"a","namespace":"wj","uid":"u1","resourceVersion":"3"},"data":{"k":"v"}}]}`)
+		mu.Lock()
+		list := lists[min(n, len(lists)-1)]
+		n++
+		mu.Unlock()
+		fmt.Fprint(w, list)
 	}))
 	t.Cleanup(func() { close(done); srv.Close() })
 	return srv

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// errNoWatch is returned by relist when no watch serves the file's socket:
+// exit status 2.
+var errNoWatch = errors.New("no watch is running")
+
+// relistTimeout bounds how long relist waits for the loop to complete a
+// verify: a loop backing off from an unreachable apiserver may never. A
+// variable for tests.
+var relistTimeout = 5 * time.Minute
+
+type relistFlags struct {
+	db string
+}
+
+func newRelistCmd() *cobra.Command {
+	var f relistFlags
+	cmd := &cobra.Command{
+		Use:   "relist --db FILE",
+		Short: "Ask the running watch to relist now and journal what its watch lost (anti-entropy)",
+		Long: "Ask the watch that holds FILE, over its socket, to relist the resource and diff the list\n" +
+			"against the index now (reconcile.Loop.Verify), as watch --verify-interval does\n" +
+			"periodically; then wait for the relist to complete (at most 5 minutes) and print how\n" +
+			"many divergences it repaired, and the events it journaled for them (origin relist). A\n" +
+			"divergence is an event the watch had lost. Without a running watch it fails with exit\n" +
+			"status 2; journalctl verify checks a file offline instead.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	addDBFlag(cmd, &f.db)
+	return cmd
+}
+
+// runRelist asks the watch of f.db for a verify, waits until the loop's
+// verifies pass the count before the request, and prints the divergences
+// since then and the relist events journaled after the head read before
+// the request. An interrupt while it waits returns nil: the watch still
+// relists.
+func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error {
+	s := newSockSource(socketPath(f.db))
+	before, err := s.requestVerify(ctx)
+	if errors.Is(err, errNoServer) {
+		return fmt.Errorf("%w on %s", errNoWatch, f.db)
+	}
+	if err != nil {
+		return fmt.Errorf("relist: %w", err)
+	}
+	st, err := s.waitVerify(ctx, before.Verifies, relistTimeout)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
+		return nil
+	case errors.Is(err, errNoServer):
+		return fmt.Errorf("relist: the watch stopped before the relist completed: %w", err)
+	case err != nil:
+		return fmt.Errorf("relist: %w", err)
+	case st.Phase == reconcile.PhaseStopped && st.Verifies <= before.Verifies:
+		return errors.New("relist: the watch stopped before the relist completed")
+	}
+	n := st.Divergences - before.Divergences
+	evs, err := relistEvents(ctx, s, before.Head, n)
+	if err != nil {
+		return fmt.Errorf("relist: read the events it journaled: %w", err)
+	}
+	fmt.Fprintf(out, "relist: %d divergences repaired\n", n)
+	if len(evs) == 0 {
+		return nil
+	}
+	p, err := newPrinter(out, "table", "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if err := p.row(nil, e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion); err != nil {
+			return err
+		}
+	}
+	return p.flush()
+}
+
+// relistEvents returns the last n events with origin relist after offset
+// head, up to the head now: those a verify journaled. Watch events
+// journaled meanwhile are left out. Events that retention has already
+// dropped are skipped.
+func relistEvents(ctx context.Context, s *sockSource, head uint64, n int) ([]journal.Event, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	last, err := s.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []journal.Event
+	for next := head + 1; next <= last; {
+		evs, err := s.Read(ctx, next, readPage)
+		var ce *journal.CompactedError
+		if errors.As(err, &ce) {
+			next = ce.First
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.Offset <= last && e.Origin == journal.OriginRelist {
+				out = append(out, e)
+			}
+		}
+		next = evs[len(evs)-1].Offset + 1
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, nil
+}
+
+// requestVerify asks the watch for a verify (POST /verify) and returns the
+// head and the loop's counters from before the request.
+func (s *sockSource) requestVerify(ctx context.Context) (jsonVerifyRequest, error) {
+	var v jsonVerifyRequest
+	err := s.do(ctx, http.MethodPost, "/verify", nil, &v)
+	return v, err
+}
+
+// waitVerify long-polls GET /verify until the loop's verifies pass after
+// or the loop stops, and returns its status then. After timeout it returns
+// an error naming the loop's phase and last error; when the watch stops
+// serving meanwhile, one matching errNoServer.
+func (s *sockSource) waitVerify(ctx context.Context, after int, timeout time.Duration) (writerStatus, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := func(st writerStatus) bool { return st.Verifies > after || st.Phase == reconcile.PhaseStopped }
+	for {
+		var st writerStatus
+		err := s.get(wctx, "/verify", url.Values{"after": {strconv.Itoa(after)}}, &st)
+		switch {
+		case err == nil && done(st):
+			return st, nil
+		case ctx.Err() != nil:
+			return st, ctx.Err()
+		case wctx.Err() != nil:
+			// Timed out, maybe mid-poll: one last look, for the message.
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			last, err := s.Status(sctx)
+			cancel()
+			if err != nil {
+				return st, err
+			}
+			if done(*last) {
+				return *last, nil
+			}
+			return *last, fmt.Errorf("no relist completed within %v (phase %s, last error: %s)", timeout, last.Phase, orDash(last.LastError))
+		case err != nil:
+			return st, err
+		}
+	}
+}
