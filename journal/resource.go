@@ -19,6 +19,12 @@ type Resource struct {
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// FieldSelector is passed as the fieldSelector parameter.
 	FieldSelector string `json:"fieldSelector,omitempty"`
+	// MetadataOnly keeps only each object's kind, apiVersion and metadata
+	// (without kubectl's last-applied annotation) in the journal. It is part
+	// of the file's identity, so one file never mixes full objects with
+	// metadata-only ones. For Secrets, package reconcile requires it unless
+	// its SecretPayloads option opts in.
+	MetadataOnly bool `json:"metadataOnly,omitempty"`
 }
 
 // String returns a short form such as "configmaps.v1 -n wj -l app=x".
@@ -35,6 +41,9 @@ func (r Resource) String() string {
 	}
 	if r.FieldSelector != "" {
 		s += " --field-selector " + r.FieldSelector
+	}
+	if r.MetadataOnly {
+		s += " --metadata-only"
 	}
 	return s
 }

@@ -28,6 +28,10 @@ var (
 	// ErrInvalidSelector is returned by New for a label or field selector
 	// that does not parse.
 	ErrInvalidSelector = errors.New("reconcile: invalid selector")
+	// ErrSecretPayloads is returned by New for a journal of Secrets that
+	// would keep their data: set journal.Resource.MetadataOnly, or opt in
+	// with Options.SecretPayloads.
+	ErrSecretPayloads = errors.New("reconcile: a journal of Secrets keeps metadata only unless SecretPayloads opts in")
 	// ErrJournal is returned when the journal cannot be written. A full
 	// disk (journal.ErrNoSpace) is retried with backoff, nothing of the
 	// failed write kept; any other journal error stops the loop.

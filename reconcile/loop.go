@@ -48,12 +48,10 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
 	// between failed attempts. Defaults 200 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
-	// MetadataOnly keeps only kind, apiVersion and metadata of each object
-	// in the journal (without kubectl's last-applied annotation). Always on
-	// for Secrets unless SecretPayloads is set.
-	MetadataOnly bool
 	// SecretPayloads is the explicit opt-in to journal the data of Secrets
-	// (core/v1 secrets). Without it a Secret's data never reaches the disk.
+	// (core/v1 secrets). Without it New refuses a journal of Secrets whose
+	// Resource is not MetadataOnly: a Secret's data never reaches the disk
+	// by default.
 	SecretPayloads bool
 	// Logger receives one line per state change and per error. Nil: none.
 	Logger *zap.Logger
@@ -152,10 +150,10 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, fmt.Errorf("%w: field selector %q: %v", ErrInvalidSelector, res.FieldSelector, err)
 	}
 	opts = opts.withDefaults()
-	if res.GVR.Group == "" && res.GVR.Resource == "secrets" && !opts.SecretPayloads {
-		opts.MetadataOnly = true
+	if res.GVR.Group == "" && res.GVR.Resource == "secrets" && !res.MetadataOnly && !opts.SecretPayloads {
+		return nil, ErrSecretPayloads
 	}
-	c, err := newClient(cfg, res, opts.MetadataOnly)
+	c, err := newClient(cfg, res, res.MetadataOnly)
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,7 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVarP(&f.labelSelector, "selector", "l", "", "label `SELECTOR`, as kubectl's -l")
 	fl.StringVar(&f.fieldSelector, "field-selector", "", "field `SELECTOR`, as kubectl's --field-selector")
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page")
-	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep metadata only: events carry no object (always on for Secrets without --secret-payloads)")
+	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
 	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
@@ -155,7 +155,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
-	res := journal.Resource{GVR: gvr, LabelSelector: f.labelSelector, FieldSelector: f.fieldSelector}
+	res := journal.Resource{GVR: gvr, LabelSelector: f.labelSelector, FieldSelector: f.fieldSelector,
+		MetadataOnly: f.metadataOnly || (gvr.Group == "" && gvr.Resource == "secrets" && !f.secretPayloads)}
 	switch {
 	case namespaced && !f.allNamespaces && f.namespace != "":
 		res.Namespace = f.namespace
@@ -173,7 +174,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 	loop, err := reconcile.New(cfg, j, reconcile.Options{
-		PageSize: f.pageSize, MetadataOnly: f.metadataOnly, SecretPayloads: f.secretPayloads,
+		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
 		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: log,
 	})
