@@ -18,7 +18,7 @@ var (
 
 	// ErrCorrupt is returned when the file is not a bbolt database, is
 	// truncated, or fails bbolt's checksums.
-	ErrCorrupt = errors.New("bolt: database file is corrupt")
+	ErrCorrupt = errors.New("bolt: not a readable database file (corrupt, truncated, or not bbolt)")
 
 	// ErrNotExist is returned by a read-only Open of a file that does not exist.
 	ErrNotExist = errors.New("bolt: database file does not exist")

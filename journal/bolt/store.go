@@ -78,10 +78,12 @@ func Open(path string, o Options) (s *Store, err error) {
 	case timeout < 0:
 		timeout = time.Millisecond // bbolt treats 0 as "wait forever"
 	}
-	if o.ReadOnly {
-		if _, statErr := os.Stat(path); errors.Is(statErr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
-		}
+	fi, statErr := os.Stat(path)
+	switch {
+	case statErr == nil && fi.IsDir():
+		return nil, fmt.Errorf("bolt: %s is a directory, not a database file", path)
+	case o.ReadOnly && errors.Is(statErr, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
 	}
 	bo := &bbolt.Options{
 		Timeout:  timeout,
@@ -127,7 +129,7 @@ func Open(path string, o Options) (s *Store, err error) {
 		if isTruncated(path) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 		}
-		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+		return nil, fmt.Errorf("bolt: %w", err)
 	}
 	s = &Store{db: db, path: path, readOnly: o.ReadOnly}
 	if err := s.init(); err != nil {
