@@ -26,6 +26,25 @@
 // An index key is exactly the bytes <namespace>/<name> for a namespaced
 // object and <name> for a cluster-scoped one.
 //
+// # Consumers
+//
+// A Consumer reads from its own durable position: its committed offset is
+// stored in the same file, so after a crash it resumes right after its last
+// Commit (at-least-once). Registered consumers hold retention back.
+//
+// When retention has passed a consumer (a read returns a *CompactedError,
+// matching ErrCompacted) the events in between are gone, and the consumer
+// rebuilds its state instead of replaying:
+//
+//  1. head, err := j.Snapshot(fn): fn receives every index entry (key, UID,
+//     resourceVersion), all read in one transaction that also gives head,
+//     the offset the snapshot is exactly current with;
+//  2. the consumer replaces its own state with the snapshot: keys it holds
+//     that the snapshot lacks were deleted; keys whose UID or
+//     resourceVersion differ changed (fetch the objects from the apiserver
+//     if it needs their content: the index keeps no objects);
+//  3. c.Seek(head + 1), then Next and Commit as usual.
+//
 // # Concurrency
 //
 // One process writes a file at a time (an exclusive file lock; a second

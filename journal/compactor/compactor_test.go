@@ -227,3 +227,45 @@ func TestCompactFile_GivesSpaceBack(t *testing.T) {
 	}
 	_ = os.Remove(dst)
 }
+
+// A slow consumer reads in short transactions while the writer appends and
+// retention trims: the file stops growing once retention holds, because no
+// long read transaction pins old pages.
+func TestRetention_SlowReaderDoesNotGrowFile(t *testing.T) {
+	j, _ := openJ(t)
+	c := compactor.New(j, compactor.Policy{MaxEvents: 2000}, compactor.Options{Step: 500})
+	slow, _ := j.Consumer("slow")
+	var warm int64
+	for round := 0; round < 60; round++ {
+		write(t, j, 200, 500, 500, time.Now())
+		// The slow consumer reads a little and commits what it read.
+		if evs, err := slow.TryNext(50); err != nil {
+			var ce *journal.CompactedError
+			if !errors.As(err, &ce) {
+				t.Fatal(err)
+			}
+			slow.Seek(ce.First)
+		} else if len(evs) > 0 {
+			_ = slow.Commit(evs[len(evs)-1].Offset)
+		}
+		// Keep the consumer from holding retention back forever: it is
+		// slow, not stuck, so commit past the bound as it catches up.
+		st, _ := j.Stats()
+		if st.LastOffset > 2000 {
+			if off, _ := slow.Committed(); off < st.LastOffset-2000 {
+				_ = slow.Commit(st.LastOffset - 2000)
+				slow.Seek(st.LastOffset - 1999)
+			}
+		}
+		if _, err := c.Trim(); err != nil {
+			t.Fatal(err)
+		}
+		st, _ = j.Stats()
+		if round == 20 {
+			warm = st.FileSize
+		}
+		if round > 20 && st.FileSize > warm*3/2 {
+			t.Fatalf("round %d: file %d bytes, %d after warm-up: it keeps growing", round, st.FileSize, warm)
+		}
+	}
+}
