@@ -60,6 +60,12 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 	if errors.Is(err, errNoServer) {
 		return fmt.Errorf("%w on %s", errNoWatch, f.db)
 	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted while the request was on its way: it may have
+		// reached the watch, which then relists anyway.
+		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("relist: %w", err)
 	}
