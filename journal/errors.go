@@ -49,6 +49,7 @@ type CompactedError struct {
 	First uint64
 }
 
+// Error returns the message, with both offsets.
 func (e *CompactedError) Error() string {
 	return fmt.Sprintf("journal: offset %d has been compacted, first retained offset is %d", e.Requested, e.First)
 }

@@ -4,13 +4,18 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Item is one object as listed or watched: its index key, metadata.uid,
-// metadata.resourceVersion and the object as served (JSON).
+// Item is one object as listed or watched.
 type Item struct {
-	Key             string
-	UID             string
+	// Key is the index key: <namespace>/<name>, or <name> when
+	// cluster-scoped.
+	Key string
+	// UID is metadata.uid.
+	UID string
+	// ResourceVersion is metadata.resourceVersion, opaque.
 	ResourceVersion string
-	Object          []byte
+	// Object is the object as served, in JSON (metadata only for a
+	// metadata-only journal).
+	Object []byte
 }
 
 // Diff compares the index entries of a key range with the objects listed in

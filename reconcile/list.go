@@ -18,6 +18,7 @@ const maxListRestarts = 3
 // errRestart asks list to start again from the first page.
 type errRestart struct{ unordered bool }
 
+// Error says the list must start again.
 func (errRestart) Error() string { return "restart list" }
 
 // list runs one complete paginated list, diffs it against the index and
@@ -79,6 +80,7 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 // apiserver's (retried).
 type journalError struct{ err error }
 
+// Error returns the journal's error message.
 func (e journalError) Error() string { return e.err.Error() }
 
 // listOnce lists every page and stages the diff; it commits only when the

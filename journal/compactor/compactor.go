@@ -30,10 +30,10 @@ type Options struct {
 
 // Result describes one Trim.
 type Result struct {
-	// Events and Bytes are how many events, and how many payload bytes,
-	// were deleted.
+	// Events is how many events were deleted.
 	Events int
-	Bytes  int64
+	// Bytes is how many payload bytes were deleted.
+	Bytes int64
 	// First is the first retained offset after the trim (0: journal empty).
 	First uint64
 	// Forced is true when the hard cap dropped uncommitted events.
