@@ -253,17 +253,18 @@ func (e *env) compact() {
 	}
 }
 
-// checkIndex asserts that the index equals the server's list: same keys,
-// UIDs and resourceVersions.
+// checkIndex asserts that the index equals the server's list of the env's
+// resource: same keys, UIDs and resourceVersions.
 func (e *env) checkIndex(j *journal.Journal) {
 	e.t.Helper()
-	list, err := e.kube.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{})
+	dyn := dynamic.NewForConfigOrDie(e.cp.RESTConfig()).Resource(e.res.GVR).Namespace(e.ns)
+	list, err := dyn.List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var want []string
-	for _, cm := range list.Items {
-		want = append(want, fmt.Sprintf("%s/%s %s %s", cm.Namespace, cm.Name, cm.UID, cm.ResourceVersion))
+	for _, o := range list.Items {
+		want = append(want, fmt.Sprintf("%s/%s %s %s", o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion()))
 	}
 	sort.Strings(want)
 	entries, err := j.ScanIndex("", 100000)
@@ -287,31 +288,6 @@ func equal(t *testing.T, what string, got, want []string) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
-
-// checkIndexDynamic is checkIndex for any resource, listed through dyn.
-func (e *env) checkIndexDynamic(dyn dynamic.ResourceInterface) {
-	e.t.Helper()
-	list, err := dyn.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var want []string
-	for _, o := range list.Items {
-		want = append(want, fmt.Sprintf("%s/%s %s %s", o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion()))
-	}
-	sort.Strings(want)
-	entries, err := e.j.ScanIndex("", 100000)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var got []string
-	for _, en := range entries {
-		got = append(got, fmt.Sprintf("%s %s %s", en.Key, en.UID, en.ResourceVersion))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		e.t.Errorf("index =\n%s\nwant (server list)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
 
 var metaListOne = metav1.ListOptions{Limit: 1}
 

@@ -175,7 +175,7 @@ func TestLoop_CRDDeleted_NothingInferredWhileNotFound(t *testing.T) {
 		st, _ := e.j.Stats()
 		return s.Phase == reconcile.PhaseWatching && s.LastError == nil && st.Objects == 1
 	})
-	e.checkIndexDynamic(dyn)
+	e.checkIndex(e.j)
 	checkJournalConsistent(t, e.j)
 }
 
