@@ -19,6 +19,12 @@ const readPage = 1000
 // included when the file changes hands.
 const commitTimeout = 10 * time.Second
 
+// followWidths are the minimum widths of events -f's table columns, so
+// that later pages line up with the first: OFFSET, TIME (RFC 3339 with
+// milliseconds), TYPE (MODIFIED), ORIGIN (restart), KEY and UID (a UUID).
+// A column still widens, for good, for a wider cell.
+var followWidths = []int{6, 24, 8, 7, 20, 36}
+
 type eventsFlags struct {
 	db, output, consumer string
 	from                 uint64
@@ -58,7 +64,11 @@ func newEventsCmd() *cobra.Command {
 // position, on; with f.follow it then waits for new ones until ctx is done,
 // and returns nil. With f.commit it commits each page printed.
 func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
-	p, err := newPrinter(out, f.output, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
+	var widths []int
+	if f.follow {
+		widths = followWidths
+	}
+	p, err := newPrinterWidths(out, f.output, widths, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,17 +91,72 @@ func TestEvents_File_Follow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f", "--from", "4")
-	stdout.waitFor(t, "4       2026-07-01T12:00:03.123Z  DELETED")
+	stdout.waitFor(t, followRow("4", "2026-07-01T12:00:03.123Z", "DELETED", "relist", "wj/b", "u2", "11"))
 
 	j := openJournal(t, path)
 	appendEvents(t, j, "13", ev(journal.Added, "wj/c", "u3", "13", 4))
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	stdout.waitFor(t, "5       2026-07-01T12:00:04.123Z  ADDED    watch   wj/c  u3   13\n")
+	stdout.waitFor(t, followRow("5", "2026-07-01T12:00:04.123Z", "ADDED", "watch", "wj/c", "u3", "13"))
 
 	cancel()
 	if c := exitStatus(t, code); c != 0 {
 		t.Errorf("exit %d after interrupt, stderr %q; want 0", c, stderr)
+	}
+}
+
+// followRow is a row of events -f's table whose cells fit the columns'
+// minimum widths (followWidths), each padded by two spaces.
+func followRow(cells ...string) string {
+	var b strings.Builder
+	for i, c := range cells[:len(cells)-1] {
+		fmt.Fprintf(&b, "%-*s", followWidths[i]+2, c)
+	}
+	return b.String() + cells[len(cells)-1] + "\n"
+}
+
+// A follower's table keeps its columns through later pages whose cells
+// are wider than the first page's: ADDED relist first, then MODIFIED
+// watch and DELETED restart.
+func TestEvents_File_Follow_ColumnsLineUp(t *testing.T) {
+	defer func(d time.Duration) { pollInterval = d }(pollInterval)
+	pollInterval = 5 * time.Millisecond
+	path := filepath.Join(tempDir(t), "j.db")
+	j := openJournal(t, path)
+	added := ev(journal.Added, "demo/a", "u1", "10", 0)
+	added.Origin = journal.OriginRelist
+	appendEvents(t, j, "10", added)
+	j.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f")
+	stdout.waitFor(t, "relist")
+
+	j = openJournal(t, path)
+	mod := ev(journal.Modified, "demo/a", "u1", "11", 1)
+	mod.PrevResourceVersion = "10"
+	del := ev(journal.Deleted, "demo/b", "u2", "12", 2)
+	del.Origin, del.Object = journal.OriginRestart, nil
+	appendEvents(t, j, "12", mod, del)
+	j.Close()
+	stdout.waitFor(t, "restart")
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Fatalf("exit %d after interrupt, stderr %q; want 0", c, stderr)
+	}
+
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("stdout\n%s\nwant a header and 3 rows", stdout)
+	}
+	header := lines[0]
+	for _, col := range []string{"TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION"} {
+		at := strings.Index(header, " "+col) + 1
+		for _, l := range lines[1:] {
+			if len(l) <= at || l[at-1] != ' ' || l[at] == ' ' {
+				t.Errorf("column %s starts at %d in the header, but not in row %q; stdout\n%s", col, at, l, stdout)
+			}
+		}
 	}
 }

@@ -15,15 +15,31 @@
 //	journalctl compact   --db FILE [--keep-backup]
 //	journalctl verify    --db FILE [-o table|json]
 //	journalctl relist    --db FILE
+//	journalctl version
 //
 // watch resolves RESOURCE as kubectl does (configmaps, cm, configmap,
-// deployments.apps, a CRD's plural) through discovery, then lists and
-// watches it into FILE until SIGINT or SIGTERM. The file records its
-// resource: a watch of another resource into it fails. A Secret's data
-// never reaches the file without --secret-payloads: Secrets keep metadata
-// only. --idle-timeout (default 2m) replaces a watch that delivers
-// nothing for that long; --request-timeout (default 60s) bounds each list
-// page request.
+// deployments.apps, deployments.v1.apps, a CRD's plural) through
+// discovery, and also as resource.version for the core group
+// (configmaps.v1, the form the CLI prints), then lists and watches it into
+// FILE until SIGINT or SIGTERM. A name the apiserver does not serve is an
+// error that suggests a served name within two edits ("did you mean
+// configmaps?"). While the apiserver is unreachable or answers 5xx or 429,
+// watch retries discovery with capped, jittered backoff (200ms doubling to
+// 30s), logging each distinct error once, until it succeeds or SIGINT or
+// SIGTERM (exit status 0); 401, 403 and a refused certificate end it at
+// once. The file records its resource: a watch of another resource into it
+// fails. A Secret's data never reaches the file without --secret-payloads:
+// Secrets keep metadata only. --page-size is 1 to 10000 objects per list
+// page (default 500). --idle-timeout (default 2m) replaces a watch that
+// delivers nothing for that long; --request-timeout (default 60s) bounds
+// each list page request.
+//
+// watch logs through zap on stderr: ISO 8601 times, durations as Go
+// writes them ("110ms"). client-go's own klog lines are dropped, and the
+// apiserver's warnings are logged once each.
+//
+// version prints the module version from the build info ("devel" when it
+// records none) and the Go version.
 //
 // # Reading while a watch runs
 //
@@ -53,7 +69,10 @@
 //
 // # Following
 //
-// events -f prints new events as they are journaled, until SIGINT. Through
+// events -f prints new events as they are journaled, until SIGINT. Its
+// table columns have minimum widths (TYPE fits MODIFIED, ORIGIN restart,
+// UID a UUID) and widen, for good, only for a wider cell, so later pages
+// line up with the first. Through
 // a watch's socket it long-polls. Without a writer it reopens the file once
 // a second: bbolt has no cross-process notification. When a watch starts or
 // stops while it follows, it moves to the socket or back to the file.
@@ -80,12 +99,15 @@
 // # Exit status
 //
 // 0 on success and after SIGINT or SIGTERM; 3 when verify found problems
-// (it prints them); 2 when the file cannot be read as this resource's
-// journal (missing, locked with no watch serving it, corrupt, not a
-// watchjournal file, written by a newer watchjournal, or recording another
-// resource), for compact and verify while a watch runs, and for relist
-// with no watch running; 1 for usage and all other errors, a compacted
-// offset among them, and a relist that did not complete in time.
+// (it prints them); 2 when the file cannot be opened or read as this
+// resource's journal (missing, in a missing directory, a directory,
+// locked with no watch serving it, corrupt, not a watchjournal file,
+// written by a newer watchjournal, or recording another resource), for a
+// watch of a file another watch is writing (it names that watch's pid),
+// for compact and verify while a watch runs, and for relist with no watch
+// running; 1 for usage and all other errors, an unknown resource, a
+// discovery error retrying cannot fix and a compacted offset among them,
+// and a relist that did not complete in time.
 package main
 
 import (
@@ -113,6 +135,7 @@ func main() {
 // run runs the command line args and returns the exit status. Errors are
 // printed as one line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	silenceKlog()
 	root := &cobra.Command{
 		Use:           "journalctl",
 		Short:         "Journal a Kubernetes resource's watch events, and read the journal",
@@ -120,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
-		newVerifyCmd(), newRelistCmd())
+		newVerifyCmd(), newRelistCmd(), newVersionCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -136,14 +159,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 var fileErrors = []error{
 	journal.ErrNotExist, journal.ErrLocked, journal.ErrCorrupt, journal.ErrForeign,
 	journal.ErrNewerSchema, journal.ErrResourceMismatch, journal.ErrBadRecord,
-	errNoWatch,
+	errNoWatch, errWatchRunning,
 }
 
+// fileError marks an error opening the journal file (a missing directory,
+// a directory in its place, no permission) as one of exit status 2,
+// without changing its message.
+type fileError struct{ err error }
+
+func (e fileError) Error() string { return e.err.Error() }
+func (e fileError) Unwrap() error { return e.err }
+
 // exitCode returns the exit status for err: 3 for errProblems (verify),
-// 2 for fileErrors, else 1.
+// 2 for fileErrors and a fileError, else 1.
 func exitCode(err error) int {
 	if errors.Is(err, errProblems) {
 		return 3
+	}
+	if errors.As(err, new(fileError)) {
+		return 2
 	}
 	for _, target := range fileErrors {
 		if errors.Is(err, target) {

@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -227,6 +229,10 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"bad --request-timeout", []string{"watch", "cm", "--db", path, "--request-timeout", "soon"}, `invalid argument "soon" for "--request-timeout"`},
 		{"relist with an argument", []string{"relist", "--db", path, "now"}, `unknown command "now"`},
 		{"bad --retain-events", []string{"watch", "cm", "--db", path, "--retain-events", "-1"}, `invalid argument "-1" for "--retain-events"`},
+		{"--page-size 0", []string{"watch", "cm", "--db", path, "--page-size", "0"}, "--page-size 0: want 1 to 10000 objects per list page"},
+		{"negative --page-size", []string{"watch", "cm", "--db", path, "--page-size", "-5"}, "--page-size -5: want 1 to 10000"},
+		{"--page-size too large", []string{"watch", "cm", "--db", path, "--page-size", "10001"}, "--page-size 10001: want 1 to 10000"},
+		{"version with an argument", []string{"version", "now"}, `unknown command "now"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := runCLI(tc.args...)
@@ -234,5 +240,13 @@ func TestRun_UsageErrors(t *testing.T) {
 				t.Errorf("journalctl %v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	stdout, stderr, code := runCLI("version")
+	want := regexp.MustCompile(`^journalctl \S+ ` + regexp.QuoteMeta(runtime.Version()) + "\n$")
+	if code != 0 || !want.MatchString(stdout) {
+		t.Errorf("version: exit %d, stdout %q, stderr %q; want 0 and %s", code, stdout, stderr, want)
 	}
 }

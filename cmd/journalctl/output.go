@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,8 +22,10 @@ import (
 )
 
 // printer writes rows as a table under a header, or values as JSON lines.
-// A table's columns keep the widest width seen so far, so the rows of later
-// flushes (events -f) line up with the earlier ones.
+// A table's columns keep the widest width seen so far, never less than
+// their minimum widths, so the rows of later flushes (events -f) line up
+// with the earlier ones: a column moves only when a cell is wider than all
+// before it and than its minimum.
 type printer struct {
 	tw     *tabwriter.Writer // nil for JSON
 	enc    *json.Encoder
@@ -39,13 +42,19 @@ func checkOutput(format string) error {
 
 // newPrinter returns a printer for format "table" or "json".
 func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
+	return newPrinterWidths(w, format, nil, header...)
+}
+
+// newPrinterWidths is newPrinter with minimum widths, in characters, for
+// the table's first columns (the last column is never padded).
+func newPrinterWidths(w io.Writer, format string, minWidths []int, header ...string) (*printer, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
 	if format == "json" {
 		return &printer{enc: json.NewEncoder(w)}, nil
 	}
-	p := &printer{tw: newTable(w)}
+	p := &printer{tw: newTable(w), widths: slices.Clone(minWidths)}
 	cols := make([]any, len(header))
 	for i, h := range header {
 		cols[i] = h
@@ -205,6 +214,8 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
+	// PID is the watch's process id; /status sets it, 0 leaves it out.
+	PID int `json:"pid,omitempty"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {

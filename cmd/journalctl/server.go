@@ -11,7 +11,7 @@ package main
 //	GET /head                  {"head": N}, the last offset assigned
 //	GET /wait?after=N          {"head": N} once the head is past N, or after
 //	                           at most 30 s: clients loop
-//	GET /status                the reconcile.Status of the watch
+//	GET /status                the reconcile.Status of the watch, and its pid
 //	POST /verify               asks the loop to relist and diff against the
 //	                           index (reconcile.Loop.Verify), and answers at
 //	                           once with the head and the loop's verifies and
@@ -63,6 +63,7 @@ type server struct {
 	j       *journal.Journal
 	loop    watchLoop
 	maxWait time.Duration // longest /wait and GET /verify
+	pid     int           // the process id /status reports; 0: none
 }
 
 func (s *server) handler() http.Handler {
@@ -73,7 +74,9 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /head", s.head)
 	mux.HandleFunc("GET /wait", s.wait)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, toWriterStatus(s.loop.Status()))
+		ws := toWriterStatus(s.loop.Status())
+		ws.PID = s.pid
+		writeJSON(w, http.StatusOK, ws)
 	})
 	mux.HandleFunc("POST /verify", s.verify)
 	mux.HandleFunc("GET /verify", s.verified)

@@ -276,7 +276,7 @@ func TestFollow_MovesBetweenFileAndSocket(t *testing.T) {
 	j = openJournal(t, path)
 	appendEvents(t, j, "14", ev(journal.Added, "wj/d", "u4", "14", 5))
 	j.Close()
-	stdout.waitFor(t, "6       2026-07-01T12:00:05.123Z  ADDED    watch   wj/d  u4   14\n")
+	stdout.waitFor(t, followRow("6", "2026-07-01T12:00:05.123Z", "ADDED", "watch", "wj/d", "u4", "14"))
 
 	cancel()
 	if c := exitStatus(t, code); c != 0 {

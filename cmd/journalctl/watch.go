@@ -5,18 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
@@ -25,6 +25,10 @@ import (
 
 // maxWait bounds a /wait long poll on the socket.
 const maxWait = 30 * time.Second
+
+// maxPageSize bounds --page-size, in objects per list page: a page is
+// held in memory whole, and the apiserver may send fewer anyway.
+const maxPageSize = 10000
 
 type watchFlags struct {
 	db, kubeconfig, context, logLevel       string
@@ -78,10 +82,12 @@ func newWatchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT] [--verify-interval D]",
 		Short: "Journal one resource's changes into FILE until interrupted",
-		Long: "Resolve RESOURCE (configmaps, cm, configmap, deployments.apps, a CRD's plural) through\n" +
-			"discovery, then list and watch it into FILE until SIGINT or SIGTERM. The namespace defaults\n" +
-			"to the kubeconfig context's, else \"default\"; -A watches all namespaces; cluster-scoped\n" +
-			"resources ignore -n. While it runs it serves reads on the unix socket FILE.sock.\n\n" +
+		Long: "Resolve RESOURCE (configmaps, cm, configmap, deployments.apps, configmaps.v1,\n" +
+			"deployments.v1.apps, a CRD's plural) through discovery, then list and watch it into FILE\n" +
+			"until SIGINT or SIGTERM. While the apiserver is unreachable or answers 5xx, discovery is\n" +
+			"retried with backoff (200ms doubling to 30s). The namespace defaults to the kubeconfig\n" +
+			"context's, else \"default\"; -A watches all namespaces; cluster-scoped resources ignore -n.\n" +
+			"While it runs it serves reads on the unix socket FILE.sock.\n\n" +
 			"The --retain-* flags bound the journal: they are recorded in FILE, replacing the retention\n" +
 			"it recorded (a limit not given is none; --retain-events 0 alone removes every limit), and\n" +
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
@@ -97,6 +103,9 @@ func newWatchCmd() *cobra.Command {
 			if err := f.checkDurations(); err != nil {
 				return err
 			}
+			if f.pageSize < 1 || f.pageSize > maxPageSize {
+				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
+			}
 			return runWatch(cmd.Context(), cmd.ErrOrStderr(), args[0], f)
 		},
 	}
@@ -108,7 +117,7 @@ func newWatchCmd() *cobra.Command {
 	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "watch all namespaces")
 	fl.StringVarP(&f.labelSelector, "selector", "l", "", "label `SELECTOR`, as kubectl's -l")
 	fl.StringVar(&f.fieldSelector, "field-selector", "", "field `SELECTOR`, as kubectl's --field-selector")
-	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page")
+	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page, 1 to 10000")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
 	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
@@ -144,6 +153,12 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
+	if err := checkDBDir(f.db); err != nil {
+		return err
+	}
+	if err := runningWatch(ctx, f.db); err != nil {
+		return err
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
@@ -151,7 +166,12 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.WarningHandler = &warningLogger{log: log}
 	gvr, namespaced, err := resolve(ctx, cfg, arg, log)
+	if ctx.Err() != nil {
+		log.Info("stopped before discovery succeeded")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -169,8 +189,13 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 
 	j, err := journal.Open(f.db, &journal.Options{Resource: &res, Logger: log})
+	if errors.Is(err, journal.ErrLocked) {
+		if werr := runningWatch(ctx, f.db); werr != nil {
+			return werr
+		}
+	}
 	if err != nil {
-		return err
+		return fileError{err}
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 	loop, err := reconcile.New(cfg, j, reconcile.Options{
@@ -185,7 +210,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
-	srv := &server{j: j, loop: loop, maxWait: maxWait}
+	srv := &server{j: j, loop: loop, maxWait: maxWait, pid: os.Getpid()}
 	stop, err := serve(socketPath(f.db), srv.handler(), log)
 	if err != nil {
 		return err
@@ -238,38 +263,9 @@ func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journ
 	return *r, nil
 }
 
-// resolve maps a resource argument to its GVR as kubectl does, through
-// memory-cached discovery: a fully specified resource.version.group first,
-// then resource[.group] with short names (cm) and singulars (configmap)
-// expanded. It also reports whether the resource is namespaced.
-func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger) (schema.GroupVersionResource, bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return schema.GroupVersionResource{}, false, err
-	}
-	cached := memory.NewMemCacheClientWithContext(dc)
-	warn := func(msg string) { log.Warn(msg, zap.String("resource", arg)) }
-	mapper := restmapper.NewShortcutExpanderWithContext(restmapper.NewDeferredDiscoveryRESTMapperWithContext(cached), cached, warn)
-
-	full, gr := schema.ParseResourceArg(arg)
-	var gvk schema.GroupVersionKind
-	if full != nil {
-		gvk, _ = mapper.KindForWithContext(ctx, *full)
-	}
-	if gvk.Empty() {
-		if gvk, err = mapper.KindForWithContext(ctx, gr.WithVersion("")); err != nil {
-			return schema.GroupVersionResource{}, false, fmt.Errorf("resource %q: %w", arg, err)
-		}
-	}
-	m, err := mapper.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return schema.GroupVersionResource{}, false, fmt.Errorf("resource %q: %w", arg, err)
-	}
-	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
-}
-
 // newLogger returns a console logger to w at level, in the production
-// encoder's fields with ISO 8601 times.
+// encoder's fields with ISO 8601 times and durations as Go writes them
+// ("3.346ms", "1m30s"), not float seconds.
 func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -277,5 +273,77 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeDuration = zapcore.StringDurationEncoder
 	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+}
+
+// silenceKlog drops what client-go logs through klog (discovery failures
+// as raw "E1130 ... memcache.go" lines, twice): watch logs what matters
+// through its own logger, and the apiserver's warnings through
+// warningLogger. klog.SetOutput(io.Discard) with LogToStderr(false) would
+// not do: klog still copies errors to os.Stderr, by its stderrthreshold.
+// klog's logger is the process's and may not change while client-go logs,
+// so it is set once, before any command runs.
+var silenceKlog = sync.OnceFunc(func() { klog.SetLogger(logr.Discard()) })
+
+// warningLogger logs the apiserver's warnings (a deprecated API, say)
+// through log, once each: client-go would print them through klog.
+type warningLogger struct {
+	log  *zap.Logger
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (w *warningLogger) HandleWarningHeader(code int, _, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[text] {
+		return
+	}
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	w.seen[text] = true
+	w.log.Warn("apiserver warning", zap.String("warning", text))
+}
+
+// checkDBDir returns a file error (exit status 2) when the directory of
+// db is missing or not a directory: watch finds out before discovery,
+// which may wait for the apiserver.
+func checkDBDir(db string) error {
+	dir := filepath.Dir(db)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fileError{fmt.Errorf("--db %s: directory %s does not exist", db, dir)}
+	case err != nil:
+		return fileError{fmt.Errorf("--db %s: %w", db, err)}
+	case !fi.IsDir():
+		return fileError{fmt.Errorf("--db %s: %s is not a directory", db, dir)}
+	}
+	return nil
+}
+
+// errWatchRunning is returned by watch when another watch already writes
+// the file and answers on its socket: exit status 2.
+var errWatchRunning = errors.New("another journalctl watch is already writing")
+
+// runningWatch returns an error matching errWatchRunning when a watch
+// answers on db's socket, naming its pid when /status gives it, else nil.
+func runningWatch(ctx context.Context, db string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s := newSockSource(socketPath(db))
+	defer s.c.CloseIdleConnections()
+	st, err := s.Status(ctx)
+	switch {
+	case err != nil:
+		return nil
+	case st.PID > 0:
+		return fmt.Errorf("%w %s (pid %d); stop it first", errWatchRunning, db, st.PID)
+	}
+	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.sock)
 }

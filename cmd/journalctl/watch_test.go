@@ -2,17 +2,26 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -46,11 +55,21 @@ func fakeAPIServer(t *testing.T) *httptest.Server { return fakeAPIServerListing(
 // fakeAPIServerListing is fakeAPIServer answering the nth list of
 // configmaps in wj with lists[n], the last one again once they run out.
 func fakeAPIServerListing(t *testing.T, lists ...string) *httptest.Server {
+	return fakeAPIServerWith(t, nil, lists...)
+}
+
+// fakeAPIServerWith is fakeAPIServerListing where intercept, when not
+// nil, sees each request first, and answers it itself when it returns
+// true.
+func fakeAPIServerWith(t *testing.T, intercept func(http.ResponseWriter, *http.Request) bool, lists ...string) *httptest.Server {
 	t.Helper()
 	done := make(chan struct{})
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if intercept != nil && intercept(w, r) {
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if doc, ok := discoveryDocs[r.URL.Path]; ok {
 			fmt.Fprint(w, doc)
@@ -110,6 +129,11 @@ func TestResolve(t *testing.T) {
 		{"namespaces", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false},
 		{"deployments.apps", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
 		{"deployments.v1.apps", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+		{"configmaps.v1", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, true},
+		{"configmaps.v1.", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, true},
+		{"cm.v1", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, true},
+		{"namespaces.v1", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false},
+		{"widgets.v1.example.com", schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, false},
 		{"deploy", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
 		{"widgets", schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, false},
 	} {
@@ -118,8 +142,290 @@ func TestResolve(t *testing.T) {
 			t.Errorf("resolve(%q) = %v, %v, %v; want %v, %v", tc.arg, got, namespaced, err, tc.want, tc.namespaced)
 		}
 	}
-	if _, _, err := resolve(context.Background(), cfg, "gadgets", zap.NewNop()); err == nil || !strings.Contains(err.Error(), `resource "gadgets"`) {
-		t.Errorf(`resolve("gadgets") error = %v; want one naming the resource`, err)
+}
+
+func TestResolve_Unknown(t *testing.T) {
+	srv := fakeAPIServer(t)
+	cfg := &rest.Config{Host: srv.URL}
+	const served = " the apiserver serves no such resource (names look like configmaps, cm, deployments.apps, widgets.example.com)"
+	for _, tc := range []struct {
+		name, arg, want string
+	}{
+		{"a typo gets the plural as a suggestion", "configmapz",
+			`unknown resource "configmapz":` + served + `; did you mean "configmaps"?`},
+		{"a typo in a singular gets the plural", "namespase",
+			`unknown resource "namespase":` + served + `; did you mean "namespaces"?`},
+		{"outside the core group the suggestion names the group", "deploymentz",
+			`unknown resource "deploymentz":` + served + `; did you mean "deployments.apps"?`},
+		{"a typo with the group", "widgetz.example.com",
+			`unknown resource "widgetz.example.com":` + served + `; did you mean "widgets.example.com"?`},
+		{"nothing close, no suggestion", "gizmos", `unknown resource "gizmos":` + served},
+		{"two letters are not close to a short name", "cx", `unknown resource "cx":` + served},
+		{"a version the core group does not serve", "configmaps.v2", `unknown resource "configmaps.v2":` + served},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := resolve(context.Background(), cfg, tc.arg, zap.NewNop())
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("resolve(%q) error = %v; want %s", tc.arg, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"cm", "", 2}, {"configmapz", "configmaps", 1}, {"configmapz", "configmap", 1},
+		{"deploymnets", "deployments", 2}, {"kitten", "sitting", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestTransientDiscovery(t *testing.T) {
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: &net.OpError{
+		Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	gr := schema.GroupResource{}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", refused, true},
+		{"connection cut mid-answer", &url.Error{Op: "Get", URL: "u", Err: io.ErrUnexpectedEOF}, true},
+		{"503", apierrors.NewServiceUnavailable("starting"), true},
+		{"500", apierrors.NewInternalError(errors.New("boom")), true},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"401", apierrors.NewUnauthorized("no"), false},
+		{"403", apierrors.NewForbidden(gr, "", errors.New("no")), false},
+		{"404", apierrors.NewNotFound(gr, ""), false},
+		{"a certificate the client refuses", &url.Error{Op: "Get", URL: "u", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, false},
+		{"a malformed server URL", &url.Error{Op: "Get", URL: "htps://x", Err: errors.New("unsupported protocol scheme")}, false},
+		{"an answer that is not discovery", errors.New("invalid character '<' looking for beginning of value"), false},
+	} {
+		if got := transientDiscovery(tc.err); got != tc.want {
+			t.Errorf("%s: transientDiscovery(%v) = %v; want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// fastDiscoveryBackoff makes watch's discovery retries quick for the test.
+func fastDiscoveryBackoff(t *testing.T) {
+	minB, maxB := minDiscoveryBackoff, maxDiscoveryBackoff
+	minDiscoveryBackoff, maxDiscoveryBackoff = time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { minDiscoveryBackoff, maxDiscoveryBackoff = minB, maxB })
+}
+
+// captureOSStderr sends os.Stderr, where klog writes, to a pipe until the
+// returned function restores it and returns what was written.
+func captureOSStderr(t *testing.T) (restore func() string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	got := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(r); got <- string(b) }() // exits when w closes
+	var once sync.Once
+	var out string
+	restore = func() string {
+		once.Do(func() { os.Stderr = old; w.Close(); out = <-got; r.Close() })
+		return out
+	}
+	t.Cleanup(func() { restore() })
+	return restore
+}
+
+// An apiserver that answers 503 at first: watch retries discovery, logs
+// the failure once (not once per retry), and client-go's klog lines do
+// not reach stderr.
+func TestWatch_DiscoveryRetriedWhileUnavailable(t *testing.T) {
+	fastDiscoveryBackoff(t)
+	var mu sync.Mutex
+	failures := 3
+	srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/api" || failures == 0 {
+			return false
+		}
+		failures--
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return true
+	}, listA)
+	dir := tempDir(t)
+	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	klogOut := captureOSStderr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	stderr.waitFor(t, "watching")
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
+	}
+	if n := strings.Count(stderr.String(), "apiserver discovery failed"); n != 1 {
+		t.Errorf("stderr logs the discovery failure %d times; want once:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr.String(), "apiserver discovery succeeded") {
+		t.Errorf("stderr:\n%s\nwant the recovery logged", stderr)
+	}
+	if got := klogOut(); got != "" {
+		t.Errorf("os.Stderr got klog's lines:\n%s\nwant nothing", got)
+	}
+}
+
+// An apiserver that refuses connections: watch retries until interrupted,
+// then exits 0.
+func TestWatch_DiscoveryUnreachableUntilInterrupted(t *testing.T) {
+	fastDiscoveryBackoff(t)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // its port now refuses connections
+	dir := tempDir(t)
+	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	stderr.waitFor(t, "connection refused")
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
+	}
+	if n := strings.Count(stderr.String(), "apiserver discovery failed"); n != 1 {
+		t.Errorf("stderr logs the discovery failure %d times; want once:\n%s", n, stderr)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("journal file after an interrupted discovery: %v; want none created", err)
+	}
+}
+
+// Errors retrying cannot fix end watch at once, with one line.
+func TestWatch_DiscoveryFailsAtOnce(t *testing.T) {
+	fastDiscoveryBackoff(t)
+	for _, tc := range []struct {
+		name, arg string
+		status    int
+		want      string
+	}{
+		{"401", "cm", http.StatusUnauthorized, "apiserver discovery: 401 Unauthorized: the kubeconfig's credentials were refused"},
+		{"403", "cm", http.StatusForbidden, "apiserver discovery: 403 Forbidden: the kubeconfig's user may not read discovery"},
+		{"a resource the apiserver does not serve", "configmapz", 0,
+			`unknown resource "configmapz": the apiserver serves no such resource (names look like configmaps, cm, ` +
+				`deployments.apps, widgets.example.com); did you mean "configmaps"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
+				if tc.status == 0 {
+					return false
+				}
+				http.Error(w, http.StatusText(tc.status), tc.status)
+				return true
+			}, listA)
+			dir := tempDir(t)
+			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+			_, stderr, code := runCLI("watch", tc.arg, "--db", db, "--kubeconfig", kubeconfig)
+			if code != 1 || !strings.HasPrefix(stderr, "journalctl: "+tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want 1 and one line starting %q", code, stderr, "journalctl: "+tc.want)
+			}
+		})
+	}
+}
+
+// A second watch of a file a watch is writing names the first one's pid,
+// and exits 2.
+func TestWatch_AlreadyRunning(t *testing.T) {
+	srv := fakeAPIServer(t)
+	dir := tempDir(t)
+	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	stderr.waitFor(t, "watching")
+
+	_, errOut, c := runCLI("watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	want := fmt.Sprintf("journalctl: another journalctl watch is already writing %s (pid %d); stop it first\n", db, os.Getpid())
+	if c != 2 || errOut != want {
+		t.Errorf("second watch: exit %d, stderr %q; want 2 and %q", c, errOut, want)
+	}
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Errorf("first watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
+	}
+}
+
+// --db in a directory that is missing, or where a directory stands,
+// exits 2 with one line, like the other file errors.
+func TestWatch_DBPathErrors(t *testing.T) {
+	srv := fakeAPIServer(t)
+	dir := tempDir(t)
+	kubeconfig := writeKubeconfig(t, dir, srv.URL)
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, db, want string
+	}{
+		{"a missing directory", "/nonexistent/dir/x.db", "--db /nonexistent/dir/x.db: directory /nonexistent/dir does not exist"},
+		{"a file for a directory", filepath.Join(notDir, "x.db"), "is not a directory"},
+		{"a directory for the file", dir, "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runCLI("watch", "cm", "--db", tc.db, "--kubeconfig", kubeconfig)
+			if code != 2 || !strings.HasPrefix(stderr, "journalctl: ") || !strings.Contains(stderr, tc.want) ||
+				strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line saying %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// The apiserver's warnings reach watch's log, once each, not klog.
+func TestWatch_APIServerWarningsLoggedOnce(t *testing.T) {
+	srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Add("Warning", `299 - "v1 ConfigMap is deprecated"`)
+		return false
+	}, listA)
+	dir := tempDir(t)
+	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	klogOut := captureOSStderr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	stderr.waitFor(t, "watching")
+	if head, err := newSockSource(socketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
+		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
+	}
+	cancel()
+	if c := exitStatus(t, code); c != 0 {
+		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
+	}
+	if n := strings.Count(stderr.String(), "apiserver warning\t"+`{"warning": "v1 ConfigMap is deprecated"}`); n != 1 {
+		t.Errorf("stderr logs the warning %d times; want once:\n%s", n, stderr)
+	}
+	if got := klogOut(); got != "" {
+		t.Errorf("os.Stderr got %q; want nothing", got)
+	}
+}
+
+// watch logs durations as Go writes them and times in ISO 8601.
+func TestNewLogger_Encoding(t *testing.T) {
+	var buf strings.Builder
+	log, err := newLogger(&buf, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("backing off", zap.Duration("delay", 110*time.Millisecond), zap.Duration("took", 3346210*time.Nanosecond))
+	got := buf.String()
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d{4})\tinfo\tbacking off\t`).MatchString(got) ||
+		!strings.Contains(got, `"delay": "110ms"`) || !strings.Contains(got, `"took": "3.34621ms"`) {
+		t.Errorf("log line %q; want an ISO 8601 time and durations as 110ms and 3.34621ms", got)
 	}
 }
 
