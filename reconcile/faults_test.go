@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,5 +150,92 @@ func TestLoop_Forbidden_KeepsStateAndRecovers(t *testing.T) {
 	e.waitStatus("relist after RBAC is restored", func(s reconcile.Status) bool { return s.Lists >= 2 && s.Phase == reconcile.PhaseWatching })
 	got, _ := e.eventsFrom(h + 1)
 	equal(t, "events after RBAC is restored", got, []string{"DELETED a relist", "ADDED other relist"})
+	e.checkIndex(e.j)
+}
+
+// kube-apiserver restarts while we are cut off and things change, with and
+// without a compaction: exactly the gap, once each, no duplicates.
+func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(map[bool]string{false: "resume", true: "compacted"}[compact], func(t *testing.T) {
+			e := newEnv(t)
+			for _, n := range []string{"a", "b", "c"} {
+				e.create(n)
+			}
+			e.start(nil, testOptions(t))
+			e.waitStatus("initial list", watching(1))
+			h := e.head()
+			e.proxy.Cut()
+			e.update("a")
+			e.delete("b")
+			e.create("d")
+			if err := e.cp.RestartAPIServer(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"MODIFIED a watch", "DELETED b watch", "ADDED d watch"}
+			if compact {
+				e.compact()
+				want = []string{"MODIFIED a relist", "DELETED b relist", "ADDED d relist"}
+			}
+			e.proxy.Heal()
+			e.waitHead(h + 3)
+			w := e.loop.Status().Watches
+			e.update("c")
+			e.waitHead(h + 4)
+			got, _ := e.eventsFrom(h + 1)
+			equal(t, "events", got, append(want, "MODIFIED c watch"))
+			if st := e.loop.Status(); st.Watches < w {
+				t.Errorf("watches went back: %d < %d", st.Watches, w)
+			}
+			e.checkIndex(e.j)
+		})
+	}
+}
+
+// Scenario S11 without a controller manager: the namespace's objects are
+// deleted (as its namespace controller would) and the namespace finalized
+// away, then recreated. Every object gets its DELETED, an absent namespace
+// is no error loop, and the new objects are ADDED with new UIDs.
+func TestLoop_NamespaceDeletedAndRecreated(t *testing.T) {
+	e := newEnv(t)
+	e.create("a")
+	e.create("b")
+	e.start(nil, testOptions(t))
+	e.waitStatus("initial list", watching(1))
+	h := e.head()
+	ctx := context.Background()
+	oldA, _, _ := e.j.Lookup(e.ns + "/a")
+
+	e.delete("a")
+	e.delete("b")
+	ns, err := e.kube.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ = e.kube.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
+	ns.Spec.Finalizers = nil
+	if _, err := e.kube.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitHead(h + 2)
+	// Absent namespace: a relist finds nothing to change and no error.
+	e.loop.Verify()
+	e.waitStatus("verify with the namespace gone", func(s reconcile.Status) bool { return s.Verifies == 1 && s.Phase == reconcile.PhaseWatching })
+	if st := e.loop.Status(); st.LastError != nil || st.Divergences != 0 {
+		t.Fatalf("with the namespace gone: %+v; want no error, no divergence", st)
+	}
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	na := e.create("a")
+	e.waitHead(h + 3)
+	got, evs := e.eventsFrom(h + 1)
+	equal(t, "events", got, []string{"DELETED a watch", "DELETED b watch", "ADDED a watch"})
+	if len(evs) == 3 && (evs[2].UID != string(na.UID) || evs[2].UID == oldA.UID) {
+		t.Errorf("ADDED a uid %s; want the new %s (old %s)", evs[2].UID, na.UID, oldA.UID)
+	}
 	e.checkIndex(e.j)
 }
