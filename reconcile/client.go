@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,17 +110,42 @@ type rawMeta struct {
 	} `json:"metadata"`
 }
 
-// list reads one page. resourceVersion is left unset so the read is
-// consistent (served from etcd, or from a watch cache proven current):
-// "0" could go back in time (API concepts, "Semantics for get and list").
-func (c *client) list(ctx context.Context, limit int64, cont string, timeout time.Duration) (*page, error) {
+// listRequest is one page request.
+type listRequest struct {
+	limit int64
+	// cont is the continue token of the page; empty for the first.
+	cont string
+	// exactRV, for a first page, reads it at exactly this resourceVersion
+	// (resourceVersionMatch=Exact), to fetch a page again as it was.
+	exactRV string
+	// meta asks for a PartialObjectMetadataList: each item's metadata only,
+	// a fraction of the bytes to send and decode. Items then carry no
+	// Object.
+	meta bool
+}
+
+// metaAccept asks the apiserver to serve a list as PartialObjectMetadataList
+// (API concepts, "Receiving resources as Tables"/metadata-only responses).
+const metaAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+// list reads one page. resourceVersion is left unset, unless exactRV is
+// given, so the read is consistent (served from etcd, or from a watch cache
+// proven current): "0" could go back in time (API concepts, "Semantics for
+// get and list"). A continue token carries its list's resourceVersion.
+func (c *client) list(ctx context.Context, req listRequest, timeout time.Duration) (*page, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No client-side retries: the loop's backoff decides, and a page that
 	// fails is never half-applied.
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(limit, 10))
-	if cont != "" {
-		r = r.Param("continue", cont)
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(req.limit, 10))
+	switch {
+	case req.cont != "":
+		r = r.Param("continue", req.cont)
+	case req.exactRV != "":
+		r = r.Param("resourceVersion", req.exactRV).Param("resourceVersionMatch", "Exact")
+	}
+	if req.meta {
+		r = r.SetHeader("Accept", metaAccept)
 	}
 	res := r.Do(ctx)
 	if err := res.Error(); err != nil {
@@ -132,10 +158,19 @@ func (c *client) list(ctx context.Context, limit int64, cont string, timeout tim
 	if err := json.Unmarshal(body, &l); err != nil {
 		return nil, fmt.Errorf("reconcile: decode list: %w", err)
 	}
+	if req.meta && l.Kind != "PartialObjectMetadataList" {
+		return nil, errNoMetadataLists
+	}
 	p := &page{ResourceVersion: l.Metadata.ResourceVersion, Continue: l.Metadata.Continue, Items: make([]Item, 0, len(l.Items))}
 	kind := strings.TrimSuffix(l.Kind, "List")
 	for _, raw := range l.Items {
-		it, err := c.item(raw, kind, l.APIVersion)
+		var it Item
+		var err error
+		if req.meta {
+			it, err = itemMeta(raw)
+		} else {
+			it, err = c.item(raw, kind, l.APIVersion)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -144,10 +179,13 @@ func (c *client) list(ctx context.Context, limit int64, cont string, timeout tim
 	return p, nil
 }
 
-// item reads an object's metadata and keeps the object as served. List items
-// come without kind and apiVersion; they are put back so that every stored
-// object decodes on its own.
-func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error) {
+// errNoMetadataLists is returned by list when the server answered a
+// metadata-only request with full objects.
+var errNoMetadataLists = errors.New("reconcile: the apiserver does not serve metadata-only lists")
+
+// itemMeta reads the key, UID and resourceVersion of a listed object,
+// keeping no Object.
+func itemMeta(raw json.RawMessage) (Item, error) {
 	var m rawMeta
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return Item{}, fmt.Errorf("reconcile: decode object: %w", err)
@@ -160,7 +198,18 @@ func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error
 	if md.Namespace != "" {
 		key = md.Namespace + "/" + md.Name
 	}
-	it := Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion, Object: withKind(raw, kind, apiVersion)}
+	return Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion}, nil
+}
+
+// item reads an object's metadata and keeps the object as served. List items
+// come without kind and apiVersion; they are put back so that every stored
+// object decodes on its own.
+func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error) {
+	it, err := itemMeta(raw)
+	if err != nil {
+		return Item{}, err
+	}
+	it.Object = withKind(raw, kind, apiVersion)
 	if c.metadataOnly {
 		obj, err := metadataOnly(it.Object)
 		if err != nil {

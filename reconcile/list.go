@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -15,8 +16,10 @@ import (
 // continue token expired before the loop backs off.
 const maxListRestarts = 3
 
-// errRestart asks list to start again from the first page.
-type errRestart struct{ unordered bool }
+// errRestart asks list to start again from the first page: after an
+// expired continue token, or with lookups when pages broke key order, or
+// with full pages when the server serves no metadata-only lists.
+type errRestart struct{ unordered, fullPages bool }
 
 // Error says the list must start again.
 func (errRestart) Error() string { return "restart list" }
@@ -31,6 +34,12 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 			return s, nil
 		}
 		if r, ok := err.(errRestart); ok {
+			if r.fullPages && !l.fullPages {
+				l.log.Info("the apiserver serves no metadata-only lists: relisting with full pages")
+				l.fullPages = true
+				restarts--
+				continue
+			}
 			if r.unordered && !s.unordered {
 				l.log.Warn("list pages not in key order: relisting with lookups")
 				s.unordered = true
@@ -86,6 +95,13 @@ func (e journalError) Error() string { return e.err.Error() }
 // listOnce lists every page and stages the diff; it commits only when the
 // list is complete. It returns the list's resourceVersion, the number of
 // events committed and their offsets (0, 0 for none).
+//
+// With a non-empty index it lists metadata only (PartialObjectMetadataList):
+// most objects are unchanged after a 410, and their diff needs no more.
+// A page with changes is fetched again in full, at the same snapshot (its
+// continue token, or resourceVersionMatch=Exact for the first page), for
+// the objects the events carry. The next page is requested while one is
+// diffed.
 func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, first, last uint64, err error) {
 	rel, err := l.j.BeginRelist()
 	if err != nil {
@@ -97,18 +113,37 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 			_ = rel.Abort()
 		}
 	}()
+	st, err := l.j.Stats()
+	if err != nil {
+		return "", 0, 0, 0, journalError{err}
+	}
+	meta := st.Objects > 0 && !l.fullPages
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type fetched struct {
+		p   *page
+		err error
+	}
+	fetch := func(cont string) <-chan fetched {
+		ch := make(chan fetched, 1)
+		go func() { // ends with its request; ctx is cancelled on return
+			p, err := l.c.list(ctx, listRequest{limit: l.opts.PageSize, cont: cont, meta: meta}, l.opts.RequestTimeout)
+			ch <- fetched{p, err}
+		}()
+		return ch
+	}
+
 	cont, lastKey := "", ""
+	next := fetch("")
 	for {
-		p, err := l.c.list(ctx, l.opts.PageSize, cont, l.opts.RequestTimeout)
+		f := <-next
+		p, err := f.p, f.err
 		if err != nil {
-			if cont != "" && isGone(err) {
-				// The snapshot the token pointed at was compacted. The
-				// Status carries a fresh token that would continue at a
-				// newer resourceVersion: an inconsistent list. Never follow
-				// it; start again.
-				return "", 0, 0, 0, errRestart{}
-			}
-			return "", 0, 0, 0, err
+			return "", 0, 0, 0, l.listError(err, cont)
+		}
+		if p.Continue != "" {
+			next = fetch(p.Continue)
 		}
 		var evs []journal.Event
 		if !s.unordered {
@@ -121,6 +156,11 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		}
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
+		}
+		if meta && needObjects(evs) {
+			if err := l.fillObjects(ctx, evs, cont, p.ResourceVersion); err != nil {
+				return "", 0, 0, 0, err
+			}
 		}
 		if err := l.stage(rel, s.origin, evs); err != nil {
 			return "", 0, 0, 0, err
@@ -143,6 +183,66 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	}
 	committed = true
 	return rv, rel.Staged(), first, last, nil
+}
+
+// listError classifies the error of a page requested with continue token
+// cont.
+func (l *Loop) listError(err error, cont string) error {
+	switch {
+	case errors.Is(err, errNoMetadataLists), apierrors.IsNotAcceptable(err):
+		return errRestart{fullPages: true}
+	case cont != "" && isGone(err):
+		// The snapshot the token pointed at was compacted. The Status
+		// carries a fresh token that would continue at a newer
+		// resourceVersion: an inconsistent list. Never follow it; start
+		// again.
+		return errRestart{}
+	}
+	return err
+}
+
+// needObjects reports whether evs carry an ADDED or MODIFIED, which needs
+// the object.
+func needObjects(evs []journal.Event) bool {
+	for _, e := range evs {
+		if e.Type != journal.Deleted {
+			return true
+		}
+	}
+	return false
+}
+
+// fillObjects fetches the page requested with continue token cont (the
+// first page when empty, at exactly resourceVersion rv) in full and sets
+// the objects of the ADDED and MODIFIED events in evs. The page is the same
+// snapshot; an item that differs means the snapshot is gone: start again.
+func (l *Loop) fillObjects(ctx context.Context, evs []journal.Event, cont, rv string) error {
+	req := listRequest{limit: l.opts.PageSize, cont: cont}
+	if cont == "" {
+		req.exactRV = rv
+	}
+	full, err := l.c.list(ctx, req, l.opts.RequestTimeout)
+	if err != nil {
+		if isGone(err) {
+			return errRestart{}
+		}
+		return err
+	}
+	byKey := make(map[string]Item, len(full.Items))
+	for _, it := range full.Items {
+		byKey[it.Key] = it
+	}
+	for i := range evs {
+		if evs[i].Type == journal.Deleted {
+			continue
+		}
+		it, ok := byKey[evs[i].Key]
+		if !ok || it.UID != evs[i].UID || it.ResourceVersion != evs[i].ResourceVersion {
+			return errRestart{}
+		}
+		evs[i].Object = it.Object
+	}
+	return nil
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {

@@ -130,6 +130,9 @@ type Loop struct {
 	changed chan struct{} // closed and replaced on every status change
 
 	verify chan struct{} // Verify's request, buffered 1
+	// fullPages is set once the server answered a metadata-only list with
+	// full objects (or 406): relists then read full pages.
+	fullPages bool
 
 	backoff    time.Duration // current backoff; 0 after a success
 	lastLogged string        // the last failure logged at Warn
