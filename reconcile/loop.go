@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -90,6 +91,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// maxWatchFailures is how many failed watches in a row, from one
+// resourceVersion, send the loop to a relist.
+const maxWatchFailures = 5
+
 // Status is a snapshot of a Loop.
 type Status struct {
 	// Phase is the current state.
@@ -135,6 +140,7 @@ type Loop struct {
 	fullPages bool
 
 	backoff    time.Duration // current backoff; 0 after a success
+	watchFails int           // watch failures in a row since a success
 	lastLogged string        // the last failure logged at Warn
 }
 
@@ -208,6 +214,20 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 	case stateWatch:
 		return l.watch(ctx, s)
 	case stateBackoff:
+		var answered apierrors.APIStatus
+		if w, ok := s.next.(stateWatch); ok && errors.As(s.err, &answered) {
+			// A watch the server keeps refusing from one resourceVersion
+			// will not heal by retrying it (kube-apiserver answers a watch
+			// from the exact compaction revision with a 500, "PrevKv=nil",
+			// forever): a relist is always safe. Failures to connect do not
+			// count: the resume is worth waiting for.
+			if l.watchFails++; l.watchFails >= maxWatchFailures {
+				l.watchFails = 0
+				l.log.Warn("the watch keeps failing from this resourceVersion: relisting",
+					zap.String("resourceVersion", w.rv), zap.Error(s.err))
+				s.next = stateList{origin: w.goneOrigin}
+			}
+		}
 		d := l.nextBackoff()
 		// One clear line per distinct failure, not one per retry.
 		logf := l.log.Debug
@@ -238,6 +258,7 @@ func (l *Loop) fail(next state, err error) (state, error) {
 // succeed resets the backoff and the last error.
 func (l *Loop) succeed() {
 	l.backoff = 0
+	l.watchFails = 0
 	l.lastLogged = ""
 	l.update(func(st *Status) { st.LastError = nil })
 }

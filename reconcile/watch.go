@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -149,7 +150,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 				next = l.gone(s, fmt.Errorf("watch ERROR event: %d %s: %s", status.Code, status.Reason, status.Message))
 			} else {
 				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin},
-					err: fmt.Errorf("%w: ERROR event: %d %s: %s", ErrWatch, status.Code, status.Reason, status.Message)}
+					err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
 			}
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
