@@ -177,3 +177,24 @@ func TestLoop_GoneInBothShapes(t *testing.T) {
 }
 
 var _ = rest.CopyConfig
+
+// One write, then compaction at exactly its revision: a watch from the
+// resourceVersion before it gets neither a 410 nor the event, but a 500
+// ("etcd event received with PrevKv=nil") on every try (kube-apiserver
+// v1.37, watch cache off). The loop relists after a few refusals and
+// journals the change once.
+func TestLoop_CompactedAtTheNextRevision_Relists(t *testing.T) {
+	e := newEnv(t)
+	e.create("a")
+	e.start(nil, testOptions(t))
+	e.waitStatus("initial list", watching(1))
+	h := e.head()
+	e.proxy.Cut()
+	e.update("a")
+	e.compact()
+	e.proxy.Heal()
+	e.waitStatus("relist", watching(2))
+	got, _ := e.eventsFrom(h + 1)
+	equal(t, "events", got, []string{"MODIFIED a relist"})
+	e.checkIndex(e.j)
+}
