@@ -15,13 +15,20 @@
 //	list      → list                        a continue token expired (410): from page one
 //	watch     → watch(last RV)              the server ended the watch normally
 //	watch     → list                        410 Gone, in either shape
+//	watch     → list                        the server refused the watch 5 times in a row
+//	watch     → list                        Verify, or every VerifyInterval (anti-entropy)
+//	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
 //	any       → backoff → same state        any other error (jittered, capped)
 //
 // # Relist
 //
 // A relist reads pages of Options.PageSize objects with resourceVersion
 // unset (a consistent read) and diffs each page as it arrives against the
-// index range it covers (Diff), staging the changes on disk. Pages of
+// index range it covers (Diff), staging the changes on disk. With a
+// non-empty index the pages are metadata only (PartialObjectMetadataList):
+// a page that holds changes is read again in full, at the same snapshot,
+// for the objects the events carry; the next page is requested while one
+// is diffed. Pages of
 // etcd-backed resources come in key order, so the diff is a merge of two
 // sorted streams and memory stays bounded by one page. If a page breaks
 // that order, the relist starts again and finds deletions by lookup instead.
