@@ -57,5 +57,5 @@ bench: controlplane
 	@mkdir -p $(CURDIR)/.cache/bench
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./bench/ > $(CURDIR)/.cache/bench/gobench.txt || { cat $(CURDIR)/.cache/bench/gobench.txt; exit 1; }
 	@cat $(CURDIR)/.cache/bench/gobench.txt
-	$(GO) build -o $(BIN)/benchharness ./bench/cmd/benchharness
-	BENCH_N=$(BENCH_N) BENCH_COMMAND="make bench BENCH_N=$(BENCH_N)" $(BIN)/benchharness -gobench $(CURDIR)/.cache/bench/gobench.txt -out $(CURDIR)/BENCHMARKS.md
+	$(GO) build -buildvcs=auto -o $(BIN)/benchharness ./bench/cmd/benchharness
+	BENCH_N=$(BENCH_N) BENCH_COMMAND="make bench BENCH_N=$(BENCH_N)" $(BIN)/benchharness -gobench $(CURDIR)/.cache/bench/gobench.txt -json $(CURDIR)/.cache/bench/results.json -out $(CURDIR)/BENCHMARKS.md

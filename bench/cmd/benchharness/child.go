@@ -1,0 +1,267 @@
+package main
+
+// The child: one subject in a process of its own. It reads commands from
+// the parent on stdin and answers with reports on stdout, one JSON object a
+// line. Nothing else may write to stdout (client-go's klog writes to
+// stderr).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Environment of a child.
+const (
+	envChild = "BENCH_CHILD" // the subject; its presence makes the process a child
+	envHost  = "BENCH_HOST"  // apiserver (or proxy) URL
+	envToken = "BENCH_TOKEN" // bearer token
+	envNS    = "BENCH_NS"    // namespace of the ConfigMaps
+	envN     = "BENCH_OBJECTS"
+	envDir   = "BENCH_DIR"   // scratch directory (watchjournal's file)
+	envTag   = "BENCH_TAG"   // prefix of profile file names
+	envPprof = "BENCH_PPROF" // directory for CPU and heap profiles; unset: none
+)
+
+// command is a line from the parent.
+type command struct {
+	// Cmd is "burst" (count updates until K more are seen), "relist" (arm,
+	// then wait for the relist the parent forces; the bare list waits for
+	// "go", then lists), "go" or "exit".
+	Cmd string `json:"cmd"`
+	K   int64  `json:"k,omitempty"`
+}
+
+// report is a line to the parent.
+type report struct {
+	// Event is "synced", "burst-armed", "burst-done", "relist-armed",
+	// "relisted", "bye" or "error".
+	Event string `json:"event"`
+	Err   string `json:"err,omitempty"`
+
+	// synced
+	Base        memory  `json:"base"`   // before the subject started, steady
+	Steady      memory  `json:"steady"` // once synced, steady
+	SyncSeconds float64 `json:"syncSeconds,omitempty"`
+	SyncCPU     float64 `json:"syncCPUSeconds,omitempty"` // CPU time (user + system) the sync took
+
+	// burst-done: when the last of the K updates was seen.
+	DoneUnixNano int64 `json:"doneUnixNano,omitempty"`
+
+	// relisted
+	RelistSeconds   float64 `json:"relistSeconds,omitempty"`    // the successful list request to done
+	SinceArmSeconds float64 `json:"sinceArmSeconds,omitempty"`  // armed to done
+	RelistCPU       float64 `json:"relistCPUSeconds,omitempty"` // CPU time from armed to done
+	PeakHeap        uint64  `json:"peakHeap,omitempty"`
+	PeakLive        uint64  `json:"peakLive,omitempty"` // largest heap a GC found live
+	// ArmPeak* are the peaks from arming, so including the reconnection
+	// while the parent forces the relist; Peak* are those from the first
+	// list request (one sample before it) until done.
+	ArmPeakHeap uint64 `json:"armPeakHeap,omitempty"`
+	ArmPeakLive uint64 `json:"armPeakLive,omitempty"`
+	ArmPeakRSS  uint64 `json:"armPeakRSS,omitempty"`
+	PeakRSS     uint64 `json:"peakRSS,omitempty"`
+	HWM         uint64 `json:"hwm,omitempty"`      // VmHWM over the relist (since start when reset failed)
+	HWMReset    bool   `json:"hwmReset,omitempty"` // VmHWM was reset at arm
+	Samples     int    `json:"samples,omitempty"`
+	After       memory `json:"after"` // steady, after the relist
+	Gone        int64  `json:"gone"`  // watchjournal: 410s seen; -1 otherwise
+	Lists       int64  `json:"lists"` // full lists started since arm
+	WatchLists  int64  `json:"watchLists"`
+	Pages       int64  `json:"pages"`
+	Note        string `json:"note,omitempty"`
+}
+
+func childMain(kind string) int {
+	out := json.NewEncoder(os.Stdout)
+	send := func(r report) {
+		if err := out.Encode(r); err != nil {
+			fmt.Fprintf(os.Stderr, "benchharness child: stdout: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	if err := runChild(kind, send); err != nil {
+		send(report{Event: "error", Err: err.Error()})
+		return 1
+	}
+	return 0
+}
+
+func runChild(kind string, send func(report)) error {
+	n, err := strconv.Atoi(os.Getenv(envN))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envN, err)
+	}
+	cfg := &rest.Config{
+		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
+	}
+	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
+	ctx := context.Background()
+
+	base := steady()
+	sub, reqs, err := newSubject(kind, cfg, os.Getenv(envNS), os.Getenv(envDir), n)
+	if err != nil {
+		return err
+	}
+	defer sub.close()
+
+	stopCPU := prof.cpu("cpu-sync")
+	began, cpu0 := time.Now(), cpuTime()
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout(n))
+	err = sub.sync(sctx)
+	cancel()
+	took, cpu := time.Since(began), cpuTime()-cpu0
+	stopCPU()
+	if err != nil {
+		return err
+	}
+	st := steady()
+	prof.heap("heap-steady")
+	send(report{Event: "synced", Base: base, Steady: st, SyncSeconds: took.Seconds(), SyncCPU: cpu.Seconds()})
+
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var c command
+		if err := json.Unmarshal(in.Bytes(), &c); err != nil {
+			return fmt.Errorf("bad command %q: %v", in.Text(), err)
+		}
+		switch c.Cmd {
+		case "burst":
+			target := sub.updates() + c.K
+			send(report{Event: "burst-armed"})
+			bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			err := sub.waitUpdates(bctx, target)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("burst: saw %d of %d updates: %w", sub.updates()-(target-c.K), c.K, err)
+			}
+			send(report{Event: "burst-done", DoneUnixNano: time.Now().UnixNano()})
+		case "relist":
+			// The bare list relists when told to ("go"), after the parent
+			// has restarted the apiserver, as the others relist after it.
+			ready := func() error { return nil }
+			if bare(kind) {
+				ready = func() error {
+					if !in.Scan() {
+						return fmt.Errorf("relist: no go from the parent: %v", in.Err())
+					}
+					if string(in.Bytes()) != `{"cmd":"go"}` {
+						return fmt.Errorf("relist: got %q; want go", in.Text())
+					}
+					return nil
+				}
+			}
+			r, err := relist(ctx, sub, reqs, n, prof, send, ready)
+			if err != nil {
+				return err
+			}
+			send(r)
+		case "exit":
+			send(report{Event: "bye"})
+			return nil
+		default:
+			return fmt.Errorf("unknown command %q", c.Cmd)
+		}
+	}
+	if err := in.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// relist arms the subject and the sampler, tells the parent, and waits for
+// the relist the parent forces.
+func relist(ctx context.Context, sub subject, reqs *requests, n int, prof profiler, send func(report), ready func() error) (report, error) {
+	runtime.GC()
+	reset := resetHWM()
+	lists, watchLists, pages := reqs.lists.Load(), reqs.watchLists.Load(), reqs.pages.Load()
+	sub.armRelist()
+	const interval = 50 * time.Millisecond
+	s := startSampler(interval)
+	stopCPU := prof.cpu("cpu-relist")
+	armed, cpu0 := time.Now(), cpuTime()
+	send(report{Event: "relist-armed"})
+	if err := ready(); err != nil {
+		return report{}, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, syncTimeout(n)+2*time.Minute)
+	info, err := sub.waitRelist(rctx)
+	cpu := cpuTime() - cpu0
+	cancel()
+	stopCPU()
+	ss := s.stop()
+	hwm := procStatus().HWM
+	if err != nil {
+		return report{}, err
+	}
+	peakHeap, peakLive, peakRSS, samples := peaks(ss, info.Start, info.End, interval)
+	armHeap, armLive, armRSS, _ := peaks(ss, time.Time{}, info.End, interval)
+	prof.heap("heap-relist")
+	r := report{
+		Event: "relisted", SinceArmSeconds: info.End.Sub(armed).Seconds(), RelistCPU: cpu.Seconds(),
+		PeakHeap: peakHeap, PeakLive: peakLive, PeakRSS: peakRSS, HWM: hwm, HWMReset: reset, Samples: samples,
+		ArmPeakHeap: armHeap, ArmPeakLive: armLive, ArmPeakRSS: armRSS,
+		Gone: info.Gone, Lists: reqs.lists.Load() - lists, WatchLists: reqs.watchLists.Load() - watchLists,
+		Pages: reqs.pages.Load() - pages, Note: info.Note,
+	}
+	if !info.Start.IsZero() {
+		r.RelistSeconds = info.End.Sub(info.Start).Seconds()
+	}
+	r.After = steady()
+	return r, nil
+}
+
+// syncTimeout bounds a full list of n objects generously.
+func syncTimeout(n int) time.Duration { return 2*time.Minute + time.Duration(n)*time.Millisecond }
+
+// profiler writes CPU and heap profiles to dir when dir is set.
+type profiler struct{ dir, tag string }
+
+func (p profiler) path(name string) string {
+	return filepath.Join(p.dir, p.tag+"-"+name+".pprof")
+}
+
+// cpu starts a CPU profile and returns the function that stops it.
+func (p profiler) cpu(name string) func() {
+	if p.dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(p.path(name))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+}
+
+// heap writes a heap profile (in-use as of the last GC, and everything
+// allocated since start).
+func (p profiler) heap(name string) {
+	if p.dir == "" {
+		return
+	}
+	f, err := os.Create(p.path(name))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+	}
+}

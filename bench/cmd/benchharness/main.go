@@ -1,0 +1,144 @@
+// Command benchharness measures watchjournal against client-go at scale, on
+// a local control plane (internal/controlplane, watch cache on).
+//
+// For each N (BENCH_N, comma-separated, ascending; default 50000) it
+// creates N ConfigMaps of about 1 KiB in one namespace with 32 parallel
+// writers, then runs each subject in a child process of its own (this
+// binary, re-executed with BENCH_CHILD set), so that memory is never mixed:
+//
+//   - watchjournal: a reconcile.Loop into a journal file in a temp dir;
+//   - informer: a client-go SharedIndexInformer of typed ConfigMaps;
+//   - metadata-informer: k8s.io/client-go/metadata/metadatainformer;
+//   - transform-informer: the typed informer with a cache.TransformFunc that
+//     keeps only name, namespace, UID and resourceVersion;
+//   - bare-list: a paginated list (500 a page, resourceVersion unset) that
+//     throws the items away: the apiserver's own list speed.
+//
+// Each child reports, as JSON lines on stdout: the steady Go heap and RSS
+// once synced; the time of the initial sync; how fast it absorbs a burst of
+// updates the parent makes; and, during a relist the parent forces (compact
+// etcd, then restart the apiserver behind a cut proxy so the watch cache
+// forgets the old resourceVersions), the peak heap and RSS sampled every
+// 50 ms, VmHWM and the relist's time. The parent prints one table and
+// writes it, with the in-process benchmarks' output (-gobench) and the
+// targets, to BENCHMARKS.md (-out).
+//
+// Environment: BENCH_N (object counts), BENCH_PPROF (a directory: children
+// write CPU and heap profiles there), BENCH_COMMAND (the command recorded
+// in the results file).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if kind := os.Getenv(envChild); kind != "" {
+		os.Exit(childMain(kind))
+	}
+	var o options
+	flag.StringVar(&o.counts, "n", envOr("BENCH_N", "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
+	flag.StringVar(&o.subjects, "subjects", strings.Join(allSubjects, ","), "subjects to run, comma-separated")
+	flag.IntVar(&o.burst, "burst", 5000, "updates in the burst")
+	flag.IntVar(&o.workers, "workers", 32, "parallel writers for creation and the burst")
+	flag.IntVar(&o.relists, "relists", 3, "forced relists per subject; the table shows the median time and the largest peaks")
+	flag.StringVar(&o.relistMode, "relist", "restart", "how to force the relist: restart (compact etcd, restart the apiserver behind a cut proxy) or cut (compact etcd, cut the proxy)")
+	flag.StringVar(&o.out, "out", "", "results file to write (BENCHMARKS.md); empty: none")
+	flag.StringVar(&o.gobench, "gobench", "", "output of the in-process go test -bench run to include in the results file")
+	flag.StringVar(&o.command, "command", envOr("BENCH_COMMAND", ""), "the command recorded as the way to reproduce the results")
+	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's directory")
+	flag.StringVar(&o.jsonOut, "json", "", "file to write every row, with all the children's reports, as JSON; empty: none")
+	flag.Parse()
+
+	for _, f := range strings.Split(o.counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fatalf("bad object count %q", f)
+		}
+		if len(o.ns) > 0 && n < o.ns[len(o.ns)-1] {
+			fatalf("object counts must be ascending: %s", o.counts)
+		}
+		o.ns = append(o.ns, n)
+	}
+	for _, s := range strings.Split(o.subjects, ",") {
+		s = strings.TrimSpace(s)
+		if !known(s) {
+			fatalf("unknown subject %q (known: %s)", s, strings.Join(allSubjects, ", "))
+		}
+		o.subjectList = append(o.subjectList, s)
+	}
+	if o.relistMode != "restart" && o.relistMode != "cut" {
+		fatalf("-relist must be restart or cut")
+	}
+	if o.command == "" {
+		o.command = "make bench BENCH_N=" + o.counts
+	}
+	began := time.Now()
+	res, err := run(context.Background(), o)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	res.took = time.Since(began)
+	fmt.Print(res.table())
+	fmt.Print(res.targetsText())
+	if o.jsonOut != "" {
+		b, err := json.MarshalIndent(res.rows, "", "  ")
+		if err == nil {
+			err = os.WriteFile(o.jsonOut, b, 0o644)
+		}
+		if err != nil {
+			fatalf("%v", err)
+		}
+	}
+	if o.out != "" {
+		if err := res.write(o.out); err != nil {
+			fatalf("%v", err)
+		}
+		logf("wrote %s (harness took %v)", o.out, res.took.Round(time.Second))
+	}
+}
+
+type options struct {
+	counts, subjects string
+	ns               []int
+	subjectList      []string
+	burst, workers   int
+	relists          int
+	relistMode       string
+	out, gobench     string
+	command          string
+	jsonOut          string
+	keep             bool
+}
+
+func known(s string) bool {
+	for _, k := range allSubjects {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s benchharness: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func fatalf(format string, args ...any) {
+	logf(format, args...)
+	os.Exit(1)
+}

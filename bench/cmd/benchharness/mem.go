@@ -1,0 +1,173 @@
+package main
+
+// Memory of the calling process: the Go heap from the runtime, the
+// resident set from /proc/self/status.
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// cpuTime returns the CPU time (user + system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// memory is one measurement, in bytes.
+type memory struct {
+	// HeapInuse is runtime.MemStats.HeapInuse: bytes in in-use heap spans.
+	HeapInuse uint64 `json:"heapInuse"`
+	// HeapAlloc is runtime.MemStats.HeapAlloc: bytes of allocated objects,
+	// garbage not yet swept included.
+	HeapAlloc uint64 `json:"heapAlloc"`
+	// HeapLive is /gc/heap/live:bytes: the heap the last GC found live.
+	HeapLive uint64 `json:"heapLive"`
+	// RSS, RSSAnon and RSSFile are VmRSS, RssAnon and RssFile (file-backed
+	// pages, e.g. bbolt's memory map) of /proc/self/status.
+	RSS     uint64 `json:"rss"`
+	RSSAnon uint64 `json:"rssAnon"`
+	RSSFile uint64 `json:"rssFile"`
+	// HWM is VmHWM, the peak resident set since start or the last
+	// resetHWM.
+	HWM uint64 `json:"hwm"`
+}
+
+// steady collects garbage, returns freed memory to the OS, and measures:
+// the memory a long-running process holds once it has settled.
+func steady() memory {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return measure()
+}
+
+// measure reads the heap and the resident set as they are now.
+func measure() memory {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m := procStatus()
+	m.HeapInuse, m.HeapAlloc = ms.HeapInuse, ms.HeapAlloc
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		m.HeapLive = live[0].Value.Uint64()
+	}
+	return m
+}
+
+// procStatus reads VmRSS, RssAnon, RssFile and VmHWM; zero where missing.
+func procStatus() memory {
+	var m memory
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return m
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(f[0]) {
+		case "VmRSS:":
+			m.RSS = kb << 10
+		case "RssAnon:":
+			m.RSSAnon = kb << 10
+		case "RssFile:":
+			m.RSSFile = kb << 10
+		case "VmHWM:":
+			m.HWM = kb << 10
+		}
+	}
+	return m
+}
+
+// resetHWM resets VmHWM to the current resident set (clear_refs value 5,
+// Linux 4.0+). It reports false when the kernel refused.
+func resetHWM() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// sample is one measurement by a sampler.
+type sample struct {
+	at                   time.Time
+	heapInuse, live, rss uint64
+}
+
+// sampler measures the heap and the resident set every interval, from one
+// goroutine that exits on stop.
+type sampler struct {
+	stopc chan struct{}
+	done  chan struct{}
+
+	mu      sync.Mutex
+	samples []sample
+}
+
+func startSampler(interval time.Duration) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{})}
+	s.sample()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) sample() {
+	m := measure()
+	s.mu.Lock()
+	s.samples = append(s.samples, sample{at: time.Now(), heapInuse: m.HeapInuse, live: m.HeapLive, rss: m.RSS})
+	s.mu.Unlock()
+}
+
+// stop takes a last sample, ends the goroutine and returns the samples.
+func (s *sampler) stop() []sample {
+	close(s.stopc)
+	<-s.done
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+// peaks returns the largest values of the samples taken from one interval
+// before from until the first sample at or after to (all samples when from
+// is zero), and how many samples that was.
+func peaks(ss []sample, from, to time.Time, interval time.Duration) (heapInuse, live, rss uint64, n int) {
+	for _, x := range ss {
+		if !from.IsZero() && x.at.Before(from.Add(-interval)) {
+			continue
+		}
+		heapInuse, live, rss = max(heapInuse, x.heapInuse), max(live, x.live), max(rss, x.rss)
+		n++
+		if !x.at.Before(to) {
+			break
+		}
+	}
+	return heapInuse, live, rss, n
+}

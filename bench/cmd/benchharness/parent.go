@@ -1,0 +1,503 @@
+package main
+
+// The parent: the control plane, the ConfigMaps, and one child per subject.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+)
+
+const (
+	benchNS = "bench"       // the ConfigMaps the subjects watch
+	otherNS = "bench-other" // writes that move etcd's revision on, unseen by subjects
+	// payloadSize makes a ConfigMap about 1 KiB of JSON as served.
+	payloadSize = 700
+)
+
+// parent holds the control plane and the objects created so far.
+type parent struct {
+	o       options
+	cp      *controlplane.ControlPlane
+	kube    kubernetes.Interface
+	created int
+	gen     int // burst generation, written into each updated object
+	exe     string
+}
+
+func run(ctx context.Context, o options) (*results, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "benchharness-")
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	cp, err := controlplane.Start(sctx, dir, controlplane.Options{
+		WatchCache:         true,
+		ExtraAPIServerArgs: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
+		Logf:               logf,
+	})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Stop()
+	kube, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	p := &parent{o: o, cp: cp, kube: kube, exe: exe}
+	res := &results{o: o}
+	if err := res.describe(ctx, cp, kube); err != nil {
+		logf("describing the machine: %v", err)
+	}
+	for _, ns := range []string{benchNS, otherNS} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	for _, n := range o.ns {
+		c, err := p.create(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		res.creations = append(res.creations, c)
+		if res.objectBytes == 0 {
+			res.objectBytes = p.objectSize(ctx)
+		}
+		for _, s := range o.subjectList {
+			r := p.runSubject(ctx, n, s)
+			if r.Err != "" {
+				logf("N=%d %s: %s", n, s, r.Err)
+			}
+			res.rows = append(res.rows, r)
+		}
+	}
+	if o.gobench != "" {
+		if res.gobench, err = os.ReadFile(o.gobench); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// creation records how long creating objects took.
+type creation struct {
+	From, To int
+	Seconds  float64
+}
+
+// create creates ConfigMaps cm-<from> .. cm-<n-1> with o.workers writers.
+func (p *parent) create(ctx context.Context, n int) (creation, error) {
+	from := p.created
+	c := creation{From: from, To: n}
+	if n <= from {
+		return c, nil
+	}
+	logf("creating ConfigMaps %d..%d with %d writers", from, n-1, p.o.workers)
+	payload := strings.Repeat("0123456789abcdef", payloadSize/16+1)[:payloadSize]
+	began := time.Now()
+	var done atomic.Int64
+	err := parallel(ctx, p.o.workers, from, n, func(ctx context.Context, i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i)}, Data: map[string]string{"payload": payload}}
+		err := retry(ctx, func() error {
+			_, err := p.kube.CoreV1().ConfigMaps(benchNS).Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+		if d := done.Add(1); d%20000 == 0 {
+			logf("created %d of %d", from+int(d), n)
+		}
+		return err
+	})
+	c.Seconds = time.Since(began).Seconds()
+	if err != nil {
+		return c, fmt.Errorf("creating ConfigMaps: %w", err)
+	}
+	p.created = n
+	logf("created %d ConfigMaps in %.1f s (%.0f/s)", n-from, c.Seconds, float64(n-from)/c.Seconds)
+	return c, nil
+}
+
+func name(i int) string { return fmt.Sprintf("cm-%06d", i) }
+
+// objectSize returns the size of one ConfigMap's JSON as served.
+func (p *parent) objectSize(ctx context.Context) int {
+	b, err := p.kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", benchNS, "configmaps", name(0)).DoRaw(ctx)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// parallel calls fn for i in [from, to) from workers goroutines and returns
+// the first error.
+func parallel(ctx context.Context, workers, from, to int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for i := from; i < to; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// retry retries fn on transient apiserver errors, a few times.
+func retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := range 8 {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || isConnErr(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func isConnErr(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "connection reset") ||
+		strings.Contains(s, "EOF") || strings.Contains(s, "http2")
+}
+
+// row is one subject's results at one N.
+type row struct {
+	N       int    `json:"n"`
+	Subject string `json:"subject"`
+	Err     string `json:"err,omitempty"`
+
+	Synced report `json:"synced"`
+
+	BurstK     int     `json:"burstK,omitempty"`
+	EventsPerS float64 `json:"eventsPerSecond,omitempty"` // K / (all seen − first write)
+	WritesPerS float64 `json:"writesPerSecond,omitempty"` // K / (last write acked − first write)
+	LagSeconds float64 `json:"lagSeconds,omitempty"`      // all seen − last write acked
+	// Relists are the forced relists in order; Relisted sums them up: the
+	// median time, the largest peaks, the requests and 410s added up.
+	Relists  []report `json:"relists"`
+	Relisted report   `json:"relisted"`
+}
+
+// aggregate sums up several relists of one subject.
+func aggregate(rs []report) report {
+	var a report
+	if len(rs) == 0 {
+		return a
+	}
+	a.Event = "relisted"
+	times := make([]float64, 0, len(rs))
+	cpus := make([]float64, 0, len(rs))
+	for _, x := range rs {
+		times = append(times, x.RelistSeconds)
+		cpus = append(cpus, x.RelistCPU)
+		a.PeakHeap = max(a.PeakHeap, x.PeakHeap)
+		a.PeakLive = max(a.PeakLive, x.PeakLive)
+		a.PeakRSS = max(a.PeakRSS, x.PeakRSS)
+		a.ArmPeakHeap = max(a.ArmPeakHeap, x.ArmPeakHeap)
+		a.ArmPeakLive = max(a.ArmPeakLive, x.ArmPeakLive)
+		a.ArmPeakRSS = max(a.ArmPeakRSS, x.ArmPeakRSS)
+		a.HWM = max(a.HWM, x.HWM)
+		a.Lists += x.Lists
+		a.WatchLists += x.WatchLists
+		a.Pages += x.Pages
+		a.Gone += x.Gone
+		a.Samples += x.Samples
+	}
+	if rs[0].Gone < 0 {
+		a.Gone = -1
+	}
+	slices.Sort(times)
+	a.RelistSeconds = times[len(times)/2]
+	slices.Sort(cpus)
+	a.RelistCPU = cpus[len(cpus)/2]
+	a.After = rs[len(rs)-1].After
+	a.Note = rs[len(rs)-1].Note
+	return a
+}
+
+// child is a running child process.
+type child struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	reports chan report
+	exited  chan error
+}
+
+func (c *child) send(cmd command) error {
+	b, _ := json.Marshal(cmd)
+	_, err := c.stdin.Write(append(b, '\n'))
+	return err
+}
+
+// await returns the next report, which must be want.
+func (c *child) await(want string, timeout time.Duration) (report, error) {
+	select {
+	case r, ok := <-c.reports:
+		if !ok {
+			return report{}, fmt.Errorf("child exited waiting for %q: %v", want, <-c.exited)
+		}
+		if r.Event == "error" {
+			return r, fmt.Errorf("child: %s", r.Err)
+		}
+		if r.Event != want {
+			return r, fmt.Errorf("child sent %q; want %q", r.Event, want)
+		}
+		return r, nil
+	case <-time.After(timeout):
+		return report{}, fmt.Errorf("no %q from the child within %v", want, timeout)
+	}
+}
+
+func (p *parent) startChild(n int, kind string, host, dir string) (*child, error) {
+	cmd := exec.Command(p.exe)
+	cmd.Env = append(os.Environ(),
+		envChild+"="+kind, envHost+"="+host, envToken+"="+p.cp.AdminToken(), envNS+"="+benchNS,
+		fmt.Sprintf("%s=%d", envN, n), envDir+"="+dir, fmt.Sprintf("%s=N%d-%s", envTag, n, kind))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, reports: make(chan report, 4), exited: make(chan error, 1)}
+	go func() { // exits when the child closes stdout (it exited)
+		defer close(c.reports)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var r report
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				logf("child %s: not a report: %q", kind, sc.Text())
+				continue
+			}
+			c.reports <- r
+		}
+		c.exited <- cmd.Wait()
+	}()
+	return c, nil
+}
+
+// runSubject runs one subject in a child and collects its row.
+func (p *parent) runSubject(ctx context.Context, n int, kind string) row {
+	r := row{N: n, Subject: kind}
+	if err := p.subject(ctx, &r); err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func (p *parent) subject(ctx context.Context, r *row) error {
+	proxy, err := controlplane.NewProxy(p.cp.APIServerAddr())
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	dir, err := os.MkdirTemp("", "benchharness-"+r.Subject+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	logf("N=%d %s: starting", r.N, r.Subject)
+	c, err := p.startChild(r.N, r.Subject, p.cp.ProxiedRESTConfig(proxy).Host, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = c.stdin.Close()
+		select {
+		case <-c.exited:
+		case <-time.After(30 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+	}()
+	fail := func(err error) error {
+		_ = c.cmd.Process.Kill()
+		return err
+	}
+	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
+		return fail(err)
+	}
+	logf("N=%d %s: synced in %.2f s (CPU %.2f s), heap %s, RSS %s", r.N, r.Subject, r.Synced.SyncSeconds, r.Synced.SyncCPU,
+		mib(r.Synced.Steady.HeapInuse), mib(r.Synced.Steady.RSS))
+
+	if !bare(r.Subject) {
+		if err := p.burst(ctx, c, r); err != nil {
+			return fail(fmt.Errorf("burst: %w", err))
+		}
+		logf("N=%d %s: burst of %d: %.0f events/s (writes %.0f/s), lag %.0f ms", r.N, r.Subject, r.BurstK,
+			r.EventsPerS, r.WritesPerS, 1000*r.LagSeconds)
+	}
+
+	for i := range p.o.relists {
+		if err := c.send(command{Cmd: "relist"}); err != nil {
+			return fail(err)
+		}
+		if _, err := c.await("relist-armed", time.Minute); err != nil {
+			return fail(err)
+		}
+		if err := p.forceRelist(ctx, proxy); err != nil {
+			return fail(fmt.Errorf("forcing the relist: %w", err))
+		}
+		if bare(r.Subject) {
+			if err := c.send(command{Cmd: "go"}); err != nil {
+				return fail(err)
+			}
+		}
+		x, err := c.await("relisted", 2*syncTimeout(r.N)+3*time.Minute)
+		if err != nil {
+			return fail(err)
+		}
+		r.Relists = append(r.Relists, x)
+		logf("N=%d %s: relist %d: %.2f s (%.2f s since armed, CPU %.2f s), peak heap %s (live %s; from arming %s), peak RSS %s, lists %d, watch-lists %d, 410s %d",
+			r.N, r.Subject, i+1, x.RelistSeconds, x.SinceArmSeconds, x.RelistCPU, mib(x.PeakHeap), mib(x.PeakLive), mib(x.ArmPeakHeap), mib(x.PeakRSS),
+			x.Lists, x.WatchLists, x.Gone)
+	}
+	r.Relisted = aggregate(r.Relists)
+	if err := c.send(command{Cmd: "exit"}); err != nil {
+		return fail(err)
+	}
+	if _, err := c.await("bye", time.Minute); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// burst updates min(o.burst, N) objects as fast as o.workers writers can
+// and measures how soon the child has seen all of them.
+func (p *parent) burst(ctx context.Context, c *child, r *row) error {
+	k := min(p.o.burst, r.N)
+	r.BurstK = k
+	p.gen++
+	patch := []byte(fmt.Sprintf(`{"data":{"gen":"%d"}}`, p.gen))
+	if err := c.send(command{Cmd: "burst", K: int64(k)}); err != nil {
+		return err
+	}
+	if _, err := c.await("burst-armed", time.Minute); err != nil {
+		return err
+	}
+	first := time.Now()
+	err := parallel(ctx, p.o.workers, 0, k, func(ctx context.Context, i int) error {
+		return retry(ctx, func() error {
+			_, err := p.kube.CoreV1().ConfigMaps(benchNS).Patch(ctx, name(i), types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
+	})
+	last := time.Now()
+	if err != nil {
+		return err
+	}
+	done, err := c.await("burst-done", 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	seen := time.Unix(0, done.DoneUnixNano)
+	r.EventsPerS = float64(k) / seen.Sub(first).Seconds()
+	r.WritesPerS = float64(k) / last.Sub(first).Seconds()
+	r.LagSeconds = seen.Sub(last).Seconds()
+	return nil
+}
+
+// forceRelist makes the child's stored resourceVersion unusable and its
+// watch reconnect: cut the child's proxy, move etcd's revision on (writes
+// the child does not see), compact etcd, and in restart mode restart the
+// apiserver, so that its watch cache starts over at the compacted revision
+// and answers a watch from an older resourceVersion with 410 Gone. (With
+// the watch cache on, a compaction alone does not: the cache keeps serving
+// watches from its own window of events.) Then heal the proxy.
+func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) error {
+	proxy.Cut()
+	defer proxy.Heal()
+	for i := range 3 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bump-%d-%d", p.gen, i)}}
+		p.gen++
+		if _, err := p.kube.CoreV1().ConfigMaps(otherNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if _, err := p.cp.Compact(ctx); err != nil {
+		return err
+	}
+	if p.o.relistMode == "restart" {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if err := p.cp.RestartAPIServer(rctx); err != nil {
+			return err
+		}
+		// Wait until the apiserver serves lists of the namespace again.
+		for {
+			_, err := p.kube.CoreV1().ConfigMaps(benchNS).List(rctx, metav1.ListOptions{Limit: 1})
+			if err == nil {
+				break
+			}
+			if rctx.Err() != nil {
+				return errors.Join(err, rctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,365 @@
+package main
+
+// The results: the table, the targets and the results file.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+)
+
+// handWritten marks the start of the part of the results file that the
+// harness keeps as it is when it rewrites the file.
+const handWritten = "<!-- Everything below this line is written by hand; benchharness keeps it. -->"
+
+type results struct {
+	o           options
+	rows        []row
+	creations   []creation
+	objectBytes int
+	gobench     []byte
+	took        time.Duration
+
+	date                  time.Time
+	cpu, kernel           string
+	nproc                 int
+	memTotal              uint64
+	goVersion, kube, etcd string
+	clientGo, bbolt       string
+	// revision is the commit of the module this binary was built from,
+	// with "+modified" when the working tree had changes.
+	revision string
+}
+
+// describe records the machine and the versions.
+func (r *results) describe(ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes.Interface) error {
+	r.date = time.Now().UTC()
+	r.nproc = runtime.NumCPU()
+	r.goVersion = runtime.Version()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch(b); m != nil {
+			r.cpu = strings.TrimSpace(string(m[1]))
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^MemTotal:\s*(\d+) kB`).FindSubmatch(b); m != nil {
+			kb, _ := strconv.ParseUint(string(m[1]), 10, 64)
+			r.memTotal = kb << 10
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		r.kernel = strings.TrimSpace(string(b))
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		modified := false
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				r.revision = st.Value
+			case "vcs.modified":
+				modified = st.Value == "true"
+			}
+		}
+		if modified {
+			r.revision += "+modified"
+		}
+		if r.revision == "" {
+			r.revision = "unknown (built with -buildvcs=false)"
+		}
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "k8s.io/client-go":
+				r.clientGo = d.Version
+			case "go.etcd.io/bbolt":
+				r.bbolt = d.Version
+			}
+		}
+	}
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	r.kube = v.GitVersion
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.EtcdURL()+"/version", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var ev struct {
+		Server string `json:"etcdserver"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ev); err != nil {
+		return err
+	}
+	r.etcd = ev.Server
+	return nil
+}
+
+func mb(b uint64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+}
+
+func secs(s float64) string {
+	if s == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", s)
+}
+
+// relistSeen says what shows that the subject really relisted.
+func relistSeen(r row) string {
+	var parts []string
+	if len(r.Relists) > 0 {
+		parts = append(parts, fmt.Sprintf("%d relists", len(r.Relists)))
+	}
+	if r.Relisted.Gone >= 0 {
+		parts = append(parts, fmt.Sprintf("410s %d", r.Relisted.Gone))
+	}
+	if r.Relisted.Lists > 0 {
+		parts = append(parts, fmt.Sprintf("lists %d (%d pages)", r.Relisted.Lists, r.Relisted.Pages))
+	}
+	if r.Relisted.WatchLists > 0 {
+		parts = append(parts, fmt.Sprintf("watch-lists %d", r.Relisted.WatchLists))
+	}
+	if r.Relisted.Note != "" {
+		parts = append(parts, r.Relisted.Note)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// table returns the results as one Markdown table.
+func (r *results) table() string {
+	var b strings.Builder
+	b.WriteString("| N | subject | heap MiB | RSS MiB | peak heap MiB | peak RSS MiB | sync s | relist s | events/s | lag ms | sync CPU s | relist CPU s | peak live MiB | anon RSS MiB | relist VmHWM MiB | base heap MiB | relist seen |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, x := range r.rows {
+		if x.Err != "" {
+			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			continue
+		}
+		ev, lag := "–", "–"
+		if x.BurstK > 0 {
+			ev = fmt.Sprintf("%.0f", x.EventsPerS)
+			lag = fmt.Sprintf("%.0f", 1000*x.LagSeconds)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			x.N, x.Subject, mb(x.Synced.Steady.HeapInuse), mb(x.Synced.Steady.RSS),
+			mb(x.Relisted.PeakHeap), mb(x.Relisted.PeakRSS), secs(x.Synced.SyncSeconds), secs(x.Relisted.RelistSeconds),
+			ev, lag, secs(x.Synced.SyncCPU), secs(x.Relisted.RelistCPU), mb(x.Relisted.PeakLive), mb(x.Synced.Steady.RSSAnon), mb(x.Relisted.HWM), mb(x.Synced.Base.HeapInuse), relistSeen(x))
+	}
+	return b.String()
+}
+
+func (r *results) find(n int, subject string) (row, bool) {
+	for _, x := range r.rows {
+		if x.N == n && x.Subject == subject && x.Err == "" {
+			return x, true
+		}
+	}
+	return row{}, false
+}
+
+// target is one target and whether the run meets it.
+type target struct {
+	name, measured string
+	state          string // "holds", "MISSED", "not measured"
+}
+
+func check(ok bool) string {
+	if ok {
+		return "holds"
+	}
+	return "MISSED"
+}
+
+// targets evaluates the issue's targets on this run's numbers.
+func (r *results) targets() []target {
+	var ts []target
+	ns := r.o.ns
+	ref := ns[len(ns)-1]
+	for _, n := range ns {
+		if n == 50_000 {
+			ref = n
+		}
+	}
+	wj, ok1 := r.find(ref, subjWatchjournal)
+	inf, ok2 := r.find(ref, subjInformer)
+	t := target{name: fmt.Sprintf("watchjournal steady heap ≤ 5%% of the full informer's (N=%d)", ref), state: "not measured"}
+	if ok1 && ok2 {
+		ratio := float64(wj.Synced.Steady.HeapInuse) / float64(inf.Synced.Steady.HeapInuse)
+		t.measured = fmt.Sprintf("%s / %s MiB = %.1f%%", mb(wj.Synced.Steady.HeapInuse), mb(inf.Synced.Steady.HeapInuse), 100*ratio)
+		t.state = check(ratio <= 0.05)
+	}
+	ts = append(ts, t)
+
+	lo, hi := ns[0], ns[len(ns)-1]
+	t = target{name: fmt.Sprintf("watchjournal heap flat in N: heap at N=%d ≤ 1.25× heap at N=%d", hi, lo), state: "not measured"}
+	if a, ok := r.find(lo, subjWatchjournal); ok && lo != hi {
+		if b, ok := r.find(hi, subjWatchjournal); ok {
+			ratio := float64(b.Synced.Steady.HeapInuse) / float64(a.Synced.Steady.HeapInuse)
+			t.measured = fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.Synced.Steady.HeapInuse), mb(a.Synced.Steady.HeapInuse), ratio)
+			t.state = check(ratio <= 1.25)
+		}
+	}
+	ts = append(ts, t)
+
+	for _, n := range ns {
+		t := target{name: fmt.Sprintf("watchjournal peak heap during a relist ≤ 1.5× its steady heap (N=%d)", n), state: "not measured"}
+		if x, ok := r.find(n, subjWatchjournal); ok && x.Relisted.PeakHeap > 0 {
+			ratio := float64(x.Relisted.PeakHeap) / float64(x.Synced.Steady.HeapInuse)
+			t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (peak live heap %s MiB = %.2f×)", mb(x.Relisted.PeakHeap),
+				mb(x.Synced.Steady.HeapInuse), ratio, mb(x.Relisted.PeakLive), float64(x.Relisted.PeakLive)/float64(x.Synced.Steady.HeapInuse))
+			t.state = check(ratio <= 1.5)
+		}
+		ts = append(ts, t)
+	}
+	for _, n := range ns {
+		t := target{name: fmt.Sprintf("watchjournal relist time ≤ 1.3× the bare paginated list (N=%d)", n), state: "not measured"}
+		x, ok1 := r.find(n, subjWatchjournal)
+		l, ok2 := r.find(n, subjList)
+		if ok1 && ok2 && x.Relisted.RelistSeconds > 0 && l.Relisted.RelistSeconds > 0 {
+			ratio := x.Relisted.RelistSeconds / l.Relisted.RelistSeconds
+			t.measured = fmt.Sprintf("%.2f / %.2f s = %.2f×", x.Relisted.RelistSeconds, l.Relisted.RelistSeconds, ratio)
+			t.state = check(ratio <= 1.3)
+		}
+		ts = append(ts, t)
+	}
+
+	gb := parseGobench(r.gobench)
+	add := func(name, bench, unit string, ok func(float64) bool) {
+		t := target{name: name, state: "not measured"}
+		if v, found := gb[bench][unit]; found {
+			t.measured = fmt.Sprintf("%.0f %s (%s)", v, unit, bench)
+			t.state = check(ok(v))
+		}
+		ts = append(ts, t)
+	}
+	add("journal append ≥ 100,000 events/s in process (1,000 events of ~1 KiB per Update, fsync)",
+		"BenchmarkJournalAppend/batch=1000", "events/s", func(v float64) bool { return v >= 100_000 })
+	add("journal replay ≥ 300,000 events/s in process (Journal.Read, 1,000 a call)",
+		"BenchmarkJournalRead/batch=1000", "events/s", func(v float64) bool { return v >= 300_000 })
+	add("index on disk ≤ 200 bytes per object (index-only file, keys in list order)",
+		"BenchmarkIndexSize/store/key-order", "file-B/obj", func(v float64) bool { return v <= 200 })
+	add("index on disk ≤ 200 bytes per object (index-only file, keys in random order)",
+		"BenchmarkIndexSize/store/random-order", "file-B/obj", func(v float64) bool { return v <= 200 })
+	return ts
+}
+
+func (r *results) targetsText() string {
+	var b strings.Builder
+	b.WriteString("\n| target | measured | |\n|---|---|---|\n")
+	for _, t := range r.targets() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
+	}
+	return b.String()
+}
+
+var benchSuffix = regexp.MustCompile(`-\d+$`)
+
+// parseGobench reads go test -bench output: benchmark name (without the
+// -GOMAXPROCS suffix) → unit → value.
+func parseGobench(out []byte) map[string]map[string]float64 {
+	m := map[string]map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := benchSuffix.ReplaceAllString(f[0], "")
+		units := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			units[f[i+1]] = v
+		}
+		m[name] = units
+	}
+	return m
+}
+
+// write writes the results file, keeping its hand-written part.
+func (r *results) write(path string) error {
+	var kept []byte
+	if old, err := os.ReadFile(path); err == nil {
+		if i := bytes.Index(old, []byte(handWritten)); i >= 0 {
+			kept = old[i+len(handWritten):]
+		}
+	}
+	var b strings.Builder
+	b.WriteString("# Benchmarks\n\n")
+	fmt.Fprintf(&b, "Written by `make bench` (bench/cmd/benchharness) on %s; the harness took %v. Reproduce with:\n\n",
+		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second))
+	fmt.Fprintf(&b, "    %s\n\n", r.o.command)
+	b.WriteString("## Machine and versions\n\n")
+	fmt.Fprintf(&b, "- CPU: %s, %d cores (nproc); memory %.1f GiB; Linux %s\n", r.cpu, r.nproc, float64(r.memTotal)/(1<<30), r.kernel)
+	fmt.Fprintf(&b, "- Go %s; kube-apiserver %s (watch cache on); etcd %s; client-go %s; bbolt %s\n",
+		r.goVersion, r.kube, r.etcd, r.clientGo, r.bbolt)
+	fmt.Fprintf(&b, "- watchjournal at commit %s (the harness binary's VCS stamp; +modified: uncommitted changes in the tree, e.g. bench/ itself)\n", r.revision)
+	fmt.Fprintf(&b, "- Other work may have run on the machine at the same time.\n\n")
+
+	b.WriteString("## Against a local control plane, one subject per process\n\n")
+	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, in one namespace. ", r.objectBytes)
+	for _, c := range r.creations {
+		if c.To > c.From {
+			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
+		}
+	}
+	b.WriteString("\n\n")
+	b.WriteString(r.table())
+	b.WriteString(`
+- **heap**: runtime.MemStats.HeapInuse after runtime.GC() and debug.FreeOSMemory(), once synced; **RSS**: VmRSS at the same moment (for watchjournal it includes bbolt's memory-mapped file pages; **anon RSS** is RssAnon without them). **base heap**: the same measure in the child before the subject started (client-go's and the binary's own state; every child is the same binary).
+- **peak heap / peak RSS**: the largest HeapInuse / VmRSS sampled every 50 ms from that list request (one sample before it) until the subject holds every object again; the JSON reports also keep the peaks from the moment the parent began forcing the relist, reconnection included (HeapInuse counts garbage not yet collected: with GOGC=100 the heap grows to about twice what the last GC found live, and never below 4 MiB in total); **peak live**: the largest /gc/heap/live:bytes over the same samples, the heap a GC found live; **relist VmHWM**: VmHWM from forcing the relist until done (reset through /proc/self/clear_refs).
+- **Subjects**: watchjournal (reconcile.Loop into a journal file, default options); informer (client-go SharedIndexInformer of typed ConfigMaps); metadata-informer (metadatainformer); transform-informer (the typed informer with a cache.TransformFunc keeping name, namespace, UID and resourceVersion); bare-list (pages of 500, resourceVersion unset, JSON; only each page's metadata is decoded, the items are read to io.Discard: the apiserver's own paginated list speed); bare-watch-list (a watch with sendInitialEvents=true, KEP-3157, read until the initial-events-end bookmark, each event decoded once with encoding/json and thrown away: the apiserver's streaming list, with a minimal client).
+- **sync s**: from the subject's start until it holds all N objects (watchjournal: the initial list committed to the journal; informers: N add notifications delivered; bare list: one full list).
+- **relist s**: from the start of the list request that succeeded after the relist was forced (attempts that failed while the proxy was cut do not count) (counted by a WrapTransport) until the subject holds every object again: watchjournal's list committed; an informer's Replace delivered all N objects to its handler again; for the bare list, a second full paginated list, made after the same apiserver restart. The median of the relists (3 by default, -relists).
+- **sync CPU s / relist CPU s**: the child's CPU time (user + system, getrusage) over the sync / from arming the relist until done (median): the client's own cost, steadier than wall time on a shared machine.
+- **events/s**: the parent patches ` + fmt.Sprint(r.o.burst) + ` objects with ` + fmt.Sprint(r.o.workers) + ` writers as fast as the apiserver takes them; events/s = updates / (time the subject has seen the last − first write). It cannot exceed the apiserver's write rate. **lag ms**: from the last write's answer to the subject seeing it.
+- **Forcing the relist** (` + r.o.relistMode + ` mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
+`)
+	b.WriteString("\n## Targets\n")
+	b.WriteString(r.targetsText())
+	b.WriteString("\n## In process (no apiserver)\n\n")
+	b.WriteString("`go test -run '^$' -bench . -benchmem ./bench/` (bench/journal_bench_test.go). events/s, objects/s and B/obj are custom metrics.\n\n")
+	if len(r.gobench) > 0 {
+		b.WriteString("```text\n")
+		b.Write(bytes.TrimSpace(r.gobench))
+		b.WriteString("\n```\n")
+	} else {
+		b.WriteString("Not run (no -gobench file).\n")
+	}
+	b.WriteString("\n" + handWritten)
+	if len(kept) > 0 {
+		b.Write(kept)
+	} else {
+		b.WriteString("\n")
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}

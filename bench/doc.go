@@ -1,0 +1,22 @@
+// Package bench measures watchjournal at scale. It holds no library code.
+//
+// # In process
+//
+// journal_bench_test.go has standard Go benchmarks that need no apiserver:
+// journal append with group commit, replay with Journal.Read, the relist diff
+// against an index of N objects (reconcile.Diff over ScanIndex pages, and the
+// staged path BeginRelist/Stage/Commit), and the index's size on disk per
+// object. Run them with
+//
+//	go test -run '^$' -bench . -benchmem ./bench/
+//
+// Each reports its rate as a custom metric (events/s, objects/s, B/obj).
+//
+// # Against a local control plane
+//
+// cmd/benchharness starts etcd and kube-apiserver (internal/controlplane),
+// creates N ConfigMaps of about 1 KiB and runs each subject (watchjournal,
+// three client-go informers, a bare paginated list) in a child process of
+// its own, so that memory is never mixed. It prints one table and writes
+// BENCHMARKS.md. `make bench` runs both.
+package bench
