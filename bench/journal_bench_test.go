@@ -9,6 +9,8 @@ package bench
 //	BenchmarkRelistDiff      objects/s of reconcile.Diff over ScanIndex pages
 //	BenchmarkRelistStaged    objects/s of BeginRelist / Stage / Commit
 //	BenchmarkIndexSize       bytes on disk per index entry
+//	BenchmarkBboltAppend     bbolt's settings for the journal bucket, with bbolt alone
+//	BenchmarkJournalHeap     live Go heap a Journal keeps after taking in N objects
 //
 // Objects are ConfigMaps as the apiserver serves them, about 1 KiB of JSON;
 // keys look like "bench/cm-000123", UIDs have 36 characters and

@@ -12,7 +12,9 @@
 //   - transform-informer: the typed informer with a cache.TransformFunc that
 //     keeps only name, namespace, UID and resourceVersion;
 //   - bare-list: a paginated list (500 a page, resourceVersion unset) that
-//     throws the items away: the apiserver's own list speed.
+//     throws the items away: the apiserver's own list speed;
+//   - bare-watch-list: a watch with sendInitialEvents=true (KEP-3157) read
+//     until the initial-events-end bookmark: the apiserver's streaming list.
 //
 // Each child reports, as JSON lines on stdout: the steady Go heap and RSS
 // once synced; the time of the initial sync; how fast it absorbs a burst of
