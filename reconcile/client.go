@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -154,8 +155,8 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 		return nil, err
 	}
 	body, _ := res.Raw()
-	var l rawList
-	if err := json.Unmarshal(body, &l); err != nil {
+	l, err := decodeList(body)
+	if err != nil {
 		return nil, fmt.Errorf("reconcile: decode list: %w", err)
 	}
 	if req.meta && l.Kind != "PartialObjectMetadataList" {
@@ -183,12 +184,79 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 // metadata-only request with full objects.
 var errNoMetadataLists = errors.New("reconcile: the apiserver does not serve metadata-only lists")
 
+// jsonAPI reads list pages: json-iterator finds an item's end and returns
+// its bytes in one pass, and reads the metadata field by field, skipping the
+// rest; encoding/json validates the page, then scans it again to decode,
+// then validates and scans each item once more.
+var jsonAPI = jsoniter.ConfigCompatibleWithStandardLibrary
+
+// decodeList reads a list page in one pass. Items alias body.
+func decodeList(body []byte) (*rawList, error) {
+	l := &rawList{}
+	it := jsoniter.ParseBytes(jsonAPI, body)
+	it.ReadObjectCB(func(it *jsoniter.Iterator, field string) bool {
+		switch field {
+		case "kind":
+			l.Kind = it.ReadString()
+		case "apiVersion":
+			l.APIVersion = it.ReadString()
+		case "metadata":
+			it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+				switch f {
+				case "resourceVersion":
+					l.Metadata.ResourceVersion = it.ReadString()
+				case "continue":
+					l.Metadata.Continue = it.ReadString()
+				default:
+					it.Skip()
+				}
+				return true
+			})
+		case "items":
+			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
+				l.Items = append(l.Items, it.SkipAndReturnBytes())
+				return it.Error == nil
+			})
+		default:
+			it.Skip()
+		}
+		return it.Error == nil
+	})
+	if it.Error != nil && it.Error != io.EOF {
+		return nil, it.Error
+	}
+	return l, nil
+}
+
 // itemMeta reads the key, UID and resourceVersion of a listed object,
 // keeping no Object.
 func itemMeta(raw json.RawMessage) (Item, error) {
 	var m rawMeta
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return Item{}, fmt.Errorf("reconcile: decode object: %w", err)
+	it := jsoniter.ParseBytes(jsonAPI, raw)
+	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+		if f != "metadata" {
+			it.Skip()
+			return true
+		}
+		it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+			switch f {
+			case "name":
+				m.Metadata.Name = it.ReadString()
+			case "namespace":
+				m.Metadata.Namespace = it.ReadString()
+			case "uid":
+				m.Metadata.UID = it.ReadString()
+			case "resourceVersion":
+				m.Metadata.ResourceVersion = it.ReadString()
+			default:
+				it.Skip()
+			}
+			return true
+		})
+		return false // the rest of the object is not needed
+	})
+	if it.Error != nil && it.Error != io.EOF {
+		return Item{}, fmt.Errorf("reconcile: decode object: %w", it.Error)
 	}
 	md := m.Metadata
 	if md.Name == "" || md.UID == "" || md.ResourceVersion == "" {
