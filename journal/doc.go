@@ -18,6 +18,8 @@
 //     comes back with a new UID gives DELETED (old UID) then ADDED (new UID).
 //   - A relist is staged on disk and made visible only when its list is
 //     complete: a failed or partial list changes neither index nor journal.
+//     Its events wait in a sibling file, <path>.relist, which exists only
+//     while a relist with changes is in progress (see stagefile.go).
 //   - resourceVersions are opaque strings, compared only for equality
 //     (API concepts, "Resource versions").
 //

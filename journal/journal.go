@@ -37,8 +37,9 @@ type Options struct {
 // Journal is an open journal file. It is safe for concurrent use by many
 // goroutines; writes are serialized.
 type Journal struct {
-	store *bolt.Store
-	log   *zap.Logger
+	store  *bolt.Store
+	log    *zap.Logger
+	noSync bool
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced after every commit that appends
@@ -50,6 +51,9 @@ const (
 	metaResource = "resource"
 	metaRV       = "rv"
 	metaRelistRV = "relistRV" // set while a staged relist is being committed
+	// metaRelistStage is the stage file's nonce, size and next position
+	// (3 × 8 bytes, big-endian), set with metaRelistRV.
+	metaRelistStage = "relistStage"
 )
 
 // Open opens the journal file at path, creating it (mode 0600) when it does
@@ -72,7 +76,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{store: s, log: o.Logger, notify: make(chan struct{})}
+	j := &Journal{store: s, log: o.Logger, noSync: o.NoSync, notify: make(chan struct{})}
 	if !o.ReadOnly {
 		if err := j.bindResource(o.Resource); err != nil {
 			_ = s.Close()

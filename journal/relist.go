@@ -1,7 +1,12 @@
 package journal
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
+
+	"go.uber.org/zap"
 
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
@@ -15,46 +20,55 @@ const commitChunk = 1000
 // Commit; Abort, an error, or a crash discards it all. Memory stays bounded
 // by what one call passes in. Not safe for concurrent use; one Relist at a
 // time per Journal.
+//
+// The events wait in a sibling file, <path>.relist (see stagefile.go for
+// why not in the bbolt file); it exists only while a relist with changes
+// is in progress.
 type Relist struct {
 	j      *Journal
+	w      *stageWriter // nil until the first event is staged
 	staged int
 	done   bool
 }
 
-// BeginRelist starts a relist, discarding whatever an earlier, unfinished
-// relist staged.
+// BeginRelist starts a relist. It first finishes a commit that an earlier
+// Relist began and could not complete (a full disk, say), and discards
+// whatever an unfinished relist staged.
 func (j *Journal) BeginRelist() (*Relist, error) {
-	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.StageClear() }); err != nil {
+	if err := j.finishRelist(); err != nil {
+		return nil, err
+	}
+	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.SeenClear() }); err != nil {
 		return nil, fmt.Errorf("journal: begin relist: %w", err)
 	}
 	return &Relist{j: j}, nil
 }
 
-// Stage writes evs to the staging area in one transaction, in order. Their
-// Offset is ignored; a zero Time is set now.
+// Stage appends evs to the staging file, in order. Their Offset is
+// ignored; a zero Time is set now. A full disk gives an error matching
+// ErrNoSpace.
 func (r *Relist) Stage(evs []Event) error {
-	if len(evs) == 0 {
-		return nil
+	if r.done {
+		return fmt.Errorf("journal: relist already finished")
 	}
-	err := r.j.store.Update(func(tx *bolt.Tx) error {
-		for i := range evs {
-			if evs[i].Time.IsZero() {
-				evs[i].Time = now()
-			}
-			rec, err := encodeEvent(&evs[i])
-			if err != nil {
-				return err
-			}
-			if err := tx.StagePut(rec); err != nil {
+	for i := range evs {
+		if evs[i].Time.IsZero() {
+			evs[i].Time = now()
+		}
+		rec, err := encodeEvent(&evs[i])
+		if err != nil {
+			return fmt.Errorf("journal: stage: %w", err)
+		}
+		if r.w == nil {
+			if r.w, err = createStage(stagePath(r.j.Path())); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("journal: stage: %w", err)
+		if err := r.w.add(rec); err != nil {
+			return err
+		}
+		r.staged++
 	}
-	r.staged += len(evs)
 	return nil
 }
 
@@ -90,89 +104,208 @@ func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 
 // Commit makes the staged events visible: each is appended to the journal
 // and applied to the index, and rv becomes the last synced resourceVersion.
-// Large relists commit in chunks; a marker written first makes a crash in
-// between roll forward on the next Open, so the relist is never lost nor
-// half-applied after Open returns. It returns the first and last offsets
-// assigned (0, 0 when nothing was staged).
+// Large relists commit in chunks of 1,000 events; a marker written first
+// (after the staging file is fsynced) makes a crash in between roll
+// forward on the next Open or BeginRelist, so the relist is never lost nor
+// half-applied once the marker is set. It returns the first and last
+// offsets assigned (0, 0 when nothing was staged).
 func (r *Relist) Commit(rv string) (first, last uint64, err error) {
 	if r.done {
 		return 0, 0, fmt.Errorf("journal: relist already finished")
 	}
 	r.done = true
-	if err := r.j.store.Update(func(tx *bolt.Tx) error {
-		first = tx.NextOffset()
-		return tx.SetMeta(metaRelistRV, []byte(rv))
-	}); err != nil {
-		return 0, 0, fmt.Errorf("journal: commit relist: %w", err)
+	if r.w == nil {
+		err := r.j.store.Update(func(tx *bolt.Tx) error {
+			if err := tx.SeenClear(); err != nil {
+				return err
+			}
+			return tx.SetMeta(metaRV, []byte(rv))
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("journal: commit relist: %w", err)
+		}
+		return 0, 0, nil
+	}
+	if first, err = r.mark(rv); err != nil {
+		return 0, 0, err
 	}
 	if err := r.j.finishRelist(); err != nil {
 		return 0, 0, err
-	}
-	if r.staged == 0 {
-		return 0, 0, nil
 	}
 	head, err := r.j.Head()
 	return first, head, err
 }
 
-// Abort discards what was staged.
+// mark makes the staged events durable and sets the commit marker; from
+// here on the relist rolls forward. It returns the first offset.
+func (r *Relist) mark(rv string) (first uint64, err error) {
+	path := stagePath(r.j.Path())
+	if err := r.w.finish(r.j.noSync); err != nil {
+		r.w.discard(path)
+		return 0, err
+	}
+	_ = r.w.f.Close()
+	if err := r.j.store.Update(func(tx *bolt.Tx) error {
+		first = tx.NextOffset()
+		if err := tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)); err != nil {
+			return err
+		}
+		return tx.SetMeta(metaRelistRV, []byte(rv))
+	}); err != nil {
+		_ = os.Remove(path)
+		return 0, fmt.Errorf("journal: commit relist: %w", err)
+	}
+	return first, nil
+}
+
+// Abort discards what was staged. A relist whose Commit failed after its
+// marker was set is not aborted: the next BeginRelist or Open finishes it.
 func (r *Relist) Abort() error {
 	if r.done {
 		return nil
 	}
 	r.done = true
-	return r.j.store.Update(func(tx *bolt.Tx) error { return tx.StageClear() })
+	if r.w != nil {
+		r.w.discard(stagePath(r.j.Path()))
+	}
+	return nil
+}
+
+func encodeStageMeta(nonce uint64, size, pos int64) []byte {
+	b := make([]byte, 24)
+	binary.BigEndian.PutUint64(b, nonce)
+	binary.BigEndian.PutUint64(b[8:], uint64(size))
+	binary.BigEndian.PutUint64(b[16:], uint64(pos))
+	return b
+}
+
+func decodeStageMeta(b []byte) (nonce uint64, size, pos int64, ok bool) {
+	if len(b) != 24 {
+		return 0, 0, 0, false
+	}
+	return binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:])), int64(binary.BigEndian.Uint64(b[16:])), true
 }
 
 // finishRelist moves staged events into the journal while the commit marker
-// is set, then sets the resourceVersion and clears the marker.
-func (j *Journal) finishRelist() error {
-	for {
-		var finished bool
+// is set, commitChunk per transaction with the stage file's position, then
+// sets the resourceVersion and clears the marker. Without a marker it only
+// removes a stage file that a crash left behind.
+func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
+
+// finishRelistChunks is finishRelist moving at most max chunks (all when
+// max < 0): tests stop there to stand for a crash.
+func (j *Journal) finishRelistChunks(max int) error {
+	path := stagePath(j.Path())
+	var rv, st []byte
+	if err := j.store.View(func(tx *bolt.Tx) error {
+		rv = clone(tx.Meta(metaRelistRV))
+		st = clone(tx.Meta(metaRelistStage))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("journal: commit relist: %w", err)
+	}
+	if rv == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return stageErr(err)
+		}
+		return nil
+	}
+	nonce, size, pos, ok := decodeStageMeta(st)
+	if !ok {
+		return j.forgetRelist(fmt.Errorf("%w: the commit marker has no stage record", errStageLost))
+	}
+	sr, err := openStage(path, nonce, size, pos)
+	if errors.Is(err, errStageLost) {
+		return j.forgetRelist(err)
+	}
+	if err != nil {
+		return stageErr(err)
+	}
+	defer sr.close()
+	for done := false; !done; max-- {
+		if max == 0 {
+			return nil
+		}
 		var moved int
+		var bad error
 		err := j.store.Update(func(tx *bolt.Tx) error {
-			rv := tx.Meta(metaRelistRV)
-			if rv == nil {
-				finished = true
-				return nil
-			}
-			n, err := tx.StageTake(commitChunk, func(rec []byte) error {
-				e, err := decodeEvent(0, rec)
+			at := sr.pos
+			for moved < commitChunk && at < size {
+				rec, next, err := sr.next()
 				if err != nil {
+					bad = err
 					return err
 				}
-				enc := append([]byte(nil), rec...)
-				off, err := tx.Append(enc)
+				e, err := decodeEvent(0, rec)
+				if err != nil {
+					bad = err
+					return err
+				}
+				off, err := tx.Append(rec)
 				if err != nil {
 					return err
 				}
 				e.Offset = off
-				return applyIndex(tx, &e)
-			})
-			if err != nil {
+				if err := applyIndex(tx, &e); err != nil {
+					return err
+				}
+				at = next
+				moved++
+			}
+			if at < size {
+				return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
+			}
+			done = true
+			for _, name := range []string{metaRelistStage, metaRelistRV} {
+				if err := tx.SetMeta(name, nil); err != nil {
+					return err
+				}
+			}
+			if err := tx.SeenClear(); err != nil {
 				return err
 			}
-			moved = n
-			if tx.StageEmpty() {
-				if err := tx.SetMeta(metaRV, append([]byte(nil), rv...)); err != nil {
-					return err
-				}
-				if err := tx.SetMeta(metaRelistRV, nil); err != nil {
-					return err
-				}
-				finished = true
-				return tx.StageClear()
-			}
-			return nil
+			return tx.SetMeta(metaRV, rv)
 		})
+		if bad != nil {
+			return j.forgetRelist(bad)
+		}
 		if err != nil {
 			return fmt.Errorf("journal: commit relist: %w", err)
 		}
 		if moved > 0 {
 			j.wake()
 		}
-		if finished {
-			return nil
-		}
 	}
+	sr.close()
+	_ = os.Remove(path)
+	return nil
+}
+
+// forgetRelist gives up a commit whose stage file cannot be read (cause):
+// it clears the marker and the resourceVersion, so that the next run lists
+// again and its diff against the index emits what the lost relist would
+// have. Chunks already moved stay: each was a consistent transaction.
+func (j *Journal) forgetRelist(cause error) error {
+	j.log.Warn("a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
+		zap.String("file", stagePath(j.Path())), zap.Error(cause))
+	err := j.store.Update(func(tx *bolt.Tx) error {
+		for _, name := range []string{metaRelistStage, metaRelistRV, metaRV} {
+			if err := tx.SetMeta(name, nil); err != nil {
+				return err
+			}
+		}
+		return tx.SeenClear()
+	})
+	if err != nil {
+		return fmt.Errorf("journal: commit relist: %w", err)
+	}
+	_ = os.Remove(stagePath(j.Path()))
+	return nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
 }

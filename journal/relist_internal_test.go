@@ -1,41 +1,182 @@
 package journal
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
-// A crash between the commit marker and the last chunk must roll forward on
-// the next Open: the relist is applied whole, never half.
-func TestRelist_CrashDuringCommitRollsForward(t *testing.T) {
+// stagedRelist opens a journal holding one object ("wj/old", rv 1), stages
+// n ADDED events and the DELETED of wj/old, and returns both.
+func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, _ := j.BeginRelist()
-	evs := make([]Event, commitChunk+10)
-	for i := range evs {
-		evs[i] = Event{Type: Added, Key: string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676)), UID: "u", ResourceVersion: "7", Origin: OriginRelist}
-	}
-	if err := rel.Stage(evs); err != nil {
+	if err := j.Update(func(tx *Tx) error {
+		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch})
+		if err != nil {
+			return err
+		}
+		return tx.SetResourceVersion("1")
+	}); err != nil {
 		t.Fatal(err)
 	}
-	// What Commit does first, then "crash" before finishRelist.
-	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.SetMeta(metaRelistRV, []byte("7")) }); err != nil {
-		t.Fatal(err)
-	}
-	_ = j.Close()
-
-	j, err = Open(path, nil)
+	rel, err := j.BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
+	evs := make([]Event, 0, n+1)
+	for i := range n {
+		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
+	}
+	evs = append(evs, Event{Type: Deleted, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginRelist})
+	if err := rel.Stage(evs); err != nil {
+		t.Fatal(err)
+	}
+	return path, j, rel
+}
+
+func reopen(t *testing.T, path string) (*Journal, Stats) {
+	t.Helper()
+	j, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	st, err := j.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.Verify(); err != nil || !r.OK() {
+		t.Fatalf("Verify after reopen = %+v, %v", r, err)
+	}
+	if _, err := os.Stat(stagePath(path)); !os.IsNotExist(err) {
+		t.Fatalf("stage file after reopen: %v; want it removed", err)
+	}
+	return j, st
+}
+
+// A crash between the commit marker and the last chunk must roll forward on
+// the next Open: the relist is applied whole, never half.
+func TestRelist_CrashDuringCommitRollsForward(t *testing.T) {
+	const n = 2*commitChunk + 10
+	for _, chunks := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("after %d chunks", chunks), func(t *testing.T) {
+			path, j, rel := stagedRelist(t, n)
+			if _, err := rel.mark("7"); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.finishRelistChunks(chunks); err != nil {
+				t.Fatal(err)
+			}
+			_ = j.Close() // the crash
+
+			_, st := reopen(t, path)
+			if st.Objects != n || st.LastOffset != n+2 || st.ResourceVersion != "7" {
+				t.Fatalf("Stats() after reopen = %+v; want %d objects, %d events, rv 7", st, n, n+2)
+			}
+		})
+	}
+}
+
+// A crash while staging (before the marker) leaves the file as it was.
+func TestRelist_CrashWhileStagingChangesNothing(t *testing.T) {
+	path, j, rel := stagedRelist(t, 10)
+	if err := rel.w.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Close() // the crash; the stage file stays behind
+
+	_, st := reopen(t, path)
+	if st.Objects != 1 || st.LastOffset != 1 || st.ResourceVersion != "1" {
+		t.Fatalf("Stats() after reopen = %+v; want the state before the relist", st)
+	}
+}
+
+// A stage file that is gone, foreign or short when the marker needs it
+// cannot roll forward: Open keeps what was moved, clears the
+// resourceVersion (so that the next run relists) and never fails.
+func TestRelist_LostStageFileForcesRelist(t *testing.T) {
+	damage := map[string]func(p string) error{
+		"missing":   os.Remove,
+		"truncated": func(p string) error { return os.Truncate(p, 100) },
+		"foreign": func(p string) error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b[10] ^= 0xff // the nonce
+			return os.WriteFile(p, b, 0o600)
+		},
+		"bad record": func(p string) error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b[len(b)/2] ^= 0xff
+			return os.WriteFile(p, b, 0o600)
+		},
+	}
+	for name, fn := range damage {
+		t.Run(name, func(t *testing.T) {
+			path, j, rel := stagedRelist(t, 3*commitChunk)
+			if _, err := rel.mark("7"); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.finishRelistChunks(1); err != nil {
+				t.Fatal(err)
+			}
+			_ = j.Close()
+			if err := fn(stagePath(path)); err != nil {
+				t.Fatal(err)
+			}
+
+			j2, st := reopen(t, path)
+			if st.ResourceVersion != "" {
+				t.Fatalf("resourceVersion after a lost stage file = %q; want empty (relist)", st.ResourceVersion)
+			}
+			if st.LastOffset < commitChunk+1 {
+				t.Fatalf("LastOffset = %d; want the first chunk kept", st.LastOffset)
+			}
+			// The next relist works as usual.
+			rel, err := j2.BeginRelist()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rel.Stage([]Event{{Type: Added, Key: "wj/z", UID: "z", ResourceVersion: "9", Origin: OriginRelist}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := rel.Commit("9"); err != nil {
+				t.Fatal(err)
+			}
+			if rv, _ := j2.ResourceVersion(); rv != "9" {
+				t.Fatalf("resourceVersion after the next relist = %q; want 9", rv)
+			}
+		})
+	}
+}
+
+// A commit that failed after its marker is finished by the next
+// BeginRelist, before anything new is staged.
+func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
+	const n = 2 * commitChunk
+	_, j, rel := stagedRelist(t, n)
 	defer j.Close()
+	if _, err := rel.mark("7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.finishRelistChunks(1); err != nil { // then the disk filled up
+		t.Fatal(err)
+	}
+	if _, err := j.BeginRelist(); err != nil {
+		t.Fatal(err)
+	}
 	st, _ := j.Stats()
-	if st.Objects != uint64(len(evs)) || st.LastOffset != uint64(len(evs)) || st.ResourceVersion != "7" {
-		t.Fatalf("Stats() after reopen = %+v; want %d objects and events at rv 7", st, len(evs))
+	if st.Objects != n || st.ResourceVersion != "7" {
+		t.Fatalf("Stats() after BeginRelist = %+v; want the pending relist finished", st)
 	}
 }

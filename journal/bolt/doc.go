@@ -1,6 +1,7 @@
 // Package bolt is watchjournal's storage: one bbolt file holding the index,
-// the journal, the metadata, the staging area of a relist in progress, and the
-// consumers' committed offsets.
+// the journal, the metadata, the keys seen by an unordered relist, and the
+// consumers' committed offsets. (A relist's events wait outside it, in a
+// sibling file that package journal writes: see journal/stagefile.go.)
 //
 // It deals in plain types only (byte keys, uint64 offsets, encoded records),
 // so that package journal, which owns the encodings and the guarantees, can
@@ -12,7 +13,6 @@
 //	meta       name → value     (schema version, magic, resource, RV, next offset, …)
 //	index      key  → value     key is exactly <namespace>/<name>, or <name> when cluster-scoped
 //	journal    offset → record  offset is 8-byte big-endian, from 1, never reused
-//	stage      seq → record     events of a relist that is not committed yet
 //	seen       key → empty      keys listed by an unordered relist
 //	consumers  name → offset    8-byte big-endian committed offset
 //

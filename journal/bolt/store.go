@@ -26,16 +26,14 @@ var (
 	bucketMeta      = []byte("meta")
 	bucketIndex     = []byte("index")
 	bucketJournal   = []byte("journal")
-	bucketStage     = []byte("stage")
 	bucketSeen      = []byte("seen")
 	bucketConsumers = []byte("consumers")
 
 	metaMagic  = []byte("magic")
 	metaSchema = []byte("schema")
-	metaNext   = []byte("next")   // next offset to assign, 8-byte big-endian
-	metaCount  = []byte("count")  // number of index keys, 8-byte big-endian
-	metaStageN = []byte("stageN") // next staging sequence
-	metaBytes  = []byte("bytes")  // total size of journal records, 8-byte big-endian
+	metaNext   = []byte("next")  // next offset to assign, 8-byte big-endian
+	metaCount  = []byte("count") // number of index keys, 8-byte big-endian
+	metaBytes  = []byte("bytes") // total size of journal records, 8-byte big-endian
 )
 
 // Options configure Open. The zero value is a writable store with a 1 s lock
@@ -197,7 +195,7 @@ func (s *Store) init() error {
 			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
 		}
 		return s.db.Update(func(tx *bbolt.Tx) error {
-			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketStage, bucketSeen, bucketConsumers} {
+			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketSeen, bucketConsumers} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}

@@ -169,52 +169,16 @@ func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64) (n int, size
 	return n, size, meta.Put(metaBytes, u64(left))
 }
 
-// StagePut appends rec to the staging area.
-func (t *Tx) StagePut(rec []byte) error {
-	meta := t.b(bucketMeta)
-	seq := getU64(meta.Get(metaStageN)) + 1
-	st := t.b(bucketStage)
-	st.FillPercent = 1.0
-	if err := st.Put(u64(seq), rec); err != nil {
-		return err
+// SeenClear empties the seen set of an unordered relist.
+func (t *Tx) SeenClear() error {
+	if k, _ := t.b(bucketSeen).Cursor().First(); k == nil {
+		return nil
 	}
-	return meta.Put(metaStageN, u64(seq))
-}
-
-// StageTake calls fn for up to max staged records in staging order and
-// deletes each one after fn returns nil. It returns how many it took.
-func (t *Tx) StageTake(max int, fn func(rec []byte) error) (int, error) {
-	c := t.b(bucketStage).Cursor()
-	n := 0
-	for k, v := c.First(); k != nil && n < max; k, v = c.First() {
-		if err := fn(v); err != nil {
-			return n, err
-		}
-		if err := c.Delete(); err != nil {
-			return n, err
-		}
-		n++
+	if err := t.tx.DeleteBucket(bucketSeen); err != nil {
+		return fmt.Errorf("bolt: clear %s: %w", bucketSeen, err)
 	}
-	return n, nil
-}
-
-// StageLen reports whether the staging area holds any record.
-func (t *Tx) StageEmpty() bool {
-	k, _ := t.b(bucketStage).Cursor().First()
-	return k == nil
-}
-
-// StageClear empties the staging area and the seen set.
-func (t *Tx) StageClear() error {
-	for _, name := range [][]byte{bucketStage, bucketSeen} {
-		if err := t.tx.DeleteBucket(name); err != nil {
-			return fmt.Errorf("bolt: clear %s: %w", name, err)
-		}
-		if _, err := t.tx.CreateBucket(name); err != nil {
-			return err
-		}
-	}
-	return t.b(bucketMeta).Delete(metaStageN)
+	_, err := t.tx.CreateBucket(bucketSeen)
+	return err
 }
 
 // SeenPut records key as listed by the relist in progress.
