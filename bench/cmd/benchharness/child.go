@@ -73,9 +73,10 @@ type report struct {
 	HWM         uint64 `json:"hwm,omitempty"`      // VmHWM over the relist (since start when reset failed)
 	HWMReset    bool   `json:"hwmReset,omitempty"` // VmHWM was reset at arm
 	Samples     int    `json:"samples,omitempty"`
-	After       memory `json:"after"` // steady, after the relist
-	Gone        int64  `json:"gone"`  // watchjournal: 410s seen; -1 otherwise
-	Lists       int64  `json:"lists"` // full lists started since arm
+	GCCycles    uint64 `json:"gcCycles,omitempty"` // GC cycles from arming until done, each one sampled
+	After       memory `json:"after"`              // steady, after the relist
+	Gone        int64  `json:"gone"`               // watchjournal: 410s seen; -1 otherwise
+	Lists       int64  `json:"lists"`              // full lists started since arm
 	WatchLists  int64  `json:"watchLists"`
 	Pages       int64  `json:"pages"`
 	Note        string `json:"note,omitempty"`
@@ -189,14 +190,14 @@ func relist(ctx context.Context, sub subject, reqs *requests, n int, prof profil
 	const interval = 50 * time.Millisecond
 	s := startSampler(interval)
 	stopCPU := prof.cpu("cpu-relist")
-	armed, cpu0 := time.Now(), cpuTime()
+	armed, cpu0, gc0 := time.Now(), cpuTime(), gcCycles()
 	send(report{Event: "relist-armed"})
 	if err := ready(); err != nil {
 		return report{}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, syncTimeout(n)+2*time.Minute)
 	info, err := sub.waitRelist(rctx)
-	cpu := cpuTime() - cpu0
+	cpu, gcs := cpuTime()-cpu0, gcCycles()-gc0
 	cancel()
 	stopCPU()
 	ss := s.stop()
@@ -209,7 +210,7 @@ func relist(ctx context.Context, sub subject, reqs *requests, n int, prof profil
 	prof.heap("heap-relist")
 	r := report{
 		Event: "relisted", SinceArmSeconds: info.End.Sub(armed).Seconds(), RelistCPU: cpu.Seconds(),
-		PeakHeap: peakHeap, PeakLive: peakLive, PeakRSS: peakRSS, HWM: hwm, HWMReset: reset, Samples: samples,
+		PeakHeap: peakHeap, PeakLive: peakLive, PeakRSS: peakRSS, HWM: hwm, HWMReset: reset, Samples: samples, GCCycles: gcs,
 		ArmPeakHeap: armHeap, ArmPeakLive: armLive, ArmPeakRSS: armRSS,
 		Gone: info.Gone, Lists: reqs.lists.Load() - lists, WatchLists: reqs.watchLists.Load() - watchLists,
 		Pages: reqs.pages.Load() - pages, Note: info.Note,

@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,6 +24,16 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCycles returns how many GC cycles the process has completed.
+func gcCycles() uint64 {
+	x := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(x)
+	if x[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return x[0].Value.Uint64()
 }
 
 // memory is one measurement, in bytes.
@@ -110,10 +121,14 @@ type sample struct {
 }
 
 // sampler measures the heap and the resident set every interval, from one
-// goroutine that exits on stop.
+// goroutine that exits on stop, and once more after every GC cycle, so that
+// the live heap each cycle found is never missed between two ticks. (The
+// GC hook is a finalizer on a sentinel that re-arms itself: finalizers run
+// after the cycle that found their object unreachable.)
 type sampler struct {
-	stopc chan struct{}
-	done  chan struct{}
+	stopc   chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
 
 	mu      sync.Mutex
 	samples []sample
@@ -122,6 +137,7 @@ type sampler struct {
 func startSampler(interval time.Duration) *sampler {
 	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{})}
 	s.sample()
+	s.armGC()
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -138,6 +154,37 @@ func startSampler(interval time.Duration) *sampler {
 	return s
 }
 
+// gcSentinel is big enough, and holds a pointer, so that it is never a
+// tiny allocation (whose finalizer may not run).
+type gcSentinel struct {
+	_ [16]byte
+	p *int
+}
+
+func (s *sampler) armGC() {
+	x := &gcSentinel{}
+	runtime.SetFinalizer(x, func(*gcSentinel) {
+		if s.stopped.Load() {
+			return
+		}
+		s.sampleLive()
+		s.armGC()
+	})
+}
+
+// sampleLive records only the live heap the last GC found: cheap enough for
+// every cycle (no stop-the-world, no /proc read).
+func (s *sampler) sampleLive() {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	s.mu.Lock()
+	s.samples = append(s.samples, sample{at: time.Now(), live: live[0].Value.Uint64()})
+	s.mu.Unlock()
+}
+
 func (s *sampler) sample() {
 	m := measure()
 	s.mu.Lock()
@@ -147,6 +194,7 @@ func (s *sampler) sample() {
 
 // stop takes a last sample, ends the goroutine and returns the samples.
 func (s *sampler) stop() []sample {
+	s.stopped.Store(true)
 	close(s.stopc)
 	<-s.done
 	s.sample()

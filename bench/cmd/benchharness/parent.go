@@ -257,6 +257,7 @@ func aggregate(rs []report) report {
 		a.Pages += x.Pages
 		a.Gone += x.Gone
 		a.Samples += x.Samples
+		a.GCCycles += x.GCCycles
 	}
 	if rs[0].Gone < 0 {
 		a.Gone = -1
