@@ -236,16 +236,15 @@ func (r *results) targets() []target {
 	for _, n := range ns {
 		t := target{name: fmt.Sprintf("watchjournal peak heap during a relist ≤ 1.5× its steady heap, both as a GC finds them live (N=%d)", n), state: "not measured"}
 		if x, ok := r.find(n, subjWatchjournal); ok && x.Relisted.PeakLive > 0 {
-			steady := float64(x.Synced.Steady.HeapInuse)
-			ratio := float64(x.Relisted.PeakLive) / steady
-			t.measured = fmt.Sprintf("%s / %s MiB = %.2f× over the relists' %d GC cycles (HeapInuse with garbage: %s MiB = %.2f×",
-				mb(x.Relisted.PeakLive), mb(x.Synced.Steady.HeapInuse), ratio, x.Relisted.GCCycles,
-				mb(x.Relisted.PeakHeap), float64(x.Relisted.PeakHeap)/steady)
+			ratio := float64(x.Relisted.PeakLive) / float64(x.Synced.Steady.HeapLive)
+			t.measured = fmt.Sprintf("%s / %s MiB live = %.2f× over the relists' %d GC cycles (HeapInuse, garbage included: %s / %s MiB = %.2f×",
+				mb(x.Relisted.PeakLive), mb(x.Synced.Steady.HeapLive), ratio, x.Relisted.GCCycles,
+				mb(x.Relisted.PeakHeap), mb(x.Synced.Steady.HeapInuse), float64(x.Relisted.PeakHeap)/float64(x.Synced.Steady.HeapInuse))
 			if l, ok := r.find(n, subjList); ok && l.Relisted.PeakHeap > 0 {
 				t.measured += fmt.Sprintf("; the bare list, which keeps nothing: %.2f×", float64(l.Relisted.PeakHeap)/float64(l.Synced.Steady.HeapInuse))
 			}
 			if inf, ok := r.find(n, subjInformer); ok && inf.Relisted.PeakLive > 0 {
-				t.measured += fmt.Sprintf("; the informer's live heap: %.2f×", float64(inf.Relisted.PeakLive)/float64(inf.Synced.Steady.HeapInuse))
+				t.measured += fmt.Sprintf("; the informer's live heap: %.2f×", float64(inf.Relisted.PeakLive)/float64(inf.Synced.Steady.HeapLive))
 			}
 			t.measured += ")"
 			t.state = check(ratio <= 1.5)
