@@ -1,9 +1,10 @@
 package reconcile
 
 // The client speaks to the apiserver with raw JSON: a list page is decoded
-// just far enough to read each item's metadata, and each item is kept as the
-// bytes the server sent. Nothing builds a map[string]any per object, so a
-// relist costs about one page of memory.
+// as it streams in, just far enough to read each item's metadata, and each
+// item that is kept is kept as the bytes the server sent. Nothing builds a
+// map[string]any per object. A metadata-only page costs its items' keys,
+// UIDs and resourceVersions, not its body; a full page, its objects.
 
 import (
 	"bytes"
@@ -92,16 +93,6 @@ type page struct {
 	Continue        string
 }
 
-type rawList struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	Metadata   struct {
-		ResourceVersion string `json:"resourceVersion"`
-		Continue        string `json:"continue"`
-	} `json:"metadata"`
-	Items []json.RawMessage `json:"items"`
-}
-
 type rawMeta struct {
 	Metadata struct {
 		Name            string `json:"name"`
@@ -148,34 +139,19 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 	if req.meta {
 		r = r.SetHeader("Accept", metaAccept)
 	}
-	res := r.Do(ctx)
-	if err := res.Error(); err != nil {
-		// Error, not Raw's error: it decodes the server's Status (reason,
-		// message, continue token) instead of a generic one.
+	body, err := r.Stream(ctx)
+	if err != nil {
+		// Stream decodes the server's Status (reason, message, continue
+		// token) into the error, as Do does.
 		return nil, err
 	}
-	body, _ := res.Raw()
-	l, err := decodeList(body)
+	defer body.Close()
+	p, kind, err := c.decodePage(body, req.meta)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: decode list: %w", err)
 	}
-	if req.meta && l.Kind != "PartialObjectMetadataList" {
+	if req.meta && kind != "PartialObjectMetadataList" {
 		return nil, errNoMetadataLists
-	}
-	p := &page{ResourceVersion: l.Metadata.ResourceVersion, Continue: l.Metadata.Continue, Items: make([]Item, 0, len(l.Items))}
-	kind := strings.TrimSuffix(l.Kind, "List")
-	for _, raw := range l.Items {
-		var it Item
-		var err error
-		if req.meta {
-			it, err = itemMeta(raw)
-		} else {
-			it, err = c.item(raw, kind, l.APIVersion)
-		}
-		if err != nil {
-			return nil, err
-		}
-		p.Items = append(p.Items, it)
 	}
 	return p, nil
 }
@@ -184,29 +160,39 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 // metadata-only request with full objects.
 var errNoMetadataLists = errors.New("reconcile: the apiserver does not serve metadata-only lists")
 
-// jsonAPI reads list pages: json-iterator finds an item's end and returns
-// its bytes in one pass, and reads the metadata field by field, skipping the
-// rest; encoding/json validates the page, then scans it again to decode,
-// then validates and scans each item once more.
+// jsonAPI reads list pages: json-iterator reads a page from the stream in
+// one pass, the metadata field by field, skipping the rest, and returns an
+// item's bytes when the object is kept; encoding/json would validate the
+// page, then scan it again to decode, then validate and scan each item
+// once more.
 var jsonAPI = jsoniter.ConfigCompatibleWithStandardLibrary
 
-// decodeList reads a list page in one pass. Items alias body.
-func decodeList(body []byte) (*rawList, error) {
-	l := &rawList{}
-	it := jsoniter.ParseBytes(jsonAPI, body)
+// pageBuffer is the read buffer of a streamed page, in bytes.
+const pageBuffer = 32 << 10
+
+// decodePage reads a list page as it streams in, in one pass: with meta,
+// each item's key, UID and resourceVersion, and nothing of the body is kept
+// (a page of 500 costs tens of kilobytes, not the page); otherwise each item
+// also keeps its object (item). It returns the list's kind.
+func (c *client) decodePage(r io.Reader, meta bool) (*page, string, error) {
+	p := &page{}
+	var kind, apiVersion string
+	var early [][]byte // full items that came before kind and apiVersion
+	var bad error
+	it := jsoniter.Parse(jsonAPI, r, pageBuffer)
 	it.ReadObjectCB(func(it *jsoniter.Iterator, field string) bool {
 		switch field {
 		case "kind":
-			l.Kind = it.ReadString()
+			kind = it.ReadString()
 		case "apiVersion":
-			l.APIVersion = it.ReadString()
+			apiVersion = it.ReadString()
 		case "metadata":
 			it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
 				switch f {
 				case "resourceVersion":
-					l.Metadata.ResourceVersion = it.ReadString()
+					p.ResourceVersion = it.ReadString()
 				case "continue":
-					l.Metadata.Continue = it.ReadString()
+					p.Continue = it.ReadString()
 				default:
 					it.Skip()
 				}
@@ -214,59 +200,91 @@ func decodeList(body []byte) (*rawList, error) {
 			})
 		case "items":
 			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-				l.Items = append(l.Items, it.SkipAndReturnBytes())
-				return it.Error == nil
+				var item Item
+				switch {
+				case meta:
+					item, bad = readItemMeta(it, true)
+				case kind == "" || apiVersion == "":
+					early = append(early, it.SkipAndReturnBytes())
+					return it.Error == nil
+				default:
+					item, bad = c.item(it.SkipAndReturnBytes(), strings.TrimSuffix(kind, "List"), apiVersion)
+				}
+				p.Items = append(p.Items, item)
+				return bad == nil && it.Error == nil
 			})
 		default:
 			it.Skip()
 		}
-		return it.Error == nil
+		return bad == nil && it.Error == nil
 	})
-	if it.Error != nil && it.Error != io.EOF {
-		return nil, it.Error
+	if bad != nil {
+		return nil, "", bad
 	}
-	return l, nil
+	if it.Error != nil && it.Error != io.EOF {
+		return nil, "", it.Error
+	}
+	if kind == "Status" {
+		return nil, "", fmt.Errorf("the server answered with a Status")
+	}
+	for _, raw := range early {
+		item, err := c.item(raw, strings.TrimSuffix(kind, "List"), apiVersion)
+		if err != nil {
+			return nil, "", err
+		}
+		p.Items = append(p.Items, item)
+	}
+	return p, kind, nil
 }
 
-// itemMeta reads the key, UID and resourceVersion of a listed object,
-// keeping no Object.
-func itemMeta(raw json.RawMessage) (Item, error) {
-	var m rawMeta
-	it := jsoniter.ParseBytes(jsonAPI, raw)
+// itemMeta reads the key, UID and resourceVersion of an object, keeping no
+// Object.
+func itemMeta(raw []byte) (Item, error) {
+	it, err := readItemMeta(jsoniter.ParseBytes(jsonAPI, raw), false)
+	if err != nil {
+		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
+	}
+	return it, nil
+}
+
+// readItemMeta reads metadata.name, namespace, uid and resourceVersion of
+// the object at it, field by field. With all, it reads to the object's end
+// (a stream goes on after it); without, it stops after metadata.
+func readItemMeta(it *jsoniter.Iterator, all bool) (Item, error) {
+	var md struct{ name, namespace, uid, rv string }
 	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
 		if f != "metadata" {
 			it.Skip()
-			return true
+			return it.Error == nil
 		}
 		it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
 			switch f {
 			case "name":
-				m.Metadata.Name = it.ReadString()
+				md.name = it.ReadString()
 			case "namespace":
-				m.Metadata.Namespace = it.ReadString()
+				md.namespace = it.ReadString()
 			case "uid":
-				m.Metadata.UID = it.ReadString()
+				md.uid = it.ReadString()
 			case "resourceVersion":
-				m.Metadata.ResourceVersion = it.ReadString()
+				md.rv = it.ReadString()
 			default:
 				it.Skip()
 			}
-			return true
+			return it.Error == nil
 		})
-		return false // the rest of the object is not needed
+		return all && it.Error == nil
 	})
 	if it.Error != nil && it.Error != io.EOF {
 		return Item{}, fmt.Errorf("reconcile: decode object: %w", it.Error)
 	}
-	md := m.Metadata
-	if md.Name == "" || md.UID == "" || md.ResourceVersion == "" {
-		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion: %.200s", raw)
+	if md.name == "" || md.uid == "" || md.rv == "" {
+		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", md.namespace, md.name)
 	}
-	key := md.Name
-	if md.Namespace != "" {
-		key = md.Namespace + "/" + md.Name
+	key := md.name
+	if md.namespace != "" {
+		key = md.namespace + "/" + md.name
 	}
-	return Item{Key: key, UID: md.UID, ResourceVersion: md.ResourceVersion}, nil
+	return Item{Key: key, UID: md.uid, ResourceVersion: md.rv}, nil
 }
 
 // item reads an object's metadata and keeps the object as served. List items
