@@ -125,6 +125,20 @@ const metaAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;
 // proven current): "0" could go back in time (API concepts, "Semantics for
 // get and list"). A continue token carries its list's resourceVersion.
 func (c *client) list(ctx context.Context, req listRequest, timeout time.Duration) (*page, error) {
+	var items []Item
+	p, err := c.listEach(ctx, req, timeout, func(it Item) error { items = append(items, it); return nil })
+	if err != nil {
+		return nil, err
+	}
+	p.Items = items
+	return p, nil
+}
+
+// listEach reads one page as list does, but hands each item to fn as it is
+// decoded and keeps none: memory stays at one item, whatever the page's
+// size. The page it returns has no Items. An error of fn ends the read and
+// is returned as it is.
+func (c *client) listEach(ctx context.Context, req listRequest, timeout time.Duration, fn func(Item) error) (*page, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No client-side retries: the loop's backoff decides, and a page that
@@ -146,9 +160,9 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 		return nil, err
 	}
 	defer body.Close()
-	p, kind, err := c.decodePage(body, req.meta)
+	p, kind, err := c.decodePage(body, req.meta, fn)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: decode list: %w", err)
+		return nil, err
 	}
 	if req.meta && kind != "PartialObjectMetadataList" {
 		return nil, errNoMetadataLists
@@ -170,15 +184,16 @@ var jsonAPI = jsoniter.ConfigCompatibleWithStandardLibrary
 // pageBuffer is the read buffer of a streamed page, in bytes.
 const pageBuffer = 32 << 10
 
-// decodePage reads a list page as it streams in, in one pass: with meta,
-// each item's key, UID and resourceVersion, and nothing of the body is kept
-// (a page of 500 costs tens of kilobytes, not the page); otherwise each item
-// also keeps its object (item). It returns the list's kind.
-func (c *client) decodePage(r io.Reader, meta bool) (*page, string, error) {
+// decodePage reads a list page as it streams in, in one pass, and calls fn
+// with each item: with meta, the item's key, UID and resourceVersion only,
+// and nothing of the body is kept; otherwise the item also keeps its object
+// (item). It returns the page without items and the list's kind. An error
+// of fn is returned as it is; others say "decode list".
+func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page, string, error) {
 	p := &page{}
 	var kind, apiVersion string
 	var early [][]byte // full items that came before kind and apiVersion
-	var bad error
+	var bad, stop error
 	it := jsoniter.Parse(jsonAPI, r, pageBuffer)
 	it.ReadObjectCB(func(it *jsoniter.Iterator, field string) bool {
 		switch field {
@@ -210,29 +225,34 @@ func (c *client) decodePage(r io.Reader, meta bool) (*page, string, error) {
 				default:
 					item, bad = c.item(it.SkipAndReturnBytes(), strings.TrimSuffix(kind, "List"), apiVersion)
 				}
-				p.Items = append(p.Items, item)
-				return bad == nil && it.Error == nil
+				if bad == nil && it.Error == nil {
+					stop = fn(item)
+				}
+				return bad == nil && stop == nil && it.Error == nil
 			})
 		default:
 			it.Skip()
 		}
-		return bad == nil && it.Error == nil
+		return bad == nil && stop == nil && it.Error == nil
 	})
-	if bad != nil {
-		return nil, "", bad
-	}
-	if it.Error != nil && it.Error != io.EOF {
-		return nil, "", it.Error
-	}
-	if kind == "Status" {
-		return nil, "", fmt.Errorf("the server answered with a Status")
+	switch {
+	case stop != nil:
+		return nil, "", stop
+	case bad != nil:
+		return nil, "", fmt.Errorf("reconcile: decode list: %w", bad)
+	case it.Error != nil && it.Error != io.EOF:
+		return nil, "", fmt.Errorf("reconcile: decode list: %w", it.Error)
+	case kind == "Status":
+		return nil, "", fmt.Errorf("reconcile: decode list: the server answered with a Status")
 	}
 	for _, raw := range early {
 		item, err := c.item(raw, strings.TrimSuffix(kind, "List"), apiVersion)
 		if err != nil {
+			return nil, "", fmt.Errorf("reconcile: decode list: %w", err)
+		}
+		if err := fn(item); err != nil {
 			return nil, "", err
 		}
-		p.Items = append(p.Items, item)
 	}
 	return p, kind, nil
 }

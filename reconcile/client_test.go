@@ -40,10 +40,12 @@ func TestDecodePage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 700 // more than the read buffer
 			body := listBody(tc.kind, n, tc.itemsFirst)
-			p, kind, err := c.decodePage(iotest.OneByteReader(strings.NewReader(body)), tc.meta)
+			var items []Item
+			p, kind, err := c.decodePage(iotest.OneByteReader(strings.NewReader(body)), tc.meta, func(it Item) error { items = append(items, it); return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
+			p.Items = items
 			if kind != tc.kind || p.ResourceVersion != "123" || p.Continue != "tok" || len(p.Items) != n {
 				t.Fatalf("page = kind %q rv %q continue %q, %d items; want %q 123 tok %d", kind, p.ResourceVersion, p.Continue, len(p.Items), tc.kind, n)
 			}
@@ -75,11 +77,28 @@ func TestDecodePage_Errors(t *testing.T) {
 	} {
 		for _, meta := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/meta=%v", name, meta), func(t *testing.T) {
-				p, _, err := c.decodePage(io.MultiReader(strings.NewReader(body)), meta)
+				n := 0
+				_, _, err := c.decodePage(io.MultiReader(strings.NewReader(body)), meta, func(Item) error { n++; return nil })
 				if err == nil {
-					t.Fatalf("decodePage(%.60q) = %d items, nil error; want an error", body, len(p.Items))
+					t.Fatalf("decodePage(%.60q) = %d items, nil error; want an error", body, n)
 				}
 			})
 		}
+	}
+}
+
+// An error of the callback ends the read and comes back unwrapped.
+func TestDecodePage_StopsAtCallbackError(t *testing.T) {
+	c := &client{}
+	stop := errRestart{}
+	n := 0
+	_, _, err := c.decodePage(strings.NewReader(listBody("ConfigMapList", 10, false)), false, func(Item) error {
+		if n++; n == 3 {
+			return stop
+		}
+		return nil
+	})
+	if _, ok := err.(errRestart); !ok || n != 3 {
+		t.Fatalf("decodePage = %v after %d items; want errRestart after 3", err, n)
 	}
 }

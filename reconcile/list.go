@@ -96,12 +96,13 @@ func (e journalError) Error() string { return e.err.Error() }
 // list is complete. It returns the list's resourceVersion, the number of
 // events committed and their offsets (0, 0 for none).
 //
-// With a non-empty index it lists metadata only (PartialObjectMetadataList):
-// most objects are unchanged after a 410, and their diff needs no more.
-// A page with changes is fetched again in full, at the same snapshot (its
-// continue token, or resourceVersionMatch=Exact for the first page), for
-// the objects the events carry. The next page is requested while one is
-// diffed.
+// It lists metadata only (PartialObjectMetadataList): most objects are
+// unchanged after a 410, and their diff needs no more. A page with changes
+// (every page of a first list) is fetched again in full, at the same
+// snapshot (its continue token, or resourceVersionMatch=Exact for the first
+// page), and streamed into the stage for the objects the events carry, so
+// that memory follows neither the page's nor the objects' size. The next
+// metadata page is requested while one is diffed.
 func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, first, last uint64, err error) {
 	rel, err := l.j.BeginRelist()
 	if err != nil {
@@ -113,11 +114,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 			_ = rel.Abort()
 		}
 	}()
-	st, err := l.j.Stats()
-	if err != nil {
-		return "", 0, 0, 0, journalError{err}
-	}
-	meta := st.Objects > 0 && !l.fullPages
+	meta := !l.fullPages
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -158,11 +155,11 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 			return "", 0, 0, 0, journalError{err}
 		}
 		if meta && needObjects(evs) {
-			if err := l.fillObjects(ctx, evs, cont, p.ResourceVersion); err != nil {
-				return "", 0, 0, 0, err
-			}
+			err = l.fillAndStage(ctx, rel, s.origin, evs, cont, p.ResourceVersion)
+		} else {
+			err = l.stage(rel, s.origin, evs)
 		}
-		if err := l.stage(rel, s.origin, evs); err != nil {
+		if err != nil {
 			return "", 0, 0, 0, err
 		}
 		if len(p.Items) > 0 && !s.unordered {
@@ -212,37 +209,72 @@ func needObjects(evs []journal.Event) bool {
 	return false
 }
 
-// fillObjects fetches the page requested with continue token cont (the
-// first page when empty, at exactly resourceVersion rv) in full and sets
-// the objects of the ADDED and MODIFIED events in evs. The page is the same
-// snapshot; an item that differs means the snapshot is gone: start again.
-func (l *Loop) fillObjects(ctx context.Context, evs []journal.Event, cont, rv string) error {
+// fillBytes bounds the objects a page's events hold before they are
+// staged: fillAndStage stages the events it has filled, in order, each time
+// they pass it.
+const fillBytes = 4 << 20
+
+// fillAndStage fetches the page requested with continue token cont (the
+// first page when empty, at exactly resourceVersion rv) in full, sets the
+// objects of the ADDED and MODIFIED events in evs as they stream in, and
+// stages evs in order, holding about fillBytes of objects at most (one
+// object more when one is larger): memory does not follow the page's size
+// (SCENARIOS S12). The page is the same snapshot; an item that differs, or
+// one that is missing, means the snapshot is gone: start again (errRestart;
+// what was staged is dropped with the relist).
+func (l *Loop) fillAndStage(ctx context.Context, rel *journal.Relist, origin journal.Origin, evs []journal.Event, cont, rv string) error {
 	req := listRequest{limit: l.opts.PageSize, cont: cont}
 	if cont == "" {
 		req.exactRV = rv
 	}
-	full, err := l.c.list(ctx, req, l.opts.RequestTimeout)
+	need := make(map[string]int, len(evs))
+	for i := range evs {
+		if evs[i].Type != journal.Deleted {
+			need[evs[i].Key] = i
+		}
+	}
+	done, held := 0, 0 // evs[:done] are staged; held bytes of objects are not
+	flush := func(all bool) error {
+		end := done
+		for end < len(evs) && (evs[end].Type == journal.Deleted || evs[end].Object != nil) {
+			end++
+		}
+		if end == done || (!all && held < fillBytes) {
+			return nil
+		}
+		if err := l.stage(rel, origin, evs[done:end]); err != nil {
+			return err
+		}
+		for i := done; i < end; i++ {
+			held -= len(evs[i].Object)
+			evs[i].Object = nil
+		}
+		done = end
+		return nil
+	}
+	_, err := l.c.listEach(ctx, req, l.opts.RequestTimeout, func(it Item) error {
+		i, ok := need[it.Key]
+		if !ok {
+			return nil
+		}
+		if it.UID != evs[i].UID || it.ResourceVersion != evs[i].ResourceVersion {
+			return errRestart{}
+		}
+		delete(need, it.Key)
+		evs[i].Object = it.Object
+		held += len(it.Object)
+		return flush(false)
+	})
 	if err != nil {
 		if isGone(err) {
 			return errRestart{}
 		}
 		return err
 	}
-	byKey := make(map[string]Item, len(full.Items))
-	for _, it := range full.Items {
-		byKey[it.Key] = it
+	if len(need) > 0 {
+		return errRestart{}
 	}
-	for i := range evs {
-		if evs[i].Type == journal.Deleted {
-			continue
-		}
-		it, ok := byKey[evs[i].Key]
-		if !ok || it.UID != evs[i].UID || it.ResourceVersion != evs[i].ResourceVersion {
-			return errRestart{}
-		}
-		evs[i].Object = it.Object
-	}
-	return nil
+	return flush(true)
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {

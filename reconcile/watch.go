@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -18,7 +19,15 @@ import (
 type frame struct {
 	ev  watchEvent
 	err error
+	// weight is what the frame holds of the watch's byte budget.
+	weight int64
 }
+
+// watchBytes bounds the bytes of objects decoded from a watch and not yet
+// committed (the frames queued plus the batch being committed): with large
+// objects, BatchLimit frames alone could hold gigabytes (SCENARIOS S12).
+// One frame larger than the budget takes all of it.
+const watchBytes = 8 << 20
 
 // watch runs one watch request from s.rv and returns the next state.
 func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
@@ -38,14 +47,19 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	l.update(func(x *Status) { x.Watches++; x.Synced = true; x.Phase = PhaseWatching })
 
 	frames := make(chan frame, l.opts.BatchLimit)
-	done := make(chan struct{})
-	defer close(done)
+	budget := semaphore.NewWeighted(watchBytes)
+	done, stop := context.WithCancel(ctx)
+	defer stop()
 	go func() { // exits when the stream ends or errors, which close() forces
 		for {
 			ev, err := st.next()
+			w := min(int64(len(ev.Object)), watchBytes)
+			if budget.Acquire(done, w) != nil {
+				return
+			}
 			select {
-			case frames <- frame{ev, err}:
-			case <-done:
+			case frames <- frame{ev: ev, err: err, weight: w}:
+			case <-done.Done():
 				return
 			}
 			if err != nil {
@@ -100,6 +114,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			}
 		}
 		next, n, err := l.apply(s, batch)
+		for _, f := range batch {
+			budget.Release(f.weight)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -53,7 +53,9 @@ const listA = `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVe
 func fakeAPIServer(t *testing.T) *httptest.Server { return fakeAPIServerListing(t, listA) }
 
 // fakeAPIServerListing is fakeAPIServer answering the nth list of
-// configmaps in wj with lists[n], the last one again once they run out.
+// configmaps in wj with lists[n], the last one again once they run out; a
+// list is a metadata-only request (PartialObjectMetadataList) and the full
+// requests after it.
 func fakeAPIServerListing(t *testing.T, lists ...string) *httptest.Server {
 	return fakeAPIServerWith(t, nil, lists...)
 }
@@ -87,10 +89,18 @@ func fakeAPIServerWith(t *testing.T, intercept func(http.ResponseWriter, *http.R
 			}
 			return
 		}
+		// A list starts with a metadata-only request; the full page that
+		// follows it is the same snapshot.
+		meta := strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadataList")
 		mu.Lock()
-		list := lists[min(n, len(lists)-1)]
-		n++
+		if meta || n == 0 {
+			n++
+		}
+		list := lists[min(n-1, len(lists)-1)]
 		mu.Unlock()
+		if meta {
+			list = strings.Replace(list, `"kind":"ConfigMapList","apiVersion":"v1"`, `"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1"`, 1)
+		}
 		fmt.Fprint(w, list)
 	}))
 	t.Cleanup(func() { close(done); srv.Close() })
