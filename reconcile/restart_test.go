@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,7 +34,11 @@ func childMain() int {
 		return 1
 	}
 	cfg := &rest.Config{Host: os.Getenv("WJ_HOST"), BearerToken: os.Getenv("WJ_TOKEN"), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	l, err := reconcile.New(cfg, j, reconcile.Options{PageSize: 2, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zap.NewNop()})
+	pageSize := int64(2)
+	if v := os.Getenv("WJ_PAGE_SIZE"); v != "" {
+		pageSize, _ = strconv.ParseInt(v, 10, 64)
+	}
+	l, err := reconcile.New(cfg, j, reconcile.Options{PageSize: pageSize, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zap.NewNop()})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1
@@ -56,11 +61,26 @@ type child struct {
 	lines chan string
 }
 
-func (e *env) startChild() *child {
+func (e *env) startChild() *child { return e.startChildWith(childOptions{}) }
+
+// childOptions change how startChildWith runs the child.
+type childOptions struct {
+	proxied  bool    // talk to the apiserver through e.proxy
+	pageSize int64   // list page size; 0 means 2
+	cgroup   *cgroup // run in this cgroup
+}
+
+func (e *env) startChildWith(o childOptions) *child {
 	e.t.Helper()
 	cfg := e.cp.RESTConfig()
+	if o.proxied {
+		cfg = e.cp.ProxiedRESTConfig(e.proxy)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "WJ_DB="+e.path, "WJ_NS="+e.ns, "WJ_HOST="+cfg.Host, "WJ_TOKEN="+cfg.BearerToken)
+	if o.pageSize > 0 {
+		cmd.Env = append(cmd.Env, "WJ_PAGE_SIZE="+strconv.FormatInt(o.pageSize, 10))
+	}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -69,6 +89,14 @@ func (e *env) startChild() *child {
 	}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
+	}
+	if o.cgroup != nil {
+		// Before the child has read its first page: the Go runtime's start
+		// is all it has allocated.
+		if err := o.cgroup.add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			e.t.Fatal(err)
+		}
 	}
 	c := &child{cmd: cmd, lines: make(chan string, 1000)}
 	go func() {
