@@ -129,7 +129,8 @@ func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
 	return off, nil
 }
 
-// TryNext returns up to max events from the read position and moves past
+// TryNext returns up to max events (and about 4 MiB of records at most, as
+// Journal.Read) from the read position and moves past
 // them; none at the head. It returns a *CompactedError (ErrCompacted) when
 // retention has dropped the position's event: resynchronize with
 // Journal.Snapshot, then Seek to its head + 1.

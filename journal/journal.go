@@ -180,10 +180,16 @@ func (j *Journal) ScanIndex(after string, limit int) ([]IndexEntry, error) {
 	return out, err
 }
 
+// readBytes bounds the records one Read decodes: with large objects, max
+// events could otherwise hold gigabytes.
+const readBytes = 4 << 20
+
 // Read returns up to max events from offset from (inclusive) in offset
-// order; fewer, or none, at the head of the journal. from 0 means the first
-// retained offset. It returns a *CompactedError when from is below the
-// first retained offset.
+// order, and stops after the event that takes the records read past 4 MiB,
+// so a read holds bounded memory whatever the objects' size: fewer than max
+// events does not mean the head; none does. from 0 means the first retained
+// offset. It returns a *CompactedError when from is below the first
+// retained offset.
 func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 	var out []Event
 	err := j.store.View(func(tx *bolt.Tx) error {
@@ -197,13 +203,15 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 		if from < first {
 			return &CompactedError{Requested: from, First: first}
 		}
+		size := 0
 		return tx.Records(from, func(off uint64, rec []byte) (bool, error) {
 			e, err := decodeEvent(off, rec)
 			if err != nil {
 				return false, err
 			}
 			out = append(out, e)
-			return len(out) < max, nil
+			size += len(rec)
+			return len(out) < max && size < readBytes, nil
 		})
 	})
 	return out, err

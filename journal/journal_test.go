@@ -3,8 +3,10 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,5 +257,41 @@ func TestJournal_Wait_WokenByAppend(t *testing.T) {
 	defer cancel2()
 	if err := j.Wait(short, 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait(1) at the head = %v; want DeadlineExceeded", err)
+	}
+}
+
+// A read of large events stops after about 4 MiB, whatever max asks, and
+// reading on from there returns every event once, in order.
+func TestJournal_Read_BoundedByBytes(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	obj := []byte(`{"data":"` + strings.Repeat("x", 900<<10) + `"}`)
+	var evs []journal.Event
+	for i := range 20 {
+		e := ev(journal.Added, fmt.Sprintf("wj/big-%02d", i), "u", "1")
+		e.Object = obj
+		evs = append(evs, e)
+	}
+	appendEvents(t, j, "1", evs...)
+
+	first, err := j.Read(0, 1000)
+	if err != nil || len(first) == 0 || len(first) > 5 {
+		t.Fatalf("Read(0, 1000) = %d events, %v; want 1 to 5 (4 MiB of 900 KiB events)", len(first), err)
+	}
+	var got []uint64
+	for next := uint64(1); ; {
+		page, err := j.Read(next, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			got = append(got, e.Offset)
+		}
+		next = page[len(page)-1].Offset + 1
+	}
+	if len(got) != 20 || got[0] != 1 || got[19] != 20 {
+		t.Fatalf("offsets read page by page = %v; want 1..20", got)
 	}
 }

@@ -170,7 +170,7 @@ func printFrom(ctx context.Context, src source, p *printer, next *uint64) error 
 		if len(evs) > 0 {
 			*next = evs[len(evs)-1].Offset + 1
 		}
-		if err != nil || len(evs) < readPage {
+		if err != nil || len(evs) == 0 {
 			if ferr := p.flush(); err == nil {
 				err = ferr
 			}

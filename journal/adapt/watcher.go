@@ -17,7 +17,8 @@ type Options struct {
 	// Decode turns stored objects into runtime.Objects. Nil means
 	// Unstructured.
 	Decode DecodeFunc
-	// Batch is how many events one read takes from the journal. Default 256.
+	// Batch is how many events one read takes from the journal at most
+	// (a read also stops after about 4 MiB of records). Default 256.
 	Batch int
 }
 
