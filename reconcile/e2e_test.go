@@ -201,7 +201,7 @@ func (e *env) head() uint64 {
 // eventsFrom returns "TYPE name origin" for the events from offset from.
 func (e *env) eventsFrom(from uint64) ([]string, []journal.Event) {
 	e.t.Helper()
-	evs, err := e.j.Read(from, 10000)
+	evs, err := readAll(e.j, from)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -293,3 +293,17 @@ func sortStrings(s []string) { sort.Strings(s) }
 var metaListOne = metav1.ListOptions{Limit: 1}
 
 func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }
+
+// readAll reads the journal from offset from to its head, page by page (a
+// Read stops after about 4 MiB).
+func readAll(j *journal.Journal, from uint64) ([]journal.Event, error) {
+	var out []journal.Event
+	for {
+		evs, err := j.Read(from, 10000)
+		if err != nil || len(evs) == 0 {
+			return out, err
+		}
+		out = append(out, evs...)
+		from = evs[len(evs)-1].Offset + 1
+	}
+}

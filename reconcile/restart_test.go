@@ -158,7 +158,7 @@ func (e *env) openRead() *journal.Journal {
 
 func eventStrings(t *testing.T, j *journal.Journal, ns string, from uint64) []string {
 	t.Helper()
-	evs, err := j.Read(from, 10000)
+	evs, err := readAll(j, from)
 	if err != nil {
 		t.Fatal(err)
 	}
