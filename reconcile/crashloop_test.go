@@ -93,34 +93,29 @@ func checkJournalConsistent(t *testing.T, j *journal.Journal) {
 	t.Helper()
 	type obj struct{ uid, rv string }
 	state := map[string]obj{}
+	evs, err := readAll(j, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := uint64(1)
-	for {
-		evs, err := j.Read(next, 1000)
-		if err != nil {
-			t.Fatal(err)
+	for _, e := range evs {
+		if e.Offset != next {
+			t.Fatalf("offset %d after %d: not contiguous", e.Offset, next-1)
 		}
-		if len(evs) == 0 {
-			break
+		next++
+		cur, present := state[e.Key]
+		switch {
+		case e.Type == journal.Added && present:
+			t.Errorf("offset %d: ADDED %s while present (uid %s)", e.Offset, e.Key, cur.uid)
+		case e.Type != journal.Added && !present:
+			t.Errorf("offset %d: %s %s while absent", e.Offset, e.Type, e.Key)
+		case e.Type != journal.Added && cur.uid != e.UID:
+			t.Errorf("offset %d: %s %s uid %s; present uid %s", e.Offset, e.Type, e.Key, e.UID, cur.uid)
 		}
-		for _, e := range evs {
-			if e.Offset != next {
-				t.Fatalf("offset %d after %d: not contiguous", e.Offset, next-1)
-			}
-			next++
-			cur, present := state[e.Key]
-			switch {
-			case e.Type == journal.Added && present:
-				t.Errorf("offset %d: ADDED %s while present (uid %s)", e.Offset, e.Key, cur.uid)
-			case e.Type != journal.Added && !present:
-				t.Errorf("offset %d: %s %s while absent", e.Offset, e.Type, e.Key)
-			case e.Type != journal.Added && cur.uid != e.UID:
-				t.Errorf("offset %d: %s %s uid %s; present uid %s", e.Offset, e.Type, e.Key, e.UID, cur.uid)
-			}
-			if e.Type == journal.Deleted {
-				delete(state, e.Key)
-			} else {
-				state[e.Key] = obj{e.UID, e.ResourceVersion}
-			}
+		if e.Type == journal.Deleted {
+			delete(state, e.Key)
+		} else {
+			state[e.Key] = obj{e.UID, e.ResourceVersion}
 		}
 	}
 	entries, err := j.ScanIndex("", 100000)
