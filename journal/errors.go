@@ -26,7 +26,9 @@ var (
 	// full; the write is rolled back whole.
 	ErrNoSpace = bolt.ErrNoSpace
 	// ErrResourceMismatch is returned by Open when Options.Resource differs
-	// from the resource the file already records.
+	// from the resource the file already records: another GVR, namespace or
+	// metadata-only choice, or selectors that differ in canonical form
+	// (selector.go), so that select other objects.
 	ErrResourceMismatch = errors.New("journal: file records another resource")
 )
 

@@ -60,7 +60,10 @@ const (
 // not exist and opts is not read-only.
 //
 // Errors match ErrLocked, ErrNotExist, ErrCorrupt, ErrForeign,
-// ErrNewerSchema and ErrResourceMismatch with errors.Is. A writable Open
+// ErrNewerSchema, ErrResourceMismatch and ErrInvalidSelector with
+// errors.Is. Selectors are compared in canonical form (selector.go): a
+// selector spelled another way that selects the same objects is the same
+// resource. A writable Open
 // also finishes a relist commit that a crash interrupted.
 func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
@@ -94,12 +97,18 @@ func (j *Journal) bindResource(r *Resource) error {
 	if r == nil {
 		return nil
 	}
+	if _, err := r.canonical(); err != nil {
+		return err
+	}
 	return j.store.Update(func(tx *bolt.Tx) error {
-		have, ok := decodeResource(tx.Meta(metaResource))
+		have, ok, err := decodeResource(tx.Meta(metaResource))
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return tx.SetMeta(metaResource, r.encode())
 		}
-		if have != *r {
+		if !have.sameAs(*r) {
 			return fmt.Errorf("%w: file has %q, asked for %q", ErrResourceMismatch, have, *r)
 		}
 		return nil
@@ -124,12 +133,20 @@ func (j *Journal) Path() string { return j.store.Path() }
 func (j *Journal) Store() *bolt.Store { return j.store }
 
 // Resource returns the resource the file records, and false when none is
-// recorded yet.
-func (j *Journal) Resource() (Resource, bool) {
+// recorded yet. A read that fails is an error, never "none recorded": the
+// store's error (ErrCorrupt for a corrupt page, bbolt's for a closed
+// journal), or one matching ErrBadRecord for a record that does not decode.
+func (j *Journal) Resource() (Resource, bool, error) {
 	var r Resource
 	var ok bool
-	_ = j.store.View(func(tx *bolt.Tx) error { r, ok = decodeResource(tx.Meta(metaResource)); return nil })
-	return r, ok
+	err := j.store.View(func(tx *bolt.Tx) (err error) {
+		r, ok, err = decodeResource(tx.Meta(metaResource))
+		return err
+	})
+	if err != nil {
+		return Resource{}, false, fmt.Errorf("journal: resource: %w", err)
+	}
+	return r, ok, nil
 }
 
 // ResourceVersion returns the last synced resourceVersion: the list's or
@@ -283,7 +300,7 @@ type Stats struct {
 func (j *Journal) Stats() (Stats, error) {
 	var s Stats
 	err := j.store.View(func(tx *bolt.Tx) error {
-		s.Resource, _ = decodeResource(tx.Meta(metaResource))
+		s.Resource, _, _ = decodeResource(tx.Meta(metaResource))
 		s.Objects = tx.IndexCount()
 		s.FirstOffset, s.LastOffset = tx.FirstOffset(), tx.LastOffset()
 		s.ResourceVersion = string(tx.Meta(metaRV))

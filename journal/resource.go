@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -50,10 +51,15 @@ func (r Resource) String() string {
 
 func (r Resource) encode() []byte { b, _ := json.Marshal(r); return b }
 
-func decodeResource(b []byte) (Resource, bool) {
+// decodeResource decodes a recorded resource: false when none is recorded,
+// an error matching ErrBadRecord when the record does not decode.
+func decodeResource(b []byte) (Resource, bool, error) {
 	var r Resource
-	if len(b) == 0 || json.Unmarshal(b, &r) != nil {
-		return Resource{}, false
+	if len(b) == 0 {
+		return Resource{}, false, nil
 	}
-	return r, true
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Resource{}, false, fmt.Errorf("%w: recorded resource: %v", ErrBadRecord, err)
+	}
+	return r, true, nil
 }

@@ -148,7 +148,10 @@ type Loop struct {
 // through the apiserver at cfg. The resource must be recorded (journal.Open
 // with Options.Resource); otherwise New fails.
 func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
-	res, ok := j.Resource()
+	res, ok, err := j.Resource()
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
 	if !ok {
 		return nil, errors.New("reconcile: journal records no resource: open it with journal.Options.Resource")
 	}

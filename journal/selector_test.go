@@ -1,0 +1,102 @@
+package journal_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// reopenWith opens a file recorded with first, closes it, and opens it again
+// asking for second; it returns the second Open's error.
+func reopenWith(t *testing.T, first, second journal.Resource) error {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := journal.Open(path, &journal.Options{Resource: &first, NoSync: true})
+	if err != nil {
+		t.Fatalf("first Open with %v = %v", first, err)
+	}
+	_ = j.Close()
+	j, err = journal.Open(path, &journal.Options{Resource: &second, NoSync: true})
+	if err == nil {
+		_ = j.Close()
+	}
+	return err
+}
+
+// Ensure that a selector spelled another way that selects the same objects
+// opens the file recording the first spelling.
+func TestOpen_EquivalentSelectorIsTheSameResource(t *testing.T) {
+	for _, tc := range []struct{ name, label, field, label2, field2 string }{
+		{"requirements in another order", "app=x,tier=web", "", "tier=web,app=x", ""},
+		{"spaces", "app=x,tier=web", "", " app = x , tier = web ", ""},
+		{"== for =", "app=x,tier=web", "", "app==x,tier==web", ""},
+		{"in with one value for =", "app=x,tier=web", "", "app in (x),tier=web", ""},
+		{"notin with one value for !=", "app!=x", "", "app notin (x)", ""},
+		{"set values in another order", "env in (a,b),app", "", "app,env in (b, a)", ""},
+		{"a requirement repeated", "app=x", "", "app=x,app=x", ""},
+		{"field requirements in another order", "", "metadata.name=a,metadata.namespace=wj", "", "metadata.namespace=wj,metadata.name=a"},
+		{"field ==", "", "metadata.name=a", "", "metadata.name==a"},
+		{"field != reordered", "", "metadata.name!=a,metadata.namespace=wj", "", "metadata.namespace==wj,metadata.name!=a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := cm, cm
+			first.LabelSelector, first.FieldSelector = tc.label, tc.field
+			second.LabelSelector, second.FieldSelector = tc.label2, tc.field2
+			if err := reopenWith(t, first, second); err != nil {
+				t.Errorf("reopen recorded with -l %q --field-selector %q asking for -l %q --field-selector %q = %v; want nil",
+					tc.label, tc.field, tc.label2, tc.field2, err)
+			}
+		})
+	}
+}
+
+// Ensure that a selector that selects other objects is still another
+// resource.
+func TestOpen_DifferentSelectorIsAnotherResource(t *testing.T) {
+	for _, tc := range []struct{ name, label, field, label2, field2 string }{
+		{"another value", "app=x", "", "app=y", ""},
+		{"one requirement more", "app=x", "", "app=x,tier=web", ""},
+		{"none", "app=x", "", "", ""},
+		{"!= for =", "app=x", "", "app!=x", ""},
+		{"in with two values for =", "app=x", "", "app in (x,y)", ""},
+		{"exists for =", "app=x", "", "app", ""},
+		{"another field value", "", "metadata.name=a", "", "metadata.name=b"},
+		{"label text as a field selector", "app=x", "", "", "app=x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := cm, cm
+			first.LabelSelector, first.FieldSelector = tc.label, tc.field
+			second.LabelSelector, second.FieldSelector = tc.label2, tc.field2
+			if err := reopenWith(t, first, second); !errors.Is(err, journal.ErrResourceMismatch) {
+				t.Errorf("reopen recorded with -l %q --field-selector %q asking for -l %q --field-selector %q = %v; want ErrResourceMismatch",
+					tc.label, tc.field, tc.label2, tc.field2, err)
+			}
+		})
+	}
+}
+
+// Ensure that Open refuses a selector that does not parse, and a label key
+// past the API's bounds, before recording anything.
+func TestOpen_InvalidSelector(t *testing.T) {
+	for _, tc := range []struct{ name, label, field string }{
+		{"label syntax", "app in (x", ""},
+		{"label key too long", strings.Repeat("k", 40000) + "=x", ""},
+		{"field syntax", "", "metadata.name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cm
+			r.LabelSelector, r.FieldSelector = tc.label, tc.field
+			path := filepath.Join(t.TempDir(), "j.db")
+			j, err := journal.Open(path, &journal.Options{Resource: &r, NoSync: true})
+			if err == nil {
+				_ = j.Close()
+			}
+			if !errors.Is(err, journal.ErrInvalidSelector) || len(err.Error()) > 1000 {
+				t.Fatalf("Open with -l %.40q --field-selector %q = %.200v; want ErrInvalidSelector", tc.label, tc.field, err)
+			}
+		})
+	}
+}
