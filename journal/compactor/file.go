@@ -16,7 +16,9 @@ import (
 // with bbolt's compaction, so that pages freed by retention go back to the
 // filesystem, and returns both sizes in bytes. The writer must be stopped:
 // src is opened read-only and a running writer makes it fail with
-// journal.ErrLocked. Replace src with dst (rename) to finish.
+// journal.ErrLocked. Replace src with dst (rename) to finish. dst is
+// written with its freelist synced, like every file package journal
+// writes.
 func CompactFile(src, dst string) (before, after int64, err error) {
 	// Check it is a journal we can read (typed errors), then release it.
 	j, err := journal.Open(src, &journal.Options{ReadOnly: true, Timeout: -1})
@@ -35,7 +37,10 @@ func CompactFile(src, dst string) (before, after int64, err error) {
 		return 0, 0, fmt.Errorf("compactor: open %s: %w", src, err)
 	}
 	defer in.Close()
-	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	// The freelist is synced, as package bolt's Store writes it: without
+	// it, the next open rebuilds it by walking every page in a goroutine
+	// of bbolt's, where a corrupt page panics beyond any recover.
+	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoFreelistSync: false, FreelistType: bbolt.FreelistMapType})
 	if err != nil {
 		return 0, 0, fmt.Errorf("compactor: create %s: %w", dst, err)
 	}
