@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/journal/bolt"
@@ -14,24 +15,62 @@ type Tx struct {
 	appended int
 }
 
+// errPanicked rolls back a transaction whose fn panicked; Update then
+// panics again with fn's value.
+var errPanicked = errors.New("journal: update function panicked")
+
 // Update runs fn in one write transaction. Everything fn appends, and the
 // resourceVersion it sets, is committed together when fn returns nil, and
 // nothing is when it returns an error. Group commit: put many events in one
 // Update. Followers (Wait) wake after the commit.
+//
+// A panic in fn's own code rolls the transaction back and then propagates
+// from Update with fn's value, as bbolt's DB.Update does: the file is
+// untouched and stays healthy. Only a panic inside the store (bbolt on a
+// corrupt page, reached through a Tx method) is returned as ErrCorrupt.
 func (j *Journal) Update(fn func(*Tx) error) error {
 	var t *Tx
-	err := j.store.Update(func(btx *bolt.Tx) error {
+	var panicked bool
+	var value any
+	err := j.store.Update(func(btx *bolt.Tx) (err error) {
 		t = &Tx{tx: btx}
+		defer func() {
+			r := recover()
+			if _, ok := r.(storePanic); ok {
+				panic(r) // the store's: it recovers it as ErrCorrupt
+			}
+			if r != nil {
+				panicked, value, err = true, r, errPanicked
+			}
+		}()
 		return fn(t)
 	})
+	if panicked {
+		panic(value)
+	}
 	if err == nil && t != nil && t.appended > 0 {
 		j.wake()
 	}
 	return err
 }
 
+// storePanic is a panic raised inside the store (bbolt on a corrupt page)
+// while a Tx method ran, as opposed to one in the caller's code.
+type storePanic struct{ v any }
+
+func (p storePanic) String() string { return fmt.Sprint(p.v) }
+
+// guard marks a panic inside the store as the store's: every Tx method
+// that reaches the store defers it.
+func guard() {
+	if r := recover(); r != nil {
+		panic(storePanic{r})
+	}
+}
+
 // Lookup returns the index entry for key as this transaction sees it.
 func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
+	defer guard()
 	v := t.tx.IndexGet([]byte(key))
 	if v == nil {
 		return IndexEntry{}, false, nil
@@ -44,6 +83,7 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
 // e.Time is set to the current time. It returns the offset assigned.
 func (t *Tx) Append(e *Event) (uint64, error) {
+	defer guard()
 	if e.Time.IsZero() {
 		e.Time = now()
 	}
@@ -75,8 +115,14 @@ func applyIndex(tx *bolt.Tx, e *Event) error {
 
 // SetResourceVersion records rv as the last synced resourceVersion, the
 // point a watch resumes from.
-func (t *Tx) SetResourceVersion(rv string) error { return t.tx.SetMeta(metaRV, []byte(rv)) }
+func (t *Tx) SetResourceVersion(rv string) error {
+	defer guard()
+	return t.tx.SetMeta(metaRV, []byte(rv))
+}
 
 // ResourceVersion returns the last synced resourceVersion as this
 // transaction sees it.
-func (t *Tx) ResourceVersion() string { return string(t.tx.Meta(metaRV)) }
+func (t *Tx) ResourceVersion() string {
+	defer guard()
+	return string(t.tx.Meta(metaRV))
+}

@@ -1,0 +1,70 @@
+package journal_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Ensure that a panic in the caller's Update function rolls the
+// transaction back and propagates with its value; it is not reported as
+// ErrCorrupt, and the file stays healthy and reopens.
+func TestJournal_Update_PanicInCallerPropagates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := journal.Open(path, &journal.Options{Resource: &cm, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, j, "10", ev(journal.Added, "wj/a", "u1", "10"))
+
+	var got any
+	var err2 error
+	func() {
+		defer func() { got = recover() }()
+		err2 = j.Update(func(tx *journal.Tx) error {
+			e := ev(journal.Added, "wj/b", "u2", "11")
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+			panic("caller's bug")
+		})
+	}()
+	if got != "caller's bug" {
+		t.Fatalf("Update with a panicking function: recovered %v, returned %v; want the panic \"caller's bug\" to propagate", got, err2)
+	}
+	if head, err := j.Head(); err != nil || head != 1 {
+		t.Errorf("head after the panicking Update = %d, %v; want 1 (its append rolled back)", head, err)
+	}
+	// The journal is still usable in this process.
+	appendEvents(t, j, "12", ev(journal.Added, "wj/c", "u3", "12"))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	j, err = journal.Open(path, &journal.Options{Resource: &cm, NoSync: true})
+	if err != nil {
+		t.Fatalf("reopen after a panicking Update = %v; want a healthy file", err)
+	}
+	defer j.Close()
+	rep, err := j.Verify()
+	if err != nil || !rep.OK() {
+		t.Fatalf("Verify after a panicking Update = %+v, %v; want no problems", rep, err)
+	}
+	if _, ok, _ := j.Lookup("wj/b"); ok {
+		t.Errorf("wj/b is in the index; want the panicking transaction rolled back")
+	}
+	if _, ok, _ := j.Lookup("wj/c"); !ok {
+		t.Errorf("wj/c is not in the index; want the later Update committed")
+	}
+}
+
+// Ensure that an error returned by the Update function is returned as is.
+func TestJournal_Update_ErrorIsNotCorruption(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	mine := errors.New("mine")
+	if err := j.Update(func(*journal.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, journal.ErrCorrupt) {
+		t.Errorf("Update returning an error = %v; want that error, not ErrCorrupt", err)
+	}
+}
