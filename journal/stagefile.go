@@ -109,12 +109,39 @@ func (s *stageWriter) discard(path string) {
 // errStageLost says the stage file a commit marker names cannot be used.
 var errStageLost = errors.New("stage file lost")
 
-// stageReader reads the records of a stage file from a position.
+// stageReader reads the records of a stage file from a position up to the
+// size its commit marker records.
 type stageReader struct {
-	f   *os.File
-	r   *bufio.Reader
-	pos int64
+	f    *os.File
+	r    *bufio.Reader
+	pos  int64
+	size int64
 }
+
+// StageRecordError is a stage-file record whose length runs past the end
+// of what the commit marker says the file holds (a corrupt length): the
+// record is refused before anything is allocated for it. It matches the
+// lost-stage case, so Open recovers as for a lost stage file (the next
+// run relists).
+type StageRecordError struct {
+	// Path is the stage file's path.
+	Path string
+	// Pos is the record's position in the file, in bytes.
+	Pos int64
+	// Length is the record length the file claims, in bytes.
+	Length uint32
+	// Left is how many bytes the file holds after the length field.
+	Left int64
+}
+
+// Error returns the message, with the position and both lengths.
+func (e *StageRecordError) Error() string {
+	return fmt.Sprintf("journal: stage file %s: record at %d claims %d bytes, the file holds %d after it",
+		e.Path, e.Pos, e.Length, e.Left)
+}
+
+// Unwrap returns errStageLost: the stage file cannot be rolled forward.
+func (e *StageRecordError) Unwrap() error { return errStageLost }
 
 // openStage opens the stage file at path for reading at pos, checking that
 // it is the file with nonce and at least size bytes long. A mismatch wraps
@@ -147,7 +174,7 @@ func openStage(path string, nonce uint64, size, pos int64) (*stageReader, error)
 		_ = f.Close()
 		return nil, err
 	}
-	return &stageReader{f: f, r: bufio.NewReaderSize(f, 256<<10), pos: pos}, nil
+	return &stageReader{f: f, r: bufio.NewReaderSize(f, 256<<10), pos: pos, size: size}, nil
 }
 
 // next returns the next record and the position after it.
@@ -156,7 +183,11 @@ func (s *stageReader) next() ([]byte, int64, error) {
 	if _, err := io.ReadFull(s.r, n[:]); err != nil {
 		return nil, s.pos, fmt.Errorf("%w: at %d: %v", errStageLost, s.pos, err)
 	}
-	rec := make([]byte, binary.BigEndian.Uint32(n[:]))
+	length := binary.BigEndian.Uint32(n[:])
+	if left := s.size - s.pos - 4; int64(length) > left {
+		return nil, s.pos, &StageRecordError{Path: s.f.Name(), Pos: s.pos, Length: length, Left: left}
+	}
+	rec := make([]byte, length)
 	if _, err := io.ReadFull(s.r, rec); err != nil {
 		return nil, s.pos, fmt.Errorf("%w: at %d: %v", errStageLost, s.pos, err)
 	}
