@@ -31,10 +31,11 @@ var ErrNoConsumer = errors.New("journal: no such consumer")
 // Consumer returns the named consumer, positioned right after its committed
 // offset. A new name is registered as if it had committed everything before
 // the first retained event, so it reads from there. Registered consumers
-// hold retention back (package compactor) until the hard byte cap.
+// hold retention back (package compactor) until the hard byte cap. An
+// empty name or one longer than MaxKeyBytes is refused with ErrBadKey.
 func (j *Journal) Consumer(name string) (*Consumer, error) {
-	if name == "" {
-		return nil, errors.New("journal: empty consumer name")
+	if err := checkKey("consumer name", name); err != nil {
+		return nil, err
 	}
 	var committed uint64
 	var found bool

@@ -59,6 +59,9 @@ func (r *Relist) Stage(evs []Event) error {
 		return fmt.Errorf("journal: relist already finished")
 	}
 	for i := range evs {
+		if err := checkKey("key", evs[i].Key); err != nil {
+			return fmt.Errorf("journal: stage: %w", err)
+		}
 		if evs[i].Time.IsZero() {
 			evs[i].Time = now()
 		}
@@ -85,6 +88,11 @@ func (r *Relist) Staged() int { return r.staged }
 // MarkSeen records keys as listed, for a relist whose pages did not come in
 // key order and so must find deletions by lookup (Unseen).
 func (r *Relist) MarkSeen(keys []string) error {
+	for _, k := range keys {
+		if err := checkKey("key", k); err != nil {
+			return fmt.Errorf("journal: mark seen: %w", err)
+		}
+	}
 	return r.j.store.Update(func(tx *bolt.Tx) error {
 		for _, k := range keys {
 			if err := tx.SeenPut([]byte(k)); err != nil {
@@ -244,6 +252,9 @@ func (j *Journal) finishRelistChunks(max int) error {
 					return err
 				}
 				e, err := decodeEvent(0, rec)
+				if err == nil {
+					err = checkKey("key", e.Key)
+				}
 				if err != nil {
 					bad = err
 					return err

@@ -84,6 +84,9 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // e.Time is set to the current time. It returns the offset assigned.
 func (t *Tx) Append(e *Event) (uint64, error) {
 	defer guard()
+	if err := checkKey("key", e.Key); err != nil {
+		return 0, err
+	}
 	if e.Time.IsZero() {
 		e.Time = now()
 	}

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -66,5 +67,44 @@ func TestJournal_Update_ErrorIsNotCorruption(t *testing.T) {
 	mine := errors.New("mine")
 	if err := j.Update(func(*journal.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, journal.ErrCorrupt) {
 		t.Errorf("Update returning an error = %v; want that error, not ErrCorrupt", err)
+	}
+}
+
+// Ensure that a key bbolt cannot store (empty, or past its 32 KiB key
+// limit) is refused with ErrBadKey where it enters, leaving the file as it
+// was, and that a key at the limit is stored.
+func TestJournal_BadKeysAreRefusedWhereTheyEnter(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	long := strings.Repeat("k", journal.MaxKeyBytes+1)
+	for _, key := range []string{"", long} {
+		e := ev(journal.Added, key, "u", "1")
+		err := j.Update(func(tx *journal.Tx) error { _, err := tx.Append(&e); return err })
+		if !errors.Is(err, journal.ErrBadKey) || len(err.Error()) > 1000 {
+			t.Errorf("Append with a %d-byte key = %.300v; want a short ErrBadKey", len(key), err)
+		}
+		rel, err := j.BeginRelist()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rel.Stage([]journal.Event{e}); !errors.Is(err, journal.ErrBadKey) {
+			t.Errorf("Stage with a %d-byte key = %.300v; want ErrBadKey", len(key), err)
+		}
+		if err := rel.MarkSeen([]string{key}); !errors.Is(err, journal.ErrBadKey) {
+			t.Errorf("MarkSeen with a %d-byte key = %.300v; want ErrBadKey", len(key), err)
+		}
+		if err := rel.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Consumer(key); !errors.Is(err, journal.ErrBadKey) {
+			t.Errorf("Consumer with a %d-byte name = %.300v; want ErrBadKey", len(key), err)
+		}
+	}
+	if head, _ := j.Head(); head != 0 {
+		t.Errorf("head = %d after refused keys; want 0", head)
+	}
+	atLimit := ev(journal.Added, strings.Repeat("k", journal.MaxKeyBytes), "u", "1")
+	appendEvents(t, j, "1", atLimit)
+	if _, ok, err := j.Lookup(atLimit.Key); !ok || err != nil {
+		t.Errorf("Lookup of a key at the limit = %v, %v; want it stored", ok, err)
 	}
 }

@@ -1,0 +1,38 @@
+package journal
+
+// Object keys and consumer names become bbolt keys (the index, the relist's
+// seen set, the consumers bucket), and bbolt refuses an empty key and one
+// longer than bbolt.MaxKeySize (32,768 bytes). A conforming apiserver never
+// sends such a key (a name is at most 253 characters, a namespace 63), but
+// an aggregated API server or a caller might: the journal refuses it with
+// ErrBadKey where it enters, before any transaction or stage file holds it,
+// so that a bad key can never leave a relist half committed (the stage
+// file's events are checked again when they move into the file).
+
+import (
+	"errors"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// MaxKeyBytes is the longest object key or consumer name the journal
+// stores, in bytes: bbolt's key limit.
+const MaxKeyBytes = bbolt.MaxKeySize
+
+// ErrBadKey is returned for an object key or consumer name that is empty or
+// longer than MaxKeyBytes: by Tx.Append, Relist.Stage, Relist.MarkSeen and
+// Journal.Consumer, before anything is written.
+var ErrBadKey = errors.New("journal: key empty or too long")
+
+// checkKey returns an error matching ErrBadKey for an empty key or one
+// longer than MaxKeyBytes; what names the key's role ("key", "consumer name").
+func checkKey(what, k string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%w: empty %s", ErrBadKey, what)
+	case len(k) > MaxKeyBytes:
+		return fmt.Errorf("%w: %s %q is %d bytes, more than %d", ErrBadKey, what, clip(k), len(k), MaxKeyBytes)
+	}
+	return nil
+}
