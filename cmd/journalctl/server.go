@@ -253,20 +253,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // serve listens on the unix socket sock, replacing a stale one: the caller
 // holds the journal's exclusive lock, so no other watch can serve it. The
-// socket is readable by the file's owner only. stop ends open requests
-// (long polls answer at once), waits for the serving goroutine to exit and
-// removes the socket.
+// socket is readable by the file's owner only, from the moment it exists
+// (listenPrivate). stop ends open requests (long polls answer at once),
+// waits for the serving goroutine to exit and removes the socket.
 func serve(sock string, h http.Handler, log *zap.Logger) (stop func(), err error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("journalctl: remove stale socket: %w", err)
 	}
-	ln, err := net.Listen("unix", sock)
+	ln, err := listenPrivate(sock) // 0600 from the start
 	if err != nil {
 		return nil, fmt.Errorf("journalctl: listen: %w", err)
-	}
-	if err := os.Chmod(sock, 0o600); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("journalctl: socket: %w", err)
 	}
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
