@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,8 @@ func newEventsCmd() *cobra.Command {
 			"after its committed one), and follow new ones with -f. A position that retention has\n" +
 			"already dropped is an error, never a silent skip. With --commit the consumer's committed\n" +
 			"offset moves to the last event printed, after each page printed: the file is opened\n" +
-			"writable for the commit alone, or a running watch commits it.",
+			"writable for the commit alone, or a running watch commits it. Only rows that reached\n" +
+			"the output whole count: when a write fails, the commit stops at the row before it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.commit && f.consumer == "" {
@@ -68,7 +70,13 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 	if f.follow {
 		widths = followWidths
 	}
-	p, err := newPrinterWidths(out, f.output, widths, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
+	// What --commit commits is what reached out whole: shown counts the
+	// rows out accepted, whatever the printer buffers.
+	shown := &shownRows{w: out}
+	if f.output == "table" {
+		shown.lines = -1 // the header
+	}
+	p, err := newPrinterWidths(shown, f.output, widths, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
 	if err != nil {
 		return err
 	}
@@ -91,15 +99,16 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 	}
 	committed := next - 1 // with --consumer
 	for {
-		err := printFrom(ctx, src, p, &next)
-		if f.commit && next-1 > committed {
-			// Commit what was printed even when the read then failed
-			// or ctx is done: it reached the output.
+		err := printFrom(ctx, src, p, shown, &next)
+		if last := shown.last(); f.commit && last > committed {
+			// Commit the rows that reached the output, even when the
+			// read or a later write then failed or ctx is done; never
+			// one that did not.
 			var cerr error
-			if src, cerr = commitPrinted(ctx, src, f, next-1); cerr != nil {
-				return cerr
+			if src, cerr = commitPrinted(ctx, src, f, last); cerr != nil {
+				return errors.Join(err, cerr)
 			}
-			committed = next - 1
+			committed = last
 		}
 		if err == nil && !f.follow {
 			return nil
@@ -158,12 +167,14 @@ func commitPrinted(ctx context.Context, src source, f eventsFlags, off uint64) (
 }
 
 // printFrom prints the events from offset *next to the head, page by page,
-// and moves *next past them.
-func printFrom(ctx context.Context, src source, p *printer, next *uint64) error {
+// and moves *next past them. It tells shown the offset of each row it
+// gives p, in order.
+func printFrom(ctx context.Context, src source, p *printer, shown *shownRows, next *uint64) error {
 	for {
 		evs, err := src.Read(ctx, *next, readPage)
 		for _, e := range evs {
 			if err == nil {
+				shown.printing(e.Offset)
 				err = p.row(toJSONEvent(e), e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion)
 			}
 		}
@@ -193,4 +204,35 @@ func reopenSource(ctx context.Context, path string) (source, error) {
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// shownRows is the writer the events printer writes through: it counts the
+// rows that reached the output whole, so that --commit commits exactly
+// those. Each row, a table's or a JSON line, ends in the one newline that
+// counts it (a key, UID or resourceVersion holds none, and JSON escapes
+// it); a row cut short by a failed write is not counted.
+type shownRows struct {
+	w     io.Writer
+	lines int      // newlines written and not yet matched to offsets; -1 while a table header is due
+	queue []uint64 // offsets of rows given to the printer and not yet known written, in order
+	done  uint64   // the last offset whose row reached w whole; 0 for none
+}
+
+func (s *shownRows) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	s.lines += bytes.Count(p[:n], []byte{'\n'})
+	return n, err
+}
+
+// printing records that the row of offset off goes to the printer next.
+func (s *shownRows) printing(off uint64) { s.queue = append(s.queue, off) }
+
+// last returns the last offset whose row reached the output whole.
+func (s *shownRows) last() uint64 {
+	if k := min(max(s.lines, 0), len(s.queue)); k > 0 {
+		s.done = s.queue[k-1]
+		s.queue = s.queue[k:]
+		s.lines -= k
+	}
+	return s.done
 }
