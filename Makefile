@@ -33,6 +33,7 @@ FUZZ_DECODE ?= 200000x
 FUZZ_DIFF ?= 50000x
 fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZ_DECODE)
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEventChecksum$$' -fuzztime $(FUZZ_DIFF)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZ_DECODE)
 	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZ_DIFF)
 
