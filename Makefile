@@ -20,10 +20,28 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-## test: builds the local control plane if needed, then runs all tests;
-## tests that need kube-apiserver fail (not skip) when it is missing.
+## test: builds the local control plane if needed, then runs all tests,
+## then the race detector on RACE_PKGS. Tests that need kube-apiserver fail
+## (not skip) when it is missing; tests that need root (a size-limited
+## tmpfs, a memory cgroup) fail when they cannot run, unless
+## REQUIRE_PRIVILEGED=0 (then they skip and say so with -v). CI runs it as
+## root, so a green run means every test ran.
+REQUIRE_PRIVILEGED ?= 1
+TESTENV := WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 WATCHJOURNAL_REQUIRE_PRIVILEGED=$(REQUIRE_PRIVILEGED)
 test: controlplane vet fuzz
-	WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 $(GO) test $(TESTFLAGS) ./...
+	$(TESTENV) $(GO) test $(TESTFLAGS) ./...
+	$(MAKE) --no-print-directory race
+
+## race: the tests of RACE_PKGS under the race detector (part of test).
+## RACE_PKGS are the packages whose -race run fits CI's budget (90 min on 2
+## cores for all of make test); RACE_SKIP names tests left out of it, with
+## the reason beside it. See the timings in testdata/README.md.
+RACE_PKGS ?= ./journal/... ./cmd/... ./internal/...
+RACE_SKIP ?=
+RACEFLAGS ?= -count=1 -timeout 45m
+.PHONY: race
+race: controlplane
+	$(TESTENV) $(GO) test -race $(RACEFLAGS) $(if $(RACE_SKIP),-skip '$(RACE_SKIP)') $(RACE_PKGS)
 
 ## fuzz: each fuzz target for a short fixed budget of executions (about
 ## 10 s each here). A count, not a duration: with -fuzztime 10s, Go's fuzz
@@ -33,6 +51,7 @@ FUZZ_DECODE ?= 200000x
 FUZZ_DIFF ?= 50000x
 fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZ_DECODE)
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEventChecksum$$' -fuzztime $(FUZZ_DIFF)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZ_DECODE)
 	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZ_DIFF)
 

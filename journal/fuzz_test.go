@@ -1,32 +1,63 @@
 package journal
 
+// Fuzz targets for the record and index decoders. A stored record is one
+// version byte, the CRC-32C of its body, then the msgpack body: random
+// bytes almost never carry a matching CRC, so a target that mutates whole
+// records tests the checksum and little else. FuzzDecodeEvent therefore
+// mutates the body and computes the CRC itself, so every input reaches the
+// msgpack decoder; FuzzDecodeEventChecksum checks the other half, that a
+// record whose bytes changed after the CRC was computed is refused.
+
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
 	"testing"
 	"time"
 )
 
-// Decoding any bytes as a record returns an event or ErrBadRecord, never
-// panics; a record that decodes re-encodes to an equal event.
+// fuzzSeedEvents are valid events of each type and origin.
+var fuzzSeedEvents = []Event{
+	{Type: Added, Key: "ns/a", UID: "u", ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{}`), Time: time.Unix(0, 5)},
+	{Type: Deleted, Key: "a", UID: "u", ResourceVersion: "W/x", Origin: OriginRestart},
+	{Type: Modified, Key: "ns/b", UID: "u2", ResourceVersion: "9007199254740993", PrevResourceVersion: "7", Origin: OriginRelist},
+}
+
+// sealRecord returns the stored form of a msgpack body: the version byte
+// and the body's CRC-32C in front of it, as encodeEvent writes them.
+func sealRecord(body []byte) []byte {
+	out := make([]byte, 5, 5+len(body))
+	out[0] = recordVersion
+	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(body, castagnoli))
+	return append(out, body...)
+}
+
+// Decoding any msgpack body under a correct header returns an event or
+// ErrBadRecord, never panics; a body that decodes re-encodes to an equal
+// event.
 func FuzzDecodeEvent(f *testing.F) {
-	for _, e := range []Event{
-		{Type: Added, Key: "ns/a", UID: "u", ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{}`), Time: time.Unix(0, 5)},
-		{Type: Deleted, Key: "a", UID: "u", ResourceVersion: "W/x", Origin: OriginRestart},
-		{Type: Modified, Key: "ns/b", UID: "u2", ResourceVersion: "9007199254740993", PrevResourceVersion: "7", Origin: OriginRelist},
-	} {
+	for _, e := range fuzzSeedEvents {
 		b, err := encodeEvent(&e)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		f.Add(b[5:])
 	}
 	f.Add([]byte{})
-	f.Add([]byte{1})
-	f.Add([]byte{2, 0x90})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEvent(7, b)
+	f.Add([]byte{0x90})             // an empty msgpack array
+	f.Add([]byte{0x98, 1, 0xa0})    // an array that claims 8 elements and holds 2
+	f.Add([]byte{0x92, 4, 0xa1, 0}) // type 4 does not exist
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, err := decodeEvent(7, sealRecord(body))
 		if err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("decode error %v is not ErrBadRecord", err)
+			}
 			return
+		}
+		if e.Offset != 7 {
+			t.Fatalf("offset %d, want 7", e.Offset)
 		}
 		b2, err := encodeEvent(&e)
 		if err != nil {
@@ -43,19 +74,59 @@ func FuzzDecodeEvent(f *testing.F) {
 	})
 }
 
-// Decoding any bytes as an index value never panics.
+// A record with any one bit flipped after its CRC was computed (in the
+// CRC or in the body) is refused with ErrBadRecord: CRC-32C detects every
+// single-bit error. Raw bytes with a wrong version byte are refused too.
+func FuzzDecodeEventChecksum(f *testing.F) {
+	for i, e := range fuzzSeedEvents {
+		b, err := encodeEvent(&e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b[5:], uint32(i*13), byte(recordVersion))
+	}
+	f.Add([]byte{}, uint32(0), byte(recordVersion))
+	f.Add([]byte{0x90}, uint32(3), byte(2))
+	f.Fuzz(func(t *testing.T, body []byte, bit uint32, version byte) {
+		rec := sealRecord(body)
+		rec[0] = version
+		if version == recordVersion {
+			n := uint32(8 * (len(rec) - 1))
+			i := 1 + int(bit%n)/8
+			rec[i] ^= 1 << (bit % 8)
+		}
+		if _, err := decodeEvent(7, rec); !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("decode of a damaged record (version %d, bit %d) = %v; want ErrBadRecord", version, bit, err)
+		}
+	})
+}
+
+// Decoding any bytes as an index value never panics and returns an entry
+// or ErrBadRecord; every encoded (uid, rv) decodes to itself. The index
+// value carries no checksum, so the raw bytes reach the decoder.
 func FuzzDecodeIndex(f *testing.F) {
-	f.Add(encodeIndex("uid-1", "12"))
-	f.Add([]byte{0xff})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeIndex([]byte("k"), b)
-		if err == nil && !bytes.Equal(encodeIndex(e.UID, e.ResourceVersion), b) {
+	f.Add([]byte("ns/a"), encodeIndex("uid-1", "12"), "uid-1", "12")
+	f.Add([]byte("k"), []byte{0xff}, "", "")
+	f.Add([]byte(""), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, "u", "W/\"x\"")
+	f.Add([]byte("k"), []byte{5, 'a'}, "0123456789abcdef", "")
+	f.Fuzz(func(t *testing.T, key, b []byte, uid, rv string) {
+		e, err := decodeIndex(key, b)
+		switch {
+		case err != nil && !errors.Is(err, ErrBadRecord):
+			t.Fatalf("decode error %v is not ErrBadRecord", err)
+		case err == nil && e.Key != string(key):
+			t.Fatalf("decoded key %q, want %q", e.Key, key)
+		case err == nil && !bytes.Equal(encodeIndex(e.UID, e.ResourceVersion), b):
 			// Non-canonical varints may decode; they must still give a
 			// value that round-trips from its own encoding.
-			e2, err := decodeIndex([]byte("k"), encodeIndex(e.UID, e.ResourceVersion))
+			e2, err := decodeIndex(key, encodeIndex(e.UID, e.ResourceVersion))
 			if err != nil || e2 != e {
 				t.Fatalf("round trip of %+v failed: %+v, %v", e, e2, err)
 			}
+		}
+		got, err := decodeIndex(key, encodeIndex(uid, rv))
+		if want := (IndexEntry{Key: string(key), UID: uid, ResourceVersion: rv}); err != nil || got != want {
+			t.Fatalf("decode(encode(%q, %q)) = %+v, %v; want %+v", uid, rv, got, err, want)
 		}
 	})
 }

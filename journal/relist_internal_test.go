@@ -60,9 +60,10 @@ func reopen(t *testing.T, path string) (*Journal, Stats) {
 	return j, st
 }
 
-// A crash between the commit marker and the last chunk must roll forward on
-// the next Open: the relist is applied whole, never half.
-func TestRelist_CrashDuringCommitRollsForward(t *testing.T) {
+// A commit interrupted between the commit marker and the last chunk (the
+// test stops it there and closes the file, standing in for a crash) must
+// roll forward on the next Open: the relist is applied whole, never half.
+func TestRelist_InterruptedCommit_RollsForwardOnOpen(t *testing.T) {
 	const n = 2*commitChunk + 10
 	for _, chunks := range []int{0, 1, 2} {
 		t.Run(fmt.Sprintf("after %d chunks", chunks), func(t *testing.T) {
@@ -83,8 +84,9 @@ func TestRelist_CrashDuringCommitRollsForward(t *testing.T) {
 	}
 }
 
-// A crash while staging (before the marker) leaves the file as it was.
-func TestRelist_CrashWhileStagingChangesNothing(t *testing.T) {
+// Staging interrupted before the marker (the file is closed with the stage
+// file left behind, standing in for a crash) leaves the file as it was.
+func TestRelist_InterruptedStaging_ChangesNothing(t *testing.T) {
 	path, j, rel := stagedRelist(t, 10)
 	if err := rel.w.w.Flush(); err != nil {
 		t.Fatal(err)

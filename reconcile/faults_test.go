@@ -192,11 +192,12 @@ func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
 	}
 }
 
-// Scenario S11 without a controller manager: the namespace's objects are
-// deleted (as its namespace controller would) and the namespace finalized
-// away, then recreated. Every object gets its DELETED, an absent namespace
-// is no error loop, and the new objects are ADDED with new UIDs.
-func TestLoop_NamespaceDeletedAndRecreated(t *testing.T) {
+// Scenario S11 without a controller manager: the test itself deletes the
+// namespace's objects (as the namespace controller would; none runs here)
+// and finalizes the namespace away, then recreates it. Every object gets its
+// DELETED, an absent namespace is no error loop, and the new objects are
+// ADDED with new UIDs.
+func TestLoop_NamespaceEmptiedByTestFinalizedAndRecreated(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	e.create("b")

@@ -16,6 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/watchjournal/watchjournal/internal/testenv"
 )
 
 // SCENARIOS S12: relist memory with many or large objects. 300 ConfigMaps
@@ -25,6 +27,14 @@ import (
 // list, a relist after a 410 with 10 updates and 10 deletes, and a SIGKILL
 // in the middle of a relist and a restart; the journal holds exactly the
 // events that closed each gap, and the index equals the server.
+//
+// "Not OOM-killed" alone would also hold if the kernel kept the process
+// under the limit by dropping page cache (the bbolt file's pages, which
+// the cgroup is charged for) while the process's own memory grew towards
+// the limit. So the test samples the cgroup's anonymous memory (cgroup v2
+// memory.stat "anon", v1 "total_rss": heap, stacks, not page cache) every
+// 20 ms and asserts that its maximum stays under anonBudget, a margin
+// below the limit.
 func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 270 MiB of ConfigMaps")
@@ -33,8 +43,13 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 		objects = 300
 		size    = 900 << 10
 		limit   = 128 << 20
+		// anonBudget is the most anonymous memory the journal process may
+		// use: the limit less a margin of 32 MiB for the page cache it
+		// needs to make progress (the file's pages being written).
+		anonBudget = limit - 32<<20
 	)
 	cg := memoryCgroup(t, limit)
+	anon := cg.sampleAnon(t, 20*time.Millisecond)
 	e := newEnv(t)
 	createLarge(t, e, objects, size)
 
@@ -57,6 +72,7 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	e.proxy.Heal()
 	c.waitFor(t, "phase=Watching", "gone=1", fmt.Sprintf("events=%d", objects+20))
 	checkAlive(t, c, cg)
+	checkAnon(t, anon, anonBudget)
 	c.kill()
 	j := e.openRead()
 	equal(t, "events of the relist", eventStrings(t, j, e.ns, objects+1), want)
@@ -82,6 +98,7 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	c = e.startChildWith(childOptions{proxied: true, pageSize: 500, cgroup: cg})
 	c.waitFor(t, "phase=Watching", "rv="+marker.ResourceVersion)
 	checkAlive(t, c, cg)
+	checkAnon(t, anon, anonBudget)
 	c.kill()
 	j = e.openRead()
 	got := eventStrings(t, j, e.ns, objects+21)
@@ -91,8 +108,22 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	equal(t, "events of the interrupted relist and the restart", got, want)
 	checkJournalConsistent(t, j)
 	e.checkIndex(j)
-	t.Logf("memory cgroup %s: limit %d MiB, peak usage (page cache included) %d MiB, OOM kills %d",
-		cg.dir, limit>>20, cg.peak()>>20, cg.oomKills())
+	checkAnon(t, anon, anonBudget)
+	t.Logf("memory cgroup %s: limit %d MiB, peak usage (page cache included) %d MiB, peak anonymous memory (sampled) %d MiB, OOM kills %d",
+		cg.dir, limit>>20, cg.peak()>>20, anon.max()>>20, cg.oomKills())
+}
+
+// checkAnon fails when the sampled anonymous memory of the cgroup went
+// over budget bytes.
+func checkAnon(t *testing.T, s *anonSampler, budget int64) {
+	t.Helper()
+	if m := s.max(); m > budget {
+		t.Fatalf("the journal process's anonymous memory reached %d MiB (sampled every %v), over its budget of %d MiB: it stayed under the cgroup limit only by evicting page cache",
+			m>>20, s.every, budget>>20)
+	}
+	if s.samples() == 0 {
+		t.Fatalf("no sample of the cgroup's anonymous memory could be read (%s)", s.err())
+	}
 }
 
 func largeName(i int) string { return fmt.Sprintf("big-%03d", i) }
@@ -148,18 +179,18 @@ type cgroup struct {
 }
 
 // memoryCgroup creates a memory cgroup limited to limit bytes under the
-// test process's own, or skips the test where cgroups cannot be created
-// (not root, no memory controller), as the full-disk tests skip without
-// tmpfs. Processes left in it are killed at cleanup.
+// test process's own. Where cgroups cannot be created (not root, no
+// memory controller) the test skips, or fails under make test
+// (testenv.Unavailable), as the full-disk tests do without tmpfs. Processes left in it are killed at cleanup.
 func memoryCgroup(t *testing.T, limit int64) *cgroup {
 	t.Helper()
 	base, v2, err := ownMemoryCgroup()
 	if err != nil {
-		t.Skipf("no memory cgroup here: %v", err)
+		testenv.Unavailable(t, "no memory cgroup here: %v", err)
 	}
 	cg := &cgroup{dir: filepath.Join(base, fmt.Sprintf("wj-test-%d-%d", os.Getpid(), rand.Uint32())), v2: v2}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
-		t.Skipf("cannot create a memory cgroup here: %v", err)
+		testenv.Unavailable(t, "cannot create a memory cgroup here (needs root): %v", err)
 	}
 	t.Cleanup(func() {
 		for range 50 {
@@ -174,7 +205,7 @@ func memoryCgroup(t *testing.T, limit int64) *cgroup {
 		file, swap = "memory.max", "memory.swap.max"
 	}
 	if err := os.WriteFile(filepath.Join(cg.dir, file), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
-		t.Skipf("cannot limit a memory cgroup here: %v", err)
+		testenv.Unavailable(t, "cannot limit a memory cgroup here: %v", err)
 	}
 	_ = os.WriteFile(filepath.Join(cg.dir, swap), []byte(strconv.FormatInt(limit, 10)), 0) // no swap to escape to, where there is any
 	return cg
@@ -233,6 +264,85 @@ func (c *cgroup) oomKills() int {
 		}
 	}
 	return 0
+}
+
+// anon returns the cgroup's anonymous memory in bytes, page cache
+// excluded: memory.stat "anon" (v2) or "total_rss" (v1, this cgroup and
+// its children).
+func (c *cgroup) anon() (int64, error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	name := "total_rss"
+	if c.v2 {
+		name = "anon"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %q in %s/memory.stat", name, c.dir)
+}
+
+// anonSampler reads a cgroup's anonymous memory periodically and keeps
+// the maximum (cgroup v1 keeps no anonymous peak; v2's memory.peak counts
+// page cache too). A spike shorter than the period can be missed.
+type anonSampler struct {
+	every   time.Duration
+	mu      sync.Mutex
+	peak    int64
+	n       int
+	lastErr error
+}
+
+// sampleAnon starts sampling cg every period until the test ends.
+func (c *cgroup) sampleAnon(t *testing.T, every time.Duration) *anonSampler {
+	s := &anonSampler{every: every}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			v, err := c.anon()
+			s.mu.Lock()
+			if err != nil {
+				s.lastErr = err
+			} else {
+				s.n++
+				s.peak = max(s.peak, v)
+			}
+			s.mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return s
+}
+
+func (s *anonSampler) max() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}
+
+func (s *anonSampler) samples() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *anonSampler) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
 }
 
 // peak returns the cgroup's peak memory usage in bytes, page cache

@@ -114,12 +114,14 @@ func (e *env) startChildWith(o childOptions) *child {
 func (c *child) waitFor(t *testing.T, parts ...string) {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
+	last := "(none)"
 	for {
 		select {
 		case line, ok := <-c.lines:
 			if !ok {
-				t.Fatalf("child exited while waiting for %q", parts)
+				t.Fatalf("child exited while waiting for %q; its last status: %s", parts, last)
 			}
+			last = line
 			if strings.HasPrefix(line, "ERROR") {
 				t.Fatalf("child: %s", line)
 			}
@@ -131,7 +133,7 @@ func (c *child) waitFor(t *testing.T, parts ...string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("timed out waiting for child status %q", parts)
+			t.Fatalf("timed out waiting for child status %q; its last status: %s", parts, last)
 		}
 	}
 }

@@ -1,0 +1,253 @@
+// Command recordapiserver records list and watch responses of a real
+// kube-apiserver into testdata/apiserver, for the decoder and diff tests
+// of package reconcile (reconcile/recorded_test.go), which replay the
+// committed bytes. UIDs, resourceVersions and times differ at every
+// recording: record once, commit, and let the tests assert against the
+// committed files' content.
+//
+// It starts its own etcd and kube-apiserver (internal/controlplane, watch
+// cache on as in a production apiserver), creates ConfigMaps labelled
+// app=rec in namespace wj-rec (one named "kind", whose name collides with a
+// JSON field; one with a non-ASCII annotation), and writes the bodies as
+// the server sent them:
+//
+//	list-page1.json          GET configmaps?labelSelector=app=rec&limit=2 (has a continue token)
+//	list-page2.json          the same with that continue token (the last page)
+//	list-metadata-page1.json the first page again as a PartialObjectMetadataList
+//	watch-events.json        a watch with sendInitialEvents and bookmarks: ADDED (initial),
+//	                         BOOKMARK (initial-events-end), then ADDED c, MODIFIED a, DELETED b
+//	list-after-watch.json    one unpaginated list after those changes
+//	watch-gone.json          a watch from a resourceVersion older than etcd's compaction:
+//	                         an ERROR frame with a 410 Status
+//
+// Each watch file is the stream's frames as sent, one JSON object a line.
+//
+//	go run ./internal/recordapiserver [-dir testdata/apiserver]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+)
+
+const (
+	ns       = "wj-rec"
+	selector = "app=rec"
+	// metaAccept is the Accept header of a metadata-only list, as
+	// package reconcile sends it.
+	metaAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+	// maxFile is the most a recorded file may hold, in bytes.
+	maxFile = 50 << 10
+)
+
+func main() {
+	dir := flag.String("dir", "testdata/apiserver", "directory to write the recordings to")
+	flag.Parse()
+	if err := run(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, "recordapiserver:", err)
+		os.Exit(1)
+	}
+}
+
+type recorder struct {
+	dir  string
+	cfg  *rest.Config
+	http *http.Client
+	kube kubernetes.Interface
+}
+
+func run(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "wj-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cp, err := controlplane.Start(ctx, tmp, controlplane.Options{WatchCache: true, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cfg := cp.RESTConfig()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	r := &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
+
+	if _, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"app": "rec"}, Annotations: map[string]string{"note": "ünïcode 日本"}}, Data: map[string]string{"v": "1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"app": "rec"}}, Data: map[string]string{"v": "1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kind", Labels: map[string]string{"app": "rec"}}, Data: map[string]string{"kind": "Secret", "v": "1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, Data: map[string]string{"v": "1"}},
+	} {
+		if _, err := r.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+
+	// Lists.
+	page1, err := r.get(ctx, url.Values{"labelSelector": {selector}, "limit": {"2"}}, "")
+	if err != nil {
+		return err
+	}
+	var p1 metav1.List
+	if err := json.Unmarshal(page1, &p1); err != nil || p1.Continue == "" {
+		return fmt.Errorf("page 1 has no continue token (%v): %s", err, page1)
+	}
+	page2, err := r.get(ctx, url.Values{"labelSelector": {selector}, "limit": {"2"}, "continue": {p1.Continue}}, "")
+	if err != nil {
+		return err
+	}
+	meta1, err := r.get(ctx, url.Values{"labelSelector": {selector}, "limit": {"2"}}, metaAccept)
+	if err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"list-page1.json": page1, "list-page2.json": page2, "list-metadata-page1.json": meta1} {
+		if err := r.write(name, b); err != nil {
+			return err
+		}
+	}
+
+	// A watch from the list's resourceVersion with its initial events and
+	// the bookmark that ends them, then one change of each kind.
+	q := url.Values{"labelSelector": {selector}, "watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
+		"resourceVersionMatch": {"NotOlderThan"}, "resourceVersion": {p1.ResourceVersion}, "timeoutSeconds": {"60"}}
+	frames, err := r.watch(ctx, q, 7, func(n int) error {
+		if n != 4 { // 3 initial ADDED and the bookmark have come
+			return nil
+		}
+		cms := r.kube.CoreV1().ConfigMaps(ns)
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"app": "rec"}}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		a, err := cms.Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		a.Data["v"] = "2"
+		if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		return cms.Delete(ctx, "b", metav1.DeleteOptions{})
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.write("watch-events.json", frames); err != nil {
+		return err
+	}
+	after, err := r.get(ctx, url.Values{"labelSelector": {selector}}, "")
+	if err != nil {
+		return err
+	}
+	if err := r.write("list-after-watch.json", after); err != nil {
+		return err
+	}
+
+	// A watch from a resourceVersion that etcd compacted away. With the
+	// watch cache, the apiserver answers with an ERROR frame when the
+	// resourceVersion is older than its window: the first list's, after
+	// enough writes to push it out, or simply one before any write.
+	if _, err := cp.Compact(ctx); err != nil {
+		return err
+	}
+	q = url.Values{"labelSelector": {selector}, "watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {"1"}, "timeoutSeconds": {"60"}}
+	gone, err := r.watch(ctx, q, 1, nil)
+	if err != nil {
+		return err
+	}
+	return r.write("watch-gone.json", gone)
+}
+
+// get lists the recorded resource with query q and returns the body as sent.
+func (r *recorder) get(ctx context.Context, q url.Values, accept string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", req.URL, resp.Status, b)
+	}
+	return b, err
+}
+
+// watch opens a watch with query q and returns its first n frames, one a
+// line, as sent; after each frame it calls after (if not nil) with the
+// number of frames read.
+func (r *recorder) watch(ctx context.Context, q url.Values, n int, after func(int) error) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("watch %s: %s: %s", req.URL, resp.Status, b)
+	}
+	var out bytes.Buffer
+	dec := json.NewDecoder(resp.Body)
+	for i := 1; i <= n; i++ {
+		var frame json.RawMessage
+		if err := dec.Decode(&frame); err != nil {
+			return nil, fmt.Errorf("watch %s: frame %d: %w (so far: %s)", req.URL, i, err, out.Bytes())
+		}
+		out.Write(frame)
+		out.WriteByte('\n')
+		if after != nil {
+			if err := after(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out.Bytes(), nil
+}
+
+func (r *recorder) write(name string, b []byte) error {
+	if len(b) > maxFile {
+		return fmt.Errorf("%s: %d bytes, more than %d", name, len(b), maxFile)
+	}
+	p := filepath.Join(r.dir, name)
+	fmt.Printf("%s: %d bytes\n", p, len(b))
+	return os.WriteFile(p, b, 0o644)
+}
