@@ -5,17 +5,27 @@ package reconcile
 // item that is kept is kept as the bytes the server sent. Nothing builds a
 // map[string]any per object. A metadata-only page costs its items' keys,
 // UIDs and resourceVersions, not its body; a full page, its objects.
+//
+// One JSON approach: json-iterator, read field by field (the streaming page
+// decoder needs it). An object is changed only structurally: its top-level
+// fields are parsed, and kind and apiVersion are written as fields when it
+// has none (list items) — never by searching its bytes.
+//
+// A metadata-only journal (Resource.MetadataOnly, the default for Secrets)
+// asks the server for metadata only, lists and watches alike
+// (PartialObjectMetadata, API concepts "Receiving resources as
+// metadata-only"): a Secret's data never leaves the apiserver. Its objects
+// are stored as the resource's kind (from discovery) with metadata only.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	jsoniter "github.com/json-iterator/go"
@@ -31,8 +41,15 @@ import (
 type client struct {
 	rc  rest.Interface
 	res journal.Resource
-	// metadataOnly drops each object's payload, keeping metadata only.
+	// metadataOnly asks the server for metadata only (PartialObjectMetadata)
+	// and keeps kind, apiVersion and metadata of each object.
 	metadataOnly bool
+
+	// mu guards kind and apiVersion: the resource's, found by discovery
+	// for a metadata-only journal, whose objects come as
+	// PartialObjectMetadata.
+	mu               sync.Mutex
+	kind, apiVersion string
 }
 
 func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*client, error) {
@@ -116,17 +133,27 @@ type listRequest struct {
 	meta bool
 }
 
-// metaAccept asks the apiserver to serve a list as PartialObjectMetadataList
-// (API concepts, "Receiving resources as Tables"/metadata-only responses).
-const metaAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+// Accept headers that ask the apiserver for metadata only (API concepts,
+// "Receiving resources as metadata-only"; client-go's metadata client asks
+// the same). metaListAccept falls back to full objects, which a diff can
+// use; a metadata-only journal asks with onlyMetaListAccept and
+// onlyMetaAccept, which have no fallback: a server that cannot answer them
+// answers 406 Not Acceptable, never with a Secret's data.
+const (
+	metaListAccept     = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+	onlyMetaListAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+	onlyMetaAccept     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+)
 
 // list reads one page. resourceVersion is left unset, unless exactRV is
 // given, so the read is consistent (served from etcd, or from a watch cache
 // proven current): "0" could go back in time (API concepts, "Semantics for
 // get and list"). A continue token carries its list's resourceVersion.
-func (c *client) list(ctx context.Context, req listRequest, timeout time.Duration) (*page, error) {
+// timeouts bound the wait for the response and the gaps in its body, not the
+// whole page (transfer.go).
+func (c *client) list(ctx context.Context, req listRequest, t timeouts) (*page, error) {
 	var items []Item
-	p, err := c.listEach(ctx, req, timeout, func(it Item) error { items = append(items, it); return nil })
+	p, err := c.listEach(ctx, req, t, func(it Item) error { items = append(items, it); return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +164,19 @@ func (c *client) list(ctx context.Context, req listRequest, timeout time.Duratio
 // listEach reads one page as list does, but hands each item to fn as it is
 // decoded and keeps none: memory stays at one item, whatever the page's
 // size. The page it returns has no Items. An error of fn ends the read and
-// is returned as it is.
-func (c *client) listEach(ctx context.Context, req listRequest, timeout time.Duration, fn func(Item) error) (*page, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// is returned as it is. A response that does not begin within t.response
+// fails with ErrNoResponse; a body that breaks once begun (no byte for
+// t.progress, cut, or ended early) fails with a *bodyError, which list
+// shrinks pages on.
+func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn func(Item) error) (*page, error) {
+	meta := req.meta || c.metadataOnly
+	if c.metadataOnly {
+		if err := c.resolveKind(ctx, t.response); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// No client-side retries: the loop's backoff decides, and a page that
 	// fails is never half-applied.
 	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(req.limit, 10))
@@ -150,21 +186,28 @@ func (c *client) listEach(ctx context.Context, req listRequest, timeout time.Dur
 	case req.exactRV != "":
 		r = r.Param("resourceVersion", req.exactRV).Param("resourceVersionMatch", "Exact")
 	}
-	if req.meta {
-		r = r.SetHeader("Accept", metaAccept)
+	switch {
+	case c.metadataOnly:
+		r = r.SetHeader("Accept", onlyMetaListAccept)
+	case meta:
+		r = r.SetHeader("Accept", metaListAccept)
 	}
-	body, err := r.Stream(ctx)
-	if err != nil {
-		// Stream decodes the server's Status (reason, message, continue
-		// token) into the error, as Do does.
-		return nil, err
-	}
-	defer body.Close()
-	p, kind, err := c.decodePage(body, req.meta, fn)
+	// Stream decodes the server's Status (reason, message, continue token)
+	// into the error, as Do does.
+	body, err := openBody(ctx, cancel, r, t.response)
 	if err != nil {
 		return nil, err
 	}
-	if req.meta && kind != "PartialObjectMetadataList" {
+	pr := newProgressReader(ctx, cancel, body, t.progress)
+	defer pr.Close()
+	var stop error
+	p, kind, err := c.decodePage(pr, meta, func(it Item) error { stop = fn(it); return stop })
+	switch {
+	case stop != nil:
+		return nil, stop
+	case err != nil:
+		return nil, pr.classify(err, req.limit)
+	case meta && kind != "PartialObjectMetadataList":
 		return nil, errNoMetadataLists
 	}
 	return p, nil
@@ -186,7 +229,8 @@ const pageBuffer = 32 << 10
 
 // decodePage reads a list page as it streams in, in one pass, and calls fn
 // with each item: with meta, the item's key, UID and resourceVersion only,
-// and nothing of the body is kept; otherwise the item also keeps its object
+// and nothing of the body is kept (but a metadata-only journal keeps the
+// metadata as the object); otherwise the item also keeps its object
 // (item). It returns the page without items and the list's kind. An error
 // of fn is returned as it is; others say "decode list".
 func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page, string, error) {
@@ -217,7 +261,7 @@ func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page,
 			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
 				var item Item
 				switch {
-				case meta:
+				case meta && !c.metadataOnly:
 					item, bad = readItemMeta(it, true)
 				case kind == "" || apiVersion == "":
 					early = append(early, it.SkipAndReturnBytes())
@@ -307,84 +351,195 @@ func readItemMeta(it *jsoniter.Iterator, all bool) (Item, error) {
 	return Item{Key: key, UID: md.uid, ResourceVersion: md.rv}, nil
 }
 
-// item reads an object's metadata and keeps the object as served. List items
-// come without kind and apiVersion; they are put back so that every stored
-// object decodes on its own.
-func (c *client) item(raw json.RawMessage, kind, apiVersion string) (Item, error) {
+// item reads an object's metadata and keeps the object as served, with
+// kind and apiVersion (typed). List items come without them; they are put
+// back so that every stored object decodes on its own. A metadata-only
+// journal keeps kind, apiVersion and metadata only, as the resource's kind:
+// the server sends PartialObjectMetadata.
+func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
 	it, err := itemMeta(raw)
 	if err != nil {
 		return Item{}, err
 	}
-	it.Object = withKind(raw, kind, apiVersion)
 	if c.metadataOnly {
-		obj, err := metadataOnly(it.Object)
-		if err != nil {
-			return Item{}, err
-		}
-		it.Object = obj
+		c.mu.Lock()
+		kind, apiVersion = c.kind, c.apiVersion
+		c.mu.Unlock()
+	}
+	if it.Object, err = typed(raw, kind, apiVersion, c.metadataOnly); err != nil {
+		return Item{}, err
 	}
 	return it, nil
 }
 
 // lastApplied is the annotation kubectl apply writes; it holds the whole
-// object, data included.
+// object, data included. A metadata-only request still receives it (it is
+// metadata); it is dropped before anything is stored.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// metadataOnly keeps kind, apiVersion and metadata (without the
-// last-applied annotation) of an object: for Secrets, nothing of the data.
-func metadataOnly(obj []byte) ([]byte, error) {
-	var full map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &full); err != nil {
-		return nil, fmt.Errorf("reconcile: decode object: %w", err)
+// typed returns a copy of the JSON object raw with kind and apiVersion set.
+// Fields are read structurally, at the top level of the object: kind and
+// apiVersion the object carries are kept, unless metadataOnly, when the
+// given ones replace them (a PartialObjectMetadata becomes the resource's
+// kind); those it lacks are written first. With metadataOnly the copy keeps
+// metadata only, without the lastApplied annotation. An object that is not
+// a JSON object is an error.
+func typed(raw []byte, kind, apiVersion string, metadataOnly bool) ([]byte, error) {
+	type field struct {
+		name  string
+		value []byte
 	}
-	var md map[string]json.RawMessage
-	if err := json.Unmarshal(full["metadata"], &md); err != nil {
-		return nil, fmt.Errorf("reconcile: decode metadata: %w", err)
+	var fields []field
+	var hasKind, hasAPIVersion bool
+	it := jsoniter.ParseBytes(jsonAPI, raw)
+	if it.WhatIsNext() != jsoniter.ObjectValue {
+		return nil, fmt.Errorf("reconcile: decode object: not a JSON object: %.80s", raw)
 	}
-	if raw, ok := md["annotations"]; ok {
-		var ann map[string]string
-		if json.Unmarshal(raw, &ann) == nil {
-			if _, found := ann[lastApplied]; found {
-				delete(ann, lastApplied)
-				md["annotations"], _ = json.Marshal(ann)
+	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+		switch {
+		case f == "kind" && !metadataOnly && it.WhatIsNext() == jsoniter.StringValue:
+			if k := it.ReadString(); k != "" {
+				kind, hasKind = k, true
 			}
+		case f == "apiVersion" && !metadataOnly && it.WhatIsNext() == jsoniter.StringValue:
+			if v := it.ReadString(); v != "" {
+				apiVersion, hasAPIVersion = v, true
+			}
+		case f == "kind", f == "apiVersion", metadataOnly && f != "metadata":
+			it.Skip()
+		default:
+			fields = append(fields, field{f, it.SkipAndReturnBytes()})
 		}
+		return it.Error == nil
+	})
+	if it.Error != nil && it.Error != io.EOF {
+		return nil, fmt.Errorf("reconcile: decode object: %w", it.Error)
 	}
-	out := map[string]any{"metadata": md}
-	for _, k := range []string{"kind", "apiVersion"} {
-		if v, ok := full[k]; ok {
-			out[k] = v
+	if hasKind && hasAPIVersion && !metadataOnly {
+		return append([]byte(nil), raw...), nil
+	}
+	s := jsonAPI.BorrowStream(nil)
+	defer jsonAPI.ReturnStream(s)
+	s.WriteObjectStart()
+	n := 0
+	more := func(name string) {
+		if n++; n > 1 {
+			s.WriteMore()
 		}
+		s.WriteObjectField(name)
 	}
-	return json.Marshal(out)
+	if kind != "" {
+		more("kind")
+		s.WriteString(kind)
+	}
+	if apiVersion != "" {
+		more("apiVersion")
+		s.WriteString(apiVersion)
+	}
+	for _, f := range fields {
+		more(f.name)
+		if metadataOnly {
+			if err := writeMetadata(s, f.value); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		_, _ = s.Write(f.value)
+	}
+	s.WriteObjectEnd()
+	if s.Error != nil {
+		return nil, fmt.Errorf("reconcile: encode object: %w", s.Error)
+	}
+	return append([]byte(nil), s.Buffer()...), nil
 }
 
-// withKind returns a copy of obj with kind and apiVersion set when missing.
-func withKind(obj json.RawMessage, kind, apiVersion string) []byte {
-	trimmed := bytes.TrimLeft(obj, " \t\r\n")
-	if kind == "" || len(trimmed) < 2 || trimmed[0] != '{' || bytes.Contains(trimmed[:min(len(trimmed), 64)], []byte(`"kind"`)) {
-		return append([]byte(nil), obj...)
+// writeMetadata writes the metadata object raw to s without the
+// lastApplied annotation.
+func writeMetadata(s *jsoniter.Stream, raw []byte) error {
+	it := jsoniter.ParseBytes(jsonAPI, raw)
+	if it.WhatIsNext() != jsoniter.ObjectValue {
+		_, _ = s.Write(raw)
+		return nil
 	}
-	head := fmt.Sprintf(`{"kind":%q,"apiVersion":%q`, kind, apiVersion)
-	out := make([]byte, 0, len(head)+len(trimmed)+1)
-	out = append(out, head...)
-	rest := bytes.TrimLeft(trimmed[1:], " \t\r\n")
-	if len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
+	n := 0
+	s.WriteObjectStart()
+	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+		if n++; n > 1 {
+			s.WriteMore()
+		}
+		s.WriteObjectField(f)
+		if f != "annotations" || it.WhatIsNext() != jsoniter.ObjectValue {
+			_, _ = s.Write(it.SkipAndReturnBytes())
+			return it.Error == nil
+		}
+		a := 0
+		s.WriteObjectStart()
+		it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+			v := it.SkipAndReturnBytes()
+			if k != lastApplied {
+				if a++; a > 1 {
+					s.WriteMore()
+				}
+				s.WriteObjectField(k)
+				_, _ = s.Write(v)
+			}
+			return it.Error == nil
+		})
+		s.WriteObjectEnd()
+		return it.Error == nil
+	})
+	s.WriteObjectEnd()
+	if it.Error != nil && it.Error != io.EOF {
+		return fmt.Errorf("reconcile: decode metadata: %w", it.Error)
 	}
-	return append(out, rest...)
+	return nil
+}
+
+// resolveKind finds, once, the kind of the resource by discovery (the
+// APIResourceList of its group version): a metadata-only journal receives
+// PartialObjectMetadata and stores its objects as that kind. The request
+// must answer within timeout.
+func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kind != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	gv := schema.GroupVersion{Group: c.res.GVR.Group, Version: c.res.GVR.Version}
+	path := []string{"/apis", gv.Group, gv.Version}
+	if gv.Group == "" {
+		path = []string{"/api", gv.Version}
+	}
+	raw, err := c.rc.Get().AbsPath(path...).MaxRetries(0).Do(ctx).Raw()
+	if err != nil {
+		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
+	}
+	var list metav1.APIResourceList
+	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == c.res.GVR.Resource && r.Kind != "" {
+			c.kind, c.apiVersion = r.Kind, gv.String()
+			return nil
+		}
+	}
+	return fmt.Errorf("reconcile: discover the kind of %s: not in the apiserver's resources of %s", c.res.GVR.Resource, gv)
 }
 
 // watchEvent is one frame of a watch stream.
 type watchEvent struct {
-	Type   string          `json:"type"`
-	Object json.RawMessage `json:"object"`
+	Type   string
+	Object []byte
 }
 
 // stream is an open watch.
 type stream struct {
 	body   io.ReadCloser
-	dec    *json.Decoder
+	frames *frameReader
+	it     *jsoniter.Iterator
 	cancel context.CancelFunc
 }
 
@@ -393,6 +548,11 @@ type stream struct {
 // uses 5 to 10 minutes).
 // The request must answer (headers) within open, or it is abandoned.
 func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
+	if c.metadataOnly {
+		if err := c.resolveKind(ctx, open); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(open, cancel)
 	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).
@@ -400,6 +560,9 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		Param("resourceVersion", rv).
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
+	if c.metadataOnly {
+		r = r.SetHeader("Accept", onlyMetaAccept)
+	}
 	body, err := r.Stream(ctx)
 	if !timer.Stop() {
 		if err == nil {
@@ -412,14 +575,41 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		cancel()
 		return nil, err
 	}
-	return &stream{body: body, dec: json.NewDecoder(body), cancel: cancel}, nil
+	fr := &frameReader{r: body, max: maxFrameBytes}
+	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}, nil
 }
 
-// next reads the next frame; io.EOF when the server ended the watch.
+// next reads the next frame: io.EOF when the server ended the watch between
+// frames, io.ErrUnexpectedEOF when it ended inside one, ErrFrameTooLarge
+// for a frame past maxFrameBytes, the connection's error, or a decode
+// error.
 func (s *stream) next() (watchEvent, error) {
+	s.frames.n = 0
 	var ev watchEvent
-	err := s.dec.Decode(&ev)
-	return ev, err
+	if s.it.WhatIsNext() == jsoniter.InvalidValue && s.it.Error == io.EOF {
+		return ev, io.EOF
+	}
+	s.it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+		switch f {
+		case "type":
+			ev.Type = it.ReadString()
+		case "object":
+			ev.Object = it.SkipAndReturnBytes()
+		default:
+			it.Skip()
+		}
+		return it.Error == nil
+	})
+	if err := s.it.Error; err != nil {
+		switch rerr := s.frames.err; {
+		case rerr == io.EOF:
+			return watchEvent{}, io.ErrUnexpectedEOF
+		case rerr != nil:
+			return watchEvent{}, rerr
+		}
+		return watchEvent{}, fmt.Errorf("reconcile: decode watch frame: %w", err)
+	}
+	return ev, nil
 }
 
 func (s *stream) close() {
@@ -428,12 +618,12 @@ func (s *stream) close() {
 }
 
 // decodeStatus reads the Status of an ERROR watch event.
-func decodeStatus(obj json.RawMessage) *metav1.Status {
+func decodeStatus(obj []byte) *metav1.Status {
 	var st metav1.Status
-	if err := json.Unmarshal(obj, &st); err != nil {
+	if err := jsonAPI.Unmarshal(obj, &st); err != nil {
 		return &metav1.Status{Code: http.StatusInternalServerError, Message: fmt.Sprintf("undecodable ERROR event: %.200s", obj)}
 	}
 	return &st
 }
 
-var jsonUnmarshal = json.Unmarshal
+var jsonUnmarshal = jsonAPI.Unmarshal

@@ -1,11 +1,16 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+
+	jsoniter "github.com/json-iterator/go"
 )
 
 func listBody(kind string, n int, itemsFirst bool) string {
@@ -100,5 +105,91 @@ func TestDecodePage_StopsAtCallbackError(t *testing.T) {
 	})
 	if _, ok := err.(errRestart); !ok || n != 3 {
 		t.Fatalf("decodePage = %v after %d items; want errRestart after 3", err, n)
+	}
+}
+
+// A watch stream reads frames one by one: io.EOF at an end between frames,
+// io.ErrUnexpectedEOF inside one, ErrFrameTooLarge past the bound, and the
+// connection's error as it is.
+func TestStream_Next(t *testing.T) {
+	frame := `{"type":"ADDED","object":{"metadata":{"name":"a"}}}` + "\n"
+	reset := errors.New("connection reset")
+	for _, tc := range []struct {
+		name   string
+		body   io.Reader
+		max    int64
+		frames int
+		err    error
+	}{
+		{"two frames then EOF", strings.NewReader(frame + frame), 1 << 20, 2, io.EOF},
+		{"one byte at a time", iotest.OneByteReader(strings.NewReader(frame + frame)), 1 << 20, 2, io.EOF},
+		{"cut inside a frame", strings.NewReader(frame + frame[:20]), 1 << 20, 1, io.ErrUnexpectedEOF},
+		{"frames at the bound pass", strings.NewReader(frame + frame), int64(len(frame)), 2, io.EOF},
+		{"a frame past the bound", strings.NewReader(frame + `{"type":"ADDED","object":{"data":"` + strings.Repeat("x", 200) + `"}}`), int64(len(frame)) + 100, 1, ErrFrameTooLarge},
+		{"reset", io.MultiReader(strings.NewReader(frame+frame[:10]), iotest.ErrReader(reset)), 1 << 20, 1, reset},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fr := &frameReader{r: tc.body, max: tc.max}
+			s := &stream{frames: fr, it: jsoniter.Parse(jsonAPI, fr, 16)}
+			n := 0
+			for {
+				ev, err := s.next()
+				if err != nil {
+					if n != tc.frames || !errors.Is(err, tc.err) {
+						t.Fatalf("next = %v after %d frames; want %v after %d", err, n, tc.err, tc.frames)
+					}
+					return
+				}
+				if ev.Type != "ADDED" || string(ev.Object) != `{"metadata":{"name":"a"}}` {
+					t.Fatalf("frame %d = %q %s", n, ev.Type, ev.Object)
+				}
+				n++
+			}
+		})
+	}
+}
+
+// A list body that passes no byte for the progress timeout fails as a
+// broken body wrapping ErrNoProgress; one that keeps passing bytes does
+// not, however long it takes in total.
+func TestProgressReader(t *testing.T) {
+	slow := func(gap time.Duration, n int) io.ReadCloser {
+		r, w := io.Pipe()
+		go func() {
+			for range n {
+				time.Sleep(gap)
+				if _, err := w.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+			w.Close()
+		}()
+		return r
+	}
+	for _, tc := range []struct {
+		name    string
+		gap     time.Duration
+		stalled bool
+	}{
+		{"steady bytes, 10 gaps of half the timeout", 50 * time.Millisecond, false},
+		{"a gap past the timeout", 300 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			body := slow(tc.gap, 10)
+			context.AfterFunc(ctx, func() { body.Close() }) // as net/http ends a body
+			pr := newProgressReader(ctx, cancel, body, 100*time.Millisecond)
+			defer pr.Close()
+			_, err := io.ReadAll(pr)
+			if err == nil {
+				err = io.EOF
+			}
+			got := pr.classify(err, 7)
+			var be *bodyError
+			if tc.stalled != (errors.As(got, &be) && errors.Is(got, ErrNoProgress)) {
+				t.Fatalf("classify(%v) = %v; want a bodyError with ErrNoProgress: %v", err, got, tc.stalled)
+			}
+		})
 	}
 }

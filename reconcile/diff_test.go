@@ -138,14 +138,35 @@ func TestSortedAfter(t *testing.T) {
 	}
 }
 
-func TestWithKind(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{`{"metadata":{"name":"a"}}`, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}`},
-		{`{}`, `{"kind":"ConfigMap","apiVersion":"v1"}`},
-		{`{"kind":"ConfigMap","apiVersion":"v1"}`, `{"kind":"ConfigMap","apiVersion":"v1"}`},
+// typed sets kind and apiVersion structurally: an object whose name,
+// namespace, labels or data spell "kind" still gets them; one that has
+// them keeps its own; a metadata-only object keeps metadata only, as the
+// resource's kind, without kubectl's last-applied annotation.
+func TestTyped(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		meta     bool
+	}{
+		{in: `{"metadata":{"name":"a"}}`, want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}`},
+		{in: `{}`, want: `{"kind":"ConfigMap","apiVersion":"v1"}`},
+		{in: `{"kind":"ConfigMap","apiVersion":"v1"}`, want: `{"kind":"ConfigMap","apiVersion":"v1"}`},
+		{in: `{"metadata":{"name":"kind"}}`, want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"kind"}}`},
+		{in: `{"metadata":{"name":"a","namespace":"kind"},"data":{"apiVersion":"x"}}`,
+			want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"kind"},"data":{"apiVersion":"x"}}`},
+		{in: ` {"metadata":{"labels":{"kind":"x"}},"data":{"kind":"é☃"}}`,
+			want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"labels":{"kind":"x"}},"data":{"kind":"é☃"}}`},
+		{in: `{"metadata":{"name":"a"},"kind":""}`, want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}`},
+		{in: `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":1}","a":"b"}},"data":{"p":"eA=="}}`,
+			want: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s","annotations":{"a":"b"}}}`, meta: true},
 	} {
-		if got := string(withKind([]byte(tt.in), "ConfigMap", "v1")); got != tt.want {
-			t.Errorf("withKind(%s) = %s; want %s", tt.in, got, tt.want)
+		got, err := typed([]byte(tt.in), "ConfigMap", "v1", tt.meta)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("typed(%s, meta=%v) = %s, %v; want %s", tt.in, tt.meta, got, err, tt.want)
+		}
+	}
+	for _, in := range []string{`[]`, `"kind"`, `{"metadata":`, ``} {
+		if got, err := typed([]byte(in), "ConfigMap", "v1", false); err == nil {
+			t.Errorf("typed(%q) = %s, nil; want an error", in, got)
 		}
 	}
 }

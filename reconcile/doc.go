@@ -34,6 +34,36 @@
 // that order, the relist starts again and finds deletions by lookup instead.
 // Only a complete list commits; a failed or partial one changes nothing.
 //
+// # Timeouts and slow links
+//
+// No request is bounded as a whole. Options.RequestTimeout is the time to
+// first byte: a list page or a watch must begin its response (status and
+// headers) within it (ErrNoResponse). Options.ProgressTimeout bounds a gap
+// in a list page's body: no byte for that long abandons the page
+// (ErrNoProgress). A page of large objects on a slow link so takes as long
+// as its bytes take, as long as they keep coming. A page whose body breaks
+// once begun (a gap, a cut, an early end) is requested again from the same
+// continue token, without starting the list over; a page that breaks twice
+// in a row is taken as too large for the link, and the page size halves
+// (logged at warn), down to one object, for that list and the loop's later
+// ones. A watch frame is bounded at 16 MiB, client-go's own bound
+// (ErrFrameTooLarge): nothing of it is journaled, and the watch resumes
+// from the last resourceVersion applied.
+//
+// # What goes over the wire
+//
+// Objects are JSON, read with json-iterator field by field; kind and
+// apiVersion, which list items lack, are written as fields of the parsed
+// object, so every stored object decodes on its own. A metadata-only
+// journal (Resource.MetadataOnly, required for Secrets unless
+// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
+// watches, without a fallback to full objects: a Secret's data never
+// leaves the apiserver, and a server that cannot serve metadata only
+// answers 406, which ends Run (ErrRejected). Its objects are stored as the
+// resource's kind (found once by discovery) with metadata only. kubectl's
+// last-applied-configuration annotation is metadata and so is sent; it is
+// dropped before anything is stored.
+//
 // # What it does not guarantee
 //
 // A relist sees only the state at the list's resourceVersion: several

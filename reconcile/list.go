@@ -122,25 +122,33 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		p   *page
 		err error
 	}
-	fetch := func(cont string) <-chan fetched {
+	fetch := func(cont string, limit int64) <-chan fetched {
 		ch := make(chan fetched, 1)
 		go func() { // ends with its request; ctx is cancelled on return
-			p, err := l.c.list(ctx, listRequest{limit: l.opts.PageSize, cont: cont, meta: meta}, l.opts.RequestTimeout)
+			p, err := l.c.list(ctx, listRequest{limit: limit, cont: cont, meta: meta}, l.timeouts())
 			ch <- fetched{p, err}
 		}()
 		return ch
 	}
 
+	pages := &pager{limit: l.listLimit()}
 	cont, lastKey := "", ""
-	next := fetch("")
+	next := fetch("", pages.limit)
 	for {
 		f := <-next
 		p, err := f.p, f.err
 		if err != nil {
+			if l.pageBroke(pages, err) {
+				// The same page again, from its continue token (the first
+				// page: nothing is staged yet).
+				next = fetch(cont, pages.limit)
+				continue
+			}
 			return "", 0, 0, 0, l.listError(err, cont)
 		}
+		pages.broke = 0
 		if p.Continue != "" {
-			next = fetch(p.Continue)
+			next = fetch(p.Continue, pages.limit)
 		}
 		var evs []journal.Event
 		if !s.unordered {
@@ -154,8 +162,8 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
 		}
-		if meta && needObjects(evs) {
-			err = l.fillAndStage(ctx, rel, s.origin, evs, cont, p.ResourceVersion)
+		if meta && needObjects(evs) && !l.c.metadataOnly {
+			err = l.fillAndStage(ctx, rel, s.origin, evs, cont, p.ResourceVersion, len(p.Items), pages)
 		} else {
 			err = l.stage(rel, s.origin, evs)
 		}
@@ -186,6 +194,10 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 // cont.
 func (l *Loop) listError(err error, cont string) error {
 	switch {
+	case l.c.metadataOnly && (errors.Is(err, errNoMetadataLists) || apierrors.IsNotAcceptable(err)):
+		// Never full objects for a metadata-only journal: a 406 ends Run
+		// (ErrRejected); anything else is retried.
+		return err
 	case errors.Is(err, errNoMetadataLists), apierrors.IsNotAcceptable(err):
 		return errRestart{fullPages: true}
 	case cont != "" && isGone(err):
@@ -214,16 +226,19 @@ func needObjects(evs []journal.Event) bool {
 // they pass it.
 const fillBytes = 4 << 20
 
-// fillAndStage fetches the page requested with continue token cont (the
-// first page when empty, at exactly resourceVersion rv) in full, sets the
-// objects of the ADDED and MODIFIED events in evs as they stream in, and
-// stages evs in order, holding about fillBytes of objects at most (one
-// object more when one is larger): memory does not follow the page's size
-// (SCENARIOS S12). The page is the same snapshot; an item that differs, or
-// one that is missing, means the snapshot is gone: start again (errRestart;
-// what was staged is dropped with the relist).
-func (l *Loop) fillAndStage(ctx context.Context, rel *journal.Relist, origin journal.Origin, evs []journal.Event, cont, rv string) error {
-	req := listRequest{limit: l.opts.PageSize, cont: cont}
+// fillAndStage fetches the page of n items requested with continue token
+// cont (the first page when empty, at exactly resourceVersion rv) in full,
+// sets the objects of the ADDED and MODIFIED events in evs as they stream
+// in, and stages evs in order, holding about fillBytes of objects at most
+// (one object more when one is larger): memory does not follow the page's
+// size (SCENARIOS S12). The page is the same snapshot; an item that
+// differs, or one that is missing, means the snapshot is gone: start again
+// (errRestart; what was staged is dropped with the relist). The full page
+// is read in requests of pg.limit objects, from cont on, each following the
+// last one's continue token; a request whose body breaks is made again, and
+// pg shrinks when it keeps breaking (pageBroke).
+func (l *Loop) fillAndStage(ctx context.Context, rel *journal.Relist, origin journal.Origin, evs []journal.Event, cont, rv string, n int, pg *pager) error {
+	req := listRequest{cont: cont}
 	if cont == "" {
 		req.exactRV = rv
 	}
@@ -252,29 +267,92 @@ func (l *Loop) fillAndStage(ctx context.Context, rel *journal.Relist, origin jou
 		done = end
 		return nil
 	}
-	_, err := l.c.listEach(ctx, req, l.opts.RequestTimeout, func(it Item) error {
-		i, ok := need[it.Key]
-		if !ok {
-			return nil
+	// read counts the items of the page read so far: the first n items
+	// from cont in this snapshot are the page's.
+	read := 0
+	for len(need) > 0 && read < n {
+		req.limit = pg.limit
+		from := read
+		p, err := l.c.listEach(ctx, req, l.timeouts(), func(it Item) error {
+			read++
+			i, ok := need[it.Key]
+			if !ok {
+				return nil
+			}
+			if it.UID != evs[i].UID || it.ResourceVersion != evs[i].ResourceVersion {
+				return errRestart{}
+			}
+			delete(need, it.Key)
+			evs[i].Object = it.Object
+			held += len(it.Object)
+			return flush(false)
+		})
+		if err != nil {
+			if l.pageBroke(pg, err) {
+				read = from
+				continue
+			}
+			if isGone(err) {
+				return errRestart{}
+			}
+			return err
 		}
-		if it.UID != evs[i].UID || it.ResourceVersion != evs[i].ResourceVersion {
-			return errRestart{}
+		pg.broke = 0
+		if p.Continue == "" {
+			break
 		}
-		delete(need, it.Key)
-		evs[i].Object = it.Object
-		held += len(it.Object)
-		return flush(false)
-	})
-	if err != nil {
-		if isGone(err) {
-			return errRestart{}
-		}
-		return err
+		req = listRequest{cont: p.Continue}
 	}
 	if len(need) > 0 {
 		return errRestart{}
 	}
 	return flush(true)
+}
+
+// pager is the page size of one list, in objects, and how many times in a
+// row its current request broke mid-body.
+type pager struct {
+	limit int64
+	broke int
+}
+
+// pageBroke reports whether the page request that failed with err is to be
+// made again at once, at pg.limit: when its body broke (bodyError) once, at
+// the same size; when it broke twice in a row, at half the size (at least
+// one object), which the loop keeps for its later lists. A page of one
+// object that keeps breaking, and any other error, go to the loop's backoff.
+func (l *Loop) pageBroke(pg *pager, err error) bool {
+	var be *bodyError
+	if !errors.As(err, &be) {
+		return false
+	}
+	if pg.broke++; pg.broke == 1 {
+		l.log.Info("list page broke mid-body: requesting it again", zap.Int64("limit", pg.limit), zap.Error(err))
+		return true
+	}
+	if pg.limit <= 1 {
+		return false
+	}
+	from := pg.limit
+	pg.limit, pg.broke = max(1, pg.limit/2), 0
+	l.pageSize = pg.limit
+	l.log.Warn("list pages keep breaking mid-body (too large for the link?): halving the page size",
+		zap.Int64("from", from), zap.Int64("to", pg.limit), zap.Error(err))
+	return true
+}
+
+// listLimit returns the page size of the next list: Options.PageSize, or
+// less once pages kept breaking (pageBroke).
+func (l *Loop) listLimit() int64 {
+	if l.pageSize > 0 {
+		return l.pageSize
+	}
+	return l.opts.PageSize
+}
+
+// timeouts returns the timeouts of one list request.
+func (l *Loop) timeouts() timeouts {
+	return timeouts{response: l.opts.RequestTimeout, progress: l.opts.ProgressTimeout}
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {

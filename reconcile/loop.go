@@ -41,8 +41,20 @@ type Options struct {
 	// divergence and is journaled with origin relist. Zero: only Verify and
 	// 410s relist.
 	VerifyInterval time.Duration
-	// RequestTimeout bounds each list page request. Default 60 s.
+	// RequestTimeout bounds the time to first byte of each request: a list
+	// page (and a watch) must begin its response (status and headers)
+	// within it, or the request is abandoned (ErrNoResponse). It does not
+	// bound the body: a page of large objects on a slow link takes as long
+	// as its bytes take, as long as they keep coming (ProgressTimeout).
+	// Default 60 s.
 	RequestTimeout time.Duration
+	// ProgressTimeout bounds a gap in a list response's body: no byte for
+	// this long abandons the page (ErrNoProgress). A page whose body breaks
+	// (a gap, a cut, an early end) is requested again from the same point;
+	// one that keeps breaking halves the page size, down to one object,
+	// for this list and the loop's later ones (logged at warn). Default
+	// 30 s.
+	ProgressTimeout time.Duration
 	// BatchLimit is the most watch events committed in one transaction
 	// (group commit). Default 1000.
 	BatchLimit int
@@ -72,6 +84,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 60 * time.Second
+	}
+	if o.ProgressTimeout <= 0 {
+		o.ProgressTimeout = 30 * time.Second
 	}
 	if o.BatchLimit <= 0 {
 		o.BatchLimit = 1000
@@ -138,6 +153,9 @@ type Loop struct {
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool
+	// pageSize is the list page size once pages kept breaking mid-body
+	// (pageBroke); 0: Options.PageSize.
+	pageSize int64
 
 	backoff    time.Duration // current backoff; 0 after a success
 	watchFails int           // watch failures in a row since a success

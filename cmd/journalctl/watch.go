@@ -122,7 +122,7 @@ func newWatchCmd() *cobra.Command {
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
 	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
-	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "bound each list page request to `DURATION` (0: 60s)")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,20 +9,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // proxyDialTimeout bounds the proxy's dial to its target.
 const proxyDialTimeout = 10 * time.Second
 
+// rateChunk is the most bytes the proxy writes at once while throttled, and
+// the burst of its rate limiters: with SetRate, bytes flow in steps of at
+// most this size, never in bursts of a whole read.
+const rateChunk = 8 << 10
+
 // Proxy is a TCP proxy on 127.0.0.1 that forwards raw bytes (TLS passes
 // through untouched) to one target and can simulate network faults: Cut,
-// Stall and Heal. Its methods are safe for concurrent use. Create one with
-// NewProxy and release it with Close.
+// Stall and Heal, and a slow link: SetRate. Its methods are safe for
+// concurrent use. Create one with NewProxy and release it with Close.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
 	accepted atomic.Int64
+	// up and down limit the bytes per second to the target and from it,
+	// shared by all connections, as a link's bandwidth is (SetRate).
+	up, down *rate.Limiter
 
 	mu      sync.Mutex
 	cut     bool
@@ -37,6 +48,9 @@ type Proxy struct {
 type proxyConn struct {
 	client net.Conn
 	done   chan struct{} // closed by close
+	// ctx is cancelled by close; it ends a wait for the rate limiter.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	server net.Conn
@@ -54,7 +68,8 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: proxy listen: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, gate: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, gate: make(chan struct{}), conns: map[*proxyConn]struct{}{},
+		up: rate.NewLimiter(rate.Inf, rateChunk), down: rate.NewLimiter(rate.Inf, rateChunk)}
 	close(p.gate)
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -102,6 +117,19 @@ func (p *Proxy) Stall() {
 		p.stalled = true
 		p.gate = make(chan struct{})
 	}
+}
+
+// SetRate limits the bandwidth of the link: at most bytesPerSecond bytes
+// per second pass in each direction, shared by all connections (open and
+// new), in steps of at most 8 KiB. Zero or less removes the limit, which is
+// the initial state. Heal does not change it.
+func (p *Proxy) SetRate(bytesPerSecond int64) {
+	limit := rate.Inf
+	if bytesPerSecond > 0 {
+		limit = rate.Limit(bytesPerSecond)
+	}
+	p.up.SetLimit(limit)
+	p.down.SetLimit(limit)
 }
 
 // Heal ends Cut and Stall: new connections are forwarded again and stalled
@@ -173,6 +201,7 @@ func (p *Proxy) acceptLoop() {
 			continue
 		}
 		pc := &proxyConn{client: conn, done: make(chan struct{})}
+		pc.ctx, pc.cancel = context.WithCancel(context.Background())
 		p.conns[pc] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -195,14 +224,14 @@ func (p *Proxy) serve(pc *proxyConn) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(pc, server, pc.client) }()
-	go func() { defer wg.Done(); p.pipe(pc, pc.client, server) }()
+	go func() { defer wg.Done(); p.pipe(pc, server, pc.client, p.up) }()
+	go func() { defer wg.Done(); p.pipe(pc, pc.client, server, p.down) }()
 	wg.Wait()
 }
 
-// pipe copies src to dst through the gate. At EOF it half-closes dst; on
-// any other error it closes the whole connection.
-func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) {
+// pipe copies src to dst through the gate, at the rate lim allows. At EOF
+// it half-closes dst; on any other error it closes the whole connection.
+func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn, lim *rate.Limiter) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -210,9 +239,16 @@ func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) {
 			if !p.wait(pc) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				pc.close()
-				return
+			for b := buf[:n]; len(b) > 0; {
+				k := min(len(b), rateChunk)
+				if lim.WaitN(pc.ctx, k) != nil {
+					return // closed while waiting
+				}
+				if _, werr := dst.Write(b[:k]); werr != nil {
+					pc.close()
+					return
+				}
+				b = b[k:]
 			}
 		}
 		if err != nil {
@@ -277,6 +313,7 @@ func (pc *proxyConn) close() {
 	}
 	pc.closed = true
 	close(pc.done)
+	pc.cancel()
 	_ = pc.client.Close()
 	if pc.server != nil {
 		_ = pc.server.Close()

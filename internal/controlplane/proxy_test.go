@@ -120,3 +120,36 @@ func TestProxyEcho(t *testing.T) {
 		t.Fatal("dial after Close succeeded")
 	}
 }
+
+// SetRate makes a slow link: 256 KiB each way at 512 KiB/s takes about
+// half a second, shared by connections; SetRate(0) makes it fast again.
+func TestProxySetRate(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := string(make([]byte, 256<<10))
+	p.SetRate(512 << 10)
+	start := time.Now()
+	if got, err := roundTrip(c, msg, 10*time.Second); err != nil || len(got) != len(msg) {
+		t.Fatalf("echo through a throttled proxy: %d bytes, %v", len(got), err)
+	}
+	// The first 8 KiB burst is free each way; the rest is paced.
+	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("256 KiB each way at 512 KiB/s took %v; want about 0.5 s", took)
+	}
+	p.SetRate(0)
+	start = time.Now()
+	if got, err := roundTrip(c, msg, 10*time.Second); err != nil || len(got) != len(msg) {
+		t.Fatalf("echo after SetRate(0): %d bytes, %v", len(got), err)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond {
+		t.Fatalf("256 KiB unthrottled took %v; want well under 0.3 s", took)
+	}
+}

@@ -1,0 +1,181 @@
+package reconcile
+
+// Bounds on what travels from the apiserver: how long a response may take
+// to begin, how long its body may pass no byte, and how large one watch
+// frame may be.
+//
+// A list page is not bounded as a whole: a page of large objects on a slow
+// link takes as long as its bytes take, and a whole-page timeout would cut
+// it every time and restart the list from page one, forever. Instead a
+// request must begin (status and headers) within Options.RequestTimeout,
+// and its body must keep moving: no byte for Options.ProgressTimeout ends
+// it. A page whose body breaks once begun (stalled, cut, ended early) is
+// requested again from the same point; a page that keeps breaking is taken
+// as too large for the link, and list halves the page size (list.go), down
+// to one object.
+//
+// A watch frame is bounded by maxFrameBytes, as client-go bounds a frame of
+// its streaming decoder.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Errors of a transfer. They reach callers wrapped in ErrList or ErrWatch,
+// through Status.LastError.
+var (
+	// ErrNoResponse is returned when a list request got no response
+	// (status and headers) within Options.RequestTimeout.
+	ErrNoResponse = errors.New("reconcile: no response within RequestTimeout")
+	// ErrNoProgress is returned when a list response's body passed no byte
+	// for Options.ProgressTimeout.
+	ErrNoProgress = errors.New("reconcile: no bytes received within ProgressTimeout")
+	// ErrFrameTooLarge is returned when a watch frame is larger than
+	// maxFrameBytes (16 MiB). Nothing of the frame is journaled; the loop
+	// backs off and watches again from the last resourceVersion it applied.
+	ErrFrameTooLarge = errors.New("reconcile: watch frame too large")
+)
+
+// maxFrameBytes bounds one watch frame, in bytes: the limit client-go's
+// streaming decoder (k8s.io/apimachinery runtime/serializer/streaming,
+// maxBytes) puts on a frame, so a frame any client-go watch accepts is
+// accepted here. An object stored in etcd is at most 1.5 MiB by default
+// (--max-request-bytes) and a request body to the apiserver at most 3 MiB;
+// as JSON an object can grow past its stored size (protobuf in etcd,
+// base64 binaryData, managedFields), and 16 MiB leaves a margin of 5× over
+// the largest request. The bound holds to within the 32 KiB read buffer
+// (pageBuffer): bytes read ahead of a frame count toward the one before.
+const maxFrameBytes = 16 << 20
+
+// timeouts of one list request.
+type timeouts struct {
+	// response bounds the wait for the status and headers.
+	response time.Duration
+	// progress bounds a gap in the body, between two reads that return
+	// bytes.
+	progress time.Duration
+}
+
+// openBody sends r and returns its body once the response began: it fails
+// with ErrNoResponse when no response came within timeout. cancel is the
+// request context's; openBody cancels it on timeout.
+func openBody(ctx context.Context, cancel context.CancelCauseFunc, r *rest.Request, timeout time.Duration) (io.ReadCloser, error) {
+	noResponse := fmt.Errorf("%w (%v)", ErrNoResponse, timeout)
+	timer := time.AfterFunc(timeout, func() { cancel(noResponse) })
+	body, err := r.Stream(ctx)
+	if !timer.Stop() {
+		if err == nil {
+			_ = body.Close()
+		}
+		return nil, noResponse
+	}
+	return body, err
+}
+
+// progressReader reads a response body and cancels its request when no
+// read returned a byte for timeout. It records the first error of the body.
+type progressReader struct {
+	ctx     context.Context
+	body    io.ReadCloser
+	timeout time.Duration
+	timer   *time.Timer
+	// n is the count of bytes read; err the first error of the body.
+	n   int64
+	err error
+}
+
+func newProgressReader(ctx context.Context, cancel context.CancelCauseFunc, body io.ReadCloser, timeout time.Duration) *progressReader {
+	stalled := fmt.Errorf("%w (%v)", ErrNoProgress, timeout)
+	return &progressReader{ctx: ctx, body: body, timeout: timeout, timer: time.AfterFunc(timeout, func() { cancel(stalled) })}
+}
+
+// Read reads the body, and restarts the progress timer when bytes came.
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.body.Read(b)
+	if n > 0 {
+		p.n += int64(n)
+		p.timer.Reset(p.timeout)
+	}
+	if err != nil {
+		if cause := context.Cause(p.ctx); errors.Is(cause, ErrNoProgress) {
+			err = cause
+		}
+		if p.err == nil {
+			p.err = err
+		}
+	}
+	return n, err
+}
+
+// Close stops the timer and closes the body.
+func (p *progressReader) Close() error {
+	p.timer.Stop()
+	return p.body.Close()
+}
+
+// classify returns the error of a page of limit objects whose decoding
+// failed with err: a *bodyError when the body broke (the page may be too
+// large for the link), err itself when the bytes that came were wrong or
+// the caller's context ended.
+func (p *progressReader) classify(err error, limit int64) error {
+	switch {
+	case p.err == nil:
+		return err
+	case p.ctx.Err() != nil && !errors.Is(context.Cause(p.ctx), ErrNoProgress):
+		return err // the caller's context ended
+	case p.err == io.EOF:
+		return &bodyError{limit: limit, read: p.n, err: io.ErrUnexpectedEOF}
+	}
+	return &bodyError{limit: limit, read: p.n, err: p.err}
+}
+
+// bodyError is returned by a list page whose response began and whose body
+// broke before its end: no byte for ProgressTimeout (ErrNoProgress), a cut
+// connection, or an early end (io.ErrUnexpectedEOF).
+type bodyError struct {
+	limit, read int64
+	err         error
+}
+
+// Error says how far the page came.
+func (e *bodyError) Error() string {
+	return fmt.Sprintf("reconcile: list page of up to %d objects broke after %d bytes: %v", e.limit, e.read, e.err)
+}
+
+// Unwrap returns the body's error.
+func (e *bodyError) Unwrap() error { return e.err }
+
+// frameReader reads a watch body and fails a frame that passes max bytes
+// with ErrFrameTooLarge; next resets n at each frame. It records the first
+// error of the body.
+type frameReader struct {
+	r      io.Reader
+	n, max int64
+	err    error
+}
+
+// Read reads at most what is left of the frame's bound.
+func (f *frameReader) Read(b []byte) (int, error) {
+	if f.n >= f.max {
+		err := fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, f.max)
+		if f.err == nil {
+			f.err = err
+		}
+		return 0, err
+	}
+	if left := f.max - f.n; int64(len(b)) > left {
+		b = b[:left]
+	}
+	n, err := f.r.Read(b)
+	f.n += int64(n)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return n, err
+}
