@@ -18,10 +18,12 @@ package reconcile
 // are stored as the resource's kind (from discovery) with metadata only.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,14 +35,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // client lists and watches one resource.
 type client struct {
-	rc  rest.Interface
-	res journal.Resource
+	rc rest.Interface
+	// watchRC is rc without cfg.Timeout: a watch lives for its
+	// timeoutSeconds.
+	watchRC rest.Interface
+	res     journal.Resource
 	// metadataOnly asks the server for metadata only (PartialObjectMetadata)
 	// and keeps kind, apiVersion and metadata of each object.
 	metadataOnly bool
@@ -52,6 +58,10 @@ type client struct {
 	kind, apiVersion string
 }
 
+// newClient returns a client of res through cfg: JSON, HTTP/1.1 unless cfg
+// sets a Transport or NextProtos (see New for why), cfg.Timeout on every
+// request but watches, one rate limiter for both, and the Retry-After
+// header of an error answer kept in its Status (details.retryAfterSeconds).
 func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*client, error) {
 	c := rest.CopyConfig(cfg)
 	gv := schema.GroupVersion{Group: res.GVR.Group, Version: res.GVR.Version}
@@ -72,11 +82,82 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 		// a new one instead of queueing on a dead HTTP/2 connection.
 		c.NextProtos = []string{"http/1.1"}
 	}
-	rc, err := rest.RESTClientFor(c)
+	c.Wrap(keepRetryAfter)
+	if c.RateLimiter == nil {
+		// One limiter for lists and watches, as one rest client would
+		// have (rest.RESTClientForConfigAndClient's defaults).
+		qps, burst := c.QPS, c.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		if qps > 0 {
+			c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+		}
+	}
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: http client: %w", err)
+	}
+	rc, err := rest.RESTClientForConfigAndClient(c, hc)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
-	return &client{rc: rc, res: res, metadataOnly: metadataOnly}, nil
+	// cfg.Timeout is http.Client.Timeout, which would cut every watch at
+	// it. Watches use the same transport (and connections) without it.
+	whc := *hc
+	whc.Timeout = 0
+	wrc, err := rest.RESTClientForConfigAndClient(c, &whc)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: rest client: %w", err)
+	}
+	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly}, nil
+}
+
+// keepRetryAfter wraps a transport so that an error answer's Retry-After
+// header is not lost: client-go keeps it (as details.retryAfterSeconds)
+// only when the body is not a Status, as with API Priority and Fairness's
+// plain-text 429; a Status body that names no delay gets the header's.
+func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
+	return retryAfterTransport{rt}
+}
+
+type retryAfterTransport struct{ rt http.RoundTripper }
+
+// RoundTrip sends req; for a 4xx or 5xx answer with a Retry-After in whole
+// seconds and a JSON Status body without details.retryAfterSeconds, it
+// returns the Status with the header's delay in its details.
+func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || resp.StatusCode < 400 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return resp, err
+	}
+	secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if perr != nil || secs <= 0 {
+		return resp, nil
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var st metav1.Status
+	if rerr != nil || jsonAPI.Unmarshal(body, &st) != nil || st.Kind != "Status" {
+		return resp, nil
+	}
+	if st.Details == nil {
+		st.Details = &metav1.StatusDetails{}
+	}
+	if st.Details.RetryAfterSeconds > 0 {
+		return resp, nil
+	}
+	st.Details.RetryAfterSeconds = int32(min(secs, math.MaxInt32))
+	if out, merr := jsonAPI.Marshal(&st); merr == nil {
+		resp.Body = io.NopCloser(bytes.NewReader(out))
+		resp.ContentLength = int64(len(out))
+		resp.Header.Del("Content-Length")
+	}
+	return resp, nil
 }
 
 // path returns the collection path of the resource.
@@ -555,7 +636,7 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(open, cancel)
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).
+	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
 		Param("watch", "true").
 		Param("resourceVersion", rv).
 		Param("allowWatchBookmarks", "true").

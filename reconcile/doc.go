@@ -13,12 +13,40 @@
 //	start     → list                        otherwise
 //	list      → watch(list RV)              after a complete paginated list
 //	list      → list                        a continue token expired (410): from page one
-//	watch     → watch(last RV)              the server ended the watch normally
+//	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
 //	watch     → list                        410 Gone, in either shape
-//	watch     → list                        the server refused the watch 5 times in a row
+//	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
 //	watch     → list                        Verify, or every VerifyInterval (anti-entropy)
 //	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
-//	any       → backoff → same state        any other error (jittered, capped)
+//	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
+//	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
+//
+// # Server signals
+//
+// The backoff is exponential from Options.MinBackoff to MaxBackoff with
+// jitter, and never shorter than the delay the server asks for (Retry-After,
+// details.retryAfterSeconds: apierrors.SuggestsClientDelay). A watch the
+// server refuses for any reason but a gone resourceVersion is retried as a
+// watch, from the same resourceVersion, however often: a relist is the most
+// expensive request a client can send to a server that sheds load
+// (kubernetes/kubernetes#100878). The one refusal that relists besides 410
+// is the apiserver's 500 "etcd event received with PrevKv=nil", its answer
+// (watch cache off) to a watch from the revision just below etcd's
+// compaction revision, which it will never serve; it is recognised by its
+// message and logged at info, as a 410 is. Throttling (429) is logged as
+// such, at info.
+//
+// The backoff resets, and Status.LastError clears, after a list completes,
+// after a watch frame is applied, and once a watch has stayed open
+// (answered 200) for a second without an error: a healthy resume on a
+// quiet resource clears the error too. A failure is logged once per kind
+// (phase, HTTP code and reason, or network operation), then at debug level
+// until the loop succeeds or the kind changes.
+//
+// # Transport
+//
+// JSON always, HTTP/1.1 unless the caller's rest.Config chooses, and the
+// caller's Timeout on every request but watches: New says why.
 //
 // # Relist
 //

@@ -2,10 +2,18 @@ package reconcile
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -20,6 +28,11 @@ var (
 	// ErrWatch is returned when an open watch fails or sends an ERROR event
 	// other than 410.
 	ErrWatch = errors.New("reconcile: watch failed")
+	// ErrDecode is returned, inside ErrWatch, when a watch frame is not
+	// valid JSON or its object lacks name, uid or resourceVersion. The
+	// watch is retried from the same resourceVersion with backoff, as any
+	// other watch failure.
+	ErrDecode = errors.New("reconcile: undecodable watch frame")
 	// ErrRejected is returned by Run when the apiserver rejects the list or
 	// watch request itself (400 Bad Request, 422 Invalid, 405): retrying
 	// the same request cannot help. It wraps the server's Status, so
@@ -61,6 +74,97 @@ func statusIsGone(s *metav1.Status) bool {
 	return s.Code == http.StatusGone || s.Reason == metav1.StatusReasonExpired || s.Reason == metav1.StatusReasonGone
 }
 
+// compactedRevisionMessage is what kube-apiserver's etcd3 watcher says when
+// the first event after a watch's resourceVersion is a modification whose
+// previous value etcd has compacted away (k8s.io/apiserver
+// pkg/storage/etcd3/event.go, parseEvent): a watch from the revision just
+// below the compaction revision, watch cache off. The watch answers HTTP 200
+// and then an ERROR event with code 500 and this message, on every try: the
+// server will never serve that resourceVersion again, and yet it says 500,
+// not 410 (its own storage tests accept both, "we should unify here").
+const compactedRevisionMessage = "etcd event received with PrevKv=nil"
+
+// isCompactedRevision reports whether err is the apiserver's 500 for a
+// watch from the revision just below etcd's compaction revision
+// (compactedRevisionMessage): a 410 in all but its code. It is recognised
+// by what it is, code 500 with that message, not by how often it repeats.
+func isCompactedRevision(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s) && statusIsCompactedRevision(s.Status())
+}
+
+// statusIsCompactedRevision is isCompactedRevision for the Status of a
+// watch ERROR event.
+func statusIsCompactedRevision(s metav1.Status) bool {
+	return s.Code == http.StatusInternalServerError && strings.Contains(s.Message, compactedRevisionMessage)
+}
+
+// serverDelay returns how long the server asked the client to wait before
+// it tries again, and whether it asked: the Retry-After header of a 429 or
+// 503 (client-go puts it in the Status's details.retryAfterSeconds), or
+// details.retryAfterSeconds of a Status the server sent (API conventions,
+// "HTTP Status codes": 429 and 504 ServerTimeout carry it). It follows
+// apierrors.SuggestsClientDelay; a ServerTimeout that names no delay
+// asks for none.
+func serverDelay(err error) (time.Duration, bool) {
+	secs, ok := apierrors.SuggestsClientDelay(err)
+	if !ok || secs <= 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
+}
+
+// isThrottled reports whether the server shed the request for load: 429
+// Too Many Requests (API Priority and Fairness, max-requests-inflight).
+func isThrottled(err error) bool { return apierrors.IsTooManyRequests(err) }
+
+// isWatchEnd reports whether a watch stream's read error is a normal end of
+// the watch rather than a failure: EOF (the server's timeoutSeconds), and
+// what client-go's StreamWatcher also treats as a normal end, a probable
+// EOF (connection reset, closed, broken pipe: utilnet.IsProbableEOF) or a
+// network timeout (utilnet.IsTimeout). The loop watches again from the last
+// resourceVersion at once; a new watch that cannot connect backs off then.
+func isWatchEnd(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err)
+}
+
+// failureKey names the kind of a failure for log-once: the phase that
+// failed and the cause's HTTP code and reason, or its network operation and
+// errno, or its Go type. Never the message: messages hold URLs with a
+// randomised timeoutSeconds, addresses and ports, which differ on every try.
+func failureKey(err error) string {
+	phase := "other"
+	for _, p := range []error{ErrJournal, ErrList, ErrWatchStart, ErrWatch} {
+		if errors.Is(err, p) {
+			phase = p.Error()
+			break
+		}
+	}
+	var s apierrors.APIStatus
+	var op *net.OpError
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, ErrDecode):
+		return phase + ": decode"
+	case errors.As(err, &s):
+		return fmt.Sprintf("%s: %d %s", phase, s.Status().Code, s.Status().Reason)
+	case errors.As(err, &op):
+		key := phase + ": net " + op.Op
+		if errors.As(err, &errno) {
+			key += " " + errno.Error()
+		}
+		return key
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return phase + ": " + reflect.TypeOf(err).String()
+		}
+		err = next
+	}
+}
+
 // isForbidden reports whether err is a 403: RBAC does not allow the request.
 func isForbidden(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
 
@@ -79,6 +183,17 @@ func reason(err error) string {
 		return "not found: the resource type (CRD) or its API group does not exist"
 	case isGone(err):
 		return "gone (410)"
+	case isThrottled(err):
+		return "throttled: the apiserver is shedding load (429); waiting at least as long as it asks"
+	case errors.Is(err, ErrDecode):
+		return "undecodable watch frame: watching again from the last applied resourceVersion"
+	}
+	var s apierrors.APIStatus
+	if errors.As(err, &s) && s.Status().Code >= 500 {
+		return fmt.Sprintf("apiserver error (%d %s)", s.Status().Code, s.Status().Reason)
+	}
+	if errors.As(err, new(*net.OpError)) || utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err) {
+		return "network: the apiserver cannot be reached"
 	}
 	return "request failed"
 }

@@ -31,6 +31,10 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 		start := l.opts.Clock.Now()
 		rv, staged, first, last, err := l.listOnce(ctx, s)
 		if ctx.Err() != nil {
+			if je, ok := err.(journalError); ok && !errors.Is(je.err, journal.ErrNoSpace) {
+				// A journal error as ctx ended is still Run's to return.
+				return nil, fmt.Errorf("%w: %w", ErrJournal, je.err)
+			}
 			return s, nil
 		}
 		if r, ok := err.(errRestart); ok {

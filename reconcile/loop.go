@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -59,7 +58,11 @@ type Options struct {
 	// (group commit). Default 1000.
 	BatchLimit int
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
-	// between failed attempts. Defaults 200 ms and 30 s.
+	// between failed attempts. Defaults 200 ms and 30 s. When the server
+	// asks for a delay (Retry-After on a 429 or 503, or a Status's
+	// details.retryAfterSeconds: apierrors.SuggestsClientDelay), the wait is
+	// at least that long, whatever these say: the server's delay is a floor
+	// under the jittered backoff, for lists and watches alike.
 	MinBackoff, MaxBackoff time.Duration
 	// SecretPayloads is the explicit opt-in to journal the data of Secrets
 	// (core/v1 secrets). Without it New refuses a journal of Secrets whose
@@ -106,9 +109,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// maxWatchFailures is how many failed watches in a row, from one
-// resourceVersion, send the loop to a relist.
-const maxWatchFailures = 5
+// watchSettle is how long a watch must stay open, after the server
+// answered it with 200, without an error before it counts as healthy: the
+// backoff resets and Status.LastError clears then, even on a quiet resource
+// that sends no frame. An apiserver refuses a watch's resourceVersion at
+// once (an ERROR frame right after the 200), well within it.
+const watchSettle = time.Second
 
 // Status is a snapshot of a Loop.
 type Status struct {
@@ -123,10 +129,15 @@ type Status struct {
 	// and with apierrors.IsForbidden / IsNotFound for the cause.
 	LastError error
 	// Lists counts completed lists (initial and relists); Watches counts
-	// watch requests that opened; Gone counts 410s seen, in any shape;
+	// watch requests that opened; Gone counts 410s seen, in any shape,
+	// and the 500 "PrevKv=nil" of a watch from just below etcd's
+	// compaction revision, which means the same;
 	// ListRestarts counts lists started again after an expired continue;
 	// IdleRestarts counts watches replaced after IdleTimeout.
 	Lists, Watches, Gone, ListRestarts, IdleRestarts int
+	// Backoffs counts waits after a failure (any phase); Throttled counts
+	// those the server asked for (429, or a Retry-After it sent).
+	Backoffs, Throttled int
 	// Events counts events this loop appended to the journal.
 	Events int
 	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
@@ -158,13 +169,39 @@ type Loop struct {
 	pageSize int64
 
 	backoff    time.Duration // current backoff; 0 after a success
-	watchFails int           // watch failures in a row since a success
-	lastLogged string        // the last failure logged at Warn
+	lastLogged string        // failureKey of the last failure logged at Warn or Info
 }
 
 // New returns a Loop that keeps j in step with the resource j records, read
 // through the apiserver at cfg. The resource must be recorded (journal.Open
 // with Options.Resource); otherwise New fails.
+//
+// What New takes from cfg, and what it changes:
+//   - cfg.Timeout bounds each request that is not a watch (it is the list
+//     requests' http.Client.Timeout). A watch is never cut by it: a watch
+//     lives for its timeoutSeconds (Options.WatchTimeout), and a stalled one
+//     is found by Options.IdleTimeout.
+//   - Content type: JSON, always. The journal stores each object as the
+//     bytes the server sent, so that every reader (journalctl, the
+//     adapters, any language) decodes it without a scheme; a list page is
+//     decoded as it streams, field by field, without building objects.
+//     Protobuf would have to be decoded into typed objects and encoded to
+//     JSON again for each object, and custom resources are served in JSON
+//     only.
+//   - HTTP/1.1, unless cfg sets a Transport or NextProtos: each watch then
+//     holds its own TCP connection, so replacing a stalled watch
+//     (IdleTimeout) closes its connection, and the next request dials a new
+//     one. Over HTTP/2 every request shares one connection: a replaced watch
+//     resets only its stream, and the next request queues on the same
+//     possibly dead connection until client-go's HTTP/2 health check (a ping
+//     after 30 s without a frame, 15 s to answer) closes it, so a dead link
+//     goes unnoticed for up to 45 s more, and a relist's pages share the
+//     connection's flow-control window with the watch. The loop makes a few
+//     requests at a time (a watch, or a list and its next page), so one
+//     connection per request costs it little. A caller who wants HTTP/2 sets
+//     cfg.NextProtos = []string{"h2", "http/1.1"} (or its own Transport):
+//     the loop is correct either way, as the health check bounds how long a
+//     dead connection lives.
 func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	res, ok, err := j.Resource()
 	if err != nil {
@@ -196,7 +233,8 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 // transaction, if any, has committed. It returns early only when the
 // journal cannot be written (ErrJournal) or the apiserver rejects the
 // request itself (ErrRejected: a 400 for a field selector it does not
-// support, say). Other apiserver errors (403, 404, 5xx, timeouts) are
+// support, say); such an error is returned even when ctx ends at the same
+// moment. Other apiserver errors (403, 404, 429, 5xx, timeouts) are
 // retried with backoff and shown in Status.
 func (l *Loop) Run(ctx context.Context) error {
 	var s state = stateStart{}
@@ -204,12 +242,18 @@ func (l *Loop) Run(ctx context.Context) error {
 	for {
 		l.update(func(st *Status) { st.Phase = s.phase() })
 		next, err := l.step(ctx, s)
+		if err != nil {
+			// Before ctx: an error that happened as ctx ended is still
+			// the caller's to see.
+			msg := "stopping: journal write failed"
+			if errors.Is(err, ErrRejected) {
+				msg = "stopping: the apiserver rejected the request"
+			}
+			l.log.Error(msg, zap.Error(err))
+			return err
+		}
 		if ctx.Err() != nil {
 			return nil
-		}
-		if err != nil {
-			l.log.Error("stopping: journal write failed", zap.Error(err))
-			return err
 		}
 		s = next
 	}
@@ -235,27 +279,37 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 	case stateWatch:
 		return l.watch(ctx, s)
 	case stateBackoff:
-		var answered apierrors.APIStatus
-		if w, ok := s.next.(stateWatch); ok && errors.As(s.err, &answered) {
-			// A watch the server keeps refusing from one resourceVersion
-			// will not heal by retrying it (kube-apiserver answers a watch
-			// from the exact compaction revision with a 500, "PrevKv=nil",
-			// forever): a relist is always safe. Failures to connect do not
-			// count: the resume is worth waiting for.
-			if l.watchFails++; l.watchFails >= maxWatchFailures {
-				l.watchFails = 0
-				l.log.Warn("the watch keeps failing from this resourceVersion: relisting",
-					zap.String("resourceVersion", w.rv), zap.Error(s.err))
-				s.next = stateList{origin: w.goneOrigin}
+		// The backoff goes back to the state that failed: a refused watch
+		// (429, 5xx, network) is retried as a watch from the same
+		// resourceVersion and never becomes a relist, the most expensive
+		// request there is for a server that sheds load
+		// (kubernetes/kubernetes#100878). Only what says the
+		// resourceVersion is gone relists, without a backoff (gone).
+		d := l.nextBackoff()
+		asked, throttled := serverDelay(s.err)
+		d = max(d, asked)
+		throttled = throttled || isThrottled(s.err)
+		l.update(func(st *Status) {
+			st.Backoffs++
+			if throttled {
+				st.Throttled++
+			}
+		})
+		// One clear line per kind of failure, not one per retry.
+		logf := l.log.Debug
+		if key := failureKey(s.err); key != l.lastLogged {
+			l.lastLogged, logf = key, l.log.Warn
+			if throttled {
+				// Load shedding is the server working as designed.
+				logf = l.log.Info
 			}
 		}
-		d := l.nextBackoff()
-		// One clear line per distinct failure, not one per retry.
-		logf := l.log.Debug
-		if msg := s.err.Error(); msg != l.lastLogged {
-			l.lastLogged, logf = msg, l.log.Warn
+		msg := "backing off: " + reason(s.err)
+		if throttled {
+			msg = "throttled by the apiserver: " + reason(s.err)
 		}
-		logf("backing off: "+reason(s.err), zap.Duration("delay", d), zap.String("then", string(s.next.phase())), zap.Error(s.err))
+		logf(msg, zap.Duration("delay", d), zap.Duration("serverDelay", asked),
+			zap.String("then", string(s.next.phase())), zap.Error(s.err))
 		select {
 		case <-ctx.Done():
 		case <-l.opts.Clock.After(d):
@@ -279,7 +333,6 @@ func (l *Loop) fail(next state, err error) (state, error) {
 // succeed resets the backoff and the last error.
 func (l *Loop) succeed() {
 	l.backoff = 0
-	l.watchFails = 0
 	l.lastLogged = ""
 	l.update(func(st *Status) { st.LastError = nil })
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"time"
 
@@ -37,10 +36,12 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		if ctx.Err() != nil {
 			return s, nil
 		}
-		if isGone(err) {
+		if isGone(err) || isCompactedRevision(err) {
 			// The HTTP-status shape: 410 on the watch request itself.
 			return l.gone(s, err), nil
 		}
+		// Anything else (429, 5xx, a network error) is retried as this
+		// watch, from this resourceVersion, after the backoff.
 		return l.fail(s, fmt.Errorf("%w: %w", ErrWatchStart, err))
 	}
 	defer st.close()
@@ -72,6 +73,11 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	got := 0
 	idle := l.opts.Clock.NewTimer(l.opts.IdleTimeout)
 	defer idle.Stop()
+	// Open with 200 and no error for watchSettle: the watch is healthy,
+	// even if the resource is quiet and sends nothing.
+	settle := l.opts.Clock.NewTimer(watchSettle)
+	defer settle.Stop()
+	settled := settle.C()
 	var verifyTick <-chan time.Time
 	if l.opts.VerifyInterval > 0 {
 		t := l.opts.Clock.NewTicker(l.opts.VerifyInterval)
@@ -93,6 +99,10 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			l.log.Info("watch idle: replacing it", zap.String("resourceVersion", s.rv), zap.Duration("idle", l.opts.IdleTimeout))
 			l.update(func(x *Status) { x.IdleRestarts++ })
 			return s, nil
+		case <-settled:
+			settled = nil
+			l.succeed()
+			continue
 		case f := <-frames:
 			batch = append(batch, f)
 		}
@@ -151,20 +161,24 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 	for _, f := range batch {
 		if f.err != nil {
 			switch {
-			case errors.Is(f.err, io.EOF), errors.Is(f.err, io.ErrUnexpectedEOF):
-				// The server ended the watch (timeoutSeconds): resume.
+			case isWatchEnd(f.err):
+				// The server ended the watch (timeoutSeconds), or the
+				// connection ended: resume, as client-go's StreamWatcher.
 				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}
 			default:
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w", ErrWatch, f.err)}
+				// Bytes that are not a watch frame: a failure like any
+				// other, retried from the same resourceVersion.
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
 			}
 			break
 		}
 		switch f.ev.Type {
 		case "ERROR":
 			status := decodeStatus(f.ev.Object)
-			if statusIsGone(status) {
-				// The event shape: HTTP 200, then ERROR with a 410 Status.
-				next = l.gone(s, fmt.Errorf("watch ERROR event: %d %s: %s", status.Code, status.Reason, status.Message))
+			if statusIsGone(status) || statusIsCompactedRevision(*status) {
+				// The event shape: HTTP 200, then ERROR with a 410 Status
+				// (or the compaction revision's 500).
+				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
 			} else {
 				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin},
 					err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
@@ -178,7 +192,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		case "ADDED", "MODIFIED", "DELETED":
 			it, err := l.c.item(f.ev.Object, "", "")
 			if err != nil {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w", ErrWatch, err)}
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
 			items = append(items, it)
@@ -245,10 +259,14 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 	return next, n, nil
 }
 
-// gone records a 410 and returns the relist it leads to.
+// gone records a 410, or the compaction revision's 500 that means the same,
+// and returns the relist it leads to.
 func (l *Loop) gone(s stateWatch, err error) state {
-	l.log.Info("resourceVersion no longer served (410): relisting",
-		zap.String("resourceVersion", s.rv), zap.String("origin", string(s.goneOrigin)), zap.Error(err))
+	msg := "resourceVersion no longer served (410): relisting"
+	if isCompactedRevision(err) {
+		msg = "resourceVersion is just below etcd's compaction revision: the apiserver answers 500 \"PrevKv=nil\" and will never serve it: relisting"
+	}
+	l.log.Info(msg, zap.String("resourceVersion", s.rv), zap.String("origin", string(s.goneOrigin)), zap.Error(err))
 	l.update(func(x *Status) { x.Gone++ })
 	return stateList{origin: s.goneOrigin}
 }
