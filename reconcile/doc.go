@@ -9,14 +9,17 @@
 // The loop is the list/watch protocol of the API concepts page ("Efficient
 // detection of changes"), written as an explicit state machine (state.go):
 //
-//	start     → watch(stored RV)            when the file holds a resourceVersion
+//	start     → watch(stored RV, check)     when the file holds a resourceVersion
 //	start     → list                        otherwise
+//	watch     → list (restart)              check: the server's RV compares below the stored one (rewound)
+//	watch     → list (restart)              check: a list at exactly the stored RV answers 410
+//	watch     → watch(last RV, check)       the watch request got no answer (an outage)
 //	list      → watch(list RV)              after a complete paginated list
 //	list      → list                        a continue token expired (410): from page one
 //	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
 //	watch     → list                        410 Gone, in either shape
 //	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
-//	watch     → list                        Verify, or every VerifyInterval (anti-entropy)
+//	watch     → list(verify at applied RV)  Verify, or the VerifyInterval deadline (anti-entropy)
 //	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
 //	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
 //	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
@@ -47,6 +50,27 @@
 //
 // JSON always, HTTP/1.1 unless the caller's rest.Config chooses, and the
 // caller's Timeout on every request but watches: New says why.
+//
+// A watch marked "check" first runs the resume check (probe.go): a
+// one-item consistent list for the server's current resourceVersion, and,
+// when it differs from the stored one, a one-item list at exactly the
+// stored one. A rewind counts in Status.Rewinds; a 410 in Status.Gone.
+//
+// # Synced
+//
+// Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
+// at the first of: a complete list committed; a resumed watch whose
+// resourceVersion the check found equal to the server's; a resumed watch
+// that delivered an event or bookmark; a resumed watch open for 1 s
+// without an ERROR frame after the check's list at exactly its
+// resourceVersion succeeded. Status.SyncedOffset is the head offset then.
+// Details in synced.go.
+//
+// # Verify
+//
+// A verify lists at exactly the resourceVersion the journal applied, so
+// index and list describe the same moment, and resumes the watch from it;
+// its deadline is wall-clock, kept across watches. Details in verify.go.
 //
 // # Relist
 //

@@ -68,20 +68,22 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
 		}
 		l.succeed()
+		lost := l.divergences(s, staged, first, last)
+		l.scheduleVerify()
 		l.update(func(x *Status) {
 			x.Lists++
-			x.Synced = true
 			x.ResourceVersion = rv
 			x.Events += staged
 			if s.verify {
 				x.Verifies++
-				x.Divergences += staged
+				x.Divergences += lost
 				x.LastVerifyFirst, x.LastVerifyLast = first, last
 			}
 		})
-		if s.verify && staged > 0 {
+		l.markSynced("a complete list")
+		if lost > 0 {
 			l.log.Warn("verify: the watch had lost events; the relist journaled the difference",
-				zap.Int("events", staged), zap.String("resourceVersion", rv))
+				zap.Int("events", lost), zap.String("resourceVersion", rv))
 		}
 		l.log.Info("list complete", zap.String("resourceVersion", rv), zap.Int("events", staged),
 			zap.String("origin", string(s.origin)), zap.Duration("took", time.Since(start)))
@@ -129,7 +131,11 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	fetch := func(cont string, limit int64) <-chan fetched {
 		ch := make(chan fetched, 1)
 		go func() { // ends with its request; ctx is cancelled on return
-			p, err := l.c.list(ctx, listRequest{limit: limit, cont: cont, meta: meta}, l.timeouts())
+			req := listRequest{limit: limit, cont: cont, meta: meta}
+			if cont == "" && s.exact {
+				req.exactRV = s.applied // a verify, like with like (verify.go)
+			}
+			p, err := l.c.list(ctx, req, l.timeouts())
 			ch <- fetched{p, err}
 		}()
 		return ch

@@ -34,11 +34,16 @@ type Options struct {
 	// minutes; the apiserver's bookmarks (watch cache on) keep a healthy
 	// watch from idling.
 	IdleTimeout time.Duration
-	// VerifyInterval, when positive, relists that often even while the
-	// watch is healthy and diffs the list against the index (anti-entropy):
-	// an event the watch lost (kubernetes/kubernetes#123072) shows up as a
-	// divergence and is journaled with origin relist. Zero: only Verify and
-	// 410s relist.
+	// VerifyInterval is how often, in wall-clock time across watches, the
+	// loop verifies a healthy watch (anti-entropy, verify.go): it lists
+	// metadata at exactly the resourceVersion the journal applied and diffs
+	// the list against the index, so an event the watch lost
+	// (kubernetes/kubernetes#123072) shows up as a divergence
+	// (Status.Divergences) and is journaled with origin relist; events
+	// still on their way never count. Each interval is jittered to
+	// [0.8, 1.2) × VerifyInterval. Zero: DefaultVerifyInterval (10
+	// minutes). Negative: no periodic verify (Verify and 410s still
+	// relist).
 	VerifyInterval time.Duration
 	// RequestTimeout bounds the time to first byte of each request: a list
 	// page (and a watch) must begin its response (status and headers)
@@ -94,6 +99,9 @@ func (o Options) withDefaults() Options {
 	if o.BatchLimit <= 0 {
 		o.BatchLimit = 1000
 	}
+	if o.VerifyInterval == 0 {
+		o.VerifyInterval = DefaultVerifyInterval
+	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = 200 * time.Millisecond
 	}
@@ -122,8 +130,15 @@ type Status struct {
 	Phase Phase
 	// ResourceVersion is the last resourceVersion fully applied.
 	ResourceVersion string
-	// Synced is true once a list completed or a resume watch opened.
+	// Synced is true once the journal is known current with the server:
+	// after a complete list, or after a watch resumed from the stored
+	// resourceVersion proved it served; never while a 410 awaits the
+	// resume (synced.go). Once true it stays true. See HasSynced.
 	Synced bool
+	// SyncedOffset is the journal's head offset when Synced turned true
+	// (0 for an empty journal): a consumer past it has caught up with the
+	// server's state as of the sync.
+	SyncedOffset uint64
 	// LastError is the error that caused the last backoff, nil after a
 	// success. Match it with errors.Is (ErrList, ErrWatchStart, ErrWatch)
 	// and with apierrors.IsForbidden / IsNotFound for the cause.
@@ -141,8 +156,13 @@ type Status struct {
 	// Events counts events this loop appended to the journal.
 	Events int
 	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
-	// Divergences counts the events they found, which the watch had lost.
+	// Divergences counts the events they found that the watch had lost
+	// (verify.go says how a difference is told from an event in flight).
 	Verifies, Divergences int
+	// Rewinds counts the times the server's current resourceVersion
+	// compared below the stored one (etcd restored from an older backup),
+	// each followed by a relist (probe.go).
+	Rewinds int
 	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
 	// journaled, inclusive; both 0 when it found nothing.
 	LastVerifyFirst, LastVerifyLast uint64
@@ -167,6 +187,12 @@ type Loop struct {
 	// pageSize is the list page size once pages kept breaking mid-body
 	// (pageBroke); 0: Options.PageSize.
 	pageSize int64
+
+	// verifyAt is the next periodic verify's deadline (verify.go); zero
+	// until the first watch schedules it.
+	verifyAt time.Time
+	// runErr is Run's error once it returned (under mu).
+	runErr error
 
 	backoff    time.Duration // current backoff; 0 after a success
 	lastLogged string        // failureKey of the last failure logged at Warn or Info
@@ -236,9 +262,9 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 // support, say); such an error is returned even when ctx ends at the same
 // moment. Other apiserver errors (403, 404, 429, 5xx, timeouts) are
 // retried with backoff and shown in Status.
-func (l *Loop) Run(ctx context.Context) error {
+func (l *Loop) Run(ctx context.Context) (err error) {
 	var s state = stateStart{}
-	defer l.update(func(st *Status) { st.Phase = PhaseStopped })
+	defer func() { l.stopped(err) }()
 	for {
 		l.update(func(st *Status) { st.Phase = s.phase() })
 		next, err := l.step(ctx, s)
@@ -273,8 +299,12 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 		}
 		l.log.Info("resuming from stored resourceVersion", zap.String("resourceVersion", rv))
 		l.update(func(st *Status) { st.ResourceVersion = rv })
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart}, nil
+		// The resume check (probe.go) runs before the watch opens.
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil
 	case stateList:
+		if s.verify {
+			return l.verifyList(ctx, s)
+		}
 		return l.list(ctx, s)
 	case stateWatch:
 		return l.watch(ctx, s)

@@ -24,6 +24,12 @@ type stateList struct {
 	// verify is set for an anti-entropy relist of a healthy watch: any
 	// event it finds is a divergence (an event the watch lost).
 	verify bool
+	// applied, for a verify, is the resourceVersion the journal had
+	// applied when the verify began; exact is set when the list reads at
+	// exactly it (resourceVersionMatch=Exact), so that index and list
+	// describe the same moment (verify.go).
+	applied string
+	exact   bool
 }
 
 // stateWatch watches from a resourceVersion the journal has fully applied.
@@ -32,6 +38,13 @@ type stateWatch struct {
 	// goneOrigin is the origin a 410 leads to: restart until the first
 	// frame after a process restart, relist after.
 	goneOrigin journal.Origin
+	// check asks for the resume check before the watch opens (probe.go):
+	// at start, and after a watch could not be opened.
+	check bool
+	// current is the server's list resourceVersion the resume check read
+	// ("" when it did not run): a resume from current itself is proven
+	// current at once (synced.go).
+	current string
 }
 
 // stateBackoff waits, then goes on to next.

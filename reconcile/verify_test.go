@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -110,4 +111,82 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	if st.Divergences != 1 || e.head() != h+2 {
 		t.Errorf("after a clean verify: divergences %d, head %d; want 1, %d", st.Divergences, e.head(), h+2)
 	}
+}
+
+// Issue 9 item 7a: the verify interval is wall-clock across watches. With
+// IdleTimeout 1 s every watch on a quiet resource ends within a second;
+// with VerifyInterval 3 s (± 20%) verifies still happen, on time.
+func TestLoop_VerifyInterval_LongerThanAWatch(t *testing.T) {
+	e := newEnv(t)
+	e.create("a")
+	opts := testOptions(t)
+	opts.IdleTimeout = time.Second
+	opts.VerifyInterval = 3 * time.Second
+	e.start(nil, opts)
+	e.waitStatus("initial list", watching(1))
+	began := time.Now()
+	st := e.waitStatus("two periodic verifies", func(s reconcile.Status) bool { return s.Verifies >= 2 })
+	took := time.Since(began)
+	t.Logf("%d verifies and %d idle restarts in %v", st.Verifies, st.IdleRestarts, took)
+	if st.IdleRestarts < 2 {
+		t.Errorf("IdleRestarts = %d; want at least 2: the watches must have ended before the interval", st.IdleRestarts)
+	}
+	if st.Divergences != 0 {
+		t.Errorf("Divergences = %d on a quiet resource; want 0", st.Divergences)
+	}
+	if took > 15*time.Second {
+		t.Errorf("two verifies took %v; want about 6 s (2 × 3 s ± 20%%, plus the lists)", took)
+	}
+}
+
+// Issue 9 item 7b: verify compares like with like. Hundreds of updates
+// while verifying again and again: no divergence is reported, since the
+// watch lost nothing, and the index equals the server afterwards.
+func TestLoop_Verify_UnderWrites_NoFalseDivergences(t *testing.T) {
+	e := newEnv(t)
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		e.create(n)
+	}
+	opts := testOptions(t)
+	opts.VerifyInterval = -1 // only the verifies this test asks for
+	e.start(nil, opts)
+	e.waitStatus("initial list", watching(1))
+
+	const updates = 300
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < updates; i++ {
+			e.update(names[i%len(names)])
+		}
+	}()
+	verifies := 0
+writing:
+	for {
+		select {
+		case <-done:
+			break writing
+		default:
+		}
+		e.loop.Verify()
+		verifies++
+		e.waitStatus("verify", func(s reconcile.Status) bool { return s.Verifies >= verifies })
+	}
+	st := e.loop.Status()
+	t.Logf("%d updates, %d verifies during them: %d divergences", updates, st.Verifies, st.Divergences)
+	if st.Verifies < 5 {
+		t.Errorf("only %d verifies ran during the writes; want at least 5: the test is not testing", st.Verifies)
+	}
+	if st.Divergences != 0 {
+		t.Errorf("Divergences = %d under writes with nothing lost; want 0", st.Divergences)
+	}
+	// The journal settles on the server's state: once the last write is
+	// indexed, every earlier one is.
+	last := e.update("a")
+	e.waitStatus("the last update applied", func(reconcile.Status) bool {
+		entry, ok, _ := e.j.Lookup(e.ns + "/a")
+		return ok && entry.ResourceVersion == last.ResourceVersion
+	})
+	e.checkIndex(e.j)
 }

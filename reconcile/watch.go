@@ -30,6 +30,11 @@ const watchBytes = 8 << 20
 
 // watch runs one watch request from s.rv and returns the next state.
 func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
+	if s.check {
+		if next, err := l.checkResume(ctx, &s); next != nil || err != nil {
+			return next, err
+		}
+	}
 	timeout := l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
 	st, err := l.c.watch(ctx, s.rv, timeout, l.opts.RequestTimeout)
 	if err != nil {
@@ -42,10 +47,12 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		}
 		// Anything else (429, 5xx, a network error) is retried as this
 		// watch, from this resourceVersion, after the backoff.
+		s.check = s.check || afterOutage(err)
 		return l.fail(s, fmt.Errorf("%w: %w", ErrWatchStart, err))
 	}
 	defer st.close()
-	l.update(func(x *Status) { x.Watches++; x.Synced = true; x.Phase = PhaseWatching })
+	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
+	proof := l.proofTimer(s)
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
@@ -78,21 +85,21 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	settle := l.opts.Clock.NewTimer(watchSettle)
 	defer settle.Stop()
 	settled := settle.C()
-	var verifyTick <-chan time.Time
-	if l.opts.VerifyInterval > 0 {
-		t := l.opts.Clock.NewTicker(l.opts.VerifyInterval)
-		defer t.Stop()
-		verifyTick = t.C()
-	}
+	verifyTick, stopVerify := l.verifyTimer()
+	defer stopVerify()
 	for {
 		var batch []frame
 		select {
 		case <-ctx.Done():
 			return s, nil
 		case <-l.verify:
-			return stateList{origin: journal.OriginRelist, verify: true}, nil
+			return verifyState(s), nil
 		case <-verifyTick:
-			return stateList{origin: journal.OriginRelist, verify: true}, nil
+			return verifyState(s), nil
+		case <-proof:
+			l.markSynced("the resumed watch stayed open without a 410")
+			proof = nil
+			continue
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
@@ -131,6 +138,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return nil, err
 		}
 		got += n
+		l.provenByFrames(next, n)
 		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
 			// After the first frame past a restart, a 410 is an ordinary relist.

@@ -1,0 +1,113 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// Issue 9 item 8, issue 10 item 2: HasSynced after a restart is true only
+// once the journal is known current with the server.
+func TestLoop_HasSynced_Restart(t *testing.T) {
+	t.Run("stored resourceVersion compacted: not synced until the restart relist is committed", func(t *testing.T) {
+		e := newEnv(t)
+		for _, n := range []string{"a", "b", "c"} {
+			e.create(n)
+		}
+		e.start(nil, testOptions(t))
+		waitSync(t, e.loop)
+		if st := e.loop.Status(); st.SyncedOffset != 3 || st.Lists != 1 {
+			t.Fatalf("after the initial list: SyncedOffset %d, lists %d; want 3, 1", st.SyncedOffset, st.Lists)
+		}
+		h := e.head()
+		e.stop()
+
+		e.delete("b")
+		e.create("d")
+		e.compact()
+
+		e.start(nil, testOptions(t))
+		// Read the journal at the first status in which Synced is true.
+		var atSync []string
+		var st reconcile.Status
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		err := e.loop.WaitFor(ctx, func(s reconcile.Status) bool {
+			if !s.Synced {
+				return false
+			}
+			atSync, _ = e.eventsFrom(h + 1)
+			st = s
+			return true
+		})
+		if err != nil {
+			t.Fatalf("not synced: %v; status %+v", err, e.loop.Status())
+		}
+		equal(t, "journal when HasSynced turned true", atSync, []string{"DELETED b restart", "ADDED d restart"})
+		if st.SyncedOffset != h+2 || st.Gone != 1 || st.Lists != 1 {
+			t.Errorf("status at sync: SyncedOffset %d, gone %d, lists %d; want %d, 1, 1 (%+v)", st.SyncedOffset, st.Gone, st.Lists, h+2, st)
+		}
+		e.checkIndex(e.j)
+	})
+
+	t.Run("stored resourceVersion still served: synced promptly with zero events", func(t *testing.T) {
+		e := newEnv(t)
+		for _, n := range []string{"a", "b"} {
+			e.create(n)
+		}
+		e.start(nil, testOptions(t))
+		waitSync(t, e.loop)
+		h := e.head()
+		e.stop()
+		// Writes elsewhere move the server's resourceVersion past the stored one.
+		other := newEnv(t)
+		other.create("x")
+
+		began := time.Now()
+		e.start(nil, testOptions(t))
+		if e.loop.HasSynced() {
+			t.Fatalf("HasSynced before the loop checked anything")
+		}
+		waitSync(t, e.loop)
+		took := time.Since(began)
+		st := e.loop.Status()
+		t.Logf("synced %v after the restart: %+v", took, st)
+		if st.Lists != 0 || st.Gone != 0 || e.head() != h || st.SyncedOffset != h {
+			t.Errorf("status at sync %+v, head %d; want no list, no 410, head and SyncedOffset %d", st, e.head(), h)
+		}
+		if took > 10*time.Second {
+			t.Errorf("synced %v after the restart; want promptly (the proof waits 1 s)", took)
+		}
+	})
+}
+
+func waitSync(t *testing.T, l *reconcile.Loop) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := l.WaitForSync(ctx); err != nil {
+		t.Fatalf("WaitForSync = %v; status %+v", err, l.Status())
+	}
+}
+
+// WaitForSync returns the context's error, and ErrStopped once Run ended
+// before it synced.
+func TestLoop_WaitForSync_Stopped(t *testing.T) {
+	e := newEnv(t)
+	e.create("a")
+	cfg := e.cp.ProxiedRESTConfig(e.proxy)
+	e.proxy.Cut() // nothing answers: the loop cannot sync
+	e.start(cfg, testOptions(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := e.loop.WaitForSync(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("WaitForSync with the server cut = %v; want context.DeadlineExceeded", err)
+	}
+	l := e.loop
+	e.stop()
+	if err := l.WaitForSync(context.Background()); err != reconcile.ErrStopped {
+		t.Fatalf("WaitForSync after Run returned = %v; want ErrStopped", err)
+	}
+}
