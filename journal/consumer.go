@@ -63,6 +63,9 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 	return &Consumer{j: j, name: name, next: committed + 1}, nil
 }
 
+// Journal returns the journal the consumer reads.
+func (c *Consumer) Journal() *Journal { return c.j }
+
 // Name returns the consumer's name.
 func (c *Consumer) Name() string { return c.name }
 
