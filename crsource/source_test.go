@@ -156,7 +156,11 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	})
 	src, stop := startManager(t, cp, path, res, r1)
 	j := src.Journal()
-	state := func() any { c, _ := src.Committed(); h, _ := j.Head(); return map[string]any{"seen": r1.names(), "committed": c, "head": h} }
+	state := func() any {
+		c, _ := src.Committed()
+		h, _ := j.Head()
+		return map[string]any{"seen": r1.names(), "committed": c, "head": h}
+	}
 	waitFor(t, r1, "a, b, e reconciled and committed", func() bool {
 		c, _ := src.Committed()
 		h, _ := j.Head()
@@ -192,7 +196,11 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	defer stop()
 	j = src.Journal()
 	want := []string{"bad", "c", "d", "e", "f", "rq"}
-	state = func() any { c, _ := src.Committed(); h, _ := j.Head(); return map[string]any{"seen": r2.names(), "committed": c, "head": h} }
+	state = func() any {
+		c, _ := src.Committed()
+		h, _ := j.Head()
+		return map[string]any{"seen": r2.names(), "committed": c, "head": h}
+	}
 	waitFor(t, r2, "the uncommitted and the changed keys reconciled and committed", func() bool {
 		c, _ := src.Committed()
 		h, _ := j.Head()
