@@ -35,7 +35,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,7 +46,6 @@ import (
 
 func main() {
 	var (
-		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
 		namespace  = flag.String("n", "default", "namespace whose ConfigMaps are mirrored")
 		db         = flag.String("db", "operator.db", "journal file")
 		key        = flag.String("key", "value", "data key mirrored from each ConfigMap")
@@ -58,15 +56,17 @@ func main() {
 	if *statusNS == "" {
 		*statusNS = *namespace
 	}
-	if err := run(*kubeconfig, *namespace, *db, *key, *statusNS, *statusName); err != nil {
+	// --kubeconfig is controller-runtime's flag (ctrl.GetConfig also reads
+	// $KUBECONFIG and the in-cluster config).
+	if err := run(*namespace, *db, *key, *statusNS, *statusName); err != nil {
 		fmt.Fprintln(os.Stderr, "operator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace, db, key, statusNS, statusName string) error {
+func run(namespace, db, key, statusNS, statusName string) error {
 	ctrl.SetLogger(logr.Discard())
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
