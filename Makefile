@@ -11,9 +11,11 @@ TESTFLAGS ?= -count=1 -timeout 30m
 
 all: build
 
-## build: the journalctl CLI into .cache/bin/journalctl
+## build: the journalctl CLI into .cache/bin/journalctl, and the example
+## operator (examples/operator) into .cache/bin/example-operator
 build:
 	$(GO) build -o $(BIN)/journalctl ./cmd/journalctl
+	$(GO) build -o $(BIN)/example-operator ./examples/operator
 
 ## vet: go vet and gofmt on the main module
 vet:

@@ -64,6 +64,9 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 	return &Consumer{j: j, name: name, next: committed + 1}, nil
 }
 
+// Journal returns the journal the consumer reads.
+func (c *Consumer) Journal() *Journal { return c.j }
+
 // Name returns the consumer's name.
 func (c *Consumer) Name() string { return c.name }
 
@@ -93,24 +96,57 @@ func (c *Consumer) Committed() (uint64, error) {
 }
 
 // Commit durably records that every event up to and including offset off
-// is processed. It is one write transaction (with fsync). It returns
+// is processed. It is one write transaction (with fsync). Commits only move
+// forward: committing the committed offset again is a no-op, one below it
+// is ErrCommitBackwards (rewind on purpose with Reset). It returns
 // ErrOffsetRange for an offset past the head, and ErrNoConsumer if the
-// consumer was deleted meanwhile.
+// consumer was deleted meanwhile. It does not move the read position.
 func (c *Consumer) Commit(off uint64) error { return c.j.CommitConsumer(c.name, off) }
+
+// Reset sets the committed offset to off, backwards or forwards, on
+// purpose (to replay from off + 1, say), and moves the read position to
+// off + 1. It is one write transaction; ErrOffsetRange past the head,
+// ErrNoConsumer if the consumer was deleted meanwhile.
+func (c *Consumer) Reset(off uint64) error {
+	if err := c.j.ResetConsumer(c.name, off); err != nil {
+		return err
+	}
+	c.next = off + 1
+	return nil
+}
 
 // ErrOffsetRange is returned by a commit past the journal's head.
 var ErrOffsetRange = errors.New("journal: offset past the head")
 
 // CommitConsumer commits offset off for the existing consumer name, in one
 // write transaction; ErrNoConsumer if there is no such consumer (it does not
-// register one), ErrOffsetRange if off is past the head.
+// register one), ErrOffsetRange if off is past the head, ErrCommitBackwards
+// if off is below its committed offset (see ResetConsumer).
 func (j *Journal) CommitConsumer(name string, off uint64) error {
+	return j.setConsumer(name, off, false)
+}
+
+// ResetConsumer sets the committed offset of the existing consumer name to
+// off, backwards or forwards; errors as CommitConsumer, but never
+// ErrCommitBackwards.
+func (j *Journal) ResetConsumer(name string, off uint64) error {
+	return j.setConsumer(name, off, true)
+}
+
+func (j *Journal) setConsumer(name string, off uint64, rewind bool) error {
 	return j.store.Update(func(tx *bolt.Tx) error {
-		if _, ok := tx.Consumer(name); !ok {
+		have, ok := tx.Consumer(name)
+		if !ok {
 			return fmt.Errorf("%w: %q", ErrNoConsumer, name)
 		}
 		if head := tx.NextOffset() - 1; off > head {
 			return fmt.Errorf("%w: %d > %d", ErrOffsetRange, off, head)
+		}
+		if off == have {
+			return nil
+		}
+		if off < have && !rewind {
+			return fmt.Errorf("%w: %q: %d < %d", ErrCommitBackwards, name, off, have)
 		}
 		return tx.SetConsumer(name, off)
 	})
@@ -132,7 +168,8 @@ func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
 
 // TryNext returns up to max events (and about 4 MiB of records at most, as
 // Journal.Read) from the read position and moves past
-// them; none at the head. It returns a *CompactedError (ErrCompacted) when
+// them; none at the head. max 0 means DefaultBatch, a negative max is
+// ErrBadMax, as for Journal.Read. It returns a *CompactedError (ErrCompacted) when
 // retention has dropped the position's event: resynchronize with
 // Journal.Snapshot, then Seek to its head + 1.
 func (c *Consumer) TryNext(max int) ([]Event, error) {
@@ -147,7 +184,7 @@ func (c *Consumer) TryNext(max int) ([]Event, error) {
 }
 
 // Next is TryNext that blocks at the head until the writer appends, ctx is
-// done (ctx.Err()) or the journal closes. It returns at least one event when
+// done (ctx.Err()) or the journal closes (ErrClosed). It returns at least one event when
 // err is nil. Woken by the writer; it does not poll.
 func (c *Consumer) Next(ctx context.Context, max int) ([]Event, error) {
 	for {

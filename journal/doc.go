@@ -47,6 +47,27 @@
 //     if it needs their content: the index keeps no objects);
 //  3. c.Seek(head + 1), then Next and Commit as usual.
 //
+// # Conventions
+//
+//   - Shutdown: a call that runs until its context is done
+//     (reconcile.Loop.Run, adapt.Handle, crsource.Source) returns nil when
+//     it ends because the context was cancelled: a clean shutdown is not an
+//     error, as for controller-runtime's Runnable.Start and the loop. A call
+//     that waits for one thing (Wait, Consumer.Next, a WaitForSync) returns
+//     ctx.Err(): its caller did not get what it waited for. An
+//     adapt.Watcher closes ResultChan on Stop without an error event.
+//   - A journal used after Close (or closed under a blocked call) returns
+//     an error matching ErrClosed, from every read, write and wait.
+//   - Batch sizes (Read, Consumer.TryNext, Consumer.Next): max 0 means
+//     DefaultBatch, a negative max is ErrBadMax.
+//   - Commits only move forward: Commit below the committed offset is
+//     ErrCommitBackwards; Consumer.Reset rewinds (or skips) on purpose.
+//   - Tx.Append takes only well-formed events (ErrBadEvent: a known Type, a
+//     Key, an Origin) that agree with the index (ErrKeyState, above).
+//   - The file records the resource's kind and apiVersion
+//     (Resource.Kind, Journal.TypeMeta), so every event, a tombstone
+//     included, decodes from the file alone.
+//
 // # Concurrency
 //
 // One process writes a file at a time (an exclusive file lock; a second

@@ -38,7 +38,51 @@ var (
 	ErrCompacted = errors.New("journal: requested offset has been compacted")
 	// ErrBadRecord is returned when a stored record cannot be decoded.
 	ErrBadRecord = errors.New("journal: bad record")
+	// ErrClosed is returned by every read, write, Wait and Consumer.Next
+	// on a journal after Close (or blocked in them when Close is called).
+	ErrClosed = bolt.ErrClosed
+	// ErrNoKind is returned by TypeMeta when the file records no kind and
+	// no retained event carries an object to learn it from.
+	ErrNoKind = errors.New("journal: the file records no kind")
 )
+
+// Errors returned by Tx.Append and Consumer.Commit.
+var (
+	// ErrKeyState matches a *KeyStateError: an event that contradicts the
+	// index (journal/doc.go, "Guarantees": no ADDED for a present key, no
+	// MODIFIED or DELETED for an absent one).
+	ErrKeyState = errors.New("journal: event contradicts the index")
+	// ErrBadEvent is returned by Tx.Append for an event that is not
+	// well-formed: an unknown Type, an empty Key or an empty Origin.
+	ErrBadEvent = errors.New("journal: malformed event")
+	// ErrCommitBackwards is returned by a Commit below the committed
+	// offset; rewinding on purpose is Consumer.Reset.
+	ErrCommitBackwards = errors.New("journal: commit below the committed offset")
+	// ErrBadMax is returned by Read, TryNext and Next for a negative max.
+	ErrBadMax = errors.New("journal: negative max events")
+)
+
+// KeyStateError is an event that contradicts the index: Type against a
+// key that is present (Present true, with the index's UID) or absent. It
+// matches ErrKeyState with errors.Is.
+type KeyStateError struct {
+	Type    EventType
+	Key     string
+	Present bool
+	// UID is the index's UID for a present key.
+	UID string
+}
+
+// Error returns the message.
+func (e *KeyStateError) Error() string {
+	if e.Present {
+		return fmt.Sprintf("journal: %s for key %q, which the index holds (uid %s)", e.Type, e.Key, e.UID)
+	}
+	return fmt.Sprintf("journal: %s for key %q, which the index does not hold", e.Type, e.Key)
+}
+
+// Is reports whether target is ErrKeyState.
+func (e *KeyStateError) Is(target error) bool { return target == ErrKeyState }
 
 // CompactedError is returned when a read asks for an offset below the first
 // retained offset: retention has dropped the events in between. It follows

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -108,8 +107,12 @@ func (j *Journal) bindResource(r *Resource) error {
 		if !ok {
 			return tx.SetMeta(metaResource, r.encode())
 		}
-		if !have.sameAs(*r) {
+		if !have.identity().sameAs(r.identity()) {
 			return fmt.Errorf("%w: file has %q, asked for %q", ErrResourceMismatch, have, *r)
+		}
+		if have.Kind == "" && r.Kind != "" && r.APIVersion != "" {
+			have.Kind, have.APIVersion = r.Kind, r.APIVersion
+			return tx.SetMeta(metaResource, have.encode())
 		}
 		return nil
 	})
@@ -201,13 +204,24 @@ func (j *Journal) ScanIndex(after string, limit int) ([]IndexEntry, error) {
 // events could otherwise hold gigabytes.
 const readBytes = 4 << 20
 
+// DefaultBatch is the number of events a read takes at most when it is
+// asked for max 0 (Read, Consumer.TryNext, Consumer.Next, and the adapters).
+const DefaultBatch = 256
+
 // Read returns up to max events from offset from (inclusive) in offset
 // order, and stops after the event that takes the records read past 4 MiB,
 // so a read holds bounded memory whatever the objects' size: fewer than max
-// events does not mean the head; none does. from 0 means the first retained
-// offset. It returns a *CompactedError when from is below the first
-// retained offset.
+// events does not mean the head; none does. max 0 means DefaultBatch; a
+// negative max is ErrBadMax. from 0 means the first retained offset. It
+// returns a *CompactedError when from is below the first retained offset,
+// and ErrClosed after Close.
 func (j *Journal) Read(from uint64, max int) ([]Event, error) {
+	if max < 0 {
+		return nil, fmt.Errorf("%w: %d", ErrBadMax, max)
+	}
+	if max == 0 {
+		max = DefaultBatch
+	}
 	var out []Event
 	err := j.store.View(func(tx *bolt.Tx) error {
 		first := tx.FirstOffset()
@@ -242,7 +256,7 @@ func (j *Journal) Head() (uint64, error) {
 }
 
 // Wait blocks until the journal's head is past offset after, ctx is done
-// (ctx.Err()), or the journal is closed. Writers in this process wake it;
+// (ctx.Err()), or the journal is closed (ErrClosed). Writers in this process wake it;
 // it does not poll.
 func (j *Journal) Wait(ctx context.Context, after uint64) error {
 	for {
@@ -250,7 +264,7 @@ func (j *Journal) Wait(ctx context.Context, after uint64) error {
 		ch, closed := j.notify, j.closed
 		j.mu.Unlock()
 		if closed {
-			return errors.New("journal: closed")
+			return ErrClosed
 		}
 		head, err := j.Head()
 		if err != nil {

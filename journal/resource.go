@@ -2,9 +2,12 @@ package journal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // Resource names what a journal file watches: one GVR, optionally one
@@ -26,6 +29,24 @@ type Resource struct {
 	// metadata-only ones. For Secrets, package reconcile requires it unless
 	// its SecretPayloads option opts in.
 	MetadataOnly bool `json:"metadataOnly,omitempty"`
+
+	// Kind and APIVersion are the kind and apiVersion of the objects, e.g.
+	// "ConfigMap" and "v1" (API conventions, "Types (Kinds)"). They describe
+	// the resource rather than choose it, so they are not part of the
+	// file's identity: Open matches a Resource whether or not they are set,
+	// and records them when the file has none. Package reconcile fills them
+	// from discovery (reconcile.New). With them, every event decodes from
+	// the file alone, a tombstone (an Event without Object) included; see
+	// Journal.TypeMeta for files written before they were recorded.
+	Kind       string `json:"kind,omitempty"`
+	APIVersion string `json:"apiVersion,omitempty"`
+}
+
+// identity returns r without the fields that describe rather than choose
+// the resource (Kind, APIVersion): what Open compares.
+func (r Resource) identity() Resource {
+	r.Kind, r.APIVersion = "", ""
+	return r
 }
 
 // String returns a short form such as "configmaps.v1 -n wj -l app=x".
@@ -62,4 +83,75 @@ func decodeResource(b []byte) (Resource, bool, error) {
 		return Resource{}, false, fmt.Errorf("%w: recorded resource: %v", ErrBadRecord, err)
 	}
 	return r, true, nil
+}
+
+// SetKind records the kind and apiVersion of the resource's objects in the
+// file, in one write transaction, if the file records none yet (an
+// existing, different pair is kept: a resource's kind does not change). It
+// returns ErrReadOnly on a read-only journal and an error when the file
+// records no resource. Package reconcile calls it from New.
+func (j *Journal) SetKind(kind, apiVersion string) error {
+	if kind == "" || apiVersion == "" {
+		return fmt.Errorf("journal: SetKind: empty kind %q or apiVersion %q", kind, apiVersion)
+	}
+	return j.store.Update(func(tx *bolt.Tx) error {
+		r, ok, err := decodeResource(tx.Meta(metaResource))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("journal: SetKind: the file records no resource")
+		}
+		if r.Kind != "" {
+			return nil
+		}
+		r.Kind, r.APIVersion = kind, apiVersion
+		return tx.SetMeta(metaResource, r.encode())
+	})
+}
+
+// typeMetaScan bounds how many events TypeMeta reads looking for an object
+// in a file that records no kind.
+const typeMetaScan = 4096
+
+// TypeMeta returns the kind and apiVersion of the journal's objects, read
+// from the file alone: the recorded Resource.Kind and APIVersion, or, for a
+// file written before they were recorded (and not yet opened by
+// reconcile.New since), those of the first retained event that carries an
+// object, among the first 4096. It returns ErrNoKind when neither is
+// there (an empty journal of an old file): the caller then knows kinds
+// only from objects it decodes later.
+func (j *Journal) TypeMeta() (kind, apiVersion string, err error) {
+	r, ok, err := j.Resource()
+	if err != nil {
+		return "", "", err
+	}
+	if ok && r.Kind != "" {
+		return r.Kind, r.APIVersion, nil
+	}
+	from := uint64(0)
+	for n := 0; n < typeMetaScan; {
+		evs, err := j.Read(from, 256)
+		if err != nil {
+			return "", "", err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.Object == nil {
+				continue
+			}
+			var tm struct {
+				Kind       string `json:"kind"`
+				APIVersion string `json:"apiVersion"`
+			}
+			if json.Unmarshal(e.Object, &tm) == nil && tm.Kind != "" && tm.APIVersion != "" {
+				return tm.Kind, tm.APIVersion, nil
+			}
+		}
+		n += len(evs)
+		from = evs[len(evs)-1].Offset + 1
+	}
+	return "", "", ErrNoKind
 }

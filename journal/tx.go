@@ -82,9 +82,20 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // Append assigns e the next offset, stores it, and applies it to the index:
 // ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
 // e.Time is set to the current time. It returns the offset assigned.
+//
+// e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
+// DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
+// writer must say how it learned of the event, since consumers tell live
+// events from inferred ones by it). And e must agree with the index (else
+// a *KeyStateError, ErrKeyState): ADDED only for an absent key, MODIFIED
+// and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
+// error nothing of e is stored; the transaction may go on.
 func (t *Tx) Append(e *Event) (uint64, error) {
 	defer guard()
 	if err := checkKey("key", e.Key); err != nil {
+		return 0, err
+	}
+	if err := t.check(e); err != nil {
 		return 0, err
 	}
 	if e.Time.IsZero() {
@@ -104,6 +115,29 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	e.Offset = off
 	t.appended++
 	return off, nil
+}
+
+// check returns why e cannot be appended, nil when it can.
+func (t *Tx) check(e *Event) error {
+	switch {
+	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
+		return fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
+	case e.Key == "":
+		return fmt.Errorf("%w: empty key", ErrBadEvent)
+	case e.Origin == "":
+		return fmt.Errorf("%w: empty origin for %s %q", ErrBadEvent, e.Type, e.Key)
+	}
+	v := t.tx.IndexGet([]byte(e.Key))
+	if (v != nil) == (e.Type == Added) {
+		ke := &KeyStateError{Type: e.Type, Key: e.Key, Present: v != nil}
+		if v != nil {
+			if ie, err := decodeIndex([]byte(e.Key), v); err == nil {
+				ke.UID = ie.UID
+			}
+		}
+		return ke
+	}
+	return nil
 }
 
 func applyIndex(tx *bolt.Tx, e *Event) error {

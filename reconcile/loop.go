@@ -252,6 +252,9 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	}
 	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
 	l.log = opts.Logger.With(zap.String("resource", res.String()))
+	if err := recordKind(cfg, j, res); err != nil {
+		l.log.Warn("kind not recorded; tombstones decode from the stored objects' kind", zap.Error(err))
+	}
 	return l, nil
 }
 

@@ -136,7 +136,7 @@ func TestEvents_File_Follow_ColumnsLineUp(t *testing.T) {
 	j = openJournal(t, path)
 	mod := ev(journal.Modified, "demo/a", "u1", "11", 1)
 	mod.PrevResourceVersion = "10"
-	del := ev(journal.Deleted, "demo/b", "u2", "12", 2)
+	del := ev(journal.Deleted, "demo/a", "u1", "12", 2) // a key the index holds (Tx.Append checks)
 	del.Origin, del.Object = journal.OriginRestart, nil
 	appendEvents(t, j, "12", mod, del)
 	j.Close()

@@ -2,9 +2,10 @@ package adapt
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -24,38 +25,58 @@ func Unstructured(b []byte) (runtime.Object, error) {
 	return u, nil
 }
 
-// decoder remembers the last kind and apiVersion seen, to label tombstones.
+// decoder labels objects built from the index (tombstones, the old side of
+// an update) with the kind and apiVersion the file records
+// (journal.TypeMeta): it depends on nothing this process saw before, so a
+// fresh process whose first event is a tombstone decodes it.
 type decoder struct {
 	decode           DecodeFunc
+	j                *journal.Journal
 	kind, apiVersion string
+}
+
+func newDecoder(j *journal.Journal, decode DecodeFunc) *decoder {
+	return &decoder{decode: decode, j: j}
+}
+
+// typeMeta returns the file's kind and apiVersion, read once.
+func (d *decoder) typeMeta() (string, string, error) {
+	if d.kind == "" {
+		k, v, err := d.j.TypeMeta()
+		if err != nil {
+			return "", "", err
+		}
+		d.kind, d.apiVersion = k, v
+	}
+	return d.kind, d.apiVersion, nil
 }
 
 // object returns the event's object; for a tombstone, or an event stored
 // without its object, a metadata-only one.
 func (d *decoder) object(e journal.Event) (runtime.Object, error) {
 	if e.Object != nil {
-		var tm metav1.TypeMeta
-		if json.Unmarshal(e.Object, &tm) == nil && tm.Kind != "" {
-			d.kind, d.apiVersion = tm.Kind, tm.APIVersion
-		}
 		return d.decode(e.Object)
 	}
-	return d.decode(d.metadataOnly(e, e.ResourceVersion))
+	return d.metadataOnly(e, e.ResourceVersion)
 }
 
-// metadataOnly returns the JSON of an object that carries only what the
-// index knows of e's key, at resourceVersion rv.
-func (d *decoder) metadataOnly(e journal.Event, rv string) []byte {
+// metadataOnly returns an object that carries only what the index knows of
+// e's key, at resourceVersion rv, with the file's kind and apiVersion.
+func (d *decoder) metadataOnly(e journal.Event, rv string) (runtime.Object, error) {
+	kind, apiVersion, err := d.typeMeta()
+	if err != nil {
+		if errors.Is(err, journal.ErrNoKind) {
+			return nil, fmt.Errorf("%s %q has no object and %w (a file written before kinds were recorded: open it once with reconcile.New)", e.Type, e.Key, err)
+		}
+		return nil, err
+	}
 	ns, name, found := strings.Cut(e.Key, "/")
 	if !found {
 		ns, name = "", e.Key
 	}
-	m := map[string]any{
+	b, _ := json.Marshal(map[string]any{
+		"kind": kind, "apiVersion": apiVersion,
 		"metadata": map[string]any{"name": name, "namespace": ns, "uid": e.UID, "resourceVersion": rv},
-	}
-	if d.kind != "" {
-		m["kind"], m["apiVersion"] = d.kind, d.apiVersion
-	}
-	b, _ := json.Marshal(m)
-	return b
+	})
+	return d.decode(b)
 }

@@ -20,7 +20,10 @@ import (
 // a DELETED inferred by a relist, as package reconcile would write them.
 func demoJournal() (*journal.Journal, func()) {
 	dir, _ := os.MkdirTemp("", "adapt-example")
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo"}
+	// reconcile.New records Kind and APIVersion from discovery; set here as
+	// it would: tombstones are labelled with them.
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo",
+		Kind: "ConfigMap", APIVersion: "v1"}
 	j, err := journal.Open(filepath.Join(dir, "j.db"), &journal.Options{Resource: &res})
 	if err != nil {
 		log.Fatal(err)
@@ -63,6 +66,48 @@ func ExampleNewWatcher() {
 	// ADDED demo/a 10
 	// MODIFIED demo/a 11
 	// DELETED demo/a 11
+}
+
+// A Watcher on a named consumer resumes after a restart where the last one
+// stopped: here a first "process" takes two events and stops; a second one
+// opens the same file and gets only the third.
+func ExampleWatchConsumer() {
+	j, cleanup := demoJournal()
+	defer cleanup()
+	path := j.Path()
+
+	run := func(j *journal.Journal, n int) {
+		c, err := j.Consumer("my-watcher")
+		if err != nil {
+			log.Fatal(err)
+		}
+		w, err := adapt.WatchConsumer(c, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			ev := <-w.ResultChan()
+			m, _ := meta.Accessor(ev.Object)
+			fmt.Println(ev.Type, m.GetName(), m.GetResourceVersion())
+		}
+		w.Stop()
+		<-w.Done() // the events handed over are committed
+	}
+	run(j, 2)
+	j.Close() // the "process" ends
+
+	j, err := journal.Open(path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	fmt.Println("restart")
+	run(j, 1)
+	// Output:
+	// ADDED a 10
+	// MODIFIED a 11
+	// restart
+	// DELETED a 11
 }
 
 // Informer-style handlers move over with Handle, fed by a durable consumer

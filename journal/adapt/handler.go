@@ -11,9 +11,16 @@ import (
 
 // Handle feeds the consumer's events to h, in the shape an informer feeds a
 // cache.ResourceEventHandler, and commits after each batch has been handled,
-// until ctx is done (then it returns ctx.Err()) or reading fails. Delivery
-// is at-least-once: events handled but not committed when the process dies
-// are handled again. Handlers run on the calling goroutine, one at a time.
+// until ctx is done (then it returns nil, as controller-runtime's Start and
+// reconcile.Loop.Run do on a clean shutdown) or reading, decoding or
+// committing fails (then that error). Delivery is at-least-once: events
+// handled but not committed when the process dies are handled again.
+// Handlers run on the calling goroutine, one at a time.
+//
+// Objects decode from the file alone: a DELETED inferred by a relist is
+// labelled with the kind and apiVersion the file records
+// (journal.TypeMeta), so a fresh process whose first event is such a
+// tombstone delivers it with a typed decoder too.
 //
 //   - ADDED: OnAdd(obj, false). There is no initial-list phase to report: a
 //     consumer starts from its committed offset.
@@ -29,9 +36,12 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 		o = *opts
 	}
 	o = o.withDefaults()
-	dec := &decoder{decode: o.Decode}
+	dec := newDecoder(c.Journal(), o.Decode)
 	for {
 		evs, err := c.Next(ctx, o.Batch)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -44,7 +54,7 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 			case journal.Added:
 				h.OnAdd(obj, false)
 			case journal.Modified:
-				old, err := dec.decode(dec.metadataOnly(e, e.PrevResourceVersion))
+				old, err := dec.metadataOnly(e, e.PrevResourceVersion)
 				if err != nil {
 					return fmt.Errorf("adapt: offset %d: decode: %w", e.Offset, err)
 				}

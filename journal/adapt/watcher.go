@@ -18,7 +18,8 @@ type Options struct {
 	// Unstructured.
 	Decode DecodeFunc
 	// Batch is how many events one read takes from the journal at most
-	// (a read also stops after about 4 MiB of records). Default 256.
+	// (a read also stops after about 4 MiB of records). Zero means
+	// journal.DefaultBatch (256).
 	Batch int
 }
 
@@ -27,7 +28,7 @@ func (o Options) withDefaults() Options {
 		o.Decode = Unstructured
 	}
 	if o.Batch <= 0 {
-		o.Batch = 256
+		o.Batch = journal.DefaultBatch
 	}
 	return o
 }
@@ -38,12 +39,17 @@ func (o Options) withDefaults() Options {
 // started from offset N delivers the journal's events from N on, and keeps
 // delivering across 410s, disconnects and restarts of the writer.
 //
+// A Watcher from WatchConsumer has a durable position: it resumes, in a
+// new process, after the last event it handed over. One from NewWatcher
+// starts where it is told and remembers nothing.
+//
 // It ends, sending a watch.Error event first, only when the journal cannot
 // be read; a *journal.CompactedError becomes a Status with code 410 (reason
 // Expired), the same answer an apiserver gives for a compacted
-// resourceVersion.
+// resourceVersion. Stop ends it without an error event.
 type Watcher struct {
 	j      *journal.Journal
+	c      *journal.Consumer // nil for NewWatcher
 	dec    *decoder
 	batch  int
 	result chan watch.Event
@@ -53,13 +59,9 @@ type Watcher struct {
 
 // NewWatcher starts a Watcher that delivers j's events from offset from;
 // 0 means only events appended from now on. The goroutine it starts exits
-// after Stop, or after an error event.
+// after Stop, or after an error event. For a position that survives a
+// restart, use WatchConsumer.
 func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	o = o.withDefaults()
 	if from == 0 {
 		head, err := j.Head()
 		if err != nil {
@@ -67,11 +69,44 @@ func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error
 		}
 		from = head + 1
 	}
+	return start(j, nil, from, opts), nil
+}
+
+// WatchConsumer starts a Watcher that delivers the events of c's journal
+// from c's read position (right after its committed offset, for a consumer
+// just returned by Journal.Consumer) and commits c as events are handed
+// over: after the receiver has taken every event of a read (one read is at
+// most Options.Batch events), before the Watcher waits at the head, and
+// when it stops. An event counts as handed over once the receive from
+// ResultChan has returned; so after a crash a new Watcher on the same
+// consumer name delivers again at most the last read's events (at least
+// once), and never skips one. To commit only once an event is processed,
+// not merely received, use Handle or package crsource.
+//
+// The Watcher owns c until Done is closed: do not use c meanwhile. A commit
+// that fails ends the Watcher with an error event.
+func WatchConsumer(c *journal.Consumer, opts *Options) (*Watcher, error) {
+	if c == nil {
+		return nil, errors.New("adapt: WatchConsumer: nil consumer")
+	}
+	from := c.Position()
+	if from == 0 {
+		from = 1
+	}
+	return start(c.Journal(), c, from, opts), nil
+}
+
+func start(j *journal.Journal, c *journal.Consumer, from uint64, opts *Options) *Watcher {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watcher{j: j, dec: &decoder{decode: o.Decode}, batch: o.Batch,
+	w := &Watcher{j: j, c: c, dec: newDecoder(j, o.Decode), batch: o.Batch,
 		result: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
 	go w.run(ctx, from)
-	return w, nil
+	return w
 }
 
 // ResultChan returns the channel of events. It is closed when the Watcher
@@ -82,12 +117,25 @@ func (w *Watcher) ResultChan() <-chan watch.Event { return w.result }
 // once, and from any goroutine.
 func (w *Watcher) Stop() { w.cancel() }
 
-// Done is closed when the Watcher has ended and ResultChan is closed.
+// Done is closed when the Watcher has ended and ResultChan is closed (and,
+// for WatchConsumer, its last commit is written).
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
 func (w *Watcher) run(ctx context.Context, next uint64) {
 	defer close(w.done)
 	defer close(w.result)
+	committed := next - 1
+	commit := func() error {
+		if w.c == nil || next-1 <= committed {
+			return nil
+		}
+		if err := w.c.Commit(next - 1); err != nil {
+			return err
+		}
+		committed = next - 1
+		return nil
+	}
+	defer func() { _ = commit() }() // on Stop: what was handed over
 	for {
 		evs, err := w.j.Read(next, w.batch)
 		if err != nil {
@@ -105,6 +153,10 @@ func (w *Watcher) run(ctx context.Context, next uint64) {
 				return
 			}
 			next = e.Offset + 1
+		}
+		if err := commit(); err != nil {
+			w.send(ctx, watch.Event{Type: watch.Error, Object: statusFor(err)})
+			return
 		}
 		if len(evs) == 0 {
 			if err := w.j.Wait(ctx, next-1); err != nil {

@@ -32,4 +32,7 @@ var (
 	// ErrNoSpace is returned when a commit fails because the filesystem is
 	// full. The transaction is rolled back; nothing of it is kept.
 	ErrNoSpace = errors.New("bolt: no space left on device")
+
+	// ErrClosed is returned by any read or write after Close.
+	ErrClosed = errors.New("journal: closed")
 )

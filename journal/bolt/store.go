@@ -242,7 +242,7 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	tx, err := s.db.Begin(false)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	defer func() {
 		_ = tx.Rollback()
@@ -281,8 +281,12 @@ func (s *Store) Update(fn func(*Tx) error) (err error) {
 	return classify(tx.Commit())
 }
 
-// classify marks a full disk with ErrNoSpace.
+// classify marks a full disk with ErrNoSpace, and a closed store with
+// ErrClosed.
 func classify(err error) error {
+	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%w: %s", ErrClosed, err)
+	}
 	if err != nil && errors.Is(err, syscall.ENOSPC) {
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}

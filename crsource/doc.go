@@ -1,0 +1,53 @@
+// Package crsource feeds a controller-runtime controller from a watchjournal
+// journal: a source.TypedSyncingSource[reconcile.Request] (the interface
+// source.Kind implements) whose durable position advances only past events
+// whose requests were all reconciled successfully.
+//
+// The name: controller-runtime calls this kind of thing a source (package
+// sigs.k8s.io/controller-runtime/pkg/source), and operator code imports
+// that package as source; crsource ("controller-runtime source") sits beside
+// it without an import alias. The package owns the journal's writer (a
+// watchjournal reconcile.Loop, run by Start), so operator code imports
+// controller-runtime's reconcile package and never ours: no alias for the
+// two packages named reconcile either.
+//
+// # Use
+//
+//	src, err := crsource.New(cfg, crsource.Options{Path: "cm.db", Resource: res})
+//	err = ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(src).
+//		Complete(src.Reconciler(&MyReconciler{}))
+//
+// # Delivery
+//
+// Every journal event becomes a reconcile.Request for its key (namespace and
+// name), added to the controller's queue: ADDED, MODIFIED, DELETED seen live
+// and DELETED inferred by a relist (objects deleted while the process was
+// down) alike. The queue merges requests for one key, as for source.Kind.
+//
+// The consumer's committed offset (journal.Consumer, named
+// Options.Consumer) moves past an event only once a reconcile of its key
+// that started after the event was queued returned success: a nil error,
+// no Requeue and no RequeueAfter. An error or a requeue holds the commit
+// back until a later reconcile of that key succeeds; a
+// reconcile.TerminalError counts as done (controller-runtime does not retry
+// it either). The wrapper returned by Reconciler records these outcomes; a
+// Reconciler not wrapped leaves the commit where it is. After a crash or a
+// restart, the events after the committed offset are delivered again (at
+// least once) and nothing before it is: a restart reconciles what changed,
+// not every object.
+//
+// # Sync
+//
+// WaitForSync (called by the controller before it starts its workers)
+// returns once the journal's writer is synced with the server and every
+// event journaled up to then has been queued, as an informer's HasSynced
+// implies its initial items were handed to the handlers.
+//
+// # Shutdown
+//
+// When the context given to Start is done, the writer, the feeder and the
+// committer stop and the journal closes; Done is closed after that. A clean
+// shutdown is not an error (as controller-runtime's Start and
+// reconcile.Loop.Run): Err then returns nil.
+package crsource

@@ -1,0 +1,382 @@
+package crsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/watchjournal/watchjournal/journal"
+	wjreconcile "github.com/watchjournal/watchjournal/reconcile"
+)
+
+// LoopOptions configure the journal's writer (watchjournal's
+// reconcile.Options: page size, timeouts, backoff, logger). An alias, so
+// that operator code needs no import of watchjournal's reconcile package.
+type LoopOptions = wjreconcile.Options
+
+// DefaultConsumer is the consumer name used when Options.Consumer is empty.
+const DefaultConsumer = "controller"
+
+// DefaultMaxPending is the default Options.MaxPending.
+const DefaultMaxPending = 10000
+
+// Options configure New. Path and Resource are required.
+type Options struct {
+	// Path is the journal file, created (mode 0600) when missing.
+	Path string
+	// Resource is what the journal watches (journal.Resource: GVR,
+	// namespace, selectors). An existing file must record the same one.
+	Resource journal.Resource
+	// Consumer names the durable consumer whose committed offset is the
+	// controller's position. Default DefaultConsumer. Two controllers on
+	// one file need two names.
+	Consumer string
+	// Loop configures the writer. Zero fields take its defaults.
+	Loop LoopOptions
+	// Batch is how many events one read takes at most; 0 means
+	// journal.DefaultBatch.
+	Batch int
+	// MaxPending bounds the events queued and not yet reconciled, which the
+	// source tracks in memory (a few dozen bytes each); the feeder waits
+	// beyond it. Default DefaultMaxPending.
+	MaxPending int
+	// NoSync skips fsync on commit: for tests only.
+	NoSync bool
+}
+
+// Source is a source.TypedSyncingSource[reconcile.Request] over a journal.
+// Create it with New (it owns the journal and its writer) or
+// NewFromConsumer (the caller runs the writer); give it to a controller
+// with WatchesRawSource, and wrap the controller's Reconciler with
+// Reconciler. It can be started once.
+type Source struct {
+	j           *journal.Journal
+	c           *journal.Consumer
+	loop        *wjreconcile.Loop // nil for NewFromConsumer
+	waitForSync func(context.Context) error
+	batch, max  int
+	t           *tracker
+	log         *zap.Logger
+
+	mu      sync.Mutex
+	started bool
+	err     error
+	done    chan struct{}
+	synced  chan struct{} // closed when the writer has synced; never for a fatal error
+	failed  chan struct{} // closed when the writer stopped with an error
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
+
+// New opens (or creates) the journal at opts.Path for opts.Resource, and
+// prepares its writer and the named consumer. Nothing runs until Start;
+// the file is locked from New on (journal.ErrLocked if another process
+// holds it) and released when the source stops, or by Close if it is never
+// started.
+func New(cfg *rest.Config, opts Options) (*Source, error) {
+	if opts.Path == "" {
+		return nil, errors.New("crsource: Options.Path is empty")
+	}
+	res := opts.Resource
+	j, err := journal.Open(opts.Path, &journal.Options{Resource: &res, NoSync: opts.NoSync, Logger: opts.Loop.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("crsource: %w", err)
+	}
+	loop, err := wjreconcile.New(cfg, j, opts.Loop)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("crsource: %w", err)
+	}
+	name := opts.Consumer
+	if name == "" {
+		name = DefaultConsumer
+	}
+	c, err := j.Consumer(name)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("crsource: %w", err)
+	}
+	s := newSource(c, nil, opts)
+	s.loop = loop
+	// Until the lead switches to Loop.WaitForSync (another branch), the
+	// writer's Synced status is the signal.
+	s.waitForSync = func(ctx context.Context) error {
+		return loop.WaitFor(ctx, func(st wjreconcile.Status) bool { return st.Synced })
+	}
+	return s, nil
+}
+
+// NewFromConsumer returns a Source that feeds c's events and commits c, for
+// a program that runs the journal's writer itself. waitForSync blocks until
+// that writer is synced with the server (for a watchjournal Loop, its
+// WaitForSync method) or ctx is done; nil means the journal counts as
+// synced from the start. The caller keeps the journal open while the source
+// runs and closes it after Done.
+func NewFromConsumer(c *journal.Consumer, waitForSync func(ctx context.Context) error, opts Options) *Source {
+	return newSource(c, waitForSync, opts)
+}
+
+func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opts Options) *Source {
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	log := opts.Loop.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	start := c.Position()
+	if start > 0 {
+		start--
+	}
+	return &Source{j: c.Journal(), c: c, waitForSync: waitForSync, batch: opts.Batch, max: opts.MaxPending,
+		t: newTracker(start), log: log.With(zap.String("consumer", c.Name())),
+		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
+}
+
+// Journal returns the journal the source reads.
+func (s *Source) Journal() *journal.Journal { return s.j }
+
+// String names the source in controller-runtime's logs.
+func (s *Source) String() string { return "watchjournal " + s.j.Path() + " consumer " + s.c.Name() }
+
+// Start starts the writer (for New), the feeder that turns events into
+// requests on q, and the committer, and returns at once. They stop when ctx
+// is done; then the journal closes (for New) and Done is closed.
+func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("crsource: source already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if s.loop != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.loop.Run(ctx); err != nil {
+				s.fail(fmt.Errorf("crsource: journal writer: %w", err))
+				cancel()
+			}
+		}()
+	}
+	go func() {
+		if s.waitForSync == nil {
+			close(s.synced)
+			return
+		}
+		if err := s.waitForSync(ctx); err == nil {
+			close(s.synced)
+		}
+	}()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.feed(ctx, q); err != nil {
+			s.fail(err)
+			cancel()
+		}
+	}()
+	go func() { defer wg.Done(); s.commitLoop(ctx) }()
+	go func() {
+		wg.Wait()
+		cancel()
+		if s.loop != nil {
+			_ = s.j.Close()
+		}
+		close(s.done)
+	}()
+	return nil
+}
+
+// WaitForSync blocks until the writer is synced and every event journaled
+// up to then is queued; until ctx is done (ctx.Err()); or until the source
+// fails (Err).
+func (s *Source) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.synced:
+	case <-s.failed:
+		return s.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	head, err := s.j.Head()
+	if err != nil {
+		return fmt.Errorf("crsource: %w", err)
+	}
+	for {
+		fed, ch := s.t.fedState()
+		if fed >= head {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-s.failed:
+			return s.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Reconciler wraps r so that the source learns each reconcile's outcome:
+// a success (nil error, no Requeue, no RequeueAfter) or a TerminalError
+// lets the commit move past the request's events queued before the
+// reconcile began. Pass the wrapper to the controller (Complete, Build).
+func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		upto := s.t.begin(req)
+		res, err := r.Reconcile(ctx, req)
+		//nolint:staticcheck // Requeue is deprecated but still honoured by controller-runtime.
+		if (err == nil && !res.Requeue && res.RequeueAfter == 0) || (err != nil && errors.Is(err, reconcile.TerminalError(nil))) {
+			s.t.succeeded(req, upto)
+		}
+		return res, err
+	})
+}
+
+// Committed returns the consumer's committed offset.
+func (s *Source) Committed() (uint64, error) { return s.c.Committed() }
+
+// Done is closed once the source has stopped after its context ended (and,
+// for New, the journal is closed and its file lock released).
+func (s *Source) Done() <-chan struct{} { return s.done }
+
+// Err returns why the source stopped early: the writer's fatal error
+// (reconcile.ErrJournal, ErrRejected) or a journal read error. It is nil
+// while running and after a clean shutdown.
+func (s *Source) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close closes the journal of a source made by New that was never started.
+// A started source closes it itself when its context ends.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if started || s.loop == nil {
+		return nil
+	}
+	return s.j.Close()
+}
+
+func (s *Source) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+	s.mu.Unlock()
+	s.log.Error("source stopped", zap.Error(err))
+}
+
+// feed reads the consumer and queues a request per event.
+func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	for {
+		// Bound what is tracked in memory.
+		for {
+			n, room := s.t.openCount()
+			if n < s.max {
+				break
+			}
+			select {
+			case <-room:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		evs, err := s.c.Next(ctx, s.batch)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, journal.ErrCompacted) {
+			if err := s.resync(q); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("crsource: read: %w", err)
+		}
+		for _, e := range evs {
+			req := request(e.Key)
+			s.t.add(e.Offset, req)
+			q.Add(req)
+		}
+		s.t.fedTo(evs[len(evs)-1].Offset)
+	}
+}
+
+// resync handles a consumer that retention has passed (the hard byte cap
+// overrides a consumer's hold): the events in between are gone, so every
+// key the index holds is queued, as after an informer's restart, and the
+// feed goes on after the snapshot's head. Deletes among the trimmed events
+// are not seen.
+func (s *Source) resync(q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	var keys []reconcile.Request
+	head, err := s.j.Snapshot(func(e journal.IndexEntry) error { keys = append(keys, request(e.Key)); return nil })
+	if err != nil {
+		return fmt.Errorf("crsource: resync: %w", err)
+	}
+	s.log.Warn("retention trimmed events this consumer had not committed; queueing every key", zap.Int("keys", len(keys)), zap.Uint64("head", head))
+	for _, r := range keys {
+		s.t.add(head, r)
+		q.Add(r)
+	}
+	s.c.Seek(head + 1)
+	s.t.fedTo(head)
+	return nil
+}
+
+// commitLoop commits the tracker's point whenever it moves, coalescing
+// bursts into one write, and once more at shutdown.
+func (s *Source) commitLoop(ctx context.Context) {
+	committed, _ := s.c.Committed()
+	commit := func() {
+		p := s.t.point()
+		if p <= committed {
+			return
+		}
+		if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
+			if !errors.Is(err, journal.ErrClosed) {
+				s.log.Warn("commit failed", zap.Uint64("offset", p), zap.Error(err))
+			}
+			return
+		}
+		committed = p
+	}
+	for {
+		select {
+		case <-s.t.kick:
+			commit()
+		case <-ctx.Done():
+			commit()
+			return
+		}
+	}
+}
+
+// request turns a journal key (<namespace>/<name>, or <name>) into a
+// reconcile.Request.
+func request(key string) reconcile.Request {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Name: key}}
+	}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+}
