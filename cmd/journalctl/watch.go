@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -112,6 +114,9 @@ func newWatchCmd() *cobra.Command {
 			if err := f.checkDurations(); err != nil {
 				return err
 			}
+			if err := f.checkSelectors(); err != nil {
+				return err
+			}
 			if f.burst < 0 {
 				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
 			}
@@ -144,6 +149,29 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
+}
+
+// checkSelectors refuses a -l or --field-selector that does not parse
+// (labels.Parse, fields.ParseSelector, which bound a label key to the
+// API's 63-character name and 253-character prefix), before the file
+// records it: a file bound to a selector the loop refuses could only be
+// deleted.
+func (f watchFlags) checkSelectors() error {
+	if _, err := labels.Parse(f.labelSelector); err != nil {
+		return fmt.Errorf("-l %q: %v", clipText(f.labelSelector), clipText(err.Error()))
+	}
+	if _, err := fields.ParseSelector(f.fieldSelector); err != nil {
+		return fmt.Errorf("--field-selector %q: %v", clipText(f.fieldSelector), clipText(err.Error()))
+	}
+	return nil
+}
+
+// clipText shortens s to at most 200 bytes for a message.
+func clipText(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
 }
 
 // checkDurations refuses negative --verify-interval, --idle-timeout and
