@@ -50,8 +50,8 @@ func TestWatch_ClientConfig_Rate(t *testing.T) {
 			t.Errorf("client with --qps %v: has a client-side rate limiter = %v; want %v", tc.qps, limited, tc.qps > 0)
 		}
 	}
-	if err := run(context.Background(), []string{"watch", "cm", "--db", "x.db", "--burst", "-1"}, new(strings.Builder), new(strings.Builder)); err != 1 {
-		t.Errorf("watch --burst -1: exit %d; want 1", err)
+	if code := run(context.Background(), []string{"watch", "cm", "--db", "x.db", "--burst", "-1"}, new(strings.Builder), new(strings.Builder)); code != 1 {
+		t.Errorf("watch --burst -1: exit %d; want 1", code)
 	}
 }
 
