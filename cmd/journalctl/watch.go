@@ -15,9 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/watchjournal/watchjournal/internal/clientrate"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -36,6 +40,10 @@ type watchFlags struct {
 	allNamespaces, metadataOnly             bool
 	secretPayloads                          bool
 	pageSize                                int64
+	// qps and burst are the client-side rate limit (--qps, --burst),
+	// clientrate's defaults unless set.
+	qps   float32
+	burst int
 	// verifyInterval, idleTimeout and requestTimeout are the
 	// reconcile.Options of the same names; 0 means the library's default.
 	verifyInterval, idleTimeout, requestTimeout time.Duration
@@ -94,7 +102,10 @@ func newWatchCmd() *cobra.Command {
 			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.\n\n" +
 			"A Secret's data never reaches FILE without --secret-payloads: Secrets keep metadata only.\n" +
 			"--verify-interval relists that often while the watch is healthy and journals what the\n" +
-			"watch lost, with origin relist (anti-entropy); journalctl relist asks for one now.",
+			"watch lost, with origin relist (anti-entropy); journalctl relist asks for one now.\n\n" +
+			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
+			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
+			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
@@ -102,6 +113,12 @@ func newWatchCmd() *cobra.Command {
 			}
 			if err := f.checkDurations(); err != nil {
 				return err
+			}
+			if err := f.checkSelectors(); err != nil {
+				return err
+			}
+			if f.burst < 0 {
+				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
 			}
 			if f.pageSize < 1 || f.pageSize > maxPageSize {
 				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
@@ -123,6 +140,8 @@ func newWatchCmd() *cobra.Command {
 	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
+	fl.Float32Var(&f.qps, "qps", clientrate.QPS, "client-side limit in apiserver requests per `second`; negative: none, leaving flow control to the apiserver's API Priority and Fairness; 0: client-go's 5")
+	fl.IntVar(&f.burst, "burst", clientrate.Burst, "client-side burst in `requests`, with a positive --qps")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
@@ -130,6 +149,29 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
+}
+
+// checkSelectors refuses a -l or --field-selector that does not parse
+// (labels.Parse, fields.ParseSelector, which bound a label key to the
+// API's 63-character name and 253-character prefix), before the file
+// records it: a file bound to a selector the loop refuses could only be
+// deleted.
+func (f watchFlags) checkSelectors() error {
+	if _, err := labels.Parse(f.labelSelector); err != nil {
+		return fmt.Errorf("-l %q: %v", clipText(f.labelSelector), clipText(err.Error()))
+	}
+	if _, err := fields.ParseSelector(f.fieldSelector); err != nil {
+		return fmt.Errorf("--field-selector %q: %v", clipText(f.fieldSelector), clipText(err.Error()))
+	}
+	return nil
+}
+
+// clipText shortens s to at most 200 bytes for a message.
+func clipText(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
 }
 
 // checkDurations refuses negative --verify-interval, --idle-timeout and
@@ -159,12 +201,9 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err := runningWatch(ctx, f.db); err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	cfg, err := kc.ClientConfig()
+	cfg, kc, err := clientConfig(f)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	cfg.WarningHandler = &warningLogger{log: log}
 	gvr, namespaced, err := resolve(ctx, cfg, arg, log)
@@ -243,6 +282,21 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	log.Info("stopped", zap.String("db", f.db))
 	return nil
+}
+
+// clientConfig returns the rest.Config of f's kubeconfig and context, with
+// f's client-side rate limit (clientrate.Apply), and the kubeconfig it
+// read, for its namespace.
+func clientConfig(f watchFlags) (*rest.Config, clientcmd.ClientConfig, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	clientrate.Apply(cfg, f.qps, f.burst)
+	return cfg, kc, nil
 }
 
 // retention records r in j when it is not nil, and returns the retention to
