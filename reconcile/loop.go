@@ -24,7 +24,8 @@ type Options struct {
 	PageSize int64
 	// WatchTimeout is the timeoutSeconds asked of each watch; the server
 	// ends the watch after it and the loop resumes from the last
-	// resourceVersion. Default 5 minutes, plus up to 100% jitter.
+	// resourceVersion. Default 5 minutes, plus up to 100% jitter. The
+	// rest.Config's Timeout does not cut a watch (see New).
 	WatchTimeout time.Duration
 	// IdleTimeout is how long a watch may deliver nothing (no event, no
 	// bookmark) before the loop replaces it with a new watch from the same
@@ -40,7 +41,9 @@ type Options struct {
 	// divergence and is journaled with origin relist. Zero: only Verify and
 	// 410s relist.
 	VerifyInterval time.Duration
-	// RequestTimeout bounds each list page request. Default 60 s.
+	// RequestTimeout bounds each list page request. Default 60 s. A
+	// rest.Config Timeout also bounds it (as http.Client.Timeout), never a
+	// watch.
 	RequestTimeout time.Duration
 	// BatchLimit is the most watch events committed in one transaction
 	// (group commit). Default 1000.
@@ -110,8 +113,11 @@ type Status struct {
 	// Synced is true once a list completed or a resume watch opened.
 	Synced bool
 	// LastError is the error that caused the last backoff, nil after a
-	// success. Match it with errors.Is (ErrList, ErrWatchStart, ErrWatch)
-	// and with apierrors.IsForbidden / IsNotFound for the cause.
+	// success: a completed list, an applied watch frame, or a watch open
+	// (answered 200) for a second without an error, so a healthy resume on
+	// a quiet resource clears it. Match it with errors.Is (ErrList,
+	// ErrWatchStart, ErrWatch, ErrDecode) and with apierrors.IsForbidden /
+	// IsNotFound / IsTooManyRequests for the cause.
 	LastError error
 	// Lists counts completed lists (initial and relists); Watches counts
 	// watch requests that opened; Gone counts 410s seen, in any shape,
