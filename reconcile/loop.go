@@ -24,7 +24,8 @@ type Options struct {
 	PageSize int64
 	// WatchTimeout is the timeoutSeconds asked of each watch; the server
 	// ends the watch after it and the loop resumes from the last
-	// resourceVersion. Default 5 minutes, plus up to 100% jitter.
+	// resourceVersion. Default 5 minutes, plus up to 100% jitter. The
+	// rest.Config's Timeout does not cut a watch (see New).
 	WatchTimeout time.Duration
 	// IdleTimeout is how long a watch may deliver nothing (no event, no
 	// bookmark) before the loop replaces it with a new watch from the same
@@ -51,6 +52,8 @@ type Options struct {
 	// bound the body: a page of large objects on a slow link takes as long
 	// as its bytes take, as long as they keep coming (ProgressTimeout).
 	// Default 60 s.
+	// A rest.Config Timeout, when the caller sets one, bounds each list
+	// request whole (as http.Client.Timeout), never a watch.
 	RequestTimeout time.Duration
 	// ProgressTimeout bounds a gap in a list response's body: no byte for
 	// this long abandons the page (ErrNoProgress). A page whose body breaks
@@ -140,8 +143,11 @@ type Status struct {
 	// server's state as of the sync.
 	SyncedOffset uint64
 	// LastError is the error that caused the last backoff, nil after a
-	// success. Match it with errors.Is (ErrList, ErrWatchStart, ErrWatch)
-	// and with apierrors.IsForbidden / IsNotFound for the cause.
+	// success: a completed list, an applied watch frame, or a watch open
+	// (answered 200) for a second without an error, so a healthy resume on
+	// a quiet resource clears it. Match it with errors.Is (ErrList,
+	// ErrWatchStart, ErrWatch, ErrDecode) and with apierrors.IsForbidden /
+	// IsNotFound / IsTooManyRequests for the cause.
 	LastError error
 	// Lists counts completed lists (initial and relists); Watches counts
 	// watch requests that opened; Gone counts 410s seen, in any shape,
