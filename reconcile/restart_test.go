@@ -114,9 +114,11 @@ func (e *env) startChildWith(o childOptions) *child {
 func (c *child) waitFor(t *testing.T, parts ...string) {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
+	last := ""
 	for {
 		select {
 		case line, ok := <-c.lines:
+			last = line
 			if !ok {
 				t.Fatalf("child exited while waiting for %q", parts)
 			}
@@ -131,7 +133,7 @@ func (c *child) waitFor(t *testing.T, parts ...string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("timed out waiting for child status %q", parts)
+			t.Fatalf("timed out waiting for child status %q; last status: %s", parts, last)
 		}
 	}
 }
