@@ -656,8 +656,14 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		cancel()
 		return nil, err
 	}
+	return newStream(body, cancel), nil
+}
+
+// newStream reads watch frames from body, each bounded by maxFrameBytes;
+// cancel ends the request.
+func newStream(body io.ReadCloser, cancel context.CancelFunc) *stream {
 	fr := &frameReader{r: body, max: maxFrameBytes}
-	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}, nil
+	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}
 }
 
 // next reads the next frame: io.EOF when the server ended the watch between

@@ -191,7 +191,7 @@ func TestRecorded_MetadataPage_DecodesKeysOnly(t *testing.T) {
 func recordedFrames(t *testing.T, name string) []watchEvent {
 	t.Helper()
 	r := iotest.OneByteReader(bytes.NewReader(readRecorded(t, name)))
-	s := &stream{body: io.NopCloser(r), dec: json.NewDecoder(r), cancel: func() {}}
+	s := newStream(io.NopCloser(r), func() {})
 	var out []watchEvent
 	for {
 		ev, err := s.next()
