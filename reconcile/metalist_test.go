@@ -17,7 +17,8 @@ type listCounter struct {
 
 func (c *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Query().Get("watch") != "true" {
+		// List requests only: New's discovery request (/api/v1) is not a page.
+		if req.URL.Query().Get("watch") != "true" && strings.HasSuffix(req.URL.Path, "/configmaps") {
 			c.mu.Lock()
 			if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadataList") {
 				c.meta++
