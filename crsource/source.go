@@ -47,7 +47,8 @@ type Options struct {
 	Batch int
 	// MaxPending bounds the events queued and not yet reconciled, which the
 	// source tracks in memory (a few dozen bytes each); the feeder waits
-	// beyond it. Default DefaultMaxPending.
+	// beyond it, and WaitForSync returns once it is reached. Default
+	// DefaultMaxPending.
 	MaxPending int
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
@@ -202,8 +203,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 }
 
 // WaitForSync blocks until the writer is synced and every event journaled
-// up to then is queued; until ctx is done (ctx.Err()); or until the source
-// fails (Err).
+// up to then is queued (or MaxPending requests are queued and not yet
+// reconciled: the workers, which start after WaitForSync, must make room
+// for the rest); until ctx is done (ctx.Err()); or until the source fails
+// (Err).
 func (s *Source) WaitForSync(ctx context.Context) error {
 	select {
 	case <-s.synced:
@@ -217,8 +220,8 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 		return fmt.Errorf("crsource: %w", err)
 	}
 	for {
-		fed, ch := s.t.fedState()
-		if fed >= head {
+		fed, full, ch := s.t.fedState()
+		if fed >= head || full {
 			return nil
 		}
 		select {
@@ -292,8 +295,10 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		for {
 			n, room := s.t.openCount()
 			if n < s.max {
+				s.t.setFull(false)
 				break
 			}
+			s.t.setFull(true)
 			select {
 			case <-room:
 			case <-ctx.Done():

@@ -8,8 +8,11 @@ package reconcile
 // journal.SetKind; a file that has it skips the request.
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"go.uber.org/zap"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -17,14 +20,21 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// discoveryTimeout bounds New's one discovery request.
-const discoveryTimeout = 10 * time.Second
+// discoveryTimeout bounds New's discovery request, so that an apiserver
+// that is down or stalled delays New by this much at most.
+const discoveryTimeout = 2 * time.Second
+
+// Backoff of the background retries after New's attempt failed.
+const (
+	kindRetryMin = time.Second
+	kindRetryMax = time.Minute
+)
 
 // recordKind fills the journal's Kind and APIVersion from discovery when
-// the file records none. A discovery failure is returned; New logs it and
-// goes on (the objects themselves carry their kind, and journal.TypeMeta
-// falls back to them), so an apiserver that is down at start does not stop
-// the loop.
+// the file records none. A failure is returned; New logs it, goes on, and
+// retries in the background (retryKind): the objects themselves carry their
+// kind and journal.TypeMeta falls back to them meanwhile, so an apiserver
+// that is down at start neither stops nor stalls the loop.
 func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) error {
 	if res.Kind != "" {
 		return nil
@@ -46,4 +56,22 @@ func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) erro
 		}
 	}
 	return fmt.Errorf("reconcile: discovery of %s: no resource %q", gv, res.GVR.Resource)
+}
+
+// retryKind calls recordKind with backoff until it succeeds or the journal
+// is closed.
+func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *zap.Logger) {
+	wait := kindRetryMin
+	for {
+		time.Sleep(wait)
+		if _, err := j.Head(); errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		err := recordKind(cfg, j, res)
+		if err == nil || errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		log.Debug("kind not recorded yet", zap.Error(err))
+		wait = min(2*wait, kindRetryMax)
+	}
 }

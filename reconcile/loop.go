@@ -259,7 +259,8 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
 	l.log = opts.Logger.With(zap.String("resource", res.String()))
 	if err := recordKind(cfg, j, res); err != nil {
-		l.log.Warn("kind not recorded; tombstones decode from the stored objects' kind", zap.Error(err))
+		l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
+		go retryKind(cfg, j, res, l.log)
 	}
 	return l, nil
 }

@@ -19,7 +19,9 @@ type listCounter struct {
 
 func (c *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if q := req.URL.Query(); q.Get("watch") != "true" && q.Get("limit") != "1" {
+		// List requests only: New's discovery request (/api/v1) is not a
+		// page, and neither is the resume check's one-item list.
+		if q := req.URL.Query(); q.Get("watch") != "true" && q.Get("limit") != "1" && strings.HasSuffix(req.URL.Path, "/configmaps") {
 			c.mu.Lock()
 			if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadataList") {
 				c.meta++
