@@ -108,11 +108,9 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	}
 	s := newSource(c, nil, opts)
 	s.loop = loop
-	// Until the lead switches to Loop.WaitForSync (another branch), the
-	// writer's Synced status is the signal.
-	s.waitForSync = func(ctx context.Context) error {
-		return loop.WaitFor(ctx, func(st wjreconcile.Status) bool { return st.Synced })
-	}
+	// Synced only once the journal is known current with the server
+	// (reconcile.Loop.HasSynced): never before a restart's relist.
+	s.waitForSync = loop.WaitForSync
 	return s, nil
 }
 

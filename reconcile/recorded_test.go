@@ -30,11 +30,6 @@ const recordedDir = "../testdata/apiserver"
 // recordedNS is the namespace the recorder used.
 const recordedNS = "wj-rec"
 
-// withKindBroken names recorded objects whose stored form lacks kind and
-// apiVersion because of the byte check in withKind (issue 9 item 10: a
-// name "kind" in an object's first 64 bytes). The fix is on another
-// branch; when it is merged this map must be emptied.
-var withKindBroken = map[string]bool{"kind": true}
 
 func readRecorded(t *testing.T, name string) []byte {
 	t.Helper()
@@ -128,7 +123,7 @@ func TestRecorded_ListPages_DecodeAsServed(t *testing.T) {
 				t.Fatalf("items %q; want %q (%d served)", got, wantKeys, len(want.Items))
 			}
 			for i, it := range items {
-				served, md := servedItem(t, want.Items[i])
+				served, _ := servedItem(t, want.Items[i])
 				if it.Key != served.Key || it.UID != served.UID || it.ResourceVersion != served.ResourceVersion || it.UID == "" {
 					t.Errorf("item %d = %s %s %s; served %s %s %s", i, it.Key, it.UID, it.ResourceVersion, served.Key, served.UID, served.ResourceVersion)
 				}
@@ -137,11 +132,7 @@ func TestRecorded_ListPages_DecodeAsServed(t *testing.T) {
 					t.Fatalf("item %s: stored object does not decode: %v", it.Key, err)
 				}
 				_ = json.Unmarshal(want.Items[i], &wantObj)
-				if withKindBroken[md.Name] {
-					t.Logf("item %s: kind and apiVersion not checked (issue 9 item 10, withKindBroken)", it.Key)
-				} else {
-					wantObj["kind"], wantObj["apiVersion"] = "ConfigMap", "v1"
-				}
+				wantObj["kind"], wantObj["apiVersion"] = "ConfigMap", "v1"
 				if !reflect.DeepEqual(obj, wantObj) {
 					t.Errorf("item %s: stored object\n%s\nwant the served one with kind ConfigMap and apiVersion v1:\n%s", it.Key, it.Object, want.Items[i])
 				}
