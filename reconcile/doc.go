@@ -61,9 +61,11 @@
 // Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
 // at the first of: a complete list committed; a resumed watch whose
 // resourceVersion the check found equal to the server's; a resumed watch
-// that delivered an event or bookmark; a resumed watch open for 1 s
-// without an ERROR frame after the check's list at exactly its
-// resourceVersion succeeded. Status.SyncedOffset is the head offset then.
+// whose events or bookmarks carried the journal to the server's
+// resourceVersion as of the check; a resumed watch quiet for 1 s (no
+// ERROR frame, no frame since the history it replayed was applied) after
+// the check's list at exactly its resourceVersion succeeded.
+// Status.SyncedOffset is the head offset then.
 // Details in synced.go.
 //
 // # Verify
