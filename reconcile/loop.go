@@ -291,7 +291,7 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 		}
 		msg := "backing off: " + reason(s.err)
 		if throttled {
-			msg = "throttled by the apiserver: " + reason(s.err)
+			msg = "throttled by the apiserver: waiting at least as long as it asks"
 		}
 		logf(msg, zap.Duration("delay", d), zap.Duration("serverDelay", asked),
 			zap.String("then", string(s.next.phase())), zap.Error(s.err))
