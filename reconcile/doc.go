@@ -93,8 +93,8 @@
 // No request is bounded as a whole. Options.RequestTimeout is the time to
 // first byte: a list page or a watch must begin its response (status and
 // headers) within it (ErrNoResponse). Options.ProgressTimeout bounds a gap
-// in a list page's body: no byte for that long abandons the page
-// (ErrNoProgress). A page of large objects on a slow link so takes as long
+// in a list page's body: a read that waits that long without a byte
+// abandons the page (ErrNoProgress). A page of large objects on a slow link so takes as long
 // as its bytes take, as long as they keep coming. A page whose body breaks
 // once begun (a gap, a cut, an early end) is requested again from the same
 // continue token, without starting the list over; a page that breaks twice

@@ -55,8 +55,9 @@ type Options struct {
 	// A rest.Config Timeout, when the caller sets one, bounds each list
 	// request whole (as http.Client.Timeout), never a watch.
 	RequestTimeout time.Duration
-	// ProgressTimeout bounds a gap in a list response's body: no byte for
-	// this long abandons the page (ErrNoProgress). A page whose body breaks
+	// ProgressTimeout bounds a gap in a list response's body: a read that
+	// waits this long without a byte abandons the page (ErrNoProgress);
+	// time the loop spends between reads does not count. A page whose body breaks
 	// (a gap, a cut, an early end) is requested again from the same point;
 	// one that keeps breaking halves the page size, down to one object,
 	// for this list and the loop's later ones (logged at warn). Default
