@@ -101,8 +101,9 @@ func newWatchCmd() *cobra.Command {
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
 			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.\n\n" +
 			"A Secret's data never reaches FILE without --secret-payloads: Secrets keep metadata only.\n" +
-			"--verify-interval relists that often while the watch is healthy and journals what the\n" +
-			"watch lost, with origin relist (anti-entropy); journalctl relist asks for one now.\n\n" +
+			"--verify-interval (default 10m; 0: off) verifies that often while the watch is healthy\n" +
+			"and journals what the watch lost, with origin relist (anti-entropy); journalctl relist\n" +
+			"asks for one now.\n\n" +
 			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
 			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
 			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
@@ -137,7 +138,7 @@ func newWatchCmd() *cobra.Command {
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page, 1 to 10000")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
-	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
+	fl.DurationVar(&f.verifyInterval, "verify-interval", reconcile.DefaultVerifyInterval, "verify against the server about every `DURATION` (a metadata-only list at the applied resourceVersion, jittered ±20%) and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
 	fl.Float32Var(&f.qps, "qps", clientrate.QPS, "client-side limit in apiserver requests per `second`; negative: none, leaving flow control to the apiserver's API Priority and Fairness; 0: client-go's 5")
@@ -172,6 +173,15 @@ func clipText(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
+}
+
+// verifyOption maps --verify-interval to reconcile.Options.VerifyInterval:
+// the flag's 0 (off) is the library's negative value.
+func verifyOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // checkDurations refuses negative --verify-interval, --idle-timeout and
@@ -239,7 +249,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	defer func() { err = errors.Join(err, j.Close()) }()
 	loop, err := reconcile.New(cfg, j, reconcile.Options{
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
-		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: log,
 	})
 	if err != nil {
