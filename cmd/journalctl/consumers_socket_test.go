@@ -31,7 +31,7 @@ func TestSocket_Consumers(t *testing.T) {
 func TestSocket_Events_Consumer_Commit(t *testing.T) {
 	j := servedConsumersJournal(t)
 	stdout, stderr, code := runCLI("events", "--db", j.Path(), "--consumer", "billing", "--commit", "-o", "json")
-	if code != 0 || strings.Count(stdout, "\n") != 2 || !strings.HasPrefix(stdout, `{"offset":3,`) {
+	if code != 0 || strings.Count(stdout, "\n") != 4 || !strings.HasPrefix(stdout, "[\n"+`{"offset":3,`) || !strings.HasSuffix(stdout, "\n]\n") {
 		t.Fatalf("events --consumer billing --commit: exit %d, stdout %q, stderr %q; want 0 and events 3 and 4", code, stdout, stderr)
 	}
 	if got := committed(t, j, "billing"); got != 4 {

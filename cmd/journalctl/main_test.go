@@ -215,7 +215,7 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"unknown command", []string{"tail"}, `unknown command "tail"`},
 		{"unknown flag", []string{"events", "--db", path, "--bogus"}, "unknown flag: --bogus"},
 		{"missing --db", []string{"stats"}, `required flag(s) "db" not set`},
-		{"bad output format", []string{"index", "--db", path, "-o", "yaml"}, `unknown output format "yaml"`},
+		{"bad output format", []string{"index", "--db", path, "-o", "wide"}, `unknown output format "wide": want table, json, yaml or name`},
 		{"bad output format for stats", []string{"stats", "--db", path, "-o", "yaml"}, `unknown output format "yaml"`},
 		{"-n with -A", []string{"watch", "cm", "--db", path, "-n", "x", "-A"}, "none of the others can be"},
 		{"watch without a resource", []string{"watch", "--db", path}, "accepts 1 arg(s)"},

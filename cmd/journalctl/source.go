@@ -132,6 +132,13 @@ func (f fileSource) Wait(ctx context.Context, after uint64) (uint64, error) {
 	}
 }
 
+// OffsetAt returns the first retained offset journaled at or after t, as
+// journal.Journal.OffsetAt.
+func (f fileSource) OffsetAt(_ context.Context, t time.Time) (off uint64, err error) {
+	err = f.view(func(j *journal.Journal) error { off, err = j.OffsetAt(t); return err })
+	return off, err
+}
+
 func (fileSource) Status(context.Context) (*writerStatus, error) { return nil, nil }
 
 func (f fileSource) Consumers(context.Context) (cs []journal.ConsumerInfo, err error) {
