@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -312,10 +313,10 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 		}
 		if f.lines > 0 || f.reverse {
 			if err := printBackward(ctx, src, ep, next, head); err != nil {
-				return err
+				return brokenPipe(shown, err)
 			}
 			if !f.follow {
-				return ep.p.close()
+				return brokenPipe(shown, ep.p.close())
 			}
 			next = head + 1
 		}
@@ -352,9 +353,18 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 			return nil
 		}
 		if err != nil {
-			return err
+			return brokenPipe(shown, err)
 		}
 	}
+}
+
+// brokenPipe returns nil for err when the output's reader went away
+// (events | head -1), else err.
+func brokenPipe(shown *shownRows, err error) error {
+	if err != nil && errors.Is(shown.err, syscall.EPIPE) {
+		return nil
+	}
+	return err
 }
 
 // offsetAter is a source that finds the first offset at or after a time
@@ -534,10 +544,14 @@ type shownRows struct {
 	lines int      // newlines written and not yet matched to offsets; -1 while a table header is due
 	queue []uint64 // offsets of rows given to the printer and not yet known written, in order
 	done  uint64   // the last offset whose row reached w whole; 0 for none
+	err   error    // the first write error
 }
 
 func (s *shownRows) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
+	if s.err == nil {
+		s.err = err
+	}
 	s.lines += bytes.Count(p[:n], []byte{'\n'})
 	return n, err
 }
