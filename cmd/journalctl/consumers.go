@@ -17,13 +17,15 @@ func newConsumersCmd() *cobra.Command {
 		Use:   "consumers --db FILE [-o table|json|yaml|name]",
 		Short: "Print the journal's consumers: committed offset and lag",
 		Long: "Print the consumers registered in the journal, in name order: each one's committed offset\n" +
-			"(0: none) and lag, the number of events after it up to the head. Consumers register\n" +
-			"through the library (journal.Journal.Consumer); events --consumer NAME reads as one.",
+			"(0: none) and lag, the number of events after it up to the head. consumers create, reset\n" +
+			"and delete manage them (a program registers one with journal.Journal.Consumer); events\n" +
+			"--consumer NAME reads as one.",
 		Args: noArgsDB,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsumers(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
+	cmd.AddCommand(newConsumerChangeCmds()...)
 	addDBFlag(cmd, &f.db)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
 	return cmd

@@ -470,7 +470,7 @@ func consumerPosition(ctx context.Context, src source, name string) (uint64, err
 	}
 	c, ok := findConsumer(cs, name)
 	if !ok {
-		return 0, fmt.Errorf("%w: %q (consumers register through the library's Journal.Consumer)", journal.ErrNoConsumer, name)
+		return 0, fmt.Errorf("%w: %q (consumers create registers one)", journal.ErrNoConsumer, name)
 	}
 	return c.Committed + 1, nil
 }

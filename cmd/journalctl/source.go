@@ -155,16 +155,22 @@ func (f fileSource) Retention(context.Context) (r journal.Retention, err error) 
 // journal.Open's default 1 s for readers' shared locks to go; a watch that
 // took the file meanwhile makes it fail with journal.ErrLocked.
 func (f fileSource) Commit(_ context.Context, name string, off uint64) (err error) {
-	// A writable open creates a missing file: make sure there is one.
-	if _, err := os.Stat(f.path); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %s", journal.ErrNotExist, f.path)
-	}
-	j, err := journal.Open(f.path, nil)
+	j, err := openWritable(f.path)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 	return commitConsumer(j, name, off)
+}
+
+// openWritable opens the existing journal file at path writable, waiting
+// up to journal.Open's default 1 s for readers' shared locks to go.
+func openWritable(path string) (*journal.Journal, error) {
+	// A writable open creates a missing file: make sure there is one.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", journal.ErrNotExist, path)
+	}
+	return journal.Open(path, nil)
 }
 
 // errCommitRange is returned by commitConsumer for an offset that is not
