@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,7 +61,7 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 
 	dst := f.db + ".compact"
 	if err := removeStale(dst); err != nil {
-		return err
+		return asFileError(err)
 	}
 	before, after, err := compactor.CompactFile(f.db, dst)
 	if err == nil {
@@ -68,10 +69,21 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	}
 	if err != nil {
 		_ = os.Remove(dst)
-		return err
+		return asFileError(err)
 	}
 	fmt.Fprintf(out, "compacted %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
 	return nil
+}
+
+// asFileError marks err as an error of the file system (a read-only file
+// system, no space, no permission: an *os.PathError, *os.LinkError or
+// *os.SyscallError) so that it exits with status 2, as the help says.
+func asFileError(err error) error {
+	if errors.As(err, new(*os.PathError)) || errors.As(err, new(*os.LinkError)) ||
+		errors.As(err, new(*os.SyscallError)) || errors.Is(err, syscall.EROFS) {
+		return fileError{err}
+	}
+	return err
 }
 
 // removeStale removes dst, left by a compact that was killed, unless

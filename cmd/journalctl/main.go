@@ -143,6 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "journalctl",
 		Short:         "Journal a Kubernetes resource's watch events, and read the journal",
+		Long:          rootHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -218,7 +218,7 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"bad output format", []string{"index", "--db", path, "-o", "wide"}, `unknown output format "wide": want table, json, yaml or name`},
 		{"bad output format for stats", []string{"stats", "--db", path, "-o", "yaml"}, `unknown output format "yaml"`},
 		{"-n with -A", []string{"watch", "cm", "--db", path, "-n", "x", "-A"}, "none of the others can be"},
-		{"watch without a resource", []string{"watch", "--db", path}, "accepts 1 arg(s)"},
+		{"watch without a resource", []string{"watch", "--db", path}, "watch needs the RESOURCE"},
 		{"bad log level", []string{"watch", "cm", "--db", path, "--log-level", "loud"}, "--log-level"},
 		{"bad --retain-bytes", []string{"watch", "cm", "--db", path, "--retain-bytes", "lots"}, `--retain-bytes "lots": want bytes`},
 		{"fractional --retain-hard-bytes", []string{"watch", "cm", "--db", path, "--retain-hard-bytes", "0.5"}, `--retain-hard-bytes "0.5": want a whole`},
