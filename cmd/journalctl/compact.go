@@ -27,9 +27,10 @@ func newCompactCmd() *cobra.Command {
 	var f compactFlags
 	cmd := &cobra.Command{
 		Use:   "compact --db FILE [--keep-backup]",
-		Short: "Rewrite the journal file to give the space retention freed back to the filesystem",
-		Long: "Rewrite FILE into FILE.compact with bbolt's compaction, then rename it over FILE: bbolt\n" +
-			"never shrinks a file, so pages that retention freed are only reused, not returned. With\n" +
+		Short: "Rewrite the journal file to give the space retention trimmed back to the filesystem",
+		Long: "Rewrite FILE into FILE.compact, then rename it over FILE: bbolt never shrinks a file, so\n" +
+			"pages that retention trimming freed are only reused, not returned. The rewrite keeps\n" +
+			"every event and object (it is not etcd's compaction, and trims nothing). With\n" +
 			"--keep-backup the old file stays as FILE.bak. It needs the file to itself: it fails with\n" +
 			"exit status 2 while a watch runs, and a watch started meanwhile fails to open the file.",
 		Args: cobra.NoArgs,
@@ -50,9 +51,9 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	j, err := journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
 		if _, serr := newSockSource(socketPath(f.db)).Head(ctx); serr == nil {
-			return fmt.Errorf("%w: a watch is running on it (%s); stop it to compact", err, socketPath(f.db))
+			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, socketPath(f.db))
 		}
-		return fmt.Errorf("%w: stop the process that writes it to compact", err)
+		return fmt.Errorf("%w: stop the process that writes it to rewrite the file", err)
 	}
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 		_ = os.Remove(dst)
 		return asFileError(err)
 	}
-	fmt.Fprintf(out, "compacted %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
+	fmt.Fprintf(out, "rewrote %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
 	return nil
 }
 

@@ -64,7 +64,7 @@ func TestSocket_Events_Consumer_Compacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code := runCLI("events", "--db", j.Path(), "--consumer", "billing", "--commit")
-	if want := "journalctl: journal: offset 3 has been compacted, first retained offset is 4\n"; code != 1 || stderr != want {
+	if want := "journalctl: journal: offset 3 was trimmed by retention, first retained offset is 4\n"; code != 1 || stderr != want {
 		t.Errorf("events --consumer billing behind retention: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 	if got := committed(t, j, "billing"); got != 2 {

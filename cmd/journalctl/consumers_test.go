@@ -173,7 +173,7 @@ func TestEvents_Consumer_File_Compacted(t *testing.T) {
 
 	for _, args := range [][]string{{"--consumer", "slow"}, {"--consumer", "slow", "--commit"}, {"--consumer", "slow", "-f"}} {
 		stdout, stderr, code := runCLI(append([]string{"events", "--db", path, "-o", "json"}, args...)...)
-		want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"
+		want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"
 		if code != 1 || stdout != "" || stderr != want {
 			t.Errorf("events %v behind retention: exit %d, stdout %q, stderr %q; want 1, nothing and %q", args, code, stdout, stderr, want)
 		}

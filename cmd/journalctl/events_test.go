@@ -71,7 +71,7 @@ func TestEvents_File_Compacted(t *testing.T) {
 	j.Close()
 
 	_, stderr, code := runCLI("events", "--db", path, "--from", "1")
-	want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"
+	want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"
 	if code != 1 || stderr != want {
 		t.Errorf("events --from 1 after trimming to 3: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}

@@ -110,7 +110,7 @@
 // watch of a file another watch is writing (it names that watch's pid),
 // for compact and verify while a watch runs, and for relist with no watch
 // running; 1 for usage and all other errors, an unknown resource, a
-// discovery error retrying cannot fix and a compacted offset among them,
+// discovery error retrying cannot fix and an offset retention trimmed among them,
 // and a relist that did not complete in time.
 package main
 
