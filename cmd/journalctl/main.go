@@ -149,6 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
 		newVerifyCmd(), newRelistCmd(), newVersionCmd())
+	addCompletions(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
