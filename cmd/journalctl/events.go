@@ -107,6 +107,8 @@ func checkEventsFlags(cmd *cobra.Command, f *eventsFlags, since, until string) e
 		return errors.New("--reverse and --follow exclude each other: new events come last")
 	case f.reverse && f.commit:
 		return errors.New("--reverse and --commit exclude each other: commits move forward")
+	case (f.lines > 0 || f.reverse) && f.consumer != "":
+		return errors.New("-n and -r read back from the head: they exclude --consumer, which reads on from its position")
 	case f.lines < 0:
 		return fmt.Errorf("--lines %d: want 0 (all) or more", f.lines)
 	}

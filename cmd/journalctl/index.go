@@ -28,7 +28,7 @@ type indexFlags struct {
 func newIndexCmd() *cobra.Command {
 	var f indexFlags
 	cmd := &cobra.Command{
-		Use:   "index --db FILE [KEY | --prefix PREFIX] [-n NS] [-o table|json|yaml|name]",
+		Use:   "index --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]",
 		Short: "Print the index: each object's key, UID and last resourceVersion",
 		Long: "Print the index in key order: each object's key (<namespace>/<name>, or <name> when\n" +
 			"cluster-scoped), UID and last resourceVersion. KEY prints that object alone, and is an\n" +

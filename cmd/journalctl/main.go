@@ -12,7 +12,7 @@
 //	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r]
 //	                     [--since T] [--until T] [--key K] [--namespace NS] [--type T] [--origin O]
 //	                     [-o table|wide|json|yaml|name] [--show-managed-fields]
-//	journalctl index     --db FILE [KEY | --prefix PREFIX] [-n NS] [-o table|json|yaml|name]
+//	journalctl index     --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]
 //	journalctl stats     --db FILE [-o table|json]
 //	journalctl consumers --db FILE [-o table|json|yaml|name]
 //	journalctl consumers create|reset|delete NAME --db FILE [position flags]

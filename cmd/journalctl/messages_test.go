@@ -35,6 +35,8 @@ func TestMessages_Usage(t *testing.T) {
 			`journalctl: invalid argument "week" for "--retain-age" flag: want a duration such as 90m, 24h, 7d or 1d12h` + "\n"},
 		{"--since says what a time is", []string{"events", "--db", path, "--since", "yesterday"},
 			`journalctl: --since "yesterday": want an RFC 3339 time (2026-07-01T12:00:00Z) or a duration ago (10m, 2h, 1d)` + "\n"},
+		{"-n with --consumer", []string{"events", "--db", path, "-n", "2", "--consumer", "c"},
+			"journalctl: -n and -r read back from the head: they exclude --consumer, which reads on from its position\n"},
 		{"-r with -f", []string{"events", "--db", path, "-r", "-f"},
 			"journalctl: --reverse and --follow exclude each other: new events come last\n"},
 	} {
