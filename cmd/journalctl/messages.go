@@ -44,7 +44,7 @@ type daysValue struct{ d *time.Duration }
 
 func (v daysValue) String() string {
 	if v.d == nil || *v.d == 0 {
-		return "0s"
+		return "0" // pflag prints no default for "0"
 	}
 	return v.d.String()
 }

@@ -49,8 +49,13 @@ func TestMessages_Usage(t *testing.T) {
 	}
 }
 
-// --retain-age 7d is a week: the watch's flag parses days.
+// --retain-age 7d is a week: the watch's flag parses days; its help gives
+// examples, not a default.
 func TestDaysValue(t *testing.T) {
+	stdout, _, _ := runCLI("watch", "--help")
+	if !strings.Contains(stdout, "e.g. 90m, 24h, 7d (unset: no age limit)\n") {
+		t.Errorf("watch --help:\n%s\nwant --retain-age's help to end in examples and what unset means, with no default", stdout)
+	}
 	for s, want := range map[string]time.Duration{"1d": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute} {
 		var d time.Duration
 		if err := (daysValue{&d}).Set(s); err != nil || d != want {

@@ -145,7 +145,7 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
-	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`: 90m, 24h, 7d")
+	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`, e.g. 90m, 24h, 7d (unset: no age limit)")
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
