@@ -35,7 +35,7 @@ var (
 // Errors returned while reading.
 var (
 	// ErrCompacted matches a *CompactedError.
-	ErrCompacted = errors.New("journal: requested offset has been compacted")
+	ErrCompacted = errors.New("journal: requested offset was trimmed by retention")
 	// ErrBadRecord is returned when a stored record cannot be decoded.
 	ErrBadRecord = errors.New("journal: bad record")
 	// ErrClosed is returned by every read, write, Wait and Consumer.Next
@@ -97,7 +97,7 @@ type CompactedError struct {
 
 // Error returns the message, with both offsets.
 func (e *CompactedError) Error() string {
-	return fmt.Sprintf("journal: offset %d has been compacted, first retained offset is %d", e.Requested, e.First)
+	return fmt.Sprintf("journal: offset %d was trimmed by retention, first retained offset is %d", e.Requested, e.First)
 }
 
 // Is reports whether target is ErrCompacted.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,9 +27,10 @@ func newCompactCmd() *cobra.Command {
 	var f compactFlags
 	cmd := &cobra.Command{
 		Use:   "compact --db FILE [--keep-backup]",
-		Short: "Rewrite the journal file to give the space retention freed back to the filesystem",
-		Long: "Rewrite FILE into FILE.compact with bbolt's compaction, then rename it over FILE: bbolt\n" +
-			"never shrinks a file, so pages that retention freed are only reused, not returned. With\n" +
+		Short: "Rewrite the journal file to give the space retention trimmed back to the filesystem",
+		Long: "Rewrite FILE into FILE.compact, then rename it over FILE: bbolt never shrinks a file, so\n" +
+			"pages that retention trimming freed are only reused, not returned. The rewrite keeps\n" +
+			"every event and object (it is not etcd's compaction, and trims nothing). With\n" +
 			"--keep-backup the old file stays as FILE.bak. It needs the file to itself: it fails with\n" +
 			"exit status 2 while a watch runs, and a watch started meanwhile fails to open the file.",
 		Args: cobra.NoArgs,
@@ -49,9 +51,9 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	j, err := journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
 		if _, serr := newSockSource(socketPath(f.db)).Head(ctx); serr == nil {
-			return fmt.Errorf("%w: a watch is running on it (%s); stop it to compact", err, socketPath(f.db))
+			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, socketPath(f.db))
 		}
-		return fmt.Errorf("%w: stop the process that writes it to compact", err)
+		return fmt.Errorf("%w: stop the process that writes it to rewrite the file", err)
 	}
 	if err != nil {
 		return err
@@ -60,7 +62,7 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 
 	dst := f.db + ".compact"
 	if err := removeStale(dst); err != nil {
-		return err
+		return asFileError(err)
 	}
 	before, after, err := compactor.CompactFile(f.db, dst)
 	if err == nil {
@@ -68,10 +70,21 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	}
 	if err != nil {
 		_ = os.Remove(dst)
-		return err
+		return asFileError(err)
 	}
-	fmt.Fprintf(out, "compacted %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
+	fmt.Fprintf(out, "rewrote %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
 	return nil
+}
+
+// asFileError marks err as an error of the file system (a read-only file
+// system, no space, no permission: an *os.PathError, *os.LinkError or
+// *os.SyscallError) so that it exits with status 2, as the help says.
+func asFileError(err error) error {
+	if errors.As(err, new(*os.PathError)) || errors.As(err, new(*os.LinkError)) ||
+		errors.As(err, new(*os.SyscallError)) || errors.Is(err, syscall.EROFS) {
+		return fileError{err}
+	}
+	return err
 }
 
 // removeStale removes dst, left by a compact that was killed, unless

@@ -89,7 +89,7 @@ func fileSize(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-var compactedLine = regexp.MustCompile(`^compacted (.+): (\d+) bytes -> (\d+) bytes \((\d+)% smaller\)\n$`)
+var compactedLine = regexp.MustCompile(`^rewrote (.+): (\d+) bytes -> (\d+) bytes \((\d+)% smaller\)\n$`)
 
 func TestCompact(t *testing.T) {
 	for _, keepBackup := range []bool{false, true} {
@@ -104,7 +104,7 @@ func TestCompact(t *testing.T) {
 			m := compactedLine.FindStringSubmatch(stdout)
 			if code != 0 || m == nil || m[1] != path || m[2] != strconv.FormatInt(size, 10) {
 				t.Fatalf("compact: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr,
-					fmt.Sprintf("compacted %s: %d bytes -> Y bytes (Z%% smaller)", path, size))
+					fmt.Sprintf("rewrote %s: %d bytes -> Y bytes (Z%% smaller)", path, size))
 			}
 			after := fileSize(t, path)
 			if m[3] != strconv.FormatInt(after, 10) || after > size/4 {
@@ -160,7 +160,7 @@ func TestCompact_WhileAWriterHoldsTheFile(t *testing.T) {
 	}
 	serveJournal(t, j, maxWait)
 	_, stderr, code = runCLI("compact", "--db", path)
-	if want := "a watch is running on it (" + socketPath(path) + "); stop it to compact"; code != 2 || !strings.Contains(stderr, want) {
+	if want := "a watch is running on it (" + socketPath(path) + "); stop it to rewrite the file"; code != 2 || !strings.Contains(stderr, want) {
 		t.Errorf("compact while a watch runs: exit %d, stderr %q; want 2 and %q", code, stderr, want)
 	}
 	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {

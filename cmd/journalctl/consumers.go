@@ -14,27 +14,29 @@ type consumersFlags struct {
 func newConsumersCmd() *cobra.Command {
 	var f consumersFlags
 	cmd := &cobra.Command{
-		Use:   "consumers --db FILE [-o table|json]",
+		Use:   "consumers --db FILE [-o table|json|yaml|name]",
 		Short: "Print the journal's consumers: committed offset and lag",
 		Long: "Print the consumers registered in the journal, in name order: each one's committed offset\n" +
-			"(0: none) and lag, the number of events after it up to the head. Consumers register\n" +
-			"through the library (journal.Journal.Consumer); events --consumer NAME reads as one.",
-		Args: cobra.NoArgs,
+			"(0: none) and lag, the number of events after it up to the head. consumers create, reset\n" +
+			"and delete manage them (a program registers one with journal.Journal.Consumer); events\n" +
+			"--consumer NAME reads as one.",
+		Args: noArgsDB,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsumers(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
+	cmd.AddCommand(newConsumerChangeCmds()...)
 	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
 	return cmd
 }
 
 // runConsumers prints the consumers with their committed offsets and lag.
 func runConsumers(ctx context.Context, out io.Writer, f consumersFlags) error {
-	p, err := newPrinter(out, f.output, "NAME", "COMMITTED", "LAG")
-	if err != nil {
+	if err := checkFormat(f.output, listFormats...); err != nil {
 		return err
 	}
+	p := newSpecPrinter(out, printSpec{format: f.output, header: []string{"NAME", "COMMITTED", "LAG"}})
 	src, err := openSource(ctx, f.db)
 	if err != nil {
 		return err
@@ -48,5 +50,5 @@ func runConsumers(ctx context.Context, out io.Writer, f consumersFlags) error {
 			return err
 		}
 	}
-	return p.flush()
+	return p.close()
 }

@@ -31,7 +31,7 @@ func TestSocket_Consumers(t *testing.T) {
 func TestSocket_Events_Consumer_Commit(t *testing.T) {
 	j := servedConsumersJournal(t)
 	stdout, stderr, code := runCLI("events", "--db", j.Path(), "--consumer", "billing", "--commit", "-o", "json")
-	if code != 0 || strings.Count(stdout, "\n") != 2 || !strings.HasPrefix(stdout, `{"offset":3,`) {
+	if code != 0 || strings.Count(stdout, "\n") != 4 || !strings.HasPrefix(stdout, "[\n"+`{"offset":3,`) || !strings.HasSuffix(stdout, "\n]\n") {
 		t.Fatalf("events --consumer billing --commit: exit %d, stdout %q, stderr %q; want 0 and events 3 and 4", code, stdout, stderr)
 	}
 	if got := committed(t, j, "billing"); got != 4 {
@@ -64,7 +64,7 @@ func TestSocket_Events_Consumer_Compacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code := runCLI("events", "--db", j.Path(), "--consumer", "billing", "--commit")
-	if want := "journalctl: journal: offset 3 has been compacted, first retained offset is 4\n"; code != 1 || stderr != want {
+	if want := "journalctl: journal: offset 3 was trimmed by retention, first retained offset is 4\n"; code != 1 || stderr != want {
 		t.Errorf("events --consumer billing behind retention: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 	if got := committed(t, j, "billing"); got != 2 {

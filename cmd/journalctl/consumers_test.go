@@ -64,8 +64,10 @@ func TestConsumers_File(t *testing.T) {
 		want string
 	}{
 		{"a table in name order", nil, consumersTable},
-		{"JSON lines", []string{"-o", "json"}, `{"name":"audit","committed":4,"lag":0}
+		{"one JSON array", []string{"-o", "json"}, `[
+{"name":"audit","committed":4,"lag":0},
 {"name":"billing","committed":2,"lag":2}
+]
 `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +131,7 @@ func TestEvents_Consumer_Errors(t *testing.T) {
 	}{
 		{"an unknown consumer", []string{"--consumer", "nobody"}, `journal: no such consumer: "nobody"`},
 		{"--commit without --consumer", []string{"--commit"}, "--commit needs --consumer"},
-		{"--from with --consumer", []string{"--consumer", "billing", "--from", "3"}, "none of the others can be"},
+		{"--from with --consumer", []string{"--consumer", "billing", "--from", "3"}, "--from and --consumer exclude each other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(append([]string{"events", "--db", path}, tc.args...)...)
@@ -144,12 +146,12 @@ func TestEvents_Consumer_Errors(t *testing.T) {
 func TestEvents_Consumer_File_Commit(t *testing.T) {
 	path := writeConsumersJournal(t)
 	stdout, stderr, code := runCLI("events", "--db", path, "--consumer", "billing", "--commit", "-o", "json")
-	if code != 0 || strings.Count(stdout, "\n") != 2 || !strings.HasPrefix(stdout, `{"offset":3,`) {
+	if code != 0 || strings.Count(stdout, "\n") != 4 || !strings.HasPrefix(stdout, "[\n"+`{"offset":3,`) {
 		t.Fatalf("events --consumer billing --commit: exit %d, stdout %q, stderr %q; want 0 and events 3 and 4", code, stdout, stderr)
 	}
 	stdout, _, code = runCLI("events", "--db", path, "--consumer", "billing", "--commit", "-o", "json")
-	if code != 0 || stdout != "" {
-		t.Errorf("events --consumer billing --commit again: exit %d, stdout %q; want 0 and nothing", code, stdout)
+	if code != 0 || stdout != "[\n]\n" {
+		t.Errorf("events --consumer billing --commit again: exit %d, stdout %q; want 0 and an empty array", code, stdout)
 	}
 	j := openJournal(t, path)
 	if got := committed(t, j, "billing"); got != 4 {
@@ -171,7 +173,7 @@ func TestEvents_Consumer_File_Compacted(t *testing.T) {
 
 	for _, args := range [][]string{{"--consumer", "slow"}, {"--consumer", "slow", "--commit"}, {"--consumer", "slow", "-f"}} {
 		stdout, stderr, code := runCLI(append([]string{"events", "--db", path, "-o", "json"}, args...)...)
-		want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"
+		want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"
 		if code != 1 || stdout != "" || stderr != want {
 			t.Errorf("events %v behind retention: exit %d, stdout %q, stderr %q; want 1, nothing and %q", args, code, stdout, stderr, want)
 		}

@@ -6,6 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,56 +35,255 @@ type eventsFlags struct {
 	db, output, consumer string
 	from                 uint64
 	follow, commit       bool
+	// lines > 0 prints the last lines events (that pass the filters).
+	lines int
+	// since and until bound the events' times (zero: no bound).
+	since, until time.Time
+	// key, namespace, typ and origin keep the events that match each set one.
+	key, namespace, typ, origin string
+	reverse, showManagedFields  bool
 }
+
+// eventsFormats are events' -o formats.
+var eventsFormats = []string{"table", "wide", "json", "yaml", "name"}
 
 func newEventsCmd() *cobra.Command {
 	var f eventsFlags
+	var since, until string
 	cmd := &cobra.Command{
-		Use:   "events --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]",
+		Use:   "events --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r] [--since T] [--until T] [--key K] [--namespace NS] [--type T] [--origin O] [-o FORMAT]",
 		Short: "Print the journal's events from an offset, and follow new ones with -f",
 		Long: "Print the journal's events from --from, or from consumer NAME's position (the offset\n" +
 			"after its committed one), and follow new ones with -f. A position that retention has\n" +
-			"already dropped is an error, never a silent skip. With --commit the consumer's committed\n" +
+			"already trimmed is an error, never a silent skip. With --commit the consumer's committed\n" +
 			"offset moves to the last event printed, after each page printed: the file is opened\n" +
 			"writable for the commit alone, or a running watch commits it. Only rows that reached\n" +
-			"the output whole count: when a write fails, the commit stops at the row before it.",
-		Args: cobra.NoArgs,
+			"the output whole count: when a write fails, the commit stops at the row before it.\n\n" +
+			"As systemd's journalctl: -n N prints the last N events (then follows with -f), -r the\n" +
+			"newest first, --since/--until bound the events' times (RFC 3339, or a duration ago:\n" +
+			"10m, 2h, 1d). --key, --namespace, --type (ADDED, MODIFIED, DELETED) and --origin (watch,\n" +
+			"relist, restart) keep the events that match. As kubectl's: -o table, wide (adds the\n" +
+			"previous resourceVersion and whether a list diff inferred the event), json (one JSON\n" +
+			"array; with -f one event a line), yaml, name (the keys). json and yaml leave out the\n" +
+			"objects' metadata.managedFields unless --show-managed-fields.\n\n" +
+			"-f stops when the reader of its output goes away (events -f | head -1).",
+		Args: noArgsDB,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.commit && f.consumer == "" {
-				return errors.New("--commit needs --consumer")
+			if err := checkEventsFlags(cmd, &f, since, until); err != nil {
+				return err
 			}
-			return runEvents(cmd.Context(), cmd.OutOrStdout(), f)
+			return runEvents(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
 	fl := cmd.Flags()
-	fl.Uint64Var(&f.from, "from", 0, "first `OFFSET` to print; 0 means the first retained")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(eventsFormats))
+	fl.Var(offsetValue{&f.from}, "from", "first `OFFSET` to print; 0 means the first retained")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
 	fl.StringVar(&f.consumer, "consumer", "", "print from consumer `NAME`'s committed offset + 1")
 	fl.BoolVar(&f.commit, "commit", false, "commit the last printed offset for --consumer")
-	cmd.MarkFlagsMutuallyExclusive("from", "consumer")
+	fl.IntVarP(&f.lines, "lines", "n", 0, "print the last `N` events (0: all)")
+	fl.BoolVarP(&f.reverse, "reverse", "r", false, "print the newest events first")
+	fl.StringVar(&since, "since", "", "print events journaled at or after `TIME` (RFC 3339, or a duration ago: 10m, 1d)")
+	fl.StringVar(&until, "until", "", "print events journaled at or before `TIME` (RFC 3339, or a duration ago)")
+	fl.StringVar(&f.key, "key", "", "print the events of `KEY` (namespace/name) only")
+	fl.StringVar(&f.namespace, "namespace", "", "print the events of namespace `NS` only")
+	fl.StringVar(&f.typ, "type", "", "print events of `TYPE` only: ADDED, MODIFIED or DELETED")
+	fl.StringVar(&f.origin, "origin", "", "print events of `ORIGIN` only: watch, relist or restart")
+	fl.BoolVar(&f.showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml")
 	return cmd
+}
+
+// checkEventsFlags checks f's flags against each other and parses since
+// and until into it.
+func checkEventsFlags(cmd *cobra.Command, f *eventsFlags, since, until string) error {
+	fl := cmd.Flags()
+	switch {
+	case f.commit && f.consumer == "":
+		return errors.New("--commit needs --consumer")
+	case fl.Changed("from") && f.consumer != "":
+		return errors.New("--from and --consumer exclude each other: --consumer NAME reads from NAME's committed offset + 1; give one of them")
+	case f.reverse && f.follow:
+		return errors.New("--reverse and --follow exclude each other: new events come last")
+	case f.reverse && f.commit:
+		return errors.New("--reverse and --commit exclude each other: commits move forward")
+	case (f.lines > 0 || f.reverse) && f.consumer != "":
+		return errors.New("-n and -r read back from the head: they exclude --consumer, which reads on from its position")
+	case f.lines < 0:
+		return fmt.Errorf("--lines %d: want 0 (all) or more", f.lines)
+	}
+	if err := checkFormat(f.output, eventsFormats...); err != nil {
+		return err
+	}
+	if f.commit && f.output == "yaml" {
+		return errors.New("--commit needs -o table, wide, json or name: it counts one event a line")
+	}
+	if f.typ != "" {
+		f.typ = strings.ToUpper(f.typ)
+		if !slices.Contains([]string{"ADDED", "MODIFIED", "DELETED"}, f.typ) {
+			return fmt.Errorf("--type %q: want ADDED, MODIFIED or DELETED", f.typ)
+		}
+	}
+	if f.origin != "" {
+		f.origin = strings.ToLower(f.origin)
+		if !slices.Contains([]string{"watch", "relist", "restart"}, f.origin) {
+			return fmt.Errorf("--origin %q: want watch, relist or restart", f.origin)
+		}
+	}
+	now := time.Now()
+	var err error
+	if f.since, err = parseTimeFlag("since", since, now); err != nil {
+		return err
+	}
+	if f.until, err = parseTimeFlag("until", until, now); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseTimeFlag parses --name's value s: "" (no bound), an RFC 3339 time,
+// or a duration ago from now (10m, 2h, 1d, 1d12h).
+func parseTimeFlag(name, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := parseDays(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--%s %q: want an RFC 3339 time (2026-07-01T12:00:00Z) or a duration ago (10m, 2h, 1d)", name, s)
+}
+
+// parseDays parses a Go duration that may start with whole days: "1d",
+// "2d12h", "90m".
+func parseDays(s string) (time.Duration, error) {
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return 0, err
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	return days + d, err
+}
+
+// offsetValue is the --from flag: a whole number, with a message that says
+// so for anything else.
+type offsetValue struct{ v *uint64 }
+
+func (o offsetValue) String() string {
+	if o.v == nil {
+		return "0"
+	}
+	return strconv.FormatUint(*o.v, 10)
+}
+
+func (o offsetValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return errors.New("want an offset: a whole number, 1 or more (0 means the first retained event)")
+	}
+	*o.v = n
+	return nil
+}
+
+func (offsetValue) Type() string { return "OFFSET" }
+
+// noArgsDB refuses arguments, and suggests --db for one that names a file.
+func noArgsDB(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if strings.HasSuffix(args[0], ".db") || fileExists(args[0]) {
+		return fmt.Errorf("%s takes no arguments; for the journal file say --db %s", cmd.Name(), args[0])
+	}
+	return fmt.Errorf("%s takes no arguments, got %q; the journal file goes in --db FILE", cmd.Name(), args[0])
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
+}
+
+// eventFilter keeps the events that match the filter flags.
+type eventFilter struct{ f *eventsFlags }
+
+// keep reports whether e passes the filters; past is true when e is after
+// --until, as every later event is.
+func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
+	f := ef.f
+	if !f.until.IsZero() && e.Time.After(f.until) {
+		return false, true
+	}
+	switch {
+	case !f.since.IsZero() && e.Time.Before(f.since),
+		f.key != "" && e.Key != f.key,
+		f.namespace != "" && !strings.HasPrefix(e.Key, f.namespace+"/"),
+		f.typ != "" && string(e.Type) != f.typ,
+		f.origin != "" && string(e.Origin) != f.origin:
+		return false, false
+	}
+	return true, false
+}
+
+// eventPrinter prints events as f asks: the filters, -o, managedFields.
+type eventPrinter struct {
+	p      *printer
+	shown  *shownRows
+	filter eventFilter
+	f      *eventsFlags
+	// past is set once an event after --until was read.
+	past bool
+}
+
+// print prints e unless the filters drop it.
+func (ep *eventPrinter) print(e journal.Event) error {
+	keep, past := ep.filter.keep(e)
+	ep.past = ep.past || past
+	if !keep {
+		return nil
+	}
+	ep.shown.printing(e.Offset)
+	je := toJSONEvent(e)
+	if !ep.f.showManagedFields {
+		je.Object = dropManagedFields(je.Object)
+	}
+	return ep.p.row(je, e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion,
+		orDash(e.PrevResourceVersion), e.Synthesized())
 }
 
 // runEvents prints events from f.from, or from consumer f.consumer's
 // position, on; with f.follow it then waits for new ones until ctx is done,
-// and returns nil. With f.commit it commits each page printed.
-func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
-	var widths []int
+// or out's reader goes away, and returns nil. With f.commit it commits each
+// page printed. Notes go to errOut.
+func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error {
 	if f.follow {
-		widths = followWidths
+		var stop context.CancelFunc
+		ctx, stop = stopOnHangup(ctx, out)
+		defer stop()
+	}
+	spec := printSpec{
+		format: f.output, stream: f.follow, narrow: 7, nameCol: 4,
+		header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION", "PREVRESOURCEVERSION", "SYNTHESIZED"},
+	}
+	if f.follow {
+		spec.minWidths = followWidths
 	}
 	// What --commit commits is what reached out whole: shown counts the
 	// rows out accepted, whatever the printer buffers.
 	shown := &shownRows{w: out}
-	if f.output == "table" {
-		shown.lines = -1 // the header
+	if f.output == "table" || f.output == "wide" || (f.output == "json" && !f.follow) {
+		shown.lines = -1 // the header, or the JSON array's "["
 	}
-	p, err := newPrinterWidths(shown, f.output, widths, "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
-	if err != nil {
-		return err
-	}
+	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, filter: eventFilter{&f}, f: &f}
 	src, err := openSource(ctx, f.db)
 	if err != nil {
 		return err
@@ -92,14 +296,39 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 		if next, err = consumerPosition(ctx, src, f.consumer); err != nil {
 			return err
 		}
-	} else if f.follow && next == 0 {
-		if floor, err = src.Head(ctx); err != nil {
+	} else if next > 0 || f.follow || f.lines > 0 || f.reverse || !f.since.IsZero() {
+		head, err := src.Head(ctx)
+		if err != nil {
 			return err
+		}
+		if next > head+1 {
+			if !f.follow {
+				return fmt.Errorf("offset %d is past the head: the last event has offset %d, the next will have %d", next, head, head+1)
+			}
+			fmt.Fprintf(errOut, "journalctl: offset %d is past the head (%d): waiting for it\n", next, head)
+		}
+		floor = head
+		if next == 0 && !f.since.IsZero() {
+			if next, err = offsetAt(ctx, src, f.since); err != nil {
+				return err
+			}
+		}
+		if f.lines > 0 || f.reverse {
+			if err := printBackward(ctx, src, ep, next, head); err != nil {
+				return brokenPipe(shown, err)
+			}
+			if !f.follow {
+				return brokenPipe(shown, ep.p.close())
+			}
+			next = head + 1
 		}
 	}
 	committed := next - 1 // with --consumer
 	for {
-		err := printFrom(ctx, src, p, shown, &next)
+		err := printFrom(ctx, src, ep, &next)
+		if err == nil && !f.follow {
+			err = ep.p.close()
+		}
 		if last := shown.last(); f.commit && last > committed {
 			// Commit the rows that reached the output, even when the
 			// read or a later write then failed or ctx is done; never
@@ -110,7 +339,7 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 			}
 			committed = last
 		}
-		if err == nil && !f.follow {
+		if err == nil && (!f.follow || ep.past) {
 			return nil
 		}
 		if err == nil {
@@ -126,9 +355,111 @@ func runEvents(ctx context.Context, out io.Writer, f eventsFlags) error {
 			return nil
 		}
 		if err != nil {
+			return brokenPipe(shown, err)
+		}
+	}
+}
+
+// brokenPipe returns nil for err when the output's reader went away
+// (events | head -1), else err.
+func brokenPipe(shown *shownRows, err error) error {
+	if err != nil && errors.Is(shown.err, syscall.EPIPE) {
+		return nil
+	}
+	return err
+}
+
+// offsetAter is a source that finds the first offset at or after a time
+// (journal.Journal.OffsetAt); a source without it is read from the start,
+// the filter dropping what is earlier.
+type offsetAter interface {
+	OffsetAt(ctx context.Context, t time.Time) (uint64, error)
+}
+
+// offsetAt returns the first offset to read for --since t: 0 (the first
+// retained) unless src can search.
+func offsetAt(ctx context.Context, src source, t time.Time) (uint64, error) {
+	if s, ok := src.(offsetAter); ok {
+		return s.OffsetAt(ctx, t)
+	}
+	return 0, nil
+}
+
+// printBackward prints, from the events at offsets from (0: the first
+// retained) to head that pass the filters, the last f.lines (all for 0):
+// newest first with f.reverse, else in offset order. It reads pages
+// backwards from the head and holds at most f.lines events (one page with
+// f.reverse).
+func printBackward(ctx context.Context, src source, ep *eventPrinter, from, head uint64) error {
+	f := ep.f
+	st, err := src.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	lo := max(from, st.FirstOffset, 1)
+	if st.FirstOffset == 0 {
+		return nil // nothing retained
+	}
+	var kept []journal.Event // newest first, without f.reverse
+	printed := 0
+	for hi := head; hi >= lo && (f.lines == 0 || printed < f.lines); {
+		start := lo
+		if hi-lo >= readPage {
+			start = hi - readPage + 1
+		}
+		evs, err := readRange(ctx, src, start, hi)
+		if err != nil {
+			return err
+		}
+		for i := len(evs) - 1; i >= 0 && (f.lines == 0 || printed < f.lines); i-- {
+			e := evs[i]
+			if !f.since.IsZero() && e.Time.Before(f.since) {
+				hi = 0 // every earlier event is before --since too
+				break
+			}
+			if keep, _ := ep.filter.keep(e); !keep {
+				continue
+			}
+			printed++
+			if f.reverse {
+				if err := ep.print(e); err != nil {
+					return err
+				}
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		if err := ep.p.flush(); err != nil {
+			return err
+		}
+		if start <= lo || hi == 0 {
+			break
+		}
+		hi = start - 1
+	}
+	for i := len(kept) - 1; i >= 0; i-- {
+		if err := ep.print(kept[i]); err != nil {
 			return err
 		}
 	}
+	return ep.p.flush()
+}
+
+// readRange returns the events at offsets lo to hi.
+func readRange(ctx context.Context, src source, lo, hi uint64) ([]journal.Event, error) {
+	var out []journal.Event
+	for next := lo; next <= hi; {
+		evs, err := src.Read(ctx, next, int(hi-next+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		out = append(out, evs...)
+		next = evs[len(evs)-1].Offset + 1
+	}
+	return out, nil
 }
 
 // consumerPosition returns the offset after consumer name's committed one,
@@ -141,7 +472,7 @@ func consumerPosition(ctx context.Context, src source, name string) (uint64, err
 	}
 	c, ok := findConsumer(cs, name)
 	if !ok {
-		return 0, fmt.Errorf("%w: %q (consumers register through the library's Journal.Consumer)", journal.ErrNoConsumer, name)
+		return 0, fmt.Errorf("%w: %q (consumers create registers one)", journal.ErrNoConsumer, name)
 	}
 	return c.Committed + 1, nil
 }
@@ -167,22 +498,21 @@ func commitPrinted(ctx context.Context, src source, f eventsFlags, off uint64) (
 }
 
 // printFrom prints the events from offset *next to the head, page by page,
-// and moves *next past them. It tells shown the offset of each row it
-// gives p, in order.
-func printFrom(ctx context.Context, src source, p *printer, shown *shownRows, next *uint64) error {
+// and moves *next past them; it stops at the first event after --until.
+// It tells ep.shown the offset of each row it gives the printer, in order.
+func printFrom(ctx context.Context, src source, ep *eventPrinter, next *uint64) error {
 	for {
 		evs, err := src.Read(ctx, *next, readPage)
 		for _, e := range evs {
-			if err == nil {
-				shown.printing(e.Offset)
-				err = p.row(toJSONEvent(e), e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion)
+			if err == nil && !ep.past {
+				err = ep.print(e)
 			}
 		}
 		if len(evs) > 0 {
 			*next = evs[len(evs)-1].Offset + 1
 		}
-		if err != nil || len(evs) == 0 {
-			if ferr := p.flush(); err == nil {
+		if err != nil || len(evs) == 0 || ep.past {
+			if ferr := ep.p.flush(); err == nil {
 				err = ferr
 			}
 			return err
@@ -216,10 +546,14 @@ type shownRows struct {
 	lines int      // newlines written and not yet matched to offsets; -1 while a table header is due
 	queue []uint64 // offsets of rows given to the printer and not yet known written, in order
 	done  uint64   // the last offset whose row reached w whole; 0 for none
+	err   error    // the first write error
 }
 
 func (s *shownRows) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
+	if s.err == nil {
+		s.err = err
+	}
 	s.lines += bytes.Count(p[:n], []byte{'\n'})
 	return n, err
 }

@@ -20,10 +20,12 @@ const eventsTable = `OFFSET  TIME                      TYPE      ORIGIN  KEY   U
 `
 
 // eventsJSON is `events -o json` on the test journal.
-const eventsJSON = `{"offset":1,"type":"ADDED","key":"wj/a","uid":"u1","resourceVersion":"10","time":"2026-07-01T12:00:00.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}}
-{"offset":2,"type":"ADDED","key":"wj/b","uid":"u2","resourceVersion":"11","time":"2026-07-01T12:00:01.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/b"}}}
-{"offset":3,"type":"MODIFIED","key":"wj/a","uid":"u1","resourceVersion":"12","prevResourceVersion":"10","time":"2026-07-01T12:00:02.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}}
+const eventsJSON = `[
+{"offset":1,"type":"ADDED","key":"wj/a","uid":"u1","resourceVersion":"10","time":"2026-07-01T12:00:00.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}},
+{"offset":2,"type":"ADDED","key":"wj/b","uid":"u2","resourceVersion":"11","time":"2026-07-01T12:00:01.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/b"}}},
+{"offset":3,"type":"MODIFIED","key":"wj/a","uid":"u1","resourceVersion":"12","prevResourceVersion":"10","time":"2026-07-01T12:00:02.123Z","origin":"watch","synthesized":false,"object":{"metadata":{"name":"wj/a"}}},
 {"offset":4,"type":"DELETED","key":"wj/b","uid":"u2","resourceVersion":"11","time":"2026-07-01T12:00:03.123Z","origin":"relist","synthesized":true,"object":null}
+]
 `
 
 func TestEvents_File(t *testing.T) {
@@ -38,8 +40,8 @@ func TestEvents_File(t *testing.T) {
 3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12
 4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11
 `},
-		{"past the head prints the header only", []string{"--from", "9"}, "OFFSET  TIME  TYPE  ORIGIN  KEY  UID  RESOURCEVERSION\n"},
-		{"one JSON object per line, a tombstone's object null", []string{"-o", "json"}, eventsJSON},
+		{"the next offset prints the header only", []string{"--from", "5"}, "OFFSET  TIME  TYPE  ORIGIN  KEY  UID  RESOURCEVERSION\n"},
+		{"one JSON array, one event a line, a tombstone's object null", []string{"-o", "json"}, eventsJSON},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(append([]string{"events", "--db", path}, tc.args...)...)
@@ -54,8 +56,8 @@ func TestEvents_File_EmptyJournal(t *testing.T) {
 	path := filepath.Join(tempDir(t), "j.db")
 	openJournal(t, path).Close()
 	stdout, stderr, code := runCLI("events", "--db", path, "-o", "json")
-	if code != 0 || stdout != "" {
-		t.Errorf("events on an empty journal: exit %d, stdout %q, stderr %q; want 0 and nothing", code, stdout, stderr)
+	if code != 0 || stdout != "[\n]\n" {
+		t.Errorf("events on an empty journal: exit %d, stdout %q, stderr %q; want 0 and an empty array", code, stdout, stderr)
 	}
 }
 
@@ -69,7 +71,7 @@ func TestEvents_File_Compacted(t *testing.T) {
 	j.Close()
 
 	_, stderr, code := runCLI("events", "--db", path, "--from", "1")
-	want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"
+	want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"
 	if code != 1 || stderr != want {
 		t.Errorf("events --from 1 after trimming to 3: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}

@@ -2,8 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/watchjournal/watchjournal/journal"
 
 	"github.com/spf13/cobra"
 )
@@ -12,62 +20,111 @@ import (
 const indexPage = 1000
 
 type indexFlags struct {
-	db, output, prefix string
+	db, output, key, namespace string
+	// prefix makes key a prefix: every key that starts with it.
+	prefix bool
 }
 
 func newIndexCmd() *cobra.Command {
 	var f indexFlags
 	cmd := &cobra.Command{
-		Use:   "index --db FILE [PREFIX] [-o table|json]",
+		Use:   "index --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]",
 		Short: "Print the index: each object's key, UID and last resourceVersion",
 		Long: "Print the index in key order: each object's key (<namespace>/<name>, or <name> when\n" +
-			"cluster-scoped), UID and last resourceVersion. PREFIX keeps the keys that start with it.",
+			"cluster-scoped), UID and last resourceVersion. KEY prints that object alone, and is an\n" +
+			"error when the index does not hold it (deleted, or never seen): wj/cm1 never matches\n" +
+			"wj/cm10. With --prefix the argument is a prefix: every key that starts with it. -n NS\n" +
+			"keeps namespace NS's objects; a KEY is then a name in it. -o json prints one JSON\n" +
+			"array (one object for a KEY).",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				f.prefix = args[0]
+				f.key = args[0]
+			}
+			if f.prefix && len(args) == 0 {
+				return errors.New("--prefix needs the PREFIX argument")
 			}
 			return runIndex(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
+	fl.BoolVar(&f.prefix, "prefix", false, "match every key that starts with the argument")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "keep the objects of namespace `NS`")
 	return cmd
 }
 
-// runIndex prints the index entries whose keys start with f.prefix.
+// runIndex prints the index entry of key f.key, or with f.prefix (or no
+// key) the entries whose keys start with it, within f.namespace.
 func runIndex(ctx context.Context, out io.Writer, f indexFlags) error {
-	p, err := newPrinter(out, f.output, "KEY", "UID", "RESOURCEVERSION")
-	if err != nil {
+	if err := checkFormat(f.output, listFormats...); err != nil {
 		return err
 	}
+	key := f.key
+	if f.namespace != "" {
+		key = f.namespace + "/" + key
+	}
+	exact := f.key != "" && !f.prefix
+	spec := printSpec{format: f.output, header: []string{"KEY", "UID", "RESOURCEVERSION"}}
 	src, err := openSource(ctx, f.db)
 	if err != nil {
 		return err
 	}
-	after := scanStart(f.prefix)
+	if exact {
+		es, err := src.ScanIndex(ctx, scanStart(key), 16)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(es, func(e journal.IndexEntry) bool { return e.Key >= key })
+		if i < 0 || es[i].Key != key {
+			return fmt.Errorf("%q: %w (deleted, or never seen); --prefix matches the keys that start with it", key, errNotFound)
+		}
+		e := es[i]
+		if f.output == "json" {
+			return json.NewEncoder(out).Encode(jsonIndexEntry(e))
+		}
+		p := newSpecPrinter(out, spec)
+		if f.output == "yaml" {
+			b, err := yaml.Marshal(jsonIndexEntry(e))
+			if err != nil {
+				return err
+			}
+			_, err = out.Write(b)
+			return err
+		}
+		if err := p.row(jsonIndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
+			return err
+		}
+		return p.close()
+	}
+	p := newSpecPrinter(out, spec)
+	after := scanStart(key)
 	for {
 		es, err := src.ScanIndex(ctx, after, indexPage)
 		if err != nil {
 			return err
 		}
 		for _, e := range es {
-			if e.Key < f.prefix {
+			if e.Key < key {
 				continue
 			}
-			if !strings.HasPrefix(e.Key, f.prefix) {
-				return p.flush()
+			if !strings.HasPrefix(e.Key, key) {
+				return p.close()
 			}
 			if err := p.row(jsonIndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
 				return err
 			}
 		}
 		if len(es) < indexPage {
-			return p.flush()
+			return p.close()
 		}
 		after = es[len(es)-1].Key
 	}
 }
+
+// errNotFound is returned for a key the index does not hold.
+var errNotFound = errors.New("not in the index")
 
 // scanStart returns the "after" key from which a scan (keys strictly after
 // it) reaches every key starting with prefix, including prefix itself, and

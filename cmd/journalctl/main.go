@@ -9,10 +9,14 @@
 //	                 [--verify-interval DURATION] [--idle-timeout DURATION]
 //	                 [--request-timeout DURATION] [--secret-payloads]
 //	                 [--qps N] [--burst N]
-//	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]
-//	journalctl index     --db FILE [PREFIX] [-o table|json]
+//	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r]
+//	                     [--since T] [--until T] [--key K] [--namespace NS] [--type T] [--origin O]
+//	                     [-o table|wide|json|yaml|name] [--show-managed-fields]
+//	journalctl index     --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]
 //	journalctl stats     --db FILE [-o table|json]
-//	journalctl consumers --db FILE [-o table|json]
+//	journalctl consumers --db FILE [-o table|json|yaml|name]
+//	journalctl consumers create|reset|delete NAME --db FILE [position flags]
+//	journalctl completion bash|zsh|fish|powershell
 //	journalctl compact   --db FILE [--keep-backup]
 //	journalctl verify    --db FILE [-o table|json]
 //	journalctl relist    --db FILE
@@ -56,8 +60,9 @@
 //
 // # Consumers and retention
 //
-// Consumers register through the library (journal.Journal.Consumer);
-// consumers lists them with their lag, and events --consumer NAME reads
+// Consumers register through the library (journal.Journal.Consumer) or
+// consumers create; consumers reset moves one, consumers delete removes
+// it (consumers_change.go); consumers lists them with their lag, and events --consumer NAME reads
 // from the offset after NAME's committed one. A position that retention
 // has passed is an error (journal.CompactedError), never a silent skip.
 // events --commit moves the committed offset to the last event printed:
@@ -102,15 +107,17 @@
 //
 // # Exit status
 //
-// 0 on success and after SIGINT or SIGTERM; 3 when verify found problems
+// (Listed by --help too.) 0 on success and after SIGINT or SIGTERM, and for
+// events -f whose output's reader went away; 3 when verify found problems
 // (it prints them); 2 when the file cannot be opened or read as this
 // resource's journal (missing, in a missing directory, a directory,
 // locked with no watch serving it, corrupt, not a watchjournal file,
 // written by a newer watchjournal, or recording another resource), for a
 // watch of a file another watch is writing (it names that watch's pid),
 // for compact and verify while a watch runs, and for relist with no watch
-// running; 1 for usage and all other errors, an unknown resource, a
-// discovery error retrying cannot fix and a compacted offset among them,
+// running, and for a file-system error of compact (a read-only file
+// system, no space, no permission); 1 for usage and all other errors, an unknown resource, a
+// discovery error retrying cannot fix and an offset retention trimmed among them,
 // and a relist that did not complete in time.
 package main
 
@@ -143,11 +150,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "journalctl",
 		Short:         "Journal a Kubernetes resource's watch events, and read the journal",
+		Long:          rootHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
 		newVerifyCmd(), newRelistCmd(), newVersionCmd())
+	addCompletions(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

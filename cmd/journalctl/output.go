@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,59 +17,174 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// printer writes rows as a table under a header, or values as JSON lines.
-// A table's columns keep the widest width seen so far, never less than
-// their minimum widths, so the rows of later flushes (events -f) line up
-// with the earlier ones: a column moves only when a cell is wider than all
-// before it and than its minimum.
+// printer writes rows in one output format:
+//
+//   - table: the first narrow columns under a header; wide: every column.
+//     A table's columns keep the widest width seen so far, never less than
+//     their minimum widths, so the rows of later flushes (events -f) line
+//     up with the earlier ones.
+//   - json: one JSON document, an array of the rows' values, one value a
+//     line ("[\n" v1 ",\n" v2 "\n]\n"); a stream (events -f) writes
+//     one value a line instead (NDJSON), with no array around them.
+//   - yaml: one YAML sequence of the rows' values; a stream adds items.
+//   - name: the name column alone, one a line (kubectl's -o name).
+//
+// The header (a table's, or a JSON array's "[") is written with the first
+// row or by close: an error before any row leaves the output empty.
 type printer struct {
-	tw     *tabwriter.Writer // nil for JSON
-	enc    *json.Encoder
-	widths []int
+	w       io.Writer
+	spec    printSpec
+	started bool
+	rows    int
+	tw      *tabwriter.Writer
+	widths  []int
 }
 
+// printSpec describes a printer: its format, the table's header and what
+// the formats take from a row.
+type printSpec struct {
+	format string
+	// stream makes json print NDJSON: a document never ends.
+	stream bool
+	// header names every column; a table shows the first narrow of them
+	// (0: all), wide shows all.
+	header []string
+	narrow int
+	// nameCol is the column -o name prints.
+	nameCol int
+	// minWidths are the minimum widths, in characters, of the table's
+	// first columns (the last column is never padded).
+	minWidths []int
+}
+
+// tableOrJSON are the formats of stats, verify and the default printer.
+var tableOrJSON = []string{"table", "json"}
+
 // checkOutput returns an error unless format is "table" or "json".
-func checkOutput(format string) error {
-	if format != "table" && format != "json" {
-		return fmt.Errorf("unknown output format %q: want table or json", format)
+func checkOutput(format string) error { return checkFormat(format, tableOrJSON...) }
+
+// checkFormat returns an error unless format is one of formats.
+func checkFormat(format string, formats ...string) error {
+	if !slices.Contains(formats, format) {
+		return fmt.Errorf("unknown output format %q: want %s", format, orList(formats))
 	}
 	return nil
 }
 
-// newPrinter returns a printer for format "table" or "json".
-func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
-	return newPrinterWidths(w, format, nil, header...)
+// orList returns "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
-// newPrinterWidths is newPrinter with minimum widths, in characters, for
-// the table's first columns (the last column is never padded).
-func newPrinterWidths(w io.Writer, format string, minWidths []int, header ...string) (*printer, error) {
+// newPrinter returns a table or json printer.
+func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
 	if err := checkOutput(format); err != nil {
 		return nil, err
 	}
-	if format == "json" {
-		return &printer{enc: json.NewEncoder(w)}, nil
-	}
-	p := &printer{tw: newTable(w), widths: slices.Clone(minWidths)}
-	cols := make([]any, len(header))
-	for i, h := range header {
-		cols[i] = h
-	}
-	return p, p.row(nil, cols...)
+	return newSpecPrinter(w, printSpec{format: format, header: header}), nil
 }
 
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
-
-// row prints v as one JSON line, or cols as one table row.
-func (p *printer) row(v any, cols ...any) error {
-	if p.enc != nil {
-		return p.enc.Encode(v)
+// newSpecPrinter returns a printer for spec, whose format the caller has
+// checked.
+func newSpecPrinter(w io.Writer, spec printSpec) *printer {
+	p := &printer{w: w, spec: spec, widths: slices.Clone(spec.minWidths)}
+	if spec.format == "table" || spec.format == "wide" {
+		p.tw = newTable(w)
 	}
+	return p
+}
+
+// columns returns the columns the table shows of cols.
+func (p *printer) columns(cols []any) []any {
+	if p.spec.format == "table" && p.spec.narrow > 0 && p.spec.narrow < len(cols) {
+		return cols[:p.spec.narrow]
+	}
+	return cols
+}
+
+// start writes the header, once.
+func (p *printer) start() error {
+	if p.started {
+		return nil
+	}
+	p.started = true
+	switch {
+	case p.tw != nil:
+		cols := make([]any, len(p.spec.header))
+		for i, h := range p.spec.header {
+			cols[i] = h
+		}
+		p.cell(p.columns(cols))
+	case p.spec.format == "json" && !p.spec.stream:
+		_, err := io.WriteString(p.w, "[\n")
+		return err
+	}
+	return nil
+}
+
+// row prints v (json, yaml) or cols (table, wide, name) as one row.
+func (p *printer) row(v any, cols ...any) error {
+	if err := p.start(); err != nil {
+		return err
+	}
+	p.rows++
+	switch p.spec.format {
+	case "json":
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		switch {
+		case p.spec.stream:
+			b = append(b, '\n')
+		case p.rows > 1:
+			b = append([]byte(",\n"), b...)
+		}
+		_, err = p.w.Write(b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = p.w.Write(yamlItem(b))
+		return err
+	case "name":
+		_, err := fmt.Fprintln(p.w, cols[p.spec.nameCol])
+		return err
+	}
+	p.cell(p.columns(cols))
+	return nil
+}
+
+// yamlItem turns a YAML document into an item of a sequence: "- " before
+// its first line, two spaces before the others.
+func yamlItem(doc []byte) []byte {
+	lines := strings.SplitAfter(strings.TrimSuffix(string(doc), "\n"), "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		if i == 0 {
+			b.WriteString("- ")
+		} else {
+			b.WriteString("  ")
+		}
+		b.WriteString(l)
+	}
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// cell writes cols as one table row.
+func (p *printer) cell(cols []any) {
 	for i, c := range cols {
 		cell := fmt.Sprint(c)
 		if i == len(cols)-1 {
@@ -82,7 +198,6 @@ func (p *printer) row(v any, cols ...any) error {
 		p.widths[i] = max(p.widths[i], n)
 		fmt.Fprint(p.tw, cell, strings.Repeat(" ", p.widths[i]-n), "\t")
 	}
-	return nil
 }
 
 // flush writes out the table rows buffered so far, aligned together.
@@ -92,6 +207,30 @@ func (p *printer) flush() error {
 	}
 	return p.tw.Flush()
 }
+
+// close ends the output: the header when no row came, the end of a JSON
+// array ("[\n]\n" when empty) or "[]" for an empty YAML sequence. A
+// stream is never closed.
+func (p *printer) close() error {
+	if err := p.start(); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case p.spec.format == "json" && !p.spec.stream:
+		if p.rows > 0 {
+			_, err = io.WriteString(p.w, "\n")
+		}
+		if err == nil {
+			_, err = io.WriteString(p.w, "]\n")
+		}
+	case p.spec.format == "yaml" && p.rows == 0 && !p.spec.stream:
+		_, err = io.WriteString(p.w, "[]\n")
+	}
+	return errors.Join(err, p.flush())
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
 
 // tableTime is the TIME column: RFC 3339 with milliseconds, UTC.
 func tableTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
@@ -355,3 +494,34 @@ func parseSize(flag, s string) (uint64, error) {
 	}
 	return uint64(n), nil
 }
+
+// dropManagedFields returns obj without metadata.managedFields (what
+// kubectl get -o json leaves out unless --show-managed-fields), or obj
+// itself when it has none or does not decode. A rewritten object's fields
+// are in key order.
+func dropManagedFields(obj json.RawMessage) json.RawMessage {
+	if !strings.Contains(string(obj), `"managedFields"`) {
+		return obj
+	}
+	var o, meta map[string]json.RawMessage
+	if json.Unmarshal(obj, &o) != nil || json.Unmarshal(o["metadata"], &meta) != nil {
+		return obj
+	}
+	if _, ok := meta["managedFields"]; !ok {
+		return obj
+	}
+	delete(meta, "managedFields")
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return obj
+	}
+	o["metadata"] = m
+	b, err := json.Marshal(o)
+	if err != nil {
+		return obj
+	}
+	return b
+}
+
+// listFormats are the -o formats of index and consumers.
+var listFormats = []string{"table", "json", "yaml", "name"}

@@ -83,6 +83,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /consumers", s.consumers)
 	mux.HandleFunc("GET /retention", s.retention)
 	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
+	mux.HandleFunc("POST /consumers/{name}/change", s.changeConsumer) // consumers_change.go
 	return mux
 }
 

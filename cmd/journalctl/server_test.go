@@ -195,7 +195,7 @@ func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 		t.Errorf("Read(1) through the socket = %v; want *journal.CompactedError{1, 3}", err)
 	}
 	_, stderr, code := runCLI("events", "--db", j.Path(), "--from", "1")
-	if want := "journalctl: journal: offset 1 has been compacted, first retained offset is 3\n"; code != 1 || stderr != want {
+	if want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"; code != 1 || stderr != want {
 		t.Errorf("events --from 1: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }

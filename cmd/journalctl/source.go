@@ -132,6 +132,13 @@ func (f fileSource) Wait(ctx context.Context, after uint64) (uint64, error) {
 	}
 }
 
+// OffsetAt returns the first retained offset journaled at or after t, as
+// journal.Journal.OffsetAt.
+func (f fileSource) OffsetAt(_ context.Context, t time.Time) (off uint64, err error) {
+	err = f.view(func(j *journal.Journal) error { off, err = j.OffsetAt(t); return err })
+	return off, err
+}
+
 func (fileSource) Status(context.Context) (*writerStatus, error) { return nil, nil }
 
 func (f fileSource) Consumers(context.Context) (cs []journal.ConsumerInfo, err error) {
@@ -148,16 +155,22 @@ func (f fileSource) Retention(context.Context) (r journal.Retention, err error) 
 // journal.Open's default 1 s for readers' shared locks to go; a watch that
 // took the file meanwhile makes it fail with journal.ErrLocked.
 func (f fileSource) Commit(_ context.Context, name string, off uint64) (err error) {
-	// A writable open creates a missing file: make sure there is one.
-	if _, err := os.Stat(f.path); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %s", journal.ErrNotExist, f.path)
-	}
-	j, err := journal.Open(f.path, nil)
+	j, err := openWritable(f.path)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 	return commitConsumer(j, name, off)
+}
+
+// openWritable opens the existing journal file at path writable, waiting
+// up to journal.Open's default 1 s for readers' shared locks to go.
+func openWritable(path string) (*journal.Journal, error) {
+	// A writable open creates a missing file: make sure there is one.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", journal.ErrNotExist, path)
+	}
+	return journal.Open(path, nil)
 }
 
 // errCommitRange is returned by commitConsumer for an offset that is not

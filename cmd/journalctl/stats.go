@@ -68,7 +68,7 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	}
 	res := "-"
 	if st.Resource.GVR.Resource != "" {
-		res = st.Resource.String()
+		res = resourceText(ctx, src, st.Resource)
 	}
 	consumers := make([]string, len(cs))
 	for i, c := range cs {

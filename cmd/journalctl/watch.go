@@ -107,7 +107,7 @@ func newWatchCmd() *cobra.Command {
 			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
 			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
 			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
-		Args: cobra.ExactArgs(1),
+		Args: resourceArg,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
 				return err
@@ -146,7 +146,7 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
-	fl.DurationVar(&rf.age, "retain-age", 0, "drop events journaled longer ago than `DURATION` (24h)")
+	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`, e.g. 90m, 24h, 7d (unset: no age limit)")
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd

@@ -1,0 +1,14 @@
+//go:build !unix
+
+package main
+
+import (
+	"context"
+	"io"
+)
+
+// stopOnHangup returns a cancelable ctx: without poll(2) a follower ends
+// on its first failed write.
+func stopOnHangup(ctx context.Context, _ io.Writer) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}

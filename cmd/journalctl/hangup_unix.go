@@ -1,0 +1,50 @@
+//go:build unix
+
+package main
+
+// Following stops when the reader of its output goes away, as tail -f
+// does: events -f | head -1 exits once head has. A quiet journal writes
+// nothing, so no write would ever fail: the output's file descriptor is
+// polled for POLLERR and POLLHUP instead (Linux and the BSDs report one
+// of them on a pipe whose read end is closed, and on a hung-up terminal).
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// hangupPoll is how often the output is checked. A variable for tests.
+var hangupPoll = 200 * time.Millisecond
+
+// stopOnHangup returns a context that is done when ctx is, or when out is
+// a file whose reader has gone away. Call stop to release it.
+func stopOnHangup(ctx context.Context, out io.Writer) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	f, ok := out.(*os.File)
+	if !ok {
+		return ctx, cancel
+	}
+	fd := int(f.Fd())
+	go func() {
+		t := time.NewTicker(hangupPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: 0}}
+			n, err := unix.Poll(fds, 0)
+			if err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
+}
