@@ -30,7 +30,6 @@ const recordedDir = "../testdata/apiserver"
 // recordedNS is the namespace the recorder used.
 const recordedNS = "wj-rec"
 
-
 func readRecorded(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(recordedDir, name))
