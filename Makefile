@@ -37,9 +37,20 @@ test: controlplane vet fuzz
 ## race: the tests of RACE_PKGS under the race detector (part of test).
 ## RACE_PKGS are the packages whose -race run fits CI's budget (90 min on 2
 ## cores for all of make test); RACE_SKIP names tests left out of it, with
-## the reason beside it. See the timings in testdata/README.md.
-RACE_PKGS ?= ./journal/... ./cmd/... ./internal/...
-RACE_SKIP ?=
+## the reason beside it. Measured on 2 cores shared with other work (load
+## about 15), go test -count=1, test time per package without / with -race:
+## journal 26/55 s, journal/adapt 19/56 s, journal/compactor 1/25 s,
+## cmd/journalctl 5/22 s, internal/controlplane 63/97 s, internal/demo
+## 38/60 s (wall 2.2/21 min, mostly building with -race); reconcile without
+## the S12 large-object test 312 s with -race (7.3 min wall).
+RACE_PKGS ?= ./journal/... ./cmd/... ./internal/... ./reconcile/...
+# TestLoop_LargeObjectsUnderMemoryLimit (S12, 270 MiB in pages of 500 large
+# objects) is left out of the race run: slowed down by -race its first page
+# outlives RequestTimeout, which bounds a whole page, and the list restarts
+# at page one forever (issue 9 item 3; seen here without -race too, under
+# load: still Listing, 0 events, after 60 s). Remove it from RACE_SKIP once
+# a page's timeout bounds progress, not the whole body.
+RACE_SKIP ?= ^TestLoop_LargeObjectsUnderMemoryLimit$$
 RACEFLAGS ?= -count=1 -timeout 45m
 .PHONY: race
 race: controlplane

@@ -18,6 +18,10 @@
 //		WatchesRawSource(src).
 //		Complete(src.Reconciler(&MyReconciler{}))
 //
+// Runnable examples: ExampleNew (a manager and a controller) and
+// ExampleNewFromConsumer (what the source does with a controller's queue,
+// with output) in example_test.go; a whole operator in examples/operator.
+//
 // # Delivery
 //
 // Every journal event becomes a reconcile.Request for its key (namespace and

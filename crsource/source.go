@@ -47,7 +47,8 @@ type Options struct {
 	Batch int
 	// MaxPending bounds the events queued and not yet reconciled, which the
 	// source tracks in memory (a few dozen bytes each); the feeder waits
-	// beyond it. Default DefaultMaxPending.
+	// beyond it, and WaitForSync returns once it is reached. Default
+	// DefaultMaxPending.
 	MaxPending int
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
@@ -107,11 +108,9 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	}
 	s := newSource(c, nil, opts)
 	s.loop = loop
-	// Until the lead switches to Loop.WaitForSync (another branch), the
-	// writer's Synced status is the signal.
-	s.waitForSync = func(ctx context.Context) error {
-		return loop.WaitFor(ctx, func(st wjreconcile.Status) bool { return st.Synced })
-	}
+	// Synced only once the journal is known current with the server
+	// (reconcile.Loop.HasSynced): never before a restart's relist.
+	s.waitForSync = loop.WaitForSync
 	return s, nil
 }
 
@@ -202,8 +201,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 }
 
 // WaitForSync blocks until the writer is synced and every event journaled
-// up to then is queued; until ctx is done (ctx.Err()); or until the source
-// fails (Err).
+// up to then is queued (or MaxPending requests are queued and not yet
+// reconciled: the workers, which start after WaitForSync, must make room
+// for the rest); until ctx is done (ctx.Err()); or until the source fails
+// (Err).
 func (s *Source) WaitForSync(ctx context.Context) error {
 	select {
 	case <-s.synced:
@@ -217,8 +218,8 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 		return fmt.Errorf("crsource: %w", err)
 	}
 	for {
-		fed, ch := s.t.fedState()
-		if fed >= head {
+		fed, full, ch := s.t.fedState()
+		if fed >= head || full {
 			return nil
 		}
 		select {
@@ -292,8 +293,10 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		for {
 			n, room := s.t.openCount()
 			if n < s.max {
+				s.t.setFull(false)
 				break
 			}
+			s.t.setFull(true)
 			select {
 			case <-room:
 			case <-ctx.Done():

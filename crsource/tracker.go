@@ -25,7 +25,8 @@ type tracker struct {
 	fifo  []*entry // queued entries, oldest first, done ones popped from the front
 	open  map[reconcile.Request][]*entry
 	fed   uint64        // last offset queued
-	fedCh chan struct{} // closed and replaced when fed moves
+	full  bool          // the feeder waits for open entries to close (MaxPending)
+	fedCh chan struct{} // closed and replaced when fed or full changes
 	kick  chan struct{} // buffered 1: the commit point may have moved
 	room  chan struct{} // closed and replaced when entries close
 }
@@ -56,11 +57,23 @@ func (t *tracker) fedTo(off uint64) {
 	t.poke()
 }
 
-// fedState returns the last offset queued and a channel closed when it moves.
-func (t *tracker) fedState() (uint64, <-chan struct{}) {
+// setFull records whether the feeder is waiting for room.
+func (t *tracker) setFull(full bool) {
+	t.mu.Lock()
+	if full != t.full {
+		t.full = full
+		close(t.fedCh)
+		t.fedCh = make(chan struct{})
+	}
+	t.mu.Unlock()
+}
+
+// fedState returns the last offset queued, whether the feeder waits for
+// room, and a channel closed when either changes.
+func (t *tracker) fedState() (uint64, bool, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.fed, t.fedCh
+	return t.fed, t.full, t.fedCh
 }
 
 // openCount returns how many entries are open, and a channel closed when

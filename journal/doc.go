@@ -26,7 +26,21 @@
 // # Keys
 //
 // An index key is exactly the bytes <namespace>/<name> for a namespaced
-// object and <name> for a cluster-scoped one.
+// object and <name> for a cluster-scoped one. Keys and consumer names are
+// bbolt keys: an empty one or one longer than MaxKeyBytes (32 KiB) is
+// refused with ErrBadKey where it enters (keys.go).
+//
+// # Identity
+//
+// A file records its Resource; Open refuses another (ErrResourceMismatch).
+// Selectors are compared in canonical form, so "tier=web,app=x" and
+// "app = x, tier == web" are the same resource (selector.go).
+//
+// # Errors
+//
+// ErrCorrupt means the file: a page bbolt cannot read. A panic in the
+// function given to Update is the caller's: the transaction rolls back and
+// the panic propagates from Update, leaving the file healthy.
 //
 // # Consumers
 //

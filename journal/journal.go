@@ -59,10 +59,10 @@ const (
 // not exist and opts is not read-only.
 //
 // Errors match ErrLocked, ErrNotExist, ErrCorrupt, ErrForeign,
-// ErrNewerSchema, ErrResourceMismatch and ErrInvalidSelector with
-// errors.Is. Selectors are compared in canonical form (selector.go): a
-// selector spelled another way that selects the same objects is the same
-// resource. A writable Open
+// ErrNewerSchema and ErrResourceMismatch with errors.Is. Selectors are
+// compared in canonical form (selector.go): a selector spelled another way
+// that selects the same objects is the same resource. Open does not
+// validate selectors; reconcile.New does (ErrInvalidSelector). A writable Open
 // also finishes a relist commit that a crash interrupted.
 func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
@@ -95,9 +95,6 @@ func Open(path string, opts *Options) (*Journal, error) {
 func (j *Journal) bindResource(r *Resource) error {
 	if r == nil {
 		return nil
-	}
-	if _, err := r.canonical(); err != nil {
-		return err
 	}
 	return j.store.Update(func(tx *bolt.Tx) error {
 		have, ok, err := decodeResource(tx.Meta(metaResource))

@@ -19,12 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 )
 
-// ErrInvalidSelector is returned by Open for an Options.Resource whose label
-// or field selector does not parse (labels.Parse, fields.ParseSelector):
-// its label keys and values are validated there (a key's name part is at
-// most 63 characters, its prefix at most 253), so no unbounded selector
-// text is recorded in a file.
-var ErrInvalidSelector = errors.New("journal: invalid selector")
+// errInvalidSelector marks a selector that does not parse: it is the same
+// resource only as the same text.
+var errInvalidSelector = errors.New("journal: invalid selector")
 
 // canonicalLabels returns the label selector s in one spelling per meaning:
 // requirements sorted and without duplicates, == written =, "in" and "notin"
@@ -32,7 +29,7 @@ var ErrInvalidSelector = errors.New("journal: invalid selector")
 func canonicalLabels(s string) (string, error) {
 	sel, err := labels.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("%w: label selector %q: %v", ErrInvalidSelector, clip(s), clip(err.Error()))
+		return "", fmt.Errorf("%w: label selector %q: %v", errInvalidSelector, clip(s), clip(err.Error()))
 	}
 	reqs, _ := sel.Requirements()
 	out := make([]string, 0, len(reqs))
@@ -48,7 +45,7 @@ func canonicalLabels(s string) (string, error) {
 		}
 		nr, err := labels.NewRequirement(r.Key(), op, vals)
 		if err != nil {
-			return "", fmt.Errorf("%w: label selector %q: %v", ErrInvalidSelector, clip(s), clip(err.Error()))
+			return "", fmt.Errorf("%w: label selector %q: %v", errInvalidSelector, clip(s), clip(err.Error()))
 		}
 		out = append(out, nr.String())
 	}
@@ -64,7 +61,7 @@ func canonicalLabels(s string) (string, error) {
 func canonicalFields(s string) (string, error) {
 	sel, err := fields.ParseSelector(s)
 	if err != nil {
-		return "", fmt.Errorf("%w: field selector %q: %v", ErrInvalidSelector, clip(s), clip(err.Error()))
+		return "", fmt.Errorf("%w: field selector %q: %v", errInvalidSelector, clip(s), clip(err.Error()))
 	}
 	reqs := sel.Requirements()
 	out := make([]string, 0, len(reqs))
@@ -80,7 +77,7 @@ func canonicalFields(s string) (string, error) {
 }
 
 // canonical returns r with its selectors in canonical form, and an error
-// matching ErrInvalidSelector when one does not parse.
+// matching errInvalidSelector when one does not parse.
 func (r Resource) canonical() (Resource, error) {
 	var err error
 	if r.LabelSelector, err = canonicalLabels(r.LabelSelector); err != nil {

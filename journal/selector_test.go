@@ -3,7 +3,6 @@ package journal_test
 import (
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -78,25 +77,16 @@ func TestOpen_DifferentSelectorIsAnotherResource(t *testing.T) {
 	}
 }
 
-// Ensure that Open refuses a selector that does not parse, and a label key
-// past the API's bounds, before recording anything.
-func TestOpen_InvalidSelector(t *testing.T) {
-	for _, tc := range []struct{ name, label, field string }{
-		{"label syntax", "app in (x", ""},
-		{"label key too long", strings.Repeat("k", 40000) + "=x", ""},
-		{"field syntax", "", "metadata.name"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := cm
-			r.LabelSelector, r.FieldSelector = tc.label, tc.field
-			path := filepath.Join(t.TempDir(), "j.db")
-			j, err := journal.Open(path, &journal.Options{Resource: &r, NoSync: true})
-			if err == nil {
-				_ = j.Close()
-			}
-			if !errors.Is(err, journal.ErrInvalidSelector) || len(err.Error()) > 1000 {
-				t.Fatalf("Open with -l %.40q --field-selector %q = %.200v; want ErrInvalidSelector", tc.label, tc.field, err)
-			}
-		})
+// Ensure that a selector that does not parse (reconcile.New refuses it) is
+// the same resource only as the same text.
+func TestOpen_UnparsableSelectorComparesAsText(t *testing.T) {
+	first, second := cm, cm
+	first.LabelSelector, second.LabelSelector = "app in (x", "app in (x"
+	if err := reopenWith(t, first, second); err != nil {
+		t.Errorf("reopen with the same unparsable selector = %v; want nil", err)
+	}
+	second.LabelSelector = "app in (x "
+	if err := reopenWith(t, first, second); !errors.Is(err, journal.ErrResourceMismatch) {
+		t.Errorf("reopen with another unparsable selector = %v; want ErrResourceMismatch", err)
 	}
 }

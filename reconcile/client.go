@@ -458,34 +458,78 @@ func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
 // metadata); it is dropped before anything is stored.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// typed returns a copy of the JSON object raw with kind and apiVersion set.
-// Fields are read structurally, at the top level of the object: kind and
-// apiVersion the object carries are kept, unless metadataOnly, when the
-// given ones replace them (a PartialObjectMetadata becomes the resource's
-// kind); those it lacks are written first. With metadataOnly the copy keeps
-// metadata only, without the lastApplied annotation. An object that is not
-// a JSON object is an error.
+// typed returns the JSON object raw with kind and apiVersion set; it may
+// return raw itself, which the caller owns. Fields are read structurally,
+// at the top level of the object: kind and apiVersion the object carries
+// are kept, unless metadataOnly, when the given ones replace them (a
+// PartialObjectMetadata becomes the resource's kind); those it lacks are
+// written first. With metadataOnly the object keeps metadata only, without
+// the lastApplied annotation. An object that is not a JSON object is an
+// error.
 func typed(raw []byte, kind, apiVersion string, metadataOnly bool) ([]byte, error) {
 	type field struct {
 		name  string
 		value []byte
 	}
 	var fields []field
-	var hasKind, hasAPIVersion bool
+	var hasKind, hasAPIVersion, typeFields bool
+	members := 0
 	it := jsoniter.ParseBytes(jsonAPI, raw)
 	if it.WhatIsNext() != jsoniter.ObjectValue {
 		return nil, fmt.Errorf("reconcile: decode object: not a JSON object: %.80s", raw)
 	}
+	// A first pass only skips values: no copy of the object's fields.
+	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
+		members++
+		switch {
+		case f == "kind" && it.WhatIsNext() == jsoniter.StringValue:
+			typeFields = true
+			hasKind = it.ReadString() != ""
+		case f == "apiVersion" && it.WhatIsNext() == jsoniter.StringValue:
+			typeFields = true
+			hasAPIVersion = it.ReadString() != ""
+		case f == "kind", f == "apiVersion":
+			typeFields = true
+			it.Skip()
+		default:
+			it.Skip()
+		}
+		return it.Error == nil
+	})
+	if it.Error != nil && it.Error != io.EOF {
+		return nil, fmt.Errorf("reconcile: decode object: %w", it.Error)
+	}
+	switch {
+	case metadataOnly:
+	case hasKind && hasAPIVersion, kind == "" && apiVersion == "":
+		return raw, nil
+	case !typeFields:
+		// Neither field: write them as the object's first members, before
+		// the members it has (after its opening brace).
+		s := jsonAPI.BorrowStream(nil)
+		defer jsonAPI.ReturnStream(s)
+		s.WriteObjectStart()
+		s.WriteObjectField("kind")
+		s.WriteString(kind)
+		s.WriteMore()
+		s.WriteObjectField("apiVersion")
+		s.WriteString(apiVersion)
+		if members > 0 {
+			s.WriteMore()
+		}
+		body := bytes.TrimLeft(raw, " \t\r\n")[1:]
+		out := make([]byte, 0, len(s.Buffer())+len(body))
+		return append(append(out, s.Buffer()...), body...), nil
+	}
+	// Rebuild the object field by field: a metadata-only object, or one
+	// with an empty or odd kind or apiVersion.
+	it = jsoniter.ParseBytes(jsonAPI, raw)
 	it.ReadObjectCB(func(it *jsoniter.Iterator, f string) bool {
 		switch {
-		case f == "kind" && !metadataOnly && it.WhatIsNext() == jsoniter.StringValue:
-			if k := it.ReadString(); k != "" {
-				kind, hasKind = k, true
-			}
-		case f == "apiVersion" && !metadataOnly && it.WhatIsNext() == jsoniter.StringValue:
-			if v := it.ReadString(); v != "" {
-				apiVersion, hasAPIVersion = v, true
-			}
+		case f == "kind" && !metadataOnly && hasKind:
+			kind = it.ReadString()
+		case f == "apiVersion" && !metadataOnly && hasAPIVersion:
+			apiVersion = it.ReadString()
 		case f == "kind", f == "apiVersion", metadataOnly && f != "metadata":
 			it.Skip()
 		default:
@@ -495,9 +539,6 @@ func typed(raw []byte, kind, apiVersion string, metadataOnly bool) ([]byte, erro
 	})
 	if it.Error != nil && it.Error != io.EOF {
 		return nil, fmt.Errorf("reconcile: decode object: %w", it.Error)
-	}
-	if hasKind && hasAPIVersion && !metadataOnly {
-		return append([]byte(nil), raw...), nil
 	}
 	s := jsonAPI.BorrowStream(nil)
 	defer jsonAPI.ReturnStream(s)
@@ -656,8 +697,14 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		cancel()
 		return nil, err
 	}
+	return newStream(body, cancel), nil
+}
+
+// newStream reads watch frames from body, each bounded by maxFrameBytes;
+// cancel ends the request.
+func newStream(body io.ReadCloser, cancel context.CancelFunc) *stream {
 	fr := &frameReader{r: body, max: maxFrameBytes}
-	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}, nil
+	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}
 }
 
 // next reads the next frame: io.EOF when the server ended the watch between

@@ -167,19 +167,20 @@ func TestProgressReader(t *testing.T) {
 		return r
 	}
 	for _, tc := range []struct {
-		name    string
-		gap     time.Duration
-		stalled bool
+		name         string
+		gap, timeout time.Duration
+		n            int
+		stalled      bool
 	}{
-		{"steady bytes, 10 gaps of half the timeout", 50 * time.Millisecond, false},
-		{"a gap past the timeout", 300 * time.Millisecond, true},
+		{"steady bytes, 30 gaps of a 20th of the timeout: longer than it in total", 50 * time.Millisecond, time.Second, 30, false},
+		{"a gap of 10 times the timeout", 2 * time.Second, 200 * time.Millisecond, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			body := slow(tc.gap, 10)
+			body := slow(tc.gap, tc.n)
 			context.AfterFunc(ctx, func() { body.Close() }) // as net/http ends a body
-			pr := newProgressReader(ctx, cancel, body, 100*time.Millisecond)
+			pr := newProgressReader(ctx, cancel, body, tc.timeout)
 			defer pr.Close()
 			_, err := io.ReadAll(pr)
 			if err == nil {

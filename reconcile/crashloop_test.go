@@ -77,7 +77,7 @@ func TestLoop_CrashLoop(t *testing.T) {
 	// A final marker change, then let one last child catch up to it.
 	marker := e.create("marker")
 	c := e.startChild()
-	c.waitFor(t, "phase=Watching", "rv="+marker.ResourceVersion)
+	c.waitForRV(t, marker.ResourceVersion, "phase=Watching")
 	c.kill()
 	t.Logf("%d kills, %d driver operations, %d compactions", kills, ops, compactions)
 

@@ -61,9 +61,11 @@
 // Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
 // at the first of: a complete list committed; a resumed watch whose
 // resourceVersion the check found equal to the server's; a resumed watch
-// that delivered an event or bookmark; a resumed watch open for 1 s
-// without an ERROR frame after the check's list at exactly its
-// resourceVersion succeeded. Status.SyncedOffset is the head offset then.
+// whose events or bookmarks carried the journal to the server's
+// resourceVersion as of the check; a resumed watch quiet for 1 s (no
+// ERROR frame, no frame since the history it replayed was applied) after
+// the check's list at exactly its resourceVersion succeeded.
+// Status.SyncedOffset is the head offset then.
 // Details in synced.go.
 //
 // # Verify
@@ -91,8 +93,8 @@
 // No request is bounded as a whole. Options.RequestTimeout is the time to
 // first byte: a list page or a watch must begin its response (status and
 // headers) within it (ErrNoResponse). Options.ProgressTimeout bounds a gap
-// in a list page's body: no byte for that long abandons the page
-// (ErrNoProgress). A page of large objects on a slow link so takes as long
+// in a list page's body: a read that waits that long without a byte
+// abandons the page (ErrNoProgress). A page of large objects on a slow link so takes as long
 // as its bytes take, as long as they keep coming. A page whose body breaks
 // once begun (a gap, a cut, an early end) is requested again from the same
 // continue token, without starting the list over; a page that breaks twice

@@ -15,8 +15,8 @@ package reconcile
 // a kind, or a resourceVersion, was written from a served resource, and a
 // CRD deleted and created again is served again (the loop then lists). A
 // discovery request that fails (network, 5xx, 403) decides nothing: New
-// logs it and goes on, so an apiserver that is down at start does not stop
-// the loop.
+// logs it, goes on and retries in the background (retryKind), so an
+// apiserver that is down at start neither stops nor stalls the loop.
 
 import (
 	"errors"
@@ -34,8 +34,15 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// discoveryTimeout bounds New's one discovery request.
-const discoveryTimeout = 10 * time.Second
+// discoveryTimeout bounds New's discovery request, so that an apiserver
+// that is down or stalled delays New by this much at most.
+const discoveryTimeout = 2 * time.Second
+
+// Backoff of the background retries after New's attempt failed.
+const (
+	kindRetryMin = time.Second
+	kindRetryMax = time.Minute
+)
 
 // ErrUnknownResource is returned by New (and OpenGroup) when discovery
 // answers and does not serve the journal's resource, in a file never
@@ -125,7 +132,8 @@ func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
 		// Written from a served resource before: gone since (a CRD
 		// deleted); Run retries until it is served again.
 	}
-	l.log.Warn("kind not recorded; tombstones decode from the stored objects' kind", zap.Error(err))
+	l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
+	go retryKind(cfg, l.j, res, l.log)
 	return nil
 }
 
@@ -169,4 +177,22 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
+}
+
+// retryKind calls recordKind with backoff until it succeeds or the journal
+// is closed.
+func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *zap.Logger) {
+	wait := kindRetryMin
+	for {
+		time.Sleep(wait)
+		if _, err := j.Head(); errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		err := recordKind(cfg, j, res)
+		if err == nil || errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		log.Debug("kind not recorded yet", zap.Error(err))
+		wait = min(2*wait, kindRetryMax)
+	}
 }

@@ -96,7 +96,7 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond) // a random moment of the relist
 	c.kill()
 	c = e.startChildWith(childOptions{proxied: true, pageSize: 500, cgroup: cg})
-	c.waitFor(t, "phase=Watching", "rv="+marker.ResourceVersion)
+	c.waitForRV(t, marker.ResourceVersion, "phase=Watching")
 	checkAlive(t, c, cg)
 	checkAnon(t, anon, anonBudget)
 	c.kill()

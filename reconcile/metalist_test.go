@@ -9,7 +9,9 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// listCounter counts list requests by representation.
+// listCounter counts list page requests by representation. One-item lists
+// (limit=1: the resume check and the verify's check that the applied
+// resourceVersion is served, probe.go and verify.go) are not pages.
 type listCounter struct {
 	mu         sync.Mutex
 	meta, full int
@@ -17,7 +19,9 @@ type listCounter struct {
 
 func (c *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Query().Get("watch") != "true" {
+		// List requests only: New's discovery request (/api/v1) is not a
+		// page, and neither is the resume check's one-item list.
+		if q := req.URL.Query(); q.Get("watch") != "true" && q.Get("limit") != "1" && strings.HasSuffix(req.URL.Path, "/configmaps") {
 			c.mu.Lock()
 			if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadataList") {
 				c.meta++

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -134,6 +135,41 @@ func (c *child) waitFor(t *testing.T, parts ...string) {
 			}
 		case <-deadline:
 			t.Fatalf("timed out waiting for child status %q; its last status: %s", parts, last)
+		}
+	}
+}
+
+// waitForRV waits for a status line containing every one of parts whose
+// rv= is rv or later: a bookmark (or another resource's write folded into
+// one status change) can carry the child past rv without a line for rv
+// itself. resourceVersions are compared with CompareResourceVersion, and
+// only for equality where they are not well formed.
+func (c *child) waitForRV(t *testing.T, rv string, parts ...string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	last := "(none)"
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child exited while waiting for %q and rv %s or later; its last status: %s", parts, rv, last)
+			}
+			last = line
+			if strings.HasPrefix(line, "ERROR") {
+				t.Fatalf("child: %s", line)
+			}
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(line+" ", p+" ")
+			}
+			_, got, _ := strings.Cut(line, " rv=")
+			got, _, _ = strings.Cut(got, " ")
+			cmp, err := resourceversion.CompareResourceVersion(got, rv)
+			if all && (got == rv || (err == nil && cmp >= 0)) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for child status %q and rv %s or later; its last status: %s", parts, rv, last)
 		}
 	}
 }

@@ -9,16 +9,19 @@ package reconcile
 //     a rewind, or a resume check that found the stored resourceVersion
 //     compacted): the journal holds the server's state at the list's
 //     resourceVersion;
-//   - a resumed watch from a stored resourceVersion proven served:
-//     the resume check (probe.go) found the stored resourceVersion equal
-//     to the server's current one (nothing to catch up); or the watch
-//     delivered an event or bookmark (the server serves the history after
-//     it); or the resume check's list at exactly the stored resourceVersion
-//     succeeded and the watch then stayed open for resumeProofWait (1 s)
-//     without an ERROR frame. A watch the server will not serve from a
+//   - a resumed watch from a stored resourceVersion proven served and
+//     caught up: the resume check (probe.go) found the stored
+//     resourceVersion equal to the server's current one (nothing to catch
+//     up); or the watch's events and bookmarks carried the journal to the
+//     server's resourceVersion as of the check, or past it (any event or
+//     bookmark, where resourceVersions do not compare); or the resume
+//     check's list at exactly the stored resourceVersion succeeded and the
+//     watch then stayed quiet for resumeProofWait (1 s): no ERROR frame,
+//     and no frame at all, since it opened or since the history it replayed
+//     was applied. A watch the server will not serve from a
 //     resourceVersion (compacted in etcd, or older than the watch cache
-//     keeps) answers so at once, with its first frame; the wait bounds
-//     that "at once".
+//     keeps) answers so at once, with its first frame, and replays the
+//     history it serves at once; the quiet second bounds that "at once".
 //
 // It is never true before a 410 that the resume would meet: a compacted
 // resourceVersion fails the resume check, so the loop relists first and
@@ -35,6 +38,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/clock"
 )
 
 // resumeProofWait is how long a watch resumed from a resourceVersion that
@@ -96,31 +101,41 @@ func (l *Loop) markSynced(how string) {
 	l.log.Info("synced: the journal is current with the server", zap.String("by", how), zap.Uint64("offset", head))
 }
 
-// proofTimer starts the bounded wait that proves a resumed watch current
+// proofTimer starts the quiet second that proves a resumed watch current
 // (see the top of this file), or marks it current at once. It returns nil
-// when no wait is needed or possible.
-func (l *Loop) proofTimer(s stateWatch) <-chan time.Time {
+// when no wait is needed or possible; the caller stops the timer.
+func (l *Loop) proofTimer(s stateWatch) clock.Timer {
 	switch {
 	case l.HasSynced() || s.current == "":
-		// Synced already, or no resume check ran: only a frame proves it.
+		// Synced already, or no resume check ran: only frames prove it.
 		return nil
 	case s.current == s.rv:
 		l.markSynced("the stored resourceVersion is the server's current one")
 		return nil
 	}
-	return l.opts.Clock.After(resumeProofWait)
+	return l.opts.Clock.NewTimer(resumeProofWait)
 }
 
-// provenByFrames marks the loop synced when a watch delivered events or
-// bookmarks (n) and did not end in a relist or a failure.
-func (l *Loop) provenByFrames(next state, n int) {
+// provenByFrames marks the loop synced, and reports true, when a batch of
+// a resumed watch (n events and bookmarks, ending in next) carried the
+// journal to the server's resourceVersion as of the resume check
+// (s.current) or past it; where they do not compare, any frame does.
+func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 	switch next.(type) {
 	case stateList, stateBackoff:
-		return
+		return false
 	}
-	if n > 0 {
-		l.markSynced("the resumed watch delivered events")
+	if n == 0 {
+		return false
 	}
+	if s.current != "" {
+		applied := l.Status().ResourceVersion
+		if cmp, err := resourceversion.CompareResourceVersion(applied, s.current); err == nil && cmp < 0 {
+			return false
+		}
+	}
+	l.markSynced("the resumed watch caught up with the server")
+	return true
 }
 
 // stopped records the end of Run and its error for WaitForSync.

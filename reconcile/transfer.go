@@ -8,8 +8,9 @@ package reconcile
 // link takes as long as its bytes take, and a whole-page timeout would cut
 // it every time and restart the list from page one, forever. Instead a
 // request must begin (status and headers) within Options.RequestTimeout,
-// and its body must keep moving: no byte for Options.ProgressTimeout ends
-// it. A page whose body breaks once begun (stalled, cut, ended early) is
+// and its body must keep moving: a read that waits Options.ProgressTimeout
+// without a byte ends it (time the consumer spends between reads does not
+// count). A page whose body breaks once begun (stalled, cut, ended early) is
 // requested again from the same point; a page that keeps breaking is taken
 // as too large for the link, and list halves the page size (list.go), down
 // to one object.
@@ -78,8 +79,10 @@ func openBody(ctx context.Context, cancel context.CancelCauseFunc, r *rest.Reque
 	return body, err
 }
 
-// progressReader reads a response body and cancels its request when no
-// read returned a byte for timeout. It records the first error of the body.
+// progressReader reads a response body and cancels its request when one
+// read waits for timeout without a byte. Only time spent waiting in Read
+// counts: a consumer that is slow between reads (staging, a full disk's
+// retry) is not a stalled link. It records the first error of the body.
 type progressReader struct {
 	ctx     context.Context
 	body    io.ReadCloser
@@ -92,16 +95,17 @@ type progressReader struct {
 
 func newProgressReader(ctx context.Context, cancel context.CancelCauseFunc, body io.ReadCloser, timeout time.Duration) *progressReader {
 	stalled := fmt.Errorf("%w (%v)", ErrNoProgress, timeout)
-	return &progressReader{ctx: ctx, body: body, timeout: timeout, timer: time.AfterFunc(timeout, func() { cancel(stalled) })}
+	timer := time.AfterFunc(timeout, func() { cancel(stalled) })
+	timer.Stop()
+	return &progressReader{ctx: ctx, body: body, timeout: timeout, timer: timer}
 }
 
-// Read reads the body, and restarts the progress timer when bytes came.
+// Read reads the body; the progress timer runs while it waits.
 func (p *progressReader) Read(b []byte) (int, error) {
+	p.timer.Reset(p.timeout)
 	n, err := p.body.Read(b)
-	if n > 0 {
-		p.n += int64(n)
-		p.timer.Reset(p.timeout)
-	}
+	p.timer.Stop()
+	p.n += int64(n)
 	if err != nil {
 		if cause := context.Cause(p.ctx); errors.Is(cause, ErrNoProgress) {
 			err = cause

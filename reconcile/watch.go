@@ -52,7 +52,12 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	}
 	defer st.close()
 	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
+	var proofC <-chan time.Time // the quiet second that proves a resume (synced.go)
 	proof := l.proofTimer(s)
+	if proof != nil {
+		defer proof.Stop()
+		proofC = proof.C()
+	}
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
@@ -96,9 +101,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return verifyState(s), nil
 		case <-verifyTick:
 			return verifyState(s), nil
-		case <-proof:
-			l.markSynced("the resumed watch stayed open without a 410")
-			proof = nil
+		case <-proofC:
+			l.markSynced("the resumed watch stayed quiet without a 410")
+			proofC = nil
 			continue
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
@@ -138,7 +143,18 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return nil, err
 		}
 		got += n
-		l.provenByFrames(next, n)
+		if l.provenByFrames(s, next, n) || l.HasSynced() {
+			proofC = nil
+		} else if proofC != nil {
+			// Not caught up yet: a quiet second from now.
+			if !proof.Stop() {
+				select {
+				case <-proofC:
+				default:
+				}
+			}
+			proof.Reset(resumeProofWait)
+		}
 		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
 			// After the first frame past a restart, a 410 is an ordinary relist.

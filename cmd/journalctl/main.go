@@ -8,6 +8,7 @@
 //	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
 //	                 [--verify-interval DURATION] [--idle-timeout DURATION]
 //	                 [--request-timeout DURATION] [--secret-payloads]
+//	                 [--qps N] [--burst N]
 //	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-o table|json]
 //	journalctl index     --db FILE [PREFIX] [-o table|json]
 //	journalctl stats     --db FILE [-o table|json]
@@ -37,7 +38,10 @@
 // Secrets keep metadata only. --page-size is 1 to 10000 objects per list
 // page (default 500). --idle-timeout (default 2m) replaces a watch that
 // delivers nothing for that long; --request-timeout (default 60s) bounds
-// each list page request.
+// each list page request. --qps (default -1: no client-side limit, the
+// apiserver's API Priority and Fairness does flow control) and --burst
+// (default 300, with a positive --qps) set client-go's rate limit; the
+// defaults are package internal/clientrate's, which make bench uses too.
 //
 // watch logs through zap on stderr: ISO 8601 times, durations as Go
 // writes them ("110ms"). client-go's own klog lines are dropped, and the

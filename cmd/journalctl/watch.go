@@ -16,10 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/watchjournal/watchjournal/internal/clientrate"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -38,6 +41,10 @@ type watchFlags struct {
 	allNamespaces, metadataOnly             bool
 	secretPayloads                          bool
 	pageSize                                int64
+	// qps and burst are the client-side rate limit (--qps, --burst),
+	// clientrate's defaults unless set.
+	qps   float32
+	burst int
 	// verifyInterval, idleTimeout and requestTimeout are the
 	// reconcile.Options of the same names; 0 means the library's default.
 	verifyInterval, idleTimeout, requestTimeout time.Duration
@@ -99,8 +106,12 @@ func newWatchCmd() *cobra.Command {
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
 			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.\n\n" +
 			"A Secret's data never reaches FILE without --secret-payloads: Secrets keep metadata only.\n" +
-			"--verify-interval relists that often while the watch is healthy and journals what the\n" +
-			"watch lost, with origin relist (anti-entropy); journalctl relist asks for one now.",
+			"--verify-interval (default 10m; 0: off) verifies that often while the watch is healthy\n" +
+			"and journals what the watch lost, with origin relist (anti-entropy); journalctl relist\n" +
+			"asks for one now.\n\n" +
+			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
+			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
+			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
@@ -108,6 +119,12 @@ func newWatchCmd() *cobra.Command {
 			}
 			if err := f.checkDurations(); err != nil {
 				return err
+			}
+			if err := f.checkSelectors(); err != nil {
+				return err
+			}
+			if f.burst < 0 {
+				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
 			}
 			if f.pageSize < 1 || f.pageSize > maxPageSize {
 				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
@@ -127,9 +144,11 @@ func newWatchCmd() *cobra.Command {
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page, 1 to 10000")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
-	fl.DurationVar(&f.verifyInterval, "verify-interval", 0, "relist every `DURATION` and journal what the watch lost (anti-entropy); 0: off")
+	fl.DurationVar(&f.verifyInterval, "verify-interval", reconcile.DefaultVerifyInterval, "verify against the server about every `DURATION` (a metadata-only list at the applied resourceVersion, jittered ±20%) and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
+	fl.Float32Var(&f.qps, "qps", clientrate.QPS, "client-side limit in apiserver requests per `second`; negative: none, leaving flow control to the apiserver's API Priority and Fairness; 0: client-go's 5")
+	fl.IntVar(&f.burst, "burst", clientrate.Burst, "client-side burst in `requests`, with a positive --qps")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
@@ -139,6 +158,38 @@ func newWatchCmd() *cobra.Command {
 	cmd.MarkFlagsMutuallyExclusive("db", "dir")
 	cmd.MarkFlagsOneRequired("db", "dir")
 	return cmd
+}
+
+// checkSelectors refuses a -l or --field-selector that does not parse
+// (labels.Parse, fields.ParseSelector, which bound a label key to the
+// API's 63-character name and 253-character prefix), before the file
+// records it: a file bound to a selector the loop refuses could only be
+// deleted.
+func (f watchFlags) checkSelectors() error {
+	if _, err := labels.Parse(f.labelSelector); err != nil {
+		return fmt.Errorf("-l %q: %v", clipText(f.labelSelector), clipText(err.Error()))
+	}
+	if _, err := fields.ParseSelector(f.fieldSelector); err != nil {
+		return fmt.Errorf("--field-selector %q: %v", clipText(f.fieldSelector), clipText(err.Error()))
+	}
+	return nil
+}
+
+// clipText shortens s to at most 200 bytes for a message.
+func clipText(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
+}
+
+// verifyOption maps --verify-interval to reconcile.Options.VerifyInterval:
+// the flag's 0 (off) is the library's negative value.
+func verifyOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // checkDurations refuses negative --verify-interval, --idle-timeout and
@@ -191,12 +242,9 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	} else if err := checkDir(f.dir); err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	cfg, err := kc.ClientConfig()
+	cfg, kc, err := clientConfig(f)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	cfg.WarningHandler = &warningLogger{log: log}
 	var resources []journal.Resource
@@ -218,7 +266,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	opts := reconcile.Options{
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
-		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: log,
 	}
 	var files []watched
@@ -342,6 +390,21 @@ func (f watchFlags) resource(ctx context.Context, cfg *rest.Config, kc clientcmd
 		log.Info("ignoring -n: the resource is cluster-scoped", zap.String("gvr", gvr.String()))
 	}
 	return res, nil
+}
+
+// clientConfig returns the rest.Config of f's kubeconfig and context, with
+// f's client-side rate limit (clientrate.Apply), and the kubeconfig it
+// read, for its namespace.
+func clientConfig(f watchFlags) (*rest.Config, clientcmd.ClientConfig, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	clientrate.Apply(cfg, f.qps, f.burst)
+	return cfg, kc, nil
 }
 
 // retention records r in j when it is not nil, and returns the retention to

@@ -6,7 +6,7 @@
 // committed files' content.
 //
 // It starts its own etcd and kube-apiserver (internal/controlplane, watch
-// cache on as in a production apiserver), creates ConfigMaps labelled
+// cache on as in a production apiserver; off for watch-gone.json), creates ConfigMaps labelled
 // app=rec in namespace wj-rec (one named "kind", whose name collides with a
 // JSON field; one with a non-ASCII annotation), and writes the bodies as
 // the server sent them:
@@ -17,8 +17,10 @@
 //	watch-events.json        a watch with sendInitialEvents and bookmarks: ADDED (initial),
 //	                         BOOKMARK (initial-events-end), then ADDED c, MODIFIED a, DELETED b
 //	list-after-watch.json    one unpaginated list after those changes
-//	watch-gone.json          a watch from a resourceVersion older than etcd's compaction:
-//	                         an ERROR frame with a 410 Status
+//	watch-gone.json          a watch from a resourceVersion etcd compacted away (watch
+//	                         cache off): an ERROR frame with a 410 Status
+//	watch-prevkv-nil.json    a watch from the compaction revision less one: an ERROR frame
+//	                         with the "PrevKv=nil" 500 (when no other write came between)
 //
 // Each watch file is the stream's frames as sent, one JSON object a line.
 //
@@ -36,6 +38,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,19 +171,74 @@ func run(dir string) error {
 		return err
 	}
 
-	// A watch from a resourceVersion that etcd compacted away. With the
-	// watch cache, the apiserver answers with an ERROR frame when the
-	// resourceVersion is older than its window: the first list's, after
-	// enough writes to push it out, or simply one before any write.
-	if _, err := cp.Compact(ctx); err != nil {
+	cp.Stop()
+	return recordGone(ctx, dir)
+}
+
+// recordGone records a watch from a resourceVersion that etcd compacted
+// away. With the watch cache on, the apiserver serves such a watch from
+// its cache window or from etcd; with it off (as the reconcile tests run
+// it), the answer is deterministic: HTTP 200, then an ERROR frame with a
+// 410 Status.
+func recordGone(ctx context.Context, dir string) error {
+	tmp, err := os.MkdirTemp("", "wj-record-")
+	if err != nil {
 		return err
 	}
-	q = url.Values{"labelSelector": {selector}, "watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {"1"}, "timeoutSeconds": {"60"}}
+	defer os.RemoveAll(tmp)
+	cp, err := controlplane.Start(ctx, tmp, controlplane.Options{WatchCache: false, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	cfg := cp.RESTConfig()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	r := &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
+	if _, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	cms := r.kube.CoreV1().ConfigMaps(ns)
+	a, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"app": "rec"}}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	created := a.ResourceVersion
+	for _, v := range []string{"2", "3"} {
+		a.Data["v"] = v
+		if a, err = cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	rev, err := cp.Compact(ctx)
+	if err != nil {
+		return err
+	}
+	// From before the compaction revision less one: 410.
+	q := url.Values{"labelSelector": {selector}, "watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {created}, "timeoutSeconds": {"60"}}
 	gone, err := r.watch(ctx, q, 1, nil)
 	if err != nil {
 		return err
 	}
-	return r.write("watch-gone.json", gone)
+	if err := r.write("watch-gone.json", gone); err != nil {
+		return err
+	}
+	// From the compaction revision less one, when the last update is the
+	// compaction revision: the event at that revision has no previous
+	// value any more, and the apiserver answers the "PrevKv=nil" 500, which
+	// it will answer forever for that resourceVersion.
+	if strconv.FormatInt(rev, 10) != a.ResourceVersion {
+		fmt.Fprintf(os.Stderr, "compacted at %d, not at the update's %s (other writes came between): watch-prevkv-nil.json not recorded\n", rev, a.ResourceVersion)
+		return nil
+	}
+	q.Set("resourceVersion", strconv.FormatInt(rev-1, 10))
+	prevKV, err := r.watch(ctx, q, 1, nil)
+	if err != nil {
+		return err
+	}
+	return r.write("watch-prevkv-nil.json", prevKV)
 }
 
 // get lists the recorded resource with query q and returns the body as sent.

@@ -1,19 +1,49 @@
 // Package adapt lets code written for client-go read a journal: a
 // watch.Interface in the shape of client-go's RetryWatcher (Watcher), and a
 // feed for a cache.ResourceEventHandler in the shape of an informer's
-// (Handle).
+// (Handle). For controller-runtime, see package crsource.
 //
 // The difference from the originals is what happens on 410 Gone: the
 // journal's writer (package reconcile) relists and journals the exact gap,
 // so a Watcher keeps going where a RetryWatcher stops, and a handler gets
 // the deletes that happened while the process was down.
 //
+// # Use
+//
+// In place of a RetryWatcher, with a position that survives a restart:
+//
+//	c, err := j.Consumer("my-watcher")       // durable, in the journal file
+//	w, err := adapt.WatchConsumer(c, nil)     // resumes after what it handed over
+//	defer w.Stop()
+//	for ev := range w.ResultChan() { ... }    // watch.Event: ADDED, MODIFIED, DELETED, ERROR
+//
+// From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil).
+// In place of an informer's handler registration:
+//
+//	c, err := j.Consumer("my-controller")
+//	err = adapt.Handle(ctx, c, handler, &adapt.Options{Decode: decode}) // nil once ctx is done
+//
+// Runnable examples: ExampleNewWatcher, ExampleWatchConsumer (across a
+// restart) and ExampleHandle in example_test.go; run them with
+// go test -run Example -v. The text go doc does not print examples
+// (golang/go#26715); go doc -http and pkg.go.dev do.
+//
+// # Positions
+//
+// WatchConsumer commits a named journal.Consumer once events are handed
+// over (received from ResultChan); Handle commits once each batch has been
+// handled. Both are at-least-once across crashes. NewWatcher has no durable
+// position: it starts at the offset it is given.
+//
 // # Objects
 //
 // Stored objects are decoded with Options.Decode (default: into
-// *unstructured.Unstructured). A DELETED inferred by a relist has no final
-// object; it is delivered as a metadata-only object (name, namespace, UID,
-// last resourceVersion), and to a handler wrapped in
+// *unstructured.Unstructured; a scheme's UniversalDeserializer().Decode
+// gives typed objects). A DELETED inferred by a relist has no final object;
+// it is delivered as a metadata-only object (name, namespace, UID, last
+// resourceVersion) labelled with the kind and apiVersion the file records
+// (journal.TypeMeta), and to a handler wrapped in
 // cache.DeletedFinalStateUnknown, as an informer does for deletes it finds
-// by relisting.
+// by relisting. Nothing depends on objects seen earlier in the process: a
+// fresh process whose first event is such a tombstone decodes it.
 package adapt

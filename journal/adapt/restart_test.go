@@ -87,6 +87,9 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 
 	// First process: sync, and every consumer has committed everything.
 	j, stop := runLoop(t, cp, path, res, func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching })
+	if r, _, _ := j.Resource(); r.Kind != "ConfigMap" || r.APIVersion != "v1" {
+		t.Fatalf("recorded resource %+v; want Kind ConfigMap, APIVersion v1 from discovery", r)
+	}
 	head, _ := j.Head()
 	for _, name := range consumers {
 		c, err := j.Consumer(name)

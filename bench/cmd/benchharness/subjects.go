@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/watchjournal/watchjournal/internal/clientrate"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -156,7 +157,10 @@ func newWatchjournal(cfg *rest.Config, ns, dir string, n int) (*wjSubject, error
 	if err != nil {
 		return nil, err
 	}
+	// The journal runs with journalctl watch's client-side rate limit, not
+	// the harness's QPS 1000, so that its numbers are what a CLI user gets.
 	cfg, reqs := counted(cfg)
+	clientrate.Apply(cfg, clientrate.QPS, clientrate.Burst)
 	loop, err := reconcile.New(cfg, j, reconcile.Options{})
 	if err != nil {
 		_ = j.Close()
