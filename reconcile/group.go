@@ -92,7 +92,7 @@ type Group struct {
 // file that records another namespace or selector) or New's (an
 // *UnknownResourceError for a resource discovery does not serve, with
 // the resource named in the message).
-func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts GroupOptions) (_ *Group, err error) {
+func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts GroupOptions) (*Group, error) {
 	if len(resources) == 0 {
 		return nil, errors.New("reconcile: OpenGroup: no resource")
 	}
@@ -105,15 +105,13 @@ func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts 
 	}
 	g := &Group{}
 	var created []string
-	defer func() {
-		if err == nil {
-			return
-		}
+	fail := func(err error) (*Group, error) {
 		_ = g.Close()
 		for _, p := range created {
 			_ = os.Remove(p)
 		}
-	}()
+		return nil, err
+	}
 	for _, r := range resources {
 		path := filepath.Join(dir, FileName(r.GVR))
 		_, serr := os.Stat(path)
@@ -121,7 +119,7 @@ func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts 
 		jopts.Resource = &r
 		j, err := journal.Open(path, &jopts)
 		if err != nil {
-			return nil, fmt.Errorf("reconcile: %s: %w", path, err)
+			return fail(fmt.Errorf("reconcile: %s: %w", path, err))
 		}
 		if errors.Is(serr, fs.ErrNotExist) {
 			created = append(created, path)
@@ -129,7 +127,7 @@ func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts 
 		g.members = append(g.members, Member{Resource: r, Path: path, Journal: j})
 		l, err := New(cfg, j, opts.Loop)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r, err)
+			return fail(fmt.Errorf("%s: %w", r, err))
 		}
 		g.members[len(g.members)-1].Loop = l
 		if got, _, err := j.Resource(); err == nil {
