@@ -118,6 +118,14 @@
 // last-applied-configuration annotation is metadata and so is sent; it is
 // dropped before anything is stored.
 //
+// # Several resources
+//
+// A Group (OpenGroup) keeps several resources, one journal file each in
+// one directory (FileName: configmaps.v1.db), under one Run, one
+// HasSynced and WaitForSync, and one Status per resource. One file per
+// resource keeps each journal's guarantees, lock and writer as package
+// journal states them; group.go says why.
+//
 // # What it does not guarantee
 //
 // A relist sees only the state at the list's resourceVersion: several

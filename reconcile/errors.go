@@ -18,24 +18,37 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Errors that name the phase that failed. The loop retries all of them with
-// backoff; they reach callers through Status.LastError and the log.
+// Errors, grouped by when they happen:
+//
+//   - From New, before any request of the loop: ErrInvalidSelector,
+//     ErrSecretPayloads, and ErrUnknownResource (kind.go). Nothing runs.
+//   - Retried by Run with backoff, shown in Status.LastError and the log,
+//     never returned by Run: ErrList, ErrWatchStart, ErrWatch (ErrDecode
+//     inside it), ErrNoResponse, ErrNoProgress and ErrFrameTooLarge
+//     (transfer.go: a request that does not answer, a page that stalls, a
+//     watch frame past 16 MiB), and ErrJournal when it wraps
+//     journal.ErrNoSpace (a full disk).
+//   - Returned by Run, which stops: ErrRejected (the apiserver refuses
+//     the request itself) and ErrJournal for any other journal error.
+//     WaitForSync returns them too, and ErrStopped when Run ended with its
+//     context before the loop synced.
 var (
-	// ErrList is returned when a list page cannot be read.
+	// ErrList is returned when a list page cannot be read. Run retries it.
 	ErrList = errors.New("reconcile: list failed")
-	// ErrWatchStart is returned when a watch request fails.
+	// ErrWatchStart is returned when a watch request fails. Run retries it.
 	ErrWatchStart = errors.New("reconcile: watch start failed")
 	// ErrWatch is returned when an open watch fails or sends an ERROR event
-	// other than 410.
+	// other than 410. Run retries it.
 	ErrWatch = errors.New("reconcile: watch failed")
 	// ErrDecode is returned, inside ErrWatch, when a watch frame is not
 	// valid JSON or its object lacks name, uid or resourceVersion. The
 	// watch is retried from the same resourceVersion with backoff, as any
 	// other watch failure.
 	ErrDecode = errors.New("reconcile: undecodable watch frame")
-	// ErrRejected is returned by Run when the apiserver rejects the list or
-	// watch request itself (400 Bad Request, 422 Invalid, 405): retrying
-	// the same request cannot help. It wraps the server's Status, so
+	// ErrRejected is returned by Run, which stops, when the apiserver
+	// rejects the list or watch request itself (400 Bad Request, 422
+	// Invalid, 405 Method Not Allowed, 406 Not Acceptable): retrying the
+	// same request cannot help. It wraps the server's Status, so
 	// apierrors.IsBadRequest and the message work on it.
 	ErrRejected = errors.New("reconcile: request rejected by the apiserver")
 	// ErrInvalidSelector is returned by New for a label or field selector
@@ -47,7 +60,8 @@ var (
 	ErrSecretPayloads = errors.New("reconcile: a journal of Secrets keeps metadata only unless SecretPayloads opts in")
 	// ErrJournal is returned when the journal cannot be written. A full
 	// disk (journal.ErrNoSpace) is retried with backoff, nothing of the
-	// failed write kept; any other journal error stops the loop.
+	// failed write kept (Status.LastError); any other journal error is
+	// returned by Run, which stops.
 	ErrJournal = errors.New("reconcile: journal write failed")
 )
 

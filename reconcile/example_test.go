@@ -38,3 +38,35 @@ func ExampleNew() {
 		log.Fatal(err) // only when the journal cannot be written
 	}
 }
+
+// Keep journals of the ConfigMaps and Secrets (metadata only) in namespace
+// "demo", one file each in /var/lib/demo, under one lifecycle; start
+// consuming once both are synced.
+func ExampleOpenGroup() {
+	cfg, err := clientcmd.BuildConfigFromFlags("", clientcmd.RecommendedHomeFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g, err := reconcile.OpenGroup(cfg, "/var/lib/demo", []journal.Resource{
+		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo"},
+		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: "demo", MetadataOnly: true},
+	}, reconcile.GroupOptions{})
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, reconcile.ErrUnknownResource): a typo, with a suggestion
+	}
+	defer g.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	if err := g.WaitForSync(ctx); err != nil {
+		log.Print(err)
+	}
+	for _, m := range g.Members() {
+		log.Printf("%s in %s: synced at offset %d", m.Resource, m.Path, m.Loop.Status().SyncedOffset)
+	}
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+}

@@ -6,14 +6,28 @@ package reconcile
 // discovery once per file, the way client-go's RESTMapper does
 // (/api/v1, /apis/<group>/<version>), and records the answer with
 // journal.SetKind; a file that has it skips the request.
+//
+// The same request tells a mistyped resource from a real one: when
+// discovery answers and does not serve the resource (its group version is
+// not served, or its list lacks the name), New returns an
+// *UnknownResourceError instead of a Loop that would retry a 404 forever.
+// A resource that existed once keeps the loop's retry: a file that records
+// a kind, or a resourceVersion, was written from a served resource, and a
+// CRD deleted and created again is served again (the loop then lists). A
+// discovery request that fails (network, 5xx, 403) decides nothing: New
+// logs it, goes on and retries in the background (retryKind), so an
+// apiserver that is down at start neither stops nor stalls the loop.
 
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
-
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
@@ -30,11 +44,48 @@ const (
 	kindRetryMax = time.Minute
 )
 
+// ErrUnknownResource is returned by New (and OpenGroup) when discovery
+// answers and does not serve the journal's resource, in a file never
+// written from a served resource (it records no kind and no
+// resourceVersion): a mistyped name, version or group. The error is an
+// *UnknownResourceError. A resource that was served once and is gone later
+// (a CRD deleted) is not this error: Run retries it with backoff, and
+// Status.LastError shows the 404.
+var ErrUnknownResource = errors.New("reconcile: unknown resource")
+
+// UnknownResourceError is the error New returns for a resource that
+// discovery does not serve. It matches ErrUnknownResource with errors.Is.
+type UnknownResourceError struct {
+	// GVR is the resource asked for.
+	GVR schema.GroupVersionResource
+	// GroupVersionServed is false when discovery does not serve the group
+	// version at all (/apis/<group>/<version> answers 404).
+	GroupVersionServed bool
+	// Suggestions are resources of the same group version, by their plural
+	// names, within two edits of GVR.Resource (and at most a third of the
+	// name's length), closest first; nil when none is that close.
+	Suggestions []string
+}
+
+// Error names the resource, and the closest suggestion when there is one.
+func (e *UnknownResourceError) Error() string {
+	msg := fmt.Sprintf("reconcile: unknown resource %q: discovery of %s does not serve it", e.GVR.Resource, e.GVR.GroupVersion())
+	if !e.GroupVersionServed {
+		msg = fmt.Sprintf("reconcile: unknown resource %q: the apiserver does not serve group version %s", e.GVR.Resource, e.GVR.GroupVersion())
+	}
+	if len(e.Suggestions) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", e.Suggestions[0])
+	}
+	return msg
+}
+
+// Is reports whether target is ErrUnknownResource.
+func (e *UnknownResourceError) Is(target error) bool { return target == ErrUnknownResource }
+
 // recordKind fills the journal's Kind and APIVersion from discovery when
-// the file records none. A failure is returned; New logs it, goes on, and
-// retries in the background (retryKind): the objects themselves carry their
-// kind and journal.TypeMeta falls back to them meanwhile, so an apiserver
-// that is down at start neither stops nor stalls the loop.
+// the file records none. It returns an *UnknownResourceError when
+// discovery answers without the resource, and any other discovery failure
+// as it is; New decides which of them ends it (see the top of this file).
 func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) error {
 	if res.Kind != "" {
 		return nil
@@ -47,15 +98,85 @@ func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) erro
 	}
 	gv := res.GVR.GroupVersion().String()
 	list, err := dc.ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		return &UnknownResourceError{GVR: res.GVR}
+	}
 	if err != nil {
 		return fmt.Errorf("reconcile: discovery of %s: %w", gv, err)
 	}
+	var names []string
 	for _, r := range list.APIResources {
 		if r.Name == res.GVR.Resource {
 			return j.SetKind(r.Kind, gv)
 		}
+		if !strings.Contains(r.Name, "/") { // not a subresource
+			names = append(names, r.Name)
+		}
 	}
-	return fmt.Errorf("reconcile: discovery of %s: no resource %q", gv, res.GVR.Resource)
+	return &UnknownResourceError{GVR: res.GVR, GroupVersionServed: true, Suggestions: closeNames(res.GVR.Resource, names)}
+}
+
+// checkKind runs recordKind for New: it returns the error that ends New
+// (an *UnknownResourceError for a file never written from a served
+// resource), and logs any other failure.
+func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
+	err := recordKind(cfg, l.j, res)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnknownResource) {
+		rv, rerr := l.j.ResourceVersion()
+		if rerr == nil && rv == "" {
+			return err
+		}
+		// Written from a served resource before: gone since (a CRD
+		// deleted); Run retries until it is served again.
+	}
+	l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
+	go retryKind(cfg, l.j, res, l.log)
+	return nil
+}
+
+// closeNames returns the names within two edits of name, and at most a
+// third of their length (a two-letter name is never close), closest first.
+func closeNames(name string, names []string) []string {
+	type cand struct {
+		name string
+		d    int
+	}
+	var cs []cand
+	for _, n := range names {
+		if d := editDistance(name, n); d <= 2 && 3*d <= len(n) {
+			cs = append(cs, cand{n, d})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// editDistance returns the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			sub := prev[j-1]
+			if ra[i-1] != rb[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }
 
 // retryKind calls recordKind with backoff until it succeeds or the journal

@@ -207,7 +207,11 @@ type Loop struct {
 
 // New returns a Loop that keeps j in step with the resource j records, read
 // through the apiserver at cfg. The resource must be recorded (journal.Open
-// with Options.Resource); otherwise New fails.
+// with Options.Resource); otherwise New fails. New asks discovery once
+// for the resource's kind (kind.go): a resource that discovery answers
+// without, in a file never written from a served resource, is an
+// *UnknownResourceError (ErrUnknownResource), not a Loop that retries a 404;
+// other errors from New are ErrInvalidSelector and ErrSecretPayloads.
 //
 // What New takes from cfg, and what it changes:
 //   - cfg.Timeout bounds each request that is not a watch (it is the list
@@ -263,9 +267,8 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	}
 	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
 	l.log = opts.Logger.With(zap.String("resource", res.String()))
-	if err := recordKind(cfg, j, res); err != nil {
-		l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
-		go retryKind(cfg, j, res, l.log)
+	if err := l.checkKind(cfg, res); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

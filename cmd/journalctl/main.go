@@ -1,8 +1,8 @@
-// Command journalctl journals one Kubernetes resource's watch events into a
-// watchjournal file, and reads such files. It is a thin shell over packages
-// journal and reconcile.
+// Command journalctl journals Kubernetes resources' watch events into
+// watchjournal files, one file per resource, and reads such files. It is a
+// thin shell over packages journal and reconcile.
 //
-//	journalctl watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S]
+//	journalctl watch RESOURCE[,RESOURCE...] (--db FILE | --dir DIR) [-n NS | -A] [-l SELECTOR] [--field-selector S]
 //	                 [--kubeconfig PATH] [--context NAME] [--page-size N] [--metadata-only]
 //	                 [--log-level LEVEL] [--retain-events N] [--retain-bytes SIZE]
 //	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
@@ -26,7 +26,12 @@
 // deployments.apps, deployments.v1.apps, a CRD's plural) through
 // discovery, and also as resource.version for the core group
 // (configmaps.v1, the form the CLI prints), then lists and watches it into
-// FILE until SIGINT or SIGTERM. A name the apiserver does not serve is an
+// FILE until SIGINT or SIGTERM. Several resources, comma-separated
+// (configmaps,secrets), take --dir DIR instead: one process journals each
+// into a file of its own, DIR/<resource>.<version>[.<group>].db
+// (configmaps.v1.db, deployments.v1.apps.db: reconcile.FileName), each with
+// its own socket, all under one reconcile.Group; the other commands read
+// one such file with --db. A name the apiserver does not serve is an
 // error that suggests a served name within two edits ("did you mean
 // configmaps?"). While the apiserver is unreachable or answers 5xx or 429,
 // watch retries discovery with capped, jittered backoff (200ms doubling to

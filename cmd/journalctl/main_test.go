@@ -233,6 +233,10 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"negative --page-size", []string{"watch", "cm", "--db", path, "--page-size", "-5"}, "--page-size -5: want 1 to 10000"},
 		{"--page-size too large", []string{"watch", "cm", "--db", path, "--page-size", "10001"}, "--page-size 10001: want 1 to 10000"},
 		{"version with an argument", []string{"version", "now"}, `unknown command "now"`},
+		{"several resources with --db", []string{"watch", "cm,secrets", "--db", path}, "several resources take --dir DIR"},
+		{"watch without --db or --dir", []string{"watch", "cm"}, "[db dir] is required"},
+		{"--db with --dir", []string{"watch", "cm", "--db", path, "--dir", "x"}, "none of the others can be"},
+		{"an empty resource in the list", []string{"watch", "cm,,secrets", "--dir", filepath.Dir(path)}, "an empty resource name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := runCLI(tc.args...)

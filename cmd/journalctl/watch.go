@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,7 @@ const maxWait = 30 * time.Second
 const maxPageSize = 10000
 
 type watchFlags struct {
-	db, kubeconfig, context, logLevel       string
+	db, dir, kubeconfig, context, logLevel  string
 	namespace, labelSelector, fieldSelector string
 	allNamespaces, metadataOnly             bool
 	secretPayloads                          bool
@@ -88,14 +89,18 @@ func newWatchCmd() *cobra.Command {
 	var f watchFlags
 	var rf retentionFlags
 	cmd := &cobra.Command{
-		Use:   "watch RESOURCE --db FILE [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT] [--verify-interval D]",
-		Short: "Journal one resource's changes into FILE until interrupted",
+		Use:   "watch RESOURCE[,RESOURCE...] (--db FILE | --dir DIR) [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT] [--verify-interval D]",
+		Short: "Journal resources' changes into files until interrupted: one resource into FILE, or each into DIR/<resource>.db",
 		Long: "Resolve RESOURCE (configmaps, cm, configmap, deployments.apps, configmaps.v1,\n" +
 			"deployments.v1.apps, a CRD's plural) through discovery, then list and watch it into FILE\n" +
 			"until SIGINT or SIGTERM. While the apiserver is unreachable or answers 5xx, discovery is\n" +
 			"retried with backoff (200ms doubling to 30s). The namespace defaults to the kubeconfig\n" +
 			"context's, else \"default\"; -A watches all namespaces; cluster-scoped resources ignore -n.\n" +
 			"While it runs it serves reads on the unix socket FILE.sock.\n\n" +
+			"Several resources, comma-separated (configmaps,secrets), take --dir DIR: each is journaled\n" +
+			"into a file of its own named after it (DIR/configmaps.v1.db, DIR/deployments.v1.apps.db),\n" +
+			"with its own socket, all under one process; -n, -l and the other flags apply to each. The\n" +
+			"read commands take one such file with --db.\n\n" +
 			"The --retain-* flags bound the journal: they are recorded in FILE, replacing the retention\n" +
 			"it recorded (a limit not given is none; --retain-events 0 alone removes every limit), and\n" +
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
@@ -128,7 +133,8 @@ func newWatchCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	addDBFlag(cmd, &f.db)
+	fl.StringVar(&f.db, "db", "", "journal `FILE` of one resource")
+	fl.StringVar(&f.dir, "dir", "", "directory `DIR` of one journal file per resource, named after it (configmaps.v1.db)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `PATH` (default: $KUBECONFIG, else ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "kubeconfig context `NAME` (default: the current context)")
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "namespace `NS` to watch (default: the context's, else \"default\")")
@@ -149,6 +155,8 @@ func newWatchCmd() *cobra.Command {
 	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`, e.g. 90m, 24h, 7d (unset: no age limit)")
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
+	cmd.MarkFlagsMutuallyExclusive("db", "dir")
+	cmd.MarkFlagsOneRequired("db", "dir")
 	return cmd
 }
 
@@ -198,17 +206,40 @@ func (f watchFlags) checkDurations() error {
 	return nil
 }
 
-// runWatch journals the resource arg names until ctx is done, serving reads
-// on the file's socket meanwhile; it returns after the journal is closed.
+// watched is one journal file a watch writes: its resource, path, journal
+// and loop.
+type watched struct {
+	res  journal.Resource
+	path string
+	j    *journal.Journal
+	loop *reconcile.Loop
+}
+
+// runWatch journals the resources arg names (comma-separated) until ctx is
+// done, serving reads on each file's socket meanwhile; it returns after
+// the journals are closed. One resource goes to --db FILE or to
+// --dir DIR/<resource>.db; several go to --dir DIR, one file each
+// (reconcile.Group).
 func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (err error) {
 	log, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return err
 	}
-	if err := checkDBDir(f.db); err != nil {
+	args, err := splitResources(arg)
+	if err != nil {
 		return err
 	}
-	if err := runningWatch(ctx, f.db); err != nil {
+	if len(args) > 1 && f.db != "" {
+		return fmt.Errorf("watch %s: several resources take --dir DIR (one file each), not --db", arg)
+	}
+	if f.db != "" {
+		if err := checkDBDir(f.db); err != nil {
+			return err
+		}
+		if err := runningWatch(ctx, f.db); err != nil {
+			return err
+		}
+	} else if err := checkDir(f.dir); err != nil {
 		return err
 	}
 	cfg, kc, err := clientConfig(f)
@@ -216,13 +247,135 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		return err
 	}
 	cfg.WarningHandler = &warningLogger{log: log}
-	gvr, namespaced, err := resolve(ctx, cfg, arg, log)
-	if ctx.Err() != nil {
-		log.Info("stopped before discovery succeeded")
-		return nil
+	var resources []journal.Resource
+	for _, a := range args {
+		res, err := f.resource(ctx, cfg, kc, a, log)
+		if ctx.Err() != nil {
+			log.Info("stopped before discovery succeeded")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range resources {
+			if r.GVR == res.GVR {
+				return fmt.Errorf("watch %s: %s named twice", arg, res.GVR)
+			}
+		}
+		resources = append(resources, res)
+	}
+	opts := reconcile.Options{
+		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
+		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		Logger: log,
+	}
+	var files []watched
+	var run func(context.Context) error
+	if f.db != "" {
+		res := resources[0]
+		j, oerr := journal.Open(f.db, &journal.Options{Resource: &res, Logger: log})
+		if errors.Is(oerr, journal.ErrLocked) {
+			if werr := runningWatch(ctx, f.db); werr != nil {
+				return werr
+			}
+		}
+		if oerr != nil {
+			return fileError{oerr}
+		}
+		defer func() { err = errors.Join(err, j.Close()) }() // the named result
+		loop, nerr := reconcile.New(cfg, j, opts)
+		if nerr != nil {
+			return nerr
+		}
+		files, run = []watched{{res: res, path: f.db, j: j, loop: loop}}, loop.Run
+	} else {
+		for _, res := range resources {
+			if err := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); err != nil {
+				return err
+			}
+		}
+		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: journal.Options{Logger: log}})
+		if errors.Is(oerr, journal.ErrLocked) {
+			for _, res := range resources {
+				if werr := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); werr != nil {
+					return werr
+				}
+			}
+		}
+		if oerr != nil {
+			return oerr
+		}
+		defer func() { err = errors.Join(err, g.Close()) }() // the named result
+		for _, m := range g.Members() {
+			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop})
+		}
+		run = g.Run
+	}
+
+	// Per file: its retention, its socket, and its compactor beside the
+	// loops until ctx is done, stopped before the journals close. A
+	// journal error stops them all.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	compacted := make(chan error, len(files))
+	for _, w := range files {
+		policy, rerr := retention(w.j, f.retention, log)
+		if rerr != nil {
+			return rerr
+		}
+		srv := &server{j: w.j, loop: w.loop, maxWait: maxWait, pid: os.Getpid()}
+		stop, serr := serve(socketPath(w.path), srv.handler(), log)
+		if serr != nil {
+			return serr
+		}
+		defer stop() // before the journal closes: long polls end first
+		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", socketPath(w.path)))
+		if policy == (journal.Retention{}) {
+			compacted <- nil
+			continue
+		}
+		c := compactor.New(w.j, policy, compactor.Options{Logger: log})
+		go func() { // exits when runCtx is done or on a journal error
+			err := c.Run(runCtx)
+			if err != nil {
+				err = fmt.Errorf("retention of %s: %w", w.path, err)
+				cancel()
+			}
+			compacted <- err
+		}()
+	}
+	err = run(runCtx)
+	cancel()
+	for range files {
+		err = errors.Join(err, <-compacted)
 	}
 	if err != nil {
 		return err
+	}
+	for _, w := range files {
+		log.Info("stopped", zap.String("db", w.path))
+	}
+	return nil
+}
+
+// splitResources splits watch's RESOURCE argument at commas.
+func splitResources(arg string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(arg, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			return nil, fmt.Errorf("watch %q: an empty resource name; want RESOURCE[,RESOURCE...]", arg)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// resource resolves one resource argument through discovery and returns
+// the journal.Resource that f's flags give it.
+func (f watchFlags) resource(ctx context.Context, cfg *rest.Config, kc clientcmd.ClientConfig, arg string, log *zap.Logger) (journal.Resource, error) {
+	gvr, namespaced, err := resolve(ctx, cfg, arg, log)
+	if err != nil {
+		return journal.Resource{}, err
 	}
 	res := journal.Resource{GVR: gvr, LabelSelector: f.labelSelector, FieldSelector: f.fieldSelector,
 		MetadataOnly: f.metadataOnly || (gvr.Group == "" && gvr.Resource == "secrets" && !f.secretPayloads)}
@@ -231,67 +384,12 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		res.Namespace = f.namespace
 	case namespaced && !f.allNamespaces:
 		if res.Namespace, _, err = kc.Namespace(); err != nil {
-			return err
+			return journal.Resource{}, err
 		}
 	case !namespaced && f.namespace != "":
 		log.Info("ignoring -n: the resource is cluster-scoped", zap.String("gvr", gvr.String()))
 	}
-
-	j, err := journal.Open(f.db, &journal.Options{Resource: &res, Logger: log})
-	if errors.Is(err, journal.ErrLocked) {
-		if werr := runningWatch(ctx, f.db); werr != nil {
-			return werr
-		}
-	}
-	if err != nil {
-		return fileError{err}
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	loop, err := reconcile.New(cfg, j, reconcile.Options{
-		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
-		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
-		Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-	policy, err := retention(j, f.retention, log)
-	if err != nil {
-		return err
-	}
-	srv := &server{j: j, loop: loop, maxWait: maxWait, pid: os.Getpid()}
-	stop, err := serve(socketPath(f.db), srv.handler(), log)
-	if err != nil {
-		return err
-	}
-	defer stop() // before the journal closes: long polls end first
-	log.Info("watching", zap.Stringer("resource", res), zap.String("db", f.db), zap.String("socket", socketPath(f.db)))
-
-	// The compactor runs beside the loop until ctx is done, and is stopped
-	// before the journal closes. A journal error stops both.
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	compacted := make(chan error, 1)
-	if policy == (journal.Retention{}) {
-		compacted <- nil
-	} else {
-		c := compactor.New(j, policy, compactor.Options{Logger: log})
-		go func() { // exits when runCtx is done or on a journal error
-			err := c.Run(runCtx)
-			if err != nil {
-				err = fmt.Errorf("retention: %w", err)
-				cancel()
-			}
-			compacted <- err
-		}()
-	}
-	err = loop.Run(runCtx)
-	cancel()
-	if err = errors.Join(err, <-compacted); err != nil {
-		return err
-	}
-	log.Info("stopped", zap.String("db", f.db))
-	return nil
+	return res, nil
 }
 
 // clientConfig returns the rest.Config of f's kubeconfig and context, with
@@ -387,6 +485,21 @@ func checkDBDir(db string) error {
 		return fileError{fmt.Errorf("--db %s: %w", db, err)}
 	case !fi.IsDir():
 		return fileError{fmt.Errorf("--db %s: %s is not a directory", db, dir)}
+	}
+	return nil
+}
+
+// checkDir returns a file error (exit status 2) when --dir is missing or
+// not a directory: watch finds out before discovery.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fileError{fmt.Errorf("--dir %s: directory does not exist", dir)}
+	case err != nil:
+		return fileError{fmt.Errorf("--dir %s: %w", dir, err)}
+	case !fi.IsDir():
+		return fileError{fmt.Errorf("--dir %s: not a directory", dir)}
 	}
 	return nil
 }
