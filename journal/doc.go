@@ -57,9 +57,25 @@
 //     the offset the snapshot is exactly current with;
 //  2. the consumer replaces its own state with the snapshot: keys it holds
 //     that the snapshot lacks were deleted; keys whose UID or
-//     resourceVersion differ changed (fetch the objects from the apiserver
-//     if it needs their content: the index keeps no objects);
+//     resourceVersion differ changed (read their objects with
+//     ViewObjects, see "Objects");
 //  3. c.Seek(head + 1), then Next and Commit as usual.
+//
+// # Objects
+//
+// Besides the index the file keeps the latest object of every live key
+// (JSON as served; metadata for a metadata-only journal) in an objects
+// bucket changed in the same transaction as index and journal, so it
+// survives retention trimming and restarts and follows relists (a
+// relist's ADDED/MODIFIED carries the object, a tombstone removes it).
+// ViewObjects reads it in one read transaction together with the head
+// the read is current with; package journal/cache serves it as a
+// controller-runtime client.Reader and a client-go-style lister. Cost: the
+// live objects' bytes once more on disk, plus one B+tree put or delete
+// per appended event. A file written before this bucket existed opens
+// unchanged and fills from then on; its unchanged keys read as
+// ErrNoObject until they change (ObjectView.Missing lists them). Design:
+// objects.go.
 //
 // # Conventions
 //
