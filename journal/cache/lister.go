@@ -5,7 +5,6 @@ package cache
 // function.
 
 import (
-	"fmt"
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -31,23 +29,24 @@ func Unstructured(b []byte) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// Typed returns a DecodeFunc into a new T (a pointer to a struct the
-// scheme knows, e.g. *corev1.ConfigMap) through scheme.
+// Typed returns a DecodeFunc into a new T (a pointer to a struct, e.g.
+// *corev1.ConfigMap); scheme gives its kind when the stored JSON has none.
 func Typed[T runtime.Object](scheme *runtime.Scheme) DecodeFunc[T] {
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{})
 	typ := reflect.TypeOf((*T)(nil)).Elem().Elem()
+	var gvk schema.GroupVersionKind
+	if kinds, _, err := scheme.ObjectKinds(reflect.New(typ).Interface().(runtime.Object)); err == nil && len(kinds) > 0 {
+		gvk = kinds[0]
+	}
 	return func(b []byte) (T, error) {
-		var zero T
 		out := reflect.New(typ).Interface().(T)
-		got, _, err := dec.Decode(b, nil, out)
-		if err != nil {
+		if err := decodeTyped(b, out); err != nil {
+			var zero T
 			return zero, err
 		}
-		t, ok := got.(T)
-		if !ok {
-			return zero, fmt.Errorf("cache: decoded %T, want %T", got, zero)
+		if out.GetObjectKind().GroupVersionKind().Empty() {
+			out.GetObjectKind().SetGroupVersionKind(gvk)
 		}
-		return t, nil
+		return out, nil
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	sjson "sigs.k8s.io/json"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -28,7 +28,6 @@ import (
 type Reader struct {
 	j      *journal.Journal
 	scheme *runtime.Scheme
-	dec    runtime.Decoder
 
 	once sync.Once
 	gvk  schema.GroupVersionKind // the file's kind (journal.TypeMeta)
@@ -45,7 +44,7 @@ func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
 	if scheme == nil {
 		scheme = runtime.NewScheme()
 	}
-	return &Reader{j: j, scheme: scheme, dec: kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{})}
+	return &Reader{j: j, scheme: scheme}
 }
 
 // kind reads the file's kind and resource once.
@@ -115,11 +114,18 @@ func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Obje
 		return u, nil
 	}
 	out := reflect.New(reflect.TypeOf(like).Elem()).Interface().(runtime.Object)
-	got, _, err := r.dec.Decode(b, &gvk, out)
-	if err != nil {
-		return nil, err
+	return out, decodeTyped(b, out)
+}
+
+// decodeTyped decodes stored JSON into out, a typed object. The stored
+// object's kind is the journal's (checked by the caller), so it skips the
+// serializer's first pass that reads kind and apiVersion: one JSON pass
+// per object, with the apiserver's case-sensitive, int-preserving rules.
+func decodeTyped(b []byte, out runtime.Object) error {
+	if err := sjson.UnmarshalCaseSensitivePreserveInts(b, out); err != nil {
+		return fmt.Errorf("cache: decode %T: %w", out, err)
 	}
-	return got, nil
+	return nil
 }
 
 // Get implements client.Reader: key's object decoded into obj, a NotFound
