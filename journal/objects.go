@@ -19,18 +19,24 @@ package journal
 //     the index and the head of one commit: never uncommitted state, and
 //     Head says which offset the read is current with.
 //
-// It is on by default, not opt-in: the object bytes are written a second
-// time (once in the journal record, once here), which costs on disk the
-// size of the live objects plus bbolt's page overhead (~1.3–2× the live
-// bytes, as for any bbolt bucket), and per write one more B+tree put or
-// delete in a transaction that is already open (bench: BenchmarkAppend*).
+// It is opt-in (Journal.KeepObjects; journal/cache's NewReader calls it),
+// from the measured write cost: the object bytes are written a second
+// time (once in the journal record, once here), and a bbolt put of ~1 KiB
+// values over many keys dirties a leaf page per key per commit. On disk
+// it costs the live objects' bytes plus bbolt's page overhead (~1.3–2×);
+// per write one more B+tree put or delete in the open transaction, which
+// cut the append rate of 1 KiB MODIFIEDs over 50,000 keys from ~60,000 to
+// ~15,000–27,000 events/s and grew the file per event ~2.5× in
+// bench.BenchmarkJournalAppend (batch=1000/nosync vs …/objects). The
+// switch is the bucket's presence in the file: once on, it stays on
+// across restarts, for every writer.
 //
-// A file written before the bucket existed opens unchanged; the bucket is
-// created by the first write that stores an object and fills as keys
-// change. Until then a live key without an object reads as ErrNoObject,
+// A file that did not keep objects (older, or never switched on) opens
+// unchanged. Switched on over a non-empty index, its keys fill as they
+// change; until then a live key without an object reads as ErrNoObject
 // and ObjectView.Missing lists those keys. A relist does not fill keys
-// that did not change (it journals nothing for them); they fill on their
-// next change.
+// that did not change (it journals nothing for them): for a complete
+// cache at once, switch it on before the first list (a new file).
 
 import (
 	"errors"
@@ -39,16 +45,20 @@ import (
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
+// ErrObjectsNotKept: the file does not keep objects (KeepObjects was
+// never called on it by a writer).
+var ErrObjectsNotKept = errors.New("journal: the file does not keep objects (Journal.KeepObjects)")
+
 // ErrNoObject matches a *NoObjectError: the key is live in the index but
-// the file holds no object for it (a file written before objects were
-// kept, for a key that has not changed since).
+// the file holds no object for it (objects were switched on over a
+// non-empty index, and the key has not changed since).
 var ErrNoObject = errors.New("journal: no object stored")
 
 // NoObjectError names the live key that has no stored object.
 type NoObjectError struct{ Key string }
 
 func (e *NoObjectError) Error() string {
-	return fmt.Sprintf("journal: no object stored for live key %q (written before objects were kept; it fills on the key's next change)", e.Key)
+	return fmt.Sprintf("journal: no object stored for live key %q (unchanged since objects were first kept; it fills on the key's next change)", e.Key)
 }
 
 // Is makes errors.Is(err, ErrNoObject) true.
@@ -71,10 +81,29 @@ type ObjectView struct {
 	head uint64
 }
 
+// KeepObjects makes the file keep the latest object of every live key
+// from now on (see objects.go for the cost), for this and every later
+// writer. Call it before the first list for a complete cache. It is
+// idempotent; on a read-only journal it is an error unless the file
+// already keeps objects.
+func (j *Journal) KeepObjects() error {
+	var on bool
+	if err := j.store.View(func(tx *bolt.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
+		return err
+	}
+	if j.store.ReadOnly() {
+		return fmt.Errorf("%w: %s is open read-only", ErrObjectsNotKept, j.Path())
+	}
+	return j.store.Update(func(tx *bolt.Tx) error { return tx.CreateObjects() })
+}
+
 // ViewObjects runs fn with a view of the committed objects. Errors: fn's,
-// ErrClosed after Close, ErrCorrupt.
+// ErrObjectsNotKept, ErrClosed after Close, ErrCorrupt.
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
 	return j.store.View(func(tx *bolt.Tx) error {
+		if !tx.HasObjects() {
+			return ErrObjectsNotKept
+		}
 		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
 	})
 }

@@ -27,6 +27,9 @@ func get(t *testing.T, j *journal.Journal, key string) (string, bool, error) {
 func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
 	appendEvents(t, j, "3",
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Added, "wj/b", "u2", "2", `{"b":1}`),
@@ -73,14 +76,18 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 	}
 }
 
-// Ensure that a live key without a stored object (a file written before
-// objects were kept) is ErrNoObject, listed by Missing, and fills on its
-// next change.
-func TestJournal_Objects_LiveKeyWithoutObject(t *testing.T) {
+// Ensure that a file that did not keep objects reads ErrObjectsNotKept;
+// switched on over its index, a live key without a stored object is
+// ErrNoObject, listed by Missing, and fills on its next change.
+func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	e := ev(journal.Added, "wj/old", "u1", "1")
-	e.Object = nil
-	appendEvents(t, j, "1", e)
+	appendEvents(t, j, "1", obj(journal.Added, "wj/old", "u1", "1", `{"x":0}`))
+	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrObjectsNotKept) {
+		t.Fatalf("Object(wj/old) before KeepObjects = ok %v, %v; want ErrObjectsNotKept", ok, err)
+	}
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrNoObject) {
 		t.Fatalf("Object(wj/old) = ok %v, %v; want ErrNoObject", ok, err)
 	}

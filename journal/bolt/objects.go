@@ -8,14 +8,22 @@ import (
 )
 
 // The objects bucket maps an index key to the latest object bytes the
-// journal holds for it (journal/objects.go has the design). It is created
-// by the first write that stores an object, so a file written before it
-// existed opens unchanged; on such a file, and on a read-only one, the
-// read methods see no objects.
+// journal holds for it (journal/objects.go has the design). It is opt-in:
+// its presence in the file is the switch, so a file keeps objects once
+// CreateObjects has run, across restarts, and an older file opens
+// unchanged.
 var bucketObjects = []byte("objects")
 
-// HasObjects reports whether the file has an objects bucket.
+// HasObjects reports whether the file keeps objects.
 func (t *Tx) HasObjects() bool { return t.b(bucketObjects) != nil }
+
+// CreateObjects makes the file keep objects from this transaction on.
+func (t *Tx) CreateObjects() error {
+	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
+		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
+	}
+	return nil
+}
 
 // ObjectGet returns key's object, nil when there is none. The slice is
 // bbolt's memory-mapped page: valid until the transaction ends.
@@ -27,11 +35,11 @@ func (t *Tx) ObjectGet(key []byte) []byte {
 	return b.Get(key)
 }
 
-// ObjectPut stores key's object, creating the bucket on first use.
+// ObjectPut stores key's object; without the bucket it does nothing.
 func (t *Tx) ObjectPut(key, obj []byte) error {
-	b, err := t.tx.CreateBucketIfNotExists(bucketObjects)
-	if err != nil {
-		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
 	}
 	return b.Put(key, obj)
 }

@@ -39,6 +39,7 @@ func start(t *testing.T, cp *controlplane.ControlPlane, path string, res journal
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = cache.NewReader(j, scheme.Scheme) // keeps objects from the first list on
 	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

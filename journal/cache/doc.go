@@ -17,6 +17,11 @@
 //
 // # What a read sees
 //
+// Keeping objects is opt-in for a journal file (it costs write rate:
+// journal/objects.go); NewReader and NewLister switch it on, so create
+// them before the journal's writer first lists (before mgr.Start with
+// crsource), or switch it on with journal.KeepObjects.
+//
 // Every Get and List is one bbolt read transaction over the objects
 // bucket (journal/objects.go): it sees one commit, never uncommitted
 // state, and GetAt/ListAt return the journal offset it is current with

@@ -61,7 +61,10 @@ type Lister[T any] struct {
 
 // NewLister returns a Lister of j's objects decoded by decode (Typed or
 // Unstructured).
+//
+// Like NewReader it makes j keep objects (journal.KeepObjects).
 func NewLister[T any](j *journal.Journal, decode DecodeFunc[T]) *Lister[T] {
+	_ = j.KeepObjects() // when it cannot, every read says why
 	l := &Lister[T]{j: j, decode: decode}
 	if r, ok, _ := j.Resource(); ok {
 		l.resource = r.GVR.Resource

@@ -37,10 +37,13 @@ type Reader struct {
 
 var _ client.Reader = (*Reader)(nil)
 
-// NewReader returns a Reader of j's objects. scheme decodes typed objects
-// (it must know the journal's kind for a typed Get or List; unstructured
-// ones need nothing from it, and a nil scheme allows only those).
+// NewReader returns a Reader of j's objects, and makes j keep them
+// (journal.KeepObjects: create it before the journal's first list for a
+// complete cache). scheme gives the kind of typed objects (a nil scheme
+// allows only unstructured ones). On a read-only j whose file does not
+// keep objects, reads fail with journal.ErrObjectsNotKept.
 func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
+	_ = j.KeepObjects() // when it cannot, every read says why
 	if scheme == nil {
 		scheme = runtime.NewScheme()
 	}

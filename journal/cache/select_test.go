@@ -32,6 +32,9 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
 	keys := make([]string, 0, len(cms))
 	for k := range cms {
 		keys = append(keys, k)
