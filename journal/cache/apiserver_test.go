@@ -235,3 +235,34 @@ func TestReader_EqualsServer(t *testing.T) {
 	waitEqual(t, kube, p.j, ns, "after a watched change past the restart")
 	p.stop()
 }
+
+// Ensure that a metadata-only journal (Secrets) serves the metadata it
+// stored: Get and List give each Secret's name, UID and resourceVersion as
+// the server has them, and no data.
+func TestReader_MetadataOnlyServesMetadata(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "meta"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"a": "b"}}, StringData: map[string]string{"k": "secret"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: ns, MetadataOnly: true}
+	p := start(t, cp, filepath.Join(t.TempDir(), "s.db"), res)
+	defer p.stop()
+	r := cache.NewReader(p.j, scheme.Scheme)
+	var got corev1.Secret
+	if err := r.Get(ctx, client.ObjectKeyFromObject(sec), &got); err != nil || got.UID != sec.UID || got.ResourceVersion != sec.ResourceVersion || got.Labels["a"] != "b" || len(got.Data) != 0 {
+		t.Fatalf("Get of a Secret from a metadata-only journal = %+v, %v; want uid %s rv %s, its labels, no data", got, err, sec.UID, sec.ResourceVersion)
+	}
+	var l unstructured.UnstructuredList
+	l.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
+	if err := r.List(ctx, &l, client.MatchingLabels{"a": "b"}); err != nil || len(l.Items) != 1 || l.Items[0].Object["data"] != nil || l.Items[0].GetName() != "s" {
+		t.Fatalf("List from a metadata-only journal = %+v, %v; want s with metadata only", l.Items, err)
+	}
+}
