@@ -161,3 +161,14 @@ func (j *Journal) Object(key string) (obj []byte, head uint64, ok bool, err erro
 	})
 	return obj, head, ok, err
 }
+
+// checkObjects reports an object whose key is not live in the index (the
+// file check: objects change only with the index, so it never holds one).
+func checkObjects(tx *bolt.Tx, problem func(format string, args ...any)) error {
+	return tx.ObjectKeys(func(k []byte) error {
+		if tx.IndexGet(k) == nil {
+			problem("objects: %s has an object but no index entry", k)
+		}
+		return nil
+	})
+}

@@ -2,10 +2,13 @@ package journal_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 func obj(typ journal.EventType, key, uid, rv, body string) journal.Event {
@@ -101,5 +104,25 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	appendEvents(t, j, "2", obj(journal.Modified, "wj/old", "u1", "2", `{"x":1}`))
 	if got, ok, err := get(t, j, "wj/old"); got != `{"x":1}` || !ok || err != nil {
 		t.Fatalf("Object(wj/old) after a change = %q, %v, %v; want it filled", got, ok, err)
+	}
+}
+
+// Ensure that the file check reports an object whose key is not in the
+// index, and passes a file that keeps objects through deletes.
+func TestJournal_Verify_ObjectWithoutIndexEntry(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, j, "2", obj(journal.Added, "wj/a", "u1", "1", `{}`), ev(journal.Deleted, "wj/a", "u1", "2"))
+	if rep, err := j.Verify(); err != nil || !rep.OK() {
+		t.Fatalf("Verify = %+v, %v; want no problems", rep, err)
+	}
+	if err := j.Store().Update(func(tx *bolt.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Verify()
+	if err != nil || rep.OK() || !strings.Contains(fmt.Sprint(rep.Problems), "wj/ghost") {
+		t.Fatalf("Verify with a stray object = %+v, %v; want a problem naming wj/ghost", rep, err)
 	}
 }

@@ -81,3 +81,13 @@ func (t *Tx) ObjectScan(prefix []byte, fn func(k, v []byte) (bool, error)) error
 	}
 	return nil
 }
+
+// ObjectKeys calls fn with every key of the objects bucket, in key order,
+// until fn returns an error. The file check uses it.
+func (t *Tx) ObjectKeys(fn func(k []byte) error) error {
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, _ []byte) error { return fn(k) })
+}
