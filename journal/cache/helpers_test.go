@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-func json(v any) ([]byte, error) { return stdjson.Marshal(v) }
+func marshal(v any) ([]byte, error) { return stdjson.Marshal(v) }
 
 func cutKey(k string) (ns, name string, ok bool) {
 	ns, name, ok = strings.Cut(k, "/")

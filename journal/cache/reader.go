@@ -227,3 +227,21 @@ func (r *Reader) ListAt(ctx context.Context, list client.ObjectList, opts ...cli
 	}
 	return head, nil
 }
+
+// Missing returns the live keys in namespace ("" all) that the file holds
+// no object for, in key order: keys unchanged since objects were switched
+// on over an existing index (journal.ObjectView.Missing). Get and List of
+// them fail with journal.ErrNoObject until they change.
+func (r *Reader) Missing(ctx context.Context, namespace string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	err := r.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Missing((&selection{namespace: namespace}).prefix(), func(k string) (bool, error) {
+			out = append(out, k)
+			return true, nil
+		})
+	})
+	return out, err
+}

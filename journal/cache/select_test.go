@@ -48,7 +48,7 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 			cm.Name, cm.Namespace, cm.Labels = name, ns, cms[k]
 			cm.UID, cm.ResourceVersion = types.UID("u-"+k), fmt.Sprint(i+1)
 			cm.Data = map[string]string{"k": k}
-			b, _ := json(cm)
+			b, _ := marshal(cm)
 			if _, err := tx.Append(&journal.Event{Type: journal.Added, Key: k, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Object: b, Origin: journal.OriginWatch}); err != nil {
 				return err
 			}
@@ -145,5 +145,36 @@ func TestReader_SelectorsAndNamespaces(t *testing.T) {
 	ul := cache.NewLister(j, cache.Unstructured)
 	if u, err := ul.Namespace("a").Get("y"); err != nil || u.GetLabels()["app"] != "db" {
 		t.Errorf("unstructured lister a Get(y) = %v, %v; want a/y", u, err)
+	}
+}
+
+// Ensure that a reader over a file whose index predates keeping objects
+// names the keys it has no object for, and Get and List of them fail with
+// ErrNoObject rather than serve nothing.
+func TestReader_MissingObjects(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &cmRes, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	err = j.Update(func(tx *journal.Tx) error {
+		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/old", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"old","namespace":"a"}}`), Origin: journal.OriginWatch})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cache.NewReader(j, scheme.Scheme)
+	ctx := context.Background()
+	if m, err := r.Missing(ctx, "a"); err != nil || fmt.Sprint(m) != "[a/old]" {
+		t.Errorf("Missing(a) = %v, %v; want [a/old]", m, err)
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "old"}, &cm); !errors.Is(err, journal.ErrNoObject) {
+		t.Errorf("Get a/old = %v; want ErrNoObject", err)
+	}
+	var l corev1.ConfigMapList
+	if err := r.List(ctx, &l, client.InNamespace("a")); !errors.Is(err, journal.ErrNoObject) {
+		t.Errorf("List a = %v; want ErrNoObject", err)
 	}
 }
