@@ -29,10 +29,9 @@ type Reader struct {
 	j      *journal.Journal
 	scheme *runtime.Scheme
 
-	once sync.Once
-	gvk  schema.GroupVersionKind // the file's kind (journal.TypeMeta)
-	gr   schema.GroupResource
-	err  error
+	mu  sync.Mutex
+	gvk schema.GroupVersionKind // the file's kind (journal.TypeMeta), once known
+	gr  schema.GroupResource
 }
 
 var _ client.Reader = (*Reader)(nil)
@@ -50,28 +49,30 @@ func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
 	return &Reader{j: j, scheme: scheme}
 }
 
-// kind reads the file's kind and resource once.
+// kind reads the file's kind and resource, once it is known: an error
+// (the file records no kind before its first list) is not kept, so a
+// later call tries again.
 func (r *Reader) kind() (schema.GroupVersionKind, error) {
-	r.once.Do(func() {
-		kind, apiVersion, err := r.j.TypeMeta()
-		if err != nil {
-			r.err = fmt.Errorf("cache: the journal's kind: %w", err)
-			return
-		}
-		gv, err := schema.ParseGroupVersion(apiVersion)
-		if err != nil {
-			r.err = fmt.Errorf("cache: the journal's apiVersion %q: %w", apiVersion, err)
-			return
-		}
-		r.gvk = gv.WithKind(kind)
-		res, _, err := r.j.Resource()
-		if err != nil {
-			r.err = err
-			return
-		}
-		r.gr = res.GVR.GroupResource()
-	})
-	return r.gvk, r.err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.gvk.Empty() {
+		return r.gvk, nil
+	}
+	kind, apiVersion, err := r.j.TypeMeta()
+	if err != nil {
+		return r.gvk, fmt.Errorf("cache: the journal's kind: %w", err)
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return r.gvk, fmt.Errorf("cache: the journal's apiVersion %q: %w", apiVersion, err)
+	}
+	res, _, err := r.j.Resource()
+	if err != nil {
+		return r.gvk, err
+	}
+	r.gr = res.GVR.GroupResource()
+	r.gvk = gv.WithKind(kind)
+	return r.gvk, nil
 }
 
 // checkKind returns an error unless obj's kind (the scheme's, or an

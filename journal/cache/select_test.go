@@ -178,3 +178,31 @@ func TestReader_MissingObjects(t *testing.T) {
 		t.Errorf("List a = %v; want ErrNoObject", err)
 	}
 }
+
+// Ensure that a reader used before the file knows its kind (before the
+// first list) says so, and works once the kind is known: the first
+// error is not kept.
+func TestReader_BeforeTheKindIsKnown(t *testing.T) {
+	res := journal.Resource{GVR: cmRes.GVR}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	r := cache.NewReader(j, scheme.Scheme)
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "x"}, &cm); !errors.Is(err, journal.ErrNoKind) {
+		t.Fatalf("Get before the kind is known = %v; want ErrNoKind", err)
+	}
+	err = j.Update(func(tx *journal.Tx) error {
+		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/x", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"a"},"data":{"k":"v"}}`), Origin: journal.OriginWatch})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "x"}, &cm); err != nil || cm.Data["k"] != "v" {
+		t.Fatalf("Get once the kind is known = %+v, %v; want a/x", cm, err)
+	}
+}
