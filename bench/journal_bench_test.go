@@ -4,7 +4,8 @@ package bench
 // Each reports its rate as a custom metric, so the results read the same
 // whatever b.N the framework picks:
 //
-//	BenchmarkJournalAppend   events/s through Journal.Update (group commit)
+//	BenchmarkJournalAppend   events/s through Journal.Update (group commit);
+//	                         …/objects keeps objects (Journal.KeepObjects)
 //	BenchmarkJournalRead     events/s through Journal.Read (replay)
 //	BenchmarkRelistDiff      objects/s of reconcile.Diff over ScanIndex pages
 //	BenchmarkRelistStaged    objects/s of BeginRelist / Stage / Commit
@@ -24,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -152,6 +154,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 	}{
 		{"batch=1000", 1000, journal.Options{}},
 		{"batch=1000/nosync", 1000, journal.Options{NoSync: true}},
+		{"batch=1000/nosync/objects", 1000, journal.Options{NoSync: true}},
 		{"batch=1000/mmap=1GiB", 1000, journal.Options{InitialMmapSize: 1 << 30}},
 		{"batch=100", 100, journal.Options{}},
 		{"batch=10", 10, journal.Options{}},
@@ -159,6 +162,11 @@ func BenchmarkJournalAppend(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			j := openJournal(b, c.opts)
+			if strings.HasSuffix(c.name, "/objects") {
+				if err := j.KeepObjects(); err != nil { // journal/objects.go: the objects bucket
+					b.Fatal(err)
+				}
+			}
 			objs := make([][]byte, 256)
 			for i := range objs {
 				objs[i] = object(i, rv(i))

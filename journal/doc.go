@@ -57,9 +57,26 @@
 //     the offset the snapshot is exactly current with;
 //  2. the consumer replaces its own state with the snapshot: keys it holds
 //     that the snapshot lacks were deleted; keys whose UID or
-//     resourceVersion differ changed (fetch the objects from the apiserver
-//     if it needs their content: the index keeps no objects);
+//     resourceVersion differ changed (read their objects with
+//     ViewObjects, see "Objects");
 //  3. c.Seek(head + 1), then Next and Commit as usual.
+//
+// # Objects
+//
+// A file can also keep the latest object of every live key (JSON as
+// served; metadata for a metadata-only journal), opt-in with KeepObjects
+// (journal/cache's NewReader calls it), in an objects bucket changed in
+// the same transaction as index and journal, so it survives retention
+// trimming and restarts and follows relists (a relist's ADDED/MODIFIED
+// carries the object, a tombstone removes it). ViewObjects reads it in one
+// read transaction together with the head the read is current with;
+// package journal/cache serves it as a controller-runtime client.Reader
+// and a client-go-style lister. Cost: the live objects' bytes once more
+// on disk, and one B+tree put per appended event, which cuts the append
+// rate of 1 KiB objects over many keys 2–4× (objects.go has the numbers):
+// hence opt-in. Once on, the file keeps objects for every later writer.
+// Switched on over a non-empty index (an older file), unchanged keys read
+// as ErrNoObject until they change (ObjectView.Missing lists them).
 //
 // # Conventions
 //

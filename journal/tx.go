@@ -141,6 +141,9 @@ func (t *Tx) check(e *Event) error {
 }
 
 func applyIndex(tx *bolt.Tx, e *Event) error {
+	if err := applyObject(tx, e); err != nil {
+		return err
+	}
 	switch e.Type {
 	case Added, Modified:
 		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion))

@@ -118,7 +118,7 @@ func (j *Journal) Verify() (VerifyReport, error) {
 		if tx.Meta(metaRelistRV) != nil {
 			problem("a relist commit was interrupted; the next writable Open finishes it")
 		}
-		return nil
+		return checkObjects(tx, problem)
 	})
 	return r, err
 }

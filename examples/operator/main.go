@@ -14,17 +14,22 @@
 //	operator --kubeconfig KUBECONFIG -n NAMESPACE --db cm.db [--key value]
 //	         [--status-namespace NS] [--status-name mirror-status]
 //
-// It prints one line per reconcile ("reconcile <ns>/<name>") and one per
-// commit ("committed <offset> head <offset>") on stdout, for tests and
-// for the curious; logs go to stderr.
+// It prints one line per reconcile ("reconcile <ns>/<name>"), one per
+// commit ("committed <offset> head <offset>") and one per GET of a single
+// ConfigMap it sends to the apiserver ("get configmap <ns>/<name>") on
+// stdout, for tests and for the curious; logs go to stderr. Reconcile
+// reads the ConfigMaps it mirrors from the journal file (package
+// journal/cache), so the only GETs are of the status ConfigMap it writes.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +47,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/crsource"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/cache"
 )
 
 func main() {
@@ -70,6 +76,7 @@ func run(namespace, db, key, statusNS, statusName string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Wrap(printGets)
 	log, _ := zap.NewProduction()
 	src, err := crsource.New(cfg, crsource.Options{
 		Path:     db,
@@ -83,7 +90,10 @@ func run(namespace, db, key, statusNS, statusName string) error {
 	if err != nil {
 		return err
 	}
-	m := &mirror{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), key: key,
+	// The one line that replaces the informer cache: reads of the watched
+	// ConfigMaps come from the journal file.
+	objects := cache.NewReader(src.Journal(), mgr.GetScheme())
+	m := &mirror{objects: objects, reader: mgr.GetAPIReader(), writer: mgr.GetClient(), key: key,
 		status: client.ObjectKey{Namespace: statusNS, Name: statusName}}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
 		WatchesRawSource(src).
@@ -101,13 +111,15 @@ func run(namespace, db, key, statusNS, statusName string) error {
 
 // mirror copies data[key] of each ConfigMap into the status ConfigMap's
 // data[<name>], and removes the entry when the ConfigMap is gone. It reads
-// through the API reader (no informer cache: the journal replaces it).
+// the ConfigMaps from the journal (objects: no informer cache, no GET) and
+// its own status ConfigMap through the API reader (fresh for its update).
 type mirror struct {
-	reader client.Reader
-	writer client.Client
-	key    string
-	status client.ObjectKey
-	mu     sync.Mutex // one status update at a time
+	objects client.Reader
+	reader  client.Reader
+	writer  client.Client
+	key     string
+	status  client.ObjectKey
+	mu      sync.Mutex // one status update at a time
 }
 
 func (m *mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -117,7 +129,7 @@ func (m *mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	fmt.Printf("reconcile %s\n", req.NamespacedName)
 	var cm corev1.ConfigMap
 	value, present := "", false
-	switch err := m.reader.Get(ctx, req.NamespacedName, &cm); {
+	switch err := m.objects.Get(ctx, req.NamespacedName, &cm); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return reconcile.Result{}, err
@@ -178,6 +190,26 @@ func reportCommits(src *crsource.Source) ctrlRunnable {
 		}
 	}
 }
+
+// printGets prints a line for every GET of a single ConfigMap the
+// operator sends, so that a test can tell which objects it fetched from the
+// apiserver.
+func printGets(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodGet && r.URL.Query().Get("watch") == "" {
+			parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+			// api/v1/namespaces/<ns>/configmaps/<name>
+			if len(parts) == 6 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] == "configmaps" {
+				fmt.Printf("get configmap %s/%s\n", parts[3], parts[5])
+			}
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // ctrlRunnable is a manager.Runnable as a function.
 type ctrlRunnable func(context.Context) error

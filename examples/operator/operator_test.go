@@ -28,6 +28,7 @@ type child struct {
 
 	mu         sync.Mutex
 	reconciled map[string]int
+	gets       map[string]int // GETs of single ConfigMaps the operator sent
 	committed  uint64
 	head       uint64
 	changed    chan struct{}
@@ -36,7 +37,7 @@ type child struct {
 
 func startChild(t *testing.T, bin string, args ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(bin, args...), reconciled: map[string]int{}, changed: make(chan struct{}, 1), exited: make(chan struct{})}
+	c := &child{cmd: exec.Command(bin, args...), reconciled: map[string]int{}, gets: map[string]int{}, changed: make(chan struct{}, 1), exited: make(chan struct{})}
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,8 @@ func startChild(t *testing.T, bin string, args ...string) *child {
 			var cm, h uint64
 			if k, ok := strings.CutPrefix(line, "reconcile "); ok {
 				c.reconciled[k]++
+			} else if k, ok := strings.CutPrefix(line, "get configmap "); ok {
+				c.gets[k]++
 			} else if n, _ := fmt.Sscanf(line, "committed %d head %d", &cm, &h); n == 2 {
 				c.committed, c.head = cm, h
 			}
@@ -83,6 +86,22 @@ func (c *child) waitFor(t *testing.T, what string, cond func() bool) {
 			c.mu.Lock()
 			t.Fatalf("timed out waiting for %s; reconciled %v, committed %d head %d", what, c.reconciled, c.committed, c.head)
 		}
+	}
+}
+
+// checkGets fails t if the operator sent a GET for a ConfigMap other than
+// its status one: it reads the ConfigMaps it reconciles from the journal.
+func (c *child) checkGets(t *testing.T, status string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, n := range c.gets {
+		if k != status {
+			t.Errorf("the operator sent %d GET(s) of %s; want none (Reconcile reads it from the journal); all GETs %v", n, k, c.gets)
+		}
+	}
+	if c.gets[status] == 0 {
+		t.Errorf("no GET of the status ConfigMap %s seen; want the GET counter to work (GETs %v)", status, c.gets)
 	}
 }
 
@@ -154,6 +173,7 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 		defer op.mu.Unlock()
 		return len(op.reconciled) == n && op.head >= n && op.committed == op.head
 	})
+	op.checkGets(t, statusNS+"/mirror-status")
 
 	// Mid-stream: k00..k04 are updated one after another; the operator is
 	// killed once it has reconciled the first streamed update.
@@ -303,5 +323,6 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			t.Errorf("untouched %s/%s reconciled after the restart", ns, key(i))
 		}
 	}
+	op.checkGets(t, statusNS+"/mirror-status")
 	_ = os.Remove(bin)
 }

@@ -1,0 +1,93 @@
+package bolt
+
+import (
+	"bytes"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// The objects bucket maps an index key to the latest object bytes the
+// journal holds for it (journal/objects.go has the design). It is opt-in:
+// its presence in the file is the switch, so a file keeps objects once
+// CreateObjects has run, across restarts, and an older file opens
+// unchanged.
+var bucketObjects = []byte("objects")
+
+// HasObjects reports whether the file keeps objects.
+func (t *Tx) HasObjects() bool { return t.b(bucketObjects) != nil }
+
+// CreateObjects makes the file keep objects from this transaction on.
+func (t *Tx) CreateObjects() error {
+	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
+		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
+	}
+	return nil
+}
+
+// ObjectGet returns key's object, nil when there is none. The slice is
+// bbolt's memory-mapped page: valid until the transaction ends.
+func (t *Tx) ObjectGet(key []byte) []byte {
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
+	}
+	return b.Get(key)
+}
+
+// ObjectPut stores key's object; without the bucket it does nothing.
+func (t *Tx) ObjectPut(key, obj []byte) error {
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
+	}
+	return b.Put(key, obj)
+}
+
+// ObjectDelete removes key's object; an absent key or bucket is no error.
+func (t *Tx) ObjectDelete(key []byte) error {
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
+	}
+	return b.Delete(key)
+}
+
+// ObjectScan calls fn for each index key that starts with prefix, in key
+// order, with its object (nil when the key has none), until fn returns
+// false or an error. It walks the index and the objects bucket side by
+// side (both are in key order): no lookup per key. The slices are valid
+// only during the call.
+func (t *Tx) ObjectScan(prefix []byte, fn func(k, v []byte) (bool, error)) error {
+	ic := t.b(bucketIndex).Cursor()
+	var oc *bbolt.Cursor
+	var ok, ov []byte
+	if b := t.b(bucketObjects); b != nil {
+		oc = b.Cursor()
+		ok, ov = oc.Seek(prefix)
+	}
+	for k, _ := ic.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = ic.Next() {
+		for oc != nil && ok != nil && bytes.Compare(ok, k) < 0 {
+			ok, ov = oc.Next()
+		}
+		var v []byte
+		if ok != nil && bytes.Equal(ok, k) {
+			v = ov
+		}
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// ObjectKeys calls fn with every key of the objects bucket, in key order,
+// until fn returns an error. The file check uses it.
+func (t *Tx) ObjectKeys(fn func(k []byte) error) error {
+	b := t.b(bucketObjects)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, _ []byte) error { return fn(k) })
+}

@@ -1,0 +1,248 @@
+package cache
+
+// Reader: controller-runtime's client.Reader over a journal's objects.
+// Objects decode through a scheme (typed) or as unstructured, into a
+// fresh object per item, straight from the memory-mapped page.
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	sjson "sigs.k8s.io/json"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Reader is a client.Reader for the one resource a journal records. It is
+// safe for concurrent use.
+type Reader struct {
+	j      *journal.Journal
+	scheme *runtime.Scheme
+
+	mu  sync.Mutex
+	gvk schema.GroupVersionKind // the file's kind (journal.TypeMeta), once known
+	gr  schema.GroupResource
+}
+
+var _ client.Reader = (*Reader)(nil)
+
+// NewReader returns a Reader of j's objects, and makes j keep them
+// (journal.KeepObjects: create it before the journal's first list for a
+// complete cache). scheme gives the kind of typed objects (a nil scheme
+// allows only unstructured ones). On a read-only j whose file does not
+// keep objects, reads fail with journal.ErrObjectsNotKept.
+func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
+	_ = j.KeepObjects() // when it cannot, every read says why
+	if scheme == nil {
+		scheme = runtime.NewScheme()
+	}
+	return &Reader{j: j, scheme: scheme}
+}
+
+// kind reads the file's kind and resource, once it is known: an error
+// (the file records no kind before its first list) is not kept, so a
+// later call tries again.
+func (r *Reader) kind() (schema.GroupVersionKind, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.gvk.Empty() {
+		return r.gvk, nil
+	}
+	kind, apiVersion, err := r.j.TypeMeta()
+	if err != nil {
+		return r.gvk, fmt.Errorf("cache: the journal's kind: %w", err)
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return r.gvk, fmt.Errorf("cache: the journal's apiVersion %q: %w", apiVersion, err)
+	}
+	res, _, err := r.j.Resource()
+	if err != nil {
+		return r.gvk, err
+	}
+	r.gr = res.GVR.GroupResource()
+	r.gvk = gv.WithKind(kind)
+	return r.gvk, nil
+}
+
+// checkKind returns an error unless obj's kind (the scheme's, or an
+// unstructured object's own when set) is the journal's, or kind+"List" for
+// a list.
+func (r *Reader) checkKind(obj runtime.Object, list bool) (schema.GroupVersionKind, error) {
+	want, err := r.kind()
+	if err != nil {
+		return want, err
+	}
+	var got schema.GroupVersionKind
+	switch obj.(type) {
+	case runtime.Unstructured:
+		got = obj.GetObjectKind().GroupVersionKind()
+		if got.Empty() {
+			return want, nil
+		}
+	default:
+		got, err = apiutil.GVKForObject(obj, r.scheme)
+		if err != nil {
+			return want, fmt.Errorf("cache: %w", err)
+		}
+	}
+	if list {
+		got.Kind = strings.TrimSuffix(got.Kind, "List")
+	}
+	if got.GroupKind() != want.GroupKind() {
+		return want, fmt.Errorf("cache: this reader serves %s from %s, not %s", want.Kind, r.j.Path(), got.Kind)
+	}
+	return want, nil
+}
+
+// decode decodes stored JSON into a fresh object of obj's type.
+func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Object) (runtime.Object, error) {
+	if _, ok := like.(runtime.Unstructured); ok {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			return nil, err
+		}
+		if u.GetKind() == "" {
+			u.SetGroupVersionKind(gvk)
+		}
+		return u, nil
+	}
+	out := reflect.New(reflect.TypeOf(like).Elem()).Interface().(runtime.Object)
+	return out, decodeTyped(b, out)
+}
+
+// decodeTyped decodes stored JSON into out, a typed object. The stored
+// object's kind is the journal's (checked by the caller), so it skips the
+// serializer's first pass that reads kind and apiVersion: one JSON pass
+// per object, with the apiserver's case-sensitive, int-preserving rules.
+func decodeTyped(b []byte, out runtime.Object) error {
+	if err := sjson.UnmarshalCaseSensitivePreserveInts(b, out); err != nil {
+		return fmt.Errorf("cache: decode %T: %w", out, err)
+	}
+	return nil
+}
+
+// Get implements client.Reader: key's object decoded into obj, a NotFound
+// error when the journal has no such key. Options are ignored.
+func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	_, err := r.GetAt(ctx, key, obj)
+	return err
+}
+
+// GetAt is Get that also returns the journal offset the read is current
+// with (the head of its read transaction).
+func (r *Reader) GetAt(ctx context.Context, k client.ObjectKey, obj client.Object) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	gvk, err := r.checkKind(obj, false)
+	if err != nil {
+		return 0, err
+	}
+	var head uint64
+	var found runtime.Object
+	err = r.j.ViewObjects(func(v *journal.ObjectView) error {
+		head = v.Head()
+		b, ok, err := v.Get(key(k.Namespace, k.Name))
+		if err != nil || !ok {
+			return err
+		}
+		found, err = r.decode(b, gvk, obj)
+		return err
+	})
+	if err != nil {
+		return head, err
+	}
+	if found == nil {
+		return head, apierrors.NewNotFound(r.gr, k.Name)
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.Object = found.(*unstructured.Unstructured).Object
+		return head, nil
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(found).Elem())
+	return head, nil
+}
+
+// List implements client.Reader: the objects in the namespace
+// (client.InNamespace; all when empty) that match the label selector and
+// the field selector (metadata.name and metadata.namespace only, else
+// ErrUnsupportedField), in key order, into list (a typed list or an
+// *unstructured.UnstructuredList). Limit and Continue page through the
+// keys: Continue is the last key of the previous page, each page its own
+// read.
+func (r *Reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	_, err := r.ListAt(ctx, list, opts...)
+	return err
+}
+
+// ListAt is List that also returns the journal offset the read is current
+// with (the head of its read transaction).
+func (r *Reader) ListAt(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	gvk, err := r.checkKind(list, true)
+	if err != nil {
+		return 0, err
+	}
+	s := &selection{namespace: lo.Namespace, labels: lo.LabelSelector, fields: lo.FieldSelector, limit: lo.Limit, after: lo.Continue}
+	var like runtime.Object
+	if _, ok := list.(*unstructured.UnstructuredList); ok {
+		like = &unstructured.Unstructured{}
+	} else {
+		like, err = r.scheme.New(gvk)
+		if err != nil {
+			return 0, fmt.Errorf("cache: %w", err)
+		}
+	}
+	var items []runtime.Object
+	head, more, err := scan(r.j, s, func(_ string, b []byte) error {
+		o, err := r.decode(b, gvk, like)
+		if err != nil {
+			return err
+		}
+		items = append(items, o)
+		return nil
+	})
+	if err != nil {
+		return head, err
+	}
+	if err := meta.SetList(list, items); err != nil {
+		return head, fmt.Errorf("cache: %w", err)
+	}
+	list.SetContinue(more)
+	if u, ok := list.(*unstructured.UnstructuredList); ok && u.GetKind() == "" {
+		u.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	}
+	return head, nil
+}
+
+// Missing returns the live keys in namespace ("" all) that the file holds
+// no object for, in key order: keys unchanged since objects were switched
+// on over an existing index (journal.ObjectView.Missing). Get and List of
+// them fail with journal.ErrNoObject until they change.
+func (r *Reader) Missing(ctx context.Context, namespace string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	err := r.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Missing((&selection{namespace: namespace}).prefix(), func(k string) (bool, error) {
+			out = append(out, k)
+			return true, nil
+		})
+	})
+	return out, err
+}
