@@ -77,14 +77,14 @@ func TestWatch_SeveralResources_Dir(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("events --db %s: exit %d, stderr %s", db, c, errOut)
 		}
+		var evs []struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal([]byte(out), &evs); err != nil {
+			t.Fatalf("events --db %s -o json: %q: %v", db, out, err)
+		}
 		var ks []string
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var ev struct {
-				Key string `json:"key"`
-			}
-			if err := json.Unmarshal([]byte(line), &ev); err != nil {
-				t.Fatalf("events --db %s: line %q: %v", db, line, err)
-			}
+		for _, ev := range evs {
 			ks = append(ks, ev.Key)
 		}
 		return ks
