@@ -50,6 +50,8 @@ type watchFlags struct {
 	// retention is the --retain-* flags' retention, nil when none is set:
 	// then watch keeps the retention the file records.
 	retention *journal.Retention
+	// metricsAddr is --metrics-addr: "" serves no metrics.
+	metricsAddr string
 }
 
 // retentionFlags are the --retain-* flags as given.
@@ -142,6 +144,7 @@ func newWatchCmd() *cobra.Command {
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
 	fl.Float32Var(&f.qps, "qps", clientrate.QPS, "client-side limit in apiserver requests per `second`; negative: none, leaving flow control to the apiserver's API Priority and Fairness; 0: client-go's 5")
 	fl.IntVar(&f.burst, "burst", clientrate.Burst, "client-side burst in `requests`, with a positive --qps")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` at /metrics (off unless set; port 0 picks one, logged)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
@@ -255,6 +258,11 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		return err
 	}
 	defer stop() // before the journal closes: long polls end first
+	stopMetrics, err := serveMetrics(f.metricsAddr, j, loop, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	log.Info("watching", zap.Stringer("resource", res), zap.String("db", f.db), zap.String("socket", socketPath(f.db)))
 
 	// The compactor runs beside the loop until ctx is done, and is stopped
