@@ -283,8 +283,11 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			compacted <- err
 		}()
 	}
+	progressed := make(chan struct{})
+	go func() { defer close(progressed); reportProgress(runCtx, loop, stderr, log) }() // ends with runCtx
 	err = loop.Run(runCtx)
 	cancel()
+	<-progressed
 	if err = errors.Join(err, <-compacted); err != nil {
 		return err
 	}
