@@ -59,7 +59,7 @@ func reportProgress(ctx context.Context, loop *reconcile.Loop, stderr io.Writer,
 type listProgress struct {
 	tty   bool
 	w     io.Writer
-	log   *zap.Logger
+	log   *zap.Logger // nil: progress lines are written to w
 	every int
 
 	listing bool
@@ -87,6 +87,10 @@ func (p *listProgress) update(st reconcile.Status, now time.Time) {
 		if elapsed >= progressDelay && now.Sub(p.drawn) >= progressRedraw {
 			p.draw(st, now)
 		}
+	case st.ListPages >= p.pages+p.every && p.log == nil:
+		p.pages = st.ListPages
+		fmt.Fprintf(p.w, "journalctl: relist: listing: %d pages, %d objects, %s, %s\n", st.ListPages, st.ListObjects,
+			rate(st.ListObjects, elapsed), elapsed.Round(time.Second))
 	case st.ListPages >= p.pages+p.every:
 		p.pages = st.ListPages
 		p.log.Info("listing", zap.Int("pages", st.ListPages), zap.Int("objects", st.ListObjects),

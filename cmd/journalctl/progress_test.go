@@ -112,3 +112,41 @@ func TestStats_ListProgress(t *testing.T) {
 		t.Errorf("stats -o json = %s; want listPages 3, listObjects 15", stdout)
 	}
 }
+
+// Ensure relist shows the progress of the watch's verify list while it
+// waits (not a terminal: a line every progressEvery pages), then the
+// differences found.
+func TestRelist_Progress(t *testing.T) {
+	oldEvery, oldPoll := progressEvery, relistPoll
+	progressEvery, relistPoll = 5, 10*time.Millisecond
+	t.Cleanup(func() { progressEvery, relistPoll = oldEvery, oldPoll })
+	j := writerJournal(t)
+	started := make(chan *output, 1)
+	var loop *fakeLoop
+	loop = newFakeLoop(t, watching, func() int {
+		stderr := <-started
+		for _, pages := range []int{5, 10} {
+			loop.update(func(st *reconcile.Status) {
+				st.Phase, st.ListPages, st.ListObjects = reconcile.PhaseListing, pages, 5*pages
+			})
+			want := fmt.Sprintf("listing: %d pages, %d objects", pages, 5*pages)
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(stderr.String(), want) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond) // the CLI polls /status; nothing to wait on here
+			}
+		}
+		loop.update(func(st *reconcile.Status) { st.Phase = reconcile.PhaseWatching })
+		return 0
+	})
+	serveLoop(t, j, loop, maxWait)
+	stdout, stderr, code := startCLI(context.Background(), "relist", "--db", j.Path())
+	started <- stderr
+	if c := exitStatus(t, code); c != 0 || stdout.String() != "relist: 0 divergences repaired\n" {
+		t.Errorf("relist: exit %d, stdout %q, stderr %q; want 0 divergences", c, stdout, stderr)
+	}
+	for _, want := range []string{"journalctl: relist: listing: 5 pages, 25 objects", "journalctl: relist: listing: 10 pages, 50 objects"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("relist stderr:\n%s\nwant %q", stderr, want)
+		}
+	}
+}
