@@ -4,14 +4,16 @@ package main
 // objects at a small page size takes minutes; the loop counts pages and
 // objects as they arrive (reconcile.Status.ListPages, ListObjects), and
 // this shows them: on a terminal, one status line rewritten in place once
-// a list has run for a second (pages, objects, rate, elapsed); otherwise
-// a log line every progressEvery pages.
+// a list has run for a second (pages, objects, rate, elapsed), which log
+// lines clear and draw again below them (statusLine); otherwise a log line
+// every progressEvery pages.
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,10 +39,50 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// reportProgress shows the progress of loop's lists on stderr (a terminal)
-// or in log lines, until ctx is done.
-func reportProgress(ctx context.Context, loop *reconcile.Loop, stderr io.Writer, log *zap.Logger) {
-	p := &listProgress{tty: isTerminal(stderr), w: stderr, log: log, every: progressEvery}
+// statusLine writes to a terminal with one status line at the bottom:
+// every other write (a log line) clears the status line first and draws it
+// again after itself, so that the two never mix on one line.
+type statusLine struct {
+	mu   sync.Mutex
+	w    io.Writer
+	line string // "" when none is drawn
+}
+
+// Write writes p above the status line.
+func (s *statusLine) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line == "" {
+		return s.w.Write(p)
+	}
+	io.WriteString(s.w, "\r\033[K")
+	n, err := s.w.Write(p)
+	io.WriteString(s.w, s.line)
+	return n, err
+}
+
+// set draws line as the status line.
+func (s *statusLine) set(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.line = line
+	io.WriteString(s.w, "\r\033[K"+line)
+}
+
+// end leaves the status line on the screen as an ordinary line.
+func (s *statusLine) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line != "" {
+		io.WriteString(s.w, "\n")
+		s.line = ""
+	}
+}
+
+// reportProgress shows the progress of loop's lists on status (a terminal;
+// nil: none) or in log lines, until ctx is done.
+func reportProgress(ctx context.Context, loop *reconcile.Loop, status *statusLine, log *zap.Logger) {
+	p := &listProgress{status: status, log: log, every: progressEvery}
 	var last reconcile.Status
 	for {
 		err := loop.WaitFor(ctx, func(st reconcile.Status) bool {
@@ -55,12 +97,14 @@ func reportProgress(ctx context.Context, loop *reconcile.Loop, stderr io.Writer,
 	}
 }
 
-// listProgress follows one list at a time.
+// listProgress follows one list at a time. With a status line (a
+// terminal) it draws there; otherwise it logs, to log or, when log is nil,
+// as lines on w.
 type listProgress struct {
-	tty   bool
-	w     io.Writer
-	log   *zap.Logger // nil: progress lines are written to w
-	every int
+	status *statusLine
+	w      io.Writer
+	log    *zap.Logger
+	every  int
 
 	listing bool
 	start   time.Time // the list's start
@@ -83,7 +127,7 @@ func (p *listProgress) update(st reconcile.Status, now time.Time) {
 	}
 	elapsed := now.Sub(p.start)
 	switch {
-	case p.tty:
+	case p.status != nil:
 		if elapsed >= progressDelay && now.Sub(p.drawn) >= progressRedraw {
 			p.draw(st, now)
 		}
@@ -101,15 +145,15 @@ func (p *listProgress) update(st reconcile.Status, now time.Time) {
 // draw rewrites the terminal's status line.
 func (p *listProgress) draw(st reconcile.Status, now time.Time) {
 	elapsed := now.Sub(p.start)
-	fmt.Fprintf(p.w, "\r\033[Klisting: %d pages, %d objects, %s, %s", st.ListPages, st.ListObjects,
-		rate(st.ListObjects, elapsed), elapsed.Round(time.Second))
+	p.status.set(fmt.Sprintf("listing: %d pages, %d objects, %s, %s", st.ListPages, st.ListObjects,
+		rate(st.ListObjects, elapsed), elapsed.Round(time.Second)))
 	p.drawn = now
 }
 
-// end ends the status line, if one is drawn.
+// end leaves the status line, if one is drawn, as an ordinary line.
 func (p *listProgress) end() {
 	if !p.drawn.IsZero() {
-		fmt.Fprintln(p.w)
+		p.status.end()
 		p.drawn = time.Time{}
 	}
 }

@@ -70,10 +70,12 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 
 // Ensure the terminal display waits a second into a list, then rewrites
 // one line with pages, objects, rate and elapsed, at most every
-// progressRedraw, and ends the line when the list ends.
+// progressRedraw, which a log line clears and draws again below itself,
+// and ends the line when the list ends.
 func TestListProgress_Terminal(t *testing.T) {
 	var out bytes.Buffer
-	p := &listProgress{tty: true, w: &out, log: zap.NewNop(), every: progressEvery}
+	status := &statusLine{w: &out}
+	p := &listProgress{status: status, log: zap.NewNop(), every: progressEvery}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	listing := func(pages int) reconcile.Status {
 		st := reconcile.Status{Phase: reconcile.PhaseListing}
@@ -87,8 +89,10 @@ func TestListProgress_Terminal(t *testing.T) {
 	}
 	p.update(listing(4), t0.Add(2*time.Second))
 	p.update(listing(5), t0.Add(2*time.Second+50*time.Millisecond)) // within progressRedraw: not drawn
+	fmt.Fprintf(status, "a log line\n")                             // above the status line
 	p.update(reconcile.Status{Phase: reconcile.PhaseConnecting, Counters: listing(6).Counters}, t0.Add(3*time.Second))
 	want := "\r\033[Klisting: 4 pages, 20 objects, 10 objects/s, 2s" +
+		"\r\033[Ka log line\nlisting: 4 pages, 20 objects, 10 objects/s, 2s" +
 		"\r\033[Klisting: 6 pages, 30 objects, 10 objects/s, 3s\n"
 	if out.String() != want {
 		t.Errorf("terminal output = %q; want %q", out.String(), want)

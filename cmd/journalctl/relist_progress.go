@@ -19,7 +19,10 @@ var relistPoll = time.Second
 // relistProgress shows the progress of the watch's lists on stderr until
 // ctx is done.
 func relistProgress(ctx context.Context, s *sockSource, stderr io.Writer) {
-	p := &listProgress{tty: isTerminal(stderr), w: stderr, every: progressEvery}
+	p := &listProgress{w: stderr, every: progressEvery}
+	if isTerminal(stderr) {
+		p.status = &statusLine{w: stderr}
+	}
 	t := time.NewTicker(relistPoll)
 	defer t.Stop()
 	for {

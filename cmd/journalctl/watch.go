@@ -194,6 +194,11 @@ func (f watchFlags) checkDurations() error {
 // runWatch journals the resource arg names until ctx is done, serving reads
 // on the file's socket meanwhile; it returns after the journal is closed.
 func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (err error) {
+	var status *statusLine // a list's progress on a terminal (progress.go)
+	if isTerminal(stderr) {
+		status = &statusLine{w: stderr}
+		stderr = status
+	}
 	log, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return err
@@ -284,7 +289,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}()
 	}
 	progressed := make(chan struct{})
-	go func() { defer close(progressed); reportProgress(runCtx, loop, stderr, log) }() // ends with runCtx
+	go func() { defer close(progressed); reportProgress(runCtx, loop, status, log) }() // ends with runCtx
 	err = loop.Run(runCtx)
 	cancel()
 	<-progressed
