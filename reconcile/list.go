@@ -71,8 +71,10 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 		lost := l.divergences(s, staged, first, last)
 		l.scheduleVerify()
 		l.update(func(x *Status) {
+			x.countList(s, x.ResourceVersion == "")
 			x.Lists++
 			x.ResourceVersion = rv
+			x.Journaled.add(s.origin, l.staging)
 			x.Events += staged
 			if s.verify {
 				x.Verifies++
@@ -121,6 +123,8 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		}
 	}()
 	meta := !l.fullPages
+	l.staging = TypeCounts{}
+	l.update(func(x *Status) { x.listBegins() })
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,6 +164,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if p.Continue != "" {
 			next = fetch(p.Continue, pages.limit)
 		}
+		l.update(func(x *Status) { x.listPage(len(p.Items)) })
 		var evs []journal.Event
 		if !s.unordered {
 			if !sortedAfter(lastKey, p.Items) {
@@ -192,7 +197,9 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	if err := l.tail(rel, s, lastKey); err != nil {
 		return "", 0, 0, 0, err
 	}
+	start := time.Now()
 	first, last, err = rel.Commit(rv)
+	l.committed(start, err)
 	if err != nil {
 		return "", 0, 0, 0, journalError{err}
 	}
@@ -368,6 +375,7 @@ func (l *Loop) timeouts() timeouts {
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
 	for i := range evs {
 		evs[i].Origin = origin
+		l.staging.add(evs[i].Type)
 	}
 	if err := rel.Stage(evs); err != nil {
 		return journalError{err}

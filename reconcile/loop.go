@@ -173,6 +173,8 @@ type Status struct {
 	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
 	// journaled, inclusive; both 0 when it found nothing.
 	LastVerifyFirst, LastVerifyLast uint64
+	// Counters by cause, list progress and commit latency (counters.go).
+	Counters
 }
 
 // Loop keeps one journal in step with one resource. Create it with New and
@@ -202,6 +204,7 @@ type Loop struct {
 	runErr error
 
 	backoff    time.Duration // current backoff; 0 after a success
+	staging    TypeCounts    // events staged by the current list (counters.go)
 	lastLogged string        // failureKey of the last failure logged at Warn or Info
 }
 
@@ -339,6 +342,7 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 		throttled = throttled || isThrottled(s.err)
 		l.update(func(st *Status) {
 			st.Backoffs++
+			st.BackoffsByReason.countBackoff(s.err)
 			if throttled {
 				st.Throttled++
 			}

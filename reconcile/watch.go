@@ -237,7 +237,10 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		return next, n, nil
 	}
 	appended := 0
+	var counts TypeCounts
+	start := time.Now()
 	err := l.j.Update(func(tx *journal.Tx) error {
+		appended, counts = 0, TypeCounts{}
 		for i, it := range items {
 			cur, present, err := tx.Lookup(it.Key)
 			if err != nil {
@@ -249,10 +252,12 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 					return err
 				}
 				appended++
+				counts.add(e.Type)
 			}
 		}
 		return tx.SetResourceVersion(rv)
 	})
+	l.committed(start, err)
 	if errors.Is(err, journal.ErrNoSpace) {
 		// Nothing of the batch was kept: watch again from the last
 		// committed resourceVersion once there may be space.
@@ -265,6 +270,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 	l.update(func(x *Status) {
 		x.ResourceVersion = rv
 		x.Events += appended
+		x.Journaled.add(journal.OriginWatch, counts)
 		if b, ok := next.(stateBackoff); ok {
 			x.LastError = b.err
 		}

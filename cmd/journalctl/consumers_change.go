@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -297,4 +298,25 @@ func runConsumerChange(ctx context.Context, out io.Writer, db string, c consumer
 	done := map[string]string{"create": "created", "reset": "reset"}[c.Op]
 	fmt.Fprintf(out, "consumer %s %s: committed %d, reads from %d, lag %d\n", c.Name, done, info.Committed, info.Committed+1, info.Lag)
 	return nil
+}
+
+// uintParam reads the query parameter name as an unsigned integer, 0 when
+// absent.
+func uintParam(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s %q", name, v)
+	}
+	return n, nil
+}
+
+// writeJSON answers with v as JSON and the status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
 }

@@ -353,6 +353,10 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
+	// ListPages and ListObjects are the progress of the current list (of
+	// the last one outside phase Listing): pages and objects received.
+	ListPages   int `json:"listPages"`
+	ListObjects int `json:"listObjects"`
 	// PID is the watch's process id; /status sets it, 0 leaves it out.
 	PID int `json:"pid,omitempty"`
 }
@@ -362,6 +366,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
+		ListPages: s.ListPages, ListObjects: s.ListObjects,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()

@@ -69,7 +69,12 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 	if err != nil {
 		return fmt.Errorf("relist: %w", err)
 	}
+	pctx, stopProgress := context.WithCancel(ctx)
+	progressed := make(chan struct{})
+	go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
 	st, err := s.waitVerify(ctx, before.Verifies, relistTimeout)
+	stopProgress()
+	<-progressed
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")

@@ -1,64 +1,26 @@
 package main
 
 // While watch runs it holds bbolt's exclusive lock, so no other process can
-// open the file, even read-only. It serves reads instead, as JSON over HTTP
-// on the unix socket <db>.sock:
-//
-//	GET /stats                 journal.Stats
-//	GET /events?from=N&limit=M events from offset N (0: the first retained);
-//	                           410 with "compacted" below the first retained
-//	GET /index?after=KEY&limit=M index entries with keys after KEY
-//	GET /head                  {"head": N}, the last offset assigned
-//	GET /wait?after=N          {"head": N} once the head is past N, or after
-//	                           at most 30 s: clients loop
-//	GET /status                the reconcile.Status of the watch, and its pid
-//	POST /verify               asks the loop to relist and diff against the
-//	                           index (reconcile.Loop.Verify), and answers at
-//	                           once with the head and the loop's verifies and
-//	                           divergences from before the request
-//	GET /verify?after=N        the status once its verifies are past N, the
-//	                           loop stopped, or after at most 30 s: clients
-//	                           loop
-//	GET /consumers             the consumers: name, committed offset, lag
-//	GET /retention             the retention the file records
-//	POST /consumers/NAME/commit?offset=N
-//	                           commits N for the existing consumer NAME
-//	                           (path-escaped); 404 when there is none
+// open the file, even read-only. It serves reads instead on the unix socket
+// <db>.sock, with the library's server (journal/inspect, which documents
+// the protocol); sockSource (source.go) is the client.
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
-)
-
-// Page sizes, in events or index entries.
-const (
-	defaultLimit = 1000
-	maxLimit     = 10000
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // watchLoop is what the socket asks of the reconcile loop that writes the
 // journal: a *reconcile.Loop, faked in tests.
-type watchLoop interface {
-	Status() reconcile.Status
-	Verify()
-	WaitFor(ctx context.Context, cond func(reconcile.Status) bool) error
-}
+type watchLoop = inspect.Loop
 
-var _ watchLoop = (*reconcile.Loop)(nil)
-
-// server answers the socket's requests from a journal held open for writing.
+// server is the socket's configuration for a journal held open for
+// writing.
 type server struct {
 	j       *journal.Journal
 	loop    watchLoop
@@ -67,223 +29,19 @@ type server struct {
 }
 
 func (s *server) handler() http.Handler {
+	pid := s.pid
+	if pid == 0 {
+		pid = -1 // none
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", s.stats)
-	mux.HandleFunc("GET /events", s.events)
-	mux.HandleFunc("GET /index", s.index)
-	mux.HandleFunc("GET /head", s.head)
-	mux.HandleFunc("GET /wait", s.wait)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		ws := toWriterStatus(s.loop.Status())
-		ws.PID = s.pid
-		writeJSON(w, http.StatusOK, ws)
-	})
-	mux.HandleFunc("POST /verify", s.verify)
-	mux.HandleFunc("GET /verify", s.verified)
-	mux.HandleFunc("GET /consumers", s.consumers)
-	mux.HandleFunc("GET /retention", s.retention)
-	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
-	mux.HandleFunc("POST /consumers/{name}/change", s.changeConsumer) // consumers_change.go
+	mux.Handle("/", inspect.Handler(s.j, s.loop, &inspect.Options{MaxWait: s.maxWait, PID: pid}))
+	// The CLI's consumer changes (consumers_change.go); an embedding
+	// program's inspect.Serve does not take them.
+	mux.HandleFunc("POST /consumers/{name}/change", s.changeConsumer)
 	return mux
 }
 
-func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
-	cs, err := s.j.Consumers()
-	jcs := make([]jsonConsumer, len(cs))
-	for i, c := range cs {
-		jcs[i] = jsonConsumer(c)
-	}
-	reply(w, jcs, err)
-}
-
-func (s *server) retention(w http.ResponseWriter, _ *http.Request) {
-	r, err := s.j.Retention()
-	reply(w, toJSONRetention(r), err)
-}
-
-// commit commits an offset for an existing consumer, through the journal
-// this watch holds writable.
-func (s *server) commit(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	off, err := uintParam(r, "offset") // a missing offset is 0: out of range
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	switch err := commitConsumer(s.j, name, off); {
-	case errors.Is(err, journal.ErrNoConsumer):
-		writeJSON(w, http.StatusNotFound, jsonError{Error: err.Error()})
-	case errors.Is(err, errCommitRange):
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-	case err != nil:
-		reply(w, nil, err)
-	default:
-		cs, err := s.j.Consumers()
-		c, _ := findConsumer(cs, name)
-		reply(w, jsonConsumer(c), err)
-	}
-}
-
-func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
-	st, err := s.j.Stats()
-	reply(w, toJSONStats(st), err)
-}
-
-func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	from, err1 := uintParam(r, "from")
-	limit, err2 := limitParam(r)
-	if err := errors.Join(err1, err2); err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	evs, err := s.j.Read(from, limit)
-	jevs := make([]jsonEvent, len(evs))
-	for i, e := range evs {
-		jevs[i] = toJSONEvent(e)
-	}
-	reply(w, jevs, err)
-}
-
-func (s *server) index(w http.ResponseWriter, r *http.Request) {
-	limit, err := limitParam(r)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	es, err := s.j.ScanIndex(r.URL.Query().Get("after"), limit)
-	jes := make([]jsonIndexEntry, len(es))
-	for i, e := range es {
-		jes[i] = jsonIndexEntry(e)
-	}
-	reply(w, jes, err)
-}
-
-func (s *server) head(w http.ResponseWriter, _ *http.Request) {
-	h, err := s.j.Head()
-	reply(w, jsonHead{Head: h}, err)
-}
-
-// wait answers once the head is past after, after maxWait, or when the
-// server stops (its base context ends), with the head at that time.
-func (s *server) wait(w http.ResponseWriter, r *http.Request) {
-	after, err := uintParam(r, "after")
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
-	defer cancel()
-	if err := s.j.Wait(ctx, after); err != nil && ctx.Err() == nil {
-		writeJSON(w, http.StatusServiceUnavailable, jsonError{Error: err.Error()})
-		return
-	}
-	s.head(w, r)
-}
-
-// verify asks the loop for an anti-entropy relist. It answers at once with
-// the head and the loop's counters read before the request: the client
-// waits on GET /verify for the verifies to pass them.
-func (s *server) verify(w http.ResponseWriter, _ *http.Request) {
-	st := s.loop.Status()
-	head, err := s.j.Head()
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
-	s.loop.Verify()
-	writeJSON(w, http.StatusOK, jsonVerifyRequest{Head: head, Verifies: st.Verifies, Divergences: st.Divergences})
-}
-
-// verified answers with the loop's status once its verifies are past after,
-// the loop has stopped, maxWait has passed, or the server stops.
-func (s *server) verified(w http.ResponseWriter, r *http.Request) {
-	after, err := uintParam(r, "after")
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
-	defer cancel()
-	_ = s.loop.WaitFor(ctx, func(st reconcile.Status) bool { // an error is ctx's: answer anyway
-		return uint64(st.Verifies) > after || st.Phase == reconcile.PhaseStopped
-	})
-	writeJSON(w, http.StatusOK, toWriterStatus(s.loop.Status()))
-}
-
-func uintParam(r *http.Request, name string) (uint64, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad %s %q", name, v)
-	}
-	return n, nil
-}
-
-func limitParam(r *http.Request) (int, error) {
-	n, err := uintParam(r, "limit")
-	switch {
-	case err != nil:
-		return 0, err
-	case n == 0:
-		return defaultLimit, nil
-	}
-	return int(min(n, maxLimit)), nil
-}
-
-// reply writes v, or err with 410 for a compacted offset and 500 otherwise.
-func reply(w http.ResponseWriter, v any, err error) {
-	var ce *journal.CompactedError
-	switch {
-	case errors.As(err, &ce):
-		writeJSON(w, http.StatusGone, jsonError{Error: err.Error(), Compacted: (*jsonCompacted)(ce)})
-	case err != nil:
-		writeJSON(w, http.StatusInternalServerError, jsonError{Error: err.Error()})
-	default:
-		writeJSON(w, http.StatusOK, v)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// serve listens on the unix socket sock, replacing a stale one: the caller
-// holds the journal's exclusive lock, so no other watch can serve it. The
-// socket is readable by the file's owner only, from the moment it exists
-// (listenPrivate). stop ends open requests (long polls answer at once),
-// waits for the serving goroutine to exit and removes the socket.
+// serve serves h on the unix socket sock until stop (inspect.Listen).
 func serve(sock string, h http.Handler, log *zap.Logger) (stop func(), err error) {
-	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("journalctl: remove stale socket: %w", err)
-	}
-	ln, err := listenPrivate(sock) // 0600 from the start
-	if err != nil {
-		return nil, fmt.Errorf("journalctl: listen: %w", err)
-	}
-	base, cancel := context.WithCancel(context.Background())
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-	}
-	done := make(chan struct{})
-	go func() { // exits when stop shuts the server down
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("socket server failed", zap.String("socket", sock), zap.Error(err))
-		}
-	}()
-	return func() {
-		cancel()
-		ctx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancelShutdown()
-		_ = srv.Shutdown(ctx)
-		<-done
-		_ = os.Remove(sock)
-	}, nil
+	return inspect.Listen(sock, h, log)
 }

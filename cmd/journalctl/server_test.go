@@ -164,7 +164,8 @@ func TestSocket_ReadCommands(t *testing.T) {
 	t.Run("stats as JSON", func(t *testing.T) {
 		stdout, _, code := runCLI("stats", "--db", path, "-o", "json")
 		want := `"writer":{"phase":"Watching","resourceVersion":"12","synced":true,"lastError":"reconcile: watch failed: boom",` +
-			`"lists":2,"watches":5,"gone":1,"listRestarts":0,"idleRestarts":3,"events":7,"verifies":1,"divergences":0}}`
+			`"lists":2,"watches":5,"gone":1,"listRestarts":0,"idleRestarts":3,"events":7,"verifies":1,"divergences":0,` +
+			`"listPages":0,"listObjects":0}}`
 		if code != 0 || !strings.Contains(stdout, `"lastOffset":4,`) || !strings.HasSuffix(stdout, want+"\n") {
 			t.Errorf("stats -o json: exit %d, stdout %s; want lastOffset 4 and %s", code, stdout, want)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 type statsFlags struct {
@@ -86,6 +88,9 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	fmt.Fprintf(tw, "consumers\t%s\n", orDash(strings.Join(consumers, ", ")))
 	if ws != nil {
 		fmt.Fprintf(tw, "phase\t%s\n", ws.Phase)
+		if ws.Phase == reconcile.PhaseListing {
+			fmt.Fprintf(tw, "list progress\t%d pages, %d objects so far\n", ws.ListPages, ws.ListObjects)
+		}
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
 		fmt.Fprintf(tw, "lists\t%d\n", ws.Lists)
 		fmt.Fprintf(tw, "watches\t%d\n", ws.Watches)

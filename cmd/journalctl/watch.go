@@ -51,6 +51,8 @@ type watchFlags struct {
 	// retention is the --retain-* flags' retention, nil when none is set:
 	// then watch keeps the retention the file records.
 	retention *journal.Retention
+	// metricsAddr is --metrics-addr: "" serves no metrics.
+	metricsAddr string
 }
 
 // retentionFlags are the --retain-* flags as given.
@@ -149,6 +151,7 @@ func newWatchCmd() *cobra.Command {
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
 	fl.Float32Var(&f.qps, "qps", clientrate.QPS, "client-side limit in apiserver requests per `second`; negative: none, leaving flow control to the apiserver's API Priority and Fairness; 0: client-go's 5")
 	fl.IntVar(&f.burst, "burst", clientrate.Burst, "client-side burst in `requests`, with a positive --qps")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` at /metrics (off unless set; port 0 picks one, logged)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
@@ -221,6 +224,11 @@ type watched struct {
 // --dir DIR/<resource>.db; several go to --dir DIR, one file each
 // (reconcile.Group).
 func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (err error) {
+	var status *statusLine // a list's progress on a terminal (progress.go)
+	if isTerminal(stderr) {
+		status = &statusLine{w: stderr}
+		stderr = status
+	}
 	log, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return err
@@ -312,6 +320,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		run = g.Run
 	}
 
+	// Metrics: one resource's (metrics.Register labels no resource).
+	if f.metricsAddr != "" && len(files) > 1 {
+		return fmt.Errorf("--metrics-addr serves one resource's metrics; watch %s journals %d", arg, len(files))
+	}
+	stopMetrics, err := serveMetrics(f.metricsAddr, files[0].j, files[0].loop, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+
 	// Per file: its retention, its socket, and its compactor beside the
 	// loops until ctx is done, stopped before the journals close. A
 	// journal error stops them all.
@@ -344,8 +362,20 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			compacted <- err
 		}()
 	}
+	// A list's progress: on a terminal one status line for a single
+	// resource, log lines otherwise (progress.go).
+	var progressed sync.WaitGroup
+	for _, w := range files {
+		st := status
+		if len(files) > 1 {
+			st = nil
+		}
+		progressed.Add(1)
+		go func() { defer progressed.Done(); reportProgress(runCtx, w.loop, st, log) }() // ends with runCtx
+	}
 	err = run(runCtx)
 	cancel()
+	progressed.Wait()
 	for range files {
 		err = errors.Join(err, <-compacted)
 	}

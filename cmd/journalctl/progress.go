@@ -1,0 +1,167 @@
+package main
+
+// Progress of a long list while watch runs. A first list of thousands of
+// objects at a small page size takes minutes; the loop counts pages and
+// objects as they arrive (reconcile.Status.ListPages, ListObjects), and
+// this shows them: on a terminal, one status line rewritten in place once
+// a list has run for a second (pages, objects, rate, elapsed), which log
+// lines clear and draw again below them (statusLine); otherwise a log line
+// every progressEvery pages.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/term"
+
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// progressEvery is how many list pages pass between two progress log lines
+// when stderr is not a terminal.
+var progressEvery = 100
+
+// progressDelay is how long a list runs before a terminal shows its
+// progress; progressRedraw bounds how often the line is drawn again.
+const (
+	progressDelay  = time.Second
+	progressRedraw = 200 * time.Millisecond
+)
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// statusLine writes to a terminal with one status line at the bottom:
+// every other write (a log line) clears the status line first and draws it
+// again after itself, so that the two never mix on one line.
+type statusLine struct {
+	mu   sync.Mutex
+	w    io.Writer
+	line string // "" when none is drawn
+}
+
+// Write writes p above the status line.
+func (s *statusLine) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line == "" {
+		return s.w.Write(p)
+	}
+	io.WriteString(s.w, "\r\033[K")
+	n, err := s.w.Write(p)
+	io.WriteString(s.w, s.line)
+	return n, err
+}
+
+// set draws line as the status line.
+func (s *statusLine) set(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.line = line
+	io.WriteString(s.w, "\r\033[K"+line)
+}
+
+// end leaves the status line on the screen as an ordinary line.
+func (s *statusLine) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line != "" {
+		io.WriteString(s.w, "\n")
+		s.line = ""
+	}
+}
+
+// reportProgress shows the progress of loop's lists on status (a terminal;
+// nil: none) or in log lines, until ctx is done.
+func reportProgress(ctx context.Context, loop *reconcile.Loop, status *statusLine, log *zap.Logger) {
+	p := &listProgress{status: status, log: log, every: progressEvery}
+	var last reconcile.Status
+	for {
+		err := loop.WaitFor(ctx, func(st reconcile.Status) bool {
+			return st.Phase != last.Phase || st.ListPages != last.ListPages
+		})
+		if err != nil {
+			p.end()
+			return
+		}
+		last = loop.Status()
+		p.update(last, time.Now())
+	}
+}
+
+// listProgress follows one list at a time. With a status line (a
+// terminal) it draws there; otherwise it logs, to log or, when log is nil,
+// as lines on w.
+type listProgress struct {
+	status *statusLine
+	w      io.Writer
+	log    *zap.Logger
+	every  int
+
+	listing bool
+	start   time.Time // the list's start
+	pages   int       // pages at the last report
+	drawn   time.Time // last draw on the terminal; zero: nothing drawn
+}
+
+func (p *listProgress) update(st reconcile.Status, now time.Time) {
+	if st.Phase != reconcile.PhaseListing {
+		if p.listing && !p.drawn.IsZero() {
+			p.draw(st, now)
+			p.end()
+		}
+		p.listing = false
+		return
+	}
+	if !p.listing || st.ListPages < p.pages {
+		// A new list, or one started again from its first page.
+		p.listing, p.start, p.pages = true, now, 0
+	}
+	elapsed := now.Sub(p.start)
+	switch {
+	case p.status != nil:
+		if elapsed >= progressDelay && now.Sub(p.drawn) >= progressRedraw {
+			p.draw(st, now)
+		}
+	case st.ListPages >= p.pages+p.every && p.log == nil:
+		p.pages = st.ListPages
+		fmt.Fprintf(p.w, "journalctl: relist: listing: %d pages, %d objects, %s, %s\n", st.ListPages, st.ListObjects,
+			rate(st.ListObjects, elapsed), elapsed.Round(time.Second))
+	case st.ListPages >= p.pages+p.every:
+		p.pages = st.ListPages
+		p.log.Info("listing", zap.Int("pages", st.ListPages), zap.Int("objects", st.ListObjects),
+			zap.String("rate", rate(st.ListObjects, elapsed)), zap.Duration("elapsed", elapsed.Round(time.Second)))
+	}
+}
+
+// draw rewrites the terminal's status line.
+func (p *listProgress) draw(st reconcile.Status, now time.Time) {
+	elapsed := now.Sub(p.start)
+	p.status.set(fmt.Sprintf("listing: %d pages, %d objects, %s, %s", st.ListPages, st.ListObjects,
+		rate(st.ListObjects, elapsed), elapsed.Round(time.Second)))
+	p.drawn = now
+}
+
+// end leaves the status line, if one is drawn, as an ordinary line.
+func (p *listProgress) end() {
+	if !p.drawn.IsZero() {
+		p.status.end()
+		p.drawn = time.Time{}
+	}
+}
+
+// rate formats objects per second over elapsed.
+func rate(objects int, elapsed time.Duration) string {
+	if elapsed <= 0 {
+		return "- objects/s"
+	}
+	return fmt.Sprintf("%.0f objects/s", float64(objects)/elapsed.Seconds())
+}

@@ -1,0 +1,43 @@
+package main
+
+// relist's progress: while it waits for the watch's verify, it reads the
+// watch's status (GET /status) every relistPoll and shows the list's pages
+// and objects as watch does (progress.go): a status line on a terminal,
+// a line every progressEvery pages otherwise.
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// relistPoll is how often relist reads the watch's status for progress.
+var relistPoll = time.Second
+
+// relistProgress shows the progress of the watch's lists on stderr until
+// ctx is done.
+func relistProgress(ctx context.Context, s *sockSource, stderr io.Writer) {
+	p := &listProgress{w: stderr, every: progressEvery}
+	if isTerminal(stderr) {
+		p.status = &statusLine{w: stderr}
+	}
+	t := time.NewTicker(relistPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.end()
+			return
+		case <-t.C:
+		}
+		ws, err := s.Status(ctx)
+		if err != nil {
+			continue // the wait reports a watch that went away
+		}
+		st := reconcile.Status{Phase: ws.Phase}
+		st.ListPages, st.ListObjects = ws.ListPages, ws.ListObjects
+		p.update(st, time.Now())
+	}
+}

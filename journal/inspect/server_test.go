@@ -1,0 +1,58 @@
+package inspect_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
+)
+
+// Ensure Serve without a loop serves the journal's reads on
+// SocketPath(j.Path()), answers /status with 404 (no loop in this
+// process), and returns nil once its context ends.
+func TestServe_JournalWithoutLoop(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- inspect.Serve(ctx, j, nil, nil) }()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", inspect.SocketPath(j.Path()))
+	}}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := c.Get("http://socket" + path)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			time.Sleep(10 * time.Millisecond) // until the socket listens
+		}
+	}
+	if code, body := get("/stats"); code != http.StatusOK || !strings.Contains(body, `"objects":0`) {
+		t.Errorf("GET /stats = %d %s; want 200 with objects 0", code, body)
+	}
+	if code, body := get("/status"); code != http.StatusNotFound {
+		t.Errorf("GET /status without a loop = %d %s; want 404", code, body)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve = %v; want nil once its context ends", err)
+	}
+}

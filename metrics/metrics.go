@@ -1,0 +1,192 @@
+// Package metrics exports a journal's and its reconcile loop's state as
+// Prometheus metrics (github.com/prometheus/client_golang).
+//
+// It is a pull collector: nothing is counted on the loop's hot path by this
+// package. At each scrape it reads reconcile.Loop.Status (a copy under the
+// loop's lock), journal.Journal.Stats and Journal.Consumers (one bbolt read
+// transaction each), and turns them into const metrics. Register it on any
+// prometheus.Registerer, controller-runtime's metrics.Registry included:
+//
+//	if err := metrics.Register(ctrlmetrics.Registry, j, loop); err != nil { ... }
+//
+// Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/):
+// the prefix watchjournal_, base units (seconds, bytes), _total on
+// counters. Counters count from the Loop's creation. A program with more
+// than one journal registers each through prometheus.WrapRegistererWith
+// with a label that tells them apart (say resource="configmaps").
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+const ns = "watchjournal"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
+}
+
+// The metrics, by source.
+var (
+	// Loop (reconcile.Status).
+	eventsDesc       = desc("events_total", "Events journaled by the loop, by type (ADDED, MODIFIED, DELETED) and origin (watch, relist, restart).", "type", "origin")
+	listsDesc        = desc("lists_total", "Lists completed, by cause: initial (empty journal), gone (410 or rewound server while running), restart (410 when resuming after a process restart), verify (anti-entropy); expired_continue counts lists started again after their continue token expired.", "cause")
+	goneDesc         = desc("gone_total", "410 Gone (resourceVersion too old, etcd compaction) answers met by watches and lists.")
+	pagesDesc        = desc("list_pages_total", "List pages received.")
+	listObjectsDesc  = desc("list_objects_total", "Objects in the list pages received.")
+	watchesDesc      = desc("watches_total", "Watch requests that opened (connects and reconnects).")
+	idleDesc         = desc("watch_idle_restarts_total", "Watches replaced after receiving nothing for the idle timeout.")
+	backoffsDesc     = desc("backoffs_total", "Waits after a failed request, by reason: 403, 404, 429, 5xx, network, other.", "reason")
+	throttledDesc    = desc("throttled_total", "Backoffs the apiserver asked for (429, or a Retry-After).")
+	verifiesDesc     = desc("verifies_total", "Anti-entropy verifies (relists of a healthy watch).")
+	divergencesDesc  = desc("divergences_total", "Events found by verify that the watch had lost.")
+	rewindsDesc      = desc("rewinds_total", "Times the server's resourceVersion went below the journal's (etcd restored from a backup).")
+	syncedDesc       = desc("synced", "1 once the journal is known current with the server (HasSynced), else 0.")
+	phaseDesc        = desc("phase", "1 for the loop's current phase, 0 for the others.", "phase")
+	commitDesc       = desc("commit_duration_seconds", "Latency of the loop's journal commits (a watch batch, or a relist's commit).")
+	listProgressDesc = desc("current_list_objects", "Objects received so far by the current (or last) list.")
+
+	// Journal (Stats, Consumers).
+	headDesc     = desc("journal_head_offset", "Offset of the newest event in the journal (0: none).")
+	firstDesc    = desc("journal_first_offset", "Offset of the oldest retained event (0: none).")
+	fileDesc     = desc("file_size_bytes", "Size of the journal's bbolt file on disk.")
+	journalDesc  = desc("journal_size_bytes", "Size of the retained events as stored.")
+	objectsDesc  = desc("index_objects", "Objects in the journal's index (the resource's current state).")
+	lagDesc      = desc("consumer_lag_events", "Events after a durable consumer's committed offset, up to the head.", "consumer")
+	consumerDesc = desc("consumer_committed_offset", "A durable consumer's committed offset.", "consumer")
+)
+
+var phases = []reconcile.Phase{reconcile.PhaseStarting, reconcile.PhaseListing, reconcile.PhaseConnecting,
+	reconcile.PhaseWatching, reconcile.PhaseBackoff, reconcile.PhaseStopped}
+
+// Collector is a prometheus.Collector of one journal and, optionally, the
+// loop that writes it. Create it with NewCollector.
+type Collector struct {
+	j    *journal.Journal
+	l    *reconcile.Loop
+	errs prometheus.Counter
+}
+
+// NewCollector returns a collector of j and l. l may be nil (a journal
+// written by another process, or none): only the journal's metrics are
+// exported then. j may not be nil.
+func NewCollector(j *journal.Journal, l *reconcile.Loop) *Collector {
+	return &Collector{j: j, l: l, errs: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Name: "scrape_errors_total",
+		Help: "Scrapes that could not read the journal (its stats are then missing).",
+	})}
+}
+
+// Register registers a collector of j and l (l may be nil) on reg. It
+// returns reg's error: prometheus.AlreadyRegisteredError when the same
+// names are registered twice on reg (use prometheus.WrapRegistererWith for
+// a second journal).
+func Register(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
+	return reg.Register(NewCollector(j, l))
+}
+
+// Describe sends the descriptors of every metric Collect may send.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{headDesc, firstDesc, fileDesc, journalDesc, objectsDesc, lagDesc, consumerDesc, c.errs.Desc()} {
+		ch <- d
+	}
+	if c.l == nil {
+		return
+	}
+	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, goneDesc, pagesDesc, listObjectsDesc, watchesDesc,
+		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, syncedDesc, phaseDesc,
+		commitDesc, listProgressDesc} {
+		ch <- d
+	}
+}
+
+// Collect reads the loop's status and the journal's stats and sends them.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.l != nil {
+		collectLoop(ch, c.l.Status())
+	}
+	st, err := c.j.Stats()
+	var cons []journal.ConsumerInfo
+	if err == nil {
+		cons, err = c.j.Consumers()
+	}
+	if err != nil {
+		c.errs.Inc()
+		ch <- c.errs
+		return
+	}
+	ch <- c.errs
+	gauge(ch, headDesc, float64(st.LastOffset))
+	gauge(ch, firstDesc, float64(st.FirstOffset))
+	gauge(ch, fileDesc, float64(st.FileSize))
+	gauge(ch, journalDesc, float64(st.JournalBytes))
+	gauge(ch, objectsDesc, float64(st.Objects))
+	for _, ci := range cons {
+		gauge(ch, lagDesc, float64(ci.Lag), ci.Name)
+		gauge(ch, consumerDesc, float64(ci.Committed), ci.Name)
+	}
+}
+
+func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
+	for _, o := range []struct {
+		origin journal.Origin
+		n      reconcile.TypeCounts
+	}{{journal.OriginWatch, s.Journaled.Watch}, {journal.OriginRelist, s.Journaled.Relist}, {journal.OriginRestart, s.Journaled.Restart}} {
+		counter(ch, eventsDesc, o.n.Added, string(journal.Added), string(o.origin))
+		counter(ch, eventsDesc, o.n.Modified, string(journal.Modified), string(o.origin))
+		counter(ch, eventsDesc, o.n.Deleted, string(journal.Deleted), string(o.origin))
+	}
+	counter(ch, listsDesc, s.ListsInitial, "initial")
+	counter(ch, listsDesc, s.ListsGone, "gone")
+	counter(ch, listsDesc, s.ListsRestart, "restart")
+	counter(ch, listsDesc, s.ListsVerify, "verify")
+	counter(ch, listsDesc, s.ListRestarts, "expired_continue")
+	counter(ch, goneDesc, s.Gone)
+	counter(ch, pagesDesc, s.PagesTotal)
+	counter(ch, listObjectsDesc, s.ObjectsListed)
+	counter(ch, watchesDesc, s.Watches)
+	counter(ch, idleDesc, s.IdleRestarts)
+	b := s.BackoffsByReason
+	counter(ch, backoffsDesc, b.Forbidden, "403")
+	counter(ch, backoffsDesc, b.NotFound, "404")
+	counter(ch, backoffsDesc, b.Throttled, "429")
+	counter(ch, backoffsDesc, b.Server, "5xx")
+	counter(ch, backoffsDesc, b.Network, "network")
+	counter(ch, backoffsDesc, b.Other, "other")
+	counter(ch, throttledDesc, s.Throttled)
+	counter(ch, verifiesDesc, s.Verifies)
+	counter(ch, divergencesDesc, s.Divergences)
+	counter(ch, rewindsDesc, s.Rewinds)
+	synced := 0.0
+	if s.Synced {
+		synced = 1
+	}
+	gauge(ch, syncedDesc, synced)
+	for _, p := range phases {
+		v := 0.0
+		if s.Phase == p {
+			v = 1
+		}
+		gauge(ch, phaseDesc, v, string(p))
+	}
+	gauge(ch, listProgressDesc, float64(s.ListObjects))
+	h := s.CommitLatency
+	buckets := make(map[float64]uint64, len(reconcile.CommitBuckets))
+	cum := uint64(0)
+	for i, ub := range reconcile.CommitBuckets {
+		cum += h.Counts[i]
+		buckets[ub] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(commitDesc, h.Count, h.Sum, buckets)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
