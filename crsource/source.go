@@ -144,6 +144,10 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 // Journal returns the journal the source reads.
 func (s *Source) Journal() *journal.Journal { return s.j }
 
+// Loop returns the journal's writer, the list/watch loop the source runs
+// (nil for a source made by NewFromConsumer): for metrics.Register,
+// inspect.Serve and its Status.
+func (s *Source) Loop() *wjreconcile.Loop { return s.loop }
 // String names the source in controller-runtime's logs.
 func (s *Source) String() string { return "watchjournal " + s.j.Path() + " consumer " + s.c.Name() }
 
