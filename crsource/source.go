@@ -148,6 +148,7 @@ func (s *Source) Journal() *journal.Journal { return s.j }
 // (nil for a source made by NewFromConsumer): for metrics.Register,
 // inspect.Serve and its Status.
 func (s *Source) Loop() *wjreconcile.Loop { return s.loop }
+
 // String names the source in controller-runtime's logs.
 func (s *Source) String() string { return "watchjournal " + s.j.Path() + " consumer " + s.c.Name() }
 
