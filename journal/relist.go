@@ -41,7 +41,8 @@ type Relist struct {
 // BeginRelist starts a relist. It first finishes a commit that an earlier
 // Relist began and could not complete (a full disk, say), and discards
 // whatever an unfinished relist staged.
-func (j *Journal) BeginRelist() (*Relist, error) {
+func (w *Writer) BeginRelist() (*Relist, error) {
+	j := w.j
 	if err := j.finishRelist(); err != nil {
 		return nil, err
 	}

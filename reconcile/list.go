@@ -110,7 +110,7 @@ func (e journalError) Error() string { return e.err.Error() }
 // that memory follows neither the page's nor the objects' size. The next
 // metadata page is requested while one is diffed.
 func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, first, last uint64, err error) {
-	rel, err := l.j.BeginRelist()
+	rel, err := l.w.BeginRelist()
 	if err != nil {
 		return "", 0, 0, 0, journalError{err}
 	}

@@ -179,6 +179,7 @@ type Status struct {
 // run it with Run; it is the journal's only writer.
 type Loop struct {
 	j    *journal.Journal
+	w    *journal.Writer // j's write side: the loop is the file's writer
 	c    *client
 	opts Options
 	log  *zap.Logger
@@ -265,7 +266,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l := &Loop{j: j, w: j.Writer(), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
 	l.log = opts.Logger.With(zap.String("resource", res.String()))
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err

@@ -237,7 +237,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		return next, n, nil
 	}
 	appended := 0
-	err := l.j.Update(func(tx *journal.Tx) error {
+	err := l.w.Update(func(tx *journal.Tx) error {
 		for i, it := range items {
 			cur, present, err := tx.Lookup(it.Key)
 			if err != nil {
