@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
@@ -24,8 +24,10 @@ type Options struct {
 	// Resource, when set on a writable open, is recorded in a new file and
 	// checked against an existing one (ErrResourceMismatch on a difference).
 	Resource *Resource
-	// Logger receives the journal's logs. Nil means no logs.
-	Logger *zap.Logger
+	// Logger receives the journal's logs (logr, as client-go and
+	// controller-runtime): errors it recovers from, through Error. The
+	// zero Logger discards.
+	Logger logr.Logger
 	// NoSync skips fsync on commit: only for tests and benchmarks.
 	NoSync bool
 	// InitialMmapSize is bbolt's initial memory map size in bytes; zero
@@ -37,7 +39,7 @@ type Options struct {
 // goroutines; writes are serialized.
 type Journal struct {
 	store  *bolt.Store
-	log    *zap.Logger
+	log    logr.Logger
 	noSync bool
 
 	mu     sync.Mutex
@@ -68,9 +70,6 @@ func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
 	}
 	s, err := bolt.Open(path, bolt.Options{
 		ReadOnly: o.ReadOnly, Timeout: o.Timeout, NoSync: o.NoSync, InitialMmapSize: o.InitialMmapSize,

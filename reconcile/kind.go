@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -132,7 +132,7 @@ func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
 		// Written from a served resource before: gone since (a CRD
 		// deleted); Run retries until it is served again.
 	}
-	l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
+	l.log.Info("kind not recorded yet, retrying in the background", "error", err)
 	go retryKind(cfg, l.j, res, l.log)
 	return nil
 }
@@ -181,7 +181,7 @@ func editDistance(a, b string) int {
 
 // retryKind calls recordKind with backoff until it succeeds or the journal
 // is closed.
-func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *zap.Logger) {
+func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log logr.Logger) {
 	wait := kindRetryMin
 	for {
 		time.Sleep(wait)
@@ -192,7 +192,7 @@ func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *
 		if err == nil || errors.Is(err, journal.ErrClosed) {
 			return
 		}
-		log.Debug("kind not recorded yet", zap.Error(err))
+		log.V(1).Info("kind not recorded yet", "error", err)
 		wait = min(2*wait, kindRetryMax)
 	}
 }
