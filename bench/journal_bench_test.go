@@ -4,7 +4,7 @@ package bench
 // Each reports its rate as a custom metric, so the results read the same
 // whatever b.N the framework picks:
 //
-//	BenchmarkJournalAppend   events/s through Journal.Update (group commit);
+//	BenchmarkJournalAppend   events/s through Writer.Update (group commit);
 //	                         …/objects keeps objects (Journal.KeepObjects)
 //	BenchmarkJournalRead     events/s through Journal.Read (replay)
 //	BenchmarkRelistDiff      objects/s of reconcile.Diff over ScanIndex pages
@@ -108,7 +108,7 @@ func fillIndex(b *testing.B, j *journal.Journal, n int, withObject bool) {
 	b.Helper()
 	fixture()
 	for lo := 0; lo < n; lo += 1000 {
-		err := j.Update(func(tx *journal.Tx) error {
+		err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := lo; i < min(lo+1000, n); i++ {
 				e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 				if withObject {
@@ -143,7 +143,7 @@ func listed(n, changeEvery, gen int) []reconcile.Item {
 }
 
 // BenchmarkJournalAppend appends watch events of about 1 KiB, many per
-// Journal.Update (group commit), with fsync on each commit unless nosync.
+// Writer.Update (group commit), with fsync on each commit unless nosync.
 // Keys cycle over indexN objects: ADDED on the first pass, MODIFIED after.
 func BenchmarkJournalAppend(b *testing.B) {
 	fixture()
@@ -174,7 +174,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 			b.SetBytes(int64(c.batch * len(objs[0])))
 			n := 0
 			for b.Loop() {
-				err := j.Update(func(tx *journal.Tx) error {
+				err := j.Writer().Update(func(tx *journal.Tx) error {
 					for range c.batch {
 						i := n % indexN
 						typ := journal.Modified
@@ -367,7 +367,7 @@ func BenchmarkRelistDiff(b *testing.B) {
 func BenchmarkRelistStaged(b *testing.B) {
 	relist := func(b *testing.B, j *journal.Journal, items []reconcile.Item, want int) {
 		b.Helper()
-		rel, err := j.BeginRelist()
+		rel, err := j.Writer().BeginRelist()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -469,7 +469,7 @@ func BenchmarkIndexSize(b *testing.B) {
 			for b.Loop() {
 				j := openJournal(b, journal.Options{NoSync: true})
 				for lo := 0; lo < indexN; lo += 1000 {
-					err := j.Update(func(tx *journal.Tx) error {
+					err := j.Writer().Update(func(tx *journal.Tx) error {
 						for _, i := range perm[lo:min(lo+1000, indexN)] {
 							e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 							if _, err := tx.Append(&e); err != nil {
@@ -487,8 +487,8 @@ func BenchmarkIndexSize(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(st.FileSize)/indexN, "file-B/obj")
-				reportBucket(b, j.Store().DB(), "index")
-				reportBucket(b, j.Store().DB(), "journal")
+				reportBucket(b, j.Writer().Store().DB(), "index")
+				reportBucket(b, j.Writer().Store().DB(), "journal")
 			}
 		})
 		b.Run("store/"+name, func(b *testing.B) {
@@ -720,7 +720,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 					}
 					if mode == "append" {
 						for lo := 0; lo < n; lo += 1000 {
-							err := j.Update(func(tx *journal.Tx) error {
+							err := j.Writer().Update(func(tx *journal.Tx) error {
 								for _, it := range items[lo:min(lo+1000, n)] {
 									e := journal.Event{Type: journal.Added, Key: it.Key, UID: it.UID, ResourceVersion: it.ResourceVersion,
 										Object: value, Origin: journal.OriginWatch}
@@ -735,7 +735,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 							}
 						}
 					} else {
-						rel, err := j.BeginRelist()
+						rel, err := j.Writer().BeginRelist()
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -64,7 +64,7 @@ func listerFixture(b *testing.B) (*journal.Journal, toolscache.Indexer) {
 	dec := scheme.Codecs.UniversalDeserializer()
 	total := listerN + listerOthers
 	for lo := 0; lo < total; lo += 1000 {
-		err := j.Update(func(tx *journal.Tx) error {
+		err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := lo; i < min(lo+1000, total); i++ {
 				ns := "bench"
 				if i >= listerN {

@@ -57,7 +57,7 @@ func ExampleNewFromConsumer() {
 		log.Fatal(err)
 	}
 	defer j.Close()
-	_ = j.Update(func(tx *journal.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, k := range []string{"demo/a", "demo/b"} {
 			e := journal.Event{Type: journal.Added, Key: k, UID: "u-" + k, ResourceVersion: "1", Origin: journal.OriginRelist}
 			if _, err := tx.Append(&e); err != nil {

@@ -27,7 +27,7 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 	}
 	defer j.Close()
 	const n = 50
-	if err := j.Update(func(tx *journal.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%02d", i), UID: "u", ResourceVersion: "1", Origin: journal.OriginRelist}
 			if _, err := tx.Append(&e); err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -66,7 +66,7 @@ type Source struct {
 	waitForSync func(context.Context) error
 	batch, max  int
 	t           *tracker
-	log         *zap.Logger
+	log         logr.Logger
 
 	mu      sync.Mutex
 	started bool
@@ -129,15 +129,12 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 		opts.MaxPending = DefaultMaxPending
 	}
 	log := opts.Loop.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
 	start := c.Position()
 	if start > 0 {
 		start--
 	}
 	return &Source{j: c.Journal(), c: c, waitForSync: waitForSync, batch: opts.Batch, max: opts.MaxPending,
-		t: newTracker(start), log: log.With(zap.String("consumer", c.Name())),
+		t: newTracker(start), log: log.WithValues("consumer", c.Name()),
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 }
 
@@ -288,7 +285,7 @@ func (s *Source) fail(err error) {
 		close(s.failed)
 	}
 	s.mu.Unlock()
-	s.log.Error("source stopped", zap.Error(err))
+	s.log.Error(err, "source stopped")
 }
 
 // feed reads the consumer and queues a request per event.
@@ -341,7 +338,7 @@ func (s *Source) resync(q workqueue.TypedRateLimitingInterface[reconcile.Request
 	if err != nil {
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
-	s.log.Warn("retention trimmed events this consumer had not committed; queueing every key", zap.Int("keys", len(keys)), zap.Uint64("head", head))
+	s.log.Info("retention trimmed events this consumer had not committed; queueing every key", "keys", len(keys), "head", head)
 	for _, r := range keys {
 		s.t.add(head, r)
 		q.Add(r)
@@ -362,7 +359,7 @@ func (s *Source) commitLoop(ctx context.Context) {
 		}
 		if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
 			if !errors.Is(err, journal.ErrClosed) {
-				s.log.Warn("commit failed", zap.Uint64("offset", p), zap.Error(err))
+				s.log.Error(err, "commit failed", "offset", p)
 			}
 			return
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.uber.org/zap/zaptest"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -86,7 +86,7 @@ func waitFor(t *testing.T, r *recorder, what string, cond func() bool, state fun
 func startManager(t *testing.T, cp *controlplane.ControlPlane, path string, res journal.Resource, r *recorder) (*crsource.Source, func()) {
 	t.Helper()
 	src, err := crsource.New(cp.RESTConfig(), crsource.Options{Path: path, Resource: res, NoSync: true,
-		Loop: crsource.LoopOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zaptest.NewLogger(t)}})
+		Loop: crsource.LoopOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,8 +293,8 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // deleted and their size in bytes. Retention (package compactor) calls it in
 // bounded steps. The file does not shrink: bbolt reuses the pages (see
 // compactor.CompactFile).
-func (j *Journal) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
-	err = j.store.Update(func(tx *bolt.Tx) error {
+func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
+	err = w.j.store.Update(func(tx *bolt.Tx) error {
 		var err error
 		n, size, err = tx.DeleteRecords(before, max, minBytes)
 		return err

@@ -32,7 +32,7 @@ func TestConsumer_ConcurrentWithInMemoryRebuilds_AtLeastOnce(t *testing.T) {
 		defer wg.Done()
 		for n := 0; n < total; {
 			k := min(1+rand.IntN(50), total-n)
-			err := j.Update(func(tx *journal.Tx) error {
+			err := j.Writer().Update(func(tx *journal.Tx) error {
 				for i := 0; i < k; i++ {
 					e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%05d", n+i), UID: "u", ResourceVersion: fmt.Sprint(n + i + 1), Origin: journal.OriginWatch}
 					if _, err := tx.Append(&e); err != nil {

@@ -99,6 +99,16 @@
 //     (Resource.Kind, Journal.TypeMeta), so every event, a tombstone
 //     included, decodes from the file alone.
 //
+// # Reading and writing
+//
+// Journal is the reader's API: Open, Read, Wait, Head, Lookup, ScanIndex,
+// Snapshot, Stats, Verify, TypeMeta, Object and ViewObjects, Consumer and
+// the consumer commands; and the settings a user chooses, SetRetention
+// and KeepObjects. The writer's machinery (write transactions, Tx and
+// Append, the staged relist, retention trimming, the kind record, the
+// store) sits on Writer, obtained by Journal.Writer, for package
+// reconcile and package compactor: one writer per file.
+//
 // # Concurrency
 //
 // One process writes a file at a time (an exclusive file lock; a second

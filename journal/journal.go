@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
@@ -24,8 +24,10 @@ type Options struct {
 	// Resource, when set on a writable open, is recorded in a new file and
 	// checked against an existing one (ErrResourceMismatch on a difference).
 	Resource *Resource
-	// Logger receives the journal's logs. Nil means no logs.
-	Logger *zap.Logger
+	// Logger receives the journal's logs (logr, as client-go and
+	// controller-runtime): errors it recovers from, through Error. The
+	// zero Logger discards.
+	Logger logr.Logger
 	// NoSync skips fsync on commit: only for tests and benchmarks.
 	NoSync bool
 	// InitialMmapSize is bbolt's initial memory map size in bytes; zero
@@ -37,7 +39,7 @@ type Options struct {
 // goroutines; writes are serialized.
 type Journal struct {
 	store  *bolt.Store
-	log    *zap.Logger
+	log    logr.Logger
 	noSync bool
 
 	mu     sync.Mutex
@@ -68,9 +70,6 @@ func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
 	}
 	s, err := bolt.Open(path, bolt.Options{
 		ReadOnly: o.ReadOnly, Timeout: o.Timeout, NoSync: o.NoSync, InitialMmapSize: o.InitialMmapSize,
@@ -129,8 +128,28 @@ func (j *Journal) Close() error {
 // Path returns the file's path.
 func (j *Journal) Path() string { return j.store.Path() }
 
-// Store returns the underlying store, for tools (verify, compact).
-func (j *Journal) Store() *bolt.Store { return j.store }
+// Writer is a journal's write side: write transactions (Update), the
+// staged relist (BeginRelist), retention trimming (Trim), the record of
+// the objects' kind (SetKind) and the store itself (Store). It is for the
+// packages that write a journal: reconcile (the events, the relist, the
+// kind) and compactor (trimming), and for tools and tests that write one
+// by hand. A program that reads and consumes a journal needs none of it.
+//
+// One writer per file: bbolt's exclusive lock keeps every other process
+// out, and within the process one reconcile.Loop appends the events (a
+// compactor beside it only trims). Two writers of events in one process
+// would each keep the journal consistent per transaction, but would race
+// each other's resourceVersions. Its methods return ErrReadOnly on a
+// journal opened read-only.
+type Writer struct{ j *Journal }
+
+// Writer returns the journal's write side, for package reconcile and
+// package compactor; see Writer.
+func (j *Journal) Writer() *Writer { return &Writer{j: j} }
+
+// Store returns the underlying store, for tools that read or rewrite the
+// file below the journal's API (compactor.CompactFile, tests).
+func (w *Writer) Store() *bolt.Store { return w.j.store }
 
 // Resource returns the resource the file records, and false when none is
 // recorded yet. A read that fails is an error, never "none recorded": the

@@ -41,7 +41,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatalf("Object(wj/a) = %q, %v, %v; want the MODIFIED's object", got, ok, err)
 	}
 	// A relist: b deleted (tombstone, no object), a modified, c added.
-	r, err := j.BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim every event: the objects stay.
-	if _, _, err := j.Trim(7, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(7, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -118,7 +118,7 @@ func TestJournal_Verify_ObjectWithoutIndexEntry(t *testing.T) {
 	if rep, err := j.Verify(); err != nil || !rep.OK() {
 		t.Fatalf("Verify = %+v, %v; want no problems", rep, err)
 	}
-	if err := j.Store().Update(func(tx *bolt.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
+	if err := j.Writer().Store().Update(func(tx *bolt.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := j.Verify()

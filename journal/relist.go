@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"go.uber.org/zap"
-
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
@@ -41,7 +39,8 @@ type Relist struct {
 // BeginRelist starts a relist. It first finishes a commit that an earlier
 // Relist began and could not complete (a full disk, say), and discards
 // whatever an unfinished relist staged.
-func (j *Journal) BeginRelist() (*Relist, error) {
+func (w *Writer) BeginRelist() (*Relist, error) {
+	j := w.j
 	if err := j.finishRelist(); err != nil {
 		return nil, err
 	}
@@ -305,8 +304,8 @@ func (j *Journal) finishRelistChunks(max int) error {
 // again and its diff against the index emits what the lost relist would
 // have. Chunks already moved stay: each was a consistent transaction.
 func (j *Journal) forgetRelist(cause error) error {
-	j.log.Warn("a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
-		zap.String("file", stagePath(j.Path())), zap.Error(cause))
+	j.log.Error(cause, "a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
+		"file", stagePath(j.Path()))
 	err := j.store.Update(func(tx *bolt.Tx) error {
 		for _, name := range []string{metaRelistStage, metaRelistRV, metaRV} {
 			if err := tx.SetMeta(name, nil); err != nil {

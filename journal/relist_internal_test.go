@@ -16,7 +16,7 @@ func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Update(func(tx *Tx) error {
+	if err := j.Writer().Update(func(tx *Tx) error {
 		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch})
 		if err != nil {
 			return err
@@ -25,7 +25,7 @@ func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := j.BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestRelist_LostStageFileForcesRelist(t *testing.T) {
 				t.Fatalf("LastOffset = %d; want the first chunk kept", st.LastOffset)
 			}
 			// The next relist works as usual.
-			rel, err := j2.BeginRelist()
+			rel, err := j2.Writer().BeginRelist()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
 	if err := j.finishRelistChunks(1); err != nil { // then the disk filled up
 		t.Fatal(err)
 	}
-	if _, err := j.BeginRelist(); err != nil {
+	if _, err := j.Writer().BeginRelist(); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := j.Stats()

@@ -123,7 +123,7 @@ func TestSchemaFiles_ReadBackExactly(t *testing.T) {
 				t.Fatalf("consumer %q resumes at %d, want %d", schemafile.ConsumerOps, c.Position(), schemafile.CommittedOps+1)
 			}
 			var off uint64
-			if err := j.Update(func(tx *journal.Tx) error {
+			if err := j.Writer().Update(func(tx *journal.Tx) error {
 				e := journal.Event{Type: journal.Added, Key: "wj/new", UID: "uid-new", ResourceVersion: "99", Origin: journal.OriginWatch, Object: []byte(`{}`)}
 				if off, err = tx.Append(&e); err != nil {
 					return err

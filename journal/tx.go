@@ -9,7 +9,7 @@ import (
 
 // Tx is a write transaction: the index, the journal and the last synced
 // resourceVersion change together when it commits. It is valid only inside
-// the function given to Update.
+// the function given to Writer.Update.
 type Tx struct {
 	tx       *bolt.Tx
 	appended int
@@ -28,7 +28,8 @@ var errPanicked = errors.New("journal: update function panicked")
 // from Update with fn's value, as bbolt's DB.Update does: the file is
 // untouched and stays healthy. Only a panic inside the store (bbolt on a
 // corrupt page, reached through a Tx method) is returned as ErrCorrupt.
-func (j *Journal) Update(fn func(*Tx) error) error {
+func (w *Writer) Update(fn func(*Tx) error) error {
+	j := w.j
 	var t *Tx
 	var panicked bool
 	var value any

@@ -17,7 +17,7 @@ func TestUpdate_PanicInStoreIsCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	err = j.Update(func(tx *Tx) error {
+	err = j.Writer().Update(func(tx *Tx) error {
 		broken := &Tx{tx: &bolt.Tx{}}
 		_ = broken.ResourceVersion()
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr/testr"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,7 +103,7 @@ func TestCollector_AfterGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{
-		PageSize: 2, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zaptest.NewLogger(t),
+		PageSize: 2, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)

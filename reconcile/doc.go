@@ -36,15 +36,24 @@
 // is the apiserver's 500 "etcd event received with PrevKv=nil", its answer
 // (watch cache off) to a watch from the revision just below etcd's
 // compaction revision, which it will never serve; it is recognised by its
-// message and logged at info, as a 410 is. Throttling (429) is logged as
-// such, at info.
+// message and logged at info (V(0)), as a 410 is. Throttling (429) is
+// logged as such, at info.
 //
 // The backoff resets, and Status.LastError clears, after a list completes,
 // after a watch frame is applied, and once a watch has stayed open
 // (answered 200) for a second without an error: a healthy resume on a
 // quiet resource clears the error too. A failure is logged once per kind
-// (phase, HTTP code and reason, or network operation), then at debug level
-// until the loop succeeds or the kind changes.
+// (phase, HTTP code and reason, or network operation), through logr's
+// Error, then at V(1) until the loop succeeds or the kind changes.
+//
+// # Logs
+//
+// Options.Logger is a logr.Logger (what client-go, klog and
+// controller-runtime speak; the zero Logger discards). Each line carries
+// the key resource. Errors come through Error, once per kind of failure;
+// state changes (list complete, synced, relisting after a 410, a rewind, a
+// halved page size) at V(0); repeats of a failure at V(1). Keys are field
+// words: resourceVersion, offset, origin, delay.
 //
 // # Transport
 //
@@ -99,7 +108,7 @@
 // once begun (a gap, a cut, an early end) is requested again from the same
 // continue token, without starting the list over; a page that breaks twice
 // in a row is taken as too large for the link, and the page size halves
-// (logged at warn), down to one object, for that list and the loop's later
+// (logged at V(0)), down to one object, for that list and the loop's later
 // ones. A watch frame is bounded at 16 MiB, client-go's own bound
 // (ErrFrameTooLarge): nothing of it is journaled, and the watch resumes
 // from the last resourceVersion applied.

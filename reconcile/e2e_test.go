@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -132,7 +132,7 @@ func newEnv(t *testing.T) *env {
 func testOptions(t *testing.T) reconcile.Options {
 	return reconcile.Options{
 		PageSize: 2, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
-		Logger: zaptest.NewLogger(t),
+		Logger: testr.New(t),
 	}
 }
 

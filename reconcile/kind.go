@@ -5,7 +5,7 @@ package reconcile
 // consumer in a fresh process can label it only from the file. New asks
 // discovery once per file, the way client-go's RESTMapper does
 // (/api/v1, /apis/<group>/<version>), and records the answer with
-// journal.SetKind; a file that has it skips the request.
+// journal.Writer.SetKind; a file that has it skips the request.
 //
 // The same request tells a mistyped resource from a real one: when
 // discovery answers and does not serve the resource (its group version is
@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -107,7 +107,7 @@ func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) erro
 	var names []string
 	for _, r := range list.APIResources {
 		if r.Name == res.GVR.Resource {
-			return j.SetKind(r.Kind, gv)
+			return j.Writer().SetKind(r.Kind, gv)
 		}
 		if !strings.Contains(r.Name, "/") { // not a subresource
 			names = append(names, r.Name)
@@ -132,7 +132,7 @@ func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
 		// Written from a served resource before: gone since (a CRD
 		// deleted); Run retries until it is served again.
 	}
-	l.log.Warn("kind not recorded yet, retrying in the background", zap.Error(err))
+	l.log.Info("kind not recorded yet, retrying in the background", "error", err)
 	go retryKind(cfg, l.j, res, l.log)
 	return nil
 }
@@ -181,7 +181,7 @@ func editDistance(a, b string) int {
 
 // retryKind calls recordKind with backoff until it succeeds or the journal
 // is closed.
-func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *zap.Logger) {
+func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log logr.Logger) {
 	wait := kindRetryMin
 	for {
 		time.Sleep(wait)
@@ -192,7 +192,7 @@ func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log *
 		if err == nil || errors.Is(err, journal.ErrClosed) {
 			return
 		}
-		log.Debug("kind not recorded yet", zap.Error(err))
+		log.V(1).Info("kind not recorded yet", "error", err)
 		wait = min(2*wait, kindRetryMax)
 	}
 }

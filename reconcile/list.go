@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -45,7 +44,7 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 				continue
 			}
 			if r.unordered && !s.unordered {
-				l.log.Warn("list pages not in key order: relisting with lookups")
+				l.log.Info("list pages not in key order: relisting with lookups")
 				s.unordered = true
 				restarts--
 				continue
@@ -84,11 +83,11 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 		})
 		l.markSynced("a complete list")
 		if lost > 0 {
-			l.log.Warn("verify: the watch had lost events; the relist journaled the difference",
-				zap.Int("events", lost), zap.String("resourceVersion", rv))
+			l.log.Info("verify: the watch had lost events; the relist journaled the difference",
+				"events", lost, "resourceVersion", rv)
 		}
-		l.log.Info("list complete", zap.String("resourceVersion", rv), zap.Int("events", staged),
-			zap.String("origin", string(s.origin)), zap.Duration("took", time.Since(start)))
+		l.log.Info("list complete", "resourceVersion", rv, "events", staged,
+			"origin", string(s.origin), "took", time.Since(start))
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil
 	}
 }
@@ -112,7 +111,7 @@ func (e journalError) Error() string { return e.err.Error() }
 // that memory follows neither the page's nor the objects' size. The next
 // metadata page is requested while one is diffed.
 func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, first, last uint64, err error) {
-	rel, err := l.j.BeginRelist()
+	rel, err := l.w.BeginRelist()
 	if err != nil {
 		return "", 0, 0, 0, journalError{err}
 	}
@@ -344,7 +343,7 @@ func (l *Loop) pageBroke(pg *pager, err error) bool {
 		return false
 	}
 	if pg.broke++; pg.broke == 1 {
-		l.log.Info("list page broke mid-body: requesting it again", zap.Int64("limit", pg.limit), zap.Error(err))
+		l.log.Info("list page broke mid-body: requesting it again", "limit", pg.limit, "error", err)
 		return true
 	}
 	if pg.limit <= 1 {
@@ -353,8 +352,8 @@ func (l *Loop) pageBroke(pg *pager, err error) bool {
 	from := pg.limit
 	pg.limit, pg.broke = max(1, pg.limit/2), 0
 	l.pageSize = pg.limit
-	l.log.Warn("list pages keep breaking mid-body (too large for the link?): halving the page size",
-		zap.Int64("from", from), zap.Int64("to", pg.limit), zap.Error(err))
+	l.log.Info("list pages keep breaking mid-body (too large for the link?): halving the page size",
+		"from", from, "to", pg.limit, "error", err)
 	return true
 }
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -60,7 +60,7 @@ type Options struct {
 	// time the loop spends between reads does not count. A page whose body breaks
 	// (a gap, a cut, an early end) is requested again from the same point;
 	// one that keeps breaking halves the page size, down to one object,
-	// for this list and the loop's later ones (logged at warn). Default
+	// for this list and the loop's later ones (logged at V(0)). Default
 	// 30 s.
 	ProgressTimeout time.Duration
 	// BatchLimit is the most watch events committed in one transaction
@@ -78,8 +78,13 @@ type Options struct {
 	// Resource is not MetadataOnly: a Secret's data never reaches the disk
 	// by default.
 	SecretPayloads bool
-	// Logger receives one line per state change and per error. Nil: none.
-	Logger *zap.Logger
+	// Logger receives one line per state change and per error: errors
+	// through Error (a failure, logged once per kind until the loop
+	// succeeds), state changes at V(0), repeats of a failure at V(1). Each
+	// line carries the key "resource". The zero Logger discards; client-go,
+	// klog and controller-runtime speak logr, so their sinks (zapr, klogr,
+	// controller-runtime's log.Log) take it as is.
+	Logger logr.Logger
 	// Clock drives backoff waits; tests may pass a fake. Default real time.
 	Clock clock.WithTicker
 }
@@ -111,9 +116,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -181,9 +183,10 @@ type Status struct {
 // run it with Run; it is the journal's only writer.
 type Loop struct {
 	j    *journal.Journal
+	w    *journal.Writer // j's write side: the loop is the file's writer
 	c    *client
 	opts Options
-	log  *zap.Logger
+	log  logr.Logger
 
 	mu      sync.Mutex
 	status  Status
@@ -205,7 +208,7 @@ type Loop struct {
 
 	backoff    time.Duration // current backoff; 0 after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
-	lastLogged string        // failureKey of the last failure logged at Warn or Info
+	lastLogged string        // failureKey of the last failure logged at V(0) or Error
 }
 
 // New returns a Loop that keeps j in step with the resource j records, read
@@ -268,8 +271,8 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{j: j, c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
-	l.log = opts.Logger.With(zap.String("resource", res.String()))
+	l := &Loop{j: j, w: j.Writer(), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err
 	}
@@ -296,7 +299,7 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 			if errors.Is(err, ErrRejected) {
 				msg = "stopping: the apiserver rejected the request"
 			}
-			l.log.Error(msg, zap.Error(err))
+			l.log.Error(err, msg)
 			return err
 		}
 		if ctx.Err() != nil {
@@ -318,7 +321,7 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 			l.log.Info("no stored resourceVersion: initial list")
 			return stateList{origin: journal.OriginRelist}, nil
 		}
-		l.log.Info("resuming from stored resourceVersion", zap.String("resourceVersion", rv))
+		l.log.Info("resuming from stored resourceVersion", "resourceVersion", rv)
 		l.update(func(st *Status) { st.ResourceVersion = rv })
 		// The resume check (probe.go) runs before the watch opens.
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil
@@ -348,20 +351,24 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 			}
 		})
 		// One clear line per kind of failure, not one per retry.
-		logf := l.log.Debug
-		if key := failureKey(s.err); key != l.lastLogged {
-			l.lastLogged, logf = key, l.log.Warn
-			if throttled {
-				// Load shedding is the server working as designed.
-				logf = l.log.Info
-			}
-		}
+		// The first of a kind is an error (logr's Error); throttling is
+		// info, as load shedding is the server working as designed; a
+		// repeat is V(1) (debug).
 		msg := "backing off: " + reason(s.err)
 		if throttled {
 			msg = "throttled by the apiserver: waiting at least as long as it asks"
 		}
-		logf(msg, zap.Duration("delay", d), zap.Duration("serverDelay", asked),
-			zap.String("then", string(s.next.phase())), zap.Error(s.err))
+		kv := []any{"delay", d, "serverDelay", asked, "then", string(s.next.phase())}
+		switch key := failureKey(s.err); {
+		case key == l.lastLogged:
+			l.log.V(1).Info(msg, append(kv, "error", s.err)...)
+		case throttled:
+			l.lastLogged = key
+			l.log.Info(msg, append(kv, "error", s.err)...)
+		default:
+			l.lastLogged = key
+			l.log.Error(s.err, msg, kv...)
+		}
 		select {
 		case <-ctx.Done():
 		case <-l.opts.Clock.After(d):

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -76,9 +75,9 @@ func (l *Loop) checkResume(ctx context.Context, s *stateWatch) (state, error) {
 // rewound records a rewind of the server's history and returns the relist
 // it leads to.
 func (l *Loop) rewound(s stateWatch, current string) state {
-	l.log.Warn("the server's history went backwards (etcd restored from an older backup?): relisting",
-		zap.String("resourceVersion", s.rv), zap.String("serverResourceVersion", current),
-		zap.String("origin", string(s.goneOrigin)))
+	l.log.Info("the server's history went backwards (etcd restored from an older backup?): relisting",
+		"resourceVersion", s.rv, "serverResourceVersion", current,
+		"origin", string(s.goneOrigin))
 	l.update(func(x *Status) { x.Rewinds++ })
 	return stateList{origin: s.goneOrigin}
 }

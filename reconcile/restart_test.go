@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/rest"
@@ -39,7 +39,7 @@ func childMain() int {
 	if v := os.Getenv("WJ_PAGE_SIZE"); v != "" {
 		pageSize, _ = strconv.ParseInt(v, 10, 64)
 	}
-	l, err := reconcile.New(cfg, j, reconcile.Options{PageSize: pageSize, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zap.NewNop()})
+	l, err := reconcile.New(cfg, j, reconcile.Options{PageSize: pageSize, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: logr.Discard()})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

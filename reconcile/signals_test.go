@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -129,11 +130,12 @@ func apfTooManyRequests(secs int) func(*http.Request) (*http.Response, error) {
 	}
 }
 
-// observed returns options whose logger writes to the test log and to an
+// observed returns options whose logger (logr over zap, through zapr:
+// V(0) is info, V(1) debug, Error error) writes to the test log and to an
 // observer that keeps every entry, debug included.
 func observed(t *testing.T, opts reconcile.Options) (reconcile.Options, *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	opts.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
+	opts.Logger = zapr.NewLogger(zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)))
 	return opts, logs
 }
 
@@ -175,8 +177,8 @@ func TestLoop_ListThrottled_RetriesNoEarlierThanRetryAfter(t *testing.T) {
 	if len(throttled) == 0 || throttled[0].Level != zapcore.InfoLevel {
 		t.Errorf("log lines about throttling = %v; want one at info first", throttled)
 	}
-	if n := logs.FilterLevelExact(zapcore.WarnLevel).Len(); n != 0 {
-		t.Errorf("warnings while throttled = %d (%v); want none", n, logs.FilterLevelExact(zapcore.WarnLevel).All())
+	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 0 {
+		t.Errorf("error lines while throttled = %d (%v); want none", n, logs.FilterLevelExact(zapcore.ErrorLevel).All())
 	}
 }
 
@@ -204,11 +206,11 @@ func TestLoop_WatchRefused_RetriedAsWatchNeverRelists(t *testing.T) {
 	}{
 		{"429 Retry-After header", apfTooManyRequests(1), time.Second, zapcore.InfoLevel},
 		{"429 Status details.retryAfterSeconds", status(429, "TooManyRequests", `,"details":{"retryAfterSeconds":1}`), time.Second, zapcore.InfoLevel},
-		{"503", status(503, "ServiceUnavailable", ""), 0, zapcore.WarnLevel},
-		{"500", status(500, "InternalError", ""), 0, zapcore.WarnLevel},
+		{"503", status(503, "ServiceUnavailable", ""), 0, zapcore.ErrorLevel},
+		{"500", status(500, "InternalError", ""), 0, zapcore.ErrorLevel},
 		{"connection refused", func(req *http.Request) (*http.Response, error) {
 			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-		}, 0, zapcore.WarnLevel},
+		}, 0, zapcore.ErrorLevel},
 	}
 	const refusals = 6
 	for _, tc := range cases {
@@ -305,11 +307,11 @@ func TestLoop_CompactedRevision_RelistsAtOnceLoggedAtInfo(t *testing.T) {
 	if len(said) != 1 || said[0].Level != zapcore.InfoLevel {
 		t.Errorf("log lines naming PrevKv=nil or a resourceVersion no longer served = %v; want one at info", said)
 	}
-	// The cut itself may warn (the watch's connection ends); the refusal
-	// must not.
-	for _, w := range logs.FilterLevelExact(zapcore.WarnLevel).All() {
+	// The cut itself may log an error (the watch's connection ends); the
+	// refusal must not.
+	for _, w := range logs.FilterLevelExact(zapcore.ErrorLevel).All() {
 		if err, _ := w.ContextMap()["error"].(string); strings.Contains(err, "PrevKv") || strings.Contains(w.Message, "relist") {
-			t.Errorf("warning %q (%s); want the compaction-revision refusal at info only", w.Message, err)
+			t.Errorf("error line %q (%s); want the compaction-revision refusal at info only", w.Message, err)
 		}
 	}
 	e.checkIndex(e.j)

@@ -37,7 +37,6 @@ import (
 	"errors"
 	"time"
 
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/clock"
 )
@@ -98,7 +97,7 @@ func (l *Loop) markSynced(how string) {
 		return
 	}
 	l.update(func(st *Status) { st.Synced, st.SyncedOffset = true, head })
-	l.log.Info("synced: the journal is current with the server", zap.String("by", how), zap.Uint64("offset", head))
+	l.log.Info("synced: the journal is current with the server", "by", how, "offset", head)
 }
 
 // proofTimer starts the quiet second that proves a resumed watch current

@@ -32,7 +32,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -86,7 +85,7 @@ func (l *Loop) verifyList(ctx context.Context, s stateList) (state, error) {
 			s.exact = true
 		case isGone(err):
 			l.log.Info("verify: the applied resourceVersion is no longer served: verifying at the current one",
-				zap.String("resourceVersion", s.applied))
+				"resourceVersion", s.applied)
 		default:
 			return l.fail(s, fmt.Errorf("%w: verify: list at the applied resourceVersion: %w", ErrList, err))
 		}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -108,7 +107,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
-			l.log.Info("watch idle: replacing it", zap.String("resourceVersion", s.rv), zap.Duration("idle", l.opts.IdleTimeout))
+			l.log.Info("watch idle: replacing it", "resourceVersion", s.rv, "idle", l.opts.IdleTimeout)
 			l.update(func(x *Status) { x.IdleRestarts++ })
 			return s, nil
 		case <-settled:
@@ -224,7 +223,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 			rv = it.ResourceVersion
 			n++
 		default:
-			l.log.Warn("ignoring unknown watch event type", zap.String("type", f.ev.Type))
+			l.log.Info("ignoring unknown watch event type", "type", f.ev.Type)
 		}
 		if next != nil {
 			break
@@ -239,7 +238,7 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 	appended := 0
 	var counts TypeCounts
 	start := time.Now()
-	err := l.j.Update(func(tx *journal.Tx) error {
+	err := l.w.Update(func(tx *journal.Tx) error {
 		appended, counts = 0, TypeCounts{}
 		for i, it := range items {
 			cur, present, err := tx.Lookup(it.Key)
@@ -296,7 +295,7 @@ func (l *Loop) gone(s stateWatch, err error) state {
 	if isCompactedRevision(err) {
 		msg = "resourceVersion is just below etcd's compaction revision: the apiserver answers 500 \"PrevKv=nil\" and will never serve it: relisting"
 	}
-	l.log.Info(msg, zap.String("resourceVersion", s.rv), zap.String("origin", string(s.goneOrigin)), zap.Error(err))
+	l.log.Info(msg, "resourceVersion", s.rv, "origin", string(s.goneOrigin), "error", err)
 	l.update(func(x *Status) { x.Gone++ })
 	return stateList{origin: s.goneOrigin}
 }

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/go-logr/logr/testr"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,7 +47,7 @@ func TestInspect_EmbeddedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{PageSize: 2, Logger: zaptest.NewLogger(t)})
+	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{PageSize: 2, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

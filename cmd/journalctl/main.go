@@ -4,7 +4,7 @@
 //
 //	journalctl watch RESOURCE[,RESOURCE...] (--db FILE | --dir DIR) [-n NS | -A] [-l SELECTOR] [--field-selector S]
 //	                 [--kubeconfig PATH] [--context NAME] [--page-size N] [--metadata-only]
-//	                 [--log-level LEVEL] [--retain-events N] [--retain-bytes SIZE]
+//	                 [--log-level LEVEL] [-v N] [--retain-events N] [--retain-bytes SIZE]
 //	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
 //	                 [--verify-interval DURATION] [--idle-timeout DURATION]
 //	                 [--request-timeout DURATION] [--secret-payloads]
@@ -48,8 +48,13 @@
 // defaults are package internal/clientrate's, which make bench uses too.
 //
 // watch logs through zap on stderr: ISO 8601 times, durations as Go
-// writes them ("110ms"). client-go's own klog lines are dropped, and the
-// apiserver's warnings are logged once each.
+// writes them ("110ms"). The library logs through logr, backed by the same
+// zap core (go-logr/zapr): logr's V(n) is zap's level -n, so -v N shows
+// the library's lines up to V(N) (V(1): repeats of a failure), and
+// --log-level debug equals -v 1. client-go's own klog lines land in the
+// same log, named client-go: its errors at V(1) (watch logs each failure
+// that matters once itself), its V(N) lines from -v N. The apiserver's
+// warnings are logged once each.
 //
 // version prints the module version from the build info ("devel" when it
 // records none) and the Go version.
@@ -151,7 +156,7 @@ func main() {
 // run runs the command line args and returns the exit status. Errors are
 // printed as one line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	silenceKlog()
+	installKlog()
 	root := &cobra.Command{
 		Use:           "journalctl",
 		Short:         "Journal a Kubernetes resource's watch events, and read the journal",

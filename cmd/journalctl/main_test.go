@@ -67,7 +67,7 @@ func openJournal(t *testing.T, path string) *journal.Journal {
 // appendEvents appends evs in one transaction and sets rv.
 func appendEvents(t *testing.T, j *journal.Journal, rv string, evs ...journal.Event) {
 	t.Helper()
-	err := j.Update(func(tx *journal.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range evs {
 			if _, err := tx.Append(&evs[i]); err != nil {
 				return err

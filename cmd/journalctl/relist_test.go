@@ -24,7 +24,7 @@ func repairing(t *testing.T, j *journal.Journal) func() int {
 			lost[i].Origin = journal.OriginRelist
 		}
 		for _, evs := range [][]journal.Event{{watched}, lost} {
-			err := j.Update(func(tx *journal.Tx) error {
+			err := j.Writer().Update(func(tx *journal.Tx) error {
 				for i := range evs {
 					if _, err := tx.Append(&evs[i]); err != nil {
 						return err

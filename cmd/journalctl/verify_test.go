@@ -74,7 +74,7 @@ problems  none
 func TestVerify_TrimmedFileIsNotReplayed(t *testing.T) {
 	path := writeJournal(t)
 	j := openJournal(t, path)
-	if _, _, err := j.Trim(3, 10, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

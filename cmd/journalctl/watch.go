@@ -12,15 +12,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/watchjournal/watchjournal/internal/clientrate"
 	"github.com/watchjournal/watchjournal/journal"
@@ -45,6 +43,8 @@ type watchFlags struct {
 	// clientrate's defaults unless set.
 	qps   float32
 	burst int
+	// verbosity is -v: logr V levels up to it are logged.
+	verbosity int
 	// verifyInterval, idleTimeout and requestTimeout are the
 	// reconcile.Options of the same names; 0 means the library's default.
 	verifyInterval, idleTimeout, requestTimeout time.Duration
@@ -153,6 +153,7 @@ func newWatchCmd() *cobra.Command {
 	fl.IntVar(&f.burst, "burst", clientrate.Burst, "client-side burst in `requests`, with a positive --qps")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` at /metrics (off unless set; port 0 picks one, logged)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fl.IntVarP(&f.verbosity, "v", "v", 0, "log verbosity `N`, as kubectl's -v: 1 adds the library's debug lines (logr V(1): repeated failures), N adds client-go's klog lines up to V(N)")
 	fl.Uint64Var(&rf.events, "retain-events", 0, "retain at most `N` events (0: no limit)")
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
 	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`, e.g. 90m, 24h, 7d (unset: no age limit)")
@@ -229,10 +230,14 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		status = &statusLine{w: stderr}
 		stderr = status
 	}
-	log, err := newLogger(stderr, f.logLevel)
+	log, err := newLogger(stderr, f.logLevel, f.verbosity)
 	if err != nil {
 		return err
 	}
+	// The library logs through logr, backed by the same zap core; so do
+	// client-go's klog lines while the watch runs.
+	lg := zapr.NewLogger(log)
+	defer routeKlog(lg.WithName("client-go"), f.verbosity)()
 	args, err := splitResources(arg)
 	if err != nil {
 		return err
@@ -275,13 +280,13 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	opts := reconcile.Options{
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
 		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
-		Logger: log,
+		Logger: lg,
 	}
 	var files []watched
 	var run func(context.Context) error
 	if f.db != "" {
 		res := resources[0]
-		j, oerr := journal.Open(f.db, &journal.Options{Resource: &res, Logger: log})
+		j, oerr := journal.Open(f.db, &journal.Options{Resource: &res, Logger: lg})
 		if errors.Is(oerr, journal.ErrLocked) {
 			if werr := runningWatch(ctx, f.db); werr != nil {
 				return werr
@@ -302,7 +307,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 				return err
 			}
 		}
-		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: journal.Options{Logger: log}})
+		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: journal.Options{Logger: lg}})
 		if errors.Is(oerr, journal.ErrLocked) {
 			for _, res := range resources {
 				if werr := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); werr != nil {
@@ -352,7 +357,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			compacted <- nil
 			continue
 		}
-		c := compactor.New(w.j, policy, compactor.Options{Logger: log})
+		c := compactor.New(w.j, policy, compactor.Options{Logger: lg})
 		go func() { // exits when runCtx is done or on a journal error
 			err := c.Run(runCtx)
 			if err != nil {
@@ -454,29 +459,6 @@ func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journ
 	log.Info("retention", zap.String("retention", formatRetention(*r)))
 	return *r, nil
 }
-
-// newLogger returns a console logger to w at level, in the production
-// encoder's fields with ISO 8601 times and durations as Go writes them
-// ("3.346ms", "1m30s"), not float seconds.
-func newLogger(w io.Writer, level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	enc.EncodeDuration = zapcore.StringDurationEncoder
-	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
-}
-
-// silenceKlog drops what client-go logs through klog (discovery failures
-// as raw "E1130 ... memcache.go" lines, twice): watch logs what matters
-// through its own logger, and the apiserver's warnings through
-// warningLogger. klog.SetOutput(io.Discard) with LogToStderr(false) would
-// not do: klog still copies errors to os.Stderr, by its stderrthreshold.
-// klog's logger is the process's and may not change while client-go logs,
-// so it is set once, before any command runs.
-var silenceKlog = sync.OnceFunc(func() { klog.SetLogger(logr.Discard()) })
 
 // warningLogger logs the apiserver's warnings (a deprecated API, say)
 // through log, once each: client-go would print them through klog.

@@ -427,7 +427,7 @@ func TestWatch_APIServerWarningsLoggedOnce(t *testing.T) {
 // watch logs durations as Go writes them and times in ISO 8601.
 func TestNewLogger_Encoding(t *testing.T) {
 	var buf strings.Builder
-	log, err := newLogger(&buf, "info")
+	log, err := newLogger(&buf, "info", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,5 +481,46 @@ func TestWatch(t *testing.T) {
 	_, errOut, c := runCLI("watch", "deployments.apps", "--db", db, "--kubeconfig", kubeconfig)
 	if c != 2 || !strings.Contains(errOut, "file records another resource") || strings.Count(errOut, "journalctl: ") != 1 {
 		t.Errorf("watch of another resource into the file: exit %d, stderr %q; want 2 and the mismatch", c, errOut)
+	}
+}
+
+// client-go's own klog lines land in watch's log (zap, on the command's
+// stderr), named client-go, never on os.Stderr: its errors at V(1), shown
+// by -v 1; without -v the discovery failure is logged once, by watch.
+func TestWatch_KlogLinesInWatchLog(t *testing.T) {
+	fastDiscoveryBackoff(t)
+	for _, v := range []string{"0", "1"} {
+		t.Run("-v "+v, func(t *testing.T) {
+			var mu sync.Mutex
+			failures := 1
+			srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.URL.Path != "/api" || failures == 0 {
+					return false
+				}
+				failures--
+				http.Error(w, "starting", http.StatusServiceUnavailable)
+				return true
+			}, listA)
+			dir := tempDir(t)
+			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+			klogOut := captureOSStderr(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig, "-v", v)
+			stderr.waitFor(t, "watching")
+			cancel()
+			if c := exitStatus(t, code); c != 0 {
+				t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
+			}
+			if got := klogOut(); got != "" {
+				t.Errorf("os.Stderr got klog's lines:\n%s\nwant nothing", got)
+			}
+			hasKlog := strings.Contains(stderr.String(), "\tclient-go\t")
+			if hasKlog != (v == "1") {
+				t.Errorf("-v %s: stderr:\n%s\nwant client-go's lines in it: %v", v, stderr, v == "1")
+			}
+		})
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,7 +78,8 @@ func run(namespace, db, key, statusNS, statusName string) error {
 		return err
 	}
 	cfg.Wrap(printGets)
-	log, _ := zap.NewProduction()
+	zl, _ := zap.NewProduction()
+	log := zapr.NewLogger(zl) // the library logs through logr; zap is this program's backend
 	src, err := crsource.New(cfg, crsource.Options{
 		Path:     db,
 		Resource: journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: namespace},

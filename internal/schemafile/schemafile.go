@@ -116,7 +116,7 @@ func Write(path string) (err error) {
 	}
 	i := 0
 	for _, b := range batches {
-		if err := j.Update(func(tx *journal.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for _, e := range b.events {
 				e.Time = base.Add(time.Duration(i) * time.Second)
 				i++
@@ -135,7 +135,7 @@ func Write(path string) (err error) {
 	if err := j.CommitConsumer(ConsumerOps, CommittedOps); err != nil {
 		return err
 	}
-	if n, _, err := j.Trim(TrimBefore, 100, 0); err != nil || n != TrimBefore-1 {
+	if n, _, err := j.Writer().Trim(TrimBefore, 100, 0); err != nil || n != TrimBefore-1 {
 		return fmt.Errorf("schemafile: trim: %d events, %v", n, err)
 	}
 	_, err = j.Consumer(ConsumerLate)

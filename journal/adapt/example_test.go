@@ -31,7 +31,7 @@ func demoJournal() (*journal.Journal, func()) {
 	obj := func(rv string) []byte {
 		return []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"demo","uid":"u-1","resourceVersion":"` + rv + `"}}`)
 	}
-	_ = j.Update(func(tx *journal.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "10", Object: obj("10"), Origin: journal.OriginRelist},
 			{Type: journal.Modified, Key: "demo/a", UID: "u-1", ResourceVersion: "11", PrevResourceVersion: "10", Object: obj("11"), Origin: journal.OriginWatch},

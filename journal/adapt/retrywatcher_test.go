@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -94,7 +94,7 @@ func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zaptest.NewLogger(t)})
+	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

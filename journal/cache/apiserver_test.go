@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,7 +40,7 @@ func start(t *testing.T, cp *controlplane.ControlPlane, path string, res journal
 		t.Fatal(err)
 	}
 	_ = cache.NewReader(j, scheme.Scheme) // keeps objects from the first list on
-	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: zaptest.NewLogger(t)})
+	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func ExampleNewReader() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"app": "web"}},
 		Data:       map[string]string{"color": "blue"}}
 	b, _ := json.Marshal(&cm)
-	_ = j.Update(func(tx *journal.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "demo/web", UID: "u1", ResourceVersion: "7", Object: b, Origin: journal.OriginWatch})
 		return err
 	})

@@ -40,7 +40,7 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	err = j.Update(func(tx *journal.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i, k := range keys {
 			ns, name, _ := cutKey(k)
 			cm := &corev1.ConfigMap{}
@@ -157,7 +157,7 @@ func TestReader_MissingObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	err = j.Update(func(tx *journal.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/old", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"old","namespace":"a"}}`), Origin: journal.OriginWatch})
 		return err
 	})
@@ -195,7 +195,7 @@ func TestReader_BeforeTheKindIsKnown(t *testing.T) {
 	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "x"}, &cm); !errors.Is(err, journal.ErrNoKind) {
 		t.Fatalf("Get before the kind is known = %v; want ErrNoKind", err)
 	}
-	err = j.Update(func(tx *journal.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/x", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"a"},"data":{"k":"v"}}`), Origin: journal.OriginWatch})
 		return err
 	})

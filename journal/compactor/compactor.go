@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -22,8 +22,9 @@ type Options struct {
 	Interval time.Duration
 	// Step is the most events deleted per transaction. Default 1000.
 	Step int
-	// Logger receives one line per trim that deleted events. Nil: none.
-	Logger *zap.Logger
+	// Logger receives one line, at V(0), per trim that deleted events. The
+	// zero Logger discards.
+	Logger logr.Logger
 	// Clock gives the time for MaxAge and the interval. Default real time.
 	Clock clock.WithTicker
 }
@@ -54,9 +55,6 @@ func New(j *journal.Journal, p Policy, opts Options) *Compactor {
 	}
 	if opts.Step <= 0 {
 		opts.Step = 1000
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -137,8 +135,8 @@ func (c *Compactor) Trim() (Result, error) {
 	}
 	if res.Events > 0 {
 		st, _ = c.j.Stats()
-		c.opts.Logger.Info("retention trimmed the journal", zap.Int("events", res.Events), zap.Int64("bytes", res.Bytes),
-			zap.Uint64("firstOffset", st.FirstOffset), zap.Bool("forced", res.Forced))
+		c.opts.Logger.Info("retention trimmed the journal", "events", res.Events, "bytes", res.Bytes,
+			"firstOffset", st.FirstOffset, "forced", res.Forced)
 	}
 	res.First = st.FirstOffset
 	return res, nil
@@ -147,7 +145,7 @@ func (c *Compactor) Trim() (Result, error) {
 // trim deletes below before, above minBytes, in steps.
 func (c *Compactor) trim(res *Result, before, minBytes uint64) error {
 	for {
-		n, size, err := c.j.Trim(before, c.opts.Step, minBytes)
+		n, size, err := c.j.Writer().Trim(before, c.opts.Step, minBytes)
 		if err != nil {
 			return fmt.Errorf("compactor: trim: %w", err)
 		}

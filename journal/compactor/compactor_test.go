@@ -37,7 +37,7 @@ func openJ(t *testing.T) (*journal.Journal, string) {
 func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
 	t.Helper()
 	payload := []byte(`{"data":"` + strings.Repeat("x", size) + `"}`)
-	err := j.Update(func(tx *journal.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			h, _ := tx.ResourceVersion(), 0
 			key := fmt.Sprintf("wj/o%04d", i%keys)

@@ -1,0 +1,28 @@
+package journal_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// Ensure that Journal shows a reader what a reader needs, and that the
+// writer's machinery is reached only through Writer (j.Writer()).
+func TestJournal_Surface_WriterMachineryOnWriter(t *testing.T) {
+	reader := reflect.TypeOf((*journal.Journal)(nil))
+	writer := reflect.TypeOf((*journal.Writer)(nil))
+	for _, m := range []string{"Update", "BeginRelist", "Trim", "SetKind", "Store"} {
+		if _, ok := reader.MethodByName(m); ok {
+			t.Errorf("*journal.Journal has %s; want it only on *journal.Writer", m)
+		}
+		if _, ok := writer.MethodByName(m); !ok {
+			t.Errorf("*journal.Writer lacks %s", m)
+		}
+	}
+	for _, m := range []string{"Read", "Wait", "Head", "Lookup", "ScanIndex", "Snapshot", "Stats", "Verify", "Consumer", "TypeMeta", "Resource", "ResourceVersion", "Close", "Writer"} {
+		if _, ok := reader.MethodByName(m); !ok {
+			t.Errorf("*journal.Journal lacks %s", m)
+		}
+	}
+}
