@@ -3,11 +3,25 @@ package main
 // Shell completion: cobra's completion command (bash, zsh, fish,
 // powershell) completes commands and flags; consumer names come from the
 // journal file that --db names, read as the read-only commands read it.
-// RESOURCE for watch is not completed: that needs a discovery request.
+// RESOURCE for watch comes from discovery of the apiserver the
+// --kubeconfig and --context given so far name, bounded by
+// completionTimeout; on any error it completes nothing rather than hang.
 
 import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 )
+
+// completionTimeout bounds the discovery request of watch's RESOURCE
+// completion, so a shell never waits longer on an unreachable apiserver.
+var completionTimeout = 2 * time.Second
 
 // completeConsumers completes a consumer name from the file --db names.
 func completeConsumers(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
@@ -39,6 +53,71 @@ func completeConsumerArg(cmd *cobra.Command, args []string, toComplete string) (
 	return completeConsumers(cmd, args, toComplete)
 }
 
+// completeWatchResource completes watch's RESOURCE argument: the
+// resources the apiserver serves that support list and watch, by plural
+// (configmaps) in the core group and plural.group (deployments.apps)
+// elsewhere, in their preferred versions, sorted. It completes one
+// argument and nothing on any error or after completionTimeout.
+func completeWatchResource(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var f watchFlags
+	f.kubeconfig, _ = cmd.Flags().GetString("kubeconfig")
+	f.context, _ = cmd.Flags().GetString("context")
+	f.qps = -1
+	cfg, _, err := clientConfig(f)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cfg.Timeout = completionTimeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	type answer struct{ names []string }
+	done := make(chan answer, 1)
+	go func() { // cfg.Timeout bounds each request; ctx bounds them all
+		lists, _ := dc.ServerPreferredResources() // partial lists on a partial failure
+		done <- answer{watchableNames(lists, toComplete)}
+	}()
+	select {
+	case a := <-done:
+		return a.names, cobra.ShellCompDirectiveNoFileComp
+	case <-ctx.Done():
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// watchableNames returns the names of lists' resources that support list
+// and watch and start with prefix: plural, with .group outside the core
+// group; subresources excluded; sorted and without duplicates.
+func watchableNames(lists []*metav1.APIResourceList, prefix string) []string {
+	var names []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "watch") {
+				continue
+			}
+			name := r.Name
+			if gv.Group != "" {
+				name += "." + gv.Group
+			}
+			if strings.HasPrefix(name, prefix) {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // addCompletions registers the completions of root's commands' flags and
 // arguments.
 func addCompletions(root *cobra.Command) {
@@ -49,6 +128,8 @@ func addCompletions(root *cobra.Command) {
 			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(eventsFormats, cobra.ShellCompDirectiveNoFileComp))
 			_ = c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions([]string{"ADDED", "MODIFIED", "DELETED"}, cobra.ShellCompDirectiveNoFileComp))
 			_ = c.RegisterFlagCompletionFunc("origin", cobra.FixedCompletions([]string{"watch", "relist", "restart"}, cobra.ShellCompDirectiveNoFileComp))
+		case "watch":
+			c.ValidArgsFunction = completeWatchResource
 		case "consumers":
 			for _, sub := range c.Commands() {
 				if sub.Name() == "reset" || sub.Name() == "delete" {

@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
 )
 
 // Shell completion: cobra's completion command, and its __complete
@@ -27,5 +30,31 @@ func TestCompletion(t *testing.T) {
 				t.Errorf("journalctl %v: exit %d, stdout %q, stderr %q; want 0 and %q", tc.args, code, stdout, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// watch's RESOURCE completes from the discovery of the apiserver that
+// --kubeconfig names: list+watch resources by plural, .group outside core.
+func TestCompletion_WatchResource(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	stdout, stderr, code := runCLI("__complete", "watch", "--kubeconfig", cp.KubeconfigPath(), "")
+	for _, want := range []string{"\nconfigmaps\n", "\nsecrets\n", "\ndeployments.apps\n", ":4\n"} {
+		if code != 0 || !strings.Contains("\n"+stdout, want) {
+			t.Errorf("__complete watch: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
+		}
+	}
+	if strings.Contains(stdout, "bindings\n") || strings.Contains(stdout, "/") {
+		t.Errorf("__complete watch: stdout %q has a resource without list+watch or a subresource", stdout)
+	}
+}
+
+// With the apiserver unreachable the completion ends at once with nothing.
+func TestCompletion_WatchResource_Unreachable(t *testing.T) {
+	kc := writeKubeconfig(t, tempDir(t), "https://127.0.0.1:1")
+	start := time.Now()
+	stdout, _, code := runCLI("__complete", "watch", "--kubeconfig", kc, "")
+	if took := time.Since(start); code != 0 || !strings.HasSuffix(stdout, "\n:4\n") || strings.Contains(stdout, "configmaps\n") || took > completionTimeout+time.Second {
+		t.Errorf("__complete watch against a closed port: exit %d after %v, stdout %q; want 0 within %v, no resource and directive :4",
+			code, took, stdout, completionTimeout+time.Second)
 	}
 }
