@@ -92,12 +92,15 @@ func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger)
 // discover fills dc's cache with the apiserver's groups and resources. It
 // retries errors that may go away by themselves (transientDiscovery) with
 // capped, jittered backoff until ctx is done, logging one line per
-// distinct error, not one per retry. It returns the group versions whose
+// distinct error, not one per retry, and "still retrying" at most every
+// stillRetryingEvery while the failure lasts. It returns the group versions whose
 // discovery failed when the others succeeded (a broken aggregated API,
 // say), ctx's error once ctx is done, and at once any other error.
 func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger) (map[schema.GroupVersion]error, error) {
 	var backoff time.Duration
 	var lastLogged string
+	var still retrying // "still retrying" lines (retrying.go)
+	backoffs := 0
 	for {
 		_, _, err := dc.ServerGroupsAndResourcesWithContext(ctx)
 		var partial *discovery.ErrGroupDiscoveryFailed
@@ -107,6 +110,7 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 		case err == nil || errors.As(err, &partial):
 			if lastLogged != "" {
 				log.Info("apiserver discovery succeeded")
+				still.recover(log, time.Now())
 			}
 			if partial != nil {
 				log.Debug("apiserver discovery incomplete", zap.Error(err))
@@ -128,6 +132,8 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 			lastLogged, logf = msg, log.Warn
 		}
 		logf("apiserver discovery failed; retrying until it answers or interrupted", zap.Duration("delay", d), zap.Error(err))
+		still.fail(log, err, backoffs, time.Now())
+		backoffs++
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -377,6 +377,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}
 		progressed.Add(1)
 		go func() { defer progressed.Done(); reportProgress(runCtx, w.loop, st, log) }() // ends with runCtx
+		progressed.Add(1)
+		go func() { defer progressed.Done(); reportRetrying(runCtx, w.loop, log) }() // retrying.go; ends with runCtx
 	}
 	err = run(runCtx)
 	cancel()
