@@ -96,7 +96,8 @@ const ResourceLabel = "resource"
 
 // RegisterResource registers a collector of j and l (l may be nil) on reg
 // as Register does, with the const label resource="<j's Resource>" (its
-// String form, such as "configmaps.v1 -n wj") on every metric, so that
+// String form, such as "configmaps.v1 -n wj" or "secrets.v1 -n wj
+// --metadata-only") on every metric, so that
 // several journals share one registry. It fails with j.Resource's error,
 // with an error when j has no recorded resource, and with reg's error
 // (prometheus.AlreadyRegisteredError for the same resource twice).
