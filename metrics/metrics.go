@@ -12,11 +12,13 @@
 // Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/):
 // the prefix watchjournal_, base units (seconds, bytes), _total on
 // counters. Counters count from the Loop's creation. A program with more
-// than one journal registers each through prometheus.WrapRegistererWith
-// with a label that tells them apart (say resource="configmaps").
+// than one journal on one registry registers each with RegisterResource,
+// which adds a resource label (the journal's Resource) to every metric.
 package metrics
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -37,6 +39,7 @@ var (
 	goneDesc         = desc("gone_total", "410 Gone (resourceVersion too old, etcd compaction) answers met by watches and lists.")
 	pagesDesc        = desc("list_pages_total", "List pages received.")
 	listObjectsDesc  = desc("list_objects_total", "Objects in the list pages received.")
+	listBytesDesc    = desc("list_bytes_total", "Bytes of list response bodies read (pages that decoded).")
 	watchesDesc      = desc("watches_total", "Watch requests that opened (connects and reconnects).")
 	idleDesc         = desc("watch_idle_restarts_total", "Watches replaced after receiving nothing for the idle timeout.")
 	backoffsDesc     = desc("backoffs_total", "Waits after a failed request, by reason: 403, 404, 429, 5xx, network, other.", "reason")
@@ -88,6 +91,27 @@ func Register(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) 
 	return reg.Register(NewCollector(j, l))
 }
 
+// ResourceLabel is the label RegisterResource adds to every metric.
+const ResourceLabel = "resource"
+
+// RegisterResource registers a collector of j and l (l may be nil) on reg
+// as Register does, with the const label resource="<j's Resource>" (its
+// String form, such as "configmaps.v1 -n wj" or "secrets.v1 -n wj
+// --metadata-only") on every metric, so that
+// several journals share one registry. It fails with j.Resource's error,
+// with an error when j has no recorded resource, and with reg's error
+// (prometheus.AlreadyRegisteredError for the same resource twice).
+func RegisterResource(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
+	res, ok, err := j.Resource()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("metrics: the journal records no resource to label its metrics with")
+	}
+	return Register(prometheus.WrapRegistererWith(prometheus.Labels{ResourceLabel: res.String()}, reg), j, l)
+}
+
 // Describe sends the descriptors of every metric Collect may send.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{headDesc, firstDesc, fileDesc, journalDesc, objectsDesc, lagDesc, consumerDesc, c.errs.Desc()} {
@@ -98,7 +122,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, goneDesc, pagesDesc, listObjectsDesc, watchesDesc,
 		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, syncedDesc, phaseDesc,
-		commitDesc, listProgressDesc} {
+		commitDesc, listProgressDesc, listBytesDesc} {
 		ch <- d
 	}
 }
@@ -147,6 +171,7 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	counter(ch, goneDesc, s.Gone)
 	counter(ch, pagesDesc, s.PagesTotal)
 	counter(ch, listObjectsDesc, s.ObjectsListed)
+	ch <- prometheus.MustNewConstMetric(listBytesDesc, prometheus.CounterValue, float64(s.ListBytes))
 	counter(ch, watchesDesc, s.Watches)
 	counter(ch, idleDesc, s.IdleRestarts)
 	b := s.BackoffsByReason

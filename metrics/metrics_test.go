@@ -154,6 +154,7 @@ func TestCollector_AfterGone(t *testing.T) {
 		{"watchjournal_events_total", []string{"type", "ADDED", "origin", "relist"}, 7, 7},
 		{"watchjournal_list_pages_total", nil, 6, 1e9}, // 3 pages of 2 for 5 objects, 4 for 7
 		{"watchjournal_list_objects_total", nil, 12, 1e9},
+		{"watchjournal_list_bytes_total", nil, 1, 1e12},
 		{"watchjournal_watches_total", nil, 2, 1e9},
 		{"watchjournal_synced", nil, 1, 1},
 		{"watchjournal_phase", []string{"phase", "Watching"}, 1, 1},
@@ -190,5 +191,36 @@ func TestCollector_AfterGone(t *testing.T) {
 	}
 	if err := metrics.Register(ctrlmetrics.Registry, j, loop); !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		t.Errorf("second Register = %v; want an AlreadyRegisteredError", err)
+	}
+}
+
+// Ensure two journals register on one registry through RegisterResource
+// (no duplicate-registration error), each series labeled with its
+// journal's resource, and the same resource twice is refused.
+func TestRegisterResource_TwoJournals(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	var js []*journal.Journal
+	for _, name := range []string{"configmaps", "secrets"} {
+		res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: name}, Namespace: "wj"}
+		j, err := journal.Open(filepath.Join(t.TempDir(), name+".db"), &journal.Options{Resource: &res, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		if err := metrics.RegisterResource(reg, j, nil); err != nil {
+			t.Fatalf("RegisterResource(%s): %v", name, err)
+		}
+		js = append(js, j)
+	}
+	for _, r := range []string{"configmaps.v1 -n wj", "secrets.v1 -n wj"} {
+		if v, ok := value(t, reg, "watchjournal_journal_head_offset", metrics.ResourceLabel, r); !ok || v != 0 {
+			t.Errorf("watchjournal_journal_head_offset{resource=%q} = %v (present %v); want 0", r, v, ok)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "watchjournal_index_objects"); err != nil || n != 2 {
+		t.Errorf("watchjournal_index_objects series = %d, %v; want 2 (one per resource)", n, err)
+	}
+	if err := metrics.RegisterResource(reg, js[0], nil); !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		t.Errorf("RegisterResource of the same journal again = %v; want an AlreadyRegisteredError", err)
 	}
 }

@@ -189,6 +189,8 @@ type page struct {
 	Items           []Item
 	ResourceVersion string
 	Continue        string
+	// Bytes is the size of the page's response body as read, in bytes.
+	Bytes int64
 }
 
 type rawMeta struct {
@@ -291,6 +293,7 @@ func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn f
 	case meta && kind != "PartialObjectMetadataList":
 		return nil, errNoMetadataLists
 	}
+	p.Bytes = pr.n
 	return p, nil
 }
 

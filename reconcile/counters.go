@@ -35,6 +35,11 @@ type Counters struct {
 	// PagesTotal and ObjectsListed count list pages and their objects over
 	// the loop's life, across lists.
 	PagesTotal, ObjectsListed int
+	// ListBytes counts the bytes of list response bodies read over the
+	// loop's life, as they came off the wire (after any transport
+	// decompression): each page that decoded, pages fetched again in full
+	// included. Pages that broke before their end are not counted.
+	ListBytes int64
 	// BackoffsByReason counts Backoffs by the cause of the failure.
 	BackoffsByReason BackoffReasons
 	// Journaled counts Events by origin and type, once committed.
@@ -151,8 +156,9 @@ func (c *Counters) countList(s stateList, initial bool) {
 // listBegins resets the list progress.
 func (c *Counters) listBegins() { c.ListPages, c.ListObjects = 0, 0 }
 
-// listPage counts one page of n objects.
-func (c *Counters) listPage(n int) {
+// listPage counts one page of n objects and size bytes of body.
+func (c *Counters) listPage(n int, size int64) {
+	c.ListBytes += size
 	c.ListPages++
 	c.ListObjects += n
 	c.PagesTotal++

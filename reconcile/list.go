@@ -163,7 +163,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if p.Continue != "" {
 			next = fetch(p.Continue, pages.limit)
 		}
-		l.update(func(x *Status) { x.listPage(len(p.Items)) })
+		l.update(func(x *Status) { x.listPage(len(p.Items), p.Bytes) })
 		var evs []journal.Event
 		if !s.unordered {
 			if !sortedAfter(lastKey, p.Items) {
@@ -303,6 +303,9 @@ func (l *Loop) fillAndStage(ctx context.Context, rel *journal.Relist, origin jou
 			held += len(it.Object)
 			return flush(false)
 		})
+		if p != nil {
+			l.update(func(x *Status) { x.ListBytes += p.Bytes })
+		}
 		if err != nil {
 			if l.pageBroke(pg, err) {
 				read = from

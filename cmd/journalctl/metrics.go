@@ -17,22 +17,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/metrics"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// serveMetrics serves j's and loop's metrics on addr (host:port; port 0
-// picks one, logged) at /metrics until stop is called. An empty addr
-// serves nothing. The address is bound before it returns: a port in use is
-// its error.
-func serveMetrics(addr string, j *journal.Journal, loop *reconcile.Loop, log *zap.Logger) (stop func(), err error) {
+// serveMetrics serves the metrics of files' journals and loops on addr
+// (host:port; port 0 picks one, logged) at /metrics until stop is called:
+// one file's unlabeled (metrics.Register), several files' each with its
+// resource label (metrics.RegisterResource). An empty addr serves
+// nothing. The address is bound before it returns: a port in use is its
+// error.
+func serveMetrics(addr string, files []watched, log *zap.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
+	var errs []error
+	for _, w := range files {
+		if len(files) == 1 {
+			errs = append(errs, metrics.Register(reg, w.j, w.loop))
+		} else {
+			errs = append(errs, metrics.RegisterResource(reg, w.j, w.loop))
+		}
+	}
 	if err := errors.Join(
-		metrics.Register(reg, j, loop),
+		errors.Join(errs...),
 		reg.Register(collectors.NewGoCollector()),
 		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
 	); err != nil {

@@ -325,11 +325,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		run = g.Run
 	}
 
-	// Metrics: one resource's (metrics.Register labels no resource).
-	if f.metricsAddr != "" && len(files) > 1 {
-		return fmt.Errorf("--metrics-addr serves one resource's metrics; watch %s journals %d", arg, len(files))
-	}
-	stopMetrics, err := serveMetrics(f.metricsAddr, files[0].j, files[0].loop, log)
+	// Metrics: every file's, labeled by resource when there are several.
+	stopMetrics, err := serveMetrics(f.metricsAddr, files, log)
 	if err != nil {
 		return err
 	}
