@@ -80,6 +80,9 @@ type report struct {
 	WatchLists  int64  `json:"watchLists"`
 	Pages       int64  `json:"pages"`
 	Note        string `json:"note,omitempty"`
+
+	// restarted (restart.go)
+	Restart *restartReport `json:"restart,omitempty"`
 }
 
 func childMain(kind string) int {

@@ -42,6 +42,9 @@ import (
 )
 
 func main() {
+	if kind := os.Getenv(envChild); kind != "" && os.Getenv(envRestart) != "" {
+		os.Exit(restartChildMain(kind))
+	}
 	if kind := os.Getenv(envChild); kind != "" {
 		os.Exit(childMain(kind))
 	}
@@ -89,6 +92,7 @@ func main() {
 	}
 	res.took = time.Since(began)
 	fmt.Print(res.table())
+	fmt.Print(res.restartTable())
 	fmt.Print(res.targetsText())
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(res.rows, "", "  ")

@@ -41,6 +41,8 @@ type parent struct {
 	created int
 	gen     int // burst generation, written into each updated object
 	exe     string
+	// pending is a gap's change still in place (restart.go).
+	pending *changeSet
 }
 
 func run(ctx context.Context, o options) (*results, error) {
@@ -231,6 +233,9 @@ type row struct {
 	// median time, the largest peaks, the requests and 410s added up.
 	Relists  []report `json:"relists"`
 	Relisted report   `json:"relisted"`
+
+	// The relist with 1% changed, the restarts, journalctl (restart.go).
+	restartResults
 }
 
 // aggregate sums up several relists of one subject.
@@ -304,11 +309,12 @@ func (c *child) await(want string, timeout time.Duration) (report, error) {
 	}
 }
 
-func (p *parent) startChild(n int, kind string, host, dir string) (*child, error) {
+func (p *parent) startChild(n int, kind string, host, dir string, env ...string) (*child, error) {
 	cmd := exec.Command(p.exe)
 	cmd.Env = append(os.Environ(),
 		envChild+"="+kind, envHost+"="+host, envToken+"="+p.cp.AdminToken(), envNS+"="+benchNS,
 		fmt.Sprintf("%s=%d", envN, n), envDir+"="+dir, fmt.Sprintf("%s=N%d-%s", envTag, n, kind))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -341,6 +347,9 @@ func (p *parent) startChild(n int, kind string, host, dir string) (*child, error
 
 // runSubject runs one subject in a child and collects its row.
 func (p *parent) runSubject(ctx context.Context, n int, kind string) row {
+	if kind == subjJournalctl {
+		return p.runJournalctl(ctx, n)
+	}
 	r := row{N: n, Subject: kind}
 	if err := p.subject(ctx, &r); err != nil {
 		r.Err = err.Error()
@@ -416,12 +425,14 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 			x.Lists, x.WatchLists, x.Gone)
 	}
 	r.Relisted = aggregate(r.Relists)
+	p.changedRelist(ctx, c, proxy, r)
 	if err := c.send(command{Cmd: "exit"}); err != nil {
 		return fail(err)
 	}
 	if _, err := c.await("bye", time.Minute); err != nil {
 		return fail(err)
 	}
+	p.restarts(ctx, c, proxy, dir, r)
 	return nil
 }
 

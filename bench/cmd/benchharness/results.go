@@ -263,6 +263,8 @@ func (r *results) targets() []target {
 		ts = append(ts, t)
 	}
 
+	ts = append(ts, r.restartTargets()...) // issue 12 (restart_results.go)
+
 	gb := parseGobench(r.gobench)
 	add := func(name, bench, unit string, ok func(float64) bool) {
 		t := target{name: name, state: "not measured"}
@@ -357,6 +359,7 @@ func (r *results) write(path string) error {
 - **events/s**: the parent patches ` + fmt.Sprint(r.o.burst) + ` objects with ` + fmt.Sprint(r.o.workers) + ` writers as fast as the apiserver takes them; events/s = updates / (time the subject has seen the last − first write). It cannot exceed the apiserver's write rate. **lag ms**: from the last write's answer to the subject seeing it.
 - **Forcing the relist** (` + r.o.relistMode + ` mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
 `)
+	b.WriteString(r.restartSection())
 	b.WriteString("\n## Targets\n")
 	b.WriteString(r.targetsText())
 	b.WriteString("\n## In process (no apiserver)\n\n")

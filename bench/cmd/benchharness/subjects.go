@@ -40,7 +40,7 @@ const (
 	subjWatchList    = "bare-watch-list"
 )
 
-var allSubjects = []string{subjWatchjournal, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList}
+var allSubjects = []string{subjWatchjournal, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjJournalctl}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.
@@ -356,18 +356,21 @@ func (s *informerSubject) waitUpdates(ctx context.Context, target int64) error {
 }
 
 func (s *informerSubject) armRelist() {
-	_, _, s.resyncsBase = s.c.get()
+	a, u, r := s.c.get()
+	s.resyncsBase = a + u + r
 	s.reqs.arm()
 }
 
 // waitRelist waits until the relist's Replace has delivered every object
-// to the handler again (as an update with the same resourceVersion).
+// to the handler again: as an update with the same resourceVersion, or,
+// for the objects changed during the gap (restart.go), an update with a
+// new one or an add. (resyncsBase counts all three.)
 func (s *informerSubject) waitRelist(ctx context.Context) (relistInfo, error) {
-	err := s.c.waitFor(ctx, func(c *counts) bool { return c.resyncs >= s.resyncsBase+int64(s.n) })
+	err := s.c.waitFor(ctx, func(c *counts) bool { return c.adds+c.updates+c.resyncs >= s.resyncsBase+int64(s.n) })
 	end := time.Now()
 	if err != nil {
-		_, _, r := s.c.get()
-		return relistInfo{}, fmt.Errorf("informer: %d of %d objects delivered again: %w", r-s.resyncsBase, s.n, err)
+		a, u, r := s.c.get()
+		return relistInfo{}, fmt.Errorf("informer: %d of %d objects delivered again: %w", a+u+r-s.resyncsBase, s.n, err)
 	}
 	return relistInfo{Start: s.reqs.started(), End: end, Gone: -1}, nil
 }

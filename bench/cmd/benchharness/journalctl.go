@@ -1,0 +1,275 @@
+package main
+
+// The journalctl subject: the CLI as a user runs it, `journalctl watch
+// configmaps --db FILE -n NS --kubeconfig K --metrics-addr ADDR`, with its
+// own defaults otherwise (client rate limits, page size, timeouts,
+// verify interval). The binary is the journalctl next to this one
+// ($(BIN)/journalctl, which make bench builds), or $BENCH_JOURNALCTL.
+//
+// It talks to the apiserver directly (the control plane's kubeconfig, no
+// proxy) and is measured from the outside: sync s is from exec until its
+// /metrics says watchjournal_synced 1 (polled every 50 ms) with
+// watchjournal_index_objects N; sync CPU is the process's utime + stime
+// then (/proc/PID/stat); heap is go_memstats_heap_inuse_bytes and RSS is
+// VmRSS (RssAnon, VmHWM) of /proc/PID/status 3 s after the sync, without a
+// forced GC. Then SIGTERM, and a restart with nothing changed, timed the
+// same way.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const subjJournalctl = "journalctl"
+
+// journalctlSettle is how long after the sync the steady memory of the
+// journalctl process is read.
+const journalctlSettle = 3 * time.Second
+
+func (p *parent) journalctlBin() string {
+	if b := os.Getenv("BENCH_JOURNALCTL"); b != "" {
+		return b
+	}
+	return filepath.Join(filepath.Dir(p.exe), "journalctl")
+}
+
+// runJournalctl runs the journalctl subject at N=n.
+func (p *parent) runJournalctl(ctx context.Context, n int) row {
+	r := row{N: n, Subject: subjJournalctl}
+	bin := p.journalctlBin()
+	if _, err := os.Stat(bin); err != nil {
+		r.Err = fmt.Sprintf("no journalctl binary (%v): build it next to benchharness (make build) or set BENCH_JOURNALCTL", err)
+		return r
+	}
+	dir, err := os.MkdirTemp("", "benchharness-journalctl-")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	logf("N=%d %s: starting %s watch", n, subjJournalctl, bin)
+	first, err := p.startJournalctl(ctx, bin, dir, n)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	r.Synced.Event = "synced"
+	r.Synced.SyncSeconds, r.Synced.SyncCPU, r.Synced.Steady = first.seconds, first.cpu, first.steady
+	logf("N=%d %s: synced in %.2f s (CPU %.2f s), heap %s, RSS %s (anon %s, VmHWM %s)", n, subjJournalctl, first.seconds, first.cpu,
+		mib(first.steady.HeapInuse), mib(first.steady.RSS), mib(first.steady.RSSAnon), mib(first.steady.HWM))
+	again, err := p.startJournalctl(ctx, bin, dir, n)
+	if err != nil {
+		r.RestartErr = "restart with nothing changed: " + err.Error()
+		logf("N=%d %s: %s", n, subjJournalctl, r.RestartErr)
+		return r
+	}
+	r.RestartSame = &restartResult{Seconds: again.seconds, restartReport: restartReport{
+		CPU: again.cpu, HWM: again.steady.HWM, PeakRSS: again.steady.HWM, Steady: again.steady, Objects: n,
+	}}
+	logf("N=%d %s: restart (same): synced %.2f s after exec (CPU %.2f s), RSS %s", n, subjJournalctl, again.seconds, again.cpu, mib(again.steady.RSS))
+	return r
+}
+
+// journalctlRun is one journalctl watch process, measured.
+type journalctlRun struct {
+	seconds, cpu float64
+	steady       memory
+}
+
+// startJournalctl runs journalctl watch on dir/configmaps.db until it has
+// synced and settled, measures it, and stops it with SIGTERM.
+func (p *parent) startJournalctl(ctx context.Context, bin, dir string, n int) (journalctlRun, error) {
+	var jr journalctlRun
+	addr, err := freeAddr()
+	if err != nil {
+		return jr, err
+	}
+	logPath := filepath.Join(dir, "journalctl.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return jr, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "watch", "configmaps", "--db", filepath.Join(dir, "configmaps.db"), "-n", benchNS,
+		"--kubeconfig", p.cp.KubeconfigPath(), "--metrics-addr", addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return jr, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("journalctl did not stop within 30 s of SIGTERM")
+		}
+	}
+	fail := func(err error) (journalctlRun, error) {
+		_ = stop()
+		return jr, fmt.Errorf("%w (log: %s)", err, tail(logPath, 600))
+	}
+	deadline := time.Now().Add(syncTimeout(n))
+	url := "http://" + addr + "/metrics"
+	var m map[string]float64
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			return fail(fmt.Errorf("journalctl exited before it synced: %v", err))
+		default:
+		}
+		m, err = scrape(ctx, url)
+		if err == nil && m["watchjournal_synced"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("not synced within %v (last scrape: %v, synced %v)", syncTimeout(n), err, m["watchjournal_synced"]))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	jr.seconds = time.Since(began).Seconds()
+	jr.cpu = procCPU(cmd.Process.Pid)
+	if got := int(m["watchjournal_index_objects"]); got != n {
+		return fail(fmt.Errorf("synced with %d objects in the index; want %d", got, n))
+	}
+	time.Sleep(journalctlSettle)
+	jr.steady = pidStatus(cmd.Process.Pid)
+	if m, err := scrape(ctx, url); err == nil {
+		jr.steady.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
+		jr.steady.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
+	}
+	if err := stop(); err != nil {
+		return jr, fmt.Errorf("stopping journalctl: %w (log: %s)", err, tail(logPath, 600))
+	}
+	return jr, nil
+}
+
+// freeAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// scrape reads the unlabeled samples of a Prometheus text exposition.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' || strings.Contains(line, "{") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			m[f[0]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// pidStatus reads VmRSS, RssAnon, RssFile and VmHWM of a process.
+func pidStatus(pid int) memory {
+	var m memory
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			m.RSS = kb << 10
+		case "RssAnon:":
+			m.RSSAnon = kb << 10
+		case "RssFile:":
+			m.RSSFile = kb << 10
+		case "VmHWM:":
+			m.HWM = kb << 10
+		}
+	}
+	return m
+}
+
+// procCPU returns a process's utime + stime in seconds (/proc/PID/stat,
+// at the usual 100 clock ticks a second); 0 when unreadable.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 { // state is field 3; utime, stime are 14, 15
+		return 0
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return float64(ut+st) / 100
+}
+
+// tail returns the last max bytes of a file, on one line.
+func tail(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		_, _ = f.Seek(st.Size()-max, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | ")
+}

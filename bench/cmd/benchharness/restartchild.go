@@ -1,0 +1,242 @@
+package main
+
+// A restarted subject (restart.go): a child started with BENCH_RESTART
+// set. It creates the subject, runs it until synced, reports "restarted"
+// with a restartReport, and waits for "exit".
+//
+// Synced means: watchjournal, Loop.WaitForSync returned (HasSynced, a true
+// sync: a resumed watch proven current, or a list committed), on the
+// journal file the first process left in BENCH_DIR; informers, the
+// informer's HasSyncedChecker is done (its store holds one full list).
+// Bytes are counted by a rest.Config WrapTransport that counts every
+// response body byte the client reads.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// byteCounter counts the requests made and the response body bytes read
+// through the transports it wraps (one wrapper per client built).
+type byteCounter struct{ bytes, requests atomic.Int64 }
+
+func (b *byteCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return countingTransport{next: rt, c: b}
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *byteCounter
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.requests.Add(1)
+	resp, err := t.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.c.bytes}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func restartChildMain(kind string) int {
+	out := json.NewEncoder(os.Stdout)
+	send := func(r report) {
+		if err := out.Encode(r); err != nil {
+			fmt.Fprintf(os.Stderr, "benchharness restart child: stdout: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	closeSub, err := runRestartChild(kind, send)
+	if closeSub != nil {
+		defer closeSub()
+	}
+	if err != nil {
+		send(report{Event: "error", Err: err.Error()})
+		return 1
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if strings.TrimSpace(in.Text()) == `{"cmd":"exit"}` {
+			send(report{Event: "bye"})
+			return 0
+		}
+	}
+	return 0
+}
+
+// runRestartChild starts the subject, waits until it synced, and sends
+// the report. It returns the function that stops the subject.
+func runRestartChild(kind string, send func(report)) (func(), error) {
+	s := startSampler(50 * time.Millisecond)
+	n, err := strconv.Atoi(os.Getenv(envN))
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("%s: %v", envN, err)
+	}
+	bc := &byteCounter{}
+	cfg := &rest.Config{
+		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
+	}
+	cfg.Wrap(bc.wrap)
+	ns, dir := os.Getenv(envNS), os.Getenv(envDir)
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(n))
+	defer cancel()
+
+	began := time.Now()
+	var rr restartReport
+	var reqs *requests
+	var closeSub func()
+	switch kind {
+	case subjWatchjournal:
+		w, err := newWatchjournal(cfg, ns, dir, n)
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		closeSub = w.close
+		head0, err := w.j.Head()
+		if err != nil {
+			s.stop()
+			return closeSub, err
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		w.cancel, w.done = stop, make(chan error, 1)
+		go func() { w.done <- w.loop.Run(runCtx) }()
+		if err := w.loop.WaitForSync(ctx); err != nil {
+			s.stop()
+			return closeSub, fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, w.loop.Status())
+		}
+		rr.SyncedUnixNano = time.Now().UnixNano()
+		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
+		rr.CPU = cpuTime().Seconds()
+		reqs = w.reqs
+		if err := checkJournal(w.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
+			s.stop()
+			return closeSub, err
+		}
+		if st, err := w.j.Stats(); err == nil {
+			rr.Objects = int(st.Objects)
+		}
+	case subjInformer, subjMetadata, subjTransform:
+		inf, err := newInformer(kind, cfg, ns, n)
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		closeSub = inf.close
+		runCtx, stop := context.WithCancel(context.Background())
+		inf.cancel, inf.done = stop, make(chan struct{})
+		go func() { defer close(inf.done); inf.inf.RunWithContext(runCtx) }()
+		select {
+		case <-inf.inf.HasSyncedChecker().Done():
+		case <-ctx.Done():
+			s.stop()
+			return closeSub, fmt.Errorf("%s: not synced: %w", kind, ctx.Err())
+		}
+		rr.SyncedUnixNano = time.Now().UnixNano()
+		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
+		rr.CPU = cpuTime().Seconds()
+		reqs = inf.reqs
+		rr.Objects = len(inf.inf.GetStore().ListKeys())
+	default:
+		s.stop()
+		return nil, fmt.Errorf("subject %q has no restart", kind)
+	}
+	synced := time.Unix(0, rr.SyncedUnixNano)
+	rr.SubjectSeconds = synced.Sub(began).Seconds()
+	ss := s.stop()
+	rr.PeakHeap, rr.PeakLive, rr.PeakRSS, _ = peaks(ss, time.Time{}, synced, 50*time.Millisecond)
+	rr.HWM = procStatus().HWM
+	rr.Lists, rr.Pages, rr.Watches, rr.WatchLists = reqs.lists.Load(), reqs.pages.Load(), reqs.watches.Load(), reqs.watchLists.Load()
+	rr.Steady = steady()
+	send(report{Event: "restarted", Restart: &rr})
+	return closeSub, nil
+}
+
+// checkJournal compares the events j gained after head0 with the changes
+// listed in the file at path ("TYPE key" lines): every changed key must
+// have exactly one event, of its type, and no other key any.
+func checkJournal(j *journal.Journal, head0 uint64, path string, rr *restartReport) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if typ, key, ok := strings.Cut(line, " "); ok {
+			want[key] = typ
+		}
+	}
+	got := map[string][]string{}
+	for from := head0 + 1; ; {
+		evs, err := j.Read(from, 1000)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			got[e.Key] = append(got[e.Key], string(e.Type))
+			rr.Journaled++
+		}
+		from = evs[len(evs)-1].Offset + 1
+	}
+	rr.KeysExpected = len(want)
+	var missing, extra, wrong []string
+	for k, typ := range want {
+		switch g := got[k]; {
+		case len(g) == 0:
+			missing = append(missing, k)
+		case len(g) != 1 || g[0] != typ:
+			wrong = append(wrong, fmt.Sprintf("%s %v (want %s)", k, g, typ))
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, fmt.Sprintf("%s %v", k, g))
+		}
+	}
+	rr.KeysMissing, rr.KeysExtra, rr.KeysWrong = len(missing), len(extra), len(wrong)
+	if len(missing)+len(extra)+len(wrong) == 0 {
+		rr.Check = fmt.Sprintf("journal: exactly the %d changed keys, one event each", len(want))
+		return nil
+	}
+	ex := func(xs []string) string {
+		sort.Strings(xs)
+		if len(xs) > 3 {
+			xs = append(xs[:3], "…")
+		}
+		return strings.Join(xs, ", ")
+	}
+	rr.Check = fmt.Sprintf("journal: MISMATCH with the %d changed keys at sync: %d missing (%s), %d extra (%s), %d wrong (%s)",
+		len(want), len(missing), ex(missing), len(extra), ex(extra), len(wrong), ex(wrong))
+	return nil
+}
