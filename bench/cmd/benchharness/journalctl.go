@@ -65,6 +65,7 @@ func (p *parent) runJournalctl(ctx context.Context, n int) row {
 		return r
 	}
 	r.Synced.Event = "synced"
+	r.Relisted.Gone = -1 // no forced relist: the table says none
 	r.Synced.SyncSeconds, r.Synced.SyncCPU, r.Synced.Steady = first.seconds, first.cpu, first.steady
 	logf("N=%d %s: synced in %.2f s (CPU %.2f s), heap %s, RSS %s (anon %s, VmHWM %s)", n, subjJournalctl, first.seconds, first.cpu,
 		mib(first.steady.HeapInuse), mib(first.steady.RSS), mib(first.steady.RSSAnon), mib(first.steady.HWM))

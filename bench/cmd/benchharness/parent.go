@@ -492,7 +492,9 @@ func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) err
 		return err
 	}
 	if p.o.relistMode == "restart" {
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		// The apiserver fills its watch cache from etcd as it starts: allow
+		// more at 1,000,000 objects.
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute+time.Duration(p.created)*200*time.Microsecond)
 		defer cancel()
 		if err := p.cp.RestartAPIServer(rctx); err != nil {
 			return err
