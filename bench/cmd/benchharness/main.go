@@ -14,7 +14,13 @@
 //   - bare-list: a paginated list (500 a page, resourceVersion unset) that
 //     throws the items away: the apiserver's own list speed;
 //   - bare-watch-list: a watch with sendInitialEvents=true (KEP-3157) read
-//     until the initial-events-end bookmark: the apiserver's streaming list.
+//     until the initial-events-end bookmark: the apiserver's streaming list;
+//   - journalctl: `journalctl watch` as a user runs it, the binary next to
+//     this one (journalctl.go).
+//
+// Each subject then also relists once after a gap in which 1% of the
+// objects changed, and the non-bare ones are restarted, with nothing and
+// with 1% changed while they were down (restart.go).
 //
 // Each child reports, as JSON lines on stdout: the steady Go heap and RSS
 // once synced; the time of the initial sync; how fast it absorbs a burst of
