@@ -425,7 +425,7 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 			x.Lists, x.WatchLists, x.Gone)
 	}
 	r.Relisted = aggregate(r.Relists)
-	p.changedRelist(ctx, c, proxy, r)
+	p.changedRelist(ctx, c, proxy, dir, r)
 	if err := c.send(command{Cmd: "exit"}); err != nil {
 		return fail(err)
 	}

@@ -230,7 +230,7 @@ func (p *parent) restorePending(ctx context.Context) {
 // changedRelist forces one more relist, with 1% of the objects changed
 // during the gap, and records it in r (errors too: the row's other
 // measurements stand).
-func (p *parent) changedRelist(ctx context.Context, c *child, proxy *controlplane.Proxy, r *row) {
+func (p *parent) changedRelist(ctx context.Context, c *child, proxy *controlplane.Proxy, dir string, r *row) {
 	p.restorePending(ctx)
 	cs := p.planChange(r.N, nil)
 	r.Changed = cs.total()
@@ -246,6 +246,12 @@ func (p *parent) changedRelist(ctx context.Context, c *child, proxy *controlplan
 		if err := p.apply(ctx, cs); err != nil {
 			proxy.Heal()
 			return fmt.Errorf("changing 1%%: %w", err)
+		}
+		// For watchjournal's check of what the relist journaled (written
+		// before the relist can begin: the proxy is cut).
+		if err := writeExpected(dir, &cs); err != nil {
+			proxy.Heal()
+			return err
 		}
 		if err := p.forceRelist(ctx, proxy); err != nil {
 			return fmt.Errorf("forcing the relist: %w", err)
@@ -320,19 +326,25 @@ func (p *parent) restarts(ctx context.Context, c *child, proxy *controlplane.Pro
 	}
 }
 
+// writeExpected writes the changes of cs (nil: none) into dir's expected
+// file.
+func writeExpected(dir string, cs *changeSet) error {
+	var body string
+	if cs != nil && cs.total() > 0 {
+		body = strings.Join(cs.expected(), "\n") + "\n"
+	}
+	return os.WriteFile(filepath.Join(dir, expectedFile), []byte(body), 0o644)
+}
+
 // restartOnce starts the subject in a new process in dir, waits until it
 // reports synced, and stops it. cs is the change made while it was down
 // (nil: none).
 func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Proxy, dir string, cs *changeSet) (*restartResult, error) {
-	mode, lines := "same", []string(nil)
+	mode := "same"
 	if cs != nil {
-		mode, lines = "changed", cs.expected()
+		mode = "changed"
 	}
-	body := strings.Join(lines, "\n")
-	if body != "" {
-		body += "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, expectedFile), []byte(body), 0o644); err != nil {
+	if err := writeExpected(dir, cs); err != nil {
 		return nil, err
 	}
 	began := time.Now()

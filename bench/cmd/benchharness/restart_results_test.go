@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -16,10 +17,10 @@ func TestRestartTargets(t *testing.T) {
 		wj := row{N: n, Subject: subjWatchjournal}
 		wj.Synced.SyncSeconds = 0.9 * f
 		wj.Synced.Steady = memory{HeapInuse: 3 << 20, RSS: 30 << 20}
-		wj.Relists = []report{{RelistSeconds: 0.5 * f}}
+		wj.Relists = []report{{RelistSeconds: 0.5 * f, Note: "journal: no event, as nothing changed"}}
 		wj.Relisted = aggregate(wj.Relists)
 		wj.Changed = n / 100
-		wj.ChangedRelist = &report{RelistSeconds: 0.5 * f}
+		wj.ChangedRelist = &report{RelistSeconds: 0.5 * f, Note: "journal: exactly the 200 changed keys, one event each"}
 		wj.RestartSame = &restartResult{Seconds: 0.05 * f, restartReport: restartReport{Bytes: 1000, Check: "none"}}
 		wj.RestartChanged = &restartResult{Seconds: 0.4 * f, restartReport: restartReport{Bytes: 100_000, KeysExpected: n / 100, Check: "exact"}}
 		inf := row{N: n, Subject: subjInformer}
@@ -47,16 +48,19 @@ func TestRestartTargets(t *testing.T) {
 		"RSS at N=200000 under the metadata informer's":                                                                                  "holds watchjournal 30.0 / 100.0 MiB (anon – MiB)",
 		"at 1,000,000 objects: sync and relist complete, steady heap within 1.25× of the heap at N=20000":                                "holds synced in 45.0 s, relisted in 25.0 s (median of 1); heap 3.0 / 3.0 MiB = 1.00×",
 	}
+	if n := 20_000; !strings.HasPrefix(got[fmt.Sprintf("relists: the journal gained one event per changed key, none when nothing changed (N=%d)", n)], "holds") {
+		t.Errorf("relist check at N=%d: %v", n, got)
+	}
 	for name, w := range want {
 		if g, ok := got[name]; !ok || g != w {
 			t.Errorf("%s:\n got %q\nwant %q", name, g, w)
 		}
 	}
-	if n := len(got); n != 3*7+2 {
+	if n := len(got); n != 3*8+2 {
 		var names []string
 		for k := range got {
 			names = append(names, k)
 		}
-		t.Errorf("%d targets; want %d:\n%s", n, 3*7+2, strings.Join(names, "\n"))
+		t.Errorf("%d targets; want %d:\n%s", n, 3*8+2, strings.Join(names, "\n"))
 	}
 }

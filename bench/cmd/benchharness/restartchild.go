@@ -15,8 +15,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -180,11 +182,26 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 	return closeSub, nil
 }
 
+// relistCheck compares what the journal gained since armRelist with the
+// changes the parent made during the gap (the expected file in the
+// journal's directory, written by changedRelist; absent: nothing changed),
+// as checkJournal does, and says it in words.
+func (s *wjSubject) relistCheck() string {
+	var rr restartReport
+	if err := checkJournal(s.j, s.headBase, filepath.Join(filepath.Dir(s.j.Path()), expectedFile), &rr); err != nil {
+		return "journal check: " + err.Error()
+	}
+	return rr.Check
+}
+
 // checkJournal compares the events j gained after head0 with the changes
 // listed in the file at path ("TYPE key" lines): every changed key must
 // have exactly one event, of its type, and no other key any.
 func checkJournal(j *journal.Journal, head0 uint64, path string, rr *restartReport) error {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = nil, nil // nothing changed
+	}
 	if err != nil {
 		return err
 	}

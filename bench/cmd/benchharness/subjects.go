@@ -146,6 +146,7 @@ type wjSubject struct {
 	done   chan error
 
 	eventsBase     int
+	headBase       uint64 // the journal's head at armRelist (restart.go checks what the relist journaled)
 	listsBase      int
 	goneBase       int
 	relistDeadline time.Duration
@@ -195,6 +196,7 @@ func (s *wjSubject) waitUpdates(ctx context.Context, target int64) error {
 func (s *wjSubject) armRelist() {
 	st := s.loop.Status()
 	s.listsBase, s.goneBase = st.Lists, st.Gone
+	s.headBase, _ = s.j.Head()
 	s.reqs.arm()
 }
 
@@ -205,7 +207,7 @@ func (s *wjSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	if err != nil {
 		return relistInfo{}, fmt.Errorf("watchjournal: waiting for the relist: %w (status %+v)", err, st)
 	}
-	return relistInfo{Start: s.reqs.started(), End: end, Gone: int64(st.Gone - s.goneBase)}, nil
+	return relistInfo{Start: s.reqs.started(), End: end, Gone: int64(st.Gone - s.goneBase), Note: s.relistCheck()}, nil
 }
 
 func (s *wjSubject) close() {
