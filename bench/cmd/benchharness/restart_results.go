@@ -109,6 +109,10 @@ func (r *results) restartTargets() []target {
 			ts = append(ts, ratio(fmt.Sprintf("initial sync ≤ 1.0× the informer's sync (N=%d)", n),
 				wj.Synced.SyncSeconds, inf.Synced.SyncSeconds, "s", 1.0))
 		}
+		if okI {
+			ts = append(ts, ratio(fmt.Sprintf("relist after a 410, nothing changed, ≤ 1.0× the informer's relist (N=%d, medians)", n),
+				wj.Relisted.RelistSeconds, inf.Relisted.RelistSeconds, "s", 1.0))
+		}
 		wjRel := 0.0
 		if wj.ChangedRelist != nil {
 			wjRel = wj.ChangedRelist.RelistSeconds

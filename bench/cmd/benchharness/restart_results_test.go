@@ -56,11 +56,11 @@ func TestRestartTargets(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", name, g, w)
 		}
 	}
-	if n := len(got); n != 3*8+2 {
+	if n := len(got); n != 3*9+2 {
 		var names []string
 		for k := range got {
 			names = append(names, k)
 		}
-		t.Errorf("%d targets; want %d:\n%s", n, 3*8+2, strings.Join(names, "\n"))
+		t.Errorf("%d targets; want %d:\n%s", n, 3*9+2, strings.Join(names, "\n"))
 	}
 }
