@@ -107,6 +107,9 @@ type restartReport struct {
 	Steady memory `json:"steady"`
 	// Objects is how many objects the subject holds at sync.
 	Objects int `json:"objects"`
+	// Gone is, for watchjournal, the 410s its loop met until synced (0:
+	// the stored resourceVersion was served); -1 for other subjects.
+	Gone int `json:"gone"`
 	// watchjournal: Journaled is the events appended from the reopen until
 	// synced; KeysExpected the changes the parent made while it was down;
 	// KeysMissing, KeysExtra and KeysWrong (wrong type, or more than one

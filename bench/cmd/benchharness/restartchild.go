@@ -138,6 +138,7 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 		rr.SyncedUnixNano = time.Now().UnixNano()
 		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
 		rr.CPU = cpuTime().Seconds()
+		rr.Gone = w.loop.Status().Gone
 		reqs = w.reqs
 		if err := checkJournal(w.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
 			s.stop()
@@ -165,6 +166,7 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 		rr.SyncedUnixNano = time.Now().UnixNano()
 		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
 		rr.CPU = cpuTime().Seconds()
+		rr.Gone = -1
 		reqs = inf.reqs
 		rr.Objects = len(inf.inf.GetStore().ListKeys())
 	default:
