@@ -98,7 +98,7 @@ func main() {
 	}
 	res.took = time.Since(began)
 	fmt.Print(res.table())
-	fmt.Print(res.restartTable())
+	fmt.Print("\n" + res.restartTable())
 	fmt.Print(res.targetsText())
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(res.rows, "", "  ")
