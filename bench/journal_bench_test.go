@@ -19,6 +19,7 @@ package bench
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -435,11 +436,19 @@ func BenchmarkRelistStaged(b *testing.B) {
 	})
 }
 
-// indexValue encodes an index value as journal does (journal/index.go): the
-// uvarint length of the UID, the UID, then the resourceVersion.
+// indexValue encodes an index value as journal does (journal/index.go,
+// schema 2): the tag 0x80 0x00, the uvarint offset of the key's last event
+// with an object (here a 7-digit one, a journal that has taken millions of
+// events), the UID as 2×16+1 and its 16 bytes (the fixture's UIDs are
+// canonical UUIDs), then the resourceVersion.
 func indexValue(uid, resourceVersion string) []byte {
-	v := binary.AppendUvarint(nil, uint64(len(uid)))
-	return append(append(v, uid...), resourceVersion...)
+	v := binary.AppendUvarint([]byte{0x80, 0x00}, 1_234_567)
+	v = binary.AppendUvarint(v, 2*16+1)
+	u, err := hex.DecodeString(strings.ReplaceAll(uid, "-", ""))
+	if err != nil || len(u) != 16 {
+		panic(fmt.Sprintf("indexValue: %q is not a UUID", uid))
+	}
+	return append(append(v, u...), resourceVersion...)
 }
 
 // BenchmarkIndexSize writes indexN index entries to a new file in

@@ -112,6 +112,8 @@ func FuzzDecodeIndex(f *testing.F) {
 	f.Add([]byte("k"), []byte{0x80, 0x00}, "", "", uint64(1<<40))
 	f.Add([]byte(""), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, "u", "W/\"x\"", uint64(0))
 	f.Add([]byte("k"), []byte{5, 'a'}, "0123456789abcdef", "", uint64(300))
+	f.Add([]byte("ns/b"), encodeIndex("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "123456", 1<<20), "0f1e2d3c-4b5a-6978-8796-A5B4C3D2E1F0", "1", uint64(1))
+	f.Add([]byte("ns/c"), encodeIndex("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0x", "", 0), "0f1e2d3c_4b5a-6978-8796-a5b4c3d2e1f0", "", uint64(2))
 	f.Fuzz(func(t *testing.T, key, b []byte, uid, rv string, object uint64) {
 		e, off, err := decodeIndexObject(key, b)
 		switch {
