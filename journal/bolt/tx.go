@@ -11,9 +11,33 @@ import (
 // concurrent use; slices they return are valid until the transaction ends.
 type Tx struct {
 	tx *bbolt.Tx
+	// buckets holds the handles of the buckets that are never deleted
+	// (meta, index, journal, objects once it exists), looked up once per
+	// transaction: a read transaction's lookup otherwise walks the root
+	// bucket every time.
+	buckets [4]*bbolt.Bucket
 }
 
-func (t *Tx) b(name []byte) *bbolt.Bucket { return t.tx.Bucket(name) }
+func (t *Tx) b(name []byte) *bbolt.Bucket {
+	i := -1
+	switch string(name) {
+	case string(bucketMeta):
+		i = 0
+	case string(bucketIndex):
+		i = 1
+	case string(bucketJournal):
+		i = 2
+	case string(bucketObjects):
+		i = 3
+	}
+	if i < 0 {
+		return t.tx.Bucket(name)
+	}
+	if t.buckets[i] == nil {
+		t.buckets[i] = t.tx.Bucket(name)
+	}
+	return t.buckets[i]
+}
 
 // Meta returns the value of a meta entry, or nil when it is not set.
 func (t *Tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
