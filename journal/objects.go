@@ -140,8 +140,9 @@ type ObjectView struct {
 }
 
 // KeepObjects makes the file keep the latest object of every live key
-// from now on (see objects.go for the cost), for this and every later
-// writer. Call it before the first list for a complete cache. It is
+// through retention trimming from now on (see objects.go for the cost),
+// for this and every later writer. Call it before retention first trims
+// the journal (before the first list, simplest) for a complete cache. It is
 // idempotent; on a read-only journal it is an error unless the file
 // already keeps objects.
 func (j *Journal) KeepObjects() error {

@@ -36,8 +36,8 @@ type Reader struct {
 var _ client.Reader = (*Reader)(nil)
 
 // NewReader returns a Reader of j's objects, and makes j keep them
-// (journal.KeepObjects: create it before the journal's first list for a
-// complete cache). scheme gives the kind of typed objects (a nil scheme
+// (journal.KeepObjects: create it before retention first trims the
+// journal for a complete cache). scheme gives the kind of typed objects (a nil scheme
 // allows only unstructured ones). On a read-only j whose file does not
 // keep objects, reads fail with journal.ErrObjectsNotKept.
 func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
