@@ -80,6 +80,9 @@ type report struct {
 	WatchLists  int64  `json:"watchLists"`
 	Pages       int64  `json:"pages"`
 	Note        string `json:"note,omitempty"`
+
+	// reads (a reader child, lister.go)
+	Reader *readerStats `json:"reader,omitempty"`
 }
 
 func childMain(kind string) int {
@@ -90,7 +93,11 @@ func childMain(kind string) int {
 			os.Exit(2)
 		}
 	}
-	if err := runChild(kind, send); err != nil {
+	run := runChild
+	if isReader(kind) {
+		run = readerChildMain
+	}
+	if err := run(kind, send); err != nil {
 		send(report{Event: "error", Err: err.Error()})
 		return 1
 	}
