@@ -2,10 +2,14 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // Ensure that recordObject finds the key and the object of every encoded
@@ -43,5 +47,72 @@ func TestRecordObject_SameAsDecodeEvent(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Decoding any record body (with a valid checksum) as a record never
+// panics: recordObject returns slices of the body or ErrBadRecord.
+func FuzzRecordObject(f *testing.F) {
+	for _, e := range fuzzSeedEvents {
+		rec, err := encodeEvent(&e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(rec[5:])
+	}
+	f.Add([]byte{0x98, 0xc0, 0xdb, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := make([]byte, 5, 5+len(body))
+		rec[0] = recordVersion
+		binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(body, castagnoli))
+		rec = append(rec, body...)
+		key, obj, err := recordObject(3, rec)
+		if err != nil && !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("error %v is not ErrBadRecord", err)
+		}
+		if err == nil {
+			if e, derr := decodeEvent(3, rec); derr == nil && (e.Key != string(key) || !bytes.Equal(e.Object, obj)) {
+				t.Fatalf("recordObject = %q, %q; decodeEvent = %q, %q", key, obj, e.Key, e.Object)
+			}
+		}
+	})
+}
+
+// Ensure that an index entry pointing at another key's record is reported
+// by the file check and read as ErrBadRecord, never served as the key's
+// object.
+func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
+	j, err := Open(t.TempDir()+"/j.db", &Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	err = j.Writer().Update(func(tx *Tx) error {
+		for _, k := range []string{"ns/a", "ns/b"} {
+			if _, err := tx.Append(&Event{Type: Added, Key: k, UID: "u-" + k, ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{"k":"` + k + `"}`)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := j.Verify(); err != nil || !rep.OK() {
+		t.Fatalf("Verify = %+v, %v; want no problems", rep, err)
+	}
+	// a's entry now points at b's record (offset 2).
+	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := j.Object("ns/a"); ok || !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("Object(ns/a) = ok %v, %v; want ErrBadRecord", ok, err)
+	}
+	rep, err := j.Verify()
+	if err != nil || rep.OK() || !strings.Contains(strings.Join(rep.Problems, "\n"), `"ns/a" points at offset 2`) {
+		t.Fatalf("Verify = %+v, %v; want a problem naming ns/a", rep, err)
 	}
 }
