@@ -41,7 +41,10 @@ package journal
 // objects' bytes plus bbolt's page overhead, ~1.3–2×, for a journal
 // trimmed far behind every key's last change). Retention trimming costs
 // one index lookup per deleted record, and one bucket put for each that
-// was still a key's latest.
+// was still a key's latest: the write the old design paid on every append
+// is paid once, at trim time, and only for keys that did not change since
+// (bench.BenchmarkJournalTrim, every record a key's latest, the worst
+// case: ~218,000 trimmed events/s without objects, ~63,000 with).
 //
 // Keeping objects is still a switch (Journal.KeepObjects; journal/cache's
 // NewReader calls it): the bucket's presence in the file. Without it the
