@@ -3,6 +3,7 @@ module github.com/watchjournal/watchjournal
 go 1.26.0
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/go-logr/logr v1.4.3
 	github.com/go-logr/zapr v1.3.0
 	github.com/json-iterator/go v1.1.12

@@ -7,7 +7,9 @@ package bench
 //	BenchmarkReaderGet    ns/op of Reader.Get (typed) vs the informer
 //	                      lister's Get + DeepCopy (what controller-runtime's
 //	                      cache returns), and the unstructured Get;
-//	                      decode-only is client-go's decode of one object
+//	                      decode-only is client-go's decode of one object,
+//	                      decode-only/sigs.k8s.io-json the JSON pass the
+//	                      reader makes (its floor per object)
 //	BenchmarkReaderList   ns/op of Reader.List of the namespace (typed) vs
 //	                      the lister's List + DeepCopy of each item
 
@@ -25,6 +27,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sjson "sigs.k8s.io/json"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
@@ -128,6 +131,15 @@ func BenchmarkReaderGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			n++
+		}
+	})
+	b.Run("decode-only/sigs.k8s.io-json", func(b *testing.B) {
+		obj := listerObject(0, "bench")
+		for b.Loop() {
+			var cm corev1.ConfigMap
+			if err := sjson.UnmarshalCaseSensitivePreserveInts(obj, &cm); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("decode-only", func(b *testing.B) {

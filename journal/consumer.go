@@ -292,11 +292,17 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // size is above minBytes (0: no size condition). It returns how many it
 // deleted and their size in bytes. Retention (package compactor) calls it in
 // bounded steps. The file does not shrink: bbolt reuses the pages (see
-// compactor.CompactFile).
+// compactor.CompactFile). When the file keeps objects, a deleted event
+// that is still a live key's latest object is copied into the objects
+// bucket first, in the same transaction (objects.go).
 func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
 	err = w.j.store.Update(func(tx *bolt.Tx) error {
+		var keep func(uint64, []byte) error
+		if tx.HasObjects() {
+			keep = func(off uint64, rec []byte) error { return keepTrimmed(tx, off, rec) }
+		}
 		var err error
-		n, size, err = tx.DeleteRecords(before, max, minBytes)
+		n, size, err = tx.DeleteRecords(before, max, minBytes, keep)
 		return err
 	})
 	return n, size, err

@@ -63,20 +63,23 @@
 //
 // # Objects
 //
-// A file can also keep the latest object of every live key (JSON as
-// served; metadata for a metadata-only journal), opt-in with KeepObjects
-// (journal/cache's NewReader calls it), in an objects bucket changed in
-// the same transaction as index and journal, so it survives retention
-// trimming and restarts and follows relists (a relist's ADDED/MODIFIED
-// carries the object, a tombstone removes it). ViewObjects reads it in one
-// read transaction together with the head the read is current with;
-// package journal/cache serves it as a controller-runtime client.Reader
-// and a client-go-style lister. Cost: the live objects' bytes once more
-// on disk, and one B+tree put per appended event, which cuts the append
-// rate of 1 KiB objects over many keys 2–4× (objects.go has the numbers):
-// hence opt-in. Once on, the file keeps objects for every later writer.
-// Switched on over a non-empty index (an older file), unchanged keys read
-// as ErrNoObject until they change (ObjectView.Missing lists them).
+// Every live key's latest object (JSON as served; metadata for a
+// metadata-only journal) is readable from the file: its index entry holds
+// the offset of its last event with an object, and a read follows it into
+// the journal record (objects.go). With KeepObjects (opt-in; journal/
+// cache's NewReader calls it) retention trimming copies a record that is
+// still a key's latest into an objects bucket first, so the objects
+// survive trimming as well as restarts and file rewrites, and follow
+// relists (a relist's ADDED/MODIFIED carries the object, a tombstone
+// removes it). ViewObjects reads them in one read transaction together
+// with the head the read is current with; package journal/cache serves
+// them as a controller-runtime client.Reader and a client-go-style lister.
+// Cost: nothing per append beyond ~5 bytes in the index entry (the
+// objects are written once, in the journal); on disk, the bucket holds at
+// most one copy of each live key whose latest event was trimmed.
+// Switched on after trimming has already removed some key's latest event,
+// that key reads as ErrNoObject until it changes (ObjectView.Missing
+// lists such keys).
 //
 // # Conventions
 //

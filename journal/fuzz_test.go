@@ -102,31 +102,48 @@ func FuzzDecodeEventChecksum(f *testing.F) {
 }
 
 // Decoding any bytes as an index value never panics and returns an entry
-// or ErrBadRecord; every encoded (uid, rv) decodes to itself. The index
-// value carries no checksum, so the raw bytes reach the decoder.
+// or ErrBadRecord; every encoded (uid, rv, object offset) decodes to
+// itself, and a schema 1 value (no tag, no offset) still decodes. The
+// index value carries no checksum, so the raw bytes reach the decoder.
 func FuzzDecodeIndex(f *testing.F) {
-	f.Add([]byte("ns/a"), encodeIndex("uid-1", "12"), "uid-1", "12")
-	f.Add([]byte("k"), []byte{0xff}, "", "")
-	f.Add([]byte(""), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, "u", "W/\"x\"")
-	f.Add([]byte("k"), []byte{5, 'a'}, "0123456789abcdef", "")
-	f.Fuzz(func(t *testing.T, key, b []byte, uid, rv string) {
-		e, err := decodeIndex(key, b)
+	f.Add([]byte("ns/a"), encodeIndex("uid-1", "12", 7), "uid-1", "12", uint64(7))
+	f.Add([]byte("ns/a"), encodeIndexV1("uid-1", "12"), "uid-1", "12", uint64(0))
+	f.Add([]byte("k"), []byte{0xff}, "", "", uint64(0))
+	f.Add([]byte("k"), []byte{0x80, 0x00}, "", "", uint64(1<<40))
+	f.Add([]byte(""), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, "u", "W/\"x\"", uint64(0))
+	f.Add([]byte("k"), []byte{5, 'a'}, "0123456789abcdef", "", uint64(300))
+	f.Add([]byte("ns/b"), encodeIndex("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "123456", 1<<20), "0f1e2d3c-4b5a-6978-8796-A5B4C3D2E1F0", "1", uint64(1))
+	f.Add([]byte("ns/c"), encodeIndex("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0x", "", 0), "0f1e2d3c_4b5a-6978-8796-a5b4c3d2e1f0", "", uint64(2))
+	f.Fuzz(func(t *testing.T, key, b []byte, uid, rv string, object uint64) {
+		e, off, err := decodeIndexObject(key, b)
 		switch {
 		case err != nil && !errors.Is(err, ErrBadRecord):
 			t.Fatalf("decode error %v is not ErrBadRecord", err)
 		case err == nil && e.Key != string(key):
 			t.Fatalf("decoded key %q, want %q", e.Key, key)
-		case err == nil && !bytes.Equal(encodeIndex(e.UID, e.ResourceVersion), b):
-			// Non-canonical varints may decode; they must still give a
-			// value that round-trips from its own encoding.
-			e2, err := decodeIndex(key, encodeIndex(e.UID, e.ResourceVersion))
-			if err != nil || e2 != e {
-				t.Fatalf("round trip of %+v failed: %+v, %v", e, e2, err)
+		case err == nil && indexObject(b) != off:
+			t.Fatalf("indexObject = %d, decode gives %d", indexObject(b), off)
+		case err == nil && !bytes.Equal(encodeIndex(e.UID, e.ResourceVersion, off), b):
+			// Non-canonical varints and schema 1 values may decode; they
+			// must still give a value that round-trips from its own
+			// encoding.
+			e2, off2, err := decodeIndexObject(key, encodeIndex(e.UID, e.ResourceVersion, off))
+			if err != nil || e2 != e || off2 != off {
+				t.Fatalf("round trip of %+v, %d failed: %+v, %d, %v", e, off, e2, off2, err)
 			}
 		}
-		got, err := decodeIndex(key, encodeIndex(uid, rv))
-		if want := (IndexEntry{Key: string(key), UID: uid, ResourceVersion: rv}); err != nil || got != want {
-			t.Fatalf("decode(encode(%q, %q)) = %+v, %v; want %+v", uid, rv, got, err, want)
+		want := IndexEntry{Key: string(key), UID: uid, ResourceVersion: rv}
+		if got, gotOff, err := decodeIndexObject(key, encodeIndex(uid, rv, object)); err != nil || got != want || gotOff != object {
+			t.Fatalf("decode(encode(%q, %q, %d)) = %+v, %d, %v; want %+v", uid, rv, object, got, gotOff, err, want)
+		}
+		if got, gotOff, err := decodeIndexObject(key, encodeIndexV1(uid, rv)); err != nil || got != want || gotOff != 0 {
+			t.Fatalf("decode(schema 1 (%q, %q)) = %+v, %d, %v; want %+v", uid, rv, got, gotOff, err, want)
 		}
 	})
+}
+
+// encodeIndexV1 is the index value schema 1 wrote.
+func encodeIndexV1(uid, rv string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(uid)))
+	return append(append(b, uid...), rv...)
 }

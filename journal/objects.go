@@ -2,41 +2,65 @@ package journal
 
 // Objects: the latest object of every live key, readable from the file.
 //
-// Design. The file keeps an objects bucket, key → the object bytes of the
-// key's last ADDED or MODIFIED event (JSON as served; for a metadata-only
-// journal the metadata that was stored). It changes in the same bbolt
-// transaction as the index and the journal (applyIndex, for live appends
-// and for a relist moved out of its stage file alike), so:
+// Design (schema 2). Each index entry holds, beside the UID and the
+// resourceVersion, the offset of the key's last event that carried an
+// object (its ADDED or MODIFIED, JSON as served; for a metadata-only
+// journal the metadata that was stored). Get and List follow it into the
+// journal record and return the object's bytes from bbolt's memory-mapped
+// page (record.go: the record is checked and walked to its Object field,
+// not decoded). The entry is rewritten by every event anyway, so keeping
+// the pointer costs about 5 bytes an entry and nothing per write: the
+// object is written once, in the journal record.
 //
-//   - retention trimming of the journal leaves it whole (it is not the
-//     journal: a key's object survives its events being trimmed);
-//   - a relist's MODIFIED or ADDED carries the listed object and replaces
-//     the stored one; a tombstone (DELETED) removes it; an ADDED or
-//     MODIFIED without an object removes it too, so a stale object is never
-//     served as current;
-//   - a restart reads it from the file as it was committed;
+// The objects bucket, key → object bytes, holds only what the journal no
+// longer does: when retention trimming (Writer.Trim) deletes a record
+// that is still a live key's latest object, it copies that object into
+// the bucket first, in the same transaction. A read prefers the record the
+// entry points at and falls back to the bucket, so:
+//
+//   - a later ADDED or MODIFIED with an object supersedes the bucket's
+//     copy (the entry points at the newer record; the copy is overwritten
+//     when that record is trimmed in turn);
+//   - a DELETED (a tombstone included) removes the key's copy, and so does
+//     an ADDED or MODIFIED without an object, so that a stale object is
+//     never served as current;
+//   - a relist's MODIFIED or ADDED carries the listed object and points
+//     the entry at it, like a watch event (applyIndex, for live appends
+//     and for a relist moved out of its stage file alike);
+//   - a restart, and a file rewrite (journalctl compact, which keeps
+//     offsets), read the same pointers and copies;
 //   - a reader (ObjectView, one bbolt read transaction) sees the objects,
 //     the index and the head of one commit: never uncommitted state, and
 //     Head says which offset the read is current with.
 //
-// It is opt-in (Journal.KeepObjects; journal/cache's NewReader calls it),
-// from the measured write cost: the object bytes are written a second
-// time (once in the journal record, once here), and a bbolt put of ~1 KiB
-// values over many keys dirties a leaf page per key per commit. On disk
-// it costs the live objects' bytes plus bbolt's page overhead (~1.3–2×);
-// per write one more B+tree put or delete in the open transaction, which
-// cut the append rate of 1 KiB MODIFIEDs over 50,000 keys from ~60,000 to
-// ~15,000–27,000 events/s and grew the file per event ~2.5× in
-// bench.BenchmarkJournalAppend (batch=1000/nosync vs …/objects). The
-// switch is the bucket's presence in the file: once on, it stays on
+// Cost. Per write: nothing measurable beyond the entry's pointer, and for
+// a DELETED or an object-less event one lookup in the objects bucket
+// (bench.BenchmarkJournalAppend …/nosync against …/nosync/objects). On
+// disk: the journal records already hold the objects; the bucket holds one
+// copy of each live key whose latest event was trimmed (at most the live
+// objects' bytes plus bbolt's page overhead, ~1.3–2×, for a journal
+// trimmed far behind every key's last change). Retention trimming costs
+// one index lookup per deleted record, and one bucket put for each that
+// was still a key's latest: the write the old design paid on every append
+// is paid once, at trim time, and only for keys that did not change since
+// (bench.BenchmarkJournalTrim, every record a key's latest, the worst
+// case: ~218,000 trimmed events/s without objects, ~63,000 with).
+//
+// Keeping objects is still a switch (Journal.KeepObjects; journal/cache's
+// NewReader calls it): the bucket's presence in the file. Without it the
+// pointers are written all the same, but trimming copies nothing, so a
+// key whose latest record was trimmed has no object. Once on it stays on
 // across restarts, for every writer.
 //
-// A file that did not keep objects (older, or never switched on) opens
-// unchanged. Switched on over a non-empty index, its keys fill as they
-// change; until then a live key without an object reads as ErrNoObject
-// and ObjectView.Missing lists those keys. A relist does not fill keys
-// that did not change (it journals nothing for them): for a complete
-// cache at once, switch it on before the first list (a new file).
+// Older files. A schema 1 file opens; a writable open marks it schema 2
+// (its entries keep their old form, without a pointer, until their key
+// changes). A file that kept objects under schema 1 has every live key's
+// object in the bucket, so its reads are whole at once. Otherwise a live
+// key without a pointer to a retained record and without a copy reads as
+// ErrNoObject, and ObjectView.Missing lists those keys: switched on over
+// a non-empty index, keys whose latest record was already trimmed fill as
+// they change. A relist does not fill keys that did not change (it
+// journals nothing for them).
 
 import (
 	"errors"
@@ -50,26 +74,63 @@ import (
 var ErrObjectsNotKept = errors.New("journal: the file does not keep objects (Journal.KeepObjects)")
 
 // ErrNoObject matches a *NoObjectError: the key is live in the index but
-// the file holds no object for it (objects were switched on over a
-// non-empty index, and the key has not changed since).
+// the file holds no object for it (its latest event carried none, or was
+// trimmed before objects were kept, and the key has not changed since).
 var ErrNoObject = errors.New("journal: no object stored")
 
 // NoObjectError names the live key that has no stored object.
 type NoObjectError struct{ Key string }
 
 func (e *NoObjectError) Error() string {
-	return fmt.Sprintf("journal: no object stored for live key %q (unchanged since objects were first kept; it fills on the key's next change)", e.Key)
+	return fmt.Sprintf("journal: no object stored for live key %q (its latest event carried none, or was trimmed before objects were kept; it fills on the key's next change)", e.Key)
 }
 
 // Is makes errors.Is(err, ErrNoObject) true.
 func (e *NoObjectError) Is(target error) bool { return target == ErrNoObject }
 
-// applyObject keeps the objects bucket in step with the index for e.
+// applyObject keeps the objects bucket in step with the index for e: a
+// copy the index entry will no longer supersede (a DELETED, or an event
+// without an object) is removed.
 func applyObject(tx *bolt.Tx, e *Event) error {
-	if e.Type != Deleted && e.Object != nil {
-		return tx.ObjectPut([]byte(e.Key), e.Object)
+	if e.Type != Deleted && len(e.Object) > 0 {
+		return nil
 	}
 	return tx.ObjectDelete([]byte(e.Key))
+}
+
+// keepTrimmed copies the object of the record rec at off, about to be
+// trimmed, into the objects bucket when it is still its live key's latest
+// object. A damaged record is left to go: its object could not be read.
+func keepTrimmed(tx *bolt.Tx, off uint64, rec []byte) error {
+	key, obj, err := recordObject(off, rec)
+	if err != nil || obj == nil {
+		return nil
+	}
+	if v := tx.IndexGet(key); v == nil || indexObject(v) != off {
+		return nil
+	}
+	return tx.ObjectPut(clone(key), clone(obj))
+}
+
+// objectAt returns the object of the record the index value v points at,
+// nil when v points at none or at a trimmed record.
+func objectAt(tx *bolt.Tx, key, v []byte) ([]byte, error) {
+	off := indexObject(v)
+	if off == 0 {
+		return nil, nil
+	}
+	rec := tx.Record(off)
+	if rec == nil {
+		return nil, nil
+	}
+	k, obj, err := recordObject(off, rec)
+	if err != nil {
+		return nil, err
+	}
+	if string(k) != string(key) {
+		return nil, fmt.Errorf("%w: index entry %q points at offset %d, an event of %q", ErrBadRecord, key, off, k)
+	}
+	return obj, nil
 }
 
 // ObjectView reads objects within one bbolt read transaction. It is valid
@@ -82,8 +143,9 @@ type ObjectView struct {
 }
 
 // KeepObjects makes the file keep the latest object of every live key
-// from now on (see objects.go for the cost), for this and every later
-// writer. Call it before the first list for a complete cache. It is
+// through retention trimming from now on (see objects.go for the cost),
+// for this and every later writer. Call it before retention first trims
+// the journal (before the first list, simplest) for a complete cache. It is
 // idempotent; on a read-only journal it is an error unless the file
 // already keeps objects.
 func (j *Journal) KeepObjects() error {
@@ -113,27 +175,46 @@ func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
 func (v *ObjectView) Head() uint64 { return v.head }
 
 // Get returns key's object. An absent key is (nil, false, nil); a live key
-// without a stored object is (nil, false, *NoObjectError).
+// without a stored object is (nil, false, *NoObjectError). A damaged
+// record is an error matching ErrBadRecord.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 	defer guard()
-	if b := v.tx.ObjectGet([]byte(key)); b != nil {
-		return b, true, nil
+	k := []byte(key)
+	iv := v.tx.IndexGet(k)
+	if iv == nil {
+		return nil, false, nil
 	}
-	if v.tx.IndexGet([]byte(key)) != nil {
+	b, err := objectAt(v.tx, k, iv)
+	if err != nil {
+		return nil, false, err
+	}
+	if b == nil {
+		b = v.tx.ObjectGet(k)
+	}
+	if b == nil {
 		return nil, false, &NoObjectError{Key: key}
 	}
-	return nil, false, nil
+	return b, true, nil
 }
 
 // Scan calls fn with every live key that starts with prefix, in key
 // order, and its stored object, until fn returns false or an error. A
 // namespace's objects are the prefix "<namespace>/"; "" is all. obj is nil
-// for a live key without a stored object (a file written before objects
-// were kept). It walks the index and the objects side by side: no lookup
-// per key.
+// for a live key without a stored object (see Missing). It walks the index
+// and the objects bucket side by side, and reads each object from the
+// journal record its entry points at.
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
 	defer guard()
-	return v.tx.ObjectScan([]byte(prefix), func(k, o []byte) (bool, error) { return fn(string(k), o) })
+	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
+		o, err := objectAt(v.tx, k, iv)
+		if err != nil {
+			return false, err
+		}
+		if o == nil {
+			o = copied
+		}
+		return fn(string(k), o)
+	})
 }
 
 // Missing calls fn with every live key that starts with prefix and has no
@@ -163,12 +244,29 @@ func (j *Journal) Object(key string) (obj []byte, head uint64, ok bool, err erro
 }
 
 // checkObjects reports an object whose key is not live in the index (the
-// file check: objects change only with the index, so it never holds one).
+// file check: objects change only with the index, so it never holds one),
+// and an index entry that points at a retained record of another key or
+// without an object.
 func checkObjects(tx *bolt.Tx, problem func(format string, args ...any)) error {
-	return tx.ObjectKeys(func(k []byte) error {
+	err := tx.ObjectKeys(func(k []byte) error {
 		if tx.IndexGet(k) == nil {
 			problem("objects: %s has an object but no index entry", k)
 		}
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tx.IndexScan(nil, func(k, v []byte) (bool, error) {
+		off := indexObject(v)
+		if off == 0 {
+			return true, nil
+		}
+		if obj, err := objectAt(tx, k, v); err != nil {
+			problem("index: %v", err)
+		} else if obj == nil && tx.Record(off) != nil {
+			problem("index: %s points at offset %d, an event without an object", k, off)
+		}
+		return true, nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/journal/compactor"
 )
 
 func obj(typ journal.EventType, key, uid, rv, body string) journal.Event {
@@ -57,8 +58,8 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim every event: the objects stay.
-	if _, _, err := j.Writer().Trim(7, 0, 0); err != nil {
-		t.Fatal(err)
+	if n, _, err := j.Writer().Trim(7, 100, 0); err != nil || n != 6 {
+		t.Fatalf("Trim = %d, %v; want the 6 events", n, err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -80,16 +81,24 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 }
 
 // Ensure that a file that did not keep objects reads ErrObjectsNotKept;
-// switched on over its index, a live key without a stored object is
+// switched on, a live key whose latest record is retained reads at once,
+// one whose latest record was trimmed while objects were not kept is
 // ErrNoObject, listed by Missing, and fills on its next change.
 func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "1", obj(journal.Added, "wj/old", "u1", "1", `{"x":0}`))
+	appendEvents(t, j, "2", obj(journal.Added, "wj/new", "u2", "2", `{"y":0}`))
 	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrObjectsNotKept) {
 		t.Fatalf("Object(wj/old) before KeepObjects = ok %v, %v; want ErrObjectsNotKept", ok, err)
 	}
+	if n, _, err := j.Writer().Trim(2, 100, 0); err != nil || n != 1 {
+		t.Fatalf("Trim = %d, %v; want wj/old's event", n, err)
+	}
 	if err := j.KeepObjects(); err != nil {
 		t.Fatal(err)
+	}
+	if got, ok, err := get(t, j, "wj/new"); got != `{"y":0}` || !ok || err != nil {
+		t.Fatalf("Object(wj/new), its record retained = %q, %v, %v; want it", got, ok, err)
 	}
 	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrNoObject) {
 		t.Fatalf("Object(wj/old) = ok %v, %v; want ErrNoObject", ok, err)
@@ -101,10 +110,113 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	if len(missing) != 1 || missing[0] != "wj/old" {
 		t.Fatalf("Missing = %v; want [wj/old]", missing)
 	}
-	appendEvents(t, j, "2", obj(journal.Modified, "wj/old", "u1", "2", `{"x":1}`))
+	appendEvents(t, j, "3", obj(journal.Modified, "wj/old", "u1", "3", `{"x":1}`))
 	if got, ok, err := get(t, j, "wj/old"); got != `{"x":1}` || !ok || err != nil {
 		t.Fatalf("Object(wj/old) after a change = %q, %v, %v; want it filled", got, ok, err)
 	}
+}
+
+// scanAll reads every live key's object in one view.
+func scanAll(t *testing.T, j *journal.Journal) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Scan("", func(k string, o []byte) (bool, error) { got[k] = string(o); return true, nil })
+	})
+	if err != nil {
+		t.Fatalf("Scan = %v", err)
+	}
+	return got
+}
+
+// wantObjects checks Get and Scan of every key against want (key → object;
+// keys absent from want must read absent), and the file check.
+func wantObjects(t *testing.T, j *journal.Journal, what string, want map[string]string, absent ...string) {
+	t.Helper()
+	for k, w := range want {
+		if got, ok, err := get(t, j, k); got != w || !ok || err != nil {
+			t.Fatalf("%s: Object(%s) = %q, %v, %v; want %q", what, k, got, ok, err, w)
+		}
+	}
+	for _, k := range absent {
+		if got, ok, err := get(t, j, k); ok || err != nil {
+			t.Fatalf("%s: Object(%s) = %q, %v, %v; want absent", what, k, got, ok, err)
+		}
+	}
+	if got := scanAll(t, j); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: Scan = %v; want %v", what, got, want)
+	}
+	if rep, err := j.Verify(); err != nil || !rep.OK() {
+		t.Fatalf("%s: Verify = %+v, %v; want no problems", what, rep, err)
+	}
+}
+
+// Ensure that trimming the record a live key's index entry points at keeps
+// that object (copied into the objects bucket), that a later event
+// supersedes the copy, that a trim of the newer record replaces it, that a
+// delete removes it so a same-name recreation never reads the old object,
+// that an object-less MODIFIED never leaves a stale copy served as
+// current, and that all of it survives a reopen and a file rewrite
+// (journalctl compact).
+func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j.db")
+	j := open(t, path)
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	trim := func(before uint64, want int) {
+		t.Helper()
+		if n, _, err := j.Writer().Trim(before, 100, 0); err != nil || n != want {
+			t.Fatalf("Trim(%d) = %d, %v; want %d", before, n, err, want)
+		}
+	}
+	appendEvents(t, j, "2", // 1, 2
+		obj(journal.Added, "wj/a", "ua1", "1", `{"a":1}`),
+		obj(journal.Added, "wj/b", "ub1", "2", `{"b":1}`))
+	trim(3, 2)
+	wantObjects(t, j, "both latest records trimmed", map[string]string{"wj/a": `{"a":1}`, "wj/b": `{"b":1}`})
+
+	appendEvents(t, j, "3", obj(journal.Modified, "wj/a", "ua1", "3", `{"a":2}`)) // 3
+	wantObjects(t, j, "a modified after its copy", map[string]string{"wj/a": `{"a":2}`, "wj/b": `{"b":1}`})
+	trim(4, 1)
+	wantObjects(t, j, "a's newer record trimmed", map[string]string{"wj/a": `{"a":2}`, "wj/b": `{"b":1}`})
+
+	// b deleted and recreated with a new UID in one transaction, then its
+	// records trimmed: the recreation's object, never the old one.
+	appendEvents(t, j, "5", // 4, 5
+		ev(journal.Deleted, "wj/b", "ub1", "4"),
+		obj(journal.Added, "wj/b", "ub2", "5", `{"b":"new"}`))
+	wantObjects(t, j, "b recreated", map[string]string{"wj/a": `{"a":2}`, "wj/b": `{"b":"new"}`})
+	trim(6, 2)
+	wantObjects(t, j, "b's recreation trimmed", map[string]string{"wj/a": `{"a":2}`, "wj/b": `{"b":"new"}`})
+
+	// A MODIFIED without an object (a journal that stored none for it):
+	// the older copy is not current any more.
+	noObj := ev(journal.Modified, "wj/a", "ua1", "6")
+	noObj.Object = nil
+	appendEvents(t, j, "6", noObj) // 6
+	if _, ok, err := get(t, j, "wj/a"); ok || !errors.Is(err, journal.ErrNoObject) {
+		t.Fatalf("Object(wj/a) after an object-less MODIFIED = ok %v, %v; want ErrNoObject", ok, err)
+	}
+	appendEvents(t, j, "7", obj(journal.Modified, "wj/a", "ua1", "7", `{"a":3}`), ev(journal.Deleted, "wj/b", "ub2", "7")) // 7, 8
+	trim(8, 2)
+	wantObjects(t, j, "b deleted, its delete retained", map[string]string{"wj/a": `{"a":3}`}, "wj/b")
+
+	// A reopen, then a file rewrite: the same objects.
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "compacted.db")
+	if _, _, err := compactor.CompactFile(path, dst); err != nil {
+		t.Fatal(err)
+	}
+	j = open(t, dst)
+	wantObjects(t, j, "after a file rewrite", map[string]string{"wj/a": `{"a":3}`}, "wj/b")
+	trim(9, 1)
+	wantObjects(t, j, "everything trimmed after the rewrite", map[string]string{"wj/a": `{"a":3}`}, "wj/b")
+	appendEvents(t, j, "9", obj(journal.Added, "wj/b", "ub3", "9", `{"b":3}`)) // 9
+	wantObjects(t, j, "b recreated after the rewrite", map[string]string{"wj/a": `{"a":3}`, "wj/b": `{"b":3}`})
 }
 
 // Ensure that the file check reports an object whose key is not in the

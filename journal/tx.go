@@ -110,10 +110,11 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("journal: append: %w", err)
 	}
+	e.Offset = off
 	if err := applyIndex(t.tx, e); err != nil {
+		e.Offset = 0
 		return 0, err
 	}
-	e.Offset = off
 	t.appended++
 	return off, nil
 }
@@ -141,13 +142,19 @@ func (t *Tx) check(e *Event) error {
 	return nil
 }
 
+// applyIndex applies e, just stored at e.Offset, to the index: the entry
+// points at e's record when e carries an object (objects.go).
 func applyIndex(tx *bolt.Tx, e *Event) error {
 	if err := applyObject(tx, e); err != nil {
 		return err
 	}
 	switch e.Type {
 	case Added, Modified:
-		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion))
+		var object uint64
+		if len(e.Object) > 0 {
+			object = e.Offset
+		}
+		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion, object))
 	case Deleted:
 		return tx.IndexDelete([]byte(e.Key))
 	}

@@ -8,7 +8,8 @@
 // and a file claiming a newer schema must fail with journal.ErrNewerSchema.
 //
 // Write puts into a file what a long-running journal accumulates: events of
-// every type and origin (a name recreated with a new UID included),
+// every type and origin (a name recreated with a new UID included), kept
+// objects (since schema 2, a trimmed one among them),
 // retention settings, retention trimming (the first retained offset is not
 // 1), two durable consumers, a resource with a namespace and label and field
 // selectors, and the last synced resourceVersion. Dump reads all of it back
@@ -20,6 +21,7 @@
 package schemafile
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +58,9 @@ var batches = []struct {
 }{
 	{"10", []journal.Event{
 		{Type: journal.Added, Key: "wj/a", UID: "uid-a1", ResourceVersion: "8", Origin: journal.OriginRelist, Object: obj("a", "uid-a1", "8", "0")},
+		// Since schema 2: d never changes, so trimming removes its only
+		// event, which is its latest object (kept in the objects bucket).
+		{Type: journal.Added, Key: "wj/d", UID: "uid-d1", ResourceVersion: "7", Origin: journal.OriginRelist, Object: obj("d", "uid-d1", "7", "0")},
 		{Type: journal.Added, Key: "wj/b", UID: "uid-b1", ResourceVersion: "9", Origin: journal.OriginRelist, Object: obj("b", "uid-b1", "9", "0")},
 	}},
 	{"11", []journal.Event{
@@ -114,6 +119,9 @@ func Write(path string) (err error) {
 	if err := j.SetRetention(Retention); err != nil {
 		return err
 	}
+	if err := j.KeepObjects(); err != nil { // since schema 2
+		return err
+	}
 	i := 0
 	for _, b := range batches {
 		if err := j.Writer().Update(func(tx *journal.Tx) error {
@@ -155,6 +163,15 @@ type Content struct {
 	Events          []Event
 	Index           []journal.IndexEntry
 	Consumers       []journal.ConsumerInfo
+	// LatestObjects is every live key's object (Journal.ViewObjects), in
+	// key order; empty for a file that does not keep objects (schema 1's).
+	LatestObjects []Object `json:",omitempty"`
+}
+
+// Object is a live key's latest object, as a string for readable JSON.
+type Object struct {
+	Key    string
+	Object string
 }
 
 // Event is a journal.Event with the object as a string, for readable JSON.
@@ -205,5 +222,14 @@ func Dump(j *journal.Journal) (Content, error) {
 	if c.Consumers, err = j.Consumers(); err != nil {
 		return c, err
 	}
-	return c, nil
+	err = j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Scan("", func(k string, o []byte) (bool, error) {
+			c.LatestObjects = append(c.LatestObjects, Object{Key: k, Object: string(o)})
+			return true, nil
+		})
+	})
+	if errors.Is(err, journal.ErrObjectsNotKept) {
+		err = nil
+	}
+	return c, err
 }

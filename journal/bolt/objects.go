@@ -7,8 +7,9 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// The objects bucket maps an index key to the latest object bytes the
-// journal holds for it (journal/objects.go has the design). It is opt-in:
+// The objects bucket maps an index key to a copy of its latest object,
+// kept when retention trimming removes the journal record the index entry
+// points at (journal/objects.go has the design). It is opt-in:
 // its presence in the file is the switch, so a file keeps objects once
 // CreateObjects has run, across restarts, and an older file opens
 // unchanged.
@@ -54,11 +55,11 @@ func (t *Tx) ObjectDelete(key []byte) error {
 }
 
 // ObjectScan calls fn for each index key that starts with prefix, in key
-// order, with its object (nil when the key has none), until fn returns
-// false or an error. It walks the index and the objects bucket side by
-// side (both are in key order): no lookup per key. The slices are valid
-// only during the call.
-func (t *Tx) ObjectScan(prefix []byte, fn func(k, v []byte) (bool, error)) error {
+// order, with its index value and its entry in the objects bucket (nil
+// when the key has none), until fn returns false or an error. It walks
+// the index and the objects bucket side by side (both are in key order):
+// no lookup per key. The slices are valid only during the call.
+func (t *Tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
 	ic := t.b(bucketIndex).Cursor()
 	var oc *bbolt.Cursor
 	var ok, ov []byte
@@ -66,7 +67,7 @@ func (t *Tx) ObjectScan(prefix []byte, fn func(k, v []byte) (bool, error)) error
 		oc = b.Cursor()
 		ok, ov = oc.Seek(prefix)
 	}
-	for k, _ := ic.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = ic.Next() {
+	for k, iv := ic.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = ic.Next() {
 		for oc != nil && ok != nil && bytes.Compare(ok, k) < 0 {
 			ok, ov = oc.Next()
 		}
@@ -74,7 +75,7 @@ func (t *Tx) ObjectScan(prefix []byte, fn func(k, v []byte) (bool, error)) error
 		if ok != nil && bytes.Equal(ok, k) {
 			v = ov
 		}
-		more, err := fn(k, v)
+		more, err := fn(k, iv, v)
 		if err != nil || !more {
 			return err
 		}

@@ -17,7 +17,13 @@ import (
 
 // SchemaVersion is the layout version this build writes. A file with a
 // larger version is refused with ErrNewerSchema.
-const SchemaVersion = 1
+//
+// Versions: 1, the first. 2: an index value may carry the offset of its
+// key's last event with an object (package journal's index.go; values
+// without it are still read). A writable Open of a version 1 file marks it
+// 2 and changes nothing else: its values are rewritten as their keys
+// change.
+const SchemaVersion = 2
 
 // magic identifies a watchjournal file in the meta bucket.
 var magic = []byte("watchjournal")
@@ -153,7 +159,7 @@ func isTruncated(path string) bool {
 // init checks the magic and schema, creating them and the buckets in a new
 // (empty) file.
 func (s *Store) init() error {
-	var state int // 0 ok, 1 empty, 2 foreign, 3 newer
+	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
 	var found uint32
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -180,12 +186,24 @@ func (s *Store) init() error {
 		if found > SchemaVersion {
 			state = 3
 		}
+		if found < SchemaVersion {
+			state = 4
+		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 	}
 	switch state {
+	case 4:
+		if s.readOnly {
+			return nil // read as it is
+		}
+		return s.db.Update(func(tx *bbolt.Tx) error {
+			var v [4]byte
+			binary.BigEndian.PutUint32(v[:], SchemaVersion)
+			return tx.Bucket(bucketMeta).Put(metaSchema, v[:])
+		})
 	case 2:
 		return fmt.Errorf("%w: %s", ErrForeign, s.path)
 	case 3:

@@ -11,9 +11,33 @@ import (
 // concurrent use; slices they return are valid until the transaction ends.
 type Tx struct {
 	tx *bbolt.Tx
+	// buckets holds the handles of the buckets that are never deleted
+	// (meta, index, journal, objects once it exists), looked up once per
+	// transaction: a read transaction's lookup otherwise walks the root
+	// bucket every time.
+	buckets [4]*bbolt.Bucket
 }
 
-func (t *Tx) b(name []byte) *bbolt.Bucket { return t.tx.Bucket(name) }
+func (t *Tx) b(name []byte) *bbolt.Bucket {
+	i := -1
+	switch string(name) {
+	case string(bucketMeta):
+		i = 0
+	case string(bucketIndex):
+		i = 1
+	case string(bucketJournal):
+		i = 2
+	case string(bucketObjects):
+		i = 3
+	}
+	if i < 0 {
+		return t.tx.Bucket(name)
+	}
+	if t.buckets[i] == nil {
+		t.buckets[i] = t.tx.Bucket(name)
+	}
+	return t.buckets[i]
+}
 
 // Meta returns the value of a meta entry, or nil when it is not set.
 func (t *Tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
@@ -153,12 +177,19 @@ func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 // DeleteRecords removes records in offset order, oldest first, while their
 // offset is below before, fewer than max were removed, and the retained
 // size is above minBytes. It returns how many it removed and their total
-// size in bytes.
-func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
+// size in bytes. Before removing a record it calls each (when not nil)
+// with the record's offset and bytes; an error from each stops it and is
+// returned.
+func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
 	meta := t.b(bucketMeta)
 	left := getU64(meta.Get(metaBytes))
 	c := t.b(bucketJournal).Cursor()
 	for k, v := c.First(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.First() {
+		if each != nil {
+			if err := each(getU64(k), v); err != nil {
+				return n, size, err
+			}
+		}
 		size += int64(len(v))
 		left -= min(left, uint64(len(v)))
 		if err := c.Delete(); err != nil {

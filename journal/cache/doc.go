@@ -17,18 +17,27 @@
 //
 // # What a read sees
 //
-// Keeping objects is opt-in for a journal file (it costs write rate:
-// journal/objects.go); NewReader and NewLister switch it on, so create
-// them before the journal's writer first lists (before mgr.Start with
-// crsource), or switch it on with journal.KeepObjects.
+// Keeping objects is a switch of the journal file (journal.KeepObjects;
+// NewReader and NewLister turn it on). Each index entry points at its
+// key's last event with an object, and a read follows it into the journal
+// record; the switch makes retention trimming copy a record that is still
+// a key's latest into the objects bucket first (journal/objects.go). So it
+// costs no append rate (the object is written once, in the journal; the
+// entry grows ~5 bytes) and, on disk, at most one more copy of each live
+// object whose last event was trimmed. Create the reader before the
+// journal's retention first trims (before mgr.Start with crsource) for a
+// complete cache.
 //
-// Every Get and List is one bbolt read transaction over the objects
-// bucket (journal/objects.go): it sees one commit, never uncommitted
+// Every Get and List is one bbolt read transaction over the index, the
+// journal and the objects bucket: it sees one commit, never uncommitted
 // state, and GetAt/ListAt return the journal offset it is current with
 // (the head of that transaction: "I acted on the state as of offset N").
 // Objects are decoded straight from bbolt's memory-mapped pages into the
-// caller's object: nothing is kept on the heap between calls, and each
-// call returns fresh objects the caller may change (as a DeepCopy would).
+// caller's object (into a typed list's items in place): nothing is kept on
+// the heap between calls, and each call returns fresh objects the caller
+// may change (as a DeepCopy would). Built-in API types decode with
+// encoding/json/v2, others with sigs.k8s.io/json, both with client-go's
+// case-sensitive rules (decode.go).
 //
 // Objects are the JSON as served; a metadata-only journal serves the
 // metadata it stored (decode into metav1.PartialObjectMetadata or

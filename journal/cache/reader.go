@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	sjson "sigs.k8s.io/json"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -37,8 +36,8 @@ type Reader struct {
 var _ client.Reader = (*Reader)(nil)
 
 // NewReader returns a Reader of j's objects, and makes j keep them
-// (journal.KeepObjects: create it before the journal's first list for a
-// complete cache). scheme gives the kind of typed objects (a nil scheme
+// (journal.KeepObjects: create it before retention first trims the
+// journal for a complete cache). scheme gives the kind of typed objects (a nil scheme
 // allows only unstructured ones). On a read-only j whose file does not
 // keep objects, reads fail with journal.ErrObjectsNotKept.
 func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
@@ -121,17 +120,6 @@ func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Obje
 	return out, decodeTyped(b, out)
 }
 
-// decodeTyped decodes stored JSON into out, a typed object. The stored
-// object's kind is the journal's (checked by the caller), so it skips the
-// serializer's first pass that reads kind and apiVersion: one JSON pass
-// per object, with the apiserver's case-sensitive, int-preserving rules.
-func decodeTyped(b []byte, out runtime.Object) error {
-	if err := sjson.UnmarshalCaseSensitivePreserveInts(b, out); err != nil {
-		return fmt.Errorf("cache: decode %T: %w", out, err)
-	}
-	return nil
-}
-
 // Get implements client.Reader: key's object decoded into obj, a NotFound
 // error when the journal has no such key. Options are ignored.
 func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -150,29 +138,41 @@ func (r *Reader) GetAt(ctx context.Context, k client.ObjectKey, obj client.Objec
 		return 0, err
 	}
 	var head uint64
-	var found runtime.Object
+	var found bool
+	u, isU := obj.(*unstructured.Unstructured)
 	err = r.j.ViewObjects(func(v *journal.ObjectView) error {
 		head = v.Head()
 		b, ok, err := v.Get(key(k.Namespace, k.Name))
 		if err != nil || !ok {
 			return err
 		}
-		found, err = r.decode(b, gvk, obj)
-		return err
+		found = true
+		if isU {
+			o, err := r.decode(b, gvk, obj)
+			if err == nil {
+				u.Object = o.(*unstructured.Unstructured).Object
+			}
+			return err
+		}
+		// Straight into obj, from its zero value: no second copy.
+		zero(obj)
+		if err := decodeTyped(b, obj); err != nil {
+			zero(obj)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return head, err
 	}
-	if found == nil {
+	if !found {
 		return head, apierrors.NewNotFound(r.gr, k.Name)
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.Object = found.(*unstructured.Unstructured).Object
-		return head, nil
-	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(found).Elem())
 	return head, nil
 }
+
+// zero sets the object obj points at to its zero value.
+func zero(obj runtime.Object) { reflect.ValueOf(obj).Elem().SetZero() }
 
 // List implements client.Reader: the objects in the namespace
 // (client.InNamespace; all when empty) that match the label selector and
@@ -207,6 +207,11 @@ func (r *Reader) ListAt(ctx context.Context, list client.ObjectList, opts ...cli
 			return 0, fmt.Errorf("cache: %w", err)
 		}
 	}
+	if _, ok := list.(*unstructured.UnstructuredList); !ok {
+		if items, ok := typedItems(list); ok {
+			return r.listTyped(list, items, s)
+		}
+	}
 	var items []runtime.Object
 	head, more, err := scan(r.j, s, func(_ string, b []byte) error {
 		o, err := r.decode(b, gvk, like)
@@ -226,6 +231,40 @@ func (r *Reader) ListAt(ctx context.Context, list client.ObjectList, opts ...cli
 	if u, ok := list.(*unstructured.UnstructuredList); ok && u.GetKind() == "" {
 		u.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	}
+	return head, nil
+}
+
+// typedItems returns list's Items slice when its elements are typed
+// objects held by value (corev1.ConfigMapList's []ConfigMap), which
+// listTyped decodes in place.
+func typedItems(list client.ObjectList) (reflect.Value, bool) {
+	p, err := meta.GetItemsPtr(list)
+	if err != nil {
+		return reflect.Value{}, false
+	}
+	items := reflect.ValueOf(p).Elem()
+	if items.Kind() != reflect.Slice || items.Type().Elem().Kind() != reflect.Struct ||
+		!reflect.PointerTo(items.Type().Elem()).Implements(reflect.TypeFor[runtime.Object]()) {
+		return reflect.Value{}, false
+	}
+	return items, true
+}
+
+// listTyped is ListAt for a typed list: each selected object is decoded
+// straight into the next element of items (no object allocated per item,
+// no copy into the list afterwards).
+func (r *Reader) listTyped(list client.ObjectList, items reflect.Value, s *selection) (uint64, error) {
+	out := reflect.MakeSlice(items.Type(), 0, 16)
+	var zeroItem = reflect.Zero(items.Type().Elem())
+	head, more, err := scan(r.j, s, func(_ string, b []byte) error {
+		out = reflect.Append(out, zeroItem)
+		return decodeTyped(b, out.Index(out.Len()-1).Addr().Interface().(runtime.Object))
+	})
+	if err != nil {
+		return head, err
+	}
+	items.Set(out)
+	list.SetContinue(more)
 	return head, nil
 }
 

@@ -148,9 +148,10 @@ func TestReader_SelectorsAndNamespaces(t *testing.T) {
 	}
 }
 
-// Ensure that a reader over a file whose index predates keeping objects
-// names the keys it has no object for, and Get and List of them fail with
-// ErrNoObject rather than serve nothing.
+// Ensure that a reader over a file that kept no objects while retention
+// trimmed a live key's latest event names the keys it has no object for,
+// and Get and List of them fail with ErrNoObject rather than serve
+// nothing; a key whose latest event is retained reads at once.
 func TestReader_MissingObjects(t *testing.T) {
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &cmRes, NoSync: true})
 	if err != nil {
@@ -159,13 +160,24 @@ func TestReader_MissingObjects(t *testing.T) {
 	defer j.Close()
 	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/old", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"old","namespace":"a"}}`), Origin: journal.OriginWatch})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Append(&journal.Event{Type: journal.Added, Key: "b/new", UID: "u2", ResourceVersion: "2", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"new","namespace":"b"}}`), Origin: journal.OriginWatch})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n, _, err := j.Writer().Trim(2, 10, 0); err != nil || n != 1 {
+		t.Fatalf("Trim = %d, %v; want a/old's event", n, err)
+	}
 	r := cache.NewReader(j, scheme.Scheme)
 	ctx := context.Background()
+	var nw corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: "b", Name: "new"}, &nw); err != nil || nw.Name != "new" {
+		t.Errorf("Get b/new, its event retained = %v, %v; want it", nw.Name, err)
+	}
 	if m, err := r.Missing(ctx, "a"); err != nil || fmt.Sprint(m) != "[a/old]" {
 		t.Errorf("Missing(a) = %v, %v; want [a/old]", m, err)
 	}

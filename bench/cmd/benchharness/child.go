@@ -83,6 +83,9 @@ type report struct {
 
 	// restarted (restart.go)
 	Restart *restartReport `json:"restart,omitempty"`
+
+	// reads (a reader child, lister.go)
+	Reader *readerStats `json:"reader,omitempty"`
 }
 
 func childMain(kind string) int {
@@ -93,7 +96,11 @@ func childMain(kind string) int {
 			os.Exit(2)
 		}
 	}
-	if err := runChild(kind, send); err != nil {
+	run := runChild
+	if isReader(kind) {
+		run = readerChildMain
+	}
+	if err := run(kind, send); err != nil {
 		send(report{Event: "error", Err: err.Error()})
 		return 1
 	}

@@ -65,6 +65,7 @@ func main() {
 	flag.StringVar(&o.gobench, "gobench", "", "output of the in-process go test -bench run to include in the results file")
 	flag.StringVar(&o.command, "command", envOr("BENCH_COMMAND", ""), "the command recorded as the way to reproduce the results")
 	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's directory")
+	flag.BoolVar(&o.readers, "readers", true, "measure journal/cache's Reader against the informer's lister at every N (lister.go)")
 	flag.StringVar(&o.jsonOut, "json", "", "file to write every row, with all the children's reports, as JSON; empty: none")
 	flag.Parse()
 
@@ -99,6 +100,7 @@ func main() {
 	res.took = time.Since(began)
 	fmt.Print(res.table())
 	fmt.Print("\n" + res.restartTable())
+	fmt.Print(res.readerTable())
 	fmt.Print(res.targetsText())
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(res.rows, "", "  ")
@@ -128,6 +130,7 @@ type options struct {
 	command          string
 	jsonOut          string
 	keep             bool
+	readers          bool
 }
 
 func known(s string) bool {

@@ -99,6 +99,9 @@ func run(ctx context.Context, o options) (*results, error) {
 			}
 			res.rows = append(res.rows, r)
 		}
+		if o.readers {
+			p.readers(ctx, n, res)
+		}
 	}
 	if o.gobench != "" {
 		if res.gobench, err = os.ReadFile(o.gobench); err != nil {

@@ -34,6 +34,7 @@ type results struct {
 	objectBytes int
 	gobench     []byte
 	took        time.Duration
+	readers     []readerRow // lister.go
 
 	date                  time.Time
 	cpu, kernel           string
@@ -282,6 +283,7 @@ func (r *results) targets() []target {
 		"BenchmarkIndexSize/store/key-order", "file-B/obj", func(v float64) bool { return v <= 200 })
 	add("index on disk ≤ 200 bytes per object (index-only file, keys in random order)",
 		"BenchmarkIndexSize/store/random-order", "file-B/obj", func(v float64) bool { return v <= 200 })
+	ts = append(ts, r.readerTargets()...)
 	return ts
 }
 
@@ -349,6 +351,7 @@ func (r *results) write(path string) error {
 	}
 	b.WriteString("\n\n")
 	b.WriteString(r.table())
+	b.WriteString(r.readerTable())
 	b.WriteString(`
 - **heap**: runtime.MemStats.HeapInuse after runtime.GC() and debug.FreeOSMemory(), once synced; **RSS**: VmRSS at the same moment (for watchjournal it includes bbolt's memory-mapped file pages; **anon RSS** is RssAnon without them). **base heap**: the same measure in the child before the subject started (client-go's and the binary's own state; every child is the same binary).
 - **peak heap / peak RSS**: the largest HeapInuse / VmRSS sampled every 50 ms from the start of the list request that relisted (see **relist s**; one sample before it) until the subject holds every object again; the JSON reports also keep the peaks from the moment the parent began forcing the relist, reconnection included (HeapInuse counts garbage not yet collected: with GOGC=100 the heap grows to about twice what the last GC found live, and never below 4 MiB in total); **peak live**: the largest /gc/heap/live:bytes, the heap a GC found live, read after every GC cycle over the same span (a finalizer that re-arms itself) as well as every 50 ms; **relist VmHWM**: VmHWM from forcing the relist until done (reset through /proc/self/clear_refs).
