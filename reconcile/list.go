@@ -124,6 +124,21 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	meta := !l.fullPages
 	l.staging = TypeCounts{}
 	l.update(func(x *Status) { x.listBegins() })
+	if !s.verify {
+		empty, err := l.indexEmpty()
+		if err != nil {
+			return "", 0, 0, 0, journalError{err}
+		}
+		if empty {
+			// Nothing to diff: one full read per page (listfull.go).
+			if rv, err = l.listFull(ctx, rel, s.origin); err != nil {
+				return "", 0, 0, 0, err
+			}
+			n, first, last, err = l.commitList(rel, rv)
+			committed = err == nil
+			return rv, n, first, last, err
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,14 +211,27 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	if err := l.tail(rel, s, lastKey); err != nil {
 		return "", 0, 0, 0, err
 	}
+	n, first, last, err = l.commitList(rel, rv)
+	committed = err == nil
+	return rv, n, first, last, err
+}
+
+// commitList commits what rel staged, at the list's resourceVersion rv,
+// and returns the number of events and their offsets (0, 0 for none).
+func (l *Loop) commitList(rel *journal.Relist, rv string) (n int, first, last uint64, err error) {
 	start := time.Now()
 	first, last, err = rel.Commit(rv)
 	l.committed(start, err)
 	if err != nil {
-		return "", 0, 0, 0, journalError{err}
+		return 0, 0, 0, journalError{err}
 	}
-	committed = true
-	return rv, rel.Staged(), first, last, nil
+	return rel.Staged(), first, last, nil
+}
+
+// indexEmpty reports whether the index holds no key.
+func (l *Loop) indexEmpty() (bool, error) {
+	e, err := l.j.ScanIndex("", 1)
+	return len(e) == 0, err
 }
 
 // listError classifies the error of a page requested with continue token
