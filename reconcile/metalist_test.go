@@ -54,7 +54,9 @@ func TestLoop_Relist_MetadataPagesAndFullPagesOnlyForChanges(t *testing.T) {
 	lc := &listCounter{}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(lc.wrap)
-	e.start(cfg, testOptions(t)) // PageSize 2: three pages
+	opts := testOptions(t)
+	opts.ListMode = reconcile.ListModePaginated
+	e.start(cfg, opts) // PageSize 2: three pages
 	e.waitStatus("initial list", watching(1))
 	if meta, full := lc.take(); meta != 0 || full != 3 {
 		t.Errorf("initial list: %d metadata pages, %d full pages; want 0 and 3 (one read per page)", meta, full)
