@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jsoniter "github.com/json-iterator/go"
@@ -56,6 +57,47 @@ type client struct {
 	// PartialObjectMetadata.
 	mu               sync.Mutex
 	kind, apiVersion string
+
+	// wire counts the requests sent and the bytes received.
+	wire *wireCounts
+}
+
+// wireCounts counts the requests a client sent and the bytes of their
+// response bodies it read. Safe for concurrent use.
+type wireCounts struct {
+	requests, bytes atomic.Int64
+}
+
+// wrap counts each request rt sends and the body bytes read from its
+// response.
+func (w *wireCounts) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		w.requests.Add(1)
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.Body != nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: &w.bytes}
+		}
+		return resp, err
+	})
+}
+
+// roundTripper is a function that is an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// countingBody adds the bytes read from a body to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+// Read reads and counts.
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 // newClient returns a client of res through cfg: JSON, HTTP/1.1 unless cfg
@@ -83,6 +125,8 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 		c.NextProtos = []string{"http/1.1"}
 	}
 	c.Wrap(keepRetryAfter)
+	wire := &wireCounts{}
+	c.Wrap(wire.wrap)
 	if c.RateLimiter == nil {
 		// One limiter for lists and watches, as one rest client would
 		// have (rest.RESTClientForConfigAndClient's defaults).
@@ -113,7 +157,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
-	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly}, nil
+	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, wire: wire}, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
@@ -701,6 +745,42 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		return nil, err
 	}
 	return newStream(body, cancel), nil
+}
+
+// watchList opens a streaming list (KEP-3157, API concepts "Streaming
+// lists"): a watch with sendInitialEvents=true,
+// resourceVersionMatch=NotOlderThan and bookmarks allowed, with
+// resourceVersion unset, which the apiserver serves as a consistent read:
+// it sends an ADDED for every object that exists, then a BOOKMARK
+// annotated k8s.io/initial-events-end "true" whose resourceVersion is the
+// state those events describe, then the watch goes on from it. The server
+// ends it after timeout. The request must begin its response within
+// t.response (ErrNoResponse), and its body may pass no byte for
+// t.progress (ErrNoProgress) until the caller sets the returned reader's
+// timeout to 0.
+func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeouts) (*stream, *progressReader, error) {
+	if c.metadataOnly {
+		if err := c.resolveKind(ctx, t.response); err != nil {
+			return nil, nil, err
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
+		Param("watch", "true").
+		Param("sendInitialEvents", "true").
+		Param("resourceVersionMatch", "NotOlderThan").
+		Param("allowWatchBookmarks", "true").
+		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
+	if c.metadataOnly {
+		r = r.SetHeader("Accept", onlyMetaAccept)
+	}
+	body, err := openBody(ctx, cancel, r, t.response)
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	pr := newProgressReader(ctx, cancel, body, t.progress)
+	return newStream(pr, func() { cancel(nil) }), pr, nil
 }
 
 // newStream reads watch frames from body, each bounded by maxFrameBytes;

@@ -62,7 +62,7 @@ func TestLoop_ContinueExpiresMidList_StartsAgain(t *testing.T) {
 			return resp, err
 		})
 	})
-	e.start(cfg, testOptions(t)) // PageSize 2: seven objects take four pages
+	e.start(cfg, pagedOptions(t)) // PageSize 2: seven objects take four pages
 	st := e.waitStatus("initial list", watching(1))
 	if st.ListRestarts != 1 {
 		t.Errorf("Status.ListRestarts = %d; want 1", st.ListRestarts)

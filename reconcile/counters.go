@@ -29,8 +29,9 @@ type Counters struct {
 	ListsInitial, ListsGone, ListsRestart, ListsVerify int
 	// ListPages and ListObjects are the progress of the current list, or of
 	// the last one once it ended: pages received and objects in them
-	// (metadata pages; a page fetched again in full counts once). Both
-	// reset to 0 when a list (or a list started again) begins.
+	// (metadata pages; a page fetched again in full counts once; a
+	// streaming list counts its batches of up to PageSize objects as
+	// pages). Both reset to 0 when a list (or a list started again) begins.
 	ListPages, ListObjects int
 	// PagesTotal and ObjectsListed count list pages and their objects over
 	// the loop's life, across lists.
@@ -38,8 +39,18 @@ type Counters struct {
 	// ListBytes counts the bytes of list response bodies read over the
 	// loop's life, as they came off the wire (after any transport
 	// decompression): each page that decoded, pages fetched again in full
-	// included. Pages that broke before their end are not counted.
+	// included, and a streaming list's initial events up to its last
+	// batch. Pages that broke before their end are not counted.
 	ListBytes int64
+	// Requests counts the HTTP requests the loop sent to the apiserver
+	// (list pages, streaming lists, watches, resume checks, a
+	// metadata-only journal's kind lookup; not New's discovery, nor
+	// requests that client-go's rate limiter held back), and
+	// BytesReceived the bytes of their
+	// response bodies read, watches included, as they came off the wire
+	// (after any transport decompression). Both are read when Status is
+	// called; their changes do not wake WaitFor.
+	Requests, BytesReceived int64
 	// BackoffsByReason counts Backoffs by the cause of the failure.
 	BackoffsByReason BackoffReasons
 	// Journaled counts Events by origin and type, once committed.

@@ -14,6 +14,10 @@
 //	watch     → list (restart)              check: the server's RV compares below the stored one (rewound)
 //	watch     → list (restart)              check: a list at exactly the stored RV answers 410
 //	watch     → watch(last RV, check)       the watch request got no answer (an outage)
+//	list      → watch(list RV, same conn.)  a streaming list reached its initial-events-end bookmark
+//	list      → list (paginated)            the server refused a streaming list: remembered in the file (listmode.go)
+//	list      → list                        a streaming list answered 410: again, at most 3 times in a row
+//	list      → backoff → list              a streaming list broke or failed before its bookmark: nothing committed
 //	list      → watch(list RV)              after a complete paginated list
 //	list      → list                        a continue token expired (410): from page one
 //	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
@@ -85,16 +89,33 @@
 //
 // # Relist
 //
-// A relist reads pages of Options.PageSize objects with resourceVersion
-// unset (a consistent read) and diffs each page as it arrives against the
+// A list, the first one or a relist, is a streaming list where the server
+// serves it (KEP-3157, stream.go): one watch request with
+// sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
+// resourceVersion unset (a consistent read), whose initial ADDED events
+// are diffed against the index as they stream in, in batches of PageSize
+// objects or 4 MiB, staged on disk, and committed at the resourceVersion
+// of the k8s.io/initial-events-end bookmark; the connection then goes on
+// as the watch. A server that refuses it (400, 405, 406 or 422, such as
+// kube-apiserver with --feature-gates=WatchList=false; or one that ignores
+// sendInitialEvents) gets paginated lists: the choice and its reason are
+// in Status.ListMode and ListModeReason and in the file, and a streaming
+// list is tried again after Options.StreamingRetry (listmode.go). A
+// verify is always paginated (it reads at exactly one resourceVersion).
+//
+// A paginated list reads pages of Options.PageSize objects with
+// resourceVersion unset (a consistent read). The first list of an empty
+// index reads each page once, in full, and stages its objects as they
+// stream in (listfull.go). A relist diffs each page as it arrives against the
 // index range it covers (Diff), staging the changes on disk. With a
 // non-empty index the pages are metadata only (PartialObjectMetadataList):
 // a page that holds changes is read again in full, at the same snapshot,
 // for the objects the events carry; the next page is requested while one
 // is diffed. Pages of
 // etcd-backed resources come in key order, so the diff is a merge of two
-// sorted streams and memory stays bounded by one page. If a page breaks
-// that order, the relist starts again and finds deletions by lookup instead.
+// sorted streams and memory stays bounded by one page. If a page (or a
+// streaming list's batch) breaks that order, the relist starts again and
+// finds deletions by lookup instead.
 // Only a complete list commits; a failed or partial one changes nothing.
 //
 // # Timeouts and slow links
@@ -109,7 +130,11 @@
 // continue token, without starting the list over; a page that breaks twice
 // in a row is taken as too large for the link, and the page size halves
 // (logged at V(0)), down to one object, for that list and the loop's later
-// ones. A watch frame is bounded at 16 MiB, client-go's own bound
+// ones. A streaming list's initial events are bounded the same way: a gap
+// of ProgressTimeout without a byte (ErrNoProgress) or a cut abandons it,
+// nothing of it committed, and it starts again after the backoff; once
+// its bookmark came, its connection is the watch, bounded by IdleTimeout.
+// A watch frame is bounded at 16 MiB, client-go's own bound
 // (ErrFrameTooLarge): nothing of it is journaled, and the watch resumes
 // from the last resourceVersion applied.
 //

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 	if wcCP != nil {
 		wcCP.Stop()
 	}
+	if gateOffCP != nil {
+		gateOffCP.Stop()
+	}
 	os.Exit(code)
 }
 
@@ -134,6 +137,15 @@ func testOptions(t *testing.T) reconcile.Options {
 		PageSize: 2, MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		Logger: testr.New(t),
 	}
+}
+
+// pagedOptions are testOptions for a test of the paginated list (list.go):
+// its faults are injected into list pages, which a streaming list
+// (stream.go) does not request.
+func pagedOptions(t *testing.T) reconcile.Options {
+	o := testOptions(t)
+	o.ListMode = reconcile.ListModePaginated
+	return o
 }
 
 // start opens the journal and runs a loop through the proxy (or cfg).

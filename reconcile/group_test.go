@@ -67,7 +67,7 @@ func TestGroup_TwoResources(t *testing.T) {
 	f := &groupFaults{listDown: "secrets"}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(f.wrap)
-	g, err := reconcile.OpenGroup(cfg, dir, resources, reconcile.GroupOptions{Loop: testOptions(t), Journal: journal.Options{NoSync: true}})
+	g, err := reconcile.OpenGroup(cfg, dir, resources, reconcile.GroupOptions{Loop: pagedOptions(t), Journal: journal.Options{NoSync: true}})
 	if err != nil {
 		t.Fatalf("OpenGroup: %v", err)
 	}

@@ -23,9 +23,18 @@ type errRestart struct{ unordered, fullPages bool }
 // Error says the list must start again.
 func (errRestart) Error() string { return "restart list" }
 
-// list runs one complete paginated list, diffs it against the index and
-// commits the difference, then watches from the list's resourceVersion.
+// list runs one complete list, a streaming one where the server serves it
+// (listmode.go), and watches on.
 func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
+	if !s.verify && l.streaming() {
+		return l.streamList(ctx, s)
+	}
+	return l.pagedList(ctx, s)
+}
+
+// pagedList runs one complete paginated list, diffs it against the index
+// and commits the difference, then watches from the list's resourceVersion.
+func (l *Loop) pagedList(ctx context.Context, s stateList) (state, error) {
 	for restarts := 0; ; restarts++ {
 		start := l.opts.Clock.Now()
 		rv, staged, first, last, err := l.listOnce(ctx, s)
@@ -66,30 +75,36 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 			}
 			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
 		}
-		l.succeed()
-		lost := l.divergences(s, staged, first, last)
-		l.scheduleVerify()
-		l.update(func(x *Status) {
-			x.countList(s, x.ResourceVersion == "")
-			x.Lists++
-			x.ResourceVersion = rv
-			x.Journaled.add(s.origin, l.staging)
-			x.Events += staged
-			if s.verify {
-				x.Verifies++
-				x.Divergences += lost
-				x.LastVerifyFirst, x.LastVerifyLast = first, last
-			}
-		})
-		l.markSynced("a complete list")
-		if lost > 0 {
-			l.log.Info("verify: the watch had lost events; the relist journaled the difference",
-				"events", lost, "resourceVersion", rv)
-		}
-		l.log.Info("list complete", "resourceVersion", rv, "events", staged,
-			"origin", string(s.origin), "took", time.Since(start))
+		l.listed(s, start, rv, staged, first, last)
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil
 	}
+}
+
+// listed records a complete list s that began at start and committed
+// staged events at offsets first..last, at resourceVersion rv.
+func (l *Loop) listed(s stateList, start time.Time, rv string, staged int, first, last uint64) {
+	l.succeed()
+	lost := l.divergences(s, staged, first, last)
+	l.scheduleVerify()
+	l.update(func(x *Status) {
+		x.countList(s, x.ResourceVersion == "")
+		x.Lists++
+		x.ResourceVersion = rv
+		x.Journaled.add(s.origin, l.staging)
+		x.Events += staged
+		if s.verify {
+			x.Verifies++
+			x.Divergences += lost
+			x.LastVerifyFirst, x.LastVerifyLast = first, last
+		}
+	})
+	l.markSynced("a complete list")
+	if lost > 0 {
+		l.log.Info("verify: the watch had lost events; the relist journaled the difference",
+			"events", lost, "resourceVersion", rv)
+	}
+	l.log.Info("list complete", "resourceVersion", rv, "events", staged,
+		"origin", string(s.origin), "took", time.Since(start))
 }
 
 // journalError marks an error of the journal (fatal) apart from the
@@ -124,6 +139,21 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	meta := !l.fullPages
 	l.staging = TypeCounts{}
 	l.update(func(x *Status) { x.listBegins() })
+	if !s.verify {
+		empty, err := l.indexEmpty()
+		if err != nil {
+			return "", 0, 0, 0, journalError{err}
+		}
+		if empty {
+			// Nothing to diff: one full read per page (listfull.go).
+			if rv, err = l.listFull(ctx, rel, s.origin); err != nil {
+				return "", 0, 0, 0, err
+			}
+			n, first, last, err = l.commitList(rel, rv)
+			committed = err == nil
+			return rv, n, first, last, err
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,14 +226,27 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	if err := l.tail(rel, s, lastKey); err != nil {
 		return "", 0, 0, 0, err
 	}
+	n, first, last, err = l.commitList(rel, rv)
+	committed = err == nil
+	return rv, n, first, last, err
+}
+
+// commitList commits what rel staged, at the list's resourceVersion rv,
+// and returns the number of events and their offsets (0, 0 for none).
+func (l *Loop) commitList(rel *journal.Relist, rv string) (n int, first, last uint64, err error) {
 	start := time.Now()
 	first, last, err = rel.Commit(rv)
 	l.committed(start, err)
 	if err != nil {
-		return "", 0, 0, 0, journalError{err}
+		return 0, 0, 0, journalError{err}
 	}
-	committed = true
-	return rv, rel.Staged(), first, last, nil
+	return rel.Staged(), first, last, nil
+}
+
+// indexEmpty reports whether the index holds no key.
+func (l *Loop) indexEmpty() (bool, error) {
+	e, err := l.j.ScanIndex("", 1)
+	return len(e) == 0, err
 }
 
 // listError classifies the error of a page requested with continue token

@@ -50,7 +50,7 @@ func TestLoop_LogsThroughLogr(t *testing.T) {
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(f.wrap)
 	logs := &logLines{}
-	opts := testOptions(t)
+	opts := pagedOptions(t)
 	opts.Logger = funcr.NewJSON(logs.add, funcr.Options{Verbosity: 1})
 	e.start(cfg, opts)
 	e.waitStatus("three failed lists", func(s reconcile.Status) bool { return s.Backoffs >= 3 })

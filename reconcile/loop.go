@@ -78,6 +78,17 @@ type Options struct {
 	// Resource is not MetadataOnly: a Secret's data never reaches the disk
 	// by default.
 	SecretPayloads bool
+	// ListMode chooses how the loop lists. Zero: a streaming list (one
+	// watch request with sendInitialEvents, KEP-3157) where the server
+	// serves it, pages where it refuses (listmode.go);
+	// ListModePaginated: always pages. ListModeStreaming means the same as
+	// zero: a server that refuses streaming lists still gets pages.
+	ListMode ListMode
+	// StreamingRetry is how long after a server refused a streaming list
+	// the loop lists in pages before it tries a streaming list again; the
+	// refusal is remembered in the journal file across restarts. Zero:
+	// DefaultStreamingRetry (1 hour).
+	StreamingRetry time.Duration
 	// Logger receives one line per state change and per error: errors
 	// through Error (a failure, logged once per kind until the loop
 	// succeeds), state changes at V(0), repeats of a failure at V(1). Each
@@ -119,6 +130,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.StreamingRetry <= 0 {
+		o.StreamingRetry = DefaultStreamingRetry
 	}
 	return o
 }
@@ -172,6 +186,12 @@ type Status struct {
 	// compared below the stored one (etcd restored from an older backup),
 	// each followed by a relist (probe.go).
 	Rewinds int
+	// ListMode is how the loop lists now: ListModeStreaming or
+	// ListModePaginated; ListModeReason says why: "not tried yet", "the
+	// apiserver serves streaming lists", "Options.ListMode", or the
+	// server's refusal of a streaming list (listmode.go).
+	ListMode       ListMode
+	ListModeReason string
 	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
 	// journaled, inclusive; both 0 when it found nothing.
 	LastVerifyFirst, LastVerifyLast uint64
@@ -205,6 +225,10 @@ type Loop struct {
 	verifyAt time.Time
 	// runErr is Run's error once it returned (under mu).
 	runErr error
+
+	// refusedAt is when the server last refused a streaming list
+	// (listmode.go).
+	refusedAt time.Time
 
 	backoff    time.Duration // current backoff; 0 after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
@@ -249,6 +273,19 @@ type Loop struct {
 //     cfg.NextProtos = []string{"h2", "http/1.1"} (or its own Transport):
 //     the loop is correct either way, as the health check bounds how long a
 //     dead connection lives.
+//
+// How it lists (listmode.go, stream.go): a streaming list (KEP-3157, a
+// watch with sendInitialEvents=true from the watch cache, or etcd when the
+// cache is off) where the server serves it, for the first list and for
+// relists after a 410: one request whose connection goes on as the watch,
+// and no etcd read per page; it moves every object in full, once. A server
+// that refuses streaming lists (400/405/406/422: the WatchList feature
+// gate off, an aggregated API) is answered with paginated lists, chosen
+// per file and retried after Options.StreamingRetry: Status.ListMode says
+// which runs and why. A paginated first list reads each page once, in
+// full; a paginated relist reads metadata pages, and pages in full only
+// where something changed. Options.ListMode = ListModePaginated never
+// streams.
 func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	res, ok, err := j.Resource()
 	if err != nil {
@@ -276,6 +313,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err
 	}
+	l.loadListMode()
 	return l, nil
 }
 
@@ -420,7 +458,9 @@ func (l *Loop) Verify() {
 func (l *Loop) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.status
+	st := l.status
+	st.Requests, st.BytesReceived = l.c.wire.requests.Load(), l.c.wire.bytes.Load()
+	return st
 }
 
 // WaitFor blocks until cond holds for the loop's status, or ctx is done

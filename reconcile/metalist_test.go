@@ -44,7 +44,8 @@ func (c *listCounter) take() (meta, full int) {
 // A relist reads metadata only, and a page in full only when it holds a
 // change: an unchanged relist of three pages costs three small requests;
 // one change costs one full page more, and the event carries the object.
-// A first list reads every page twice: each has changes.
+// A first list (empty index: nothing to diff) reads each page once, in
+// full.
 func TestLoop_Relist_MetadataPagesAndFullPagesOnlyForChanges(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -53,10 +54,17 @@ func TestLoop_Relist_MetadataPagesAndFullPagesOnlyForChanges(t *testing.T) {
 	lc := &listCounter{}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(lc.wrap)
-	e.start(cfg, testOptions(t)) // PageSize 2: three pages
+	opts := testOptions(t)
+	opts.ListMode = reconcile.ListModePaginated
+	e.start(cfg, opts) // PageSize 2: three pages
 	e.waitStatus("initial list", watching(1))
-	if meta, full := lc.take(); meta != 3 || full != 3 {
-		t.Errorf("initial list: %d metadata pages, %d full pages; want 3 and 3 (every page has changes)", meta, full)
+	if meta, full := lc.take(); meta != 0 || full != 3 {
+		t.Errorf("initial list: %d metadata pages, %d full pages; want 0 and 3 (one read per page)", meta, full)
+	}
+	got, evs := e.eventsFrom(1)
+	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist", "ADDED d relist", "ADDED e relist", "ADDED f relist"})
+	if len(evs) > 0 && !strings.Contains(string(evs[0].Object), `"kind":"ConfigMap"`) {
+		t.Errorf("ADDED a object = %s; want the full ConfigMap", evs[0].Object)
 	}
 	h := e.head()
 
@@ -74,7 +82,7 @@ func TestLoop_Relist_MetadataPagesAndFullPagesOnlyForChanges(t *testing.T) {
 	if meta, full := lc.take(); meta != 3 || full != 1 {
 		t.Errorf("relist with one change: %d metadata pages, %d full pages; want 3 and 1", meta, full)
 	}
-	got, evs := e.eventsFrom(h + 1)
+	got, evs = e.eventsFrom(h + 1)
 	equal(t, "events", got, []string{"MODIFIED c relist"})
 	if len(evs) == 1 && !strings.Contains(string(evs[0].Object), `"kind":"ConfigMap"`) {
 		t.Errorf("MODIFIED c object = %s; want the full ConfigMap", evs[0].Object)

@@ -43,7 +43,7 @@ func TestLoop_UnorderedPages_FallBackToLookups(t *testing.T) {
 			return resp, nil
 		})
 	})
-	e.start(cfg, testOptions(t)) // PageSize 2: pages come reversed
+	e.start(cfg, pagedOptions(t)) // PageSize 2: pages come reversed
 	e.waitStatus("initial list", watching(1))
 	got, _ := e.eventsFrom(1)
 	if len(got) != 5 {

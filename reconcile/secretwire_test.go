@@ -113,7 +113,7 @@ func TestLoop_Secrets_DataNeverLeavesTheServer(t *testing.T) {
 	w := &wireRecorder{stagePath: e.path + ".relist"}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(w.wrap)
-	opts := testOptions(t)
+	opts := pagedOptions(t)
 	opts.PageSize = 50
 	e.start(cfg, opts)
 	e.waitStatus("initial list", watching(1))

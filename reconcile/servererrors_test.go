@@ -65,7 +65,7 @@ func TestLoop_RelistPageFails_ChangesNothingUntilComplete(t *testing.T) {
 	f := &failPages{}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(f.wrap)
-	e.start(cfg, testOptions(t)) // PageSize 2
+	e.start(cfg, pagedOptions(t)) // PageSize 2
 	e.waitStatus("initial list", watching(1))
 	h := e.head()
 

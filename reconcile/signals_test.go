@@ -149,7 +149,7 @@ func TestLoop_ListThrottled_RetriesNoEarlierThanRetryAfter(t *testing.T) {
 	in.arm(3, 0)
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(in.wrap)
-	opts, logs := observed(t, testOptions(t))
+	opts, logs := observed(t, pagedOptions(t))
 	e.start(cfg, opts)
 	st := e.waitStatus("initial list after three 429s", watching(1))
 

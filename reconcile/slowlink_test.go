@@ -137,7 +137,7 @@ func TestLoop_PagesBreakMidBody_PagesShrinkAndListCompletes(t *testing.T) {
 	b := &breakBodies{maxLimit: 4}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(b.wrap)
-	opts := testOptions(t)
+	opts := pagedOptions(t)
 	opts.PageSize = 16
 	e.start(cfg, opts)
 	st := e.waitStatus("initial list", watching(1))

@@ -13,7 +13,8 @@ type state interface{ phase() Phase }
 // stateStart decides between resuming and listing.
 type stateStart struct{}
 
-// stateList runs a paginated list and diffs it against the index.
+// stateList runs a list, streaming (stream.go) or paginated (list.go), and
+// diffs it against the index.
 type stateList struct {
 	// origin tags the inferred events: relist, or restart when the gap
 	// includes the time the process was down.
@@ -45,6 +46,10 @@ type stateWatch struct {
 	// ("" when it did not run): a resume from current itself is proven
 	// current at once (synced.go).
 	current string
+	// open is the connection of the streaming list that led here, past its
+	// initial events (stream.go): the watch goes on on it, without a new
+	// request. nil: the watch opens its own.
+	open *stream
 }
 
 // stateBackoff waits, then goes on to next.

@@ -100,9 +100,13 @@ func newProgressReader(ctx context.Context, cancel context.CancelCauseFunc, body
 	return &progressReader{ctx: ctx, body: body, timeout: timeout, timer: timer}
 }
 
-// Read reads the body; the progress timer runs while it waits.
+// Read reads the body; the progress timer runs while it waits, unless
+// the timeout is 0 (off: a streaming list's connection once it carries
+// the watch, which may be quiet for long).
 func (p *progressReader) Read(b []byte) (int, error) {
-	p.timer.Reset(p.timeout)
+	if p.timeout > 0 {
+		p.timer.Reset(p.timeout)
+	}
 	n, err := p.body.Read(b)
 	p.timer.Stop()
 	p.n += int64(n)
@@ -162,6 +166,8 @@ type frameReader struct {
 	r      io.Reader
 	n, max int64
 	err    error
+	// total counts every byte read, across frames.
+	total int64
 }
 
 // Read reads at most what is left of the frame's bound.
@@ -178,6 +184,7 @@ func (f *frameReader) Read(b []byte) (int, error) {
 	}
 	n, err := f.r.Read(b)
 	f.n += int64(n)
+	f.total += int64(n)
 	if err != nil && f.err == nil {
 		f.err = err
 	}

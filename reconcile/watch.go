@@ -34,8 +34,11 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return next, err
 		}
 	}
-	timeout := l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
-	st, err := l.c.watch(ctx, s.rv, timeout, l.opts.RequestTimeout)
+	st, err := s.open, error(nil)
+	s.open = nil
+	if st == nil {
+		st, err = l.c.watch(ctx, s.rv, l.watchTimeout(), l.opts.RequestTimeout)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil
@@ -170,6 +173,12 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			s.rv = rv
 		}
 	}
+}
+
+// watchTimeout returns the timeoutSeconds of one watch: WatchTimeout plus
+// up to 100% jitter.
+func (l *Loop) watchTimeout() time.Duration {
+	return l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
 }
 
 // apply commits the events of a batch of frames in one transaction and

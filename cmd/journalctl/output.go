@@ -357,6 +357,10 @@ type writerStatus struct {
 	// the last one outside phase Listing): pages and objects received.
 	ListPages   int `json:"listPages"`
 	ListObjects int `json:"listObjects"`
+	// ListMode is how the watch lists ("streaming" or "paginated") and
+	// ListModeReason why (reconcile.Status.ListMode).
+	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
+	ListModeReason string             `json:"listModeReason,omitempty"`
 	// PID is the watch's process id; /status sets it, 0 leaves it out.
 	PID int `json:"pid,omitempty"`
 }
@@ -367,6 +371,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
 		ListPages: s.ListPages, ListObjects: s.ListObjects,
+		ListMode: s.ListMode, ListModeReason: s.ListModeReason,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()

@@ -27,7 +27,8 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 	old := progressEvery
 	progressEvery = 5
 	t.Cleanup(func() { progressEvery = old })
-	cp := controlplane.StartT(t, controlplane.Options{})
+	// Pages: streaming lists off, as a server with the WatchList gate off.
+	cp := controlplane.StartT(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "progress"

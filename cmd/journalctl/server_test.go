@@ -21,6 +21,7 @@ var watching = reconcile.Status{
 	Phase: reconcile.PhaseWatching, ResourceVersion: "12", Synced: true,
 	Lists: 2, Watches: 5, Gone: 1, IdleRestarts: 3, Events: 7, Verifies: 1,
 	LastError: errors.New("reconcile: watch failed: boom"),
+	ListMode:  reconcile.ListModePaginated, ListModeReason: "the server refused",
 }
 
 // fakeLoop is the reconcile loop as the socket sees it. Its Verify runs
@@ -165,7 +166,7 @@ func TestSocket_ReadCommands(t *testing.T) {
 		stdout, _, code := runCLI("stats", "--db", path, "-o", "json")
 		want := `"writer":{"phase":"Watching","resourceVersion":"12","synced":true,"lastError":"reconcile: watch failed: boom",` +
 			`"lists":2,"watches":5,"gone":1,"listRestarts":0,"idleRestarts":3,"events":7,"verifies":1,"divergences":0,` +
-			`"listPages":0,"listObjects":0}}`
+			`"listPages":0,"listObjects":0,"listMode":"paginated","listModeReason":"the server refused"}}`
 		if code != 0 || !strings.Contains(stdout, `"lastOffset":4,`) || !strings.HasSuffix(stdout, want+"\n") {
 			t.Errorf("stats -o json: exit %d, stdout %s; want lastOffset 4 and %s", code, stdout, want)
 		}
@@ -175,6 +176,7 @@ func TestSocket_ReadCommands(t *testing.T) {
 // writerRows are the rows stats adds for a watch reporting watching.
 const writerRows = `phase            Watching
 last error       reconcile: watch failed: boom
+list mode        paginated (the server refused)
 lists            2
 watches          5
 410s             1

@@ -92,6 +92,7 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 			fmt.Fprintf(tw, "list progress\t%d pages, %d objects so far\n", ws.ListPages, ws.ListObjects)
 		}
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
+		fmt.Fprintf(tw, "list mode\t%s\n", listModeText(ws))
 		fmt.Fprintf(tw, "lists\t%d\n", ws.Lists)
 		fmt.Fprintf(tw, "watches\t%d\n", ws.Watches)
 		fmt.Fprintf(tw, "410s\t%d\n", ws.Gone)
@@ -100,4 +101,16 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 		fmt.Fprintf(tw, "divergences\t%d\n", ws.Divergences)
 	}
 	return tw.Flush()
+}
+
+// listModeText is the list mode of a watch and why: "streaming (the
+// apiserver serves streaming lists)", "paginated (<the server's refusal>)".
+func listModeText(ws *writerStatus) string {
+	if ws.ListMode == "" {
+		return "-"
+	}
+	if ws.ListModeReason == "" {
+		return string(ws.ListMode)
+	}
+	return fmt.Sprintf("%s (%s)", ws.ListMode, ws.ListModeReason)
 }

@@ -104,7 +104,7 @@ func TestWatch_ListAtPageSize5IsNotThrottledOnTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	loop, err := reconcile.New(cfg, j, reconcile.Options{PageSize: 5})
+	loop, err := reconcile.New(cfg, j, reconcile.Options{PageSize: 5, ListMode: reconcile.ListModePaginated})
 	if err != nil {
 		t.Fatal(err)
 	}

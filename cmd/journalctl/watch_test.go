@@ -81,6 +81,14 @@ func fakeAPIServerWith(t *testing.T, intercept func(http.ResponseWriter, *http.R
 			http.NotFound(w, r)
 			return
 		}
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			// A streaming list: refused, as kube-apiserver with the
+			// WatchList feature gate off refuses it; the loop lists in
+			// pages, which these tests look at.
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}`)
+			return
+		}
 		if r.URL.Query().Get("watch") == "true" {
 			w.(http.Flusher).Flush()
 			select {

@@ -90,7 +90,10 @@ type writerStatus struct {
 	Divergences     int             `json:"divergences"`
 	ListPages       int             `json:"listPages"`
 	ListObjects     int             `json:"listObjects"`
-	PID             int             `json:"pid,omitempty"`
+	// ListMode and ListModeReason: how the writer lists, and why.
+	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
+	ListModeReason string             `json:"listModeReason,omitempty"`
+	PID            int                `json:"pid,omitempty"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {
@@ -99,6 +102,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
 		ListPages: s.ListPages, ListObjects: s.ListObjects,
+		ListMode: s.ListMode, ListModeReason: s.ListModeReason,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()
