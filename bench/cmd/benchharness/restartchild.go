@@ -116,8 +116,8 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 	var reqs *requests
 	var closeSub func()
 	switch kind {
-	case subjWatchjournal:
-		w, err := newWatchjournal(cfg, ns, dir, n)
+	case subjWatchjournal, subjWatchjournalPaged:
+		w, err := newWatchjournal(kind, cfg, ns, dir, n)
 		if err != nil {
 			s.stop()
 			return nil, err

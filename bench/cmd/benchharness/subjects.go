@@ -33,6 +33,10 @@ import (
 // Subject names, in the order the harness runs them.
 const (
 	subjWatchjournal = "watchjournal"
+	// subjWatchjournalPaged is watchjournal with Options.ListMode
+	// ListModePaginated: the paginated lists a server without streaming
+	// lists gets, measured in the same run as the default streaming ones.
+	subjWatchjournalPaged = "watchjournal-paged"
 	subjInformer     = "informer"
 	subjMetadata     = "metadata-informer"
 	subjTransform    = "transform-informer"
@@ -40,7 +44,7 @@ const (
 	subjWatchList    = "bare-watch-list"
 )
 
-var allSubjects = []string{subjWatchjournal, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjJournalctl}
+var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjJournalctl}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.
@@ -152,7 +156,7 @@ type wjSubject struct {
 	relistDeadline time.Duration
 }
 
-func newWatchjournal(cfg *rest.Config, ns, dir string, n int) (*wjSubject, error) {
+func newWatchjournal(kind string, cfg *rest.Config, ns, dir string, n int) (*wjSubject, error) {
 	res := journal.Resource{GVR: configMaps, Namespace: ns}
 	j, err := journal.Open(filepath.Join(dir, "journal.db"), &journal.Options{Resource: &res})
 	if err != nil {
@@ -162,7 +166,11 @@ func newWatchjournal(cfg *rest.Config, ns, dir string, n int) (*wjSubject, error
 	// the harness's QPS 1000, so that its numbers are what a CLI user gets.
 	cfg, reqs := counted(cfg)
 	clientrate.Apply(cfg, clientrate.QPS, clientrate.Burst)
-	loop, err := reconcile.New(cfg, j, reconcile.Options{})
+	var opts reconcile.Options
+	if kind == subjWatchjournalPaged {
+		opts.ListMode = reconcile.ListModePaginated
+	}
+	loop, err := reconcile.New(cfg, j, opts)
 	if err != nil {
 		_ = j.Close()
 		return nil, err
@@ -583,8 +591,8 @@ func (s *watchListSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 
 func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, *requests, error) {
 	switch kind {
-	case subjWatchjournal:
-		s, err := newWatchjournal(cfg, ns, dir, n)
+	case subjWatchjournal, subjWatchjournalPaged:
+		s, err := newWatchjournal(kind, cfg, ns, dir, n)
 		if err != nil {
 			return nil, nil, err
 		}
