@@ -21,8 +21,9 @@ package reconcile
 // every DELETED is ReasonGone (a namespace or a shard range is no selector
 // an object can leave by changing). With a selector, one small request per
 // DELETED, through the loop's rate limiter (rest.Config QPS/Burst), at
-// most confirmBudget per watch batch and per relist; a DELETED past the
-// budget, or whose lookup fails (network error, 5xx, 429 past
+// most confirmBudget lookups and confirmTime per watch batch and per
+// relist (at client-go's default 5 QPS, 64 lookups would hold a watch
+// batch 13 s); a DELETED past the budget, or whose lookup fails (network error, 5xx, 429 past
 // confirmAttempts tries, 403), is journaled with ReasonUnconfirmed: the
 // delete is never dropped nor delayed past the budget. Only a cancelled
 // context stops a confirmation; then nothing of the batch or relist is
@@ -46,6 +47,11 @@ import (
 // being ReasonUnconfirmed.
 const confirmBudget = 64
 
+// confirmTime bounds the time the lookups of one watch batch or one
+// relist take together (waits for the rate limiter and between retries
+// included); the DELETEDs after it are ReasonUnconfirmed.
+const confirmTime = 5 * time.Second
+
 // confirmAttempts is how many times one lookup is tried when it fails
 // with a transient error (429, 5xx, network), waiting the server's
 // Retry-After or Options.MinBackoff doubled between tries, at most
@@ -60,6 +66,7 @@ const (
 type confirmer struct {
 	l           *Loop
 	left        int
+	spent       time.Duration // in lookups and their retries' waits
 	unconfirmed int
 }
 
@@ -99,11 +106,13 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 	if !l.selective() {
 		return journal.ReasonGone, nil
 	}
-	if cf.left <= 0 {
+	if cf.left <= 0 || cf.spent > confirmTime {
 		cf.unconfirmed++
 		return journal.ReasonUnconfirmed, nil
 	}
 	cf.left--
+	start := l.opts.Clock.Now()
+	defer func() { cf.spent += l.opts.Clock.Since(start) }()
 	wait := l.opts.MinBackoff
 	for try := 1; ; try++ {
 		found, err := l.c.lookup(ctx, key, rv, l.opts.RequestTimeout)
@@ -142,7 +151,7 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 func (cf *confirmer) done() {
 	if cf.unconfirmed > 0 {
 		cf.l.log.Info("journaled deletes without confirming whether the objects are gone or left the selector",
-			"unconfirmed", cf.unconfirmed, "budget", confirmBudget)
+			"unconfirmed", cf.unconfirmed, "budget", confirmBudget, "time", confirmTime)
 	}
 }
 

@@ -184,3 +184,43 @@ func TestLoop_Reason_NoSelector_NoLookup(t *testing.T) {
 		t.Errorf("%d lookups; want none", f.lookups)
 	}
 }
+
+// A relist that finds more deletes than one relist may look up (64) asks
+// for 64 of them and journals the others as unconfirmed: every delete is
+// journaled, the cost is bounded.
+func TestLoop_Reason_RelistBudget(t *testing.T) {
+	e := newEnv(t)
+	e.res.LabelSelector = "app=in"
+	const n = 70
+	for i := 0; i < n; i++ {
+		e.createLabelled(fmt.Sprintf("o%02d", i), "in")
+	}
+	f := &failLookups{}
+	cfg := e.cp.ProxiedRESTConfig(e.proxy)
+	cfg.Wrap(f.wrap)
+	opts := testOptions(t)
+	opts.PageSize = 500
+	e.start(cfg, opts)
+	e.waitStatus("initial list", watching(1))
+	h := e.head()
+	e.stop()
+	for i := 0; i < n; i++ {
+		e.relabel(fmt.Sprintf("o%02d", i), "out")
+	}
+	e.compact()
+	e.start(cfg, opts)
+	e.waitStatus("relist after the restart", watching(1))
+	count := map[string]int{}
+	for _, s := range e.reasonsFrom(h + 1) {
+		f := strings.Fields(s)
+		count[f[0]+" "+f[len(f)-1]]++
+	}
+	if want := map[string]int{"DELETED left-selector": 64, "DELETED unconfirmed": n - 64}; fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Errorf("events by type and reason %v; want %v", count, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lookups != 64 {
+		t.Errorf("%d lookups; want 64", f.lookups)
+	}
+}
