@@ -17,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // selectorEnv is newEnv with a journal of the ConfigMaps labelled app=in,
@@ -223,4 +226,48 @@ func TestLoop_Reason_RelistBudget(t *testing.T) {
 	if f.lookups != 64 {
 		t.Errorf("%d lookups; want 64", f.lookups)
 	}
+}
+
+// A field selector too: a Pod whose status.phase changes from Pending to
+// Running leaves a journal of the Pending Pods (left-selector); a deleted
+// Pending Pod is gone.
+func TestLoop_Reason_FieldSelector(t *testing.T) {
+	e := newEnv(t)
+	e.res = journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: e.ns, FieldSelector: "status.phase=Pending"}
+	ctx := context.Background()
+	pods := e.kube.CoreV1().Pods(e.ns)
+	for _, name := range []string{"p", "q"} {
+		_, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start(nil, testOptions(t))
+	e.waitStatus("initial list", watching(1))
+	h := e.head()
+	p, err := pods.Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "q", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	// A Pod's delete may come as MODIFIED (deletionTimestamp) then DELETED:
+	// wait for two DELETEDs.
+	var deletes []string
+	for next := h + 1; len(deletes) < 2; next = e.head() + 1 {
+		e.waitHead(next)
+		deletes = nil
+		for _, s := range e.reasonsFrom(h + 1) {
+			if strings.HasPrefix(s, "DELETED") {
+				deletes = append(deletes, s)
+			}
+		}
+	}
+	equal(t, "deletes", deletes, []string{"DELETED p watch left-selector", "DELETED q watch gone"})
 }
