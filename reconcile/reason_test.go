@@ -22,10 +22,9 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// selectorEnv is newEnv with a journal of the ConfigMaps labelled app=in,
-// holding a, b and c.
-func selectorEnv(t *testing.T) *env {
-	e := newEnv(t)
+// selectorEnv makes e's journal one of the ConfigMaps labelled app=in, and
+// creates a, b and c with that label.
+func selectorEnv(e *env) *env {
 	e.res.LabelSelector = "app=in"
 	for _, n := range []string{"a", "b", "c"} {
 		e.createLabelled(n, "in")
@@ -69,23 +68,34 @@ func (e *env) reasonsFrom(from uint64) []string {
 
 // On a watch: a moves out of the label selector (the apiserver sends
 // DELETED with a's old labels, which still match), b is deleted.
+// Watch cache off and on (production apiservers run with it).
 func TestLoop_Reason_Watch(t *testing.T) {
-	e := selectorEnv(t)
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
-	e.relabel("a", "out")
-	e.delete("b")
-	e.waitHead(h + 2)
-	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "DELETED b watch gone"})
+	for _, c := range envs {
+		t.Run(c.name, func(t *testing.T) {
+			e := selectorEnv(c.env(t))
+			e.start(nil, testOptions(t))
+			e.waitStatus("initial list", watching(1))
+			h := e.head()
+			e.relabel("a", "out")
+			e.delete("b")
+			e.waitHead(h + 2)
+			equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "DELETED b watch gone"})
+		})
+	}
 }
+
+// envs are the two control planes: watch cache off and on.
+var envs = []struct {
+	name string
+	env  func(*testing.T) *env
+}{{"watch cache off", newEnv}, {"watch cache on", watchCacheEnv}}
 
 // After a restart whose resourceVersion was compacted away, the relist
 // finds a and b absent and asks the server, at the list's
 // resourceVersion: a exists (left-selector), b does not (gone). c was
 // deleted and created again with the label: a new UID, gone then ADDED.
 func TestLoop_Reason_RestartRelist(t *testing.T) {
-	e := selectorEnv(t)
+	e := selectorEnv(newEnv(t))
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
 	h := e.head()
@@ -107,19 +117,23 @@ func TestLoop_Reason_RestartRelist(t *testing.T) {
 // out and then deleted, is left-selector at its exit: the journal saw it
 // leave, and its deletion happened outside the selector.
 func TestLoop_Reason_ResumedWatchReplay(t *testing.T) {
-	e := selectorEnv(t)
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
-	e.stop()
-	e.relabel("a", "out")
-	e.relabel("a", "in")
-	e.relabel("b", "out")
-	e.delete("b")
-	e.delete("c")
-	e.start(nil, testOptions(t))
-	e.waitHead(h + 4)
-	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "ADDED a watch", "DELETED b watch left-selector", "DELETED c watch gone"})
+	for _, c := range envs {
+		t.Run(c.name, func(t *testing.T) {
+			e := selectorEnv(c.env(t))
+			e.start(nil, testOptions(t))
+			e.waitStatus("initial list", watching(1))
+			h := e.head()
+			e.stop()
+			e.relabel("a", "out")
+			e.relabel("a", "in")
+			e.relabel("b", "out")
+			e.delete("b")
+			e.delete("c")
+			e.start(nil, testOptions(t))
+			e.waitHead(h + 4)
+			equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "ADDED a watch", "DELETED b watch left-selector", "DELETED c watch gone"})
+		})
+	}
 }
 
 // failLookups answers the lookups of reason.go (a list by metadata.name)
@@ -151,7 +165,7 @@ func (f *failLookups) wrap(rt http.RoundTripper) http.RoundTripper {
 // A lookup that keeps failing does not lose the delete: it is journaled
 // with reason unconfirmed, after confirmAttempts tries.
 func TestLoop_Reason_LookupFails_Unconfirmed(t *testing.T) {
-	e := selectorEnv(t)
+	e := selectorEnv(newEnv(t))
 	f := &failLookups{on: true}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(f.wrap)

@@ -20,10 +20,7 @@ import (
 // the change; a real delete arrives the same way. So the DELETED alone
 // cannot tell a selector exit from a deletion: the object must be looked up.
 func TestAPIServer_SelectorExitSendsOldObject(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		env  func(*testing.T) *env
-	}{{"watch cache off", newEnv}, {"watch cache on", watchCacheEnv}} {
+	for _, c := range envs {
 		t.Run(c.name, func(t *testing.T) {
 			e := c.env(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
