@@ -15,19 +15,20 @@ package reconcile
 // with the same UID → ReasonLeftSelector; otherwise (absent, or its name
 // already another UID's) → ReasonGone. When that resourceVersion is
 // compacted (410), the current state answers instead: the same UID still
-// exists → left (UIDs never come back), absent or another UID → gone.
+// exists → left (UIDs never come back), absent or another UID → gone (an
+// object that left and was deleted since reads as gone: it is gone now).
 //
 // Cost: nothing for a journal without a label or field selector, where
 // every DELETED is ReasonGone (a namespace or a shard range is no selector
 // an object can leave by changing). With a selector, one small request per
 // DELETED, through the loop's rate limiter (rest.Config QPS/Burst), at
-// most confirmBudget lookups and confirmTime per watch batch and per
-// relist (at client-go's default 5 QPS, 64 lookups would hold a watch
-// batch 13 s); a DELETED past the budget, or whose lookup fails (network error, 5xx, 429 past
-// confirmAttempts tries, 403), is journaled with ReasonUnconfirmed: the
-// delete is never dropped nor delayed past the budget. Only a cancelled
-// context stops a confirmation; then nothing of the batch or relist is
-// committed.
+// most confirmBudget lookups and about confirmTime per watch batch and per
+// relist (client-go's default 5 QPS would otherwise hold a batch of 64
+// deletes 13 s). A DELETED past the budget, or whose lookup fails (a
+// network error, 5xx or 429 after confirmAttempts tries, a 403 or other
+// 4xx at once), is journaled with ReasonUnconfirmed: the delete is never
+// dropped, nor delayed past the budget. Only a cancelled context stops a
+// confirmation; then nothing of the batch or relist is committed.
 
 import (
 	"context"
@@ -117,7 +118,7 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 	for try := 1; ; try++ {
 		found, err := l.c.lookup(ctx, key, rv, l.opts.RequestTimeout)
 		if err == nil {
-			if found == uid {
+			if found != "" && found == uid {
 				return journal.ReasonLeftSelector, nil
 			}
 			return journal.ReasonGone, nil
