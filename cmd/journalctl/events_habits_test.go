@@ -161,4 +161,15 @@ func TestEvents_File_Reason(t *testing.T) {
 	if _, ok := got[0]["reason"]; ok {
 		t.Errorf("offset 1 (no reason) has a reason field: %v", got[0])
 	}
+
+	// --reason keeps the events of one reason; none those without.
+	for _, tc := range []struct{ reason, want string }{{"left-selector", "2"}, {"MOVED", "3"}, {"gone", "4"}, {"none", "1"}, {"unconfirmed", ""}} {
+		stdout, stderr, code := runCLI("events", "--db", path, "--reason", tc.reason)
+		if got := tableOffsets(stdout); code != 0 || got != tc.want {
+			t.Errorf("events --reason %s: exit %d, offsets %q, stderr %q; want 0 and %q", tc.reason, code, got, stderr, tc.want)
+		}
+	}
+	if _, stderr, code := runCLI("events", "--db", path, "--reason", "vanished"); code == 0 || !strings.Contains(stderr, `--reason "vanished": want gone, left-selector, moved, unconfirmed, none`) {
+		t.Errorf("events --reason vanished: exit %d, stderr %q; want an error naming the values", code, stderr)
+	}
 }
