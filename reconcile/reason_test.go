@@ -137,29 +137,68 @@ func TestLoop_Reason_ResumedWatchReplay(t *testing.T) {
 }
 
 // failLookups answers the lookups of reason.go (a list by metadata.name)
-// with 500 while on, and counts every lookup.
+// with 500 while on, those at an exact resourceVersion with the 410 of a
+// compacted one while expire, and counts every lookup.
 type failLookups struct {
 	mu      sync.Mutex
 	on      bool
+	expire  bool
 	lookups int
+	current int // lookups without a resourceVersion
 }
 
 func (f *failLookups) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if !strings.HasPrefix(req.URL.Query().Get("fieldSelector"), "metadata.name=") {
+		q := req.URL.Query()
+		if !strings.HasPrefix(q.Get("fieldSelector"), "metadata.name=") {
 			return rt.RoundTrip(req)
 		}
 		f.mu.Lock()
 		f.lookups++
-		on := f.on
+		if q.Get("resourceVersion") == "" {
+			f.current++
+		}
+		on, expire := f.on, f.expire && q.Get("resourceVersionMatch") == "Exact"
 		f.mu.Unlock()
-		if !on {
+		body := ""
+		switch {
+		case on:
+			body = `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError","code":500}`
+		case expire:
+			body = `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"The resourceVersion for the provided list is too old.","reason":"Expired","code":410}`
+		default:
 			return rt.RoundTrip(req)
 		}
-		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError","code":500}`
-		return &http.Response{StatusCode: 500, Status: "500", Request: req, ProtoMajor: 1, ProtoMinor: 1,
+		code := 500
+		if !on {
+			code = 410
+		}
+		return &http.Response{StatusCode: code, Status: http.StatusText(code), Request: req, ProtoMajor: 1, ProtoMinor: 1,
 			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body))}, nil
 	})
+}
+
+// When the event's resourceVersion is compacted by the time of the lookup
+// (410), the current state answers: a, relabelled out, still exists with
+// its UID (left-selector); b does not (gone). Two lookups each.
+func TestLoop_Reason_LookupCompacted_CurrentState(t *testing.T) {
+	e := selectorEnv(newEnv(t))
+	f := &failLookups{expire: true}
+	cfg := e.cp.ProxiedRESTConfig(e.proxy)
+	cfg.Wrap(f.wrap)
+	e.start(cfg, testOptions(t))
+	e.waitStatus("initial list", watching(1))
+	h := e.head()
+	e.relabel("a", "out")
+	e.waitHead(h + 1)
+	e.delete("b")
+	e.waitHead(h + 2)
+	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "DELETED b watch gone"})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lookups != 4 || f.current != 2 {
+		t.Errorf("%d lookups, %d of the current state; want 4 and 2", f.lookups, f.current)
+	}
 }
 
 // A lookup that keeps failing does not lose the delete: it is journaled
