@@ -18,7 +18,9 @@ import (
 const (
 	fieldKey    = 1
 	fieldObject = 6
-	// recordFields is the number of fields a record has.
+	// recordFields is the number of fields a record has; a version 2
+	// record (recordReason, event.go) has the Reason after them, so the
+	// fields read here are at the same positions in both.
 	recordFields = 8
 )
 
@@ -27,15 +29,19 @@ const (
 // record that is damaged or not in the form encodeEvent writes is an error
 // matching ErrBadRecord.
 func recordObject(off uint64, rec []byte) (key, obj []byte, err error) {
-	if len(rec) < 6 || rec[0] != recordVersion {
+	if len(rec) < 6 || (rec[0] != recordVersion && rec[0] != recordVersionReason) {
 		return nil, nil, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
 	body := rec[5:]
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(rec[1:5]) {
 		return nil, nil, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
 	}
+	want := recordFields
+	if rec[0] == recordVersionReason {
+		want++
+	}
 	n, p, ok := mpArrayLen(body)
-	if !ok || n != recordFields {
+	if !ok || n != want {
 		return nil, nil, fmt.Errorf("%w: offset %d: not a record array", ErrBadRecord, off)
 	}
 	for i := 0; i <= fieldObject; i++ {

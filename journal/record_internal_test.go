@@ -24,6 +24,9 @@ func TestRecordObject_SameAsDecodeEvent(t *testing.T) {
 			for ti, tm := range times {
 				e := Event{Type: Modified, Key: strings.Repeat("k", ks), UID: strings.Repeat("u", os%300), ResourceVersion: strings.Repeat("9", ti*40),
 					Time: tm, Origin: OriginRelist, PrevResourceVersion: strings.Repeat("8", os%70)}
+				if ti%2 == 1 {
+					e.Reason = ReasonMoved // a version 2 record (event.go)
+				}
 				if os > 0 {
 					e.Object = bytes.Repeat([]byte{'{'}, os)
 				}

@@ -136,6 +136,8 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 	}()
 
+	cf := l.newConfirmer()
+	defer cf.done()
 	var batch []Item
 	held, counted := 0, int64(0)
 	lastKey := ""
@@ -155,6 +157,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 		if err != nil {
 			return journalError{err}
+		}
+		if err := cf.reasonsNow(ctx, evs); err != nil {
+			return err
 		}
 		if err := l.stage(rel, s.origin, evs); err != nil {
 			return err
@@ -202,7 +207,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 				return "", 0, 0, 0, nil, err
 			}
 			// Keys indexed but not streamed: deleted while we were away.
-			if err := l.tail(rel, s, lastKey); err != nil {
+			if err := l.tail(ctx, rel, s, lastKey, rv, cf); err != nil {
 				return "", 0, 0, 0, nil, err
 			}
 			if n, first, last, err = l.commitList(rel, rv); err != nil {

@@ -128,6 +128,7 @@ func addCompletions(root *cobra.Command) {
 			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(eventsFormats, cobra.ShellCompDirectiveNoFileComp))
 			_ = c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions([]string{"ADDED", "MODIFIED", "DELETED"}, cobra.ShellCompDirectiveNoFileComp))
 			_ = c.RegisterFlagCompletionFunc("origin", cobra.FixedCompletions([]string{"watch", "relist", "restart"}, cobra.ShellCompDirectiveNoFileComp))
+			_ = c.RegisterFlagCompletionFunc("reason", cobra.FixedCompletions(reasonValues, cobra.ShellCompDirectiveNoFileComp))
 		case "watch":
 			c.ValidArgsFunction = completeWatchResource
 		case "consumers":

@@ -39,10 +39,15 @@ type eventsFlags struct {
 	lines int
 	// since and until bound the events' times (zero: no bound).
 	since, until time.Time
-	// key, namespace, typ and origin keep the events that match each set one.
-	key, namespace, typ, origin string
-	reverse, showManagedFields  bool
+	// key, namespace, typ, origin and reason keep the events that match
+	// each set one; reason "none" matches events without a reason.
+	key, namespace, typ, origin, reason string
+	reverse, showManagedFields          bool
 }
+
+// reasonValues are --reason's values: journal's Reasons, and none.
+var reasonValues = []string{string(journal.ReasonGone), string(journal.ReasonLeftSelector), string(journal.ReasonMoved),
+	string(journal.ReasonUnconfirmed), "none"}
 
 // eventsFormats are events' -o formats.
 var eventsFormats = []string{"table", "wide", "json", "yaml", "name"}
@@ -61,11 +66,13 @@ func newEventsCmd() *cobra.Command {
 			"the output whole count: when a write fails, the commit stops at the row before it.\n\n" +
 			"As systemd's journalctl: -n N prints the last N events (then follows with -f), -r the\n" +
 			"newest first, --since/--until bound the events' times (RFC 3339, or a duration ago:\n" +
-			"10m, 2h, 1d). --key, --namespace, --type (ADDED, MODIFIED, DELETED) and --origin (watch,\n" +
-			"relist, restart) keep the events that match. As kubectl's: -o table, wide (adds the\n" +
-			"previous resourceVersion and whether a list diff inferred the event), json (one JSON\n" +
-			"array; with -f one event a line), yaml, name (the keys). json and yaml leave out the\n" +
-			"objects' metadata.managedFields unless --show-managed-fields.\n\n" +
+			"10m, 2h, 1d). --key, --namespace, --type (ADDED, MODIFIED, DELETED), --origin (watch,\n" +
+			"relist, restart) and --reason (gone, left-selector, moved, unconfirmed, none) keep the\n" +
+			"events that match. As kubectl's: -o table, wide (adds the previous resourceVersion,\n" +
+			"whether a list diff inferred the event, and the REASON: gone, left-selector, moved,\n" +
+			"unconfirmed, - for none), json (one JSON array; with -f one event a line), yaml, name\n" +
+			"(the keys). json and yaml leave out the objects' metadata.managedFields unless\n" +
+			"--show-managed-fields.\n\n" +
 			"-f stops when the reader of its output goes away (events -f | head -1).",
 		Args: noArgsDB,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,6 +97,7 @@ func newEventsCmd() *cobra.Command {
 	fl.StringVar(&f.namespace, "namespace", "", "print the events of namespace `NS` only")
 	fl.StringVar(&f.typ, "type", "", "print events of `TYPE` only: ADDED, MODIFIED or DELETED")
 	fl.StringVar(&f.origin, "origin", "", "print events of `ORIGIN` only: watch, relist or restart")
+	fl.StringVar(&f.reason, "reason", "", "print events of `REASON` only: "+strings.Join(reasonValues, ", ")+" (none: without a reason)")
 	fl.BoolVar(&f.showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in -o json and yaml")
 	return cmd
 }
@@ -128,6 +136,12 @@ func checkEventsFlags(cmd *cobra.Command, f *eventsFlags, since, until string) e
 		f.origin = strings.ToLower(f.origin)
 		if !slices.Contains([]string{"watch", "relist", "restart"}, f.origin) {
 			return fmt.Errorf("--origin %q: want watch, relist or restart", f.origin)
+		}
+	}
+	if f.reason != "" {
+		f.reason = strings.ToLower(f.reason)
+		if !slices.Contains(reasonValues, f.reason) {
+			return fmt.Errorf("--reason %q: want %s", f.reason, strings.Join(reasonValues, ", "))
 		}
 	}
 	now := time.Now()
@@ -228,7 +242,8 @@ func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
 		f.key != "" && e.Key != f.key,
 		f.namespace != "" && !strings.HasPrefix(e.Key, f.namespace+"/"),
 		f.typ != "" && string(e.Type) != f.typ,
-		f.origin != "" && string(e.Origin) != f.origin:
+		f.origin != "" && string(e.Origin) != f.origin,
+		f.reason != "" && string(e.Reason) != strings.TrimPrefix(f.reason, "none"):
 		return false, false
 	}
 	return true, false
@@ -257,7 +272,7 @@ func (ep *eventPrinter) print(e journal.Event) error {
 		je.Object = dropManagedFields(je.Object)
 	}
 	return ep.p.row(je, e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion,
-		orDash(e.PrevResourceVersion), e.Synthesized())
+		orDash(e.PrevResourceVersion), e.Synthesized(), orDash(string(e.Reason)))
 }
 
 // runEvents prints events from f.from, or from consumer f.consumer's
@@ -272,7 +287,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 	}
 	spec := printSpec{
 		format: f.output, stream: f.follow, narrow: 7, nameCol: 4,
-		header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION", "PREVRESOURCEVERSION", "SYNTHESIZED"},
+		header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION", "PREVRESOURCEVERSION", "SYNTHESIZED", "REASON"},
 	}
 	if f.follow {
 		spec.minWidths = followWidths

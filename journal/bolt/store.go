@@ -16,13 +16,20 @@ import (
 )
 
 // SchemaVersion is the layout version this build writes. A file with a
-// larger version is refused with ErrNewerSchema.
+// larger version is refused with ErrNewerSchema. A writable Open of an
+// older file migrates it to this version; a read-only one reads it as it
+// is.
 //
-// Versions: 1, the first. 2: an index value may carry the offset of its
-// key's last event with an object (package journal's index.go; values
-// without it are still read). A writable Open of a version 1 file marks it
-// 2 and changes nothing else: its values are rewritten as their keys
-// change.
+//   - 1: the first layout.
+//   - 2: journal records may be of record version 2 (an event with a
+//     Reason, package journal's event.go). Buckets and keys are those of
+//     1, so the migration from 1 only records the new number: it keeps an
+//     older build, which would read such records as damaged, from opening
+//     the file (ErrNewerSchema).
+//   - 2 also: an index value may carry the offset of its key's last event
+//     with an object (package journal's index.go; values without it are
+//     still read and are rewritten as their keys change), and the objects
+//     bucket holds only copies of records retention trimming removed.
 const SchemaVersion = 2
 
 // magic identifies a watchjournal file in the meta bucket.
@@ -183,10 +190,10 @@ func (s *Store) init() error {
 			state = 2
 			return nil
 		}
-		if found > SchemaVersion {
+		switch {
+		case found > SchemaVersion:
 			state = 3
-		}
-		if found < SchemaVersion {
+		case found < SchemaVersion:
 			state = 4
 		}
 		return nil
@@ -195,19 +202,15 @@ func (s *Store) init() error {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 	}
 	switch state {
-	case 4:
-		if s.readOnly {
-			return nil // read as it is
-		}
-		return s.db.Update(func(tx *bbolt.Tx) error {
-			var v [4]byte
-			binary.BigEndian.PutUint32(v[:], SchemaVersion)
-			return tx.Bucket(bucketMeta).Put(metaSchema, v[:])
-		})
 	case 2:
 		return fmt.Errorf("%w: %s", ErrForeign, s.path)
 	case 3:
 		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", ErrNewerSchema, s.path, found, SchemaVersion)
+	case 4:
+		if s.readOnly {
+			return nil
+		}
+		return s.migrate(found)
 	case 1:
 		if s.readOnly {
 			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
@@ -229,6 +232,21 @@ func (s *Store) init() error {
 			}
 			return meta.Put(metaMagic, magic)
 		})
+	}
+	return nil
+}
+
+// migrate brings a file of schema from (older than SchemaVersion) to
+// SchemaVersion, in one transaction. From 1 to 2 nothing but the number
+// changes (see SchemaVersion).
+func (s *Store) migrate(from uint32) error {
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		var v [4]byte
+		binary.BigEndian.PutUint32(v[:], SchemaVersion)
+		return tx.Bucket(bucketMeta).Put(metaSchema, v[:])
+	})
+	if err != nil {
+		return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, from, SchemaVersion, err)
 	}
 	return nil
 }
