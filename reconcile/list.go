@@ -26,6 +26,12 @@ func (errRestart) Error() string { return "restart list" }
 // list runs one complete paginated list, diffs it against the index and
 // commits the difference, then watches from the list's resourceVersion.
 func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
+	if err := l.detectShard(ctx); err != nil {
+		if ctx.Err() != nil {
+			return s, nil
+		}
+		return l.fail(s, err)
+	}
 	for restarts := 0; ; restarts++ {
 		start := l.opts.Clock.Now()
 		rv, staged, first, last, err := l.listOnce(ctx, s)
@@ -164,14 +170,17 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 			next = fetch(p.Continue, pages.limit)
 		}
 		l.update(func(x *Status) { x.listPage(len(p.Items), p.Bytes) })
+		// Only the shard's keys (shard.go); the page's own count still
+		// decides how much of it fillAndStage reads.
+		items := l.c.shard.filter(p.Items)
 		var evs []journal.Event
 		if !s.unordered {
-			if !sortedAfter(lastKey, p.Items) {
+			if !sortedAfter(lastKey, items) {
 				return "", 0, 0, 0, errRestart{unordered: true}
 			}
-			evs, err = l.diffRange(lastKey, p.Items)
+			evs, err = l.diffRange(lastKey, items)
 		} else {
-			evs, err = l.diffLookup(rel, p.Items)
+			evs, err = l.diffLookup(rel, items)
 		}
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
@@ -184,8 +193,8 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if err != nil {
 			return "", 0, 0, 0, err
 		}
-		if len(p.Items) > 0 && !s.unordered {
-			lastKey = p.Items[len(p.Items)-1].Key
+		if len(items) > 0 && !s.unordered {
+			lastKey = items[len(items)-1].Key
 		}
 		rv, cont = p.ResourceVersion, p.Continue
 		if cont == "" {

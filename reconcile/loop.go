@@ -175,6 +175,11 @@ type Status struct {
 	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
 	// journaled, inclusive; both 0 when it found nothing.
 	LastVerifyFirst, LastVerifyLast uint64
+	// ShardMode says how a journal bound to a shard range keeps to it:
+	// ShardServer (the apiserver filters), ShardClient (the loop does),
+	// ShardUnknown before the first list or watch; ShardNone unsharded
+	// (shard.go).
+	ShardMode ShardMode
 	// Counters by cause, list progress and commit latency (counters.go).
 	Counters
 }
@@ -272,6 +277,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{j: j, w: j.Writer(), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err
