@@ -353,6 +353,9 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
+	// ShardMode is reconcile.Status.ShardMode: server or client for a
+	// journal bound to a shard range, absent otherwise.
+	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 	// ListPages and ListObjects are the progress of the current list (of
 	// the last one outside phase Listing): pages and objects received.
 	ListPages   int `json:"listPages"`
@@ -366,7 +369,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
-		ListPages: s.ListPages, ListObjects: s.ListObjects,
+		ListPages: s.ListPages, ListObjects: s.ListObjects, ShardMode: s.ShardMode,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()
