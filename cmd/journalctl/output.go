@@ -353,15 +353,16 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
-	// ShardMode is reconcile.Status.ShardMode: server or client for a
-	// journal bound to a shard range, absent otherwise.
-	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 	// ListPages and ListObjects are the progress of the current list (of
 	// the last one outside phase Listing): pages and objects received.
 	ListPages   int `json:"listPages"`
 	ListObjects int `json:"listObjects"`
 	// PID is the watch's process id; /status sets it, 0 leaves it out.
 	PID int `json:"pid,omitempty"`
+
+	// ShardMode is reconcile.Status.ShardMode: server or client for a
+	// journal bound to a shard range, absent otherwise.
+	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {

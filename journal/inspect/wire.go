@@ -88,12 +88,13 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
-	// ShardMode is reconcile.Status.ShardMode: server or client for a
-	// journal bound to a shard range, absent otherwise.
-	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 	ListPages       int             `json:"listPages"`
 	ListObjects     int             `json:"listObjects"`
 	PID             int             `json:"pid,omitempty"`
+
+	// ShardMode is reconcile.Status.ShardMode: server or client for a
+	// journal bound to a shard range, absent otherwise.
+	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {
