@@ -185,6 +185,14 @@ func (j *Journal) ShardPending() (hashrange.Set, error) {
 	return s, nil
 }
 
+// MarkShardPending adds s to the pending ranges (ShardPending) of a file
+// bound to a shard range: the next list's ADDED for keys that hash into s
+// are journaled as moved in. A shard member calls it when it joins a group
+// with an empty file whose range others held. Errors: the store's.
+func (w *Writer) MarkShardPending(s hashrange.Set) error {
+	return w.j.store.Update(func(tx *bolt.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
+}
+
 // ClearShardPending forgets the pending ranges (ShardPending), once a list
 // at the new range has committed.
 func (w *Writer) ClearShardPending() error {

@@ -103,11 +103,11 @@ func TestWriter_Reshard(t *testing.T) {
 		t.Errorf("resourceVersion after a shrink = %q; want 5 (kept)", rv)
 	}
 	// Grow to the high half as well: pending, no resourceVersion.
-	grown := quarter.Union(hashrange.Set{{1 << 63, 1<<64 - 1}})
+	grown := quarter.Union(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}})
 	if r, err = j.Writer().Reshard(grown.Selector()); err != nil {
 		t.Fatal(err)
 	}
-	if r.Left != 0 || !r.Entered.Equal(hashrange.Set{{1 << 63, 1<<64 - 1}}) {
+	if r.Left != 0 || !r.Entered.Equal(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}}) {
 		t.Fatalf("Reshard(grown) = %+v; want nothing left, the high half entered", r)
 	}
 	if p, _ := j.ShardPending(); !p.Equal(r.Entered) {

@@ -57,7 +57,9 @@
 // the others take over at their next renewal instead of after expiry.
 //
 // A file new to the group (empty, never synced) takes its target at
-// once: its first list is an initial list (ADDED without reason).
+// once; its first list journals ADDED with reason moved for the keys
+// another live member holds (a replica joining a running group), and
+// without a reason otherwise (the group's first members).
 //
 // # States
 //

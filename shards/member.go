@@ -343,6 +343,12 @@ func (m *Member) tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
+	var others hashrange.Set // what other live members hold, synced
+	for name, sel := range held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
 	var next hashrange.Set
 	switch grow := target.Minus(cur); {
 	case fresh && !target.Empty() && !cur.Equal(target):
@@ -350,13 +356,7 @@ func (m *Member) tick(ctx context.Context) error {
 	case !grow.Empty():
 		next = cur.Union(target)
 	default:
-		// Shrink only what another live member holds, synced.
-		var others hashrange.Set
-		for name, sel := range held {
-			if name != m.opts.Member {
-				others = others.Union(sel)
-			}
-		}
+		// Shrink only what another live member holds.
 		if drop := cur.Minus(target).Intersect(others); !drop.Empty() && !cur.Minus(drop).Empty() {
 			next = cur.Minus(drop)
 		}
@@ -364,6 +364,13 @@ func (m *Member) tick(ctx context.Context) error {
 	if next != nil {
 		if err := m.reshard(next); err != nil {
 			return err
+		}
+		if in := next.Intersect(others); fresh && !in.Empty() {
+			// An empty file joining a running group: what it lists there,
+			// others hold: it moves in.
+			if err := m.j.Writer().MarkShardPending(in); err != nil {
+				return fmt.Errorf("shards: %w", err)
+			}
 		}
 	}
 	m.mu.Lock()
