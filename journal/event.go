@@ -61,15 +61,105 @@ type Event struct {
 	// PrevResourceVersion is, for MODIFIED, the resourceVersion the index
 	// held before this event; empty otherwise.
 	PrevResourceVersion string
+	// Reason says why the key entered or left the journal, where the writer
+	// knows: for a DELETED, whether the object is gone from the server or
+	// only from this journal's scope; for an ADDED, whether it arrived from
+	// another shard. Empty for ordinary events and for events written
+	// before reasons existed. See Reason for the values and what a
+	// consumer should do with each.
+	Reason Reason
+}
+
+// Reason says why an event happened, where its type alone would mislead: a
+// DELETED is not always a deletion. The empty Reason is an ordinary event:
+// an ADDED or MODIFIED as the server sent it, or a DELETED from a file or a
+// writer that did not record reasons (read it as ReasonGone, what DELETED
+// meant before). Values are stable strings, shown as they are by journalctl
+// (-o json "reason", the REASON column of -o wide). A reader must accept a
+// value it does not know (a newer writer's) and treat a DELETED carrying
+// one as ReasonGone.
+type Reason string
+
+// Reasons. Tx.Append accepts only these (ErrBadEvent): ReasonGone,
+// ReasonLeftSelector and ReasonUnconfirmed on DELETED only, ReasonMoved on
+// ADDED and DELETED.
+const (
+	// ReasonGone: the object was deleted on the server (confirmed: the
+	// apiserver had no object of that name and UID at the event's
+	// resourceVersion, or now), or its name now belongs to another UID.
+	// Act on it as a deletion.
+	ReasonGone Reason = "gone"
+	// ReasonLeftSelector: the object still exists on the server, with the
+	// same UID, but no longer matches the journal's label or field
+	// selector (its labels or fields changed), so it left this journal.
+	// The apiserver sends this as a DELETED on a watch; a relist finds it
+	// absent from the list. Not a deletion: a consumer that owns objects
+	// by selector stops tracking the key, and must not run deletion logic
+	// (finalizers, cleanup of external resources) for it.
+	ReasonLeftSelector Reason = "left-selector"
+	// ReasonMoved: the key's UID hash moved out of (DELETED) or into
+	// (ADDED) this journal's shard range (package shards): another
+	// replica's journal holds it now, or held it before. Not a deletion
+	// nor a creation: the object is unchanged on the server. A consumer
+	// drops (DELETED) or takes over (ADDED) the key without acting as if
+	// it had been deleted or created.
+	ReasonMoved Reason = "moved"
+	// ReasonUnconfirmed: a DELETED inferred by a relist (the key was absent
+	// from the list) or seen on a watch of a selector journal, whose
+	// confirmation request failed (network error, 5xx, throttling past
+	// the retries), so the journal cannot tell ReasonGone from
+	// ReasonLeftSelector. The delete is journaled all the same, never
+	// dropped: the key has left this journal's scope either way. Treat it
+	// as ReasonGone where acting wrongly on a deletion is cheap, or look
+	// the object up on the server before acting.
+	ReasonUnconfirmed Reason = "unconfirmed"
+)
+
+// IsDeletion reports whether a consumer should act on e as on the object's
+// deletion: a DELETED whose reason is neither ReasonLeftSelector nor
+// ReasonMoved (ReasonGone, ReasonUnconfirmed, empty, or a value this build
+// does not know). False for ADDED and MODIFIED.
+func (e Event) IsDeletion() bool {
+	return e.Type == Deleted && e.Reason != ReasonLeftSelector && e.Reason != ReasonMoved
+}
+
+// checkReason returns why r cannot go with an event of type t, nil when it
+// can.
+func checkReason(t EventType, r Reason) error {
+	switch r {
+	case "":
+		return nil
+	case ReasonGone, ReasonLeftSelector, ReasonUnconfirmed:
+		if t == Deleted {
+			return nil
+		}
+	case ReasonMoved:
+		if t == Added || t == Deleted {
+			return nil
+		}
+	default:
+		return fmt.Errorf("%w: unknown reason %q", ErrBadEvent, r)
+	}
+	return fmt.Errorf("%w: reason %q on %s", ErrBadEvent, r, t)
 }
 
 // Synthesized reports whether the event was inferred by a relist diff
 // rather than seen on a watch.
 func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 
-// recordVersion is the first byte of every encoded record; four bytes of
-// CRC-32C (Castagnoli, big-endian) of the msgpack body follow it.
-const recordVersion = 1
+// The first byte of every encoded record is its version; four bytes of
+// CRC-32C (Castagnoli, big-endian) of the msgpack body follow it. A
+// version 1 body is record (eight fields); a version 2 body is
+// recordReason (record and the Reason, nine fields), written only for an
+// event with a non-empty Reason, so an ordinary event is stored exactly as
+// before reasons existed and an old record decodes with an empty Reason.
+// Files that may hold version 2 records are schema 2 (journal/bolt), which
+// an older build refuses with ErrNewerSchema instead of reading them as
+// damaged.
+const (
+	recordVersion       = 1
+	recordVersionReason = 2
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -84,6 +174,21 @@ type record struct {
 	Origin   uint8
 	Object   []byte
 	PrevRV   string
+}
+
+// recordReason is the msgpack form of an Event with a Reason: record's
+// fields, then the Reason as its string.
+type recordReason struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Type     uint8
+	Key      string
+	UID      string
+	RV       string
+	Time     int64 // Unix nanoseconds
+	Origin   uint8
+	Object   []byte
+	PrevRV   string
+	Reason   string
 }
 
 var typeCodes = map[EventType]uint8{Added: 1, Modified: 2, Deleted: 3}
@@ -105,26 +210,41 @@ func encodeEvent(e *Event) ([]byte, error) {
 	if r.Origin == 0 {
 		return nil, fmt.Errorf("journal: unknown origin %q", e.Origin)
 	}
-	b, err := msgpack.Marshal(&r)
+	version := byte(recordVersion)
+	var v any = &r
+	if e.Reason != "" {
+		version = recordVersionReason
+		v = &recordReason{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
+			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason)}
+	}
+	b, err := msgpack.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]byte, 5, 5+len(b))
-	out[0] = recordVersion
+	out[0] = version
 	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(b, castagnoli))
 	return append(out, b...), nil
 }
 
 // decodeEvent decodes a stored record; the result does not alias b.
 func decodeEvent(off uint64, b []byte) (Event, error) {
-	if len(b) < 6 || b[0] != recordVersion {
+	if len(b) < 6 || (b[0] != recordVersion && b[0] != recordVersionReason) {
 		return Event{}, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
 	if crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
 		return Event{}, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
 	}
 	var r record
-	if err := msgpack.Unmarshal(b[5:], &r); err != nil {
+	var reason string
+	if b[0] == recordVersionReason {
+		var rr recordReason
+		if err := msgpack.Unmarshal(b[5:], &rr); err != nil {
+			return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
+		}
+		r = record{Type: rr.Type, Key: rr.Key, UID: rr.UID, RV: rr.RV, Time: rr.Time, Origin: rr.Origin, Object: rr.Object, PrevRV: rr.PrevRV}
+		reason = rr.Reason
+	} else if err := msgpack.Unmarshal(b[5:], &r); err != nil {
 		return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
 	}
 	if int(r.Type) >= len(typeNames) || r.Type == 0 || int(r.Origin) >= len(originNames) || r.Origin == 0 {
@@ -133,6 +253,7 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 	e := Event{
 		Offset: off, Type: typeNames[r.Type], Key: r.Key, UID: r.UID, ResourceVersion: r.RV,
 		Time: time.Unix(0, r.Time), Origin: originNames[r.Origin], PrevResourceVersion: r.PrevRV,
+		Reason: Reason(reason),
 	}
 	if len(r.Object) > 0 {
 		e.Object = r.Object

@@ -61,6 +61,9 @@ func (r *Relist) Stage(evs []Event) error {
 		if err := checkKey("key", evs[i].Key); err != nil {
 			return fmt.Errorf("journal: stage: %w", err)
 		}
+		if err := checkReason(evs[i].Type, evs[i].Reason); err != nil {
+			return fmt.Errorf("journal: stage: %w", err)
+		}
 		if evs[i].Time.IsZero() {
 			evs[i].Time = now()
 		}

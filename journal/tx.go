@@ -87,7 +87,8 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
 // DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
 // writer must say how it learned of the event, since consumers tell live
-// events from inferred ones by it). And e must agree with the index (else
+// events from inferred ones by it); Reason empty or one of the Reason
+// constants that fits Type (see Reason). And e must agree with the index (else
 // a *KeyStateError, ErrKeyState): ADDED only for an absent key, MODIFIED
 // and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
 // error nothing of e is stored; the transaction may go on.
@@ -127,6 +128,9 @@ func (t *Tx) check(e *Event) error {
 		return fmt.Errorf("%w: empty key", ErrBadEvent)
 	case e.Origin == "":
 		return fmt.Errorf("%w: empty origin for %s %q", ErrBadEvent, e.Type, e.Key)
+	}
+	if err := checkReason(e.Type, e.Reason); err != nil {
+		return err
 	}
 	v := t.tx.IndexGet([]byte(e.Key))
 	if (v != nil) == (e.Type == Added) {

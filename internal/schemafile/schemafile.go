@@ -8,7 +8,7 @@
 // and a file claiming a newer schema must fail with journal.ErrNewerSchema.
 //
 // Write puts into a file what a long-running journal accumulates: events of
-// every type and origin (a name recreated with a new UID included),
+// every type, origin and reason (a name recreated with a new UID included),
 // retention settings, retention trimming (the first retained offset is not
 // 1), two durable consumers, a resource with a namespace and label and field
 // selectors, and the last synced resourceVersion. Dump reads all of it back
@@ -80,6 +80,22 @@ var batches = []struct {
 	{"26", []journal.Event{
 		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b2", ResourceVersion: "26", Origin: journal.OriginWatch, Object: obj("b", "uid-b2", "26", "0")},
 		{Type: journal.Added, Key: "wj/b", UID: "uid-b3", ResourceVersion: "26", Origin: journal.OriginWatch, Object: obj("b", "uid-b3", "26", "1")},
+	}},
+	// Reasons (schema 2): a moves out of the selector and back, b is
+	// deleted, c's relist delete could not be confirmed, then c arrives
+	// from another shard.
+	{"30", []journal.Event{
+		{Type: journal.Deleted, Key: "wj/a", UID: "uid-a1", ResourceVersion: "30", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector, Object: obj("a", "uid-a1", "30", "2")},
+	}},
+	{"31", []journal.Event{
+		{Type: journal.Added, Key: "wj/a", UID: "uid-a1", ResourceVersion: "31", Origin: journal.OriginWatch, Object: obj("a", "uid-a1", "31", "2")},
+		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b3", ResourceVersion: "31", Origin: journal.OriginWatch, Reason: journal.ReasonGone, Object: obj("b", "uid-b3", "31", "1")},
+	}},
+	{"35", []journal.Event{
+		{Type: journal.Deleted, Key: "wj/c", UID: "uid-c2", ResourceVersion: "24", Origin: journal.OriginRelist, Reason: journal.ReasonUnconfirmed},
+	}},
+	{"36", []journal.Event{
+		{Type: journal.Added, Key: "wj/c", UID: "uid-c2", ResourceVersion: "24", Origin: journal.OriginRelist, Reason: journal.ReasonMoved, Object: obj("c", "uid-c2", "24", "0")},
 	}},
 }
 
@@ -166,6 +182,7 @@ type Event struct {
 	ResourceVersion     string
 	PrevResourceVersion string `json:",omitempty"`
 	Origin              journal.Origin
+	Reason              journal.Reason `json:",omitempty"`
 	Time                time.Time
 	Object              string `json:",omitempty"`
 }
@@ -195,7 +212,7 @@ func Dump(j *journal.Journal) (Content, error) {
 		}
 		for _, e := range evs {
 			c.Events = append(c.Events, Event{Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
-				PrevResourceVersion: e.PrevResourceVersion, Origin: e.Origin, Time: e.Time.UTC(), Object: string(e.Object)})
+				PrevResourceVersion: e.PrevResourceVersion, Origin: e.Origin, Reason: e.Reason, Time: e.Time.UTC(), Object: string(e.Object)})
 		}
 		from = evs[len(evs)-1].Offset + 1
 	}

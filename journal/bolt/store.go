@@ -16,8 +16,17 @@ import (
 )
 
 // SchemaVersion is the layout version this build writes. A file with a
-// larger version is refused with ErrNewerSchema.
-const SchemaVersion = 1
+// larger version is refused with ErrNewerSchema. A writable Open of an
+// older file migrates it to this version; a read-only one reads it as it
+// is.
+//
+//   - 1: the first layout.
+//   - 2: journal records may be of record version 2 (an event with a
+//     Reason, package journal's event.go). Buckets and keys are those of
+//     1, so the migration from 1 only records the new number: it keeps an
+//     older build, which would read such records as damaged, from opening
+//     the file (ErrNewerSchema).
+const SchemaVersion = 2
 
 // magic identifies a watchjournal file in the meta bucket.
 var magic = []byte("watchjournal")
@@ -153,7 +162,7 @@ func isTruncated(path string) bool {
 // init checks the magic and schema, creating them and the buckets in a new
 // (empty) file.
 func (s *Store) init() error {
-	var state int // 0 ok, 1 empty, 2 foreign, 3 newer
+	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
 	var found uint32
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -177,8 +186,11 @@ func (s *Store) init() error {
 			state = 2
 			return nil
 		}
-		if found > SchemaVersion {
+		switch {
+		case found > SchemaVersion:
 			state = 3
+		case found < SchemaVersion:
+			state = 4
 		}
 		return nil
 	})
@@ -190,6 +202,11 @@ func (s *Store) init() error {
 		return fmt.Errorf("%w: %s", ErrForeign, s.path)
 	case 3:
 		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", ErrNewerSchema, s.path, found, SchemaVersion)
+	case 4:
+		if s.readOnly {
+			return nil
+		}
+		return s.migrate(found)
 	case 1:
 		if s.readOnly {
 			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
@@ -211,6 +228,21 @@ func (s *Store) init() error {
 			}
 			return meta.Put(metaMagic, magic)
 		})
+	}
+	return nil
+}
+
+// migrate brings a file of schema from (older than SchemaVersion) to
+// SchemaVersion, in one transaction. From 1 to 2 nothing but the number
+// changes (see SchemaVersion).
+func (s *Store) migrate(from uint32) error {
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		var v [4]byte
+		binary.BigEndian.PutUint32(v[:], SchemaVersion)
+		return tx.Bucket(bucketMeta).Put(metaSchema, v[:])
+	})
+	if err != nil {
+		return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, from, SchemaVersion, err)
 	}
 	return nil
 }
