@@ -7,13 +7,14 @@ package journal
 // which a shard group's member calls when its share of the hash space
 // changes:
 //
-//   - keys whose UID hash leaves the range are journaled DELETED at once,
+//   - keys whose UID hash leaves the range are journaled DELETED, reason
+//     moved (ReasonMoved), at once,
 //     in the transaction that records the new range: this journal knows
 //     they moved, since it changed its own range;
 //   - when the range grows, the part that enters is recorded as pending
 //     (ShardPending) and the stored resourceVersion is cleared, so the next
 //     loop lists (reconcile: it lists at the new range and journals the keys
-//     that entered as ADDED). A crash before that list commits leaves both,
+//     that entered as ADDED, reason moved). A crash before that list commits leaves both,
 //     so the list still runs after the restart. The member clears the
 //     pending part (ClearShardPending) once the list has committed.
 
@@ -61,7 +62,8 @@ func ShardSet(selector string) (hashrange.Set, error) {
 
 // ReshardResult is what a Reshard did.
 type ReshardResult struct {
-	// Left is how many keys left the range, each journaled as DELETED.
+	// Left is how many keys left the range, each journaled as DELETED
+	// with reason moved.
 	Left int
 	// Entered is the part of the hash space the range gained, empty when
 	// it only shrank; its keys arrive with the next list.
@@ -72,8 +74,8 @@ type ReshardResult struct {
 
 // Reshard binds the file to the shard selector sel (KEP-5866 syntax;
 // "" unbinds: the whole space) in one write transaction: every indexed
-// key whose UID hash is outside sel is journaled DELETED (origin relist,
-// no object: a tombstone) and leaves the index; the file records sel; and
+// key whose UID hash is outside sel is journaled DELETED (reason moved,
+// origin relist, no object: a tombstone) and leaves the index; the file records sel; and
 // when sel holds hashes the old range did not, that part is recorded as
 // pending (ShardPending, merged with any already pending) and the stored
 // resourceVersion is cleared, so that the next reconcile loop lists
@@ -123,7 +125,7 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 			}
 		}
 		for _, ie := range leaving {
-			e := Event{Type: Deleted, Key: ie.Key, UID: ie.UID, ResourceVersion: ie.ResourceVersion, Origin: OriginRelist}
+			e := Event{Type: Deleted, Key: ie.Key, UID: ie.UID, ResourceVersion: ie.ResourceVersion, Origin: OriginRelist, Reason: ReasonMoved}
 			off, err := t.Append(&e)
 			if err != nil {
 				return err

@@ -90,8 +90,8 @@ func TestWriter_Reshard(t *testing.T) {
 	}
 	evs, _ := j.Read(r.First, 100)
 	for i, e := range evs {
-		if e.Type != journal.Deleted || e.Key != leave[i] {
-			t.Errorf("event %d = %s %s; want DELETED %s", i, e.Type, e.Key, leave[i])
+		if e.Type != journal.Deleted || e.Key != leave[i] || e.Reason != journal.ReasonMoved || e.IsDeletion() {
+			t.Errorf("event %d = %s %s reason %q; want DELETED %s reason moved", i, e.Type, e.Key, e.Reason, leave[i])
 		}
 	}
 	for _, k := range keep {

@@ -129,6 +129,9 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	}()
 	meta := !l.fullPages
 	l.staging = TypeCounts{}
+	if l.pending, err = l.j.ShardPending(); err != nil { // shard.go
+		return "", 0, 0, 0, journalError{err}
+	}
 	l.update(func(x *Status) { x.listBegins() })
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -386,6 +389,9 @@ func (l *Loop) timeouts() timeouts {
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
 	for i := range evs {
 		evs[i].Origin = origin
+		if evs[i].Type == journal.Added && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) {
+			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
+		}
 		l.staging.add(evs[i].Type)
 	}
 	if err := rel.Stage(evs); err != nil {

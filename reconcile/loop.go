@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // Options configure a Loop. Zero fields take the defaults given.
@@ -198,6 +199,9 @@ type Loop struct {
 	changed chan struct{} // closed and replaced on every status change
 
 	verify chan struct{} // Verify's request, buffered 1
+	// pending is the journal's pending shard ranges as of the current
+	// list's start: its ADDED there moved in (shard.go).
+	pending hashrange.Set
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool
