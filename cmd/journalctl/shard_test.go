@@ -402,6 +402,7 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 	_, r3in := noFalseDeletes(t, "r3", evs["r3"], server, 1, 0)
 	checkJoin(t, held, r3in, join)
 }
+
 // churn creates n ConfigMaps cm-<from>… and deletes n from cm-<del>… on,
 // and records it in server.
 func churn(t *testing.T, cs kubernetes.Interface, server map[string]string, from, del, n int) {
