@@ -12,14 +12,15 @@ package reconcile
 //     (the same FNV-1a, so a key lands in the same shard either way).
 //
 // The mode is detected, not assumed, once per Loop before its first list
-// or watch: a one-item list of full objects with shardSelector. The
-// apiserver v1.37.2 with the gate on echoes the selector in the list's
-// metadata.shardInfo (only in full lists: a PartialObjectMetadataList
-// comes without it, so the probe asks for full objects); with the gate off
-// it ignores the parameter and answers the whole collection without
-// shardInfo: client mode. A server that refuses the selector (the
-// apiserver answers 500 "invalid shard selector" for one it cannot parse)
-// also means client mode. The client-side filter runs in both modes: in
+// or watch (detectShard): a one-item list whose shardSelector matches no
+// object in practice. The apiserver v1.37.2 with the gate on filters and
+// echoes the selector in the list's metadata.shardInfo (in full lists
+// only: a PartialObjectMetadataList comes without it, so a metadata-only
+// journal's probe tells by the items); with the gate off it ignores the
+// parameter and answers the whole collection without shardInfo: client
+// mode. A server that refuses the selector (the apiserver answers 500
+// "invalid shard selector" for one it cannot parse) also means client
+// mode. The client-side filter runs in both modes: in
 // server mode it drops nothing, and the index holds only in-range keys
 // even if the server's answer were wider.
 //
@@ -30,8 +31,8 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -107,44 +108,86 @@ func (s *shard) param() string {
 	return ""
 }
 
-// detectShard finds the shard mode once (a no-op after): a one-item list
-// of full objects with shardSelector; metadata.shardInfo in the answer
-// means the apiserver filters. A refusal of the selector itself means
-// client mode; any other error is returned for the loop's backoff.
+// probeRange is the first hash alone, [0, 1): no object in practice (a
+// UID hashes to it with probability 2^-64), so a server that filters
+// answers a probe with it with no item, and one that ignores it with any.
+var probeRange = hashrange.Set{{First: 0, Last: 0}}
+
+// detectShard finds the shard mode once (a no-op after), without asking
+// for any object of the journal's range: a one-item list with
+// shardSelector probeRange (metadata only for a metadata-only journal, so
+// a Secret's data never comes). metadata.shardInfo in the answer (full
+// lists only), or no item while a list without the selector has one, means
+// the apiserver filters: server mode. An item outside probeRange means it
+// ignored the parameter, and a refusal of the selector itself that it does
+// not serve it: client mode; so does an empty collection, where the two
+// cannot be told apart (the next Loop, after a range change or a restart,
+// asks again). Any other error is returned for the loop's backoff.
 func (l *Loop) detectShard(ctx context.Context) error {
 	if l.c.shard.mode != ShardUnknown {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
-	defer cancel()
-	raw, err := l.c.selectors(l.c.rc.Get().AbsPath(l.c.path()...)).MaxRetries(0).
-		Param("limit", strconv.Itoa(1)).Param("shardSelector", l.c.shard.sel).Do(ctx).Raw()
-	mode := ShardClient
+	uids, info, err := l.c.shardProbe(ctx, probeRange.Selector(), l.opts.RequestTimeout)
+	mode, why := ShardClient, "the apiserver ignores shardSelector"
 	switch {
 	case err != nil && refusesShardSelector(err):
-		l.log.Info("the apiserver refuses shardSelector: filtering on the client", "error", err)
+		why = "the apiserver refuses shardSelector: " + err.Error()
 	case err != nil:
 		return fmt.Errorf("%w: detect shardSelector support: %w", ErrList, err)
+	case info:
+		mode, why = ShardServer, "the apiserver echoes shardSelector (shardInfo)"
+	case len(uids) > 0 && !probeRange.ContainsUID(uids[0]):
 	default:
-		var lm struct {
-			Metadata struct {
-				ShardInfo *struct {
-					Selector string `json:"selector"`
-				} `json:"shardInfo"`
-			} `json:"metadata"`
-		}
-		if err := jsonAPI.Unmarshal(raw, &lm); err != nil {
+		all, _, err := l.c.shardProbe(ctx, "", l.opts.RequestTimeout)
+		switch {
+		case err != nil:
 			return fmt.Errorf("%w: detect shardSelector support: %w", ErrList, err)
-		}
-		if lm.Metadata.ShardInfo != nil {
-			mode = ShardServer
+		case len(all) > 0:
+			mode, why = ShardServer, "the apiserver filters by shardSelector"
+		default:
+			why = "an empty collection: cannot tell whether the apiserver serves shardSelector"
 		}
 	}
 	l.c.shard.mode = mode
 	l.update(func(x *Status) { x.ShardMode = mode })
-	l.log.Info("shard mode", "mode", string(mode), "ranges", len(l.c.shard.set),
+	l.log.Info("shard mode", "mode", string(mode), "why", why, "ranges", len(l.c.shard.set),
 		"share", fmt.Sprintf("%.1f%%", 100*l.c.shard.set.Share()))
 	return nil
+}
+
+// shardProbe lists one object with shardSelector sel (none when empty),
+// metadata only for a metadata-only journal, and returns the UIDs listed
+// and whether the answer carries metadata.shardInfo.
+func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Duration) ([]string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", "1")
+	if sel != "" {
+		r = r.Param("shardSelector", sel)
+	}
+	if c.metadataOnly {
+		r = r.SetHeader("Accept", onlyMetaListAccept)
+	}
+	raw, err := r.Do(ctx).Raw()
+	if err != nil {
+		return nil, false, err
+	}
+	var lm struct {
+		Metadata struct {
+			ShardInfo *struct {
+				Selector string `json:"selector"`
+			} `json:"shardInfo"`
+		} `json:"metadata"`
+		Items []rawMeta `json:"items"`
+	}
+	if err := jsonAPI.Unmarshal(raw, &lm); err != nil {
+		return nil, false, err
+	}
+	var uids []string
+	for _, it := range lm.Items {
+		uids = append(uids, it.Metadata.UID)
+	}
+	return uids, lm.Metadata.ShardInfo != nil, nil
 }
 
 // refusesShardSelector reports whether err is the apiserver refusing the
