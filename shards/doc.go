@@ -53,8 +53,11 @@
 // renewal, plus up to one RenewInterval) and their lists at the grown
 // range commit: nothing is lost (the lists find every object), but events
 // of that range in the meantime reach consumers only as the lists' diff.
-// A member that leaves cleanly (Run's context ends) deletes its Lease, so
-// the others take over at their next renewal instead of after expiry.
+// A member that leaves cleanly (Run's context ends) hands over without a
+// gap: it marks its Lease leaving (annotation watchjournal.io/shard-leaving),
+// which takes it out of the others' split and out of the holders they
+// shrink against, keeps journaling until the others publish ranges that
+// cover its own (or Options.LeaveTimeout passes), then deletes its Lease.
 //
 // A file new to the group (empty, never synced) takes its target at
 // once; its first list journals ADDED with reason moved for the keys
@@ -69,6 +72,8 @@
 //	Resharding→ Syncing    Reshard committed; a new loop runs at the new range
 //	any       → Lost       the Lease could not be renewed before it expired
 //	Lost      → Syncing    the Lease is held again
+//	any       → Leaving    Run's context is done: the others take the range
+//	Leaving   → Stopped    they hold it (or LeaveTimeout); the Lease is deleted
 //
 // # What it does not do
 //

@@ -35,11 +35,16 @@ const (
 	// AnnotationSelector is the range the member's journal holds and is
 	// synced with, as a KEP-5866 selector; empty or absent while none is.
 	AnnotationSelector = "watchjournal.io/shard-selector"
+	// AnnotationLeaving is "true" on the Lease of a member that is
+	// stopping: the others take its range as if it had left, and it keeps
+	// journaling until they hold it (doc.go, "Handover").
+	AnnotationLeaving = "watchjournal.io/shard-leaving"
 )
 
 // Defaults of Options.
 const (
 	DefaultLeaseDuration = 15 * time.Second
+	DefaultLeaveTimeout  = 30 * time.Second
 )
 
 // State is a member's state (doc.go, "States").
@@ -52,6 +57,7 @@ const (
 	StateServing    State = "Serving"
 	StateResharding State = "Resharding"
 	StateLost       State = "Lost"
+	StateLeaving    State = "Leaving"
 	StateStopped    State = "Stopped"
 )
 
@@ -78,6 +84,11 @@ type Options struct {
 	// RenewInterval is how often the member renews its Lease and looks at
 	// the group. Default LeaseDuration/3.
 	RenewInterval time.Duration
+	// LeaveTimeout bounds how long Run, once its context is done, keeps
+	// journaling while the others take the member's range (doc.go,
+	// "Handover"). Default 30 s; negative: none, the Lease is deleted at
+	// once.
+	LeaveTimeout time.Duration
 	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
 	// a group must use the same.
 	Buckets int
@@ -130,6 +141,9 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	if o.Buckets == 0 {
 		o.Buckets = hashrange.DefaultBuckets
 	}
+	if o.LeaveTimeout == 0 {
+		o.LeaveTimeout = DefaultLeaveTimeout
+	}
 	return o
 }
 
@@ -170,6 +184,7 @@ type Member struct {
 	loop      *reconcile.Loop
 	stopLoop  func()
 	renewedAt time.Time
+	leaving   bool // set once Run's context is done (leave)
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
@@ -281,10 +296,11 @@ func (m *Member) set(fn func(*Status)) {
 // Run takes part in the group until ctx is done: it renews the member's
 // Lease every RenewInterval, follows the live set, changes the file's
 // range (doc.go, "Handover") and runs the reconcile loop of the current
-// range. It returns nil after ctx is done, once the loop has stopped and
-// the Lease is deleted (so the others take over at once); early only with
-// a loop's fatal error (reconcile.ErrJournal, ErrRejected). Run is called
-// once.
+// range. Once ctx is done it leaves: it marks its Lease leaving and keeps
+// journaling until the other live members publish ranges that cover its
+// own, or LeaveTimeout passes; then it stops the loop, deletes the Lease
+// and returns nil. It returns early only with a loop's fatal error
+// (reconcile.ErrJournal, ErrRejected). Run is called once.
 func (m *Member) Run(ctx context.Context) error {
 	defer func() {
 		m.halt()
@@ -296,6 +312,7 @@ func (m *Member) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			m.leave()
 			return nil
 		case err := <-m.fatal:
 			return err
@@ -503,6 +520,9 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		l.Labels[LabelGroup] = m.opts.Group
 		l.Annotations[AnnotationMember] = m.opts.Member
 		l.Annotations[AnnotationSelector] = pub.Selector()
+		if m.leaving {
+			l.Annotations[AnnotationLeaving] = "true"
+		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
@@ -586,6 +606,10 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || expired(l, now) {
 			continue
 		}
+		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
+			// Leaving: neither in the split nor a holder to hand over to.
+			continue
+		}
 		if name != m.opts.Member {
 			live = append(live, name)
 		}
@@ -597,6 +621,50 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 	}
 	slices.Sort(live)
 	return slices.Compact(live), held, nil
+}
+
+// leave hands the member's range over before Run returns: it marks the
+// Lease leaving and keeps the loop running until the other live members
+// publish ranges that cover the member's, there are no others, or
+// LeaveTimeout passes.
+func (m *Member) leave() {
+	m.mu.Lock()
+	running, cur := m.loop != nil, m.st.Range
+	m.mu.Unlock()
+	if !running || m.mine == nil || m.opts.LeaveTimeout < 0 {
+		return
+	}
+	m.leaving = true
+	m.set(func(s *Status) { s.State = StateLeaving })
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LeaveTimeout)
+	defer cancel()
+	for {
+		now := time.Now()
+		if err := m.renew(ctx, now); err == nil {
+			live, held, err := m.view(ctx, now)
+			if err == nil {
+				var others hashrange.Set
+				for name, sel := range held {
+					if name != m.opts.Member {
+						others = others.Union(sel)
+					}
+				}
+				if len(live) == 1 || others.Covers(cur) {
+					m.log.Info("left the group: the others hold the range", "others", len(live)-1)
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			m.log.Info("leaving: the others did not take the range within LeaveTimeout; stopping anyway", "timeout", m.opts.LeaveTimeout)
+			return
+		case err := <-m.fatal:
+			m.log.Error(err, "leaving: the loop failed")
+			return
+		case <-time.After(m.opts.RenewInterval):
+		}
+	}
 }
 
 // release deletes the member's Lease if it still holds it, so that the

@@ -337,42 +337,27 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 	// its loser was read is in the snapshot, and one dropped before is in
 	// r3's, read last.
 	r3 := startReplica(t, dir, kc, "r3")
-	stop := make(chan struct{})
-	gapErr := make(chan string, 1)
-	go func() {
-		defer close(gapErr)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			union := map[string]bool{}
-			for _, r := range append(slices.Clone(rs), r3) {
-				idx, err := r.index(ctx)
-				if err != nil {
-					continue // r3's socket is not up yet
-				}
-				for k := range idx {
-					union[k] = true
-				}
-			}
-			for k := range server {
-				if !union[k] {
-					gapErr <- fmt.Sprintf("%s is in no replica's journal while r3 joins", k)
-					return
-				}
-			}
-		}
-	}()
+	gap := noGap(t, append(slices.Clone(rs), r3), server, "r3 joins")
 	took = covered(t, append(slices.Clone(rs), r3), server, mode, 60*time.Second)
-	close(stop)
-	if msg, ok := <-gapErr; ok {
-		t.Error(msg)
-	}
+	gap()
 	t.Logf("r3 joined: 4 replicas cover the objects, disjoint, %v after it started, with no gap", took.Round(time.Millisecond))
 	idx, _ := r3.index(ctx)
 	held := len(idx)
+	afterJoin := map[string]uint64{"r0": head(t, rs[0]), "r1": head(t, rs[1]), "r2": head(t, rs[2]), "r3": head(t, r3)}
+
+	// r2 stops cleanly (SIGTERM): it journals until the others hold its
+	// range, so again no key is in no journal.
+	idx, _ = rs[2].index(ctx)
+	leaverHeld := len(idx)
+	gap = noGap(t, []*replica{rs[2], rs[0], rs[1], r3}, server, "r2 leaves")
+	left := time.Now()
+	_ = rs[2].cmd.Process.Signal(syscall.SIGTERM)
+	<-rs[2].done
+	gap()
+	t.Logf("r2 left cleanly %v after SIGTERM; r0, r1, r3 hold its range, with no gap", time.Since(left).Round(time.Millisecond))
+	covered(t, []*replica{rs[0], rs[1], r3}, server, mode, 30*time.Second)
+
+	afterLeave := map[string]uint64{"r0": head(t, rs[0]), "r1": head(t, rs[1]), "r3": head(t, r3)}
 
 	// Stop them all at once (SIGTERM), then read the files: every DELETED
 	// of a key that exists says moved, and the moves are where they belong.
@@ -396,11 +381,65 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 	checkMovedIn(t, in)
 	checkMovedOut(t, out)
 	for _, n := range []string{"r0", "r1", "r2"} {
-		o, _ := noFalseDeletes(t, n, evs[n], server, afterRestart[n]+1, 0)
+		o, _ := noFalseDeletes(t, n, evs[n], server, afterRestart[n]+1, afterJoin[n])
 		join += o
 	}
-	_, r3in := noFalseDeletes(t, "r3", evs["r3"], server, 1, 0)
+	_, r3in := noFalseDeletes(t, "r3", evs["r3"], server, 1, afterJoin["r3"])
 	checkJoin(t, held, r3in, join)
+	leaveIn := 0
+	for _, n := range []string{"r0", "r1", "r3"} {
+		_, i := noFalseDeletes(t, n, evs[n], server, afterJoin[n]+1, afterLeave[n])
+		leaveIn += i
+		noFalseDeletes(t, n, evs[n], server, afterLeave[n]+1, 0)
+	}
+	noFalseDeletes(t, "r2", evs["r2"], server, afterJoin["r2"]+1, 0)
+	if leaveIn != leaverHeld {
+		t.Errorf("r0, r1, r3 journaled %d ADDED moved as r2 left; want the %d keys r2 held", leaveIn, leaverHeld)
+	}
+}
+
+// noGap checks, until the returned function is called, that every key of
+// server is in the index of one of rs at every moment, reading them in
+// order (those that lose keys first: a key dropped after its loser was
+// read is in the snapshot, one dropped before is in a gainer's, read
+// later); a replica whose socket does not answer counts as empty. The
+// returned function stops the check and fails the test for a gap.
+func noGap(t *testing.T, rs []*replica, server map[string]string, while string) func() {
+	stop := make(chan struct{})
+	gapErr := make(chan string, 1)
+	go func() {
+		defer close(gapErr)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			union := map[string]bool{}
+			for _, r := range rs {
+				idx, err := r.index(context.Background())
+				if err != nil {
+					continue
+				}
+				for k := range idx {
+					union[k] = true
+				}
+			}
+			for k := range server {
+				if !union[k] {
+					gapErr <- fmt.Sprintf("%s is in no replica's journal while %s", k, while)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		t.Helper()
+		close(stop)
+		if msg, ok := <-gapErr; ok {
+			t.Error(msg)
+		}
+	}
 }
 
 // churn creates n ConfigMaps cm-<from>… and deletes n from cm-<del>… on,
