@@ -503,7 +503,7 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 // renew creates, takes over (when expired) or renews the member's Lease,
 // with the published range.
 func (m *Member) renew(ctx context.Context, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, m.opts.RenewInterval)
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	m.mu.Lock()
 	pub := m.st.Published
@@ -580,6 +580,13 @@ func (m *Member) renewed(l *coordinationv1.Lease, now time.Time) {
 	m.mu.Unlock()
 }
 
+// requestTimeout bounds one Lease request: RenewInterval, at least 2 s
+// (a loaded apiserver), at most half the LeaseDuration (a renewal must
+// land before the Lease expires).
+func (m *Member) requestTimeout() time.Duration {
+	return min(max(m.opts.RenewInterval, 2*time.Second), m.opts.LeaseDuration/2)
+}
+
 // expired reports whether l's holder has not renewed it within its
 // duration.
 func expired(l *coordinationv1.Lease, now time.Time) bool {
@@ -592,7 +599,7 @@ func expired(l *coordinationv1.Lease, now time.Time) bool {
 // view lists the group's Leases and returns the live members, sorted (this
 // one included), and the range each live member publishes.
 func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.opts.RenewInterval)
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: LabelGroup + "=" + m.opts.Group})
 	if err != nil {
@@ -668,15 +675,26 @@ func (m *Member) leave() {
 }
 
 // release deletes the member's Lease if it still holds it, so that the
-// others take its range at their next renewal.
+// others take its range at their next renewal. It reads the Lease first:
+// the last renewal may have landed although its answer did not.
 func (m *Member) release() {
-	if m.mine == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	uid, rv := m.mine.UID, m.mine.ResourceVersion
-	err := m.leases.Delete(ctx, m.lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	var err error
+	for range 3 {
+		var l *coordinationv1.Lease
+		if l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{}); err != nil {
+			break
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+			return // another instance holds it now
+		}
+		uid, rv := l.UID, l.ResourceVersion
+		err = m.leases.Delete(ctx, m.lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if !apierrors.IsConflict(err) {
+			break
+		}
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
 	}

@@ -84,8 +84,9 @@ func TestMember_LosesAndRegainsLease(t *testing.T) {
 		}
 	}
 	stolen := time.Now()
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -105,6 +106,7 @@ func TestMember_LosesAndRegainsLease(t *testing.T) {
 		t.Errorf("LastError = %v; want ErrLeaseHeld", err)
 	}
 	close(stop)
+	<-stopped
 	// The intruder stops renewing: the Lease expires and the member takes it.
 	waitMember(t, m, "serving again", 15*time.Second, func(st shards.Status, ls reconcile.Status) bool {
 		return st.State == shards.StateServing && ls.Synced
@@ -113,7 +115,7 @@ func TestMember_LosesAndRegainsLease(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v; want nil", err)
 	}
-	if _, err := leases.Get(context.Background(), "g-solo", metav1.GetOptions{}); err == nil {
-		t.Errorf("the Lease is still there after Run returned; want it deleted")
+	if l, err := leases.Get(context.Background(), "g-solo", metav1.GetOptions{}); err == nil {
+		t.Errorf("the Lease is still there after Run returned (holder %s); want it deleted", *l.Spec.HolderIdentity)
 	}
 }
