@@ -116,7 +116,11 @@ func newWatchCmd() *cobra.Command {
 			"asks for one now.\n\n" +
 			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
 			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
-			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
+			"controller-runtime relies on; --qps N --burst B limits them to N per second.\n\n" +
+			"--shard-group NAME runs as one member of a shard group (one resource, --db FILE): each\n" +
+			"member holds a coordination.k8s.io Lease and journals only the objects whose UID hashes into\n" +
+			"its share; a key that moves between members is journaled DELETED and ADDED with reason\n" +
+			"moved. stats shows whether the apiserver filters (shardSelector) or the watch does.",
 		Args: resourceArg,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
