@@ -9,7 +9,8 @@ import (
 
 // Loops is the member's reconcile loop, whichever runs at the time: a
 // member replaces its loop at every range change. It has the shape of
-// inspect.Loop and metrics' loop, for inspect.Serve and metrics.Register.
+// inspect.Loop, for inspect.Serve (package metrics takes one
+// *reconcile.Loop and does not follow the replacements yet).
 type Loops struct{ m *Member }
 
 // Loops returns the member's loops.
