@@ -366,19 +366,7 @@ func (m *Member) tick(ctx context.Context) error {
 			others = others.Union(sel)
 		}
 	}
-	var next hashrange.Set
-	switch grow := target.Minus(cur); {
-	case fresh && !target.Empty() && !cur.Equal(target):
-		next = target
-	case !grow.Empty():
-		next = cur.Union(target)
-	default:
-		// Shrink only what another live member holds.
-		if drop := cur.Minus(target).Intersect(others); !drop.Empty() && !cur.Minus(drop).Empty() {
-			next = cur.Minus(drop)
-		}
-	}
-	if next != nil {
+	if next := nextRange(cur, target, others, fresh); next != nil {
 		if err := m.reshard(next); err != nil {
 			return err
 		}
@@ -400,6 +388,24 @@ func (m *Member) tick(ctx context.Context) error {
 		}
 	}
 	return m.publish(ctx, now)
+}
+
+// nextRange returns the range a member whose file holds cur moves to
+// next, nil to stay (doc.go, "Handover"): an empty (fresh) file takes its
+// target at once; otherwise it grows first, to cur ∪ target, and shrinks
+// only the part of cur outside target that others (the union of the other
+// live members' published ranges) hold, never to nothing.
+func nextRange(cur, target, others hashrange.Set, fresh bool) hashrange.Set {
+	switch grow := target.Minus(cur); {
+	case fresh && !target.Empty() && !cur.Equal(target):
+		return target
+	case !grow.Empty():
+		return cur.Union(target)
+	}
+	if drop := cur.Minus(target).Intersect(others); !drop.Empty() && !cur.Minus(drop).Empty() {
+		return cur.Minus(drop)
+	}
+	return nil
 }
 
 // fresh reports whether the file holds nothing yet: no key, no
