@@ -29,6 +29,30 @@
 // and DELETED inferred by a relist (objects deleted while the process was
 // down) alike. The queue merges requests for one key, as for source.Kind.
 //
+// # Reasons
+//
+// A request carries no event type, so the reconciler learns what happened
+// by reading the object, as with source.Kind. What a DELETED's
+// journal.Reason changes:
+//
+//   - gone, unconfirmed, or none: queued. The object is deleted (or may be):
+//     the reconciler's Get answers NotFound.
+//   - left-selector: queued, as source.Kind's informer queues the DELETED it
+//     gets when an object leaves its label selector: the controller must
+//     reconcile to notice the object left its scope. It is not a deletion:
+//     the object still exists on the server, out of the selector. A
+//     reconciler that reads through the journal (journal/cache) gets
+//     NotFound; one that reads the server gets the object with its new
+//     labels. Neither should run deletion logic for it on NotFound alone:
+//     in the controller-runtime idiom, cleanup runs on deletionTimestamp
+//     (finalizers), which an object leaving a selector does not have.
+//   - moved (package shards): not queued. The key moved to another
+//     replica's range; that replica journals ADDED with reason moved and
+//     reconciles it. Reconciling here too would race the new owner, and
+//     the object was not deleted. The consumer's position moves past it.
+//     An ADDED with reason moved is queued like any ADDED: this replica
+//     owns the key now.
+//
 // The consumer's committed offset (journal.Consumer, named
 // Options.Consumer) moves past an event only once a reconcile of its key
 // that started after the event was queued returned success: a nil error,

@@ -82,3 +82,86 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 	cancel()
 	<-src.Done()
 }
+
+// A DELETED whose reason is moved (the key went to another replica's
+// shard) queues no request; one whose reason is left-selector or gone
+// does, and an ADDED with reason moved does (this replica owns the key
+// now). The position moves past all of them once the queued ones are
+// reconciled. Pure logic (a hand-written journal, a workqueue).
+func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	evs := []journal.Event{
+		{Type: journal.Added, Key: "wj/moved", UID: "u1", ResourceVersion: "1", Origin: journal.OriginRelist},
+		{Type: journal.Added, Key: "wj/left", UID: "u2", ResourceVersion: "1", Origin: journal.OriginRelist},
+		{Type: journal.Added, Key: "wj/gone", UID: "u3", ResourceVersion: "1", Origin: journal.OriginRelist},
+	}
+	more := []journal.Event{
+		{Type: journal.Deleted, Key: "wj/moved", UID: "u1", ResourceVersion: "1", Origin: journal.OriginRelist, Reason: journal.ReasonMoved},
+		{Type: journal.Deleted, Key: "wj/left", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector},
+		{Type: journal.Deleted, Key: "wj/gone", UID: "u3", ResourceVersion: "3", Origin: journal.OriginWatch, Reason: journal.ReasonGone},
+		{Type: journal.Added, Key: "wj/back", UID: "u4", ResourceVersion: "4", Origin: journal.OriginRelist, Reason: journal.ReasonMoved},
+	}
+	for _, batch := range [][]journal.Event{evs, more} {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
+			for i := range batch {
+				if _, err := tx.Append(&batch[i]); err != nil {
+					return err
+				}
+			}
+			return tx.SetResourceVersion("4")
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := j.Consumer("controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first three are reconciled already.
+	if err := j.CommitConsumer("controller", 3); err != nil {
+		t.Fatal(err)
+	}
+	c.Seek(4)
+	src := crsource.NewFromConsumer(c, nil, crsource.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := src.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}))
+	var got []string
+	for q.Len() > 0 {
+		req, _ := q.Get()
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, req.Name)
+		q.Done(req)
+	}
+	if want := []string{"left", "gone", "back"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("queued %v; want %v (no request for the moved DELETED)", got, want)
+	}
+	for {
+		if off, _ := c.Committed(); off == 7 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			off, _ := c.Committed()
+			t.Fatalf("committed %d after the queued requests were reconciled; want 7", off)
+		case <-time.After(10 * time.Millisecond): // the committer is another goroutine
+		}
+	}
+}

@@ -288,7 +288,8 @@ func (s *Source) fail(err error) {
 	s.log.Error(err, "source stopped")
 }
 
-// feed reads the consumer and queues a request per event.
+// feed reads the consumer and queues a request per event, but a DELETED
+// whose reason is moved.
 func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	for {
 		// Bound what is tracked in memory.
@@ -319,6 +320,11 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 			return fmt.Errorf("crsource: read: %w", err)
 		}
 		for _, e := range evs {
+			if e.Type == journal.Deleted && e.Reason == journal.ReasonMoved {
+				// Another replica owns the key now and reconciles it
+				// (doc.go, "Reasons"): nothing to queue, nothing to wait for.
+				continue
+			}
 			req := request(e.Key)
 			s.t.add(e.Offset, req)
 			q.Add(req)

@@ -84,16 +84,20 @@ type Reason string
 // ReasonLeftSelector and ReasonUnconfirmed on DELETED only, ReasonMoved on
 // ADDED and DELETED.
 const (
-	// ReasonGone: the object was deleted on the server (confirmed: the
-	// apiserver had no object of that name and UID at the event's
-	// resourceVersion, or now), or its name now belongs to another UID.
-	// Act on it as a deletion.
+	// ReasonGone: the object was deleted on the server, or its name now
+	// belongs to another UID. A journal without a label or field selector
+	// knows it from the DELETED alone; one with a selector asked the
+	// apiserver, which had no object of that name and UID at the event's
+	// resourceVersion (or, that being compacted, has none now). Act on it
+	// as a deletion.
 	ReasonGone Reason = "gone"
 	// ReasonLeftSelector: the object still exists on the server, with the
 	// same UID, but no longer matches the journal's label or field
 	// selector (its labels or fields changed), so it left this journal.
-	// The apiserver sends this as a DELETED on a watch; a relist finds it
-	// absent from the list. Not a deletion: a consumer that owns objects
+	// The apiserver sends this as a DELETED on a watch, whose Object is
+	// the object as it was before the change (labels that still match)
+	// with the change's resourceVersion; a relist finds the key absent
+	// from the list (a tombstone, no Object). Not a deletion: a consumer that owns objects
 	// by selector stops tracking the key, and must not run deletion logic
 	// (finalizers, cleanup of external resources) for it.
 	ReasonLeftSelector Reason = "left-selector"
@@ -104,11 +108,12 @@ const (
 	// drops (DELETED) or takes over (ADDED) the key without acting as if
 	// it had been deleted or created.
 	ReasonMoved Reason = "moved"
-	// ReasonUnconfirmed: a DELETED inferred by a relist (the key was absent
-	// from the list) or seen on a watch of a selector journal, whose
-	// confirmation request failed (network error, 5xx, throttling past
-	// the retries), so the journal cannot tell ReasonGone from
-	// ReasonLeftSelector. The delete is journaled all the same, never
+	// ReasonUnconfirmed: a DELETED of a journal with a selector, seen on
+	// a watch or inferred by a relist (the key was absent from the list),
+	// whose lookup failed (network error, 5xx, throttling past the
+	// retries, 403) or was not made (past the writer's budget of lookups
+	// per batch, package reconcile), so the journal cannot tell ReasonGone
+	// from ReasonLeftSelector. The delete is journaled all the same, never
 	// dropped: the key has left this journal's scope either way. Treat it
 	// as ReasonGone where acting wrongly on a deletion is cheap, or look
 	// the object up on the server before acting.

@@ -25,9 +25,12 @@ type Item struct {
 //
 //   - a listed key absent from the index: ADDED;
 //   - an indexed key absent from the list: DELETED, a tombstone with the
-//     indexed UID and resourceVersion;
-//   - the same key with another UID: DELETED (old) then ADDED (new), never
-//     MODIFIED: the name was deleted and created again;
+//     indexed UID and resourceVersion, and no Reason: the object may be
+//     gone or out of the selector, which only the server can tell (the
+//     loop asks it, reason.go);
+//   - the same key with another UID: DELETED (old, journal.ReasonGone: its
+//     UID can no longer exist) then ADDED (new), never MODIFIED: the name
+//     was deleted and created again;
 //   - the same key and UID with another resourceVersion: MODIFIED;
 //   - equal resourceVersion strings: nothing. resourceVersions are compared
 //     for equality only, never ordered (API concepts, "Resource versions").
@@ -56,7 +59,7 @@ func Diff(indexed []journal.IndexEntry, listed []Item) []journal.Event {
 func appendChange(out []journal.Event, cur journal.IndexEntry, it Item) []journal.Event {
 	switch {
 	case cur.UID != it.UID:
-		return append(out, tombstone(cur), event(journal.Added, it))
+		return append(out, gone(cur), event(journal.Added, it))
 	case cur.ResourceVersion != it.ResourceVersion:
 		e := event(journal.Modified, it)
 		e.PrevResourceVersion = cur.ResourceVersion
@@ -76,8 +79,9 @@ func appendChange(out []journal.Event, cur journal.IndexEntry, it Item) []journa
 //   - otherwise ADDED or MODIFIED: MODIFIED;
 //   - DELETED of a key not indexed: nothing;
 //   - DELETED with another UID: DELETED of the indexed (old) UID as a
-//     tombstone; the new one came and went unseen;
-//   - DELETED: DELETED with the object as served.
+//     tombstone, journal.ReasonGone; the new one came and went unseen;
+//   - DELETED: DELETED with the object as served, and no Reason: a
+//     deletion and a selector exit look the same (reason.go).
 func Fold(cur journal.IndexEntry, present bool, typ journal.EventType, it Item) []journal.Event {
 	switch typ {
 	case journal.Added, journal.Modified:
@@ -90,7 +94,7 @@ func Fold(cur journal.IndexEntry, present bool, typ journal.EventType, it Item) 
 		case !present:
 			return nil
 		case cur.UID != it.UID:
-			return []journal.Event{tombstone(cur)}
+			return []journal.Event{gone(cur)}
 		}
 		return []journal.Event{event(journal.Deleted, it)}
 	}
@@ -103,6 +107,14 @@ func event(t journal.EventType, it Item) journal.Event {
 
 func tombstone(e journal.IndexEntry) journal.Event {
 	return journal.Event{Type: journal.Deleted, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion}
+}
+
+// gone is the tombstone of an entry whose name now has another UID: that
+// object was deleted.
+func gone(e journal.IndexEntry) journal.Event {
+	t := tombstone(e)
+	t.Reason = journal.ReasonGone
+	return t
 }
 
 // sortedAfter reports whether items are strictly increasing by key and all

@@ -15,11 +15,15 @@ func li(key, uid, rv string) Item {
 	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: []byte(key)}
 }
 
-// short renders events as "TYPE key uid rv" for readable failures.
+// short renders events as "TYPE key uid rv[ reason]" for readable failures.
 func short(evs []journal.Event) []string {
 	out := []string{}
 	for _, e := range evs {
-		out = append(out, fmt.Sprintf("%s %s %s %s", e.Type, e.Key, e.UID, e.ResourceVersion))
+		s := fmt.Sprintf("%s %s %s %s", e.Type, e.Key, e.UID, e.ResourceVersion)
+		if e.Reason != "" {
+			s += " " + string(e.Reason)
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -46,7 +50,7 @@ func TestDiff(t *testing.T) {
 			[]string{"DELETED wj/b u2 11"}},
 		{"same name with a new UID gives DELETED old then ADDED new, never MODIFIED",
 			[]journal.IndexEntry{ie("wj/b", "u2", "11")}, []Item{li("wj/b", "u9", "20")},
-			[]string{"DELETED wj/b u2 11", "ADDED wj/b u9 20"}},
+			[]string{"DELETED wj/b u2 11 gone", "ADDED wj/b u9 20"}},
 		{"scenario S01: update a, delete b, create d",
 			[]journal.IndexEntry{ie("wj/a", "ua", "1"), ie("wj/b", "ub", "2"), ie("wj/c", "uc", "3")},
 			[]Item{li("wj/a", "ua", "7"), li("wj/c", "uc", "3"), li("wj/d", "ud", "9")},
@@ -94,11 +98,11 @@ func TestFold(t *testing.T) {
 		{"MODIFIED repeating the indexed RV is a duplicate", true, journal.Modified, li("wj/a", "u1", "10"), []string{}},
 		{"MODIFIED of an absent key becomes ADDED", false, journal.Modified, li("wj/a", "u1", "11"), []string{"ADDED wj/a u1 11"}},
 		{"ADDED with a new UID replaces the old object", true, journal.Added, li("wj/a", "u2", "12"),
-			[]string{"DELETED wj/a u1 10", "ADDED wj/a u2 12"}},
+			[]string{"DELETED wj/a u1 10 gone", "ADDED wj/a u2 12"}},
 		{"DELETED", true, journal.Deleted, li("wj/a", "u1", "13"), []string{"DELETED wj/a u1 13"}},
 		{"DELETED of an absent key gives nothing", false, journal.Deleted, li("wj/a", "u1", "13"), []string{}},
 		{"DELETED of another UID deletes the indexed one", true, journal.Deleted, li("wj/a", "u2", "13"),
-			[]string{"DELETED wj/a u1 10"}},
+			[]string{"DELETED wj/a u1 10 gone"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,6 +97,18 @@
 // that order, the relist starts again and finds deletions by lookup instead.
 // Only a complete list commits; a failed or partial one changes nothing.
 //
+// # Reasons
+//
+// Every DELETED the loop journals carries a journal.Reason. A name taken by
+// a new UID gives the old one ReasonGone. Otherwise, for a journal with a
+// label or field selector, kube-apiserver's DELETED (and a relist's
+// absence) look the same whether the object was deleted or left the
+// selector, so the loop asks: the key's name, metadata only, at exactly
+// the event's (the list's) resourceVersion; the same UID there means
+// ReasonLeftSelector, else ReasonGone; failures and more than 64 lookups
+// in one batch or relist give ReasonUnconfirmed. A journal without a
+// selector asks nothing: ReasonGone. Details in reason.go.
+//
 // # Timeouts and slow links
 //
 // No request is bounded as a whole. Options.RequestTimeout is the time to

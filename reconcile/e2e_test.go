@@ -259,7 +259,7 @@ func (e *env) compact() {
 func (e *env) checkIndex(j *journal.Journal) {
 	e.t.Helper()
 	md := metadata.NewForConfigOrDie(e.cp.RESTConfig()).Resource(e.res.GVR).Namespace(e.ns)
-	list, err := md.List(context.Background(), metav1.ListOptions{})
+	list, err := md.List(context.Background(), metav1.ListOptions{LabelSelector: e.res.LabelSelector})
 	if err != nil {
 		e.t.Fatal(err)
 	}

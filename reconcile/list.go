@@ -154,6 +154,8 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	}
 
 	pages := &pager{limit: l.listLimit()}
+	cf := l.newConfirmer()
+	defer cf.done()
 	cont, lastKey := "", ""
 	next := fetch("", pages.limit)
 	for {
@@ -188,6 +190,9 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
 		}
+		if err := cf.reasons(ctx, evs, p.ResourceVersion); err != nil {
+			return "", 0, 0, 0, err
+		}
 		if meta && needObjects(evs) && !l.c.metadataOnly {
 			err = l.fillAndStage(ctx, rel, s.origin, evs, cont, p.ResourceVersion, len(p.Items), pages)
 		} else {
@@ -205,7 +210,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		}
 	}
 	// Keys indexed but not listed: deleted while we were away.
-	if err := l.tail(rel, s, lastKey); err != nil {
+	if err := l.tail(ctx, rel, s, lastKey, rv, cf); err != nil {
 		return "", 0, 0, 0, err
 	}
 	start := time.Now()
@@ -462,8 +467,9 @@ func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, e
 }
 
 // tail stages DELETED for indexed keys the list did not contain: those after
-// the last listed key (ordered), or those not seen (unordered).
-func (l *Loop) tail(rel *journal.Relist, s stateList, last string) error {
+// the last listed key (ordered), or those not seen (unordered), with the
+// reason cf finds at the list's resourceVersion rv.
+func (l *Loop) tail(ctx context.Context, rel *journal.Relist, s stateList, last, rv string, cf *confirmer) error {
 	chunk := int(l.opts.PageSize)
 	cursor := ""
 	if !s.unordered {
@@ -484,7 +490,11 @@ func (l *Loop) tail(rel *journal.Relist, s stateList, last string) error {
 				return journalError{err}
 			}
 		}
-		if err := l.stage(rel, s.origin, Diff(gone, nil)); err != nil {
+		evs := Diff(gone, nil)
+		if err := cf.reasons(ctx, evs, rv); err != nil {
+			return err
+		}
+		if err := l.stage(rel, s.origin, evs); err != nil {
 			return err
 		}
 		if len(entries) < chunk {

@@ -140,7 +140,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				break drain
 			}
 		}
-		next, n, err := l.apply(s, batch)
+		next, n, err := l.apply(ctx, s, batch)
 		for _, f := range batch {
 			budget.Release(f.weight)
 		}
@@ -180,8 +180,11 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 
 // apply commits the events of a batch of frames in one transaction and
 // returns the next state when a frame ended the watch (nil to go on), and
-// how many frames were events or bookmarks.
-func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
+// how many frames were events or bookmarks. Each DELETED gets its reason
+// first (reason.go); when ctx ends meanwhile nothing is committed and apply
+// returns (nil, 0, nil): the watch resumes from the journal's
+// resourceVersion.
+func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, int, error) {
 	var items []Item
 	var types []journal.EventType
 	var next state
@@ -243,10 +246,14 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		}
 		return next, n, nil
 	}
+	reasons, err := l.watchReasons(ctx, types, items)
+	if err != nil {
+		return nil, 0, nil // ctx ended: the caller returns
+	}
 	appended := 0
 	var counts TypeCounts
 	start := time.Now()
-	err := l.w.Update(func(tx *journal.Tx) error {
+	err = l.w.Update(func(tx *journal.Tx) error {
 		appended, counts = 0, TypeCounts{}
 		for i, it := range items {
 			cur, present, err := tx.Lookup(it.Key)
@@ -255,6 +262,9 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 			}
 			for _, e := range Fold(cur, present, types[i], it) {
 				e.Origin = journal.OriginWatch
+				if e.Type == journal.Deleted && e.Reason == "" {
+					e.Reason = reasons[i]
+				}
 				if _, err := tx.Append(&e); err != nil {
 					return err
 				}
@@ -294,6 +304,26 @@ func (l *Loop) apply(s stateWatch, batch []frame) (state, int, error) {
 		}
 	}
 	return next, n, nil
+}
+
+// watchReasons returns the reason of each DELETED among a batch's items
+// (indexed as items; "" for the others), confirmed at the event's
+// resourceVersion (reason.go). Only ctx's end is an error.
+func (l *Loop) watchReasons(ctx context.Context, types []journal.EventType, items []Item) ([]journal.Reason, error) {
+	out := make([]journal.Reason, len(items))
+	cf := l.newConfirmer()
+	defer cf.done()
+	for i, it := range items {
+		if types[i] != journal.Deleted {
+			continue
+		}
+		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // gone records a 410, or the compaction revision's 500 that means the same,

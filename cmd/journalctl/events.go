@@ -63,7 +63,8 @@ func newEventsCmd() *cobra.Command {
 			"newest first, --since/--until bound the events' times (RFC 3339, or a duration ago:\n" +
 			"10m, 2h, 1d). --key, --namespace, --type (ADDED, MODIFIED, DELETED) and --origin (watch,\n" +
 			"relist, restart) keep the events that match. As kubectl's: -o table, wide (adds the\n" +
-			"previous resourceVersion and whether a list diff inferred the event), json (one JSON\n" +
+			"previous resourceVersion, whether a list diff inferred the event, and the REASON of a\n" +
+			"DELETED: gone, left-selector, moved, unconfirmed; - for none), json (one JSON\n" +
 			"array; with -f one event a line), yaml, name (the keys). json and yaml leave out the\n" +
 			"objects' metadata.managedFields unless --show-managed-fields.\n\n" +
 			"-f stops when the reader of its output goes away (events -f | head -1).",
@@ -257,7 +258,7 @@ func (ep *eventPrinter) print(e journal.Event) error {
 		je.Object = dropManagedFields(je.Object)
 	}
 	return ep.p.row(je, e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion,
-		orDash(e.PrevResourceVersion), e.Synthesized())
+		orDash(e.PrevResourceVersion), e.Synthesized(), orDash(string(e.Reason)))
 }
 
 // runEvents prints events from f.from, or from consumer f.consumer's
@@ -272,7 +273,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 	}
 	spec := printSpec{
 		format: f.output, stream: f.follow, narrow: 7, nameCol: 4,
-		header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION", "PREVRESOURCEVERSION", "SYNTHESIZED"},
+		header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION", "PREVRESOURCEVERSION", "SYNTHESIZED", "REASON"},
 	}
 	if f.follow {
 		spec.minWidths = followWidths

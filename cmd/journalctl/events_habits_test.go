@@ -66,10 +66,10 @@ func TestEvents_File_Formats(t *testing.T) {
 		want string
 	}{
 		{"-o name prints the keys", []string{"-o", "name"}, "wj/a\nwj/b\nwj/a\nwj/b\n"},
-		{"-o wide adds the previous resourceVersion and synthesized", []string{"-o", "wide", "--from", "3"},
-			`OFFSET  TIME                      TYPE      ORIGIN  KEY   UID  RESOURCEVERSION  PREVRESOURCEVERSION  SYNTHESIZED
-3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12               10                   false
-4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11               -                    true
+		{"-o wide adds the previous resourceVersion, synthesized and reason", []string{"-o", "wide", "--from", "3"},
+			`OFFSET  TIME                      TYPE      ORIGIN  KEY   UID  RESOURCEVERSION  PREVRESOURCEVERSION  SYNTHESIZED  REASON
+3       2026-07-01T12:00:02.123Z  MODIFIED  watch   wj/a  u1   12               10                   false        -
+4       2026-07-01T12:00:03.123Z  DELETED   relist  wj/b  u2   11               -                    true         -
 `},
 		{"-o yaml is one sequence", []string{"-o", "yaml", "--from", "4"}, `- key: wj/b
   object: null
@@ -120,5 +120,45 @@ func TestEvents_File_ManagedFields(t *testing.T) {
 	stdout, _, _ := runCLI("events", "--db", path, "-o", "yaml")
 	if strings.Contains(stdout, "managedFields") || !strings.Contains(stdout, "name: a") {
 		t.Errorf("events -o yaml:\n%s\nwant the object without managedFields", stdout)
+	}
+}
+
+// The reason of a DELETED (journal.Reason) is the REASON column of -o wide
+// and "reason" in -o json; an event without one has "-" and no "reason".
+func TestEvents_File_Reason(t *testing.T) {
+	path := filepath.Join(tempDir(t), "j.db")
+	j := openJournal(t, path)
+	left := ev(journal.Deleted, "wj/a", "u1", "11", 1)
+	left.Reason = journal.ReasonLeftSelector
+	moved := ev(journal.Added, "wj/a", "u1", "12", 2)
+	moved.Reason = journal.ReasonMoved
+	gone := ev(journal.Deleted, "wj/a", "u1", "13", 3)
+	gone.Reason, gone.Origin, gone.Object = journal.ReasonGone, journal.OriginRelist, nil
+	appendEvents(t, j, "13", ev(journal.Added, "wj/a", "u1", "10", 0), left, moved, gone)
+	j.Close()
+
+	stdout, stderr, code := runCLI("events", "--db", path, "-o", "wide")
+	want := `OFFSET  TIME                      TYPE     ORIGIN  KEY   UID  RESOURCEVERSION  PREVRESOURCEVERSION  SYNTHESIZED  REASON
+1       2026-07-01T12:00:00.123Z  ADDED    watch   wj/a  u1   10               -                    false        -
+2       2026-07-01T12:00:01.123Z  DELETED  watch   wj/a  u1   11               -                    false        left-selector
+3       2026-07-01T12:00:02.123Z  ADDED    watch   wj/a  u1   12               -                    false        moved
+4       2026-07-01T12:00:03.123Z  DELETED  relist  wj/a  u1   13               -                    true         gone
+`
+	if code != 0 || stdout != want {
+		t.Errorf("events -o wide: exit %d, stdout\n%s\nstderr %q; want 0 and\n%s", code, stdout, stderr, want)
+	}
+
+	stdout, stderr, code = runCLI("events", "--db", path, "-o", "json")
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || len(got) != 4 {
+		t.Fatalf("events -o json: exit %d, %v, stdout\n%s\nstderr %q", code, err, stdout, stderr)
+	}
+	for i, want := range []any{nil, "left-selector", "moved", "gone"} {
+		if got[i]["reason"] != want {
+			t.Errorf("offset %d: reason %v, want %v", i+1, got[i]["reason"], want)
+		}
+	}
+	if _, ok := got[0]["reason"]; ok {
+		t.Errorf("offset 1 (no reason) has a reason field: %v", got[0])
 	}
 }

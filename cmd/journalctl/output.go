@@ -244,7 +244,8 @@ func orDash(s string) string {
 }
 
 // jsonEvent is a journal.Event as JSON. Object is the object as stored, or
-// null for a tombstone or a metadata-only journal.
+// null for a tombstone or a metadata-only journal. reason is the event's
+// journal.Reason, absent when empty (an ordinary event).
 type jsonEvent struct {
 	Offset          uint64            `json:"offset"`
 	Type            journal.EventType `json:"type"`
@@ -255,6 +256,7 @@ type jsonEvent struct {
 	PrevResourceVersion string          `json:"prevResourceVersion,omitempty"`
 	Time                time.Time       `json:"time"`
 	Origin              journal.Origin  `json:"origin"`
+	Reason              journal.Reason  `json:"reason,omitempty"`
 	Synthesized         bool            `json:"synthesized"`
 	Object              json.RawMessage `json:"object"`
 }
@@ -263,14 +265,14 @@ func toJSONEvent(e journal.Event) jsonEvent {
 	return jsonEvent{
 		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
 		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
-		Synthesized: e.Synthesized(), Object: e.Object,
+		Reason: e.Reason, Synthesized: e.Synthesized(), Object: e.Object,
 	}
 }
 
 func (je jsonEvent) event() journal.Event {
 	e := journal.Event{
 		Offset: je.Offset, Type: je.Type, Key: je.Key, UID: je.UID, ResourceVersion: je.ResourceVersion,
-		PrevResourceVersion: je.PrevResourceVersion, Time: je.Time, Origin: je.Origin,
+		PrevResourceVersion: je.PrevResourceVersion, Time: je.Time, Origin: je.Origin, Reason: je.Reason,
 	}
 	if len(je.Object) > 0 && string(je.Object) != "null" {
 		e.Object = je.Object

@@ -46,4 +46,16 @@
 // cache.DeletedFinalStateUnknown, as an informer does for deletes it finds
 // by relisting. Nothing depends on objects seen earlier in the process: a
 // fresh process whose first event is such a tombstone decodes it.
+//
+// # Reasons
+//
+// A DELETED is not always a deletion: its journal.Reason may say the object
+// left the journal's label or field selector (left-selector) or moved to
+// another shard (moved) and still exists. watch.Event and
+// cache.ResourceEventHandler have no place for it, so both adapters keep
+// their client-go shapes (an informer, too, delivers a selector exit as a
+// delete) and offer the reason beside them: a Watcher's Events channel
+// carries each event as an Event (watch.Event, offset, reason; IsDeletion)
+// in place of ResultChan, and a handler that implements
+// DeleteReasonHandler gets OnDeleteWithReason in place of OnDelete.
 package adapt

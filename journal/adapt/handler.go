@@ -9,6 +9,18 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
+// DeleteReasonHandler is a cache.ResourceEventHandler that wants the
+// journal.Reason of each DELETED: Handle calls OnDeleteWithReason in place
+// of OnDelete, with the same obj (the final object, or a
+// cache.DeletedFinalStateUnknown) and the reason. A reason of
+// journal.ReasonLeftSelector or journal.ReasonMoved means the object still
+// exists on the server and is not to be acted on as a deletion; see
+// journal.Reason for each value.
+type DeleteReasonHandler interface {
+	cache.ResourceEventHandler
+	OnDeleteWithReason(obj any, reason journal.Reason)
+}
+
 // Handle feeds the consumer's events to h, in the shape an informer feeds a
 // cache.ResourceEventHandler, and commits after each batch has been handled,
 // until ctx is done (then it returns nil, as controller-runtime's Start and
@@ -30,6 +42,11 @@ import (
 //   - DELETED seen live: OnDelete(obj) with the final object.
 //   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
 //     Key, Obj}) with a metadata-only Obj, as an informer does.
+//   - a DELETED whose journal.Reason is left-selector or moved (the object
+//     still exists, out of the journal's scope) is delivered as above, as
+//     an informer delivers an object leaving its selector; a handler that
+//     implements DeleteReasonHandler gets every DELETED through
+//     OnDeleteWithReason instead, with the reason.
 func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandler, opts *Options) error {
 	var o Options
 	if opts != nil {
@@ -60,10 +77,14 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 				}
 				h.OnUpdate(old, obj)
 			case journal.Deleted:
+				var del any = obj
 				if e.Synthesized() {
-					h.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: obj})
+					del = cache.DeletedFinalStateUnknown{Key: e.Key, Obj: obj}
+				}
+				if rh, ok := h.(DeleteReasonHandler); ok {
+					rh.OnDeleteWithReason(del, e.Reason)
 				} else {
-					h.OnDelete(obj)
+					h.OnDelete(del)
 				}
 			}
 		}

@@ -53,8 +53,33 @@ type Watcher struct {
 	dec    *decoder
 	batch  int
 	result chan watch.Event
+	events chan Event // the same events with offset and reason
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// Event is a watch.Event with what the journal knows beyond it: the
+// journal event's offset and reason. watch.Event has no field for a
+// reason, so a consumer that needs one reads Watcher.Events instead of
+// ResultChan.
+type Event struct {
+	watch.Event
+	// Offset is the journal event's offset; 0 for an ERROR event.
+	Offset uint64
+	// Reason is the journal event's journal.Reason: for a DELETED,
+	// ReasonLeftSelector or ReasonMoved mean the object still exists on
+	// the server, out of this journal's scope (not a deletion to act on);
+	// ReasonGone, ReasonUnconfirmed or empty mean it was (or may have
+	// been) deleted. For an ADDED, ReasonMoved means it came from another
+	// shard. Empty for MODIFIED and ERROR.
+	Reason journal.Reason
+}
+
+// IsDeletion reports whether e is a DELETED to act on as the object's
+// deletion (journal.Event.IsDeletion): not one whose reason is
+// left-selector or moved.
+func (e Event) IsDeletion() bool {
+	return journal.Event{Type: journal.EventType(e.Type), Reason: e.Reason}.IsDeletion()
 }
 
 // NewWatcher starts a Watcher that delivers j's events from offset from;
@@ -104,7 +129,7 @@ func start(j *journal.Journal, c *journal.Consumer, from uint64, opts *Options) 
 	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{j: j, c: c, dec: newDecoder(j, o.Decode), batch: o.Batch,
-		result: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
+		result: make(chan watch.Event), events: make(chan Event), cancel: cancel, done: make(chan struct{})}
 	go w.run(ctx, from)
 	return w
 }
@@ -112,6 +137,13 @@ func start(j *journal.Journal, c *journal.Consumer, from uint64, opts *Options) 
 // ResultChan returns the channel of events. It is closed when the Watcher
 // ends.
 func (w *Watcher) ResultChan() <-chan watch.Event { return w.result }
+
+// Events returns the channel of events with their offsets and reasons
+// (Event). It carries the same events as ResultChan: each event is
+// delivered once, on whichever of the two channels receives it, so read
+// one of them, not both. An event counts as handed over (WatchConsumer's
+// commit) once received from either. It is closed when the Watcher ends.
+func (w *Watcher) Events() <-chan Event { return w.events }
 
 // Stop ends the Watcher and closes ResultChan. It is safe to call more than
 // once, and from any goroutine.
@@ -124,6 +156,7 @@ func (w *Watcher) Done() <-chan struct{} { return w.done }
 func (w *Watcher) run(ctx context.Context, next uint64) {
 	defer close(w.done)
 	defer close(w.result)
+	defer close(w.events)
 	committed := next - 1
 	commit := func() error {
 		if w.c == nil || next-1 <= committed {
@@ -139,29 +172,29 @@ func (w *Watcher) run(ctx context.Context, next uint64) {
 	for {
 		evs, err := w.j.Read(next, w.batch)
 		if err != nil {
-			w.send(ctx, watch.Event{Type: watch.Error, Object: statusFor(err)})
+			w.send(ctx, errorEvent(statusFor(err)))
 			return
 		}
 		for _, e := range evs {
 			obj, err := w.dec.object(e)
 			if err != nil {
-				w.send(ctx, watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure,
-					Code: http.StatusInternalServerError, Message: fmt.Sprintf("offset %d: decode: %v", e.Offset, err)}})
+				w.send(ctx, errorEvent(&metav1.Status{Status: metav1.StatusFailure,
+					Code: http.StatusInternalServerError, Message: fmt.Sprintf("offset %d: decode: %v", e.Offset, err)}))
 				return
 			}
-			if !w.send(ctx, watch.Event{Type: watch.EventType(e.Type), Object: obj}) {
+			if !w.send(ctx, Event{Event: watch.Event{Type: watch.EventType(e.Type), Object: obj}, Offset: e.Offset, Reason: e.Reason}) {
 				return
 			}
 			next = e.Offset + 1
 		}
 		if err := commit(); err != nil {
-			w.send(ctx, watch.Event{Type: watch.Error, Object: statusFor(err)})
+			w.send(ctx, errorEvent(statusFor(err)))
 			return
 		}
 		if len(evs) == 0 {
 			if err := w.j.Wait(ctx, next-1); err != nil {
 				if ctx.Err() == nil {
-					w.send(ctx, watch.Event{Type: watch.Error, Object: statusFor(err)})
+					w.send(ctx, errorEvent(statusFor(err)))
 				}
 				return
 			}
@@ -169,13 +202,20 @@ func (w *Watcher) run(ctx context.Context, next uint64) {
 	}
 }
 
-func (w *Watcher) send(ctx context.Context, e watch.Event) bool {
+// send hands e over on ResultChan or Events, whichever receives it first.
+func (w *Watcher) send(ctx context.Context, e Event) bool {
 	select {
-	case w.result <- e:
+	case w.result <- e.Event:
+		return true
+	case w.events <- e:
 		return true
 	case <-ctx.Done():
 		return false
 	}
+}
+
+func errorEvent(s *metav1.Status) Event {
+	return Event{Event: watch.Event{Type: watch.Error, Object: s}}
 }
 
 // statusFor turns a read error into the Status a watch would carry.

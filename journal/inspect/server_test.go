@@ -51,6 +51,23 @@ func TestServe_JournalWithoutLoop(t *testing.T) {
 	if code, body := get("/status"); code != http.StatusNotFound {
 		t.Errorf("GET /status without a loop = %d %s; want 404", code, body)
 	}
+	// An event's reason is on the wire as "reason", absent when empty.
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
+		for _, e := range []journal.Event{
+			{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
+			{Type: journal.Deleted, Key: "wj/a", UID: "u1", ResourceVersion: "2", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector},
+		} {
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/events?from=1"); code != http.StatusOK || strings.Count(body, `"reason":`) != 1 || !strings.Contains(body, `"reason":"left-selector"`) {
+		t.Errorf("GET /events = %d %s; want 200 with one reason, left-selector", code, body)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("Serve = %v; want nil once its context ends", err)

@@ -22,6 +22,7 @@ type jsonEvent struct {
 	PrevResourceVersion string            `json:"prevResourceVersion,omitempty"`
 	Time                time.Time         `json:"time"`
 	Origin              journal.Origin    `json:"origin"`
+	Reason              journal.Reason    `json:"reason,omitempty"`
 	Synthesized         bool              `json:"synthesized"`
 	Object              json.RawMessage   `json:"object"`
 }
@@ -30,7 +31,7 @@ func toJSONEvent(e journal.Event) jsonEvent {
 	return jsonEvent{
 		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
 		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
-		Synthesized: e.Synthesized(), Object: e.Object,
+		Reason: e.Reason, Synthesized: e.Synthesized(), Object: e.Object,
 	}
 }
 
