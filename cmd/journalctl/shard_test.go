@@ -217,8 +217,8 @@ func names(rs []*replica) []string {
 
 // noFalseDeletes fails the test for any DELETED in evs at offsets from
 // through to (0: no end) of a key that is on the server with the same UID
-// and is not tagged as moved; it returns how many DELETED and ADDED events
-// there say moved.
+// and is not tagged as moved, or of one deleted there that is not tagged
+// gone; it returns how many DELETED and ADDED events there say moved.
 func noFalseDeletes(t *testing.T, name string, evs []journal.Event, server map[string]string, from, to uint64) (deletedMoved, addedMoved int) {
 	t.Helper()
 	for _, e := range evs {
@@ -230,6 +230,9 @@ func noFalseDeletes(t *testing.T, name string, evs []journal.Event, server map[s
 			deletedMoved++
 		case e.Type == journal.Deleted && server[e.Key] == e.UID:
 			t.Errorf("%s: offset %d: DELETED %s (uid %s, origin %s, reason %q) while it exists on the server",
+				name, e.Offset, e.Key, e.UID, e.Origin, e.Reason)
+		case e.Type == journal.Deleted && e.Reason != journal.ReasonGone:
+			t.Errorf("%s: offset %d: DELETED %s (uid %s, origin %s) of an object deleted on the server: reason %q; want gone",
 				name, e.Offset, e.Key, e.UID, e.Origin, e.Reason)
 		case e.Type == journal.Added && movedReason(e):
 			addedMoved++
@@ -309,7 +312,8 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 		t.Errorf("journalctl stats = %d:\n%s\nwant a line shard mode %s", code, stats.String(), mode)
 	}
 	// Live changes go through the watches: each lands in one replica.
-	churn(t, cs, server, 3000, 0, 20)
+	deleted := map[string]string{}
+	churn(t, cs, server, deleted, 3000, 0, 20)
 	covered(t, rs, server, mode, 30*time.Second)
 
 	// kill -9 r1: r0 and r2 take its range.
@@ -317,7 +321,7 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 	rs[1].kill()
 	<-rs[1].done
 	killed := time.Now()
-	churn(t, cs, server, 3020, 20, 20) // while r1 is dead
+	churn(t, cs, server, deleted, 3020, 20, 20) // while r1 is dead
 	took = covered(t, []*replica{rs[0], rs[2]}, server, mode, 60*time.Second)
 	t.Logf("r0 and r2 cover r1's range %v after its kill -9 (Lease %v, renew %v)", took.Round(time.Millisecond), shardLease, shardRenew)
 	if bound := shardLease + shardRenew + 20*time.Second; time.Since(killed) > bound {
@@ -393,6 +397,20 @@ func testShardGroup(t *testing.T, gate bool, mode reconcile.ShardMode) {
 		noFalseDeletes(t, n, evs[n], server, afterLeave[n]+1, 0)
 	}
 	noFalseDeletes(t, "r2", evs["r2"], server, afterJoin["r2"]+1, 0)
+	for _, n := range []string{"r0", "r2"} {
+		noFalseDeletes(t, n, evs[n], server, 1, heads[n]-1) // the first phase
+	}
+	// Every object deleted on the server is journaled gone by a member.
+	for _, n := range []string{"r0", "r1", "r2", "r3"} {
+		for _, e := range evs[n] {
+			if e.Type == journal.Deleted && e.Reason == journal.ReasonGone && deleted[e.Key] == e.UID {
+				delete(deleted, e.Key)
+			}
+		}
+	}
+	if len(deleted) > 0 {
+		t.Errorf("%d objects deleted on the server were journaled gone by no member: %v", len(deleted), deleted)
+	}
 	if leaveIn != leaverHeld {
 		t.Errorf("r0, r1, r3 journaled %d ADDED moved as r2 left; want the %d keys r2 held", leaveIn, leaverHeld)
 	}
@@ -443,8 +461,8 @@ func noGap(t *testing.T, rs []*replica, server map[string]string, while string) 
 }
 
 // churn creates n ConfigMaps cm-<from>… and deletes n from cm-<del>… on,
-// and records it in server.
-func churn(t *testing.T, cs kubernetes.Interface, server map[string]string, from, del, n int) {
+// and records it in server and deleted (key → UID).
+func churn(t *testing.T, cs kubernetes.Interface, server, deleted map[string]string, from, del, n int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
@@ -454,6 +472,7 @@ func churn(t *testing.T, cs kubernetes.Interface, server map[string]string, from
 		}
 		server["shard/"+cm.Name] = string(cm.UID)
 		name := fmt.Sprintf("cm-%04d", del+i)
+		deleted["shard/"+name] = server["shard/"+name]
 		if err := cs.CoreV1().ConfigMaps("shard").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
