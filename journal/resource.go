@@ -23,6 +23,16 @@ type Resource struct {
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// FieldSelector is passed as the fieldSelector parameter.
 	FieldSelector string `json:"fieldSelector,omitempty"`
+	// ShardSelector binds the file to a set of ranges of the 64-bit FNV-1a
+	// hash of its objects' UIDs, in KEP-5866's shardSelector syntax
+	// (shardRange(object.metadata.uid, '0x…', '0x…') terms joined by ||;
+	// package shards/hashrange): the index and journal hold only keys whose
+	// UID hashes into it. Package reconcile sends it as the shardSelector
+	// parameter where the apiserver serves it (feature gate
+	// ShardedListAndWatch), and filters on the client otherwise. Empty
+	// means unsharded. It is part of the file's identity, compared in
+	// canonical form, and changes only through Writer.Reshard.
+	ShardSelector string `json:"shardSelector,omitempty"`
 	// MetadataOnly keeps only each object's kind, apiVersion and metadata
 	// (without kubectl's last-applied annotation) in the journal. It is part
 	// of the file's identity, so one file never mixes full objects with
@@ -66,6 +76,9 @@ func (r Resource) String() string {
 	}
 	if r.MetadataOnly {
 		s += " --metadata-only"
+	}
+	if r.ShardSelector != "" {
+		s += " --shard " + shardSummary(r.ShardSelector)
 	}
 	return s
 }

@@ -83,7 +83,10 @@ func (r Resource) canonical() (Resource, error) {
 	if r.LabelSelector, err = canonicalLabels(r.LabelSelector); err != nil {
 		return r, err
 	}
-	r.FieldSelector, err = canonicalFields(r.FieldSelector)
+	if r.FieldSelector, err = canonicalFields(r.FieldSelector); err != nil {
+		return r, err
+	}
+	r.ShardSelector, err = canonicalShard(r.ShardSelector)
 	return r, err
 }
 

@@ -51,6 +51,8 @@ type client struct {
 	// metadataOnly asks the server for metadata only (PartialObjectMetadata)
 	// and keeps kind, apiVersion and metadata of each object.
 	metadataOnly bool
+	// shard is the journal's shard range and how it is kept (shard.go).
+	shard shard
 
 	// mu guards kind and apiVersion: the resource's, found by discovery
 	// for a metadata-only journal, whose objects come as
@@ -157,7 +159,11 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
-	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, wire: wire}, nil
+	sh, err := newShard(res.ShardSelector)
+	if err != nil {
+		return nil, err
+	}
+	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire}, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
@@ -224,6 +230,9 @@ func (c *client) selectors(r *rest.Request) *rest.Request {
 	}
 	if c.res.FieldSelector != "" {
 		r = r.Param("fieldSelector", c.res.FieldSelector)
+	}
+	if sel := c.shard.param(); sel != "" {
+		r = r.Param("shardSelector", sel)
 	}
 	return r
 }

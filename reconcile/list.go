@@ -26,6 +26,12 @@ func (errRestart) Error() string { return "restart list" }
 // list runs one complete list, a streaming one where the server serves it
 // (listmode.go), and watches on.
 func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
+	if err := l.detectShard(ctx); err != nil {
+		if ctx.Err() != nil {
+			return s, nil
+		}
+		return l.fail(s, err)
+	}
 	if !s.verify && l.streaming() {
 		return l.streamList(ctx, s)
 	}
@@ -138,6 +144,9 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	}()
 	meta := !l.fullPages
 	l.staging = TypeCounts{}
+	if l.pending, err = l.j.ShardPending(); err != nil { // shard.go
+		return "", 0, 0, 0, journalError{err}
+	}
 	l.update(func(x *Status) { x.listBegins() })
 	if !s.verify {
 		empty, err := l.indexEmpty()
@@ -196,14 +205,17 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 			next = fetch(p.Continue, pages.limit)
 		}
 		l.update(func(x *Status) { x.listPage(len(p.Items), p.Bytes) })
+		// Only the shard's keys (shard.go); the page's own count still
+		// decides how much of it fillAndStage reads.
+		items := l.c.shard.filter(p.Items)
 		var evs []journal.Event
 		if !s.unordered {
-			if !sortedAfter(lastKey, p.Items) {
+			if !sortedAfter(lastKey, items) {
 				return "", 0, 0, 0, errRestart{unordered: true}
 			}
-			evs, err = l.diffRange(lastKey, p.Items)
+			evs, err = l.diffRange(lastKey, items)
 		} else {
-			evs, err = l.diffLookup(rel, p.Items)
+			evs, err = l.diffLookup(rel, items)
 		}
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
@@ -219,8 +231,8 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if err != nil {
 			return "", 0, 0, 0, err
 		}
-		if len(p.Items) > 0 && !s.unordered {
-			lastKey = p.Items[len(p.Items)-1].Key
+		if len(items) > 0 && !s.unordered {
+			lastKey = items[len(items)-1].Key
 		}
 		rv, cont = p.ResourceVersion, p.Continue
 		if cont == "" {
@@ -425,6 +437,9 @@ func (l *Loop) timeouts() timeouts {
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
 	for i := range evs {
 		evs[i].Origin = origin
+		if evs[i].Type == journal.Added && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) {
+			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
+		}
 		l.staging.add(evs[i].Type)
 	}
 	if err := rel.Stage(evs); err != nil {

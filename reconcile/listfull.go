@@ -44,6 +44,9 @@ func (l *Loop) listFull(ctx context.Context, rel *journal.Relist, origin journal
 				return nil
 			}
 			n++
+			if !l.c.shard.in(it.UID) {
+				return nil // another shard's key (shard.go)
+			}
 			batch = append(batch, event(journal.Added, it))
 			held += len(it.Object)
 			if held >= fillBytes || len(batch) >= int(l.opts.PageSize) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // Options configure a Loop. Zero fields take the defaults given.
@@ -195,6 +196,11 @@ type Status struct {
 	// LastVerifyFirst and LastVerifyLast are the offsets the last verify
 	// journaled, inclusive; both 0 when it found nothing.
 	LastVerifyFirst, LastVerifyLast uint64
+	// ShardMode says how a journal bound to a shard range keeps to it:
+	// ShardServer (the apiserver filters), ShardClient (the loop does),
+	// ShardUnknown before the first list or watch; ShardNone unsharded
+	// (shard.go).
+	ShardMode ShardMode
 	// Counters by cause, list progress and commit latency (counters.go).
 	Counters
 }
@@ -213,6 +219,9 @@ type Loop struct {
 	changed chan struct{} // closed and replaced on every status change
 
 	verify chan struct{} // Verify's request, buffered 1
+	// pending is the journal's pending shard ranges as of the current
+	// list's start: its ADDED there moved in (shard.go).
+	pending hashrange.Set
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool
@@ -309,6 +318,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{j: j, w: j.Writer(), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err

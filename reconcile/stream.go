@@ -121,6 +121,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 	}()
 	l.staging = TypeCounts{}
+	if l.pending, err = l.j.ShardPending(); err != nil { // shard.go
+		return "", 0, 0, 0, nil, journalError{err}
+	}
 	l.update(func(x *Status) { x.listBegins() })
 
 	st, pr, err := l.c.watchList(ctx, l.watchTimeout(), l.timeouts())
@@ -190,6 +193,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 			it, err := l.c.item(ev.Object, "", "")
 			if err != nil {
 				return "", 0, 0, 0, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+			}
+			if !l.c.shard.in(it.UID) {
+				continue // another shard's key (shard.go)
 			}
 			batch = append(batch, it)
 			held += len(it.Object)

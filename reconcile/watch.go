@@ -29,6 +29,12 @@ const watchBytes = 8 << 20
 
 // watch runs one watch request from s.rv and returns the next state.
 func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
+	if err := l.detectShard(ctx); err != nil {
+		if ctx.Err() != nil {
+			return s, nil
+		}
+		return l.fail(s, err)
+	}
 	if s.check {
 		if next, err := l.checkResume(ctx, &s); next != nil || err != nil {
 			return next, err
@@ -230,8 +236,10 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
-			items = append(items, it)
-			types = append(types, journal.EventType(f.ev.Type))
+			if l.c.shard.in(it.UID) { // another shard's key moves the resume point only
+				items = append(items, it)
+				types = append(types, journal.EventType(f.ev.Type))
+			}
 			rv = it.ResourceVersion
 			n++
 		default:

@@ -365,6 +365,10 @@ type writerStatus struct {
 	ListModeReason string             `json:"listModeReason,omitempty"`
 	// PID is the watch's process id; /status sets it, 0 leaves it out.
 	PID int `json:"pid,omitempty"`
+
+	// ShardMode is reconcile.Status.ShardMode: server or client for a
+	// journal bound to a shard range, absent otherwise.
+	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 }
 
 func toWriterStatus(s reconcile.Status) writerStatus {
@@ -372,7 +376,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
-		ListPages: s.ListPages, ListObjects: s.ListObjects,
+		ListPages: s.ListPages, ListObjects: s.ListObjects, ShardMode: s.ShardMode,
 		ListMode: s.ListMode, ListModeReason: s.ListModeReason,
 	}
 	if s.LastError != nil {

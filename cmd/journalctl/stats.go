@@ -91,6 +91,9 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 		if ws.Phase == reconcile.PhaseListing {
 			fmt.Fprintf(tw, "list progress\t%d pages, %d objects so far\n", ws.ListPages, ws.ListObjects)
 		}
+		if ws.ShardMode != reconcile.ShardNone {
+			fmt.Fprintf(tw, "shard mode\t%s\n", shardModeText(ws.ShardMode))
+		}
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
 		fmt.Fprintf(tw, "list mode\t%s\n", listModeText(ws))
 		fmt.Fprintf(tw, "lists\t%d\n", ws.Lists)
@@ -113,4 +116,15 @@ func listModeText(ws *writerStatus) string {
 		return string(ws.ListMode)
 	}
 	return fmt.Sprintf("%s (%s)", ws.ListMode, ws.ListModeReason)
+}
+
+// shardModeText says how a sharded watch keeps to its range.
+func shardModeText(m reconcile.ShardMode) string {
+	switch m {
+	case reconcile.ShardServer:
+		return "server (the apiserver filters: shardSelector)"
+	case reconcile.ShardClient:
+		return "client (the apiserver does not serve shardSelector: the watch filters)"
+	}
+	return string(m)
 }

@@ -53,6 +53,9 @@ type watchFlags struct {
 	retention *journal.Retention
 	// metricsAddr is --metrics-addr: "" serves no metrics.
 	metricsAddr string
+	// shard is --shard-group and its companions: "" group runs unsharded
+	// (shard.go).
+	shard shardFlags
 }
 
 // retentionFlags are the --retain-* flags as given.
@@ -113,7 +116,11 @@ func newWatchCmd() *cobra.Command {
 			"asks for one now.\n\n" +
 			"Requests to the apiserver are not limited on the client by default (--qps -1): the\n" +
 			"apiserver's API Priority and Fairness queues or refuses (429) what it cannot serve, as\n" +
-			"controller-runtime relies on; --qps N --burst B limits them to N per second.",
+			"controller-runtime relies on; --qps N --burst B limits them to N per second.\n\n" +
+			"--shard-group NAME runs as one member of a shard group (one resource, --db FILE): each\n" +
+			"member holds a coordination.k8s.io Lease and journals only the objects whose UID hashes into\n" +
+			"its share; a key that moves between members is journaled DELETED and ADDED with reason\n" +
+			"moved. stats shows whether the apiserver filters (shardSelector) or the watch does.",
 		Args: resourceArg,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.retention, err = rf.parse(cmd); err != nil {
@@ -158,6 +165,7 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&rf.bytes, "retain-bytes", "", "retain at most `SIZE` of event payload: bytes, or a quantity like 64Mi or 1Gi")
 	fl.Var(daysValue{&rf.age}, "retain-age", "trim events journaled longer ago than `DURATION`, e.g. 90m, 24h, 7d (unset: no age limit)")
 	fl.StringVar(&rf.hardBytes, "retain-hard-bytes", "", "payload cap `SIZE` enforced even against consumers that have not committed")
+	addShardFlags(fl, &f.shard)
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	cmd.MarkFlagsMutuallyExclusive("db", "dir")
 	cmd.MarkFlagsOneRequired("db", "dir")
@@ -281,6 +289,9 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
 		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: lg,
+	}
+	if f.shard.group != "" {
+		return runShardWatch(ctx, log, cfg, resources, opts, f)
 	}
 	var files []watched
 	var run func(context.Context) error

@@ -1,0 +1,101 @@
+package main
+
+// journalctl watch RESOURCE --db FILE --shard-group NAME runs as one
+// member of a shard group (package shards): it holds its Lease, journals
+// its share of the resource into FILE, and follows the group, serving
+// FILE.sock as any watch (stats shows the shard mode and the range).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
+	"github.com/watchjournal/watchjournal/reconcile"
+	"github.com/watchjournal/watchjournal/shards"
+)
+
+// shardFlags are watch's --shard-* flags.
+type shardFlags struct {
+	group, member, namespace string
+	lease, renew, leave      time.Duration
+}
+
+func addShardFlags(fl *pflag.FlagSet, f *shardFlags) {
+	fl.StringVar(&f.group, "shard-group", "", "run as one member of shard group `NAME`: journal only this member's share of the resource's UID hash space (coordination.k8s.io Leases; needs --db)")
+	fl.StringVar(&f.member, "shard-member", "", "this member's `NAME` in the group, stable across restarts (default: host name and pid)")
+	fl.StringVar(&f.namespace, "shard-namespace", "", "`NAMESPACE` of the group's Leases (default: the watched namespace, else \"default\")")
+	fl.DurationVar(&f.lease, "shard-lease-duration", shards.DefaultLeaseDuration, "how long a member's Lease lasts without renewal: how long a dead member's range waits before the others take it")
+	fl.DurationVar(&f.renew, "shard-renew-interval", 0, "how often a member renews its Lease and looks at the group (0: a third of --shard-lease-duration)")
+	fl.DurationVar(&f.leave, "shard-leave-timeout", shards.DefaultLeaveTimeout, "on SIGINT/SIGTERM, journal at most this long while the other members take this one's share (negative: stop at once)")
+}
+
+// runShardWatch journals resources[0] into f.db as a member of
+// f.shard.group until ctx is done.
+func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resources []journal.Resource, opts reconcile.Options, f watchFlags) (err error) {
+	switch {
+	case f.db == "" || len(resources) != 1:
+		return errors.New("watch --shard-group: one resource into --db FILE")
+	case f.metricsAddr != "":
+		return errors.New("watch --shard-group: --metrics-addr is not supported with --shard-group yet")
+	}
+	lg := zapr.NewLogger(log)
+	m, err := shards.Open(cfg, f.db, resources[0], shards.Options{
+		Group: f.shard.group, Member: f.shard.member, Namespace: f.shard.namespace,
+		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave,
+		Loop: opts, Journal: journal.Options{Logger: lg}, Logger: lg,
+	})
+	if errors.Is(err, journal.ErrLocked) {
+		if werr := runningWatch(ctx, f.db); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return fileError{err}
+	}
+	defer func() { err = errors.Join(err, m.Close()) }() // the named result
+	policy, err := retention(m.Journal(), f.retention, log)
+	if err != nil {
+		return err
+	}
+	srv := &server{j: m.Journal(), loop: m.Loops(), maxWait: maxWait, pid: os.Getpid()}
+	stop, err := serve(socketPath(f.db), srv.handler(), log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	st := m.Status()
+	log.Info("watching as a shard member", zap.Stringer("resource", resources[0]), zap.String("db", f.db),
+		zap.String("group", f.shard.group), zap.String("member", st.Member), zap.String("socket", socketPath(f.db)))
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	compacted := make(chan error, 1)
+	if policy == (journal.Retention{}) {
+		compacted <- nil
+	} else {
+		c := compactor.New(m.Journal(), policy, compactor.Options{Logger: lg})
+		go func() { // exits when runCtx is done or on a journal error
+			err := c.Run(runCtx)
+			if err != nil {
+				err = fmt.Errorf("retention of %s: %w", f.db, err)
+				cancel()
+			}
+			compacted <- err
+		}()
+	}
+	err = m.Run(runCtx)
+	cancel()
+	if err = errors.Join(err, <-compacted); err != nil {
+		return err
+	}
+	log.Info("stopped", zap.String("db", f.db))
+	return nil
+}

@@ -1,0 +1,202 @@
+package journal
+
+// A file bound to a shard range (Resource.ShardSelector, issue 14) holds
+// only the keys whose UID hashes into the range (FNV-1a, KEP-5866; package
+// shards/hashrange). Open refuses another range (ErrResourceMismatch), as
+// it refuses another selector; the range changes only through Reshard,
+// which a shard group's member calls when its share of the hash space
+// changes:
+//
+//   - keys whose UID hash leaves the range are journaled DELETED, reason
+//     moved (ReasonMoved), at once,
+//     in the transaction that records the new range: this journal knows
+//     they moved, since it changed its own range;
+//   - when the range grows, the part that enters is recorded as pending
+//     (ShardPending) and the stored resourceVersion is cleared, so the next
+//     loop lists (reconcile: it lists at the new range and journals the keys
+//     that entered as ADDED, reason moved). A crash before that list commits leaves both,
+//     so the list still runs after the restart. The member clears the
+//     pending part (ClearShardPending) once the list has committed.
+
+import (
+	"fmt"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/shards/hashrange"
+)
+
+// metaShardPending records the ranges a Reshard added whose keys no list
+// has journaled yet, as a selector.
+const metaShardPending = "shardPending"
+
+// canonicalShard returns a shard selector in canonical form ("" stays "").
+func canonicalShard(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	set, err := hashrange.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: shard selector: %v", errInvalidSelector, err)
+	}
+	return set.Selector(), nil
+}
+
+// shardSummary describes a shard selector in a few words: its share of the
+// hash space and its number of ranges.
+func shardSummary(s string) string {
+	set, err := hashrange.Parse(s)
+	if err != nil {
+		return "(invalid)"
+	}
+	return fmt.Sprintf("%.1f%%/%d-ranges", 100*set.Share(), len(set))
+}
+
+// ShardSet returns the hash ranges a shard selector selects: the whole
+// space for "" (unsharded). Errors match hashrange.ErrSyntax.
+func ShardSet(selector string) (hashrange.Set, error) {
+	if selector == "" {
+		return hashrange.Full(), nil
+	}
+	return hashrange.Parse(selector)
+}
+
+// ReshardResult is what a Reshard did.
+type ReshardResult struct {
+	// Left is how many keys left the range, each journaled as DELETED
+	// with reason moved.
+	Left int
+	// Entered is the part of the hash space the range gained, empty when
+	// it only shrank; its keys arrive with the next list.
+	Entered hashrange.Set
+	// First and Last are the offsets of the DELETED events, 0 when none.
+	First, Last uint64
+}
+
+// Reshard binds the file to the shard selector sel (KEP-5866 syntax;
+// "" unbinds: the whole space) in one write transaction: every indexed
+// key whose UID hash is outside sel is journaled DELETED (reason moved,
+// origin relist, no object: a tombstone) and leaves the index; the file records sel; and
+// when sel holds hashes the old range did not, that part is recorded as
+// pending (ShardPending, merged with any already pending) and the stored
+// resourceVersion is cleared, so that the next reconcile loop lists
+// instead of resuming. The caller stops the loop that writes the file
+// first and starts a new one after (reconcile.New reads the range from
+// the file). The keys that leave are held in memory, 100 bytes or so
+// each. Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a
+// file that records no resource, or the store's.
+func (w *Writer) Reshard(sel string) (ReshardResult, error) {
+	var res ReshardResult
+	nw, err := ShardSet(sel)
+	if err != nil {
+		return res, err
+	}
+	canon := ""
+	if sel != "" {
+		canon = nw.Selector()
+	}
+	err = w.Update(func(t *Tx) error {
+		res = ReshardResult{}
+		defer guard()
+		rec, ok, err := decodeResource(t.tx.Meta(metaResource))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("journal: Reshard: the file records no resource")
+		}
+		old, err := ShardSet(rec.ShardSelector)
+		if err != nil {
+			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)
+		}
+		var leaving []IndexEntry
+		if out := old.Minus(nw); !out.Empty() {
+			err := t.tx.IndexScan(nil, func(k, v []byte) (bool, error) {
+				e, err := decodeIndex(k, v)
+				if err != nil {
+					return false, err
+				}
+				if out.ContainsUID(e.UID) {
+					leaving = append(leaving, e)
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, ie := range leaving {
+			e := Event{Type: Deleted, Key: ie.Key, UID: ie.UID, ResourceVersion: ie.ResourceVersion, Origin: OriginRelist, Reason: ReasonMoved}
+			off, err := t.Append(&e)
+			if err != nil {
+				return err
+			}
+			if res.First == 0 {
+				res.First = off
+			}
+			res.Last = off
+		}
+		res.Left = len(leaving)
+		rec.ShardSelector = canon
+		if err := t.tx.SetMeta(metaResource, rec.encode()); err != nil {
+			return err
+		}
+		res.Entered = nw.Minus(old)
+		if res.Entered.Empty() {
+			// What is pending and no longer in the range is no longer pending.
+			return setPending(t.tx, pendingSet(t.tx).Intersect(nw))
+		}
+		if err := setPending(t.tx, pendingSet(t.tx).Union(res.Entered)); err != nil {
+			return err
+		}
+		return t.tx.SetMeta(metaRV, nil)
+	})
+	if err != nil {
+		return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+	}
+	return res, nil
+}
+
+func pendingSet(tx *bolt.Tx) hashrange.Set {
+	b := tx.Meta(metaShardPending)
+	if len(b) == 0 {
+		return nil
+	}
+	s, err := hashrange.Parse(string(b))
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+func setPending(tx *bolt.Tx, s hashrange.Set) error {
+	if s.Empty() {
+		return tx.SetMeta(metaShardPending, nil)
+	}
+	return tx.SetMeta(metaShardPending, []byte(s.Selector()))
+}
+
+// ShardPending returns the hash ranges a Reshard added whose keys no
+// list has journaled yet: package reconcile journals the ADDED of a list
+// for keys in them as moved. Empty when none.
+func (j *Journal) ShardPending() (hashrange.Set, error) {
+	var s hashrange.Set
+	err := j.store.View(func(tx *bolt.Tx) error { s = pendingSet(tx); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("journal: shard pending: %w", err)
+	}
+	return s, nil
+}
+
+// MarkShardPending adds s to the pending ranges (ShardPending) of a file
+// bound to a shard range: the next list's ADDED for keys that hash into s
+// are journaled as moved in. A shard member calls it when it joins a group
+// with an empty file whose range others held. Errors: the store's.
+func (w *Writer) MarkShardPending(s hashrange.Set) error {
+	return w.j.store.Update(func(tx *bolt.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
+}
+
+// ClearShardPending forgets the pending ranges (ShardPending), once a list
+// at the new range has committed.
+func (w *Writer) ClearShardPending() error {
+	return w.j.store.Update(func(tx *bolt.Tx) error { return setPending(tx, nil) })
+}

@@ -1,0 +1,83 @@
+// Package shards splits one resource's journal across the replicas of an
+// operator (issue 14): each replica, a Member of a shard group, journals
+// the objects whose UID hashes into its share of the hash space
+// (KEP-5866's shardSelector; package hashrange), into a file of its own,
+// and the shares follow the group's live members. Membership is kept on
+// coordination.k8s.io/v1 Leases, the distributed engine every operator
+// already has: no consensus of its own, no other datastore.
+//
+// # Membership
+//
+// Each member holds one Lease, <group>-<member> in Options.Namespace,
+// labelled watchjournal.io/shard-group=<group>, with holderIdentity
+// <member>_<random instance id> and leaseDurationSeconds, and renews it
+// every RenewInterval (a third of LeaseDuration by default). The live set
+// is the group's Leases whose renewTime + leaseDurationSeconds is after
+// the local clock (clocks are taken to agree within a fraction of
+// LeaseDuration, as client-go's leader election also assumes of a
+// lease's holder). A member that cannot renew before its Lease expires
+// stops journaling (StateLost): its loop stops, its file keeps what it
+// holds, untouched, until it holds its Lease again. A Lease another
+// instance holds and keeps renewing (the same member name started twice)
+// is not taken over: the second instance waits (StateJoining).
+//
+// # Assignment
+//
+// Every member computes the same split from the same live set:
+// hashrange.Assign, rendezvous hashing over 256 buckets, which moves only
+// the leaving member's buckets when one leaves and about 1/N of the space
+// when one joins (hashrange's package comment says why not an even split).
+//
+// # Handover
+//
+// A member's file records the range it holds (journal.Resource.ShardSelector)
+// and changes it only through journal.Writer.Reshard, with its loop
+// stopped. Each member publishes on its Lease, in the annotation
+// watchjournal.io/shard-selector, the range its journal holds and is synced
+// with (empty while its loop has not synced since the last change). On
+// every renewal a member compares its range cur with its target T:
+//
+//   - grow first: if T holds hashes cur lacks, the range becomes cur ∪ T
+//     (Reshard records the part that entered as pending and the next loop
+//     lists; the keys it finds there are journaled ADDED, reason moved);
+//   - shrink only what others hold: the part of cur outside T is dropped
+//     (its keys journaled DELETED, reason moved) only where another live
+//     member's published range covers it.
+//
+// So a key that moves between live members is in the gaining member's
+// journal (after its list) before it leaves the losing one's: consumers
+// that read the union of the group's journals see it twice for a moment,
+// never zero times, and each copy's ADDED/DELETED says moved. When a
+// member dies, its range is in no live journal from the moment it stopped
+// until the survivors' Leases see it expire (LeaseDuration after its last
+// renewal, plus up to one RenewInterval) and their lists at the grown
+// range commit: nothing is lost (the lists find every object), but events
+// of that range in the meantime reach consumers only as the lists' diff.
+// A member that leaves cleanly (Run's context ends) hands over without a
+// gap: it marks its Lease leaving (annotation watchjournal.io/shard-leaving),
+// which takes it out of the others' split and out of the holders they
+// shrink against, keeps journaling until the others publish ranges that
+// cover its own (or Options.LeaveTimeout passes), then deletes its Lease.
+//
+// A file new to the group (empty, never synced) takes its target at
+// once; its first list journals ADDED with reason moved for the keys
+// another live member holds (a replica joining a running group), and
+// without a reason otherwise (the group's first members).
+//
+// # States
+//
+//	Joining   → Syncing    the Lease is held (created, or taken after expiry)
+//	Syncing   → Serving    the loop synced at the recorded range; it is published
+//	Serving   → Resharding the target differs (grow, or a shrink others cover)
+//	Resharding→ Syncing    Reshard committed; a new loop runs at the new range
+//	any       → Lost       the Lease could not be renewed before it expired
+//	Lost      → Syncing    the Lease is held again
+//	any       → Leaving    Run's context is done: the others take the range
+//	Leaving   → Stopped    they hold it (or LeaveTimeout); the Lease is deleted
+//
+// # What it does not do
+//
+// It does not balance by object count (only by hash share: about ±9% for
+// three members), does not hand over a dying member's range without a gap
+// (no one can list ahead of a crash), and keeps one resource per Member.
+package shards

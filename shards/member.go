@@ -1,0 +1,707 @@
+package shards
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+	"github.com/watchjournal/watchjournal/shards/hashrange"
+)
+
+// Lease labels and annotations.
+const (
+	// LabelGroup labels every Lease of a group with the group's name.
+	LabelGroup = "watchjournal.io/shard-group"
+	// AnnotationMember is the member's name on its Lease.
+	AnnotationMember = "watchjournal.io/shard-member"
+	// AnnotationSelector is the range the member's journal holds and is
+	// synced with, as a KEP-5866 selector; empty or absent while none is.
+	AnnotationSelector = "watchjournal.io/shard-selector"
+	// AnnotationLeaving is "true" on the Lease of a member that is
+	// stopping: the others take its range as if it had left, and it keeps
+	// journaling until they hold it (doc.go, "Handover").
+	AnnotationLeaving = "watchjournal.io/shard-leaving"
+)
+
+// Defaults of Options.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultLeaveTimeout  = 30 * time.Second
+)
+
+// State is a member's state (doc.go, "States").
+type State string
+
+// States.
+const (
+	StateJoining    State = "Joining"
+	StateSyncing    State = "Syncing"
+	StateServing    State = "Serving"
+	StateResharding State = "Resharding"
+	StateLost       State = "Lost"
+	StateLeaving    State = "Leaving"
+	StateStopped    State = "Stopped"
+)
+
+// ErrLeaseHeld is the Status.LastError of a member whose Lease another
+// instance holds and renews (the same member name in two processes).
+var ErrLeaseHeld = errors.New("shards: the member's Lease is held by another instance")
+
+// Options configure Open.
+type Options struct {
+	// Group names the shard group: the Leases' label value and name
+	// prefix. Required; a DNS label (lowercase letters, digits, '-').
+	Group string
+	// Member names this replica in the group, stable across its restarts
+	// so that it finds its file's range again; a DNS label. Default:
+	// DefaultMember() (host name and pid: a new member after each restart).
+	Member string
+	// Namespace holds the group's Leases. Default: the resource's
+	// namespace, else "default".
+	Namespace string
+	// LeaseDuration is how long a Lease is valid after its last renewal:
+	// how long a dead member's range waits before the others take it.
+	// Default 15 s; at least 1 s (leaseDurationSeconds is whole seconds).
+	LeaseDuration time.Duration
+	// RenewInterval is how often the member renews its Lease and looks at
+	// the group. Default LeaseDuration/3.
+	RenewInterval time.Duration
+	// LeaveTimeout bounds how long Run, once its context is done, keeps
+	// journaling while the others take the member's range (doc.go,
+	// "Handover"). Default 30 s; negative: none, the Lease is deleted at
+	// once.
+	LeaveTimeout time.Duration
+	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
+	// a group must use the same.
+	Buckets int
+	// Loop configures each reconcile loop the member runs.
+	Loop reconcile.Options
+	// Journal configures journal.Open; its Resource is ignored.
+	Journal journal.Options
+	// Logger receives the member's state changes at V(0); the zero Logger
+	// discards.
+	Logger logr.Logger
+}
+
+// DefaultMember returns the host name and pid as a DNS label, e.g.
+// "node-1-4242".
+func DefaultMember() string {
+	h, _ := os.Hostname()
+	return dnsLabel(fmt.Sprintf("%s-%d", h, os.Getpid()))
+}
+
+func dnsLabel(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	s = strings.Trim(string(b), "-")
+	if len(s) > 63 {
+		s = strings.Trim(s[len(s)-63:], "-")
+	}
+	return s
+}
+
+func (o Options) withDefaults(res journal.Resource) Options {
+	if o.Member == "" {
+		o.Member = DefaultMember()
+	}
+	if o.Namespace == "" {
+		o.Namespace = res.Namespace
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = o.LeaseDuration / 3
+	}
+	if o.Buckets == 0 {
+		o.Buckets = hashrange.DefaultBuckets
+	}
+	if o.LeaveTimeout == 0 {
+		o.LeaveTimeout = DefaultLeaveTimeout
+	}
+	return o
+}
+
+// Status is a member's state as last seen.
+type Status struct {
+	State  State
+	Member string
+	// Members is the live set last seen, sorted, this member included.
+	Members []string
+	// Range is the range the file records; Target the member's share of
+	// the live set.
+	Range, Target hashrange.Set
+	// Published is the range announced on the Lease (empty: none).
+	Published hashrange.Set
+	// Reshards counts range changes; MovedOut the keys they journaled as
+	// DELETED (moved).
+	Reshards, MovedOut int
+	// LastError is the last failure of a Lease request or a range change,
+	// nil after a success.
+	LastError error
+}
+
+// Member is one replica of a shard group: it holds its Lease, journals its
+// share of the resource into its file, and follows the group (doc.go).
+// Open it, Run it, Close it after Run returns.
+type Member struct {
+	cfg    *rest.Config
+	opts   Options
+	log    logr.Logger
+	j      *journal.Journal
+	leases coordclient.LeaseInterface
+	lease  string // the Lease's name
+	id     string // holderIdentity: member and instance
+	mine   *coordinationv1.Lease
+
+	mu        sync.Mutex
+	st        Status
+	loop      *reconcile.Loop
+	stopLoop  func()
+	renewedAt time.Time
+	leaving   bool // set once Run's context is done (leave)
+
+	wake  chan struct{} // a loop synced
+	fatal chan error    // a loop's Run failed
+}
+
+// Open opens (creating as needed) the member's journal file at path for
+// res, whose ShardSelector must be empty: the member sets it. A new file
+// records the whole space until the member takes its share; an existing
+// one must record res with a shard range (journal.ErrResourceMismatch
+// otherwise: another resource, or a file that is not a shard member's).
+// Errors also come from journal.Open and from a name that is no DNS label.
+func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*Member, error) {
+	opts = opts.withDefaults(res)
+	for _, n := range []struct{ what, v string }{{"group", opts.Group}, {"member", opts.Member}} {
+		if errs := validation.IsDNS1123Label(n.v); len(errs) > 0 {
+			return nil, fmt.Errorf("shards: %s %q: %s", n.what, n.v, strings.Join(errs, "; "))
+		}
+	}
+	if res.ShardSelector != "" {
+		return nil, errors.New("shards: Open: res.ShardSelector must be empty: the member sets it")
+	}
+	if opts.LeaseDuration < time.Second || opts.RenewInterval <= 0 || opts.RenewInterval >= opts.LeaseDuration {
+		return nil, fmt.Errorf("shards: LeaseDuration %v, RenewInterval %v: want at least 1s and 0 < RenewInterval < LeaseDuration", opts.LeaseDuration, opts.RenewInterval)
+	}
+	jopts := opts.Journal
+	jopts.Resource = nil
+	j, err := journal.Open(path, &jopts)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok, err := j.Resource()
+	_ = j.Close()
+	if err != nil {
+		return nil, err
+	}
+	want := res
+	switch {
+	case !ok:
+		want.ShardSelector = hashrange.Full().Selector()
+	case rec.ShardSelector == "":
+		return nil, fmt.Errorf("shards: %s: %w: the file is not sharded (%s)", path, journal.ErrResourceMismatch, rec)
+	default:
+		want.ShardSelector = rec.ShardSelector
+	}
+	jopts.Resource = &want
+	if j, err = journal.Open(path, &jopts); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("shards: %w", err)
+	}
+	var inst [4]byte
+	_, _ = rand.Read(inst[:])
+	m := &Member{
+		cfg: cfg, opts: opts, j: j,
+		log:    opts.Logger.WithValues("group", opts.Group, "member", opts.Member),
+		leases: cs.CoordinationV1().Leases(opts.Namespace),
+		lease:  opts.Group + "-" + opts.Member,
+		id:     opts.Member + "_" + hex.EncodeToString(inst[:]),
+		wake:   make(chan struct{}, 1),
+		fatal:  make(chan error, 1),
+	}
+	m.st = Status{State: StateJoining, Member: opts.Member}
+	if m.st.Range, err = m.recorded(); err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Journal returns the member's journal, for consumers (Consumer, Read,
+// Wait) and for inspect.Serve.
+func (m *Member) Journal() *journal.Journal { return m.j }
+
+// Status returns the member's state.
+func (m *Member) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.st
+	st.Members = slices.Clone(st.Members)
+	return st
+}
+
+// Close closes the journal; call it after Run has returned.
+func (m *Member) Close() error { return m.j.Close() }
+
+// recorded returns the range the file records.
+func (m *Member) recorded() (hashrange.Set, error) {
+	rec, _, err := m.j.Resource()
+	if err != nil {
+		return nil, err
+	}
+	return journal.ShardSet(rec.ShardSelector)
+}
+
+func (m *Member) set(fn func(*Status)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.st.State
+	fn(&m.st)
+	if m.st.State != before {
+		m.log.Info("shard member state", "from", string(before), "to", string(m.st.State),
+			"range", fmt.Sprintf("%.1f%%", 100*m.st.Range.Share()), "members", len(m.st.Members))
+	}
+}
+
+// Run takes part in the group until ctx is done: it renews the member's
+// Lease every RenewInterval, follows the live set, changes the file's
+// range (doc.go, "Handover") and runs the reconcile loop of the current
+// range. Once ctx is done it leaves: it marks its Lease leaving and keeps
+// journaling until the other live members publish ranges that cover its
+// own, or LeaveTimeout passes; then it stops the loop, deletes the Lease
+// and returns nil. It returns early only with a loop's fatal error
+// (reconcile.ErrJournal, ErrRejected). Run is called once.
+func (m *Member) Run(ctx context.Context) error {
+	defer func() {
+		m.halt()
+		m.release()
+		m.set(func(s *Status) { s.State = StateStopped; s.Published = nil })
+	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.leave()
+			return nil
+		case err := <-m.fatal:
+			return err
+		case <-t.C:
+			t.Reset(m.opts.RenewInterval)
+		case <-m.wake:
+		}
+		if err := m.tick(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// tick renews the Lease, reads the group and moves toward the target.
+func (m *Member) tick(ctx context.Context) error {
+	now := time.Now()
+	if err := m.renew(ctx, now); err != nil {
+		m.set(func(s *Status) { s.LastError = err })
+		if ctx.Err() != nil {
+			return nil
+		}
+		m.mu.Lock()
+		expired := m.renewedAt.IsZero() || now.Sub(m.renewedAt) >= m.opts.LeaseDuration
+		state := m.st.State
+		m.mu.Unlock()
+		if expired && state != StateJoining && state != StateLost {
+			m.log.Info("lost the Lease: stopping the journal's loop", "error", err.Error())
+			m.halt()
+			m.set(func(s *Status) { s.State = StateLost; s.Published = nil })
+		}
+		return nil
+	}
+	live, held, err := m.view(ctx, now)
+	if err != nil {
+		m.set(func(s *Status) { s.LastError = err })
+		return nil
+	}
+	target := hashrange.Assign(live, m.opts.Buckets)[m.opts.Member]
+	cur, err := m.recorded()
+	if err != nil {
+		return fmt.Errorf("shards: %w", err)
+	}
+	m.set(func(s *Status) { s.Members, s.Target, s.Range, s.LastError = live, target, cur, nil })
+	fresh, err := m.fresh()
+	if err != nil {
+		return fmt.Errorf("shards: %w", err)
+	}
+	var others hashrange.Set // what other live members hold, synced
+	for name, sel := range held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
+	if next := nextRange(cur, target, others, fresh); next != nil {
+		if err := m.reshard(next); err != nil {
+			return err
+		}
+		if in := next.Intersect(others); fresh && !in.Empty() {
+			// An empty file joining a running group: what it lists there,
+			// others hold: it moves in.
+			if err := m.j.Writer().MarkShardPending(in); err != nil {
+				return fmt.Errorf("shards: %w", err)
+			}
+		}
+	}
+	m.mu.Lock()
+	running := m.loop != nil
+	m.mu.Unlock()
+	if !running {
+		if err := m.start(ctx); err != nil {
+			m.set(func(s *Status) { s.LastError = err })
+			return nil
+		}
+	}
+	return m.publish(ctx, now)
+}
+
+// nextRange returns the range a member whose file holds cur moves to
+// next, nil to stay (doc.go, "Handover"): an empty (fresh) file takes its
+// target at once; otherwise it grows first, to cur ∪ target, and shrinks
+// only the part of cur outside target that others (the union of the other
+// live members' published ranges) hold, never to nothing.
+func nextRange(cur, target, others hashrange.Set, fresh bool) hashrange.Set {
+	switch grow := target.Minus(cur); {
+	case fresh && !target.Empty() && !cur.Equal(target):
+		return target
+	case !grow.Empty():
+		return cur.Union(target)
+	}
+	if drop := cur.Minus(target).Intersect(others); !drop.Empty() && !cur.Minus(drop).Empty() {
+		return cur.Minus(drop)
+	}
+	return nil
+}
+
+// fresh reports whether the file holds nothing yet: no key, no
+// resourceVersion, nothing pending.
+func (m *Member) fresh() (bool, error) {
+	rv, err := m.j.ResourceVersion()
+	if err != nil || rv != "" {
+		return false, err
+	}
+	keys, err := m.j.ScanIndex("", 1)
+	if err != nil || len(keys) > 0 {
+		return false, err
+	}
+	p, err := m.j.ShardPending()
+	return p.Empty(), err
+}
+
+// reshard stops the loop and binds the file to next; the caller starts a
+// new loop.
+func (m *Member) reshard(next hashrange.Set) error {
+	m.set(func(s *Status) { s.State = StateResharding; s.Published = nil })
+	m.halt()
+	r, err := m.j.Writer().Reshard(next.Selector())
+	if err != nil {
+		return fmt.Errorf("shards: %w", err)
+	}
+	m.log.Info("range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "ranges", len(next),
+		"left", r.Left, "entered", fmt.Sprintf("%.1f%%", 100*r.Entered.Share()))
+	m.set(func(s *Status) { s.Range = next; s.Reshards++; s.MovedOut += r.Left })
+	return nil
+}
+
+// start runs a new reconcile loop at the recorded range.
+func (m *Member) start(ctx context.Context) error {
+	l, err := reconcile.New(m.cfg, m.j, m.opts.Loop)
+	if err != nil {
+		return err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // ends when lctx is done (halt) or on a fatal error
+		defer close(done)
+		if err := l.Run(lctx); err != nil {
+			select {
+			case m.fatal <- err:
+			default:
+			}
+		}
+	}()
+	go func() { // ends when the loop syncs or lctx is done
+		if l.WaitForSync(lctx) == nil {
+			select {
+			case m.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	m.mu.Lock()
+	m.loop, m.stopLoop = l, func() { cancel(); <-done }
+	m.mu.Unlock()
+	m.set(func(s *Status) { s.State = StateSyncing })
+	return nil
+}
+
+// halt stops the loop, if one runs, and waits for it.
+func (m *Member) halt() {
+	m.mu.Lock()
+	stop := m.stopLoop
+	m.loop, m.stopLoop = nil, nil
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// publish announces the recorded range on the Lease once the loop has
+// synced at it, and forgets what was pending (its list has committed).
+func (m *Member) publish(ctx context.Context, now time.Time) error {
+	m.mu.Lock()
+	l, cur, pub := m.loop, m.st.Range, m.st.Published
+	m.mu.Unlock()
+	if l == nil || !l.HasSynced() {
+		return nil
+	}
+	if p, err := m.j.ShardPending(); err == nil && !p.Empty() {
+		if err := m.j.Writer().ClearShardPending(); err != nil {
+			return fmt.Errorf("shards: %w", err)
+		}
+	}
+	m.set(func(s *Status) { s.State = StateServing })
+	if pub.Equal(cur) {
+		return nil
+	}
+	m.set(func(s *Status) { s.Published = cur })
+	if err := m.renew(ctx, now); err != nil {
+		m.set(func(s *Status) { s.LastError = err })
+	}
+	return nil
+}
+
+// renew creates, takes over (when expired) or renews the member's Lease,
+// with the published range.
+func (m *Member) renew(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
+	defer cancel()
+	m.mu.Lock()
+	pub := m.st.Published
+	m.mu.Unlock()
+	secs := int32(m.opts.LeaseDuration / time.Second)
+	mt := metav1.NewMicroTime(now)
+	fill := func(l *coordinationv1.Lease) {
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Labels[LabelGroup] = m.opts.Group
+		l.Annotations[AnnotationMember] = m.opts.Member
+		l.Annotations[AnnotationSelector] = pub.Selector()
+		if m.leaving {
+			l.Annotations[AnnotationLeaving] = "true"
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+			l.Spec.AcquireTime = &mt
+			if l.Spec.LeaseTransitions != nil {
+				n := *l.Spec.LeaseTransitions + 1
+				l.Spec.LeaseTransitions = &n
+			}
+		}
+		l.Spec.HolderIdentity = &m.id
+		l.Spec.LeaseDurationSeconds = &secs
+		l.Spec.RenewTime = &mt
+	}
+	var l *coordinationv1.Lease
+	var err error
+	if m.mine != nil {
+		l = m.mine.DeepCopy()
+		fill(l)
+		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			m.renewed(l, now)
+			return nil
+		}
+		m.mine = nil
+	}
+	l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
+		zero := int32(0)
+		l.Spec.LeaseTransitions = &zero
+		fill(l)
+		if l, err = m.leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("shards: create Lease %s: %w", m.lease, err)
+		}
+	case err != nil:
+		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
+	default:
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !expired(l, now) {
+			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, *h, m.lease)
+		}
+		fill(l)
+		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("shards: update Lease %s: %w", m.lease, err)
+		}
+	}
+	m.renewed(l, now)
+	return nil
+}
+
+func (m *Member) renewed(l *coordinationv1.Lease, now time.Time) {
+	m.mine = l
+	m.mu.Lock()
+	m.renewedAt = now
+	if m.st.State == StateLost {
+		m.log.Info("holding the Lease again")
+	}
+	m.mu.Unlock()
+}
+
+// requestTimeout bounds one Lease request: RenewInterval, at least 2 s
+// (a loaded apiserver), at most half the LeaseDuration (a renewal must
+// land before the Lease expires).
+func (m *Member) requestTimeout() time.Duration {
+	return min(max(m.opts.RenewInterval, 2*time.Second), m.opts.LeaseDuration/2)
+}
+
+// expired reports whether l's holder has not renewed it within its
+// duration.
+func expired(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// view lists the group's Leases and returns the live members, sorted (this
+// one included), and the range each live member publishes.
+func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
+	defer cancel()
+	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: LabelGroup + "=" + m.opts.Group})
+	if err != nil {
+		return nil, nil, fmt.Errorf("shards: list Leases: %w", err)
+	}
+	live := []string{m.opts.Member}
+	held := map[string]hashrange.Set{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		name := l.Annotations[AnnotationMember]
+		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || expired(l, now) {
+			continue
+		}
+		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
+			// Leaving: neither in the split nor a holder to hand over to.
+			continue
+		}
+		if name != m.opts.Member {
+			live = append(live, name)
+		}
+		if sel := l.Annotations[AnnotationSelector]; sel != "" {
+			if s, err := hashrange.Parse(sel); err == nil {
+				held[name] = s
+			}
+		}
+	}
+	slices.Sort(live)
+	return slices.Compact(live), held, nil
+}
+
+// leave hands the member's range over before Run returns: it marks the
+// Lease leaving and keeps the loop running until the other live members
+// publish ranges that cover the member's, there are no others, or
+// LeaveTimeout passes.
+func (m *Member) leave() {
+	m.mu.Lock()
+	running, cur := m.loop != nil, m.st.Range
+	m.mu.Unlock()
+	if !running || m.mine == nil || m.opts.LeaveTimeout < 0 {
+		return
+	}
+	m.leaving = true
+	m.set(func(s *Status) { s.State = StateLeaving })
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LeaveTimeout)
+	defer cancel()
+	for {
+		now := time.Now()
+		if err := m.renew(ctx, now); err == nil {
+			live, held, err := m.view(ctx, now)
+			if err == nil {
+				var others hashrange.Set
+				for name, sel := range held {
+					if name != m.opts.Member {
+						others = others.Union(sel)
+					}
+				}
+				if len(live) == 1 || others.Covers(cur) {
+					m.log.Info("left the group: the others hold the range", "others", len(live)-1)
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			m.log.Info("leaving: the others did not take the range within LeaveTimeout; stopping anyway", "timeout", m.opts.LeaveTimeout)
+			return
+		case err := <-m.fatal:
+			m.log.Error(err, "leaving: the loop failed")
+			return
+		case <-time.After(m.opts.RenewInterval):
+		}
+	}
+}
+
+// release deletes the member's Lease if it still holds it, so that the
+// others take its range at their next renewal. It reads the Lease first:
+// the last renewal may have landed although its answer did not.
+func (m *Member) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	for range 3 {
+		var l *coordinationv1.Lease
+		if l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{}); err != nil {
+			break
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+			return // another instance holds it now
+		}
+		uid, rv := l.UID, l.ResourceVersion
+		err = m.leases.Delete(ctx, m.lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
+	}
+}
