@@ -37,11 +37,11 @@ const (
 	// ListModePaginated: the paginated lists a server without streaming
 	// lists gets, measured in the same run as the default streaming ones.
 	subjWatchjournalPaged = "watchjournal-paged"
-	subjInformer     = "informer"
-	subjMetadata     = "metadata-informer"
-	subjTransform    = "transform-informer"
-	subjList         = "bare-list"
-	subjWatchList    = "bare-watch-list"
+	subjInformer          = "informer"
+	subjMetadata          = "metadata-informer"
+	subjTransform         = "transform-informer"
+	subjList              = "bare-list"
+	subjWatchList         = "bare-watch-list"
 )
 
 var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjJournalctl}
