@@ -35,7 +35,10 @@ func (f *failPages) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		q := req.URL.Query()
 		f.mu.Lock()
-		fail := f.on && q.Get("watch") != "true" && (f.all || q.Get("continue") != "")
+		// Lists fail; with all, so do streaming lists (a watch with
+		// sendInitialEvents), the loop's other way to list.
+		list := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
+		fail := f.on && list && (f.all || q.Get("continue") != "")
 		code := f.code
 		if fail {
 			f.hits++

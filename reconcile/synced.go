@@ -16,12 +16,14 @@ package reconcile
 //     server's resourceVersion as of the check, or past it (any event or
 //     bookmark, where resourceVersions do not compare); or the resume
 //     check's list at exactly the stored resourceVersion succeeded and the
-//     watch then stayed quiet for resumeProofWait (1 s): no ERROR frame,
+//     watch then stayed quiet for resumeProofWait (200 ms): no ERROR frame,
 //     and no frame at all, since it opened or since the history it replayed
 //     was applied. A watch the server will not serve from a
 //     resourceVersion (compacted in etcd, or older than the watch cache
 //     keeps) answers so at once, with its first frame, and replays the
-//     history it serves at once; the quiet second bounds that "at once".
+//     history it serves at once (within milliseconds on the apiserver
+//     measured here); the quiet wait bounds that "at once". It was 1 s,
+//     which was most of a restart's time to synced (BENCHMARKS.md).
 //
 // It is never true before a 410 that the resume would meet: a compacted
 // resourceVersion fails the resume check, so the loop relists first and
@@ -44,7 +46,7 @@ import (
 // resumeProofWait is how long a watch resumed from a resourceVersion that
 // the resume check found served must stay open without an ERROR frame
 // before the loop counts it as current.
-const resumeProofWait = time.Second
+const resumeProofWait = 200 * time.Millisecond
 
 // ErrStopped is returned by WaitForSync when Run has returned, with nil,
 // before the loop synced: its context ended.
@@ -100,7 +102,7 @@ func (l *Loop) markSynced(how string) {
 	l.log.Info("synced: the journal is current with the server", "by", how, "offset", head)
 }
 
-// proofTimer starts the quiet second that proves a resumed watch current
+// proofTimer starts the quiet wait (resumeProofWait) that proves a resumed watch current
 // (see the top of this file), or marks it current at once. It returns nil
 // when no wait is needed or possible; the caller stops the timer.
 func (l *Loop) proofTimer(s stateWatch) clock.Timer {

@@ -60,7 +60,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	}
 	defer st.close()
 	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
-	var proofC <-chan time.Time // the quiet second that proves a resume (synced.go)
+	var proofC <-chan time.Time // the quiet wait that proves a resume (synced.go)
 	proof := l.proofTimer(s)
 	if proof != nil {
 		defer proof.Stop()
@@ -154,7 +154,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		if l.provenByFrames(s, next, n) || l.HasSynced() {
 			proofC = nil
 		} else if proofC != nil {
-			// Not caught up yet: a quiet second from now.
+			// Not caught up yet: a quiet wait from now.
 			if !proof.Stop() {
 				select {
 				case <-proofC:
