@@ -131,9 +131,15 @@ func largeName(i int) string { return fmt.Sprintf("big-%03d", i) }
 // createLarge creates n ConfigMaps of about size bytes of data.
 func createLarge(t *testing.T, e *env, n, size int) {
 	t.Helper()
-	blob := make([]byte, size)
-	for i := range blob {
-		blob[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand.IntN(36)]
+	// Each object its own random blob: one blob shared by all would
+	// compress (gzip's window holds several 8 KiB objects) and a rate-
+	// limited proxy would pass the stream far faster than its size says.
+	blobOf := func() string {
+		blob := make([]byte, size)
+		for i := range blob {
+			blob[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand.IntN(36)]
+		}
+		return string(blob)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -143,7 +149,7 @@ func createLarge(t *testing.T, e *env, n, size int) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: largeName(i)}, Data: map[string]string{"v": "0", "blob": string(blob)}}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: largeName(i)}, Data: map[string]string{"v": "0", "blob": blobOf()}}
 				if _, err := e.kube.CoreV1().ConfigMaps(e.ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 					errs <- err
 				}

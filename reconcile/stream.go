@@ -16,9 +16,10 @@ package reconcile
 // promise that order: a batch out of order starts the streaming list
 // again with lookups (diffLookup, Relist.MarkSeen, Unseen), as a page out
 // of order does. Memory stays bounded by bytes; nothing is committed
-// before the bookmark, and a stream that breaks or fails before it
-// changes nothing (the stage is dropped) and the streaming list starts
-// again: after the backoff when the server answered with an error or the
+// before the bookmark (except into an empty index, whose ADDEDs the
+// journal commits as they come: journal.Relist), and a stream that breaks
+// or fails before it changes nothing (the stage is dropped) and the
+// streaming list starts again: after the backoff when the server answered with an error or the
 // connection broke; at once after a 410 (at most maxListRestarts times in
 // a row) or when the order broke.
 //

@@ -198,7 +198,11 @@ func relist(ctx context.Context, sub subject, reqs *requests, n int, prof profil
 	lists, watchLists, pages := reqs.lists.Load(), reqs.watchLists.Load(), reqs.pages.Load()
 	sub.armRelist()
 	const interval = 50 * time.Millisecond
-	s := startSampler(interval)
+	var onPeak func()
+	if prof.dir != "" {
+		onPeak = func() { prof.heap("heap-relist-peak") }
+	}
+	s := startSampler(interval, onPeak)
 	stopCPU := prof.cpu("cpu-relist")
 	armed, cpu0, gc0 := time.Now(), cpuTime(), gcCycles()
 	send(report{Event: "relist-armed"})

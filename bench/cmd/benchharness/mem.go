@@ -132,10 +132,16 @@ type sampler struct {
 
 	mu      sync.Mutex
 	samples []sample
+
+	// onPeak, when set, is called (from the GC hook) each time the live
+	// heap reaches a new high by more than 5%: the relist writes a heap
+	// profile there, so the profile shows what the peak was made of.
+	onPeak   func()
+	peakLive uint64
 }
 
-func startSampler(interval time.Duration) *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{})}
+func startSampler(interval time.Duration, onPeak func()) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{}), onPeak: onPeak}
 	s.sample()
 	s.armGC()
 	go func() {
@@ -180,9 +186,17 @@ func (s *sampler) sampleLive() {
 	if live[0].Value.Kind() != metrics.KindUint64 {
 		return
 	}
+	v := live[0].Value.Uint64()
 	s.mu.Lock()
-	s.samples = append(s.samples, sample{at: time.Now(), live: live[0].Value.Uint64()})
+	s.samples = append(s.samples, sample{at: time.Now(), live: v})
+	peak := s.onPeak != nil && v > s.peakLive+s.peakLive/20
+	if peak {
+		s.peakLive = v
+	}
 	s.mu.Unlock()
+	if peak {
+		s.onPeak()
+	}
 }
 
 func (s *sampler) sample() {

@@ -95,7 +95,7 @@ func restartChildMain(kind string) int {
 // runRestartChild starts the subject, waits until it synced, and sends
 // the report. It returns the function that stops the subject.
 func runRestartChild(kind string, send func(report)) (func(), error) {
-	s := startSampler(50 * time.Millisecond)
+	s := startSampler(50*time.Millisecond, nil)
 	n, err := strconv.Atoi(os.Getenv(envN))
 	if err != nil {
 		s.stop()

@@ -247,6 +247,15 @@ func (r *results) targets() []target {
 			if inf, ok := r.find(n, subjInformer); ok && inf.Relisted.PeakLive > 0 {
 				t.measured += fmt.Sprintf("; the informer's live heap: %.2f×", float64(inf.Relisted.PeakLive)/float64(inf.Synced.Steady.HeapLive))
 			}
+			// The streaming floor: a client that decodes the same stream
+			// and keeps nothing.
+			if w, ok := r.find(n, subjWatchList); ok && w.Relisted.PeakLive > 0 {
+				t.measured += fmt.Sprintf("; the bare watch-list's live heap, which keeps nothing: %s / %s MiB = %.2f×",
+					mb(w.Relisted.PeakLive), mb(w.Synced.Steady.HeapLive), float64(w.Relisted.PeakLive)/float64(w.Synced.Steady.HeapLive))
+			}
+			if p, ok := r.find(n, subjWatchjournalPaged); ok && p.Relisted.PeakLive > 0 {
+				t.measured += fmt.Sprintf("; watchjournal-paged's live heap: %.2f×", float64(p.Relisted.PeakLive)/float64(p.Synced.Steady.HeapLive))
+			}
 			t.measured += ")"
 			t.state = check(ratio <= 1.5)
 		}
@@ -355,7 +364,7 @@ func (r *results) write(path string) error {
 	b.WriteString(`
 - **heap**: runtime.MemStats.HeapInuse after runtime.GC() and debug.FreeOSMemory(), once synced; **RSS**: VmRSS at the same moment (for watchjournal it includes bbolt's memory-mapped file pages; **anon RSS** is RssAnon without them). **base heap**: the same measure in the child before the subject started (client-go's and the binary's own state; every child is the same binary).
 - **peak heap / peak RSS**: the largest HeapInuse / VmRSS sampled every 50 ms from the start of the list request that relisted (see **relist s**; one sample before it) until the subject holds every object again; the JSON reports also keep the peaks from the moment the parent began forcing the relist, reconnection included (HeapInuse counts garbage not yet collected: with GOGC=100 the heap grows to about twice what the last GC found live, and never below 4 MiB in total); **peak live**: the largest /gc/heap/live:bytes, the heap a GC found live, read after every GC cycle over the same span (a finalizer that re-arms itself) as well as every 50 ms; **relist VmHWM**: VmHWM from forcing the relist until done (reset through /proc/self/clear_refs).
-- **Subjects**: watchjournal (reconcile.Loop into a journal file, default options); informer (client-go SharedIndexInformer of typed ConfigMaps); metadata-informer (metadatainformer); transform-informer (the typed informer with a cache.TransformFunc keeping name, namespace, UID and resourceVersion); bare-list (pages of 500, resourceVersion unset, JSON; only each page's metadata is decoded, the items are read to io.Discard: the apiserver's own paginated list speed); bare-watch-list (a watch with sendInitialEvents=true, KEP-3157, read until the initial-events-end bookmark, each event decoded once with encoding/json and thrown away: the apiserver's streaming list, with a minimal client).
+- **Subjects**: watchjournal (reconcile.Loop into a journal file, default options); informer (client-go SharedIndexInformer of typed ConfigMaps); metadata-informer (metadatainformer); transform-informer (the typed informer with a cache.TransformFunc keeping name, namespace, UID and resourceVersion); bare-list (pages of 500, resourceVersion unset, JSON; only each page's metadata is decoded, the items are read to io.Discard: the apiserver's own paginated list speed); bare-watch-list (a watch with sendInitialEvents=true, KEP-3157, read until the initial-events-end bookmark, each event decoded once with encoding/json and thrown away: the apiserver's streaming list, with a minimal client); bare-watch-list-meta (the same asking for PartialObjectMetadata, as the metadata informer does: the floor of a metadata-only streaming relist before it fetches any changed object in full); watchjournal-paged (watchjournal with ListModePaginated, what a server without streaming lists gets).
 - **sync s**: from the subject's start until it holds all N objects (watchjournal: the initial list committed to the journal; informers: N add notifications delivered; bare list: one full list).
 - **relist s**: from the start of the list request that succeeded after the relist was forced (attempts that failed while the proxy was cut do not count) (counted by a WrapTransport) until the subject holds every object again: watchjournal's list committed; an informer's Replace delivered all N objects to its handler again; for the bare list, a second full paginated list, made after the same apiserver restart. The median of the relists (3 by default, -relists).
 - **sync CPU s / relist CPU s**: the child's CPU time (user + system, getrusage) over the sync / from arming the relist until done (median): the client's own cost, steadier than wall time on a shared machine.

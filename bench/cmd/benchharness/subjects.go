@@ -42,13 +42,20 @@ const (
 	subjTransform         = "transform-informer"
 	subjList              = "bare-list"
 	subjWatchList         = "bare-watch-list"
+	// subjWatchListMeta is the bare watch-list asking for
+	// PartialObjectMetadata (as the metadata informer does): the floor of
+	// a metadata-only streaming relist, which would then fetch the changed
+	// objects in full.
+	subjWatchListMeta = "bare-watch-list-meta"
 )
 
-var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjJournalctl}
+var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.
-func bare(subject string) bool { return subject == subjList || subject == subjWatchList }
+func bare(subject string) bool {
+	return subject == subjList || subject == subjWatchList || subject == subjWatchListMeta
+}
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
@@ -505,6 +512,9 @@ func (s *listSubject) close() {}
 
 type watchListSubject struct {
 	listSubject
+	// accept, when set, is the Accept header (PartialObjectMetadata for
+	// bare-watch-list-meta).
+	accept string
 	// Ordered reports whether the last list's ADDED events came in key
 	// order, as a paginated list's items do.
 	ordered bool
@@ -522,9 +532,13 @@ func newWatchList(cfg *rest.Config, ns string, n int) (*watchListSubject, error)
 // that ends the initial events, reading only each event's type and the
 // object's name. It returns how many objects there were.
 func (s *watchListSubject) watchList(ctx context.Context) (int, error) {
-	body, err := s.rc.Get().AbsPath("/api/v1/namespaces", s.ns, "configmaps").
+	req := s.rc.Get().AbsPath("/api/v1/namespaces", s.ns, "configmaps").
 		Param("watch", "true").Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan").
-		Param("allowWatchBookmarks", "true").Param("timeoutSeconds", "600").Stream(ctx)
+		Param("allowWatchBookmarks", "true").Param("timeoutSeconds", "600")
+	if s.accept != "" {
+		req = req.SetHeader("Accept", s.accept)
+	}
+	body, err := req.Stream(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -609,10 +623,13 @@ func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, 
 			return nil, nil, err
 		}
 		return s, s.reqs, nil
-	case subjWatchList:
+	case subjWatchList, subjWatchListMeta:
 		s, err := newWatchList(cfg, ns, n)
 		if err != nil {
 			return nil, nil, err
+		}
+		if kind == subjWatchListMeta {
+			s.accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 		}
 		return s, s.reqs, nil
 	}
