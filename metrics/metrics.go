@@ -51,6 +51,9 @@ var (
 	phaseDesc        = desc("phase", "1 for the loop's current phase, 0 for the others.", "phase")
 	commitDesc       = desc("commit_duration_seconds", "Latency of the loop's journal commits (a watch batch, or a relist's commit).")
 	listProgressDesc = desc("current_list_objects", "Objects received so far by the current (or last) list.")
+	requestsDesc     = desc("requests_total", "HTTP requests sent to the apiserver: list pages, streaming lists, watches, resume checks (reconcile.Counters.Requests).")
+	receivedDesc     = desc("received_bytes_total", "Bytes of apiserver response bodies read, watches included, after transport decompression (reconcile.Counters.BytesReceived).")
+	listModeDesc     = desc("list_mode", "1 for how the loop lists now (streaming: sendInitialEvents, KEP-3157; paginated: limit/continue), 0 for the other.", "mode")
 
 	// Journal (Stats, Consumers).
 	headDesc     = desc("journal_head_offset", "Offset of the newest event in the journal (0: none).")
@@ -122,7 +125,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, goneDesc, pagesDesc, listObjectsDesc, watchesDesc,
 		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, syncedDesc, phaseDesc,
-		commitDesc, listProgressDesc, listBytesDesc} {
+		commitDesc, listProgressDesc, listBytesDesc, requestsDesc, receivedDesc, listModeDesc} {
 		ch <- d
 	}
 }
@@ -198,6 +201,15 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 		gauge(ch, phaseDesc, v, string(p))
 	}
 	gauge(ch, listProgressDesc, float64(s.ListObjects))
+	ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(s.Requests))
+	ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(s.BytesReceived))
+	for _, m := range []reconcile.ListMode{reconcile.ListModeStreaming, reconcile.ListModePaginated} {
+		v := 0.0
+		if s.ListMode == m {
+			v = 1
+		}
+		gauge(ch, listModeDesc, v, string(m))
+	}
 	h := s.CommitLatency
 	buckets := make(map[float64]uint64, len(reconcile.CommitBuckets))
 	cum := uint64(0)

@@ -156,6 +156,8 @@ func TestCollector_AfterGone(t *testing.T) {
 		{"watchjournal_list_objects_total", nil, 12, 1e9},
 		{"watchjournal_list_bytes_total", nil, 1, 1e12},
 		{"watchjournal_watches_total", nil, 2, 1e9},
+		{"watchjournal_requests_total", nil, 2, 1e9}, // a streaming list goes on as the watch: one request each
+		{"watchjournal_received_bytes_total", nil, 1, 1e12},
 		{"watchjournal_synced", nil, 1, 1},
 		{"watchjournal_phase", []string{"phase", "Watching"}, 1, 1},
 		{"watchjournal_commit_duration_seconds", nil, 2, 1e9},
@@ -170,6 +172,12 @@ func TestCollector_AfterGone(t *testing.T) {
 		if !ok || v < c.min || v > c.max {
 			t.Errorf("%s%v = %v (present %v); want in [%v, %v]", c.name, c.labels, v, ok, c.min, c.max)
 		}
+	}
+	if v, ok := value(t, reg, "watchjournal_list_mode", "mode", "streaming"); !ok || v != 1 {
+		t.Errorf("watchjournal_list_mode{mode=streaming} = %v (present %v); want 1", v, ok)
+	}
+	if v, ok := value(t, reg, "watchjournal_list_mode", "mode", "paginated"); !ok || v != 0 {
+		t.Errorf("watchjournal_list_mode{mode=paginated} = %v (present %v); want 0", v, ok)
 	}
 	if n, err := testutil.GatherAndCount(reg, "watchjournal_backoffs_total"); err != nil || n != 6 {
 		t.Errorf("watchjournal_backoffs_total series = %d, %v; want 6 (one per reason)", n, err)
