@@ -207,35 +207,9 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
-// pidStatus reads VmRSS, RssAnon, RssFile and VmHWM of a process.
-func pidStatus(pid int) memory {
-	var m memory
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return m
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "VmRSS:":
-			m.RSS = kb << 10
-		case "RssAnon:":
-			m.RSSAnon = kb << 10
-		case "RssFile:":
-			m.RSSFile = kb << 10
-		case "VmHWM:":
-			m.HWM = kb << 10
-		}
-	}
-	return m
-}
+// pidStatus reads VmRSS, RssAnon, RssFile and VmHWM of a process (see
+// statusFile).
+func pidStatus(pid int) memory { return statusFile(fmt.Sprintf("/proc/%d/status", pid)) }
 
 // procCPU returns a process's utime + stime in seconds (/proc/PID/stat,
 // at the usual 100 clock ticks a second); 0 when unreadable.

@@ -144,15 +144,7 @@ func (p *parent) reader(r *readerRow) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-	}()
+	defer c.close()
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
 		_ = c.cmd.Process.Kill()
 		return err

@@ -77,10 +77,14 @@ func measure() memory {
 	return m
 }
 
-// procStatus reads VmRSS, RssAnon, RssFile and VmHWM; zero where missing.
-func procStatus() memory {
+// procStatus reads VmRSS, RssAnon, RssFile and VmHWM of this process.
+func procStatus() memory { return statusFile("/proc/self/status") }
+
+// statusFile reads VmRSS, RssAnon, RssFile and VmHWM from a
+// /proc/<pid>/status file; zero where missing.
+func statusFile(path string) memory {
 	var m memory
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return m
 	}

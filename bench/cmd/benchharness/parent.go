@@ -287,6 +287,18 @@ type child struct {
 	exited  chan error
 }
 
+// close closes the child's stdin (its command loop ends) and waits for it
+// to exit, killing it after 30 s.
+func (c *child) close() {
+	_ = c.stdin.Close()
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
 func (c *child) send(cmd command) error {
 	b, _ := json.Marshal(cmd)
 	_, err := c.stdin.Write(append(b, '\n'))
@@ -376,15 +388,7 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-	}()
+	defer c.close()
 	fail := func(err error) error {
 		_ = c.cmd.Process.Kill()
 		return err

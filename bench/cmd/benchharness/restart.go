@@ -355,15 +355,7 @@ func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Pr
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		_ = c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-	}()
+	defer c.close()
 	x, err := c.await("restarted", syncTimeout(r.N)+time.Minute)
 	if err != nil {
 		_ = c.cmd.Process.Kill()
