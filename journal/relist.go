@@ -76,9 +76,11 @@ func (w *Writer) BeginRelist() (*Relist, error) {
 	return &Relist{j: j, direct: direct}, nil
 }
 
-// Stage appends evs to the staging file, in order. Their Offset is
-// ignored; a zero Time is set now. A full disk gives an error matching
-// ErrNoSpace.
+// Stage appends evs to the staging file, in order; in direct mode (a
+// first list into an empty index, all ADDEDs: see Relist) it commits them
+// to the journal and the index instead, and sets their Offset. Their
+// Offset is otherwise ignored; a zero Time is set now. A full disk gives
+// an error matching ErrNoSpace.
 func (r *Relist) Stage(evs []Event) error {
 	if r.done {
 		return fmt.Errorf("journal: relist already finished")
