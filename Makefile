@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEventChecksum$$' -fuzztime $(FUZZ_DIFF)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZ_DECODE)
 	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZ_DIFF)
+	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzProtoFrame$$' -fuzztime $(FUZZ_DIFF)
 
 ## demo: a local control plane, journalctl watching it through a 410 and a
 ## restart, and journalctl showing the result.

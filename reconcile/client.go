@@ -18,6 +18,7 @@ package reconcile
 // are stored as the resource's kind (from discovery) with metadata only.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -53,6 +54,8 @@ type client struct {
 	metadataOnly bool
 	// shard is the journal's shard range and how it is kept (shard.go).
 	shard shard
+	// proto asks for protobuf watch streams (wire.go).
+	proto bool
 
 	// mu guards kind and apiVersion: the resource's, found by discovery
 	// for a metadata-only journal, whose objects come as
@@ -106,8 +109,11 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // sets a Transport or NextProtos (see New for why), cfg.Timeout on every
 // request but watches, one rate limiter for both, and the Retry-After
 // header of an error answer kept in its Status (details.retryAfterSeconds).
-func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*client, error) {
+func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wire, compression bool) (*client, error) {
 	c := rest.CopyConfig(cfg)
+	// No gzip unless asked for (Options.Compression); a config that
+	// disables it keeps it disabled.
+	c.DisableCompression = cfg.DisableCompression || !compression
 	gv := schema.GroupVersion{Group: res.GVR.Group, Version: res.GVR.Version}
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
@@ -163,7 +169,8 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool) (*clie
 	if err != nil {
 		return nil, err
 	}
-	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire}, nil
+	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire,
+		proto: !metadataOnly && enc != WireJSON && servesProto(res.GVR)}, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
@@ -711,13 +718,29 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 type watchEvent struct {
 	Type   string
 	Object []byte
+	// proto is the object of an ADDED, MODIFIED or DELETED frame of a
+	// protobuf stream read lazily (stream.lazy): Object is nil.
+	proto *protoObject
 }
 
-// stream is an open watch.
+// stream is an open watch, in JSON or protobuf (wire.go): the first byte
+// of the body tells which.
 type stream struct {
 	body   io.ReadCloser
 	frames *frameReader
 	it     *jsoniter.Iterator
+	// pb reads a protobuf stream; nil for JSON, or before the first frame.
+	pb *bufio.Reader
+	// sniffed is set once the body's first byte told its encoding.
+	sniffed bool
+	// buf is the size of the read buffer.
+	buf int
+	// max bounds a protobuf frame, in bytes.
+	max int64
+	// lazy leaves the objects of a protobuf stream's ADDED, MODIFIED and
+	// DELETED frames undecoded (watchEvent.proto): a streaming list
+	// decodes only those that become events.
+	lazy   bool
 	cancel context.CancelFunc
 }
 
@@ -738,8 +761,11 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 		Param("resourceVersion", rv).
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
-	if c.metadataOnly {
+	switch {
+	case c.metadataOnly:
 		r = r.SetHeader("Accept", onlyMetaAccept)
+	case c.proto:
+		r = r.SetHeader("Accept", protoWatchAccept)
 	}
 	body, err := r.Stream(ctx)
 	if !timer.Stop() {
@@ -780,8 +806,11 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 		Param("resourceVersionMatch", "NotOlderThan").
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
-	if c.metadataOnly {
+	switch {
+	case c.metadataOnly:
 		r = r.SetHeader("Accept", onlyMetaAccept)
+	case c.proto:
+		r = r.SetHeader("Accept", protoWatchAccept)
 	}
 	body, err := openBody(ctx, cancel, r, t.response)
 	if err != nil {
@@ -795,8 +824,35 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 // newStream reads watch frames from body, each bounded by maxFrameBytes;
 // cancel ends the request.
 func newStream(body io.ReadCloser, cancel context.CancelFunc) *stream {
-	fr := &frameReader{r: body, max: maxFrameBytes}
-	return &stream{body: body, frames: fr, it: jsoniter.Parse(jsonAPI, fr, pageBuffer), cancel: cancel}
+	return newStreamSize(body, cancel, maxFrameBytes, pageBuffer)
+}
+
+// newStreamSize is newStream with a frame bound of max bytes and a read
+// buffer of buf bytes.
+func newStreamSize(body io.ReadCloser, cancel context.CancelFunc, max int64, buf int) *stream {
+	fr := &frameReader{r: body, max: max}
+	return &stream{body: body, frames: fr, buf: buf, cancel: cancel}
+}
+
+// sniff reads the body's first byte: 0x00 begins a protobuf frame's
+// length (frames are below 16 MiB), anything else is JSON. It returns the
+// body's error when there is no byte.
+func (s *stream) sniff() error {
+	var b [1]byte
+	if _, err := io.ReadFull(s.frames, b[:]); err != nil {
+		return err
+	}
+	s.sniffed = true
+	r := io.MultiReader(bytes.NewReader(b[:]), s.frames)
+	if b[0] == 0 {
+		// Each frame states its length, which nextProto bounds; the
+		// reader's own bound would count the buffer's read-ahead.
+		s.max, s.frames.max = s.frames.max, math.MaxInt64
+		s.pb = bufio.NewReaderSize(r, s.buf)
+		return nil
+	}
+	s.it = jsoniter.Parse(jsonAPI, r, s.buf)
+	return nil
 }
 
 // next reads the next frame: io.EOF when the server ended the watch between
@@ -806,6 +862,14 @@ func newStream(body io.ReadCloser, cancel context.CancelFunc) *stream {
 func (s *stream) next() (watchEvent, error) {
 	s.frames.n = 0
 	var ev watchEvent
+	if !s.sniffed {
+		if err := s.sniff(); err != nil {
+			return ev, err
+		}
+	}
+	if s.pb != nil {
+		return s.nextProto()
+	}
 	if s.it.WhatIsNext() == jsoniter.InvalidValue && s.it.Error == io.EOF {
 		return ev, io.EOF
 	}
@@ -828,6 +892,38 @@ func (s *stream) next() (watchEvent, error) {
 			return watchEvent{}, rerr
 		}
 		return watchEvent{}, fmt.Errorf("reconcile: decode watch frame: %w", err)
+	}
+	return ev, nil
+}
+
+// encoding is "protobuf" or "json" once the first frame was read, ""
+// before.
+func (s *stream) encoding() string {
+	switch {
+	case s.pb != nil:
+		return "protobuf"
+	case s.it != nil:
+		return "json"
+	}
+	return ""
+}
+
+// nextProto reads the next frame of a protobuf stream; see next.
+func (s *stream) nextProto() (watchEvent, error) {
+	typ, o, err := readProtoEvent(s.pb, s.max)
+	if err != nil {
+		return watchEvent{}, err
+	}
+	ev := watchEvent{Type: typ}
+	switch typ {
+	case "ADDED", "MODIFIED", "DELETED":
+		if s.lazy {
+			ev.proto = &o
+			return ev, nil
+		}
+	}
+	if ev.Object, err = protoJSON(o); err != nil {
+		return watchEvent{}, err
 	}
 	return ev, nil
 }

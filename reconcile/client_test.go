@@ -9,8 +9,6 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-
-	jsoniter "github.com/json-iterator/go"
 )
 
 func listBody(kind string, n int, itemsFirst bool) string {
@@ -129,8 +127,7 @@ func TestStream_Next(t *testing.T) {
 		{"reset", io.MultiReader(strings.NewReader(frame+frame[:10]), iotest.ErrReader(reset)), 1 << 20, 1, reset},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fr := &frameReader{r: tc.body, max: tc.max}
-			s := &stream{frames: fr, it: jsoniter.Parse(jsonAPI, fr, 16)}
+			s := newStreamSize(io.NopCloser(tc.body), func() {}, tc.max, 16)
 			n := 0
 			for {
 				ev, err := s.next()

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -16,6 +18,12 @@ type Item struct {
 	// Object is the object as served, in JSON (metadata only for a
 	// metadata-only journal).
 	Object []byte
+
+	// proto is the object's protobuf message while Object is nil, as a
+	// streaming list's protobuf frame carried it, of kind gvk (wire.go):
+	// it is encoded to JSON only if it becomes an event.
+	proto []byte
+	gvk   schema.GroupVersionKind
 }
 
 // Diff compares the index entries of a key range with the objects listed in

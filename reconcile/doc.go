@@ -61,8 +61,10 @@
 //
 // # Transport
 //
-// JSON always, HTTP/1.1 unless the caller's rest.Config chooses, and the
-// caller's Timeout on every request but watches: New says why.
+// Protobuf for the watches and streaming lists of built-in kinds, JSON
+// for the rest and for every stored object (wire.go); no gzip unless
+// Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
+// and the caller's Timeout on every request but watches: New says why.
 //
 // A watch marked "check" first runs the resume check (probe.go): a
 // one-item consistent list for the server's current resourceVersion, and,
@@ -152,7 +154,11 @@
 //
 // # What goes over the wire
 //
-// Objects are JSON, read with json-iterator field by field; kind and
+// Stored objects are JSON. Watch streams of built-in kinds come in
+// protobuf: each frame's key, UID and resourceVersion are read from the
+// bytes of its metadata, and only an object that becomes an event is
+// decoded into its Go type and encoded to JSON (wire.go). JSON responses
+// are read with json-iterator field by field; kind and
 // apiVersion, which list items lack, are written as fields of the parsed
 // object, so every stored object decodes on its own. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless

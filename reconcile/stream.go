@@ -134,6 +134,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 		return "", 0, 0, 0, nil, err
 	}
+	// Protobuf objects are decoded only where they become events
+	// (wire.go); the watch that follows decodes every one.
+	st.lazy = true
 	defer func() {
 		if !committed {
 			st.close()
@@ -161,6 +164,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 		if err != nil {
 			return journalError{err}
+		}
+		if err := fillObjects(evs, batch); err != nil {
+			return fmt.Errorf("%w: %w", ErrDecode, err)
 		}
 		if err := cf.reasonsNow(ctx, evs); err != nil {
 			return err
@@ -191,7 +197,12 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 		switch ev.Type {
 		case "ADDED":
-			it, err := l.c.item(ev.Object, "", "")
+			var it Item
+			if ev.proto != nil {
+				it, err = protoItem(*ev.proto)
+			} else {
+				it, err = l.c.item(ev.Object, "", "")
+			}
 			if err != nil {
 				return "", 0, 0, 0, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 			}
@@ -199,7 +210,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 				continue // another shard's key (shard.go)
 			}
 			batch = append(batch, it)
-			held += len(it.Object)
+			held += len(it.Object) + len(it.proto)
 			if len(batch) >= int(l.opts.PageSize) || held >= fillBytes {
 				if err := flush(); err != nil {
 					return "", 0, 0, 0, nil, err
@@ -221,6 +232,8 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 				return "", 0, 0, 0, nil, err
 			}
 			committed = true
+			st.lazy = false
+			l.update(func(x *Status) { x.Encoding = st.encoding() })
 			// From here on the connection is the watch: a quiet watch
 			// may pass no byte for long (IdleTimeout bounds it).
 			pr.timeout = 0

@@ -80,7 +80,9 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	d := &dropOnce{parts: []string{`"type":"DELETED"`, `"name":"b"`}}
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(d.wrap)
-	e.start(cfg, testOptions(t))
+	opts := testOptions(t)
+	opts.Wire = reconcile.WireJSON // dropOnce reads JSON frames, a line each
+	e.start(cfg, opts)
 	e.waitStatus("initial list", watching(1))
 	h := e.head()
 

@@ -19,6 +19,8 @@ type frame struct {
 	err error
 	// weight is what the frame holds of the watch's byte budget.
 	weight int64
+	// enc is the stream's encoding (stream.encoding).
+	enc string
 }
 
 // watchBytes bounds the bytes of objects decoded from a watch and not yet
@@ -79,7 +81,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				return
 			}
 			select {
-			case frames <- frame{ev: ev, err: err, weight: w}:
+			case frames <- frame{ev: ev, err: err, weight: w, enc: st.encoding()}:
 			case <-done.Done():
 				return
 			}
@@ -149,6 +151,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if got == 0 && n > 0 {
+			l.update(func(x *Status) { x.Encoding = batch[0].enc })
 		}
 		got += n
 		if l.provenByFrames(s, next, n) || l.HasSynced() {

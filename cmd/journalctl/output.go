@@ -363,6 +363,9 @@ type writerStatus struct {
 	// ListModeReason why (reconcile.Status.ListMode).
 	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
 	ListModeReason string             `json:"listModeReason,omitempty"`
+	// Encoding is the encoding of the watch's responses, protobuf or json
+	// (reconcile.Status.Encoding).
+	Encoding string `json:"encoding,omitempty"`
 	// PID is the watch's process id; /status sets it, 0 leaves it out.
 	PID int `json:"pid,omitempty"`
 
@@ -377,7 +380,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
 		ListPages: s.ListPages, ListObjects: s.ListObjects, ShardMode: s.ShardMode,
-		ListMode: s.ListMode, ListModeReason: s.ListModeReason,
+		ListMode: s.ListMode, ListModeReason: s.ListModeReason, Encoding: s.Encoding,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()

@@ -96,6 +96,9 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 		}
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
 		fmt.Fprintf(tw, "list mode\t%s\n", listModeText(ws))
+		if ws.Encoding != "" {
+			fmt.Fprintf(tw, "encoding\t%s\n", ws.Encoding)
+		}
 		fmt.Fprintf(tw, "lists\t%d\n", ws.Lists)
 		fmt.Fprintf(tw, "watches\t%d\n", ws.Watches)
 		fmt.Fprintf(tw, "410s\t%d\n", ws.Gone)

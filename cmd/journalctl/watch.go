@@ -38,6 +38,8 @@ type watchFlags struct {
 	namespace, labelSelector, fieldSelector string
 	allNamespaces, metadataOnly             bool
 	secretPayloads                          bool
+	wire                                    string
+	compression                             bool
 	pageSize                                int64
 	// qps and burst are the client-side rate limit (--qps, --burst),
 	// clientrate's defaults unless set.
@@ -135,6 +137,9 @@ func newWatchCmd() *cobra.Command {
 			if f.burst < 0 {
 				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
 			}
+			if f.wire != "auto" && f.wire != string(reconcile.WireJSON) {
+				return fmt.Errorf("--wire %q: want auto or json", f.wire)
+			}
 			if f.pageSize < 1 || f.pageSize > maxPageSize {
 				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
 			}
@@ -152,6 +157,8 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&f.fieldSelector, "field-selector", "", "field `SELECTOR`, as kubectl's --field-selector")
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page, 1 to 10000")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
+	fl.StringVar(&f.wire, "wire", "auto", "encoding of watches: `auto` (protobuf for built-in kinds, JSON for custom resources; objects are stored in JSON either way, without fields this build's types do not know) or json (every field as served)")
+	fl.BoolVar(&f.compression, "compression", false, "ask the apiserver to gzip its responses: fewer bytes over a slow or remote link, more CPU on both ends (off, as kube-controller-manager runs)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
 	fl.DurationVar(&f.verifyInterval, "verify-interval", reconcile.DefaultVerifyInterval, "verify against the server about every `DURATION` (a metadata-only list at the applied resourceVersion, jittered ±20%) and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
@@ -286,7 +293,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		resources = append(resources, res)
 	}
 	opts := reconcile.Options{
-		PageSize: f.pageSize, SecretPayloads: f.secretPayloads,
+		PageSize: f.pageSize, SecretPayloads: f.secretPayloads, Compression: f.compression,
+		Wire:           wireOption(f.wire),
 		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: lg,
 	}
@@ -545,4 +553,12 @@ func runningWatch(ctx context.Context, db string) error {
 		return fmt.Errorf("%w %s (pid %d); stop it first", errWatchRunning, db, st.PID)
 	}
 	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.sock)
+}
+
+// wireOption is reconcile.Options.Wire for --wire: auto is the zero value.
+func wireOption(w string) reconcile.Wire {
+	if w == "auto" {
+		return reconcile.WireAuto
+	}
+	return reconcile.Wire(w)
 }

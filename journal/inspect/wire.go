@@ -94,7 +94,9 @@ type writerStatus struct {
 	// ListMode and ListModeReason: how the writer lists, and why.
 	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
 	ListModeReason string             `json:"listModeReason,omitempty"`
-	PID            int                `json:"pid,omitempty"`
+	// Encoding is reconcile.Status.Encoding: protobuf or json.
+	Encoding string `json:"encoding,omitempty"`
+	PID      int    `json:"pid,omitempty"`
 
 	// ShardMode is reconcile.Status.ShardMode: server or client for a
 	// journal bound to a shard range, absent otherwise.
@@ -107,7 +109,7 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
 		ListPages: s.ListPages, ListObjects: s.ListObjects, ShardMode: s.ShardMode,
-		ListMode: s.ListMode, ListModeReason: s.ListModeReason,
+		ListMode: s.ListMode, ListModeReason: s.ListModeReason, Encoding: s.Encoding,
 	}
 	if s.LastError != nil {
 		ws.LastError = s.LastError.Error()

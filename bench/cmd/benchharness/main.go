@@ -8,6 +8,8 @@
 //
 //   - watchjournal: a reconcile.Loop into a journal file in a temp dir;
 //   - informer: a client-go SharedIndexInformer of typed ConfigMaps;
+//   - informer-nogzip: the same with rest.Config.DisableCompression, as
+//     kube-controller-manager runs and watchjournal does by default;
 //   - metadata-informer: k8s.io/client-go/metadata/metadatainformer;
 //   - transform-informer: the typed informer with a cache.TransformFunc that
 //     keeps only name, namespace, UID and resourceVersion;

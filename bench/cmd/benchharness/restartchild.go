@@ -147,7 +147,7 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 		if st, err := w.j.Stats(); err == nil {
 			rr.Objects = int(st.Objects)
 		}
-	case subjInformer, subjMetadata, subjTransform:
+	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
 		inf, err := newInformer(kind, cfg, ns, n)
 		if err != nil {
 			s.stop()

@@ -38,6 +38,11 @@ const (
 	// lists gets, measured in the same run as the default streaming ones.
 	subjWatchjournalPaged = "watchjournal-paged"
 	subjInformer          = "informer"
+	// subjInformerNoGzip is the typed informer with
+	// rest.Config.DisableCompression, as kube-controller-manager runs and
+	// as watchjournal does by default (reconcile.Options.Compression): the
+	// informer without the apiserver's gzip.
+	subjInformerNoGzip = "informer-nogzip"
 	subjMetadata          = "metadata-informer"
 	subjTransform         = "transform-informer"
 	subjList              = "bare-list"
@@ -49,7 +54,7 @@ const (
 	subjWatchListMeta = "bare-watch-list-meta"
 )
 
-var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl}
+var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.
@@ -328,7 +333,8 @@ func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubj
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	var inf cache.SharedIndexInformer
 	switch kind {
-	case subjInformer, subjTransform:
+	case subjInformer, subjTransform, subjInformerNoGzip:
+		cfg.DisableCompression = kind == subjInformerNoGzip
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -611,7 +617,7 @@ func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, 
 			return nil, nil, err
 		}
 		return s, s.reqs, nil
-	case subjInformer, subjMetadata, subjTransform:
+	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
 		s, err := newInformer(kind, cfg, ns, n)
 		if err != nil {
 			return nil, nil, err
