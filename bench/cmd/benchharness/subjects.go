@@ -43,10 +43,10 @@ const (
 	// as watchjournal does by default (reconcile.Options.Compression): the
 	// informer without the apiserver's gzip.
 	subjInformerNoGzip = "informer-nogzip"
-	subjMetadata          = "metadata-informer"
-	subjTransform         = "transform-informer"
-	subjList              = "bare-list"
-	subjWatchList         = "bare-watch-list"
+	subjMetadata       = "metadata-informer"
+	subjTransform      = "transform-informer"
+	subjList           = "bare-list"
+	subjWatchList      = "bare-watch-list"
 	// subjWatchListMeta is the bare watch-list asking for
 	// PartialObjectMetadata (as the metadata informer does): the floor of
 	// a metadata-only streaming relist, which would then fetch the changed
