@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -240,16 +241,8 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 	if crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
 		return Event{}, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
 	}
-	var r record
-	var reason string
-	if b[0] == recordVersionReason {
-		var rr recordReason
-		if err := msgpack.Unmarshal(b[5:], &rr); err != nil {
-			return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
-		}
-		r = record{Type: rr.Type, Key: rr.Key, UID: rr.UID, RV: rr.RV, Time: rr.Time, Origin: rr.Origin, Object: rr.Object, PrevRV: rr.PrevRV}
-		reason = rr.Reason
-	} else if err := msgpack.Unmarshal(b[5:], &r); err != nil {
+	r, reason, err := decodeBody(b[5:], b[0] == recordVersionReason)
+	if err != nil {
 		return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
 	}
 	if int(r.Type) >= len(typeNames) || r.Type == 0 || int(r.Origin) >= len(originNames) || r.Origin == 0 {
@@ -264,6 +257,73 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 		e.Object = r.Object
 	}
 	return e, nil
+}
+
+// decodeBody decodes a msgpack record body (record's eight fields, and
+// the Reason as a ninth when withReason) field by field. It does not hand
+// the body to msgpack.Unmarshal: msgpack v5.4.1 allocates a bin field's
+// declared length before reading it, so a body of a few bytes that claims
+// a 4 GiB Object would allocate 4 GiB (found by FuzzDecodeEvent; the
+// process died). Every declared length is checked against the bytes left.
+func decodeBody(body []byte, withReason bool) (r record, reason string, err error) {
+	br := bytes.NewReader(body)
+	d := msgpack.NewDecoder(br)
+	n, err := d.DecodeArrayLen()
+	if err != nil {
+		return r, "", err
+	}
+	want := 8
+	if withReason {
+		want = 9
+	}
+	if n != want {
+		return r, "", fmt.Errorf("%d fields, want %d", n, want)
+	}
+	small := func() (uint8, error) {
+		v, err := d.DecodeUint64()
+		if err == nil && v > 255 {
+			err = fmt.Errorf("code %d out of range", v)
+		}
+		return uint8(v), err
+	}
+	str := func(dst *string) {
+		if err == nil {
+			*dst, err = d.DecodeString()
+		}
+	}
+	if r.Type, err = small(); err != nil {
+		return r, "", err
+	}
+	str(&r.Key)
+	str(&r.UID)
+	str(&r.RV)
+	if err == nil {
+		r.Time, err = d.DecodeInt64()
+	}
+	if err == nil {
+		r.Origin, err = small()
+	}
+	if err != nil {
+		return r, "", err
+	}
+	ln, err := d.DecodeBytesLen()
+	if err != nil {
+		return r, "", err
+	}
+	if ln > br.Len() {
+		return r, "", fmt.Errorf("object of %d bytes in %d bytes left", ln, br.Len())
+	}
+	if ln > 0 {
+		r.Object = make([]byte, ln)
+		if err := d.ReadFull(r.Object); err != nil {
+			return r, "", err
+		}
+	}
+	str(&r.PrevRV)
+	if withReason {
+		str(&reason)
+	}
+	return r, reason, err
 }
 
 // now is the clock for event times; a variable so tests can fix it.

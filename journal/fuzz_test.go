@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -48,6 +49,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte{0x90})             // an empty msgpack array
 	f.Add([]byte{0x98, 1, 0xa0})    // an array that claims 8 elements and holds 2
 	f.Add([]byte{0x92, 4, 0xa1, 0}) // type 4 does not exist
+	f.Add(claimsHugeObject)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		e, err := decodeEvent(7, sealRecord(body))
 		if err != nil {
@@ -72,6 +74,41 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("round trip: %+v != %+v", e2, e)
 		}
 	})
+}
+
+// claimsHugeObject is a record body whose Object claims 4 GiB (bin 32)
+// and holds one byte.
+var claimsHugeObject = []byte{0x98, 1, 0xa0, 0xa0, 0xa0, 0, 1, 0xc6, 0xff, 0xff, 0xff, 0xff, 'x', 0xa0}
+
+// A body whose length fields claim more bytes than it has is refused
+// without allocating what it claims: msgpack.Unmarshal allocated the
+// claimed 4 GiB (the fuzz worker died in CI, stop 17).
+func TestDecodeEvent_LengthPastBody(t *testing.T) {
+	bodies := map[string][]byte{
+		"object bin32 4GiB": claimsHugeObject,
+		"object bin32 2GiB": {0x98, 1, 0xa0, 0xa0, 0xa0, 0, 1, 0xc6, 0x7f, 0xff, 0xff, 0xff, 'x', 0xa0},
+		"key str32 4GiB":    {0x98, 1, 0xdb, 0xff, 0xff, 0xff, 0xff, 'k'},
+		"nine fields in v1": {0x99, 1, 0xa0, 0xa0, 0xa0, 0, 1, 0xc0, 0xa0, 0xa0},
+		"type past a byte":  {0x98, 0xcd, 1, 1, 0xa0, 0xa0, 0xa0, 0, 1, 0xc0, 0xa0},
+	}
+	for name, body := range bodies {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		_, err := decodeEvent(3, sealRecord(body))
+		runtime.ReadMemStats(&m1)
+		if !errors.Is(err, ErrBadRecord) {
+			t.Errorf("%s: err %v, want ErrBadRecord", name, err)
+		}
+		if a := m1.TotalAlloc - m0.TotalAlloc; a > 2<<20 {
+			t.Errorf("%s: decoding %d bytes allocated %d bytes", name, len(body), a)
+		}
+	}
+	reason := []byte{0x99, 1, 0xa0, 0xa0, 0xa0, 0, 1, 0xc0, 0xa0, 0xdb, 0xff, 0xff, 0xff, 0xff, 'r'}
+	rec := sealRecord(reason)
+	rec[0] = recordVersionReason
+	if _, err := decodeEvent(3, rec); !errors.Is(err, ErrBadRecord) {
+		t.Errorf("reason str32 4GiB: err %v, want ErrBadRecord", err)
+	}
 }
 
 // A record with any one bit flipped after its CRC was computed (in the
