@@ -288,7 +288,9 @@ func decodeBody(body []byte, withReason bool) (r record, reason string, err erro
 	}
 	str := func(dst *string) {
 		if err == nil {
-			*dst, err = d.DecodeString()
+			var b []byte
+			b, err = boundedField(d, br)
+			*dst = string(b)
 		}
 	}
 	if r.Type, err = small(); err != nil {
@@ -306,24 +308,33 @@ func decodeBody(body []byte, withReason bool) (r record, reason string, err erro
 	if err != nil {
 		return r, "", err
 	}
-	ln, err := d.DecodeBytesLen()
-	if err != nil {
+	if r.Object, err = boundedField(d, br); err != nil {
 		return r, "", err
-	}
-	if ln > br.Len() {
-		return r, "", fmt.Errorf("object of %d bytes in %d bytes left", ln, br.Len())
-	}
-	if ln > 0 {
-		r.Object = make([]byte, ln)
-		if err := d.ReadFull(r.Object); err != nil {
-			return r, "", err
-		}
 	}
 	str(&r.PrevRV)
 	if withReason {
 		str(&reason)
 	}
 	return r, reason, err
+}
+
+// boundedField reads one msgpack str or bin field (nil and empty give
+// nil), refusing a declared length longer than the bytes left in br, the
+// reader d decodes from. msgpack v5 allocates a []byte field's declared
+// length before reading it, and up to 1 MiB of a string's.
+func boundedField(d *msgpack.Decoder, br *bytes.Reader) ([]byte, error) {
+	n, err := d.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if n > br.Len() {
+		return nil, fmt.Errorf("field of %d bytes in %d bytes left", n, br.Len())
+	}
+	b := make([]byte, n)
+	if err := d.ReadFull(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // now is the clock for event times; a variable so tests can fix it.
