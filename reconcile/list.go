@@ -435,6 +435,16 @@ func (l *Loop) timeouts() timeouts {
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
+	l.prepareStage(origin, evs)
+	if err := rel.Stage(evs); err != nil {
+		return journalError{err}
+	}
+	return nil
+}
+
+// prepareStage sets the origin and reasons of evs and counts them in the
+// status, before they are staged.
+func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) {
 	for i := range evs {
 		evs[i].Origin = origin
 		if evs[i].Type == journal.Added && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) {
@@ -442,10 +452,6 @@ func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.E
 		}
 		l.staging.add(evs[i].Type)
 	}
-	if err := rel.Stage(evs); err != nil {
-		return journalError{err}
-	}
-	return nil
 }
 
 // diffRange diffs a sorted page against the index entries in (after,

@@ -15,7 +15,8 @@ package reconcile
 // etcd send them, and staged on disk (journal.Relist). The API does not
 // promise that order: a batch out of order starts the streaming list
 // again with lookups (diffLookup, Relist.MarkSeen, Unseen), as a page out
-// of order does. Memory stays bounded by bytes; nothing is committed
+// of order does. A batch is written while the next is read (stagepipe.go).
+// Memory stays bounded by bytes (two batches); nothing is committed
 // before the bookmark (except into an empty index, whose ADDEDs the
 // journal commits as they come: journal.Relist), and a stream that breaks
 // or fails before it changes nothing (the stage is dropped) and the
@@ -116,8 +117,10 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		return "", 0, 0, 0, nil, journalError{err}
 	}
 	committed := false
+	var pipe stagePipe // stagepipe.go
 	defer func() {
 		if !committed {
+			_ = pipe.wait()
 			_ = rel.Abort()
 		}
 	}()
@@ -160,6 +163,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 			}
 			evs, err = l.diffRange(lastKey, batch)
 		} else {
+			if err := pipe.wait(); err != nil {
+				return err
+			}
 			evs, err = l.diffLookup(rel, batch)
 		}
 		if err != nil {
@@ -171,7 +177,8 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		if err := cf.reasonsNow(ctx, evs); err != nil {
 			return err
 		}
-		if err := l.stage(rel, s.origin, evs); err != nil {
+		l.prepareStage(s.origin, evs)
+		if err := pipe.stage(rel, evs); err != nil {
 			return err
 		}
 		if !s.unordered {
@@ -222,6 +229,9 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 				return "", 0, 0, 0, nil, errNoStreaming{errors.New("reconcile: the apiserver sent a bookmark without " + initialEventsEnd + " before its initial events: it ignores sendInitialEvents")}
 			}
 			if err := flush(); err != nil {
+				return "", 0, 0, 0, nil, err
+			}
+			if err := pipe.wait(); err != nil {
 				return "", 0, 0, 0, nil, err
 			}
 			// Keys indexed but not streamed: deleted while we were away.
