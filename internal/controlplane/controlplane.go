@@ -76,7 +76,8 @@ const (
 	// EtcdReadyTimeout bounds the wait for etcd's /health after start.
 	EtcdReadyTimeout = 30 * time.Second
 	// APIServerReadyTimeout bounds the wait for the apiserver's /readyz
-	// and for the default namespace after start.
+	// and for the default namespace after start, unless
+	// Options.APIServerReadyTimeout sets another.
 	APIServerReadyTimeout = 60 * time.Second
 	// APIServerStopTimeout is how long StopAPIServer waits after SIGTERM
 	// before it sends SIGKILL.
@@ -127,6 +128,13 @@ type Options struct {
 	// to get a client for one. Tokens and user names must be non-empty and
 	// must not contain commas, quotes or line breaks.
 	ExtraTokens map[string]string
+
+	// APIServerReadyTimeout bounds each wait for the apiserver to be
+	// ready, at start and after RestartAPIServer. Zero means the package's
+	// APIServerReadyTimeout (60 s). An apiserver with the watch cache on
+	// fills it from etcd before /readyz answers: about a minute for
+	// 1,000,000 ConfigMaps of 1 KiB on 2 cores.
+	APIServerReadyTimeout time.Duration
 
 	// Logf, when non-nil, receives progress messages (e.g. t.Logf).
 	Logf func(format string, args ...any)
@@ -775,7 +783,11 @@ func (c *ControlPlane) runAPIServer(ctx context.Context) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = waitReady(ctx, p, APIServerReadyTimeout, func(ctx context.Context) error {
+	timeout := c.opts.APIServerReadyTimeout
+	if timeout <= 0 {
+		timeout = APIServerReadyTimeout
+	}
+	err = waitReady(ctx, p, timeout, func(ctx context.Context) error {
 		if err := c.probeAPI(ctx, "/readyz", "ok"); err != nil {
 			return err
 		}

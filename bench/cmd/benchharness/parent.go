@@ -57,11 +57,19 @@ func run(ctx context.Context, o options) (*results, error) {
 	if !o.keep {
 		defer os.RemoveAll(dir)
 	}
+	// The apiserver restarts that force relists refill its watch cache
+	// from etcd before /readyz answers: 53 s to over 60 s at 1,000,000
+	// ConfigMaps here, so the wait grows with the largest N.
+	maxN := 0
+	for _, n := range o.ns {
+		maxN = max(maxN, n)
+	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	cp, err := controlplane.Start(sctx, dir, controlplane.Options{
-		WatchCache:         true,
-		ExtraAPIServerArgs: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
-		Logf:               logf,
+		WatchCache:            true,
+		ExtraAPIServerArgs:    []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
+		APIServerReadyTimeout: controlplane.APIServerReadyTimeout + time.Duration(maxN/100_000)*30*time.Second,
+		Logf:                  logf,
 	})
 	cancel()
 	if err != nil {
