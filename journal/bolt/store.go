@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,10 +69,22 @@ type Options struct {
 
 // Store is an open watchjournal bbolt file. It is safe for concurrent use:
 // many read transactions and one write transaction at a time.
+//
+// A writable Store reopens its file now and then (see refresh.go): bbolt
+// keeps, for as long as a handle is open, an entry for every page it
+// allocated from the freelist that is still in use, in a map that never
+// shrinks, so a handle that has written a 1,000,000-object list holds about
+// a megabyte of them, and one that has rewritten the whole file holds one
+// per page of it.
 type Store struct {
-	db       *bbolt.DB
+	// mu is read-held by every transaction and held by Close and by a
+	// refresh, which replaces db.
+	mu       sync.RWMutex
+	db       *bbolt.DB // nil after Close or a failed refresh
+	broken   error     // why db is nil after a failed refresh
 	path     string
 	readOnly bool
+	bo       bbolt.Options // as Open was given them, for a refresh
 }
 
 // Open opens or creates the file at path (mode 0600) and checks that it is a
@@ -81,7 +94,7 @@ type Store struct {
 // for a read-only open of a missing file, ErrCorrupt for a file that is not
 // a readable bbolt database, ErrForeign for a bbolt file of another program,
 // ErrNewerSchema for a newer watchjournal; each wraps the cause.
-func Open(path string, o Options) (s *Store, err error) {
+func Open(path string, o Options) (*Store, error) {
 	timeout := o.Timeout
 	switch {
 	case timeout == 0:
@@ -96,7 +109,7 @@ func Open(path string, o Options) (s *Store, err error) {
 	case o.ReadOnly && errors.Is(statErr, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
 	}
-	bo := &bbolt.Options{
+	bo := bbolt.Options{
 		Timeout:  timeout,
 		ReadOnly: o.ReadOnly,
 		NoSync:   o.NoSync,
@@ -108,12 +121,31 @@ func Open(path string, o Options) (s *Store, err error) {
 		FreelistType:    bbolt.FreelistMapType,
 		InitialMmapSize: o.InitialMmapSize,
 	}
+	db, err := openDB(path, bo)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// errReplaced marks an open that found path naming another file than the
+// one it locked.
+var errReplaced = errors.New("replaced while waiting for its lock")
+
+// openDB opens path with bo and classifies its errors as Open documents;
+// an error for a file replaced meanwhile also matches errReplaced.
+func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	// bbolt may panic, or fault on the memory map, on some corrupt files
 	// instead of returning an error.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
 		}
 	}()
 	var f *os.File
@@ -122,17 +154,17 @@ func Open(path string, o Options) (s *Store, err error) {
 		f, err = os.OpenFile(name, flag, mode)
 		return f, err
 	}
-	db, err := bbolt.Open(path, 0o600, bo)
+	db, err = bbolt.Open(path, 0o600, &bo)
 	if err == nil && f != nil && !namesFile(path, f) {
 		// The file was replaced (e.g. by an offline compaction's rename)
 		// while we waited for its lock: we hold a file nobody will read.
 		_ = db.Close()
-		return nil, fmt.Errorf("%w: %s was replaced while waiting for its lock; open it again", ErrLocked, path)
+		return nil, fmt.Errorf("%w: %s was %w; open it again", ErrLocked, path, errReplaced)
 	}
 	if err != nil {
 		switch {
 		case errors.Is(err, bberrors.ErrTimeout):
-			return nil, fmt.Errorf("%w: %s (timeout %v)", ErrLocked, path, timeout)
+			return nil, fmt.Errorf("%w: %s (timeout %v)", ErrLocked, path, bo.Timeout)
 		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
 			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
 			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
@@ -142,12 +174,7 @@ func Open(path string, o Options) (s *Store, err error) {
 		}
 		return nil, fmt.Errorf("bolt: %w", err)
 	}
-	s = &Store{db: db, path: path, readOnly: o.ReadOnly}
-	if err := s.init(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return s, nil
+	return db, nil
 }
 
 // namesFile reports whether path still names the open file f.
@@ -251,8 +278,18 @@ func (s *Store) migrate(from uint32) error {
 	return nil
 }
 
-// Close closes the file and releases its lock.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file and releases its lock. It waits for open
+// transactions to end. Closing a closed Store does nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db, s.broken = nil, nil
+	return err
+}
 
 // Path returns the file's path as given to Open.
 func (s *Store) Path() string { return s.path }
@@ -269,14 +306,38 @@ func (s *Store) Size() int64 {
 	return fi.Size()
 }
 
-// DB returns the underlying bbolt database, for compaction and checks.
-func (s *Store) DB() *bbolt.DB { return s.db }
+// DB returns the underlying bbolt database, for checks and statistics; nil
+// after Close. A writable Store replaces it when it reopens its file (see
+// refresh.go): use it at once, not across writes.
+func (s *Store) DB() *bbolt.DB {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db
+}
+
+// handle returns the open database, or the error a transaction on a closed
+// (or failed to reopen) Store gets. Call it with mu read-held.
+func (s *Store) handle() (*bbolt.DB, error) {
+	switch {
+	case s.db != nil:
+		return s.db, nil
+	case s.broken != nil:
+		return nil, s.broken
+	}
+	return nil, fmt.Errorf("%w: %s", ErrClosed, bbolt.ErrDatabaseNotOpen)
+}
 
 // View runs fn in a read transaction. bbolt panics on some corrupt pages;
 // that panic is returned as ErrCorrupt, and the transaction is released.
 func (s *Store) View(fn func(*Tx) error) (err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	db, err := s.handle()
+	if err != nil {
+		return err
+	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := s.db.Begin(false)
+	tx, err := db.Begin(false)
 	if err != nil {
 		return classify(err)
 	}
@@ -292,14 +353,34 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 // Update runs fn in a write transaction, committed when fn returns nil and
 // rolled back otherwise: a failed commit changes nothing. A full disk gives
 // an error matching ErrNoSpace; a corrupt page, ErrCorrupt.
-func (s *Store) Update(fn func(*Tx) error) (err error) {
+//
+// After a commit that takes the pages allocated since the file was (re)opened
+// past refreshPages, Update reopens the file (refresh.go); a failed reopen
+// does not undo the commit, and later transactions return its error.
+func (s *Store) Update(fn func(*Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := s.db.Begin(true)
+	pages, err := s.update(fn)
+	if err == nil && pages >= refreshPages {
+		s.refresh(pages)
+	}
+	return err
+}
+
+// update is Update without the refresh; pages is the handle's count of page
+// allocations after the commit.
+func (s *Store) update(fn func(*Tx) error) (pages int64, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	db, err := s.handle()
 	if err != nil {
-		return classify(err)
+		return 0, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	tx, err := db.Begin(true)
+	if err != nil {
+		return 0, classify(err)
 	}
 	committed := false
 	defer func() {
@@ -311,10 +392,13 @@ func (s *Store) Update(fn func(*Tx) error) (err error) {
 		}
 	}()
 	if err := fn(&Tx{tx: tx}); err != nil {
-		return classify(err)
+		return 0, classify(err)
 	}
 	committed = true
-	return classify(tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return 0, classify(err)
+	}
+	return pageCount(db), nil
 }
 
 // classify marks a full disk with ErrNoSpace, and a closed store with

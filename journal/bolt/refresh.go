@@ -1,0 +1,106 @@
+package bolt
+
+// Reopening the file to drop bbolt's per-page bookkeeping.
+//
+// bbolt (v1.5.0, internal/freelist/shared.go) remembers, for every page it
+// hands out from the freelist, the transaction that allocated it: an entry
+// in a Go map, deleted only when that page is freed again, in a map that
+// never shrinks. Pages that stay in use keep their entries for as long as
+// the handle is open. A 1,000,000-object initial list (about 4,000
+// transactions) leaves about 1.2 MB of them behind; a handle that has
+// rewritten every page of a file holds one per page. The entries serve only
+// to free pages early around long read transactions, and a fresh handle
+// starts without them (it treats every page as allocated before it
+// opened), so closing and reopening the file gives the memory back and
+// changes nothing on disk.
+//
+// So a writable Store counts the pages bbolt allocated since it opened the
+// file (bbolt's TxStats.PageCount, a superset of the pages that get an
+// entry) and, after the commit that takes the count past refreshPages,
+// reopens the file: its bookkeeping stays under about refreshPages entries
+// (some 160 KB at 4,096; twice that with readers always busy) whatever the
+// object count or uptime.
+//
+// The reopen takes mu exclusively, so no transaction of this process runs
+// on the old handle. Until the count reaches twice refreshPages it does so
+// only by TryLock, putting the reopen off to the next commit while a reader
+// runs; past that it waits for the readers to end, as bbolt's own remap of
+// a growing file does (so a read transaction that waits for a write is a
+// deadlock here too, as it is in bbolt). Between the close and the open the
+// file is unlocked for a moment; another process can take it:
+//
+//   - a journalctl read-only open or consumer commit holds it briefly: the
+//     reopen waits for it (refreshTimeout);
+//   - journalctl compact rewrites it and renames the copy over it: the
+//     reopen finds the path naming another file and opens that, which holds
+//     the same records (the rewrite keeps everything);
+//   - another writer that keeps it past refreshTimeout: the reopen fails,
+//     the store is broken and every later transaction returns the error
+//     (matching ErrLocked). Nothing is lost: everything committed is on
+//     disk, and the other writer goes on from there.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// refreshPages is how many page allocations since the file was opened make
+// the next commit reopen it. A variable for tests.
+var refreshPages int64 = 4096
+
+// refreshTimeout is how long a reopen waits for another process's lock.
+// A variable for tests.
+var refreshTimeout = 30 * time.Second
+
+// refreshGap, when set, runs between the close and the open of a refresh.
+// For tests: it is where another process can take the file.
+var refreshGap func()
+
+// pageCount returns how many pages db has allocated since it was opened.
+func pageCount(db *bbolt.DB) int64 {
+	st := db.Stats()
+	return st.TxStats.GetPageCount()
+}
+
+// refresh reopens the file, given the handle's page count after a commit.
+// Below twice refreshPages it does so only when no transaction is open;
+// past that it waits for the open ones to end.
+func (s *Store) refresh(pages int64) {
+	if !s.mu.TryLock() {
+		if pages < 2*refreshPages {
+			return
+		}
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	if s.db == nil || pageCount(s.db) < refreshPages {
+		return
+	}
+	if err := s.db.Close(); err != nil {
+		s.db, s.broken = nil, fmt.Errorf("bolt: %s: close before reopening: %w", s.path, err)
+		return
+	}
+	s.db = nil
+	if refreshGap != nil {
+		refreshGap()
+	}
+	bo := s.bo
+	bo.Timeout = max(bo.Timeout, refreshTimeout)
+	db, err := openDB(s.path, bo)
+	if errors.Is(err, errReplaced) {
+		db, err = openDB(s.path, bo) // a rewrite renamed over it: read the copy
+	}
+	if err == nil {
+		s.db = db
+		if err = s.init(); err != nil {
+			_ = db.Close()
+			s.db = nil
+		}
+	}
+	if err != nil {
+		s.broken = fmt.Errorf("bolt: %s: reopening it to release bbolt's page bookkeeping: %w", s.path, err)
+	}
+}

@@ -1,0 +1,317 @@
+package bolt
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// lowRefresh makes a store reopen its file after n page allocations for
+// the rest of the test.
+func lowRefresh(t *testing.T, n int64) {
+	old := refreshPages
+	refreshPages = n
+	t.Cleanup(func() { refreshPages = old })
+}
+
+// gap runs fn in every refresh's gap for the rest of the test.
+func gap(t *testing.T, fn func()) {
+	refreshGap = fn
+	t.Cleanup(func() { refreshGap = nil })
+}
+
+// pages returns the page allocations of s's handle since it was opened.
+func pages(s *Store) int64 {
+	st := s.DB().Stats()
+	return st.TxStats.GetPageCount()
+}
+
+// write commits one transaction of n index keys and n records, keys
+// k<from>…, and returns the last offset.
+func write(s *Store, from, n int) (last uint64, err error) {
+	err = s.Update(func(tx *Tx) error {
+		for i := from; i < from+n; i++ {
+			k := []byte(fmt.Sprintf("ns/k%07d", i))
+			if err := tx.IndexPut(k, []byte("v")); err != nil {
+				return err
+			}
+			off, err := tx.Append(make([]byte, 1024))
+			if err != nil {
+				return err
+			}
+			last = off
+		}
+		return nil
+	})
+	return last, err
+}
+
+// checkAll fails unless the file at path holds keys k0…k<n-1> and records
+// 1…n, read through a fresh read-only open.
+func checkAll(t *testing.T, path string, n int) {
+	t.Helper()
+	s, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(func(tx *Tx) error {
+		if c := tx.IndexCount(); c != uint64(n) {
+			return fmt.Errorf("index count %d, want %d", c, n)
+		}
+		for i := 0; i < n; i++ {
+			if tx.IndexGet([]byte(fmt.Sprintf("ns/k%07d", i))) == nil {
+				return fmt.Errorf("key k%07d missing", i)
+			}
+		}
+		if f, l := tx.FirstOffset(), tx.LastOffset(); f != 1 || l != uint64(n) {
+			return fmt.Errorf("records %d..%d, want 1..%d", f, l, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The store reopens its file once refreshPages pages were allocated, and
+// every write before and after is on disk; the new handle starts counting
+// from zero.
+func TestStore_Refresh_ReopensAndKeepsEverything(t *testing.T) {
+	lowRefresh(t, 64)
+	path := filepath.Join(t.TempDir(), "j.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reopened := 0
+	gap(t, func() { reopened++ })
+	const txs, per = 200, 20
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		if n := pages(s); n >= refreshPages {
+			t.Fatalf("after commit %d the handle has allocated %d pages, past refreshPages %d: no refresh", i, n, refreshPages)
+		}
+	}
+	if reopened == 0 {
+		t.Fatalf("no refresh in %d commits of %d KiB records", txs, per)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, path, txs*per)
+}
+
+// Below twice refreshPages a refresh does not wait for a reader: with a
+// read transaction open it is put off, and the first commit after the
+// reader ends does it.
+func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
+	lowRefresh(t, 64)
+	// The map must not grow while the reader holds it: bbolt's remap waits
+	// for read transactions.
+	s, err := Open(filepath.Join(t.TempDir(), "j.db"), Options{NoSync: true, InitialMmapSize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reopened := 0
+	gap(t, func() { reopened++ })
+	inView, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- s.View(func(*Tx) error { close(inView); <-release; return nil })
+	}()
+	<-inView
+	i := 0
+	for ; pages(s) < refreshPages; i++ {
+		if _, err := write(s, i, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reopened != 0 {
+		t.Fatalf("%d refreshes while a read transaction was open", reopened)
+	}
+	if n := pages(s); n >= 2*refreshPages {
+		t.Fatalf("%d pages allocated by one-key commits, past twice refreshPages (%d): the test means nothing", n, refreshPages)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(s, i, 1); err != nil {
+		t.Fatal(err)
+	}
+	if reopened != 1 {
+		t.Fatalf("%d refreshes after the reader ended, want 1", reopened)
+	}
+}
+
+// Readers and writers of many goroutines run across refreshes (for the
+// race detector) and see every committed key.
+func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
+	lowRefresh(t, 16)
+	path := filepath.Join(t.TempDir(), "j.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reopened := 0
+	gap(t, func() { reopened++ })
+	const txs, per = 100, 10
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seen uint64
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := s.View(func(tx *Tx) error {
+					c := tx.IndexCount()
+					if c < seen {
+						return fmt.Errorf("index count went back from %d to %d", seen, c)
+					}
+					seen = c
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatal(err)
+		}
+		// One commit allocates a few pages: never much past twice the limit.
+		if n := pages(s); n >= 2*refreshPages+16 {
+			t.Fatalf("after commit %d the handle has allocated %d pages: the refresh was put off past twice refreshPages (%d)", i, n, refreshPages)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if reopened == 0 {
+		t.Error("no refresh in a run of twice refreshPages: busy readers put it off for ever")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, path, txs*per)
+}
+
+// journalctl compact renaming its copy over the file in the gap: the store
+// goes on in the copy, which is the file everyone else reads.
+func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
+	lowRefresh(t, 64)
+	path := filepath.Join(t.TempDir(), "j.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrote := 0
+	gap(t, func() {
+		if rewrote > 0 {
+			return
+		}
+		rewrote++
+		in, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			t.Errorf("rewrite: %v", err)
+			return
+		}
+		defer in.Close()
+		tmp := path + ".compact"
+		out, err := bbolt.Open(tmp, 0o600, &bbolt.Options{FreelistType: bbolt.FreelistMapType})
+		if err == nil {
+			err = bbolt.Compact(out, in, 1<<20)
+			err = errors.Join(err, out.Close())
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			t.Errorf("rewrite: %v", err)
+		}
+	})
+	const txs, per = 100, 20
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if rewrote == 0 {
+		t.Fatal("no refresh, so no rewrite in its gap")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, path, txs*per)
+}
+
+// Another writer that takes the file in the gap and keeps it: the commit
+// that triggered the refresh stands, later transactions fail with an error
+// matching ErrLocked, and the file holds everything committed.
+func TestStore_Refresh_LockTakenInTheGap(t *testing.T) {
+	lowRefresh(t, 64)
+	old := refreshTimeout
+	refreshTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { refreshTimeout = old })
+	path := filepath.Join(t.TempDir(), "j.db")
+	s, err := Open(path, Options{NoSync: true, Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var other *bbolt.DB
+	gap(t, func() {
+		if other == nil {
+			other, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+			if err != nil {
+				t.Errorf("other writer: %v", err)
+			}
+		}
+	})
+	committed := 0
+	for i := 0; i < 100; i++ {
+		_, err := write(s, i*20, 20)
+		if err != nil {
+			if !errors.Is(err, ErrLocked) {
+				t.Fatalf("commit %d after the lost reopen: %v, want an error matching ErrLocked", i, err)
+			}
+			break
+		}
+		committed++
+	}
+	if other == nil {
+		t.Fatal("no refresh in 100 commits")
+	}
+	if committed == 100 {
+		t.Fatal("every commit succeeded though another writer held the file")
+	}
+	if err := s.View(func(*Tx) error { return nil }); !errors.Is(err, ErrLocked) {
+		t.Fatalf("read after the lost reopen: %v, want an error matching ErrLocked", err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, path, committed*20)
+}
