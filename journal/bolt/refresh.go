@@ -32,8 +32,9 @@ package bolt
 //   - a journalctl read-only open or consumer commit holds it briefly: the
 //     reopen waits for it (refreshTimeout);
 //   - journalctl compact rewrites it and renames the copy over it: the
-//     reopen finds the path naming another file and opens that, which holds
-//     the same records (the rewrite keeps everything);
+//     reopen waits for it and finds the path naming another file, and opens
+//     that, which holds the same records (the rewrite keeps everything); a
+//     rewrite longer than refreshTimeout counts as the next case;
 //   - another writer that keeps it past refreshTimeout: the reopen fails,
 //     the store is broken and every later transaction returns the error
 //     (matching ErrLocked). Nothing is lost: everything committed is on
