@@ -17,9 +17,10 @@ package bolt
 // So a writable Store counts the pages bbolt allocated since it opened the
 // file (bbolt's TxStats.PageCount, a superset of the pages that get an
 // entry) and, after the commit that takes the count past refreshPages,
-// reopens the file: its bookkeeping stays under about refreshPages entries
-// (some 160 KB at 4,096; twice that with readers always busy) whatever the
-// object count or uptime.
+// reopens the file, at most once per refreshInterval: its bookkeeping stays
+// under about refreshPages entries (some 160 KB at 4,096; twice that with
+// readers always busy), or a second's worth of allocations for a writer
+// faster than that, whatever the object count or uptime.
 //
 // The reopen takes mu exclusively, so no transaction of this process runs
 // on the old handle. Until the count reaches twice refreshPages it does so
@@ -52,6 +53,20 @@ import (
 // the next commit reopen it. A variable for tests.
 var refreshPages int64 = 4096
 
+// refreshInterval is the least time between two reopens. A reopen costs a
+// few milliseconds and leaves the memory map cold (the first read of each
+// page after it is a page fault), so a writer moving tens of megabytes a
+// second reopens once a second, not every 16 MiB; the bookkeeping then
+// stays under a second's worth of page allocations. A variable for tests.
+var refreshInterval = time.Second
+
+// openedBefore reports whether the handle was opened at least d ago.
+func (s *Store) openedBefore(d time.Duration) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return time.Since(s.opened) >= d
+}
+
 // refreshTimeout is how long a reopen waits for another process's lock.
 // A variable for tests.
 var refreshTimeout = 30 * time.Second
@@ -77,7 +92,7 @@ func (s *Store) refresh(pages int64) {
 		s.mu.Lock()
 	}
 	defer s.mu.Unlock()
-	if s.db == nil || pageCount(s.db) < refreshPages {
+	if s.db == nil || pageCount(s.db) < refreshPages || time.Since(s.opened) < refreshInterval {
 		return
 	}
 	if err := s.db.Close(); err != nil {
@@ -95,7 +110,7 @@ func (s *Store) refresh(pages int64) {
 		db, err = openDB(s.path, bo) // a rewrite renamed over it: read the copy
 	}
 	if err == nil {
-		s.db = db
+		s.db, s.opened = db, time.Now()
 		if err = s.init(); err != nil {
 			_ = db.Close()
 			s.db = nil

@@ -15,9 +15,9 @@ import (
 // lowRefresh makes a store reopen its file after n page allocations for
 // the rest of the test.
 func lowRefresh(t *testing.T, n int64) {
-	old := refreshPages
-	refreshPages = n
-	t.Cleanup(func() { refreshPages = old })
+	old, oldInterval := refreshPages, refreshInterval
+	refreshPages, refreshInterval = n, 0
+	t.Cleanup(func() { refreshPages, refreshInterval = old, oldInterval })
 }
 
 // gap runs fn in every refresh's gap for the rest of the test.
@@ -314,4 +314,35 @@ func TestStore_Refresh_LockTakenInTheGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAll(t, path, committed*20)
+}
+
+// No more than one reopen per refreshInterval, however many pages a fast
+// writer allocates; the first commit after the interval does it.
+func TestStore_Refresh_AtMostOncePerInterval(t *testing.T) {
+	lowRefresh(t, 8)
+	refreshInterval = time.Hour
+	s, err := Open(filepath.Join(t.TempDir(), "j.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reopened := 0
+	gap(t, func() { reopened++ })
+	for i := 0; i < 20; i++ {
+		if _, err := write(s, i*20, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pages(s); reopened != 0 || n < 2*refreshPages {
+		t.Fatalf("%d refreshes within the interval, %d pages allocated (want none, and at least %d)", reopened, n, 2*refreshPages)
+	}
+	s.mu.Lock()
+	s.opened = s.opened.Add(-time.Hour) // the interval has passed
+	s.mu.Unlock()
+	if _, err := write(s, 400, 1); err != nil {
+		t.Fatal(err)
+	}
+	if reopened != 1 {
+		t.Fatalf("%d refreshes after the interval, want 1", reopened)
+	}
 }

@@ -85,6 +85,7 @@ type Store struct {
 	path     string
 	readOnly bool
 	bo       bbolt.Options // as Open was given them, for a refresh
+	opened   time.Time     // when db was opened
 }
 
 // Open opens or creates the file at path (mode 0600) and checks that it is a
@@ -125,7 +126,7 @@ func Open(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo}
+	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now()}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -191,11 +192,18 @@ func isTruncated(path string) bool {
 }
 
 // init checks the magic and schema, creating them and the buckets in a new
-// (empty) file.
-func (s *Store) init() error {
+// (empty) file. bbolt panics, or faults on the memory map, on some corrupt
+// pages: that is ErrCorrupt too.
+func (s *Store) init() (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+		}
+	}()
 	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
 	var found uint32
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err = s.db.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			empty := true
@@ -355,14 +363,15 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 // an error matching ErrNoSpace; a corrupt page, ErrCorrupt.
 //
 // After a commit that takes the pages allocated since the file was (re)opened
-// past refreshPages, Update reopens the file (refresh.go); a failed reopen
+// past refreshPages, Update reopens the file (refresh.go), at most once per
+// refreshInterval; a failed reopen
 // does not undo the commit, and later transactions return its error.
 func (s *Store) Update(fn func(*Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
 	pages, err := s.update(fn)
-	if err == nil && pages >= refreshPages {
+	if err == nil && pages >= refreshPages && s.openedBefore(refreshInterval) {
 		s.refresh(pages)
 	}
 	return err
