@@ -23,6 +23,6 @@
 // flock for a writable open and a shared one for a read-only open, so a
 // read-only open waits (up to Options.Timeout) while a writer holds the file.
 // A writable Store closes and reopens its file after every 4,096 page
-// allocations, to give back bbolt's per-page bookkeeping (refresh.go); the
-// lock is released for that moment.
+// allocations, at most once a second, to give back bbolt's per-page
+// bookkeeping (refresh.go); the lock is released for that moment.
 package bolt
