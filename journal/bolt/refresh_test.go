@@ -26,6 +26,26 @@ func gap(t *testing.T, fn func()) {
 	t.Cleanup(func() { refreshGap = nil })
 }
 
+// openTemp opens a new store in the test's temporary directory.
+func openTemp(t *testing.T, o Options) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "j.db")
+	s, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// closeAndCheck closes s and checks its file with checkAll.
+func closeAndCheck(t *testing.T, s *Store, path string, n int) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, path, n)
+}
+
 // pages returns the page allocations of s's handle since it was opened.
 func pages(s *Store) int64 {
 	st := s.DB().Stats()
@@ -85,11 +105,7 @@ func checkAll(t *testing.T, path string, n int) {
 // from zero.
 func TestStore_Refresh_ReopensAndKeepsEverything(t *testing.T) {
 	lowRefresh(t, 64)
-	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := openTemp(t, Options{NoSync: true})
 	reopened := 0
 	gap(t, func() { reopened++ })
 	const txs, per = 200, 20
@@ -104,10 +120,7 @@ func TestStore_Refresh_ReopensAndKeepsEverything(t *testing.T) {
 	if reopened == 0 {
 		t.Fatalf("no refresh in %d commits of %d KiB records", txs, per)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkAll(t, path, txs*per)
+	closeAndCheck(t, s, path, txs*per)
 }
 
 // Below twice refreshPages a refresh does not wait for a reader: with a
@@ -117,10 +130,7 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 	lowRefresh(t, 64)
 	// The map must not grow while the reader holds it: bbolt's remap waits
 	// for read transactions.
-	s, err := Open(filepath.Join(t.TempDir(), "j.db"), Options{NoSync: true, InitialMmapSize: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openTemp(t, Options{NoSync: true, InitialMmapSize: 64 << 20})
 	defer s.Close()
 	reopened := 0
 	gap(t, func() { reopened++ })
@@ -157,11 +167,7 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 // race detector) and see every committed key.
 func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 	lowRefresh(t, 16)
-	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := openTemp(t, Options{NoSync: true})
 	reopened := 0
 	gap(t, func() { reopened++ })
 	const txs, per = 100, 10
@@ -212,21 +218,14 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 	if reopened == 0 {
 		t.Error("no refresh in a run of twice refreshPages: busy readers put it off for ever")
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkAll(t, path, txs*per)
+	closeAndCheck(t, s, path, txs*per)
 }
 
 // journalctl compact renaming its copy over the file in the gap: the store
 // goes on in the copy, which is the file everyone else reads.
 func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 	lowRefresh(t, 64)
-	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := openTemp(t, Options{NoSync: true})
 	rewrote := 0
 	gap(t, func() {
 		if rewrote > 0 {
@@ -261,10 +260,7 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 	if rewrote == 0 {
 		t.Fatal("no refresh, so no rewrite in its gap")
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkAll(t, path, txs*per)
+	closeAndCheck(t, s, path, txs*per)
 }
 
 // Another writer that takes the file in the gap and keeps it: the commit
@@ -275,15 +271,12 @@ func TestStore_Refresh_LockTakenInTheGap(t *testing.T) {
 	old := refreshTimeout
 	refreshTimeout = 100 * time.Millisecond
 	t.Cleanup(func() { refreshTimeout = old })
-	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, Options{NoSync: true, Timeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := openTemp(t, Options{NoSync: true, Timeout: 50 * time.Millisecond})
 	defer s.Close()
 	var other *bbolt.DB
 	gap(t, func() {
 		if other == nil {
+			var err error
 			other, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
 			if err != nil {
 				t.Errorf("other writer: %v", err)
@@ -321,10 +314,7 @@ func TestStore_Refresh_LockTakenInTheGap(t *testing.T) {
 func TestStore_Refresh_AtMostOncePerInterval(t *testing.T) {
 	lowRefresh(t, 8)
 	refreshInterval = time.Hour
-	s, err := Open(filepath.Join(t.TempDir(), "j.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openTemp(t, Options{NoSync: true})
 	defer s.Close()
 	reopened := 0
 	gap(t, func() { reopened++ })
