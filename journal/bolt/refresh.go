@@ -60,13 +60,6 @@ var refreshPages int64 = 4096
 // stays under a second's worth of page allocations. A variable for tests.
 var refreshInterval = time.Second
 
-// openedBefore reports whether the handle was opened at least d ago.
-func (s *Store) openedBefore(d time.Duration) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return time.Since(s.opened) >= d
-}
-
 // refreshTimeout is how long a reopen waits for another process's lock.
 // A variable for tests.
 var refreshTimeout = 30 * time.Second

@@ -364,32 +364,32 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 //
 // After a commit that takes the pages allocated since the file was (re)opened
 // past refreshPages, Update reopens the file (refresh.go), at most once per
-// refreshInterval; a failed reopen
-// does not undo the commit, and later transactions return its error.
+// refreshInterval; a failed reopen does not undo the commit, and later
+// transactions return its error.
 func (s *Store) Update(fn func(*Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	pages, err := s.update(fn)
-	if err == nil && pages >= refreshPages && s.openedBefore(refreshInterval) {
+	pages, due, err := s.update(fn)
+	if err == nil && due {
 		s.refresh(pages)
 	}
 	return err
 }
 
 // update is Update without the refresh; pages is the handle's count of page
-// allocations after the commit.
-func (s *Store) update(fn func(*Tx) error) (pages int64, err error) {
+// allocations after the commit, and due reports that a refresh is due.
+func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	tx, err := db.Begin(true)
 	if err != nil {
-		return 0, classify(err)
+		return 0, false, classify(err)
 	}
 	committed := false
 	defer func() {
@@ -401,13 +401,14 @@ func (s *Store) update(fn func(*Tx) error) (pages int64, err error) {
 		}
 	}()
 	if err := fn(&Tx{tx: tx}); err != nil {
-		return 0, classify(err)
+		return 0, false, classify(err)
 	}
 	committed = true
 	if err := tx.Commit(); err != nil {
-		return 0, classify(err)
+		return 0, false, classify(err)
 	}
-	return pageCount(db), nil
+	pages = pageCount(db)
+	return pages, pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }
 
 // classify marks a full disk with ErrNoSpace, and a closed store with
