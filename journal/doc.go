@@ -131,10 +131,12 @@
 // # Concurrency
 //
 // One process writes a file at a time (an exclusive file lock; a second
-// writer gets ErrLocked). Within that process any number of goroutines may
-// read while the writer runs; reads use short read transactions. The writer
-// closes and reopens the file after every 4,096 pages it writes (at most
-// once a second), to give back bbolt's per-page bookkeeping (journal/bolt/refresh.go), and the lock
-// is free for that moment: a second writer that takes it then makes the
-// first one's later calls fail with ErrLocked, losing nothing committed.
+// writer gets ErrLocked), for the writer's whole life. Within that process
+// any number of goroutines may read while the writer runs; reads use short
+// read transactions. The writer closes and reopens the file after every
+// 4,096 pages it writes (at most once a second), to give back bbolt's
+// per-page bookkeeping (journal/bolt/refresh.go); it holds a lock of its
+// own, on <path>.lock, across the reopen (journal/bolt/lock.go), so
+// another writer's Open fails with ErrLocked then too. The lock file
+// exists while a writer has the file open.
 package journal

@@ -22,7 +22,9 @@
 // until the transaction ends: copy what you keep. bbolt takes an exclusive
 // flock for a writable open and a shared one for a read-only open, so a
 // read-only open waits (up to Options.Timeout) while a writer holds the file.
-// A writable Store closes and reopens its file after every 4,096 page
-// allocations, at most once a second, to give back bbolt's per-page
-// bookkeeping (refresh.go); the lock is released for that moment.
+// A writable Store also holds an exclusive flock on <path>.lock from Open
+// to Close (lock.go): it closes and reopens the database after every 4,096
+// page allocations, at most once a second, to give back bbolt's per-page
+// bookkeeping (refresh.go), and bbolt's lock is released for that moment,
+// but the writer's is not, so no other writer gets in (ErrLocked).
 package bolt

@@ -27,19 +27,29 @@ package bolt
 // only by TryLock, putting the reopen off to the next commit while a reader
 // runs; past that it waits for the readers to end, as bbolt's own remap of
 // a growing file does (so a read transaction that waits for a write is a
-// deadlock here too, as it is in bbolt). Between the close and the open the
-// file is unlocked for a moment; another process can take it:
+// deadlock here too, as it is in bbolt).
 //
-//   - a journalctl read-only open or consumer commit holds it briefly: the
-//     reopen waits for it (refreshTimeout);
-//   - journalctl compact rewrites it and renames the copy over it: the
-//     reopen waits for it and finds the path naming another file, and opens
-//     that, which holds the same records (the rewrite keeps everything); a
-//     rewrite longer than refreshTimeout counts as the next case;
-//   - another writer that keeps it past refreshTimeout: the reopen fails,
-//     the store is broken and every later transaction returns the error
-//     (matching ErrLocked). Nothing is lost: everything committed is on
-//     disk, and the other writer goes on from there.
+// Between the close and the open bbolt's lock on the file is released for
+// a moment, but the writer's lock (<path>.lock, lock.go) is not: no other
+// writer that opens through this package gets in (its Open fails with
+// ErrLocked), so nobody can, say, finish a relist this writer is
+// committing. What can get in:
+//
+//   - a read-only open (journalctl reading the file): the reopen waits for
+//     it (refreshTimeout);
+//   - journalctl compact, which holds a read-only open while it rewrites
+//     the file and renames the copy over it: the reopen waits for it and
+//     finds the path naming another file, and opens that, which holds the
+//     same records (the rewrite keeps everything); a rewrite longer than
+//     refreshTimeout counts as the next case;
+//   - a process that opens the file writable with bbolt directly, or an
+//     older watchjournal, neither of which knows the writer's lock, and
+//     keeps it past refreshTimeout: the reopen fails, the store is broken
+//     and every later transaction returns the error (matching ErrLocked).
+//     Nothing is lost: everything committed is on disk.
+//
+// Where the platform has no writer's lock (lock_other.go) the store never
+// reopens: one writer per file matters more than the bookkeeping.
 
 import (
 	"errors"

@@ -3,8 +3,10 @@ package bolt
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,10 +265,75 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 	closeAndCheck(t, s, path, txs*per)
 }
 
-// Another writer that takes the file in the gap and keeps it: the commit
-// that triggered the refresh stands, later transactions fail with an error
-// matching ErrLocked, and the file holds everything committed.
-func TestStore_Refresh_LockTakenInTheGap(t *testing.T) {
+// Another writer opening the file in the gap (journalctl consumers reset,
+// a second process) gets ErrLocked naming the writer's lock: the store
+// keeps the file for its whole life, reopens included, and every commit
+// stands. (Before the writer's lock, that Open took the file and the
+// store's later transactions failed.)
+func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
+	lowRefresh(t, 64)
+	s, path := openTemp(t, Options{NoSync: true})
+	tries := 0
+	gap(t, func() {
+		tries++
+		other, err := Open(path, Options{Timeout: -1})
+		if err == nil {
+			_ = other.Close()
+			t.Errorf("refresh %d: another writer opened the file in the gap; want ErrLocked", tries)
+			return
+		}
+		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
+			t.Errorf("refresh %d: another writer's Open in the gap = %v; want ErrLocked naming %s", tries, err, lockPath(path))
+		}
+	})
+	const txs, per = 100, 20
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if tries == 0 {
+		t.Fatalf("no refresh in %d commits", txs)
+	}
+	closeAndCheck(t, s, path, txs*per)
+	if _, err := os.Stat(lockPath(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lock file after Close: %v; want it removed", err)
+	}
+}
+
+// A read-only open may still take the file in the gap: the reopen waits
+// for it to close, and the store goes on.
+func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
+	lowRefresh(t, 64)
+	s, path := openTemp(t, Options{NoSync: true})
+	read := 0
+	gap(t, func() {
+		r, err := Open(path, Options{ReadOnly: true, Timeout: -1})
+		if err != nil {
+			t.Errorf("read-only open in the gap: %v", err)
+			return
+		}
+		read++
+		go func() { _ = r.View(func(*Tx) error { return nil }); _ = r.Close() }()
+	})
+	const txs, per = 100, 20
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if read == 0 {
+		t.Fatalf("no refresh in %d commits", txs)
+	}
+	closeAndCheck(t, s, path, txs*per)
+}
+
+// What the writer's lock does not cover: a process that opens the file
+// with bbolt directly (or an older watchjournal) knows nothing of it. If
+// it takes the file in the gap and keeps it, the commit that triggered the
+// refresh stands, later transactions fail with an error matching
+// ErrLocked, and the file holds everything committed.
+func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	lowRefresh(t, 64)
 	old := refreshTimeout
 	refreshTimeout = 100 * time.Millisecond

@@ -86,12 +86,20 @@ type Store struct {
 	readOnly bool
 	bo       bbolt.Options // as Open was given them, for a refresh
 	opened   time.Time     // when db was opened
+	// lock is the writer's lock (lock.go), held from Open to Close across
+	// every refresh; nil for a read-only Store, and where the platform has
+	// none (then the Store never refreshes).
+	lock *writerLock
 }
 
 // Open opens or creates the file at path (mode 0600) and checks that it is a
 // watchjournal file of a schema this build knows.
 //
-// Errors: ErrLocked when the lock is held past Options.Timeout, ErrNotExist
+// A writable open also takes the writer's lock, <path>.lock (lock.go), and
+// holds it until Close: one writer per file for the writer's whole life.
+//
+// Errors: ErrLocked when the lock (bbolt's on the file, or the writer's)
+// is held past Options.Timeout, ErrNotExist
 // for a read-only open of a missing file, ErrCorrupt for a file that is not
 // a readable bbolt database, ErrForeign for a bbolt file of another program,
 // ErrNewerSchema for a newer watchjournal; each wraps the cause.
@@ -122,13 +130,22 @@ func Open(path string, o Options) (*Store, error) {
 		FreelistType:    bbolt.FreelistMapType,
 		InitialMmapSize: o.InitialMmapSize,
 	}
+	var lock *writerLock
+	if !o.ReadOnly {
+		var err error
+		if lock, err = lockWriter(path, timeout); err != nil {
+			return nil, err
+		}
+	}
 	db, err := openDB(path, bo)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
-	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now()}
+	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
 	if err := s.init(); err != nil {
 		_ = db.Close()
+		lock.release()
 		return nil, err
 	}
 	return s, nil
@@ -286,16 +303,17 @@ func (s *Store) migrate(from uint32) error {
 	return nil
 }
 
-// Close closes the file and releases its lock. It waits for open
-// transactions to end. Closing a closed Store does nothing.
+// Close closes the file and releases its locks (the writer's last). It
+// waits for open transactions to end. Closing a closed Store does nothing.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.db == nil {
-		return nil
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
 	}
-	err := s.db.Close()
-	s.db, s.broken = nil, nil
+	s.lock.release()
+	s.db, s.broken, s.lock = nil, nil, nil
 	return err
 }
 
@@ -408,7 +426,7 @@ func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
 		return 0, false, classify(err)
 	}
 	pages = pageCount(db)
-	return pages, pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
+	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }
 
 // classify marks a full disk with ErrNoSpace, and a closed store with
