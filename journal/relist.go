@@ -213,7 +213,9 @@ func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 // (after the staging file is fsynced) makes a crash in between roll
 // forward on the next Open or BeginRelist, so the relist is never lost nor
 // half-applied once the marker is set. It returns the first and last
-// offsets assigned (0, 0 when nothing was staged).
+// offsets assigned (0, 0 when nothing was staged). A chunk that finds the
+// marker changed since the previous one (another writer moved the commit
+// on) stops it with a *StageMarkerError.
 func (r *Relist) Commit(rv string) (first, last uint64, err error) {
 	if r.done {
 		return 0, 0, fmt.Errorf("journal: relist already finished")
@@ -300,7 +302,10 @@ func decodeStageMeta(b []byte) (nonce uint64, size, pos int64, ok bool) {
 
 // finishRelist moves staged events into the journal while the commit marker
 // is set, commitChunk per transaction with the stage file's position, then
-// sets the resourceVersion and clears the marker. Without a marker it only
+// sets the resourceVersion and clears the marker. Each chunk's transaction
+// first checks that the marker is the one it continues from (nonce, size,
+// position, resourceVersion) and stops with a *StageMarkerError when it is
+// not. Without a marker it only
 // removes a stage file that a crash left behind.
 func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
 
@@ -342,6 +347,9 @@ func (j *Journal) finishRelistChunks(max int) error {
 		var bad error
 		err := j.store.Update(func(tx *bolt.Tx) error {
 			at, bytes := sr.pos, 0
+			if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
+				return err
+			}
 			for moved < commitChunk && bytes < commitBytes && at < size {
 				rec, next, err := sr.next()
 				if err != nil {
@@ -391,10 +399,33 @@ func (j *Journal) finishRelistChunks(max int) error {
 		if moved > 0 {
 			j.wake()
 		}
+		if afterRelistChunk != nil && !done {
+			afterRelistChunk()
+		}
 	}
 	sr.close()
 	_ = os.Remove(path)
 	return nil
+}
+
+// afterRelistChunk, when set, runs after each chunk of a relist commit
+// but the last: tests change the marker there, as another writer would.
+var afterRelistChunk func()
+
+// checkStageMarker returns a *StageMarkerError unless the commit marker in
+// tx is the one the chunk about to move continues from: the relist's
+// resourceVersion rv, the stage file's nonce and size, and the position at.
+func checkStageMarker(tx *bolt.Tx, path string, rv []byte, nonce uint64, size, at int64) error {
+	gotRV, st := tx.Meta(metaRelistRV), tx.Meta(metaRelistStage)
+	n, sz, pos, ok := decodeStageMeta(st)
+	if ok && n == nonce && sz == size && pos == at && string(gotRV) == string(rv) {
+		return nil
+	}
+	e := &StageMarkerError{Path: path, Nonce: nonce, Pos: at, Present: gotRV != nil}
+	if ok {
+		e.FoundNonce, e.FoundPos = n, pos
+	}
+	return e
 }
 
 // forgetRelist gives up a commit whose stage file cannot be read (cause):

@@ -143,6 +143,39 @@ func (e *StageRecordError) Error() string {
 // Unwrap returns errStageLost: the stage file cannot be rolled forward.
 func (e *StageRecordError) Unwrap() error { return errStageLost }
 
+// StageMarkerError is returned by a relist commit (Relist.Commit, Open,
+// BeginRelist) when the chunk it is about to move finds the commit marker
+// not as the previous chunk left it: another writer moved the commit on,
+// finished it (no marker) or began another (another nonce). Nothing of that
+// chunk is written, and the commit stops: going on would append again what
+// the other writer appended. With one writer per file for the writer's
+// whole life (journal/bolt/lock.go) it does not happen; the check turns a
+// breach of that into an error instead of duplicate events.
+type StageMarkerError struct {
+	// Path is the stage file's path.
+	Path string
+	// Nonce and Pos are the stage file's nonce and the position, in bytes,
+	// the chunk continues from.
+	Nonce uint64
+	Pos   int64
+	// Present is false when the file holds no commit marker any more.
+	Present bool
+	// FoundNonce and FoundPos are what the marker holds when Present (0
+	// when it does not decode).
+	FoundNonce uint64
+	FoundPos   int64
+}
+
+// Error returns the message, with what was expected and what was found.
+func (e *StageMarkerError) Error() string {
+	if !e.Present {
+		return fmt.Sprintf("journal: relist commit from %s: the commit marker (nonce %x, position %d) is gone: another writer finished the commit",
+			e.Path, e.Nonce, e.Pos)
+	}
+	return fmt.Sprintf("journal: relist commit from %s: the commit marker holds nonce %x, position %d; this commit continues from nonce %x, position %d: another writer moved it",
+		e.Path, e.FoundNonce, e.FoundPos, e.Nonce, e.Pos)
+}
+
 // openStage opens the stage file at path for reading at pos, checking that
 // it is the file with nonce and at least size bytes long. A mismatch wraps
 // errStageLost.

@@ -1,0 +1,70 @@
+package journal
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
+)
+
+// Each chunk of a relist commit re-checks the commit marker it continues
+// from (nonce and position): when it changed between two chunks, as it
+// would if another writer moved the commit on, the commit stops with a
+// *StageMarkerError and appends nothing more (it would append again what
+// the other writer appended).
+func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
+	const n = 3 * commitChunk
+	cases := []struct {
+		name    string
+		tamper  func(tx *bolt.Tx) error
+		present bool
+	}{
+		{"another writer moved the position on", func(tx *bolt.Tx) error {
+			nonce, size, pos, _ := decodeStageMeta(tx.Meta(metaRelistStage))
+			return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, pos+1))
+		}, true},
+		{"another writer began another commit", func(tx *bolt.Tx) error {
+			nonce, size, pos, _ := decodeStageMeta(tx.Meta(metaRelistStage))
+			return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce+1, size, pos))
+		}, true},
+		{"another writer finished the commit", func(tx *bolt.Tx) error {
+			if err := tx.SetMeta(metaRelistStage, nil); err != nil {
+				return err
+			}
+			return tx.SetMeta(metaRelistRV, nil)
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, j, rel := stagedRelist(t, n)
+			defer j.Close()
+			var head uint64
+			tampered := false
+			afterRelistChunk = func() {
+				if tampered {
+					return
+				}
+				tampered = true
+				if err := j.store.Update(c.tamper); err != nil {
+					t.Errorf("tamper: %v", err)
+				}
+				head, _ = j.Head()
+			}
+			t.Cleanup(func() { afterRelistChunk = nil })
+			_, _, err := rel.Commit("7")
+			var me *StageMarkerError
+			if !errors.As(err, &me) {
+				t.Fatalf("Commit after the marker changed between chunks = %v; want a *StageMarkerError", err)
+			}
+			if me.Present != c.present {
+				t.Errorf("StageMarkerError.Present = %v; want %v (%v)", me.Present, c.present, me)
+			}
+			if !tampered {
+				t.Fatal("the commit moved everything in one chunk: the test means nothing")
+			}
+			if got, _ := j.Head(); got != head {
+				t.Fatalf("head %d after the stopped commit; want %d, as the changed marker left it", got, head)
+			}
+		})
+	}
+}
