@@ -238,7 +238,9 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 // journal's head offset, all read in one read transaction: the index is
 // exactly the state after the event at head. A consumer that fell behind
 // retention (ErrCompacted) rebuilds its state from the entries, then Seeks
-// to head + 1 and follows. fn must not call the Journal.
+// to head + 1 and follows. fn must not call the Journal. A panic in fn
+// ends the read transaction and then propagates from Snapshot with fn's
+// value (it is not ErrCorrupt: callback.go).
 func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 	err = j.store.View(func(tx *bolt.Tx) error {
 		head = tx.NextOffset() - 1
@@ -247,9 +249,10 @@ func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 			if err != nil {
 				return false, err
 			}
-			return true, fn(e)
+			return true, callback(func() error { return fn(e) })
 		})
 	})
+	repanic(err)
 	return head, err
 }
 

@@ -160,14 +160,18 @@ func (j *Journal) KeepObjects() error {
 }
 
 // ViewObjects runs fn with a view of the committed objects. Errors: fn's,
-// ErrObjectsNotKept, ErrClosed after Close, ErrCorrupt.
+// ErrObjectsNotKept, ErrClosed after Close, ErrCorrupt. A panic in fn ends
+// the read transaction and then propagates from ViewObjects with fn's
+// value (it is not ErrCorrupt: callback.go).
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
-	return j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx *bolt.Tx) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
-		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
+		return callback(func() error { return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1}) })
 	})
+	repanic(err)
+	return err
 }
 
 // Head is the offset the view is current with: the journal's head in the
@@ -202,10 +206,18 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 // namespace's objects are the prefix "<namespace>/"; "" is all. obj is nil
 // for a live key without a stored object (see Missing). It walks the index
 // and the objects bucket side by side, and reads each object from the
-// journal record its entry points at.
+// journal record its entry points at. A panic in fn propagates from Scan
+// with fn's value (it is not ErrCorrupt: callback.go).
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
+	err := v.scan(prefix, fn)
+	repanic(err)
+	return err
+}
+
+// scan is Scan with a panic in fn returned as a *callbackPanic.
+func (v *ObjectView) scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
 	defer guard()
-	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
+	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (more bool, err error) {
 		o, err := objectAt(v.tx, k, iv)
 		if err != nil {
 			return false, err
@@ -213,7 +225,8 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 		if o == nil {
 			o = copied
 		}
-		return fn(string(k), o)
+		err = callback(func() (err error) { more, err = fn(string(k), o); return err })
+		return more, err
 	})
 }
 

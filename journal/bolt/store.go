@@ -355,6 +355,9 @@ func (s *Store) handle() (*bbolt.DB, error) {
 
 // View runs fn in a read transaction. bbolt panics on some corrupt pages;
 // that panic is returned as ErrCorrupt, and the transaction is released.
+// Any panic in fn is taken for one: a caller that runs code of its own
+// callers inside fn recovers their panics itself (package journal's
+// callback.go).
 func (s *Store) View(fn func(*Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
