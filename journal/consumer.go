@@ -257,8 +257,10 @@ func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 }
 
 // OffsetAt returns the first retained offset whose event was journaled at
-// or after t, or head + 1 when there is none. Event times increase with
-// offsets (one writer, one clock), so it is a binary search.
+// or after t, or head + 1 when there is none. Event times never decrease
+// with offsets, also across a wall clock stepped back (each event is
+// stamped no earlier than the one before it: clock.go, which says what a
+// step back does to the times), so it is a binary search.
 func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 	var off uint64
 	err := j.store.View(func(tx *bolt.Tx) error {

@@ -55,7 +55,10 @@ type Event struct {
 	// DELETED (a tombstone: only Key, UID and ResourceVersion are known) and
 	// for journals that keep metadata only.
 	Object []byte
-	// Time is when the event was journaled.
+	// Time is when the event was journaled, by the writer's wall clock,
+	// but never earlier than the previous event's Time: after the clock
+	// steps back, events carry the latest time stamped until the clock
+	// passes it again (journal/clock.go).
 	Time time.Time
 	// Origin says whether the event was seen live or inferred by a relist.
 	Origin Origin

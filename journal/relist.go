@@ -140,6 +140,9 @@ func (r *Relist) appendDirect(evs []Event) error {
 			}
 			for bytes := 0; n < len(evs) && n < commitChunk && bytes < commitBytes; n++ {
 				e := &evs[n]
+				if _, err := stamp(tx, e); err != nil {
+					return err
+				}
 				rec, err := encodeEvent(e)
 				if err != nil {
 					return err
@@ -363,6 +366,13 @@ func (j *Journal) finishRelistChunks(max int) error {
 				if err != nil {
 					bad = err
 					return err
+				}
+				if raised, err := stamp(tx, &e); err != nil {
+					return err
+				} else if raised {
+					if rec, err = encodeEvent(&e); err != nil {
+						return err
+					}
 				}
 				off, err := tx.Append(rec)
 				if err != nil {

@@ -82,7 +82,9 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 
 // Append assigns e the next offset, stores it, and applies it to the index:
 // ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
-// e.Time is set to the current time. It returns the offset assigned.
+// e.Time is set to the current time, and a time earlier than the latest
+// event's is raised to it, so that times never decrease with offsets
+// (clock.go). It returns the offset assigned.
 //
 // e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
 // DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
@@ -100,8 +102,8 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if err := t.check(e); err != nil {
 		return 0, err
 	}
-	if e.Time.IsZero() {
-		e.Time = now()
+	if _, err := stamp(t.tx, e); err != nil {
+		return 0, err
 	}
 	rec, err := encodeEvent(e)
 	if err != nil {
