@@ -65,7 +65,7 @@ const (
 // compared in canonical form (selector.go): a selector spelled another way
 // that selects the same objects is the same resource. Open does not
 // validate selectors; reconcile.New does (ErrInvalidSelector). A writable Open
-// also finishes a relist commit that a crash interrupted.
+// also finishes a relist commit and a Reshard that a crash interrupted.
 func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
 	if opts != nil {
@@ -84,6 +84,10 @@ func Open(path string, opts *Options) (*Journal, error) {
 			return nil, err
 		}
 		if err := j.finishRelist(); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if _, err := j.finishReshard(); err != nil {
 			_ = s.Close()
 			return nil, err
 		}

@@ -8,8 +8,9 @@ package journal
 // changes:
 //
 //   - keys whose UID hash leaves the range are journaled DELETED, reason
-//     moved (ReasonMoved), at once,
-//     in the transaction that records the new range: this journal knows
+//     moved (ReasonMoved), at once, in chunks of at most commitChunk that
+//     end with the transaction that records the new range (reshard.go: a
+//     crash in between rolls forward at the next Open): this journal knows
 //     they moved, since it changed its own range;
 //   - when the range grows, the part that enters is recorded as pending
 //     (ShardPending) and the stored resourceVersion is cleared, so the next
@@ -73,85 +74,58 @@ type ReshardResult struct {
 }
 
 // Reshard binds the file to the shard selector sel (KEP-5866 syntax;
-// "" unbinds: the whole space) in one write transaction: every indexed
-// key whose UID hash is outside sel is journaled DELETED (reason moved,
-// origin relist, no object: a tombstone) and leaves the index; the file records sel; and
+// "" unbinds: the whole space): every indexed key whose UID hash is
+// outside sel is journaled DELETED (reason moved, origin relist, no
+// object: a tombstone) and leaves the index; the file records sel; and
 // when sel holds hashes the old range did not, that part is recorded as
 // pending (ShardPending, merged with any already pending) and the stored
 // resourceVersion is cleared, so that the next reconcile loop lists
 // instead of resuming. The caller stops the loop that writes the file
 // first and starts a new one after (reconcile.New reads the range from
-// the file). The keys that leave are held in memory, 100 bytes or so
-// each. Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a
-// file that records no resource, or the store's.
+// the file).
+//
+// It runs in transactions of at most commitChunk DELETEDs (as a relist
+// commit does, relist.go), so a range of any size moves in bounded
+// memory: a marker recorded first holds the old and new selectors and the
+// last key examined, each chunk moves it on in its own transaction, and
+// the last one records sel and clears it. A crash in between rolls
+// forward on the next writable Open (or Reshard), from the marker: no key
+// is journaled twice or lost. Until then the file still records the old
+// range, with some of the keys that leave already gone.
+//
+// Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a file
+// that records no resource, or the store's.
 func (w *Writer) Reshard(sel string) (ReshardResult, error) {
-	var res ReshardResult
 	nw, err := ShardSet(sel)
 	if err != nil {
-		return res, err
+		return ReshardResult{}, err
 	}
 	canon := ""
 	if sel != "" {
 		canon = nw.Selector()
 	}
-	err = w.Update(func(t *Tx) error {
-		res = ReshardResult{}
-		defer guard()
-		rec, ok, err := decodeResource(t.tx.Meta(metaResource))
+	if _, err := w.j.finishReshard(); err != nil {
+		return ReshardResult{}, err
+	}
+	err = w.j.store.Update(func(tx *bolt.Tx) error {
+		rec, ok, err := decodeResource(tx.Meta(metaResource))
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("journal: Reshard: the file records no resource")
 		}
-		old, err := ShardSet(rec.ShardSelector)
-		if err != nil {
+		if _, err := ShardSet(rec.ShardSelector); err != nil {
 			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)
 		}
-		var leaving []IndexEntry
-		if out := old.Minus(nw); !out.Empty() {
-			err := t.tx.IndexScan(nil, func(k, v []byte) (bool, error) {
-				e, err := decodeIndex(k, v)
-				if err != nil {
-					return false, err
-				}
-				if out.ContainsUID(e.UID) {
-					leaving = append(leaving, e)
-				}
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		for _, ie := range leaving {
-			e := Event{Type: Deleted, Key: ie.Key, UID: ie.UID, ResourceVersion: ie.ResourceVersion, Origin: OriginRelist, Reason: ReasonMoved}
-			off, err := t.Append(&e)
-			if err != nil {
-				return err
-			}
-			if res.First == 0 {
-				res.First = off
-			}
-			res.Last = off
-		}
-		res.Left = len(leaving)
-		rec.ShardSelector = canon
-		if err := t.tx.SetMeta(metaResource, rec.encode()); err != nil {
-			return err
-		}
-		res.Entered = nw.Minus(old)
-		if res.Entered.Empty() {
-			// What is pending and no longer in the range is no longer pending.
-			return setPending(t.tx, pendingSet(t.tx).Intersect(nw))
-		}
-		if err := setPending(t.tx, pendingSet(t.tx).Union(res.Entered)); err != nil {
-			return err
-		}
-		return t.tx.SetMeta(metaRV, nil)
+		return setReshardMarker(tx, reshardMarker{From: rec.ShardSelector, To: canon})
 	})
 	if err != nil {
 		return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+	}
+	res, err := w.j.finishReshard()
+	if err != nil {
+		return ReshardResult{}, err
 	}
 	return res, nil
 }
