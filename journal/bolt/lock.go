@@ -24,6 +24,10 @@ package bolt
 // file's name stays put when journalctl compact renames a rewritten copy
 // over the database, so the lock outlives rewrites too.
 //
+// A writable open thus needs the file's directory writable, as a relist's
+// stage file (<path>.relist) already does; where it is not, Open fails with
+// the file system's error (an *os.PathError).
+//
 // The lock file exists only while a writer holds it (a crash leaves it
 // behind, unlocked, and the next writer takes it). Close removes it while
 // still holding the lock; a writer that was waiting on the removed file

@@ -97,6 +97,7 @@ type Store struct {
 //
 // A writable open also takes the writer's lock, <path>.lock (lock.go), and
 // holds it until Close: one writer per file for the writer's whole life.
+// It creates that file, so it needs the directory writable.
 //
 // Errors: ErrLocked when the lock (bbolt's on the file, or the writer's)
 // is held past Options.Timeout, ErrNotExist
