@@ -22,7 +22,12 @@ package journal
 // those stamps; measured against the stepped clock, retention by age keeps
 // such events up to D longer, and --since T for a T inside the step finds
 // them from the first one stamped at or after T. Nothing is skipped or
-// read twice. A file written before this stamping (no metaLastTime) starts
+// read twice. The same holds for a clock that ran far ahead (a wrong date
+// set by hand) and was then corrected: the stamps stay at the wrong time
+// until the clock reaches it, and retention by age keeps those events
+// until then (the event and byte limits still trim them). Keeping too
+// much is the side we choose: a time that went back would make OffsetAt
+// skip events, and retention by age trim events it should keep. A file written before this stamping (no metaLastTime) starts
 // from the time of its last retained event; times it holds from before a
 // step back are not repaired, and OffsetAt over them may land anywhere in
 // the stepped-back stretch.

@@ -104,6 +104,12 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 	if sel != "" {
 		canon = nw.Selector()
 	}
+	// What a crash or a full disk left unfinished goes first, in the order
+	// Open finishes them: a relist commit (its events were inferred at the
+	// old range), then a Reshard.
+	if err := w.j.finishRelist(); err != nil {
+		return ReshardResult{}, err
+	}
 	if _, err := w.j.finishReshard(); err != nil {
 		return ReshardResult{}, err
 	}
