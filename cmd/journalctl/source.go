@@ -177,9 +177,10 @@ func openWritable(path string) (*journal.Journal, error) {
 // between 1 and the head.
 var errCommitRange = errors.New("commit offset outside 1 to the head")
 
-// beforeCommit, when set, runs in commitConsumer right before the commit's
-// transaction, with the journal it commits in. A variable for tests: they
-// delete the consumer there.
+// beforeCommit, when set, runs right before the transaction of a commit
+// (commitConsumer) or of a consumer's change (applyConsumerChange), with
+// the journal it writes. A variable for tests: they delete or create the
+// consumer there.
 var beforeCommit func(j *journal.Journal)
 
 // commitConsumer records off as the committed offset of consumer name in
