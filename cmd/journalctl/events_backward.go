@@ -176,7 +176,8 @@ func printNewestFirst(ctx context.Context, src source, ep *eventPrinter, lo, hea
 			break
 		}
 		hi = start - 1
-		size = min(max(reverseBytes/max(bytesRead/eventsRead, 1), 1), readPage)
+		avg := max(bytesRead/max(eventsRead, 1), 1) // bytes an event, so far
+		size = min(max(reverseBytes/avg, 1), readPage)
 	}
 	return ep.p.flush()
 }
