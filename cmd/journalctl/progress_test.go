@@ -75,6 +75,7 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 		}
 		pages = append(pages, p)
 	}
+	t.Logf("progress lines at pages %v", pages)
 	// Lines at least 5 pages apart from page 5 on; the last, the final
 	// count, only past the one before.
 	ok := len(pages) > 0 && pages[0] >= 5 && pages[len(pages)-1] == 15
