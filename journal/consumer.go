@@ -64,6 +64,42 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 	return &Consumer{j: j, name: name, next: committed + 1}, nil
 }
 
+// ErrConsumerExists is returned by CreateConsumer for a name already
+// registered.
+var ErrConsumerExists = errors.New("journal: consumer exists")
+
+// CreateConsumer registers the new consumer name to read next from offset
+// next (its committed offset next-1); next 0 means the first retained
+// event, as for Journal.Consumer. The check that no consumer of that name
+// exists and the registration are one write transaction: a name registered
+// meanwhile is refused with ErrConsumerExists, never moved. It returns
+// ErrOffsetRange for next past the head + 1, a *CompactedError
+// (ErrCompacted) for next below the first retained event, and ErrBadKey
+// for a name Journal.Consumer refuses; ErrReadOnly on a read-only journal.
+func (j *Journal) CreateConsumer(name string, next uint64) error {
+	if err := checkKey("consumer name", name); err != nil {
+		return err
+	}
+	return j.store.Update(func(tx *bolt.Tx) error {
+		if _, ok := tx.Consumer(name); ok {
+			return fmt.Errorf("%w: %q", ErrConsumerExists, name)
+		}
+		first, head := tx.FirstOffset(), tx.NextOffset()-1
+		if first == 0 {
+			first = head + 1
+		}
+		switch {
+		case next == 0:
+			next = first
+		case next > head+1:
+			return fmt.Errorf("%w: %d > %d + 1", ErrOffsetRange, next, head)
+		case next < first:
+			return &CompactedError{Requested: next, First: first}
+		}
+		return tx.SetConsumer(name, next-1)
+	})
+}
+
 // Journal returns the journal the consumer reads.
 func (c *Consumer) Journal() *Journal { return c.j }
 

@@ -170,3 +170,43 @@ func TestConsumer_SeekTime(t *testing.T) {
 		t.Fatalf("after SeekTime(4m1s) TryNext = %+v; want offset 6", evs)
 	}
 }
+
+// Ensure CreateConsumer registers a new name at the position asked (0: the
+// first retained event) and refuses, moving nothing, a name already
+// registered (ErrConsumerExists), a position past the head + 1
+// (ErrOffsetRange), one retention trimmed (ErrCompacted) and a bad name.
+func TestJournal_CreateConsumer(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	appendEvents(t, j, "4", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"),
+		ev(journal.Added, "wj/c", "u", "3"), ev(journal.Added, "wj/d", "u", "4"))
+	if _, _, err := j.Writer().Trim(2, 10, 0); err != nil { // offsets 2 to 4 retained
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		next uint64
+		want error
+		// committed is the consumer's committed offset afterwards.
+		committed uint64
+	}{
+		{"first", 0, nil, 1},
+		{"third", 3, nil, 2},
+		{"tail", 5, nil, 4},
+		{"third", 4, journal.ErrConsumerExists, 2},
+		{"far", 6, journal.ErrOffsetRange, 0},
+		{"trimmed", 1, journal.ErrCompacted, 0},
+		{"", 0, journal.ErrBadKey, 0},
+	} {
+		err := j.CreateConsumer(tc.name, tc.next)
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("CreateConsumer(%q, %d) = %v; want %v", tc.name, tc.next, err, tc.want)
+		}
+		got, err := j.ConsumerCommitted(tc.name)
+		switch {
+		case tc.committed == 0 && !errors.Is(err, journal.ErrNoConsumer):
+			t.Errorf("after CreateConsumer(%q, %d): committed %d, %v; want no such consumer", tc.name, tc.next, got, err)
+		case tc.committed > 0 && got != tc.committed:
+			t.Errorf("after CreateConsumer(%q, %d): committed %d, %v; want %d", tc.name, tc.next, got, err, tc.committed)
+		}
+	}
+}

@@ -99,15 +99,23 @@ func applyConsumerChange(j *journal.Journal, c consumerChange) (journal.Consumer
 	if err != nil {
 		return journal.ConsumerInfo{}, err
 	}
-	if c.Op == "create" {
-		if _, err := j.Consumer(c.Name); err != nil {
-			return journal.ConsumerInfo{}, err
-		}
+	if beforeCommit != nil {
+		beforeCommit(j)
 	}
-	if next > 0 {
-		if err := j.ResetConsumer(c.Name, next-1); err != nil {
-			return journal.ConsumerInfo{}, err
+	// Each change checks the consumer in its own transaction again: a
+	// consumer created meanwhile is not moved by a create, one deleted
+	// meanwhile is not registered again by a reset.
+	switch {
+	case c.Op == "create":
+		err = j.CreateConsumer(c.Name, next)
+		if errors.Is(err, journal.ErrConsumerExists) {
+			err = fmt.Errorf("%w: %q; consumers reset moves it", errConsumerExists, c.Name)
 		}
+	case next > 0:
+		err = j.ResetConsumer(c.Name, next-1)
+	}
+	if err != nil {
+		return journal.ConsumerInfo{}, err
 	}
 	cs, err := j.Consumers()
 	info, _ := findConsumer(cs, c.Name)

@@ -143,3 +143,34 @@ func TestFileSource_Commit_Locked(t *testing.T) {
 		t.Errorf("billing committed = %d; want 2", got)
 	}
 }
+
+// Ensure a consumer deleted while events --commit opens the file for its
+// commit (after it read the consumer's position, before the commit's
+// transaction) is refused, no such consumer, and stays deleted: the check
+// and the commit are one transaction.
+func TestFileSource_Commit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
+	path := writeConsumersJournal(t)
+	ran := false
+	beforeCommit = func(j *journal.Journal) {
+		if err := j.DeleteConsumer("billing"); err != nil {
+			t.Error(err)
+		}
+		ran = true
+	}
+	t.Cleanup(func() { beforeCommit = nil })
+	err := fileSource{path: path}.Commit(context.Background(), "billing", 3)
+	if !ran {
+		t.Fatalf("fileSource.Commit = %v; the commit never reached its transaction (the hook did not run)", err)
+	}
+	if !errors.Is(err, journal.ErrNoConsumer) {
+		t.Errorf("fileSource.Commit of a consumer deleted meanwhile = %v; want ErrNoConsumer", err)
+	}
+	j := openJournal(t, path)
+	cs, err := j.Consumers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := findConsumer(cs, "billing"); ok {
+		t.Errorf("consumers after the commit = %+v; want billing gone: the deleted consumer was registered again", cs)
+	}
+}

@@ -227,6 +227,10 @@ func fileExists(path string) bool {
 	return err == nil && !fi.IsDir()
 }
 
+// openEventsSource opens the source events reads first (openSource). A
+// variable for tests, which count what is read.
+var openEventsSource = openSource
+
 // eventFilter keeps the events that match the filter flags.
 type eventFilter struct{ f *eventsFlags }
 
@@ -299,7 +303,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 		shown.lines = -1 // the header, or the JSON array's "["
 	}
 	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, filter: eventFilter{&f}, f: &f}
-	src, err := openSource(ctx, f.db)
+	src, err := openEventsSource(ctx, f.db)
 	if err != nil {
 		return err
 	}
@@ -398,83 +402,6 @@ func offsetAt(ctx context.Context, src source, t time.Time) (uint64, error) {
 		return s.OffsetAt(ctx, t)
 	}
 	return 0, nil
-}
-
-// printBackward prints, from the events at offsets from (0: the first
-// retained) to head that pass the filters, the last f.lines (all for 0):
-// newest first with f.reverse, else in offset order. It reads pages
-// backwards from the head and holds at most f.lines events (one page with
-// f.reverse).
-func printBackward(ctx context.Context, src source, ep *eventPrinter, from, head uint64) error {
-	f := ep.f
-	st, err := src.Stats(ctx)
-	if err != nil {
-		return err
-	}
-	lo := max(from, st.FirstOffset, 1)
-	if st.FirstOffset == 0 {
-		return nil // nothing retained
-	}
-	var kept []journal.Event // newest first, without f.reverse
-	printed := 0
-	for hi := head; hi >= lo && (f.lines == 0 || printed < f.lines); {
-		start := lo
-		if hi-lo >= readPage {
-			start = hi - readPage + 1
-		}
-		evs, err := readRange(ctx, src, start, hi)
-		if err != nil {
-			return err
-		}
-		for i := len(evs) - 1; i >= 0 && (f.lines == 0 || printed < f.lines); i-- {
-			e := evs[i]
-			if !f.since.IsZero() && e.Time.Before(f.since) {
-				hi = 0 // every earlier event is before --since too
-				break
-			}
-			if keep, _ := ep.filter.keep(e); !keep {
-				continue
-			}
-			printed++
-			if f.reverse {
-				if err := ep.print(e); err != nil {
-					return err
-				}
-			} else {
-				kept = append(kept, e)
-			}
-		}
-		if err := ep.p.flush(); err != nil {
-			return err
-		}
-		if start <= lo || hi == 0 {
-			break
-		}
-		hi = start - 1
-	}
-	for i := len(kept) - 1; i >= 0; i-- {
-		if err := ep.print(kept[i]); err != nil {
-			return err
-		}
-	}
-	return ep.p.flush()
-}
-
-// readRange returns the events at offsets lo to hi.
-func readRange(ctx context.Context, src source, lo, hi uint64) ([]journal.Event, error) {
-	var out []journal.Event
-	for next := lo; next <= hi; {
-		evs, err := src.Read(ctx, next, int(hi-next+1))
-		if err != nil {
-			return nil, err
-		}
-		if len(evs) == 0 {
-			break
-		}
-		out = append(out, evs...)
-		next = evs[len(evs)-1].Offset + 1
-	}
-	return out, nil
 }
 
 // consumerPosition returns the offset after consumer name's committed one,

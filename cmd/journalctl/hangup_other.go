@@ -12,3 +12,7 @@ import (
 func stopOnHangup(ctx context.Context, _ io.Writer) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
+
+// outputGone reports false: without poll(2) a reader that went away is not
+// told apart from other write errors.
+func outputGone(io.Writer) bool { return false }

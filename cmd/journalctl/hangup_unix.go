@@ -38,13 +38,25 @@ func stopOnHangup(ctx context.Context, out io.Writer) (context.Context, context.
 				return
 			case <-t.C:
 			}
-			fds := []unix.PollFd{{Fd: int32(fd), Events: 0}}
-			n, err := unix.Poll(fds, 0)
-			if err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+			if hungUp(fd) {
 				cancel()
 				return
 			}
 		}
 	}()
 	return ctx, cancel
+}
+
+// hungUp reports whether the reader of file descriptor fd has gone away.
+func hungUp(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: 0}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
+}
+
+// outputGone reports whether out is a file whose reader has gone away (a
+// pipe whose read end is closed: events | head).
+func outputGone(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	return ok && hungUp(int(f.Fd()))
 }

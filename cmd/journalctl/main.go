@@ -117,8 +117,10 @@
 //
 // # Exit status
 //
-// (Listed by --help too.) 0 on success and after SIGINT or SIGTERM, and for
-// events -f whose output's reader went away; 3 when verify found problems
+// (Listed by --help too.) 0 on success and after SIGINT or SIGTERM, and
+// when the output's reader went away (events | head, events -f | head:
+// SIGPIPE is ignored, and a write that fails with EPIPE on a stdout whose
+// reader is gone ends the command quietly); 3 when verify found problems
 // (it prints them); 2 when the file cannot be opened or read as this
 // resource's journal (missing, in a missing directory, a directory,
 // locked with no watch serving it, corrupt, not a watchjournal file,
@@ -146,6 +148,11 @@ import (
 )
 
 func main() {
+	// A write to a pipe whose reader went away (events | head) fails with
+	// EPIPE instead of killing the process with SIGPIPE (exit 141): run
+	// then exits 0, quietly. It also keeps a watch alive whose log reader
+	// went away, as systemd's IgnoreSIGPIPE=yes does for services.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop) // a second signal kills the process
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -171,8 +178,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return 0
+	if err == nil || errors.Is(err, syscall.EPIPE) && outputGone(stdout) {
+		return 0 // the output's reader went away: it has what it wanted (events | head)
 	}
 	fmt.Fprintf(stderr, "journalctl: %v\n", err)
 	return exitCode(err)

@@ -121,7 +121,14 @@ func (o *output) String() string {
 // waitFor waits until the output contains s; it fails the test after 5 s.
 func (o *output) waitFor(t *testing.T, s string) {
 	t.Helper()
-	timeout := time.NewTimer(5 * time.Second)
+	o.waitForWithin(t, s, 5*time.Second)
+}
+
+// waitForWithin waits until the output contains s; it fails the test
+// after d, printing the output.
+func (o *output) waitForWithin(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	timeout := time.NewTimer(d)
 	defer timeout.Stop()
 	for {
 		o.mu.Lock()

@@ -19,7 +19,8 @@ import (
 // exit statuses mean (exitCode).
 const rootHelp = "Journal a Kubernetes resource's watch events, and read the journal.\n\n" +
 	"Exit status:\n" +
-	"  0  success; after SIGINT or SIGTERM; events -f whose output's reader went away\n" +
+	"  0  success; after SIGINT or SIGTERM; when the output's reader went away (events | head,\n" +
+	"     events -f | head)\n" +
 	"  1  usage and other errors: an unknown resource, an offset trimmed by retention or past\n" +
 	"     the head, a key not in the index, a relist that did not complete in time\n" +
 	"  2  the journal file cannot be opened, read or written: missing, a directory, no\n" +

@@ -6,7 +6,14 @@ package main
 // this shows them: on a terminal, one status line rewritten in place once
 // a list has run for a second (pages, objects, rate, elapsed), which log
 // lines clear and draw again below them (statusLine); otherwise a log line
-// every progressEvery pages.
+// every progressEvery pages, and one with the final count when a list of
+// progressEvery pages or more ends past its last line.
+//
+// The counts are sampled (the loop's status when this goroutine runs, or
+// relist's GET /status every second), not pushed page by page: under load
+// a line may report page 11 rather than 10, and a list's last pages may
+// arrive after its last sample. Hence the final line: a long list's progress
+// always ends with its whole count, once the sampler sees the list over.
 
 import (
 	"context"
@@ -107,16 +114,30 @@ type listProgress struct {
 	every  int
 
 	listing bool
+	lists   int       // reconcile.Status.Lists at the last sample
 	start   time.Time // the list's start
 	pages   int       // pages at the last report
 	drawn   time.Time // last draw on the terminal; zero: nothing drawn
 }
 
 func (p *listProgress) update(st reconcile.Status, now time.Time) {
+	completed := st.Lists > p.lists // a list completed since the last sample
+	p.lists = st.Lists
 	if st.Phase != reconcile.PhaseListing {
-		if p.listing && !p.drawn.IsZero() {
+		if !p.listing && completed {
+			// A list that began and ended between two samples.
+			p.start, p.pages = now, 0
+		}
+		switch {
+		case p.listing && !p.drawn.IsZero():
 			p.draw(st, now)
 			p.end()
+		case (p.listing || completed) && p.status == nil && st.ListPages > p.pages &&
+			(p.pages > 0 || st.ListPages >= p.every):
+			// A list of progressEvery pages or more ended past its last
+			// line: its final count, which a sample taken after the
+			// list's last page would otherwise never show.
+			p.logLine(st, now.Sub(p.start))
 		}
 		p.listing = false
 		return
@@ -131,15 +152,21 @@ func (p *listProgress) update(st reconcile.Status, now time.Time) {
 		if elapsed >= progressDelay && now.Sub(p.drawn) >= progressRedraw {
 			p.draw(st, now)
 		}
-	case st.ListPages >= p.pages+p.every && p.log == nil:
-		p.pages = st.ListPages
+	case st.ListPages >= p.pages+p.every:
+		p.logLine(st, elapsed)
+	}
+}
+
+// logLine logs st's list progress, elapsed into the list, as a line.
+func (p *listProgress) logLine(st reconcile.Status, elapsed time.Duration) {
+	p.pages = st.ListPages
+	if p.log == nil {
 		fmt.Fprintf(p.w, "journalctl: relist: listing: %d pages, %d objects, %s, %s\n", st.ListPages, st.ListObjects,
 			rate(st.ListObjects, elapsed), elapsed.Round(time.Second))
-	case st.ListPages >= p.pages+p.every:
-		p.pages = st.ListPages
-		p.log.Info("listing", zap.Int("pages", st.ListPages), zap.Int("objects", st.ListObjects),
-			zap.String("rate", rate(st.ListObjects, elapsed)), zap.Duration("elapsed", elapsed.Round(time.Second)))
+		return
 	}
+	p.log.Info("listing", zap.Int("pages", st.ListPages), zap.Int("objects", st.ListObjects),
+		zap.String("rate", rate(st.ListObjects, elapsed)), zap.Duration("elapsed", elapsed.Round(time.Second)))
 }
 
 // draw rewrites the terminal's status line.

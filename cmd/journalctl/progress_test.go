@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,12 @@ import (
 
 // Ensure watch logs a list's progress every progressEvery pages when
 // stderr is not a terminal: a first list of 30 objects at --page-size 2
-// (15 pages) with a line every 5 pages logs pages 5, 10 and 15 with their
-// objects so far.
+// (15 pages) with a line every 5 pages logs lines with pages and objects
+// so far, a rate and the time elapsed, at least 5 pages apart, and ends
+// with the list's whole count, 15 pages and 30 objects. The lines sample
+// the loop's status (progress.go), so under load one may say 11 pages
+// rather than 10 (TestListProgress_LogLines has the exact rule); the test
+// waits for the final line, which is always logged, before it stops watch.
 func TestWatch_ListProgress_LogLines(t *testing.T) {
 	old := progressEvery
 	progressEvery = 5
@@ -45,27 +50,101 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, stderr, code := startCLI(rctx, "watch", "configmaps", "-n", ns, "--db", db, "--kubeconfig", cp.KubeconfigPath(), "--page-size", "2")
-	stderr.waitFor(t, "list complete")
+	stderr.waitForWithin(t, "list complete", time.Minute)
+	stderr.waitForWithin(t, `"pages": 15, "objects": 30`, time.Minute)
 	cancel()
 	if c := exitStatus(t, code); c != 0 {
 		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
 	}
-	var got []string
+	var pages []int
 	for _, line := range strings.Split(stderr.String(), "\n") {
-		if strings.Contains(line, "\tlisting\t") {
-			m := regexp.MustCompile(`"pages": (\d+), "objects": (\d+)`).FindStringSubmatch(line)
-			if m == nil {
-				t.Errorf("progress line without pages and objects: %s", line)
-				continue
-			}
-			got = append(got, m[1]+"/"+m[2])
-			if !strings.Contains(line, `"rate"`) || !strings.Contains(line, `"elapsed"`) {
-				t.Errorf("progress line without rate or elapsed: %s", line)
-			}
+		if !strings.Contains(line, "\tlisting\t") {
+			continue
 		}
+		m := regexp.MustCompile(`"pages": (\d+), "objects": (\d+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("progress line without pages and objects: %s", line)
+			continue
+		}
+		p, _ := strconv.Atoi(m[1])
+		if o, _ := strconv.Atoi(m[2]); o != 2*p {
+			t.Errorf("progress line with %d objects in %d pages of 2: %s", o, p, line)
+		}
+		if !strings.Contains(line, `"rate"`) || !strings.Contains(line, `"elapsed"`) {
+			t.Errorf("progress line without rate or elapsed: %s", line)
+		}
+		pages = append(pages, p)
 	}
-	if want := []string{"5/10", "10/20", "15/30"}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("progress lines (pages/objects) = %v; want %v; stderr:\n%s", got, want, stderr)
+	t.Logf("progress lines at pages %v", pages)
+	// Lines at least 5 pages apart from page 5 on; the last, the final
+	// count, only past the one before.
+	ok := len(pages) > 0 && pages[0] >= 5 && pages[len(pages)-1] == 15
+	for i := 1; ok && i < len(pages); i++ {
+		gap := 5
+		if i == len(pages)-1 {
+			gap = 1
+		}
+		ok = pages[i] >= pages[i-1]+gap
+	}
+	if !ok {
+		t.Errorf("progress lines at pages %v; want lines at least 5 pages apart from page 5 on, the last at 15, the whole list; stderr:\n%s", pages, stderr)
+	}
+}
+
+// Ensure the log lines' rule, on sampled statuses: a line once a list is
+// progressEvery pages past the last one (at the page sampled, 11 when 10
+// was not seen), none for a short list, and, when a list of progressEvery
+// pages or more ends past its last line, one with its final count, even
+// when no sample saw it listing: the sample that first sees the list over
+// carries it (reconcile.Counters keeps the last list's counts, Lists says
+// one completed), and without that line the last pages would never be
+// shown (TestWatch_ListProgress_LogLines lost its "15 pages" so).
+func TestListProgress_LogLines(t *testing.T) {
+	lists := 0 // lists completed, across the cases: it only grows
+	listing := func(pages int) reconcile.Status {
+		st := reconcile.Status{Phase: reconcile.PhaseListing}
+		st.ListPages, st.ListObjects, st.Lists = pages, 2*pages, lists
+		return st
+	}
+	ended := func(pages int) reconcile.Status {
+		lists++
+		st := listing(pages)
+		st.Phase = reconcile.PhaseWatching
+		return st
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		samples []reconcile.Status
+		want    []int // pages of the lines
+	}{
+		{"every sample seen, the last line at the last page", []reconcile.Status{listing(0), listing(4), listing(5), listing(9), listing(10), listing(15), ended(15)}, []int{5, 10, 15}},
+		{"the list's last page sampled only once it ended", []reconcile.Status{listing(0), listing(5), listing(10), listing(14), ended(15)}, []int{5, 10, 15}},
+		{"a late sample", []reconcile.Status{listing(1), listing(4), listing(11), ended(15)}, []int{11, 15}},
+		{"only the list's end sampled", []reconcile.Status{listing(4), ended(15)}, []int{15}},
+		{"the whole list between two samples", []reconcile.Status{{Phase: reconcile.PhaseConnecting}, ended(15)}, []int{15}},
+		{"a short list logs nothing", []reconcile.Status{listing(0), listing(3), ended(4)}, nil},
+		{"a short list between two samples logs nothing", []reconcile.Status{{Phase: reconcile.PhaseConnecting}, ended(4)}, nil},
+		{"a list started again counts from its start", []reconcile.Status{listing(6), listing(2), listing(7), ended(7)}, []int{6, 7}},
+		{"two lists", []reconcile.Status{listing(5), ended(6), listing(1), listing(5), ended(5)}, []int{5, 6, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := &listProgress{w: &out, every: 5}
+			for i, st := range tc.samples {
+				p.update(st, t0.Add(time.Duration(i)*time.Second))
+			}
+			var got []int
+			for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+				var pages, objects int
+				if _, err := fmt.Sscanf(line, "journalctl: relist: listing: %d pages, %d objects", &pages, &objects); err == nil {
+					got = append(got, pages)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("lines at pages %v; want %v; output:\n%s", got, tc.want, out.String())
+			}
+		})
 	}
 }
 

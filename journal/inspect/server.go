@@ -378,30 +378,32 @@ func Listen(sock string, h http.Handler, log *zap.Logger) (stop func(), err erro
 // between 1 and the head.
 var errCommitRange = errors.New("commit offset outside 1 to the head")
 
+// beforeCommit, when set, runs in commitConsumer right before the commit's
+// transaction. A variable for tests: they delete the consumer there.
+var beforeCommit func()
+
 // commitConsumer records off as the committed offset of consumer name in
-// the writable journal j. It refuses a consumer that does not exist
-// (journal.ErrNoConsumer: Journal.Consumer would register it) and an offset
-// outside 1 to the head (errCommitRange).
+// the writable journal j. The check that the consumer exists and the commit
+// are one write transaction (journal.Journal.CommitConsumer), so a consumer
+// deleted meanwhile is refused, never registered again. It refuses a
+// consumer that does not exist (journal.ErrNoConsumer), an offset outside 1
+// to the head (errCommitRange) and one below the committed offset
+// (journal.ErrCommitBackwards).
 func commitConsumer(j *journal.Journal, name string, off uint64) error {
-	cs, err := j.Consumers()
-	if err != nil {
-		return err
+	if off == 0 {
+		if _, err := j.ConsumerCommitted(name); err != nil {
+			return err // journal.ErrNoConsumer first, as for any offset
+		}
+		return fmt.Errorf("consumer %q: %w: offset 0", name, errCommitRange)
 	}
-	if _, ok := findConsumer(cs, name); !ok {
-		return fmt.Errorf("%w: %q", journal.ErrNoConsumer, name)
+	if beforeCommit != nil {
+		beforeCommit()
 	}
-	head, err := j.Head()
-	if err != nil {
-		return err
+	err := j.CommitConsumer(name, off)
+	if errors.Is(err, journal.ErrOffsetRange) {
+		return fmt.Errorf("consumer %q: %w: %w", name, errCommitRange, err)
 	}
-	if off == 0 || off > head {
-		return fmt.Errorf("consumer %q: %w: offset %d, head %d", name, errCommitRange, off, head)
-	}
-	c, err := j.Consumer(name)
-	if err != nil {
-		return err
-	}
-	return c.Commit(off)
+	return err
 }
 
 // findConsumer returns the consumer name of cs, and false when there is none.
