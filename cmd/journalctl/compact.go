@@ -45,10 +45,20 @@ func newCompactCmd() *cobra.Command {
 
 // runCompact rewrites f.db compacted and renames the result over it.
 func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
-	// A shared lock held through the rewrite and the rename keeps a watch
-	// from opening the file meanwhile: it would journal into the file that
-	// the rename then replaces. CompactFile's own read-only opens share it.
-	j, err := journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
+	// The writer's lock, held through the rewrite and the rename, keeps
+	// every writer out, a running one included in the moment it reopens
+	// its file (journal/bolt/refresh.go): it would journal into the file
+	// that the rename then replaces. The shared lock of the read-only open
+	// keeps out what does not know the writer's lock; CompactFile's own
+	// read-only opens share it.
+	unlock, err := journal.LockWriter(f.db, 0)
+	if err == nil {
+		defer unlock()
+	}
+	var j *journal.Journal
+	if err == nil {
+		j, err = journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
+	}
 	if errors.Is(err, journal.ErrLocked) {
 		if _, serr := newSockSource(socketPath(f.db)).Head(ctx); serr == nil {
 			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, socketPath(f.db))

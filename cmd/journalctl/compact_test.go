@@ -186,3 +186,31 @@ func TestShrinkage(t *testing.T) {
 		}
 	}
 }
+
+// A writer that is reopening its file (journal/bolt/refresh.go) holds only
+// its own lock, <path>.lock, not bbolt's: compact must be refused then too,
+// or the writer goes on in the file the rename replaces (issue 21 item 1).
+func TestCompact_InAWritersReopen(t *testing.T) {
+	path := writeTrimmedJournal(t)
+	size := fileSize(t, path)
+	release, err := journal.LockWriter(path, 0) // the writer's lock, no bbolt handle: the reopen's gap
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+
+	_, stderr, code := runCLI("compact", "--db", path)
+	if code != 2 || !strings.Contains(stderr, "locked") || !strings.Contains(stderr, "stop the process that writes it") {
+		t.Errorf("compact in a writer's reopen: exit %d, stderr %q; want 2 and a clear line", code, stderr)
+	}
+	if got := fileSize(t, path); got != size {
+		t.Errorf("file size after a refused compact = %d; want %d", got, size)
+	}
+	release()
+	if _, stderr, code := runCLI("compact", "--db", path); code != 0 {
+		t.Errorf("compact once the writer is gone: exit %d, stderr %q; want 0", code, stderr)
+	}
+	if _, err := os.Stat(path + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("%s.lock after compact: %v; want it removed", path, err)
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -104,4 +105,20 @@ func (l *writerLock) release() {
 	}
 	_ = os.Remove(l.path)
 	_ = l.f.Close()
+}
+
+// LockWriter takes the writer's lock of the database at path (the file
+// <path>.lock) without opening the database, for a tool that replaces the
+// file whole, as journalctl compact's rewrite does: holding it keeps every
+// writer of this package out, a running one included, even in the moment a
+// writer reopens its file. It tries for timeout (once when timeout is
+// shorter than 50 ms). Errors: ErrLocked when a writer holds it, or the
+// file system's (the directory must be writable). release removes the lock
+// file and drops the lock; calls after the first do nothing.
+func LockWriter(path string, timeout time.Duration) (release func(), err error) {
+	l, err := lockWriter(path, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return sync.OnceFunc(l.release), nil
 }

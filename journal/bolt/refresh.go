@@ -37,11 +37,8 @@ package bolt
 //
 //   - a read-only open (journalctl reading the file): the reopen waits for
 //     it (refreshTimeout);
-//   - journalctl compact, which holds a read-only open while it rewrites
-//     the file and renames the copy over it: the reopen waits for it and
-//     finds the path naming another file, and opens that, which holds the
-//     same records (the rewrite keeps everything); a rewrite longer than
-//     refreshTimeout counts as the next case;
+//   - not journalctl compact: its rewrite takes the writer's lock first
+//     (LockWriter), so it is refused while a writer lives, gap or not;
 //   - a process that opens the file writable with bbolt directly, or an
 //     older watchjournal, neither of which knows the writer's lock, and
 //     keeps it past refreshTimeout: the reopen fails, the store is broken
