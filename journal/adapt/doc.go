@@ -49,6 +49,12 @@
 // by relisting. Nothing depends on objects seen earlier in the process: a
 // fresh process whose first event is such a tombstone decodes it.
 //
+// Handle's OnUpdate gets as old object the key's object before the change,
+// read from the key's previous event in the journal (old.go), so a filter
+// comparing old and new labels or data works; when retention has trimmed
+// that event (or the journal keeps metadata only) old is metadata-only:
+// name, namespace, UID and the previous resourceVersion.
+//
 // # Reasons
 //
 // A DELETED is not always a deletion: its journal.Reason may say the object
