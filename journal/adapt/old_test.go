@@ -27,7 +27,7 @@ import (
 
 // update is one OnUpdate as a filter sees it.
 type update struct {
-	name, oldRV, newRV string
+	name, oldRV, newRV   string
 	oldLabels, newLabels map[string]string
 	oldData              map[string]string
 }
