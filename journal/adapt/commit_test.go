@@ -192,6 +192,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	path := filepath.Join(t.TempDir(), "j.db")
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 	synced := func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }
+	resumed := func(s reconcile.Status) bool { return s.Synced && s.Phase == reconcile.PhaseWatching } // no list: the watch resumes
 	rvOf := func(ev watch.Event) string {
 		if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
 			return cm.Name + "@" + cm.ResourceVersion + " v=" + cm.Data["v"]
@@ -237,7 +238,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	}
 
 	// Second process on the same file.
-	j, stopLoop = runLoop(t, cp, path, res, synced)
+	j, stopLoop = runLoop(t, cp, path, res, resumed)
 	defer stopLoop()
 	w.Stop() // the dead process's goroutine; its exit commit fails on the closed journal
 	<-w.Done()

@@ -189,6 +189,7 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 	synced := func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }
+	resumed := func(s reconcile.Status) bool { return s.Synced && s.Phase == reconcile.PhaseWatching } // no list: the watch resumes
 
 	// First process: the label change, handled with the ADDED before it.
 	j, stop := runLoop(t, cp, path, res, synced)
@@ -200,7 +201,7 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	stop()
 
 	// Second process: a data-only change.
-	j, stop = runLoop(t, cp, path, res, synced)
+	j, stop = runLoop(t, cp, path, res, resumed)
 	defer stop()
 	patch(`{"data":{"v":"2"}}`)
 	u = updates(t, j, "filter", typed, 1)[0]
