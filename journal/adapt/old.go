@@ -13,15 +13,17 @@ package adapt
 //     offset of each key's latest event.
 //   - backward: for a key it has not passed yet (its last change came
 //     before the consumer's position), it reads the journal backward from
-//     where Handle started, one read (at most DefaultBatch events, about
-//     4 MiB) at a time, only as far as that key, noting every key it
-//     passes on the way. Over a Handle's life each retained event before
-//     its start is read at most once.
+//     where Handle started, DefaultBatch events a step (each Journal.Read
+//     bounded to about 4 MiB; only keys and offsets are kept), only as far
+//     as that key, noting every key it passes on the way. Over a Handle's
+//     life each retained event before its start is read at most once.
 //
-// Cost: per MODIFIED one map lookup and one Journal.Read of one record;
-// memory, one map entry (the key and an offset) per live key passed
-// forward and per key passed backward (an informer keeps each key's whole
-// object).
+// Cost: per MODIFIED one map lookup and one Journal.Read of one record.
+// The first MODIFIED of a key last changed long before the consumer's
+// position reads back to that change: at worst, once per Handle, every
+// event retained before its start (what journalctl events reads). Memory:
+// one map entry (the key and an offset) per live key passed forward and
+// per key passed backward (an informer keeps each key's whole object).
 //
 // The old object is the previous event's object when that event is still
 // retained, carries an object, and is the key's ADDED or MODIFIED at
