@@ -107,13 +107,14 @@ func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error
 // when Stop is called. The commit is written while the Watcher waits for
 // the receiver or at the head, and after each read (one read is at most
 // Options.Batch events), so the last event received stays uncommitted
-// until the next one is received or Stop: a process that dies while it handles an
-// event, or before it comes back, gets that event again from a new
-// Watcher on the same consumer name (at least once), and one that died
+// until the next one is received or Stop: a process that dies while it
+// handles an event, or before it comes back, gets that event again from a
+// new Watcher on the same consumer name (at least once), and one that died
 // after coming back does not. Stop is the receiver's word that it is done
 // with what it received: call it from the receiving goroutine (defer
 // w.Stop()) or once that goroutine has finished, not while an event is
-// still being handled.
+// still being handled. A receiver that hands events to other goroutines
+// must count "came back" itself: the Watcher sees only receives.
 //
 // The Watcher owns c until Done is closed: do not use c meanwhile. A commit
 // that fails ends the Watcher with an error event.
