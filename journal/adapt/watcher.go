@@ -113,8 +113,9 @@ func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error
 // after coming back does not. Stop is the receiver's word that it is done
 // with what it received: call it from the receiving goroutine (defer
 // w.Stop()) or once that goroutine has finished, not while an event is
-// still being handled. A receiver that hands events to other goroutines
-// must count "came back" itself: the Watcher sees only receives.
+// still being handled. A receiver that hands events on to other
+// goroutines comes back before they are processed: it needs a
+// journal.Consumer it commits itself.
 //
 // The Watcher owns c until Done is closed: do not use c meanwhile. A commit
 // that fails ends the Watcher with an error event.
