@@ -69,6 +69,16 @@
 // are delivered again (at least once) and nothing before it is: a restart
 // reconciles what changed, not every object.
 //
+// # Bounds
+//
+// At most Options.MaxPending events are queued and not yet reconciled: the
+// source reads no more than the room left and waits for reconciles to
+// free it. A consumer that retention's hard byte cap passed (its events
+// are gone) is resynchronized as an informer restarts: every key of the
+// index is queued, a page of at most the room left at a time, and the
+// feed goes on after the head read when it began; deletes among the
+// trimmed events are not seen.
+//
 // # Sync
 //
 // WaitForSync (called by the controller before it starts its workers)
