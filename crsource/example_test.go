@@ -71,6 +71,14 @@ func ExampleNewFromConsumer() {
 		log.Fatal(err)
 	}
 	src := crsource.NewFromConsumer(c, nil, crsource.Options{})
+	// The wrapper first, as a controller's builder takes it before Start:
+	// WaitForSync refuses a source whose Reconciler was never called.
+	r := src.Reconciler(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if req.Name == "b" {
+			return reconcile.Result{}, errors.New("not yet")
+		}
+		return reconcile.Result{}, nil
+	}))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -80,12 +88,6 @@ func ExampleNewFromConsumer() {
 	if err := src.WaitForSync(ctx); err != nil {
 		log.Fatal(err)
 	}
-	r := src.Reconciler(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-		if req.Name == "b" {
-			return reconcile.Result{}, errors.New("not yet")
-		}
-		return reconcile.Result{}, nil
-	}))
 	for q.Len() > 0 { // what a controller's worker does
 		req, _ := q.Get()
 		_, err := r.Reconcile(ctx, req)

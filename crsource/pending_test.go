@@ -43,6 +43,9 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := crsource.NewFromConsumer(c, nil, crsource.Options{MaxPending: 10})
+	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -53,9 +56,6 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 	if err := src.WaitForSync(ctx); err != nil {
 		t.Fatalf("WaitForSync with a backlog of %d and MaxPending 10 = %v", n, err)
 	}
-	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-		return reconcile.Result{}, nil
-	}))
 	seen := map[string]bool{}
 	for len(seen) < n {
 		req, shutdown := q.Get()
@@ -128,6 +128,9 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 	}
 	c.Seek(4)
 	src := crsource.NewFromConsumer(c, nil, crsource.Options{})
+	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -138,9 +141,6 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 	if err := src.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-		return reconcile.Result{}, nil
-	}))
 	var got []string
 	for q.Len() > 0 {
 		req, _ := q.Get()
@@ -164,4 +164,92 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 		case <-time.After(10 * time.Millisecond): // the committer is another goroutine
 		}
 	}
+}
+
+// A consumer that retention passed is resynchronized by queueing every key
+// of the index, MaxPending at a time: with 50 keys and MaxPending 10 the
+// queue never holds more than 10 requests (before, all 50 at once: a
+// million for a million objects), every key is reconciled once, and the
+// commit reaches the head only after the last. Pure logic (a file trimmed
+// by hand, a workqueue).
+func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n, max = 50, 10
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
+		for i := 0; i < n; i++ {
+			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%02d", i), UID: "u", ResourceVersion: "1", Origin: journal.OriginRelist}
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+		}
+		return tx.SetResourceVersion("1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := j.Consumer("controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Retention passed the consumer (committed 0): only the last event is left.
+	if trimmed, _, err := j.Writer().Trim(n, n, 0); err != nil || trimmed != n-1 {
+		t.Fatalf("Trim = %d, %v; want %d", trimmed, err, n-1)
+	}
+	src := crsource.NewFromConsumer(c, nil, crsource.Options{MaxPending: max})
+	r := src.Reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := src.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for len(seen) < n {
+		if l := q.Len(); l > max {
+			t.Fatalf("%d requests queued after %d keys reconciled; want at most MaxPending %d", l, len(seen), max)
+		}
+		if off, _ := c.Committed(); off >= n && len(seen) < n {
+			t.Fatalf("committed %d with %d of %d keys reconciled; want the commit below %d until all are", off, len(seen), n, n)
+		}
+		req, shutdown := q.Get()
+		if shutdown {
+			t.Fatalf("queue shut down after %d keys", len(seen))
+		}
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		seen[req.Name]++
+		q.Done(req)
+	}
+	for k, times := range seen {
+		if times != 1 {
+			t.Errorf("key %s reconciled %d times; want once", k, times)
+		}
+	}
+	for {
+		off, _ := c.Committed()
+		if off == n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("committed %d after all %d keys reconciled; want %d", off, n, n)
+		case <-time.After(10 * time.Millisecond): // the committer is another goroutine
+		}
+	}
+	if l := q.Len(); l != 0 {
+		t.Errorf("%d requests queued after the resync; want none", l)
+	}
+	cancel()
+	<-src.Done()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,16 @@ const DefaultConsumer = "controller"
 // DefaultMaxPending is the default Options.MaxPending.
 const DefaultMaxPending = 10000
 
+// ErrNotWrapped is returned by WaitForSync, and so by the controller's and
+// the manager's Start, when Source.Reconciler was never called: the
+// controller was given its reconciler unwrapped (Complete(r) where
+// Complete(src.Reconciler(r)) is needed). Unwrapped, no reconcile's
+// outcome reaches the source: nothing is ever committed, and once
+// MaxPending requests are outstanding no more arrive.
+var ErrNotWrapped = errors.New("crsource: the controller's reconciler is not wrapped by Source.Reconciler: " +
+	"build the controller with Complete(src.Reconciler(r)), not Complete(r); " +
+	"unwrapped, nothing is committed and requests stop after MaxPending")
+
 // Options configure New. Path and Resource are required.
 type Options struct {
 	// Path is the journal file, created (mode 0600) when missing.
@@ -46,9 +57,11 @@ type Options struct {
 	// journal.DefaultBatch.
 	Batch int
 	// MaxPending bounds the events queued and not yet reconciled, which the
-	// source tracks in memory (a few dozen bytes each); the feeder waits
-	// beyond it, and WaitForSync returns once it is reached. Default
-	// DefaultMaxPending.
+	// source tracks in memory (a few dozen bytes each): the feeder reads no
+	// more than the room it leaves and waits when it is reached (a resync
+	// after retention passed the consumer queues the index's keys the same
+	// way, MaxPending at a time), and WaitForSync returns once it is
+	// reached. Default DefaultMaxPending.
 	MaxPending int
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
@@ -67,6 +80,7 @@ type Source struct {
 	batch, max  int
 	t           *tracker
 	log         logr.Logger
+	wrapped     atomic.Bool // Reconciler was called
 
 	mu      sync.Mutex
 	started bool
@@ -207,7 +221,17 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 // reconciled: the workers, which start after WaitForSync, must make room
 // for the rest); until ctx is done (ctx.Err()); or until the source fails
 // (Err).
+//
+// It returns ErrNotWrapped at once, and logs it, when Reconciler has not
+// been called: a controller calls WaitForSync before it starts its
+// workers, after its builder took the reconciler, so a controller given
+// an unwrapped reconciler fails to start instead of stalling. A program
+// that drives the queue itself calls Reconciler before WaitForSync.
 func (s *Source) WaitForSync(ctx context.Context) error {
+	if !s.wrapped.Load() {
+		s.log.Error(ErrNotWrapped, "controller not started", "source", s.String())
+		return ErrNotWrapped
+	}
 	select {
 	case <-s.synced:
 	case <-s.failed:
@@ -237,8 +261,11 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 // Reconciler wraps r so that the source learns each reconcile's outcome:
 // a success (nil error, no Requeue, no RequeueAfter) or a TerminalError
 // lets the commit move past the request's events queued before the
-// reconcile began. Pass the wrapper to the controller (Complete, Build).
+// reconcile began. Pass the wrapper to the controller (Complete, Build):
+// it is required, and WaitForSync returns ErrNotWrapped until Reconciler
+// has been called.
 func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
+	s.wrapped.Store(true)
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		upto := s.t.begin(req)
 		res, err := r.Reconcile(ctx, req)
@@ -289,29 +316,24 @@ func (s *Source) fail(err error) {
 }
 
 // feed reads the consumer and queues a request per event, but a DELETED
-// whose reason is moved.
+// whose reason is moved. It reads at most the room MaxPending leaves, so
+// the requests tracked never exceed it.
 func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	batch := s.batch
+	if batch <= 0 {
+		batch = journal.DefaultBatch
+	}
 	for {
-		// Bound what is tracked in memory.
-		for {
-			n, room := s.t.openCount()
-			if n < s.max {
-				s.t.setFull(false)
-				break
-			}
-			s.t.setFull(true)
-			select {
-			case <-room:
-			case <-ctx.Done():
-				return nil
-			}
+		room, ok := s.waitRoom(ctx)
+		if !ok {
+			return nil
 		}
-		evs, err := s.c.Next(ctx, s.batch)
+		evs, err := s.c.Next(ctx, min(batch, room))
 		if ctx.Err() != nil {
 			return nil
 		}
 		if errors.Is(err, journal.ErrCompacted) {
-			if err := s.resync(q); err != nil {
+			if err := s.resync(ctx, q); err != nil {
 				return err
 			}
 			continue
@@ -333,22 +355,68 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	}
 }
 
+// waitRoom waits until fewer than MaxPending requests are tracked and
+// returns how many more may be; ok is false when ctx is done first. While
+// it waits, WaitForSync counts the feed as full.
+func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
+	for {
+		n, ch := s.t.openCount()
+		if n < s.max {
+			s.t.setFull(false)
+			return s.max - n, true
+		}
+		s.t.setFull(true)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+}
+
 // resync handles a consumer that retention has passed (the hard byte cap
 // overrides a consumer's hold): the events in between are gone, so every
 // key the index holds is queued, as after an informer's restart, and the
-// feed goes on after the snapshot's head. Deletes among the trimmed events
-// are not seen.
-func (s *Source) resync(q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	var keys []reconcile.Request
-	head, err := s.j.Snapshot(func(e journal.IndexEntry) error { keys = append(keys, request(e.Key)); return nil })
+// feed goes on after the head read before the first key. Deletes among the
+// trimmed events are not seen.
+//
+// The keys are queued a page at a time, each page no larger than the room
+// MaxPending leaves, so a million keys are never all tracked and queued at
+// once. The index is read in pages (Journal.ScanIndex), not in one
+// snapshot: a key present at head is either on its page or was deleted
+// after head, and then the DELETED after head queues it; a key created
+// after head may be queued twice (on its page and by its ADDED), which the
+// queue merges or the reconciler sees twice (at least once). Each key's
+// entry is at offset head: the commit stays below head until every key
+// is reconciled.
+func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	head, err := s.j.Head()
 	if err != nil {
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
-	s.log.Info("retention trimmed events this consumer had not committed; queueing every key", "keys", len(keys), "head", head)
-	for _, r := range keys {
-		s.t.add(head, r)
-		q.Add(r)
+	s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	after, keys := "", 0
+	for {
+		room, ok := s.waitRoom(ctx)
+		if !ok {
+			return nil
+		}
+		page, err := s.j.ScanIndex(after, room)
+		if err != nil {
+			return fmt.Errorf("crsource: resync: %w", err)
+		}
+		for _, e := range page {
+			r := request(e.Key)
+			s.t.add(head, r)
+			q.Add(r)
+		}
+		keys += len(page)
+		if len(page) < room {
+			break
+		}
+		after = page[len(page)-1].Key
 	}
+	s.log.Info("resync queued every key", "keys", keys, "head", head)
 	s.c.Seek(head + 1)
 	s.t.fedTo(head)
 	return nil

@@ -3,8 +3,10 @@ package crsource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,4 +223,57 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// The mistake of issue 21 (item 3): a controller built with Complete(r),
+// the reconciler not wrapped by src.Reconciler. Before, nothing was ever
+// committed and, once MaxPending requests were outstanding, no more
+// arrived, without an error or a log line. Now the controller fails to
+// start: the manager's Start returns ErrNotWrapped, whose message names
+// the fix, before a single request is reconciled.
+func TestSource_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	cp := controlplane.StartT(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "unwrapped"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
+	src, err := crsource.New(cp.RESTConfig(), crsource.Options{Path: filepath.Join(t.TempDir(), "cm.db"), Resource: res, NoSync: true,
+		MaxPending: 5, Loop: crsource.LoopOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(cp.RESTConfig(), manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder(nil)
+	if err := builder.ControllerManagedBy(mgr).Named("unwrapped").WatchesRawSource(src).Complete(r); err != nil { // the mistake
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer mcancel()
+	err = mgr.Start(mctx)
+	if !errors.Is(err, crsource.ErrNotWrapped) || !strings.Contains(err.Error(), "Complete(src.Reconciler(r))") {
+		committed, _ := src.Committed()
+		t.Fatalf("manager Start = %v (after %v; reconciled %v, committed %d); want ErrNotWrapped naming Complete(src.Reconciler(r))",
+			err, mctx.Err(), r.names(), committed)
+	}
+	if got := r.names(); len(got) != 0 {
+		t.Errorf("reconciled %v before the controller failed; want none", got)
+	}
+	<-src.Done()
 }

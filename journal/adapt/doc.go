@@ -13,7 +13,7 @@
 // In place of a RetryWatcher, with a position that survives a restart:
 //
 //	c, err := j.Consumer("my-watcher")       // durable, in the journal file
-//	w, err := adapt.WatchConsumer(c, nil)     // resumes after what it handed over
+//	w, err := adapt.WatchConsumer(c, nil)     // resumes after what was processed
 //	defer w.Stop()
 //	for ev := range w.ResultChan() { ... }    // watch.Event: ADDED, MODIFIED, DELETED, ERROR
 //
@@ -30,8 +30,10 @@
 //
 // # Positions
 //
-// WatchConsumer commits a named journal.Consumer once events are handed
-// over (received from ResultChan); Handle commits once each batch has been
+// WatchConsumer commits a named journal.Consumer past an event once the
+// receiver comes back for more (receives the next event from ResultChan)
+// or calls Stop: an event received and not yet processed when the process
+// dies is delivered again. Handle commits once each batch has been
 // handled. Both are at-least-once across crashes. NewWatcher has no durable
 // position: it starts at the offset it is given.
 //
@@ -46,6 +48,12 @@
 // cache.DeletedFinalStateUnknown, as an informer does for deletes it finds
 // by relisting. Nothing depends on objects seen earlier in the process: a
 // fresh process whose first event is such a tombstone decodes it.
+//
+// Handle's OnUpdate gets as old object the key's object before the change,
+// read from the key's previous event in the journal (old.go), so a filter
+// comparing old and new labels or data works; when retention has trimmed
+// that event (or the journal keeps metadata only) old is metadata-only:
+// name, namespace, UID and the previous resourceVersion.
 //
 // # Reasons
 //

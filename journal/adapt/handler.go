@@ -36,9 +36,15 @@ type DeleteReasonHandler interface {
 //
 //   - ADDED: OnAdd(obj, false). There is no initial-list phase to report: a
 //     consumer starts from its committed offset.
-//   - MODIFIED: OnUpdate(old, new), where old is metadata-only (name,
-//     namespace, UID and the previous resourceVersion): the journal does not
-//     keep old objects.
+//   - MODIFIED: OnUpdate(old, new), where old is the object as it was
+//     before the change (labels, annotations, spec, data: what a "did it
+//     change" filter compares), read from the key's previous event in the
+//     journal (old.go: found through an in-memory map of key → offset and,
+//     for a key last changed before the consumer's position, a backward
+//     read of the journal, each event at most once per Handle). When that
+//     event is no longer retained (retention trimmed it) or the journal
+//     keeps metadata only, old is metadata-only: name, namespace, UID and
+//     the previous resourceVersion, no labels, annotations or data.
 //   - DELETED seen live: OnDelete(obj) with the final object.
 //   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
 //     Key, Obj}) with a metadata-only Obj, as an informer does.
@@ -54,6 +60,7 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 	}
 	o = o.withDefaults()
 	dec := newDecoder(c.Journal(), o.Decode)
+	hist := newHistory(c.Journal(), c.Position())
 	for {
 		evs, err := c.Next(ctx, o.Batch)
 		if ctx.Err() != nil {
@@ -71,9 +78,9 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 			case journal.Added:
 				h.OnAdd(obj, false)
 			case journal.Modified:
-				old, err := dec.metadataOnly(e, e.PrevResourceVersion)
+				old, err := oldObject(dec, hist, e)
 				if err != nil {
-					return fmt.Errorf("adapt: offset %d: decode: %w", e.Offset, err)
+					return fmt.Errorf("adapt: offset %d: old object: %w", e.Offset, err)
 				}
 				h.OnUpdate(old, obj)
 			case journal.Deleted:
@@ -87,9 +94,23 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 					h.OnDelete(del)
 				}
 			}
+			hist.passed(e)
 		}
 		if err := c.Commit(evs[len(evs)-1].Offset); err != nil {
 			return err
 		}
 	}
+}
+
+// oldObject returns the old side of the MODIFIED e for OnUpdate: the
+// previous event's object (old.go), or a metadata-only one.
+func oldObject(dec *decoder, hist *history, e journal.Event) (any, error) {
+	b, err := hist.oldObject(e)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		return dec.decode(b)
+	}
+	return dec.metadataOnly(e, e.PrevResourceVersion)
 }

@@ -40,7 +40,8 @@ func (o Options) withDefaults() Options {
 // delivering across 410s, disconnects and restarts of the writer.
 //
 // A Watcher from WatchConsumer has a durable position: it resumes, in a
-// new process, after the last event it handed over. One from NewWatcher
+// new process, after the last event the receiver came back from (see
+// WatchConsumer). One from NewWatcher
 // starts where it is told and remembers nothing.
 //
 // It ends, sending a watch.Error event first, only when the journal cannot
@@ -99,14 +100,22 @@ func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error
 
 // WatchConsumer starts a Watcher that delivers the events of c's journal
 // from c's read position (right after its committed offset, for a consumer
-// just returned by Journal.Consumer) and commits c as events are handed
-// over: after the receiver has taken every event of a read (one read is at
-// most Options.Batch events), before the Watcher waits at the head, and
-// when it stops. An event counts as handed over once the receive from
-// ResultChan has returned; so after a crash a new Watcher on the same
-// consumer name delivers again at most the last read's events (at least
-// once), and never skips one. To commit only once an event is processed,
-// not merely received, use Handle or package crsource.
+// just returned by Journal.Consumer) and commits c as the receiver shows it
+// is done with events: an event counts as processed once the receiver has
+// come back for more, that is once it has received the next event from
+// ResultChan (or Events), and everything handed over counts as processed
+// when Stop is called. The commit is written while the Watcher waits for
+// the receiver or at the head, and after each read (one read is at most
+// Options.Batch events), so the last event received stays uncommitted
+// until the next one is received or Stop: a process that dies while it
+// handles an event, or before it comes back, gets that event again from a
+// new Watcher on the same consumer name (at least once), and one that died
+// after coming back does not. Stop is the receiver's word that it is done
+// with what it received: call it from the receiving goroutine (defer
+// w.Stop()) or once that goroutine has finished, not while an event is
+// still being handled. A receiver that hands events on to other
+// goroutines comes back before they are processed: it needs a
+// journal.Consumer it commits itself.
 //
 // The Watcher owns c until Done is closed: do not use c meanwhile. A commit
 // that fails ends the Watcher with an error event.
@@ -141,34 +150,45 @@ func (w *Watcher) ResultChan() <-chan watch.Event { return w.result }
 // Events returns the channel of events with their offsets and reasons
 // (Event). It carries the same events as ResultChan: each event is
 // delivered once, on whichever of the two channels receives it, so read
-// one of them, not both. An event counts as handed over (WatchConsumer's
-// commit) once received from either. It is closed when the Watcher ends.
+// one of them, not both. For WatchConsumer's commit, a receive from either
+// counts as coming back for more. It is closed when the Watcher ends.
 func (w *Watcher) Events() <-chan Event { return w.events }
 
 // Stop ends the Watcher and closes ResultChan. It is safe to call more than
-// once, and from any goroutine.
+// once, and from any goroutine. For WatchConsumer it commits every event
+// handed over: call it once the receiver is done with them.
 func (w *Watcher) Stop() { w.cancel() }
 
 // Done is closed when the Watcher has ended and ResultChan is closed (and,
-// for WatchConsumer, its last commit is written).
+// for WatchConsumer, its last commit is written: after Stop, every event
+// handed over).
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
+// run reads and hands over events. For WatchConsumer it tracks two
+// offsets: last, the newest event handed over (received), and done, the
+// newest the receiver came back after (the one before last). The loop
+// commits done before it blocks on the receiver or at the head, and after
+// each read; the exit commits last (Stop, or an error event the receiver
+// took, which is coming back too). A receiver always ready costs one
+// commit a read; a busy one a commit per event, written while it works.
 func (w *Watcher) run(ctx context.Context, next uint64) {
 	defer close(w.done)
 	defer close(w.result)
 	defer close(w.events)
-	committed := next - 1
-	commit := func() error {
-		if w.c == nil || next-1 <= committed {
+	committed, done, last := next-1, next-1, next-1
+	commit := func(upto uint64) error {
+		if w.c == nil || upto <= committed {
 			return nil
 		}
-		if err := w.c.Commit(next - 1); err != nil {
+		if err := w.c.Commit(upto); err != nil {
 			return err
 		}
-		committed = next - 1
+		committed = upto
 		return nil
 	}
-	defer func() { _ = commit() }() // on Stop: what was handed over
+	// Every exit comes after a send returned: received (the receiver came
+	// back) or Stop. Either way what was handed over is processed.
+	defer func() { _ = commit(last) }()
 	for {
 		evs, err := w.j.Read(next, w.batch)
 		if err != nil {
@@ -182,12 +202,23 @@ func (w *Watcher) run(ctx context.Context, next uint64) {
 					Code: http.StatusInternalServerError, Message: fmt.Sprintf("offset %d: decode: %v", e.Offset, err)}))
 				return
 			}
-			if !w.send(ctx, Event{Event: watch.Event{Type: watch.EventType(e.Type), Object: obj}, Offset: e.Offset, Reason: e.Reason}) {
-				return
+			ev := Event{Event: watch.Event{Type: watch.EventType(e.Type), Object: obj}, Offset: e.Offset, Reason: e.Reason}
+			if !w.trySend(ev) {
+				// The receiver is busy with the last event: write what it
+				// came back after while waiting for it, so a receiver that
+				// comes back and then dies is not handed it again.
+				if err := commit(done); err != nil {
+					w.send(ctx, errorEvent(statusFor(err)))
+					return
+				}
+				if !w.send(ctx, ev) {
+					return
+				}
 			}
+			done, last = last, e.Offset
 			next = e.Offset + 1
 		}
-		if err := commit(); err != nil {
+		if err := commit(done); err != nil {
 			w.send(ctx, errorEvent(statusFor(err)))
 			return
 		}
@@ -199,6 +230,18 @@ func (w *Watcher) run(ctx context.Context, next uint64) {
 				return
 			}
 		}
+	}
+}
+
+// trySend hands e over if a receiver is waiting on ResultChan or Events.
+func (w *Watcher) trySend(e Event) bool {
+	select {
+	case w.result <- e.Event:
+		return true
+	case w.events <- e:
+		return true
+	default:
+		return false
 	}
 }
 

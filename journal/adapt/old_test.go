@@ -1,0 +1,211 @@
+package adapt_test
+
+// Handle's OnUpdate old object (issue 21, item 18): the object as it was
+// before the change, read from the key's previous event in the journal;
+// metadata-only when retention trimmed that event.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/adapt"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// update is one OnUpdate as a filter sees it.
+type update struct {
+	name, oldRV, newRV   string
+	oldLabels, newLabels map[string]string
+	oldData              map[string]string
+}
+
+func (u update) String() string {
+	return fmt.Sprintf("%s %s%v%v -> %s%v", u.name, u.oldRV, u.oldLabels, u.oldData, u.newRV, u.newLabels)
+}
+
+// updates runs Handle on a fresh consumer instance named consumer until n
+// updates have been seen, and returns them.
+func updates(t *testing.T, j *journal.Journal, consumer string, decode adapt.DecodeFunc, n int) []update {
+	t.Helper()
+	c, err := j.Consumer(consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []update
+	h := cache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
+		o, _ := meta.Accessor(old)
+		m, _ := meta.Accessor(obj)
+		u := update{name: m.GetName(), oldRV: o.GetResourceVersion(), newRV: m.GetResourceVersion(),
+			oldLabels: o.GetLabels(), newLabels: m.GetLabels()}
+		if cm, ok := old.(*corev1.ConfigMap); ok {
+			u.oldData = cm.Data
+		}
+		got = append(got, u)
+		if len(got) == n {
+			cancel()
+		}
+	}}
+	if err := adapt.Handle(ctx, c, h, &adapt.Options{Decode: decode}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("Handle saw %d updates %v within 60s; want %d", len(got), got, n)
+	}
+	return got
+}
+
+// On a file: the old object is the previous event's, whether that event
+// was handled in the same Handle, lies before the consumer's position
+// (found by reading backward, past more than one read of other keys), or
+// was trimmed by retention (then metadata-only, with the previous
+// resourceVersion).
+func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo",
+		Kind: "ConfigMap", APIVersion: "v1"}
+	obj := func(name, rv, tier string) []byte {
+		return []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + name + `","namespace":"demo","uid":"u-` + name +
+			`","resourceVersion":"` + rv + `","labels":{"tier":"` + tier + `"}},"data":{"rv":"` + rv + `"}}`)
+	}
+	ev := func(t journal.EventType, name, rv, prev, tier string) journal.Event {
+		return journal.Event{Type: t, Key: "demo/" + name, UID: "u-" + name, ResourceVersion: rv, PrevResourceVersion: prev,
+			Object: obj(name, rv, tier), Origin: journal.OriginWatch}
+	}
+	write := func(t *testing.T, j *journal.Journal, evs ...journal.Event) uint64 {
+		t.Helper()
+		var last uint64
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
+			for i := range evs {
+				off, err := tx.Append(&evs[i])
+				if err != nil {
+					return err
+				}
+				last = off
+			}
+			return tx.SetResourceVersion(evs[len(evs)-1].ResourceVersion)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return last
+	}
+	open := func(t *testing.T) *journal.Journal {
+		j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		return j
+	}
+
+	t.Run("previous event handled in the same Handle", func(t *testing.T) {
+		j := open(t)
+		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Modified, "a", "11", "10", "db"))
+		for _, decode := range []adapt.DecodeFunc{nil, typed} {
+			got := updates(t, j, fmt.Sprintf("h-%v", decode == nil), decode, 1)
+			if u := got[0]; u.oldRV != "10" || u.oldLabels["tier"] != "web" || u.newLabels["tier"] != "db" {
+				t.Fatalf("update %v; want old a@10 with tier=web, new tier=db", u)
+			}
+		}
+		if got := updates(t, j, "typed", typed, 1); got[0].oldData["rv"] != "10" {
+			t.Fatalf("typed update %v; want the old data rv=10", got[0])
+		}
+	})
+
+	t.Run("previous event before the consumer's position, 600 events of other keys back", func(t *testing.T) {
+		j := open(t)
+		write(t, j, ev(journal.Added, "a", "10", "", "web"))
+		var fill []journal.Event
+		for i := 0; i < 600; i++ {
+			fill = append(fill, ev(journal.Added, fmt.Sprintf("o%03d", i), "11", "", "x"))
+		}
+		head := write(t, j, fill...)
+		if _, err := j.Consumer("h"); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.CommitConsumer("h", head); err != nil {
+			t.Fatal(err)
+		}
+		write(t, j, ev(journal.Modified, "o599", "12", "11", "y"), ev(journal.Modified, "a", "13", "10", "db"))
+		got := updates(t, j, "h", typed, 2)
+		if got[0].oldLabels["tier"] != "x" || got[1].oldRV != "10" || got[1].oldLabels["tier"] != "web" || got[1].oldData["rv"] != "10" {
+			t.Fatalf("updates %v; want o599's old tier=x, then a's old a@10 tier=web rv=10", got)
+		}
+	})
+
+	t.Run("previous event trimmed by retention: metadata-only", func(t *testing.T) {
+		j := open(t)
+		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Added, "b", "11", "", "web"))
+		write(t, j, ev(journal.Modified, "a", "12", "10", "db"))
+		if n, _, err := j.Writer().Trim(2, 1, 0); err != nil || n != 1 {
+			t.Fatalf("Trim = %d, %v; want 1 event trimmed", n, err)
+		}
+		got := updates(t, j, "h", typed, 1)
+		if u := got[0]; u.oldRV != "10" || u.oldLabels != nil || u.oldData != nil || u.newLabels["tier"] != "db" {
+			t.Fatalf("update %v; want a metadata-only old a@10 (no labels, no data)", u)
+		}
+	})
+}
+
+// The filter a controller writes for "did the labels change", against the
+// real apiserver: a label change and a data-only change to one ConfigMap,
+// the second handled by a new Handle in a new process (its previous event
+// lies before the consumer's position). Before, the old object had no
+// labels: the data-only change looked like a label change.
+func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "labels"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := kube.CoreV1().ConfigMaps(ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"tier": "web"}},
+		Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(p string) {
+		t.Helper()
+		if _, err := cms.Patch(ctx, "a", types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelsChanged := func(u update) bool { return fmt.Sprint(u.oldLabels) != fmt.Sprint(u.newLabels) }
+	path := filepath.Join(t.TempDir(), "j.db")
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
+	synced := func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }
+	resumed := func(s reconcile.Status) bool { return s.Synced && s.Phase == reconcile.PhaseWatching } // no list: the watch resumes
+
+	// First process: the label change, handled with the ADDED before it.
+	j, stop := runLoop(t, cp, path, res, synced)
+	patch(`{"metadata":{"labels":{"tier":"db"}}}`)
+	u := updates(t, j, "filter", typed, 1)[0]
+	if !labelsChanged(u) || u.oldLabels["tier"] != "web" || u.newLabels["tier"] != "db" || u.oldData["v"] != "1" {
+		t.Fatalf("label change: %v; want old tier=web v=1, new tier=db, the filter firing", u)
+	}
+	stop()
+
+	// Second process: a data-only change.
+	j, stop = runLoop(t, cp, path, res, resumed)
+	defer stop()
+	patch(`{"data":{"v":"2"}}`)
+	u = updates(t, j, "filter", typed, 1)[0]
+	if labelsChanged(u) || u.oldLabels["tier"] != "db" || u.oldData["v"] != "1" {
+		t.Fatalf("data-only change after a restart: %v; want old tier=db v=1 and the filter quiet", u)
+	}
+}
