@@ -261,6 +261,10 @@ type Loop struct {
 	// (listmode.go).
 	refusedAt time.Time
 
+	// kindRetry is set when New could not record the kind: Run retries
+	// it (kind.go).
+	kindRetry *kindRetry
+
 	backoff    time.Duration // current backoff; 0 after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
 	lastLogged string        // failureKey of the last failure logged at V(0) or Error
@@ -359,10 +363,16 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 // request itself (ErrRejected: a 400 for a field selector it does not
 // support, say); such an error is returned even when ctx ends at the same
 // moment. Other apiserver errors (403, 404, 429, 5xx, timeouts) are
-// retried with backoff and shown in Status.
+// retried with backoff and shown in Status. When New could not ask
+// discovery for the kind, Run retries that in a goroutine of its own,
+// which has exited when Run returns (kind.go).
 func (l *Loop) Run(ctx context.Context) (err error) {
 	var s state = stateStart{}
 	defer func() { l.stopped(err) }()
+	// The kind's retry (kind.go) ends with Run: stopped, then waited for.
+	kctx, stopKind := context.WithCancel(ctx)
+	defer l.startKindRetry(kctx)()
+	defer stopKind()
 	for {
 		l.update(func(st *Status) { st.Phase = s.phase() })
 		next, err := l.step(ctx, s)
