@@ -77,10 +77,11 @@
 // at the first of: a complete list committed; a resumed watch whose
 // resourceVersion the check found equal to the server's; a resumed watch
 // whose events or bookmarks carried the journal to the server's
-// resourceVersion as of the check; a resumed watch quiet for 1 s (no
-// ERROR frame, no frame since the history it replayed was applied) after
-// the check's list at exactly its resourceVersion succeeded.
-// Status.SyncedOffset is the head offset then.
+// resourceVersion as of the check; a resumed watch that the server ended
+// normally (at its timeoutSeconds, 2 s for a resume yet to be proven) with
+// no ERROR frame. Each is something the server said, never a quiet
+// interval: a 410 however late comes first. Status.SyncedOffset is the
+// head offset then, Status.SyncedBy the proof.
 // Details in synced.go.
 //
 // # Verify

@@ -104,7 +104,7 @@ func (l *Loop) listed(s stateList, start time.Time, rv string, staged int, first
 			x.LastVerifyFirst, x.LastVerifyLast = first, last
 		}
 	})
-	l.markSynced("a complete list")
+	l.markSynced(syncedByList)
 	if lost > 0 {
 		l.log.Info("verify: the watch had lost events; the relist journaled the difference",
 			"events", lost, "resourceVersion", rv)

@@ -178,6 +178,13 @@ type Status struct {
 	// (0 for an empty journal): a consumer past it has caught up with the
 	// server's state as of the sync.
 	SyncedOffset uint64
+	// SyncedBy names what proved Synced (synced.go): "list" (a complete
+	// list committed), "current" (the stored resourceVersion was the
+	// server's current one), "caught up" (a resumed watch's events or
+	// bookmarks reached the server's resourceVersion), "served" (the
+	// server ended a resumed watch normally, with no 410); empty until
+	// Synced.
+	SyncedBy string
 	// LastError is the error that caused the last backoff, nil after a
 	// success: a completed list, an applied watch frame, or a watch open
 	// (answered 200) for a second without an error, so a healthy resume on

@@ -42,10 +42,17 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return next, err
 		}
 	}
+	// A resume yet to be proven asks for a short watch: its normal end is
+	// the proof on a quiet resource (synced.go).
+	proving := l.proving(s)
+	timeout := l.watchTimeout()
+	if proving {
+		timeout = proofWatchTimeout
+	}
 	st, err := s.open, error(nil)
 	s.open = nil
 	if st == nil {
-		st, err = l.c.watch(ctx, s.rv, l.watchTimeout(), l.opts.RequestTimeout)
+		st, err = l.c.watch(ctx, s.rv, timeout, l.opts.RequestTimeout)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -62,12 +69,6 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	}
 	defer st.close()
 	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
-	var proofC <-chan time.Time // the quiet wait that proves a resume (synced.go)
-	proof := l.proofTimer(s)
-	if proof != nil {
-		defer proof.Stop()
-		proofC = proof.C()
-	}
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
@@ -111,10 +112,6 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return verifyState(s), nil
 		case <-verifyTick:
 			return verifyState(s), nil
-		case <-proofC:
-			l.markSynced("the resumed watch stayed quiet without a 410")
-			proofC = nil
-			continue
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
@@ -156,17 +153,8 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			l.update(func(x *Status) { x.Encoding = batch[0].enc })
 		}
 		got += n
-		if l.provenByFrames(s, next, n) || l.HasSynced() {
-			proofC = nil
-		} else if proofC != nil {
-			// Not caught up yet: a quiet wait from now.
-			if !proof.Stop() {
-				select {
-				case <-proofC:
-				default:
-				}
-			}
-			proof.Reset(resumeProofWait)
+		if proving && l.provenByFrames(s, next, n) {
+			proving = false
 		}
 		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
@@ -177,6 +165,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			if w, ok := next.(stateWatch); ok && got == 0 && l.opts.Clock.Since(start) < time.Second {
 				// Ended at once with nothing: do not spin.
 				return l.fail(w, fmt.Errorf("%w: watch ended immediately", ErrWatch))
+			}
+			if proving && servedToEnd(batch, next) {
+				l.markSynced(syncedByServed)
 			}
 			return next, nil
 		}
@@ -210,11 +201,11 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			case isWatchEnd(f.err):
 				// The server ended the watch (timeoutSeconds), or the
 				// connection ended: resume, as client-go's StreamWatcher.
-				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}
+				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}
 			default:
 				// Bytes that are not a watch frame: a failure like any
 				// other, retried from the same resourceVersion.
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
 			}
 			break
 		}
@@ -226,7 +217,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				// (or the compaction revision's 500).
 				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
 			} else {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin},
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current},
 					err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
 			}
 		case "BOOKMARK":
@@ -238,7 +229,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		case "ADDED", "MODIFIED", "DELETED":
 			it, err := l.c.item(f.ev.Object, "", "")
 			if err != nil {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
 			if l.c.shard.in(it.UID) { // another shard's key moves the resume point only
@@ -292,7 +283,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	if errors.Is(err, journal.ErrNoSpace) {
 		// Nothing of the batch was kept: watch again from the last
 		// committed resourceVersion once there may be space.
-		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, fmt.Errorf("%w: %w", ErrJournal, err))
+		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, fmt.Errorf("%w: %w", ErrJournal, err))
 		return next, n, nil
 	}
 	if err != nil {
