@@ -88,7 +88,10 @@
 //
 // A verify lists at exactly the resourceVersion the journal applied, so
 // index and list describe the same moment, and resumes the watch from it;
-// its deadline is wall-clock, kept across watches. Details in verify.go.
+// its deadline is wall-clock, kept across watches. One more runs soon
+// after every restart that resumed from the stored resourceVersion, once
+// the resume is proven (a restored etcd the resume check cannot see).
+// Details in verify.go.
 //
 // # Relist
 //

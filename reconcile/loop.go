@@ -45,7 +45,8 @@ type Options struct {
 	// still on their way never count. Each interval is jittered to
 	// [0.8, 1.2) × VerifyInterval. Zero: DefaultVerifyInterval (10
 	// minutes). Negative: no periodic verify (Verify and 410s still
-	// relist).
+	// relist). Either way one verify runs soon after a restart that
+	// resumed from the stored resourceVersion, once it synced.
 	VerifyInterval time.Duration
 	// RequestTimeout bounds the time to first byte of each request: a list
 	// page (and a watch) must begin its response (status and headers)
@@ -204,7 +205,8 @@ type Status struct {
 	Backoffs, Throttled int
 	// Events counts events this loop appended to the journal.
 	Events int
-	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
+	// Verifies counts anti-entropy relists (Verify, VerifyInterval, and
+	// the one after a restart that resumed: verify.go);
 	// Divergences counts the events they found that the watch had lost
 	// (verify.go says how a difference is told from an event in flight).
 	Verifies, Divergences int
@@ -271,6 +273,9 @@ type Loop struct {
 	// kindRetry is set when New could not record the kind: Run retries
 	// it (kind.go).
 	kindRetry *kindRetry
+	// restartVerify is set when Run resumed from a stored resourceVersion:
+	// a verify runs once the resume is proven (verify.go).
+	restartVerify bool
 
 	backoff    time.Duration // current backoff; 0 after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
@@ -413,6 +418,7 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 			return stateList{origin: journal.OriginRelist}, nil
 		}
 		l.log.Info("resuming from stored resourceVersion", "resourceVersion", rv)
+		l.restartVerify = true
 		l.update(func(st *Status) { st.ResourceVersion = rv })
 		// The resume check (probe.go) runs before the watch opens.
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil

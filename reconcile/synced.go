@@ -125,6 +125,7 @@ func (l *Loop) markSynced(by string) {
 	}
 	l.update(func(st *Status) { st.Synced, st.SyncedOffset, st.SyncedBy = true, head, by })
 	l.log.Info("synced: the journal is current with the server", "by", by, "offset", head)
+	l.verifyAfterRestart(by)
 }
 
 // proving reports whether the resumed watch s is to prove the resume: the
