@@ -82,7 +82,7 @@ func (l *Loop) pagedList(ctx context.Context, s stateList) (state, error) {
 			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
 		}
 		l.listed(s, start, rv, staged, first, last)
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, fromList: true}, nil
 	}
 }
 

@@ -214,6 +214,10 @@ type Status struct {
 	// compared below the stored one (etcd restored from an older backup),
 	// each followed by a relist (probe.go).
 	Rewinds int
+	// Replays counts watches the server replayed from scratch, ignoring
+	// the resourceVersion of the resume (every object as ADDED), each
+	// followed by a relist (replay.go).
+	Replays int
 	// ListMode is how the loop lists now: ListModeStreaming or
 	// ListModePaginated; ListModeReason says why: "not tried yet", "the
 	// apiserver serves streaming lists", "Options.ListMode", or the

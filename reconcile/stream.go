@@ -96,7 +96,7 @@ func (l *Loop) streamList(ctx context.Context, s stateList) (state, error) {
 		}
 		l.streamed()
 		l.listed(s, start, rv, staged, first, last)
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, open: st}, nil
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, open: st, fromList: true}, nil
 	}
 }
 

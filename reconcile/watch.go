@@ -69,6 +69,10 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	}
 	defer st.close()
 	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
+	// Only this request starts at the list's resourceVersion: a watch
+	// that replaces it (idle, a verify's resume) resumes (replay.go).
+	fromList := s.fromList
+	s.fromList = false
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
@@ -142,7 +146,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				break drain
 			}
 		}
-		next, n, err := l.apply(ctx, s, batch)
+		as := s
+		as.fromList = fromList
+		next, n, err := l.apply(ctx, as, batch)
 		for _, f := range batch {
 			budget.Release(f.weight)
 		}
@@ -188,12 +194,14 @@ func (l *Loop) watchTimeout() time.Duration {
 // how many frames were events or bookmarks. Each DELETED gets its reason
 // first (reason.go); when ctx ends meanwhile nothing is committed and apply
 // returns (nil, 0, nil): the watch resumes from the journal's
-// resourceVersion.
+// resourceVersion. The journal's resourceVersion never goes backwards,
+// and a frame that shows the server replaying from scratch ends the watch
+// in a relist (replay.go).
 func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, int, error) {
+	var ops []watchOp
 	var items []Item
 	var types []journal.EventType
 	var next state
-	rv := ""
 	n := 0
 	for _, f := range batch {
 		if f.err != nil {
@@ -223,7 +231,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
 			if m, ok := bookmarkRV(f.ev.Object); ok {
-				rv = m
+				ops = append(ops, watchOp{item: -1, rv: m})
 			}
 			n++
 		case "ADDED", "MODIFIED", "DELETED":
@@ -232,11 +240,13 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
+			op := watchOp{item: -1, rv: it.ResourceVersion, event: true}
 			if l.c.shard.in(it.UID) { // another shard's key moves the resume point only
+				op.item = len(items)
 				items = append(items, it)
 				types = append(types, journal.EventType(f.ev.Type))
 			}
-			rv = it.ResourceVersion
+			ops = append(ops, op)
 			n++
 		default:
 			l.log.Info("ignoring unknown watch event type", "type", f.ev.Type)
@@ -245,7 +255,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			break
 		}
 	}
-	if rv == "" {
+	if len(ops) == 0 {
 		if b, ok := next.(stateBackoff); ok {
 			l.update(func(x *Status) { x.LastError = b.err })
 		}
@@ -257,18 +267,33 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	}
 	appended := 0
 	var counts TypeCounts
+	var rv string
+	replayAt := -1
 	start := time.Now()
 	err = l.w.Update(func(tx *journal.Tx) error {
-		appended, counts = 0, TypeCounts{}
-		for i, it := range items {
+		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
+		for i, op := range ops {
+			if op.item < 0 {
+				if op.event && !s.fromList && atOrBelow(op.rv, rv) {
+					replayAt = i
+					break
+				}
+				rv = later(rv, op.rv)
+				continue
+			}
+			it := items[op.item]
 			cur, present, err := tx.Lookup(it.Key)
 			if err != nil {
 				return err
 			}
-			for _, e := range Fold(cur, present, types[i], it) {
+			if !s.fromList && replayed(rv, cur, present, types[op.item], it) {
+				replayAt = i
+				break
+			}
+			for _, e := range Fold(cur, present, types[op.item], it) {
 				e.Origin = journal.OriginWatch
 				if e.Type == journal.Deleted && e.Reason == "" {
-					e.Reason = reasons[i]
+					e.Reason = reasons[op.item]
 				}
 				if _, err := tx.Append(&e); err != nil {
 					return err
@@ -276,6 +301,10 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				appended++
 				counts.add(e.Type)
 			}
+			rv = later(rv, op.rv)
+		}
+		if rv == s.rv && appended == 0 {
+			return nil
 		}
 		return tx.SetResourceVersion(rv)
 	})
@@ -288,6 +317,9 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	}
 	if err != nil {
 		return nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if replayAt >= 0 {
+		next = l.replay(s, ops[replayAt].rv)
 	}
 	l.update(func(x *Status) {
 		x.ResourceVersion = rv
