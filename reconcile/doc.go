@@ -23,7 +23,8 @@
 //	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
 //	watch     → list                        410 Gone, in either shape
 //	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
-//	watch     → list(verify at applied RV)  Verify, or the VerifyInterval deadline (anti-entropy)
+//	watch     → list                        a frame shows the server replaying from scratch (replay.go)
+//	watch     → list(verify at applied RV)  Verify, the VerifyInterval deadline (anti-entropy), or a restart's resume proven (once)
 //	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
 //	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
 //	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
