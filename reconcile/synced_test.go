@@ -106,8 +106,11 @@ func testHasSyncedRestart(t *testing.T, newEnv func(*testing.T) *env) {
 		if st.Lists != st.Verifies || st.Gone != 0 || e.head() != h || st.SyncedOffset != h {
 			t.Errorf("status at sync %+v, head %d; want no list but the restart's verify, no 410, head and SyncedOffset %d", st, e.head(), h)
 		}
+		if st.SyncedBy == "" || st.SyncedBy == "list" {
+			t.Errorf("synced by %q; want a proof of the resume (current, caught up, served)", st.SyncedBy)
+		}
 		if took > 10*time.Second {
-			t.Errorf("synced %v after the restart; want promptly (the proof waits 1 s)", took)
+			t.Errorf("synced %v after the restart; want promptly (the server ends the proving watch after 2 s)", took)
 		}
 	})
 }
