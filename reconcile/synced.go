@@ -24,8 +24,8 @@ package reconcile
 //     end ("served"). To make that answer come soon on a quiet resource,
 //     a resumed watch that still needs its proof asks for a short
 //     timeoutSeconds (proofWatchTimeout, 2 s); the watch that follows has
-//     the usual WatchTimeout. With the watch cache on, the apiserver's
-//     bookmark before the deadline may prove it first.
+//     the usual WatchTimeout. Its events may prove it first ("caught
+//     up").
 //
 // It is never true before a 410 that the resume would meet, however late
 // the 410 arrives: a compacted resourceVersion fails the resume check, so
