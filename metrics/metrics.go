@@ -47,6 +47,8 @@ var (
 	verifiesDesc     = desc("verifies_total", "Anti-entropy verifies (relists of a healthy watch).")
 	divergencesDesc  = desc("divergences_total", "Events found by verify that the watch had lost.")
 	rewindsDesc      = desc("rewinds_total", "Times the server's resourceVersion went below the journal's (etcd restored from a backup).")
+	replaysDesc      = desc("replays_total", "Watches the server replayed from scratch, ignoring the resume's resourceVersion; each relists.")
+	syncedByDesc     = desc("synced_by", "1 for what proved the journal current (list, current, caught up, served: reconcile.Status.SyncedBy) once synced.", "by")
 	syncedDesc       = desc("synced", "1 once the journal is known current with the server (HasSynced), else 0.")
 	phaseDesc        = desc("phase", "1 for the loop's current phase, 0 for the others.", "phase")
 	commitDesc       = desc("commit_duration_seconds", "Latency of the loop's journal commits (a watch batch, or a relist's commit).")
@@ -124,7 +126,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		return
 	}
 	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, goneDesc, pagesDesc, listObjectsDesc, watchesDesc,
-		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, syncedDesc, phaseDesc,
+		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, replaysDesc, syncedDesc, syncedByDesc, phaseDesc,
 		commitDesc, listProgressDesc, listBytesDesc, requestsDesc, receivedDesc, listModeDesc} {
 		ch <- d
 	}
@@ -188,9 +190,11 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	counter(ch, verifiesDesc, s.Verifies)
 	counter(ch, divergencesDesc, s.Divergences)
 	counter(ch, rewindsDesc, s.Rewinds)
+	counter(ch, replaysDesc, s.Replays)
 	synced := 0.0
 	if s.Synced {
 		synced = 1
+		gauge(ch, syncedByDesc, 1, s.SyncedBy)
 	}
 	gauge(ch, syncedDesc, synced)
 	for _, p := range phases {

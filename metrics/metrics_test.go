@@ -159,6 +159,8 @@ func TestCollector_AfterGone(t *testing.T) {
 		{"watchjournal_requests_total", nil, 2, 1e9}, // a streaming list goes on as the watch: one request each
 		{"watchjournal_received_bytes_total", nil, 1, 1e12},
 		{"watchjournal_synced", nil, 1, 1},
+		{"watchjournal_synced_by", []string{"by", "list"}, 1, 1},
+		{"watchjournal_replays_total", nil, 0, 0},
 		{"watchjournal_phase", []string{"phase", "Watching"}, 1, 1},
 		{"watchjournal_commit_duration_seconds", nil, 2, 1e9},
 		{"watchjournal_journal_head_offset", nil, 7, 7},

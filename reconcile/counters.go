@@ -22,9 +22,11 @@ import (
 type Counters struct {
 	// ListsInitial, ListsGone, ListsRestart and ListsVerify count completed
 	// lists by cause: the first list of an empty journal; a relist after a
-	// 410 (or a rewound server, Rewinds) while running; a relist after a
-	// 410 met when the process resumed a stored resourceVersion (its events
-	// have origin restart); an anti-entropy verify. They add up to Lists.
+	// 410 (or a rewound server, Rewinds, or a watch replayed from scratch,
+	// Replays) while running; a relist after a 410 (rewind, replay) met
+	// when the process resumed a stored resourceVersion (its events have
+	// origin restart); an anti-entropy verify (the one after a restart
+	// included). They add up to Lists.
 	// (Lists started again after an expired continue are ListRestarts.)
 	ListsInitial, ListsGone, ListsRestart, ListsVerify int
 	// ListPages and ListObjects are the progress of the current list, or of

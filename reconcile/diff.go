@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -80,6 +81,9 @@ func appendChange(out []journal.Event, cur journal.IndexEntry, it Item) []journa
 // for its key (cur, present or not). It keeps each key's journal sequence
 // consistent even if the server repeats or skips an event:
 //
+//   - any event whose resourceVersion compares below the indexed one:
+//     nothing (a replay of an older state of the key, or of an object
+//     since replaced: replay.go);
 //   - ADDED or MODIFIED of a key not indexed: ADDED;
 //   - ADDED or MODIFIED with another UID: DELETED (old) then ADDED;
 //   - ADDED or MODIFIED with the indexed resourceVersion: nothing (a
@@ -91,6 +95,9 @@ func appendChange(out []journal.Event, cur journal.IndexEntry, it Item) []journa
 //   - DELETED: DELETED with the object as served, and no Reason: a
 //     deletion and a selector exit look the same (reason.go).
 func Fold(cur journal.IndexEntry, present bool, typ journal.EventType, it Item) []journal.Event {
+	if present && below(it.ResourceVersion, cur.ResourceVersion) {
+		return nil
+	}
 	switch typ {
 	case journal.Added, journal.Modified:
 		if !present {
@@ -136,4 +143,11 @@ func sortedAfter(after string, items []Item) bool {
 		prev, first = it.Key, false
 	}
 	return true
+}
+
+// below reports whether resourceVersion a compares below b; false where
+// they do not compare (KEP-5504: then only equality is known).
+func below(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp < 0
 }

@@ -23,7 +23,8 @@
 //	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
 //	watch     → list                        410 Gone, in either shape
 //	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
-//	watch     → list(verify at applied RV)  Verify, or the VerifyInterval deadline (anti-entropy)
+//	watch     → list                        a frame shows the server replaying from scratch (replay.go)
+//	watch     → list(verify at applied RV)  Verify, the VerifyInterval deadline (anti-entropy), or a restart's resume proven (once)
 //	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
 //	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
 //	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
@@ -77,17 +78,21 @@
 // at the first of: a complete list committed; a resumed watch whose
 // resourceVersion the check found equal to the server's; a resumed watch
 // whose events or bookmarks carried the journal to the server's
-// resourceVersion as of the check; a resumed watch quiet for 1 s (no
-// ERROR frame, no frame since the history it replayed was applied) after
-// the check's list at exactly its resourceVersion succeeded.
-// Status.SyncedOffset is the head offset then.
+// resourceVersion as of the check; a resumed watch that the server ended
+// normally (at its timeoutSeconds, 2 s for a resume yet to be proven) with
+// no ERROR frame. Each is something the server said, never a quiet
+// interval: a 410 however late comes first. Status.SyncedOffset is the
+// head offset then, Status.SyncedBy the proof.
 // Details in synced.go.
 //
 // # Verify
 //
 // A verify lists at exactly the resourceVersion the journal applied, so
 // index and list describe the same moment, and resumes the watch from it;
-// its deadline is wall-clock, kept across watches. Details in verify.go.
+// its deadline is wall-clock, kept across watches. One more runs soon
+// after every restart that resumed from the stored resourceVersion, once
+// the resume is proven (a restored etcd the resume check cannot see).
+// Details in verify.go.
 //
 // # Relist
 //

@@ -15,17 +15,24 @@ package reconcile
 // a kind, or a resourceVersion, was written from a served resource, and a
 // CRD deleted and created again is served again (the loop then lists). A
 // discovery request that fails (network, 5xx, 403) decides nothing: New
-// logs it, goes on and retries in the background (retryKind), so an
+// logs it, goes on, and Run retries it in the background (retryKind), so an
 // apiserver that is down at start neither stops nor stalls the loop.
+//
+// The retry lives within Run (issue 21, item 15): Run starts it, it waits
+// on Options.Clock and Run's context, and Run returns only after it has
+// exited. A Loop that is never run, or whose Run returned, sends no
+// discovery request; the next Run retries again until the kind is
+// recorded.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -132,8 +139,8 @@ func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
 		// Written from a served resource before: gone since (a CRD
 		// deleted); Run retries until it is served again.
 	}
-	l.log.Info("kind not recorded yet, retrying in the background", "error", err)
-	go retryKind(cfg, l.j, res, l.log)
+	l.log.Info("kind not recorded yet: Run retries it in the background", "error", err)
+	l.kindRetry = &kindRetry{cfg: cfg, res: res}
 	return nil
 }
 
@@ -179,20 +186,51 @@ func editDistance(a, b string) int {
 	return prev[len(rb)]
 }
 
-// retryKind calls recordKind with backoff until it succeeds or the journal
-// is closed.
-func retryKind(cfg *rest.Config, j *journal.Journal, res journal.Resource, log logr.Logger) {
+// kindRetry is what Run needs to retry New's failed discovery request.
+type kindRetry struct {
+	cfg *rest.Config
+	res journal.Resource
+	// done is set once the kind is recorded (or cannot be: the journal
+	// closed); later Runs do not retry.
+	done atomic.Bool
+}
+
+// startKindRetry starts retryKind for Run when New could not record the
+// kind, and returns the function that waits for it to exit (after ctx
+// ends); a no-op when there is nothing to retry.
+func (l *Loop) startKindRetry(ctx context.Context) (wait func()) {
+	k := l.kindRetry
+	if k == nil || k.done.Load() {
+		return func() {}
+	}
+	exited := make(chan struct{})
+	go func() { // exits when the kind is recorded, the journal closed, or ctx ends
+		defer close(exited)
+		l.retryKind(ctx, k)
+	}()
+	return func() { <-exited }
+}
+
+// retryKind calls recordKind with backoff, waiting on Options.Clock, until
+// it succeeds, the journal is closed, or ctx (Run's) ends.
+func (l *Loop) retryKind(ctx context.Context, k *kindRetry) {
 	wait := kindRetryMin
 	for {
-		time.Sleep(wait)
-		if _, err := j.Head(); errors.Is(err, journal.ErrClosed) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.opts.Clock.After(wait):
+		}
+		if _, err := l.j.Head(); errors.Is(err, journal.ErrClosed) {
+			k.done.Store(true)
 			return
 		}
-		err := recordKind(cfg, j, res)
+		err := recordKind(k.cfg, l.j, k.res)
 		if err == nil || errors.Is(err, journal.ErrClosed) {
+			k.done.Store(true)
 			return
 		}
-		log.V(1).Info("kind not recorded yet", "error", err)
+		l.log.V(1).Info("kind not recorded yet", "error", err)
 		wait = min(2*wait, kindRetryMax)
 	}
 }

@@ -82,7 +82,7 @@ func (l *Loop) pagedList(ctx context.Context, s stateList) (state, error) {
 			return l.fail(s, fmt.Errorf("%w: %w", ErrList, err))
 		}
 		l.listed(s, start, rv, staged, first, last)
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist}, nil
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, fromList: true}, nil
 	}
 }
 
@@ -104,7 +104,7 @@ func (l *Loop) listed(s stateList, start time.Time, rv string, staged int, first
 			x.LastVerifyFirst, x.LastVerifyLast = first, last
 		}
 	})
-	l.markSynced("a complete list")
+	l.markSynced(syncedByList)
 	if lost > 0 {
 		l.log.Info("verify: the watch had lost events; the relist journaled the difference",
 			"events", lost, "resourceVersion", rv)

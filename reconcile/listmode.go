@@ -17,10 +17,20 @@ package reconcile
 //     before v1.27): a BOOKMARK without the k8s.io/initial-events-end
 //     annotation, or an event other than ADDED, before that bookmark; or
 //     no frame at all within Options.ProgressTimeout after the answer
-//     began (such a server sends nothing on a quiet collection; one that
-//     serves streaming lists sends its bookmark at once). A link that
-//     stalls just then is taken for a refusal too: the cost is paginated
+//     began, on a collection that a one-item list then shows empty (a
+//     server that ignores sendInitialEvents serves a watch from now, which
+//     on an empty collection sends nothing; one that serves streaming
+//     lists sends its bookmark at once, and on a collection with objects
+//     even the server that ignores it sends their ADDEDs, as a watch
+//     without a resourceVersion does). A link that stalls just then on an
+//     empty collection is taken for a refusal too: the cost is paginated
 //     lists until StreamingRetry.
+//
+// A silence on a collection that holds objects, or a silence whose
+// one-item list fails or times out too, is a stall, not a refusal (issue
+// 21, item 10): a conversion webhook that hangs (the apiserver cannot
+// encode the first object), a slow etcd, a stalled link. The streaming
+// list is retried after the backoff, as after any other failure.
 //
 // kube-apiserver v1.37 serves streaming lists with its watch cache off
 // too (from etcd), so a cache that is off is no refusal.
@@ -35,6 +45,7 @@ package reconcile
 // where the loop backs off (a 429's Retry-After is a floor).
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -142,4 +153,21 @@ func (l *Loop) saveListMode(rec *listModeRecord) {
 	if err := l.w.Store().Update(func(tx *bolt.Tx) error { return tx.SetMeta(listModeMeta, b) }); err != nil {
 		l.log.Error(fmt.Errorf("%w: %w", ErrJournal, err), "cannot record the list mode in the journal file")
 	}
+}
+
+// silentStream classifies a streaming list that sent no frame within
+// ProgressTimeout (err, ErrNoProgress): an errNoStreaming when a one-item
+// list shows the collection empty, so that the silence is what a server
+// that ignores sendInitialEvents sends; otherwise a stall, err itself,
+// which the loop retries as a streaming list after the backoff (see the
+// top of this file).
+func (l *Loop) silentStream(ctx context.Context, err error) error {
+	p, lerr := l.listOne(ctx, "")
+	switch {
+	case lerr != nil:
+		return fmt.Errorf("no initial event nor bookmark within ProgressTimeout, and a one-item list failed too (%v): a stall, not a refusal: %w", lerr, err)
+	case len(p.Items) > 0:
+		return fmt.Errorf("no initial event nor bookmark within ProgressTimeout though the collection holds objects (a hung conversion webhook, a slow etcd, a stalled link): a stall, not a refusal: %w", err)
+	}
+	return errNoStreaming{fmt.Errorf("reconcile: no initial event nor bookmark within ProgressTimeout on an empty collection: the apiserver ignores sendInitialEvents, or the link stalled: %w", err)}
 }

@@ -45,7 +45,8 @@ type Options struct {
 	// still on their way never count. Each interval is jittered to
 	// [0.8, 1.2) × VerifyInterval. Zero: DefaultVerifyInterval (10
 	// minutes). Negative: no periodic verify (Verify and 410s still
-	// relist).
+	// relist). Either way one verify runs soon after a restart that
+	// resumed from the stored resourceVersion, once it synced.
 	VerifyInterval time.Duration
 	// RequestTimeout bounds the time to first byte of each request: a list
 	// page (and a watch) must begin its response (status and headers)
@@ -178,6 +179,13 @@ type Status struct {
 	// (0 for an empty journal): a consumer past it has caught up with the
 	// server's state as of the sync.
 	SyncedOffset uint64
+	// SyncedBy names what proved Synced (synced.go): "list" (a complete
+	// list committed), "current" (the stored resourceVersion was the
+	// server's current one), "caught up" (a resumed watch's events or
+	// bookmarks reached the server's resourceVersion), "served" (the
+	// server ended a resumed watch normally, with no 410); empty until
+	// Synced.
+	SyncedBy string
 	// LastError is the error that caused the last backoff, nil after a
 	// success: a completed list, an applied watch frame, or a watch open
 	// (answered 200) for a second without an error, so a healthy resume on
@@ -197,7 +205,8 @@ type Status struct {
 	Backoffs, Throttled int
 	// Events counts events this loop appended to the journal.
 	Events int
-	// Verifies counts anti-entropy relists (Verify, VerifyInterval);
+	// Verifies counts anti-entropy relists (Verify, VerifyInterval, and
+	// the one after a restart that resumed: verify.go);
 	// Divergences counts the events they found that the watch had lost
 	// (verify.go says how a difference is told from an event in flight).
 	Verifies, Divergences int
@@ -205,6 +214,10 @@ type Status struct {
 	// compared below the stored one (etcd restored from an older backup),
 	// each followed by a relist (probe.go).
 	Rewinds int
+	// Replays counts watches the server replayed from scratch, ignoring
+	// the resourceVersion of the resume (every object as ADDED), each
+	// followed by a relist (replay.go).
+	Replays int
 	// ListMode is how the loop lists now: ListModeStreaming or
 	// ListModePaginated; ListModeReason says why: "not tried yet", "the
 	// apiserver serves streaming lists", "Options.ListMode", or the
@@ -260,6 +273,13 @@ type Loop struct {
 	// refusedAt is when the server last refused a streaming list
 	// (listmode.go).
 	refusedAt time.Time
+
+	// kindRetry is set when New could not record the kind: Run retries
+	// it (kind.go).
+	kindRetry *kindRetry
+	// restartVerify is set when Run resumed from a stored resourceVersion:
+	// a verify runs once the resume is proven (verify.go).
+	restartVerify bool
 
 	backoff    time.Duration // current backoff; 0 after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
@@ -359,10 +379,16 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 // request itself (ErrRejected: a 400 for a field selector it does not
 // support, say); such an error is returned even when ctx ends at the same
 // moment. Other apiserver errors (403, 404, 429, 5xx, timeouts) are
-// retried with backoff and shown in Status.
+// retried with backoff and shown in Status. When New could not ask
+// discovery for the kind, Run retries that in a goroutine of its own,
+// which has exited when Run returns (kind.go).
 func (l *Loop) Run(ctx context.Context) (err error) {
 	var s state = stateStart{}
 	defer func() { l.stopped(err) }()
+	// The kind's retry (kind.go) ends with Run: stopped, then waited for.
+	kctx, stopKind := context.WithCancel(ctx)
+	defer l.startKindRetry(kctx)()
+	defer stopKind()
 	for {
 		l.update(func(st *Status) { st.Phase = s.phase() })
 		next, err := l.step(ctx, s)
@@ -396,6 +422,7 @@ func (l *Loop) step(ctx context.Context, s state) (state, error) {
 			return stateList{origin: journal.OriginRelist}, nil
 		}
 		l.log.Info("resuming from stored resourceVersion", "resourceVersion", rv)
+		l.restartVerify = true
 		l.update(func(st *Status) { st.ResourceVersion = rv })
 		// The resume check (probe.go) runs before the watch opens.
 		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil

@@ -86,6 +86,15 @@ func (l *Loop) rewound(s stateWatch, current string) state {
 // and returns its resourceVersion: consistent when exact is empty, at
 // exactly exact otherwise (410 when that is no longer served).
 func (l *Loop) listRV(ctx context.Context, exact string) (string, error) {
+	p, err := l.listOne(ctx, exact)
+	if err != nil {
+		return "", err
+	}
+	return p.ResourceVersion, nil
+}
+
+// listOne reads a one-item list as listRV does and returns the page.
+func (l *Loop) listOne(ctx context.Context, exact string) (*page, error) {
 	for {
 		req := listRequest{limit: 1, exactRV: exact, meta: !l.fullPages}
 		p, err := l.c.list(ctx, req, l.timeouts())
@@ -93,10 +102,7 @@ func (l *Loop) listRV(ctx context.Context, exact string) (string, error) {
 			l.fullPages = true
 			continue
 		}
-		if err != nil {
-			return "", err
-		}
-		return p.ResourceVersion, nil
+		return p, err
 	}
 }
 

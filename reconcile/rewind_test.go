@@ -2,9 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
@@ -121,4 +124,74 @@ func padRevisions(t *testing.T, e *env) {
 		e.update("pad")
 	}
 	e.waitHead(h + 151)
+}
+
+// Issue 21, item 8: etcd restored from an older backup while the journal
+// was down, and written since, so that the server's resourceVersion has
+// passed the stored one: the resume check cannot see it (the stored
+// resourceVersion is served, in another history) and the resumed watch
+// syncs. One verify soon after the restart, not the periodic one, finds
+// what the restore changed: the index loses the object the restore removed
+// and gets the versions it brought back.
+func TestLoop_RestoredPastStoredRV_VerifiedAfterRestart(t *testing.T) {
+	controlPlane(t)
+	mine := controlplane.StartT(t, controlplane.Options{})
+	saved := cp
+	cp = mine
+	e := newEnv(t)
+	cp = saved
+	ctx := context.Background()
+
+	for _, n := range []string{"a", "b", "c"} {
+		e.create(n)
+	}
+	cfg := e.cp.RESTConfig()
+	opts := testOptions(t)
+	opts.VerifyInterval = time.Hour // the periodic verify is far away
+	e.start(cfg, opts)
+	waitSync(t, e.loop)
+	backup, err := e.cp.BackupEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.head()
+	e.create("x")
+	e.update("a")
+	e.delete("b")
+	e.waitHead(h + 3)
+	stored, _ := e.j.ResourceVersion()
+	h = e.head()
+	e.stop()
+
+	if err := e.cp.RestoreEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	// Writes elsewhere carry the restored server past the stored
+	// resourceVersion.
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	storedN, _ := strconv.ParseInt(stored, 10, 64)
+	for i := 0; ; i++ {
+		list, err := e.kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.ParseInt(list.ResourceVersion, 10, 64); n > storedN+1 {
+			t.Logf("stored resourceVersion %s, server's after the restore and %d writes %s", stored, i, list.ResourceVersion)
+			break
+		}
+		if _, err := e.kube.CoreV1().ConfigMaps("elsewhere").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	e.start(cfg, opts)
+	st := e.waitStatus("the restart's verify", func(s reconcile.Status) bool { return s.Verifies >= 1 && s.Phase == reconcile.PhaseWatching })
+	if st.Rewinds != 0 || st.Gone != 0 || st.Divergences != 3 {
+		t.Errorf("status after the restart's verify: rewinds %d, gone %d, divergences %d; want 0, 0, 3 (%+v)", st.Rewinds, st.Gone, st.Divergences, st)
+	}
+	got, _ := e.eventsFrom(h + 1)
+	equal(t, "events after the restart", got, []string{"MODIFIED a relist", "ADDED b relist", "DELETED x relist"})
+	e.checkIndex(e.j)
 }

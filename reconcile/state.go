@@ -46,6 +46,10 @@ type stateWatch struct {
 	// ("" when it did not run): a resume from current itself is proven
 	// current at once (synced.go).
 	current string
+	// fromList is set for the watch that starts at the resourceVersion of
+	// the list just committed: a replay from scratch on it repeats that
+	// list and is folded, not relisted again (replay.go).
+	fromList bool
 	// open is the connection of the streaming list that led here, past its
 	// initial events (stream.go): the watch goes on on it, without a new
 	// request. nil: the watch opens its own.

@@ -96,7 +96,7 @@ func (l *Loop) streamList(ctx context.Context, s stateList) (state, error) {
 		}
 		l.streamed()
 		l.listed(s, start, rv, staged, first, last)
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, open: st}, nil
+		return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, open: st, fromList: true}, nil
 	}
 }
 
@@ -195,10 +195,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		ev, err := st.next()
 		switch {
 		case err != nil && frames == 0 && errors.Is(err, ErrNoProgress):
-			// A server that ignores sendInitialEvents serves a watch from
-			// now: on an empty or quiet collection it sends nothing. One
-			// that serves streaming lists sends its bookmark at once.
-			return "", 0, 0, 0, nil, errNoStreaming{fmt.Errorf("reconcile: no initial event nor bookmark within ProgressTimeout: the apiserver ignores sendInitialEvents, or the link stalled: %w", err)}
+			return "", 0, 0, 0, nil, l.silentStream(ctx, err)
 		case err != nil:
 			return "", 0, 0, 0, nil, fmt.Errorf("stream broke before its initial events ended: %w", err)
 		}

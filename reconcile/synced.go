@@ -3,31 +3,44 @@ package reconcile
 // When the journal is known current with the server (Status.Synced,
 // HasSynced, WaitForSync). Synced turns true once, and stays true for the
 // life of the Loop (the shape of client-go's HasSynced: the first sync),
-// at the first of:
+// on something the server said, never on a quiet interval (issue 21, item
+// 9), at the first of:
 //
 //   - a complete list committed (the initial list, or a relist: after a 410,
 //     a rewind, or a resume check that found the stored resourceVersion
 //     compacted): the journal holds the server's state at the list's
-//     resourceVersion;
-//   - a resumed watch from a stored resourceVersion proven served and
-//     caught up: the resume check (probe.go) found the stored
-//     resourceVersion equal to the server's current one (nothing to catch
-//     up); or the watch's events and bookmarks carried the journal to the
+//     resourceVersion (Status.SyncedBy "list");
+//   - the resume check (probe.go) found the stored resourceVersion equal
+//     to the server's current one: nothing to catch up ("current");
+//   - a resumed watch's events or bookmarks carried the journal to the
 //     server's resourceVersion as of the check, or past it (any event or
-//     bookmark, where resourceVersions do not compare); or the resume
-//     check's list at exactly the stored resourceVersion succeeded and the
-//     watch then stayed quiet for resumeProofWait (200 ms): no ERROR frame,
-//     and no frame at all, since it opened or since the history it replayed
-//     was applied. A watch the server will not serve from a
-//     resourceVersion (compacted in etcd, or older than the watch cache
-//     keeps) answers so at once, with its first frame, and replays the
-//     history it serves at once (within milliseconds on the apiserver
-//     measured here); the quiet wait bounds that "at once". It was 1 s,
-//     which was most of a restart's time to synced (BENCHMARKS.md).
+//     bookmark where resourceVersions do not compare): a frame other than
+//     ERROR says the server accepted the watch, as it sends its refusal
+//     (410) before any other frame, and the resourceVersion says the
+//     journal caught up ("caught up");
+//   - the server ended a resumed watch normally, at its timeoutSeconds,
+//     with no ERROR frame: it served the watch from the stored
+//     resourceVersion, and sent the history it had from there before its
+//     end ("served"). To make that answer come soon on a quiet resource,
+//     a resumed watch that still needs its proof asks for a short
+//     timeoutSeconds (proofWatchTimeout, 2 s); the watch that follows has
+//     the usual WatchTimeout. Its events may prove it first ("caught
+//     up").
 //
-// It is never true before a 410 that the resume would meet: a compacted
-// resourceVersion fails the resume check, so the loop relists first and
-// turns Synced true only after that relist is committed.
+// It is never true before a 410 that the resume would meet, however late
+// the 410 arrives: a compacted resourceVersion fails the resume check, so
+// the loop relists first, and a watch refused later (the watch cache's
+// window is shorter than etcd's history, a proxy delays the answer) gives
+// no proof before its ERROR frame. What a slow server costs is time to
+// synced, not a false one: a resume whose watch gives no frame and no
+// normal end (a stalled link) stays unsynced until IdleTimeout replaces
+// the watch and a later one proves it.
+//
+// The one thing taken on trust: that an apiserver which ends a watch
+// normally has sent the history it held from the watch's resourceVersion
+// (it sends that history first, at once, from memory or from one etcd
+// read); a watch ended by a connection cut (no terminating chunk) proves
+// nothing.
 //
 // Caught up with the head as of sync: Status.SyncedOffset is the journal's
 // head offset when Synced turned true. A consumer that has read (or
@@ -37,25 +50,28 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/utils/clock"
 )
 
-// resumeProofWait is how long a watch resumed from a resourceVersion that
-// the resume check found served must stay open without an ERROR frame
-// before the loop counts it as current.
-const resumeProofWait = 200 * time.Millisecond
+// proofWatchTimeout is the timeoutSeconds of a resumed watch that has yet
+// to prove the resume (see the top of this file): its normal end is the
+// proof on a quiet resource. Two seconds: with the watch cache on, the
+// apiserver sends its pre-deadline bookmark only to watches that last
+// longer than two seconds, so 3 s would get one at about 1 s; with it off
+// there is no bookmark, and the end at 2 s is the proof.
+const proofWatchTimeout = 2 * time.Second
 
 // ErrStopped is returned by WaitForSync when Run has returned, with nil,
 // before the loop synced: its context ended.
 var ErrStopped = errors.New("reconcile: the loop stopped before it synced")
 
 // HasSynced reports whether the journal is known current with the server
-// (Status.Synced): true after a complete list, or after a resumed watch
-// proved its resourceVersion served; never before a 410 the resume would
-// meet. Once true it stays true. It has the shape of client-go's
+// (Status.Synced): true after a complete list, or after the server proved
+// a resumed watch's resourceVersion served and caught up (see Status.SyncedBy);
+// never before a 410 the resume would meet, however late it comes. Once true it stays true. It has the shape of client-go's
 // cache.InformerSynced, so it can be passed to cache.WaitForCacheSync.
 // Safe for concurrent use.
 func (l *Loop) HasSynced() bool { return l.Status().Synced }
@@ -87,8 +103,17 @@ func (l *Loop) WaitForSync(ctx context.Context) error {
 	return ErrStopped
 }
 
-// markSynced turns Synced true, once, with the journal's head offset.
-func (l *Loop) markSynced(how string) {
+// Ways Synced turned true (Status.SyncedBy).
+const (
+	syncedByList     = "list"
+	syncedByCurrent  = "current"
+	syncedByCaughtUp = "caught up"
+	syncedByServed   = "served"
+)
+
+// markSynced turns Synced true, once, with the journal's head offset; by
+// names the proof (Status.SyncedBy).
+func (l *Loop) markSynced(by string) {
 	if l.HasSynced() {
 		return
 	}
@@ -98,23 +123,23 @@ func (l *Loop) markSynced(how string) {
 		// proof tries again.
 		return
 	}
-	l.update(func(st *Status) { st.Synced, st.SyncedOffset = true, head })
-	l.log.Info("synced: the journal is current with the server", "by", how, "offset", head)
+	l.update(func(st *Status) { st.Synced, st.SyncedOffset, st.SyncedBy = true, head, by })
+	l.log.Info("synced: the journal is current with the server", "by", by, "offset", head)
+	l.verifyAfterRestart(by)
 }
 
-// proofTimer starts the quiet wait (resumeProofWait) that proves a resumed watch current
-// (see the top of this file), or marks it current at once. It returns nil
-// when no wait is needed or possible; the caller stops the timer.
-func (l *Loop) proofTimer(s stateWatch) clock.Timer {
-	switch {
-	case l.HasSynced() || s.current == "":
-		// Synced already, or no resume check ran: only frames prove it.
-		return nil
-	case s.current == s.rv:
-		l.markSynced("the stored resourceVersion is the server's current one")
-		return nil
+// proving reports whether the resumed watch s is to prove the resume: the
+// loop has not synced, and the resume check did not read the server's
+// resourceVersion equal to s's (which proves the resume at once).
+func (l *Loop) proving(s stateWatch) bool {
+	if l.HasSynced() {
+		return false
 	}
-	return l.opts.Clock.NewTimer(resumeProofWait)
+	if s.current != "" && s.current == s.rv {
+		l.markSynced(syncedByCurrent)
+		return false
+	}
+	return true
 }
 
 // provenByFrames marks the loop synced, and reports true, when a batch of
@@ -135,8 +160,21 @@ func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 			return false
 		}
 	}
-	l.markSynced("the resumed watch caught up with the server")
+	l.markSynced(syncedByCaughtUp)
 	return true
+}
+
+// servedToEnd reports whether a batch ends with the server's normal end of
+// the watch (the response's terminating chunk: io.EOF, not a cut), after
+// no ERROR frame: apply then returns the watch that resumes it.
+func servedToEnd(batch []frame, next state) bool {
+	if _, ok := next.(stateWatch); !ok || len(batch) == 0 {
+		return false
+	}
+	// The stream returns io.EOF itself only at a frame boundary of a
+	// response that ended normally; a cut is io.ErrUnexpectedEOF or a
+	// network error.
+	return batch[len(batch)-1].err == io.EOF
 }
 
 // stopped records the end of Run and its error for WaitForSync.

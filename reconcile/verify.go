@@ -25,6 +25,18 @@ package reconcile
 // The verify lists metadata only, as every relist with a non-empty index
 // does (list.go): its cost is a metadata list, plus full pages only where
 // something diverged. It is on by default, every 10 minutes ± 20%.
+//
+// After a restart, one verify runs as soon as the resume is proven
+// (issue 21, item 8), whatever VerifyInterval says (also when it is
+// negative), and the periodic one goes on as scheduled. Restores happen
+// during outages, which is when a watcher restarts: an etcd restored from
+// an older snapshot whose revisions have since passed the stored
+// resourceVersion is invisible to the resume check (probe.go), and the
+// watch from the stored resourceVersion replays a history the index never
+// saw. It runs after the sync, never before it: HasSynced is not delayed
+// by a list, and the resume proof (synced.go) still means what it says.
+// A restart that relisted (a 410, a rewind) has no need of it: that list
+// was the check.
 
 import (
 	"context"
@@ -122,4 +134,19 @@ func (l *Loop) divergences(s stateList, staged int, first, last uint64) int {
 		off = evs[len(evs)-1].Offset + 1
 	}
 	return n
+}
+
+// verifyAfterRestart asks for the restart's verify (see the top of this
+// file) once the loop synced by a resumed watch; a restart that synced by
+// a list needs none. Called by markSynced, on Run's goroutine.
+func (l *Loop) verifyAfterRestart(by string) {
+	if !l.restartVerify {
+		return
+	}
+	l.restartVerify = false
+	if by == syncedByList {
+		return
+	}
+	l.log.Info("verifying the resumed journal against the server after the restart")
+	l.Verify()
 }

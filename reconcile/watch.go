@@ -42,10 +42,17 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return next, err
 		}
 	}
+	// A resume yet to be proven asks for a short watch: its normal end is
+	// the proof on a quiet resource (synced.go).
+	proving := l.proving(s)
+	timeout := l.watchTimeout()
+	if proving {
+		timeout = proofWatchTimeout
+	}
 	st, err := s.open, error(nil)
 	s.open = nil
 	if st == nil {
-		st, err = l.c.watch(ctx, s.rv, l.watchTimeout(), l.opts.RequestTimeout)
+		st, err = l.c.watch(ctx, s.rv, timeout, l.opts.RequestTimeout)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -62,12 +69,10 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	}
 	defer st.close()
 	l.update(func(x *Status) { x.Watches++; x.Phase = PhaseWatching })
-	var proofC <-chan time.Time // the quiet wait that proves a resume (synced.go)
-	proof := l.proofTimer(s)
-	if proof != nil {
-		defer proof.Stop()
-		proofC = proof.C()
-	}
+	// Only this request starts at the list's resourceVersion: a watch
+	// that replaces it (idle, a verify's resume) resumes (replay.go).
+	fromList := s.fromList
+	s.fromList = false
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
@@ -111,10 +116,6 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return verifyState(s), nil
 		case <-verifyTick:
 			return verifyState(s), nil
-		case <-proofC:
-			l.markSynced("the resumed watch stayed quiet without a 410")
-			proofC = nil
-			continue
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
@@ -145,7 +146,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				break drain
 			}
 		}
-		next, n, err := l.apply(ctx, s, batch)
+		as := s
+		as.fromList = fromList
+		next, n, err := l.apply(ctx, as, batch)
 		for _, f := range batch {
 			budget.Release(f.weight)
 		}
@@ -156,17 +159,8 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			l.update(func(x *Status) { x.Encoding = batch[0].enc })
 		}
 		got += n
-		if l.provenByFrames(s, next, n) || l.HasSynced() {
-			proofC = nil
-		} else if proofC != nil {
-			// Not caught up yet: a quiet wait from now.
-			if !proof.Stop() {
-				select {
-				case <-proofC:
-				default:
-				}
-			}
-			proof.Reset(resumeProofWait)
+		if proving && l.provenByFrames(s, next, n) {
+			proving = false
 		}
 		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
@@ -177,6 +171,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			if w, ok := next.(stateWatch); ok && got == 0 && l.opts.Clock.Since(start) < time.Second {
 				// Ended at once with nothing: do not spin.
 				return l.fail(w, fmt.Errorf("%w: watch ended immediately", ErrWatch))
+			}
+			if proving && servedToEnd(batch, next) {
+				l.markSynced(syncedByServed)
 			}
 			return next, nil
 		}
@@ -197,12 +194,14 @@ func (l *Loop) watchTimeout() time.Duration {
 // how many frames were events or bookmarks. Each DELETED gets its reason
 // first (reason.go); when ctx ends meanwhile nothing is committed and apply
 // returns (nil, 0, nil): the watch resumes from the journal's
-// resourceVersion.
+// resourceVersion. The journal's resourceVersion never goes backwards,
+// and a frame that shows the server replaying from scratch ends the watch
+// in a relist (replay.go).
 func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, int, error) {
+	var ops []watchOp
 	var items []Item
 	var types []journal.EventType
 	var next state
-	rv := ""
 	n := 0
 	for _, f := range batch {
 		if f.err != nil {
@@ -210,11 +209,11 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			case isWatchEnd(f.err):
 				// The server ended the watch (timeoutSeconds), or the
 				// connection ended: resume, as client-go's StreamWatcher.
-				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}
+				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}
 			default:
 				// Bytes that are not a watch frame: a failure like any
 				// other, retried from the same resourceVersion.
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
 			}
 			break
 		}
@@ -226,26 +225,28 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				// (or the compaction revision's 500).
 				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
 			} else {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin},
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current},
 					err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
 			}
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
 			if m, ok := bookmarkRV(f.ev.Object); ok {
-				rv = m
+				ops = append(ops, watchOp{item: -1, rv: m})
 			}
 			n++
 		case "ADDED", "MODIFIED", "DELETED":
 			it, err := l.c.item(f.ev.Object, "", "")
 			if err != nil {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
+				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
+			op := watchOp{item: -1, rv: it.ResourceVersion, event: true}
 			if l.c.shard.in(it.UID) { // another shard's key moves the resume point only
+				op.item = len(items)
 				items = append(items, it)
 				types = append(types, journal.EventType(f.ev.Type))
 			}
-			rv = it.ResourceVersion
+			ops = append(ops, op)
 			n++
 		default:
 			l.log.Info("ignoring unknown watch event type", "type", f.ev.Type)
@@ -254,7 +255,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			break
 		}
 	}
-	if rv == "" {
+	if len(ops) == 0 {
 		if b, ok := next.(stateBackoff); ok {
 			l.update(func(x *Status) { x.LastError = b.err })
 		}
@@ -266,18 +267,33 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	}
 	appended := 0
 	var counts TypeCounts
+	var rv string
+	replayAt := -1
 	start := time.Now()
 	err = l.w.Update(func(tx *journal.Tx) error {
-		appended, counts = 0, TypeCounts{}
-		for i, it := range items {
+		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
+		for i, op := range ops {
+			if op.item < 0 {
+				if op.event && !s.fromList && atOrBelow(op.rv, rv) {
+					replayAt = i
+					break
+				}
+				rv = later(rv, op.rv)
+				continue
+			}
+			it := items[op.item]
 			cur, present, err := tx.Lookup(it.Key)
 			if err != nil {
 				return err
 			}
-			for _, e := range Fold(cur, present, types[i], it) {
+			if !s.fromList && replayed(rv, cur, present, types[op.item], it) {
+				replayAt = i
+				break
+			}
+			for _, e := range Fold(cur, present, types[op.item], it) {
 				e.Origin = journal.OriginWatch
 				if e.Type == journal.Deleted && e.Reason == "" {
-					e.Reason = reasons[i]
+					e.Reason = reasons[op.item]
 				}
 				if _, err := tx.Append(&e); err != nil {
 					return err
@@ -285,6 +301,10 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				appended++
 				counts.add(e.Type)
 			}
+			rv = later(rv, op.rv)
+		}
+		if rv == s.rv && appended == 0 {
+			return nil
 		}
 		return tx.SetResourceVersion(rv)
 	})
@@ -292,11 +312,14 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	if errors.Is(err, journal.ErrNoSpace) {
 		// Nothing of the batch was kept: watch again from the last
 		// committed resourceVersion once there may be space.
-		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin}, fmt.Errorf("%w: %w", ErrJournal, err))
+		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, fmt.Errorf("%w: %w", ErrJournal, err))
 		return next, n, nil
 	}
 	if err != nil {
 		return nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if replayAt >= 0 {
+		next = l.replay(s, ops[replayAt].rv)
 	}
 	l.update(func(x *Status) {
 		x.ResourceVersion = rv
