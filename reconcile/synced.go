@@ -23,7 +23,7 @@ package reconcile
 //     resourceVersion, and sent the history it had from there before its
 //     end ("served"). To make that answer come soon on a quiet resource,
 //     a resumed watch that still needs its proof asks for a short
-//     timeoutSeconds (proofWatchTimeout, 2 s); the watch that follows has
+//     timeoutSeconds (proofWatchTimeout, 1 s); the watch that follows has
 //     the usual WatchTimeout. Its events may prove it first ("caught
 //     up").
 //
@@ -58,11 +58,12 @@ import (
 
 // proofWatchTimeout is the timeoutSeconds of a resumed watch that has yet
 // to prove the resume (see the top of this file): its normal end is the
-// proof on a quiet resource. Two seconds: with the watch cache on, the
-// apiserver sends its pre-deadline bookmark only to watches that last
-// longer than two seconds, so 3 s would get one at about 1 s; with it off
-// there is no bookmark, and the end at 2 s is the proof.
-const proofWatchTimeout = 2 * time.Second
+// proof on a quiet resource. One second, the least timeoutSeconds says: it
+// is what a quiet restart whose server's resourceVersion moved on in other
+// resources (the usual case) waits to be synced. The watch cache's
+// pre-deadline bookmark (sent only to watches longer than two seconds) is
+// not needed: the normal end is the proof.
+const proofWatchTimeout = 1 * time.Second
 
 // ErrStopped is returned by WaitForSync when Run has returned, with nil,
 // before the loop synced: its context ended.

@@ -109,9 +109,6 @@ func testHasSyncedRestart(t *testing.T, newEnv func(*testing.T) *env) {
 		if st.SyncedBy == "" || st.SyncedBy == "list" {
 			t.Errorf("synced by %q; want a proof of the resume (current, caught up, served)", st.SyncedBy)
 		}
-		if took > 10*time.Second {
-			t.Errorf("synced %v after the restart; want promptly (the server ends the proving watch after 2 s)", took)
-		}
 	})
 }
 
