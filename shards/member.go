@@ -184,7 +184,8 @@ type Member struct {
 	loop      *reconcile.Loop
 	stopLoop  func()
 	renewedAt time.Time
-	leaving   bool // set once Run's context is done (leave)
+	leaving   bool     // set once Run's context is done (leave)
+	obs       observer // the Leases' renewals as seen here (observe.go)
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
@@ -564,7 +565,7 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
 	default:
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !expired(l, now) {
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !m.obs.expired(l, now) {
 			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, *h, m.lease)
 		}
 		fill(l)
@@ -593,15 +594,6 @@ func (m *Member) requestTimeout() time.Duration {
 	return min(max(m.opts.RenewInterval, 2*time.Second), m.opts.LeaseDuration/2)
 }
 
-// expired reports whether l's holder has not renewed it within its
-// duration.
-func expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-}
-
 // view lists the group's Leases and returns the live members, sorted (this
 // one included), and the range each live member publishes.
 func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
@@ -613,10 +605,15 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 	}
 	live := []string{m.opts.Member}
 	held := map[string]hashrange.Set{}
+	names := map[string]bool{m.lease: true}
+	for i := range list.Items {
+		names[list.Items[i].Name] = true
+	}
+	m.obs.forget(names)
 	for i := range list.Items {
 		l := &list.Items[i]
 		name := l.Annotations[AnnotationMember]
-		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || expired(l, now) {
+		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
 			continue
 		}
 		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
