@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -39,6 +40,13 @@ const (
 	// stopping: the others take its range as if it had left, and it keeps
 	// journaling until they hold it (doc.go, "Handover").
 	AnnotationLeaving = "watchjournal.io/shard-leaving"
+	// AnnotationIndex is the manifest of the index the member publishes
+	// (digest.go): JSON {"range", "head", "keys", "chunks"}, the chunks
+	// being ConfigMaps labelled LabelIndexOf.
+	AnnotationIndex = "watchjournal.io/shard-index"
+	// LabelIndexOf labels the ConfigMaps that hold a member's published
+	// index with the member's name.
+	LabelIndexOf = "watchjournal.io/shard-index-of"
 )
 
 // Defaults of Options.
@@ -89,6 +97,13 @@ type Options struct {
 	// "Handover"). Default 30 s; negative: none, the Lease is deleted at
 	// once.
 	LeaveTimeout time.Duration
+	// IndexInterval is how often, at most, the member republishes its
+	// index (keys, UIDs, resourceVersions) when its journal moved, for
+	// whoever takes its range over if it dies (doc.go, "Takeover"): the
+	// longer, the more of what it journaled last is journaled again by
+	// the new owner. Default RenewInterval; negative: never published, and
+	// a dead member's deletes in the gap are lost (as before issue 21).
+	IndexInterval time.Duration
 	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
 	// a group must use the same.
 	Buckets int
@@ -138,6 +153,9 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	if o.RenewInterval == 0 {
 		o.RenewInterval = o.LeaseDuration / 3
 	}
+	if o.IndexInterval == 0 {
+		o.IndexInterval = o.RenewInterval
+	}
 	if o.Buckets == 0 {
 		o.Buckets = hashrange.DefaultBuckets
 	}
@@ -171,12 +189,14 @@ type Status struct {
 // Open it, Run it, Close it after Run returns.
 type Member struct {
 	cfg    *rest.Config
+	res    journal.Resource
 	opts   Options
 	log    logr.Logger
 	j      *journal.Journal
 	leases coordclient.LeaseInterface
-	lease  string // the Lease's name
-	id     string // holderIdentity: member and instance
+	cms    coreclient.ConfigMapInterface // the published index's chunks
+	lease  string                        // the Lease's name
+	id     string                        // holderIdentity: member and instance
 	mine   *coordinationv1.Lease
 
 	mu        sync.Mutex
@@ -186,6 +206,12 @@ type Member struct {
 	renewedAt time.Time
 	leaving   bool     // set once Run's context is done (leave)
 	obs       observer // the Leases' renewals as seen here (observe.go)
+	// The index last published (digest.go) and when; the dead members and
+	// the ranges of the live ones as view last saw them.
+	index   *manifest
+	indexAt time.Time
+	gone    []dead
+	held    map[string]hashrange.Set
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
@@ -242,9 +268,10 @@ func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*M
 	var inst [4]byte
 	_, _ = rand.Read(inst[:])
 	m := &Member{
-		cfg: cfg, opts: opts, j: j,
+		cfg: cfg, res: res, opts: opts, j: j,
 		log:    opts.Logger.WithValues("group", opts.Group, "member", opts.Member),
 		leases: cs.CoordinationV1().Leases(opts.Namespace),
+		cms:    cs.CoreV1().ConfigMaps(opts.Namespace),
 		lease:  opts.Group + "-" + opts.Member,
 		id:     opts.Member + "_" + hex.EncodeToString(inst[:]),
 		wake:   make(chan struct{}, 1),
@@ -371,9 +398,10 @@ func (m *Member) tick(ctx context.Context) error {
 		if err := m.reshard(next); err != nil {
 			return err
 		}
-		if in := next.Intersect(others); fresh && !in.Empty() {
+		if in := next.Intersect(others.Union(m.goneHeld())); fresh && !in.Empty() {
 			// An empty file joining a running group: what it lists there,
-			// others hold: it moves in.
+			// others hold, or held when they died: it moves in (from a
+			// dead member, with its index: start).
 			if err := m.j.Writer().MarkShardPending(in); err != nil {
 				return fmt.Errorf("shards: %w", err)
 			}
@@ -439,9 +467,22 @@ func (m *Member) reshard(next hashrange.Set) error {
 	return nil
 }
 
-// start runs a new reconcile loop at the recorded range.
+// start runs a new reconcile loop at the recorded range, with the index
+// of the dead members whose range it takes over (digest.go).
 func (m *Member) start(ctx context.Context) error {
-	l, err := reconcile.New(m.cfg, m.j, m.opts.Loop)
+	var others hashrange.Set
+	for name, sel := range m.held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
+	inh, err := m.inheritance(ctx, m.gone, others) // digest.go
+	if err != nil {
+		return err
+	}
+	lopts := m.opts.Loop
+	lopts.Inherited = inh
+	l, err := reconcile.New(m.cfg, m.j, lopts)
 	if err != nil {
 		return err
 	}
@@ -483,7 +524,10 @@ func (m *Member) halt() {
 }
 
 // publish announces the recorded range on the Lease once the loop has
-// synced at it, and forgets what was pending (its list has committed).
+// synced at it, and forgets what was pending (its list has committed);
+// then it republishes the index if the journal moved, and deletes the
+// Leases and indexes of dead members whose ranges the live ones hold
+// (digest.go).
 func (m *Member) publish(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	l, cur, pub := m.loop, m.st.Range, m.st.Published
@@ -497,13 +541,17 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 		}
 	}
 	m.set(func(s *Status) { s.State = StateServing })
-	if pub.Equal(cur) {
-		return nil
+	if !pub.Equal(cur) {
+		m.set(func(s *Status) { s.Published = cur })
+		if err := m.renew(ctx, now); err != nil {
+			m.set(func(s *Status) { s.LastError = err })
+			return nil
+		}
 	}
-	m.set(func(s *Status) { s.Published = cur })
-	if err := m.renew(ctx, now); err != nil {
+	if err := m.publishIndex(ctx, cur); err != nil { // digest.go
 		m.set(func(s *Status) { s.LastError = err })
 	}
+	m.collect(ctx, m.gone, m.held)
 	return nil
 }
 
@@ -530,6 +578,11 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		if m.leaving {
 			l.Annotations[AnnotationLeaving] = "true"
 		}
+		if mf := m.index.encode(); mf != "" {
+			l.Annotations[AnnotationIndex] = mf
+		} else {
+			delete(l.Annotations, AnnotationIndex)
+		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
@@ -555,6 +608,9 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		// Its chunks may have gone with it (a dead member's, collected):
+		// the next publication writes them all again.
+		m.index = nil
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
 		zero := int32(0)
 		l.Spec.LeaseTransitions = &zero
@@ -595,7 +651,9 @@ func (m *Member) requestTimeout() time.Duration {
 }
 
 // view lists the group's Leases and returns the live members, sorted (this
-// one included), and the range each live member publishes.
+// one included), and the range each live member publishes; it keeps the
+// Leases of the members that are not live (m.gone) for takeovers
+// (digest.go).
 func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
@@ -605,6 +663,7 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 	}
 	live := []string{m.opts.Member}
 	held := map[string]hashrange.Set{}
+	var gone []dead
 	names := map[string]bool{m.lease: true}
 	for i := range list.Items {
 		names[list.Items[i].Name] = true
@@ -613,7 +672,13 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 	for i := range list.Items {
 		l := &list.Items[i]
 		name := l.Annotations[AnnotationMember]
-		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
+		if name == "" {
+			continue
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
+			if name != m.opts.Member {
+				gone = append(gone, dead{member: name, lease: l, index: manifestOf(l)})
+			}
 			continue
 		}
 		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
@@ -630,6 +695,7 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		}
 	}
 	slices.Sort(live)
+	m.gone, m.held = gone, held
 	return slices.Compact(live), held, nil
 }
 
@@ -701,4 +767,18 @@ func (m *Member) release() {
 	if err != nil && !apierrors.IsNotFound(err) {
 		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
 	}
+}
+
+// goneHeld returns the union of the ranges the dead members' indexes hold.
+func (m *Member) goneHeld() hashrange.Set {
+	var out hashrange.Set
+	for _, d := range m.gone {
+		if d.index == nil {
+			continue
+		}
+		if s, err := hashrange.Parse(d.index.Range); err == nil {
+			out = out.Union(s)
+		}
+	}
+	return out
 }
