@@ -4,17 +4,24 @@ package shards
 // it dies learns what it held (issue 21, item 6; doc.go, "Takeover").
 //
 // The index (key, UID, resourceVersion of every key the member's file
-// holds) is cut into chunks by the FNV-1a hash of the key, at most about
-// chunkEntries entries each, and every chunk is one ConfigMap,
+// holds) is cut into chunks by the FNV-1a hash of the key, so that each
+// holds at most chunkBytes once compressed, and every chunk is one Lease,
 // <group>-<member>-idx-<16 hex digits of the chunk's SHA-256>, labelled
-// LabelIndexOf=<member> and LabelGroup=<group>, holding the chunk as gzip'd
-// lines "<key> <uid> <resourceVersion>\n" in binaryData "entries.gz".
+// LabelIndexGroup=<group> and LabelIndexOf=<member>, whose annotation
+// AnnotationIndexData holds the chunk: base64 of gzip'd lines
+// "<key> <uid> <resourceVersion>\n". Leases, not ConfigMaps: the group
+// needs no other permission than the Leases it holds already, and a
+// member that journals the ConfigMaps of its own namespace does not
+// journal its index (a Lease's annotations may hold 256 KiB). The chunks
+// carry no LabelGroup, so that view does not read them.
+//
 // Chunks are named by their content, so they are written once and never
 // changed: a republication creates the chunks that changed, then renews
-// the Lease with a new manifest (AnnotationIndex: the range, the journal's
-// head offset, the chunk names), and only then deletes the chunks the
-// manifest no longer names. A reader that follows the manifest of a Lease
-// reads one consistent snapshot, whenever the writer died.
+// the member's Lease with a new manifest (AnnotationIndex: the range, the
+// journal's head offset, the number of keys, the chunk names), and only
+// then deletes the chunks the manifest no longer names. A reader that
+// follows the manifest on a Lease reads one consistent snapshot, whenever
+// the writer died.
 //
 // A member republishes after its loop synced and whenever its journal
 // moved since the last publication, at most every IndexInterval: a scan of
@@ -31,6 +38,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +49,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -51,13 +58,10 @@ import (
 	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
-// chunkEntries is about how many index entries one chunk holds: some
-// 100 bytes a line, 400 KiB before gzip, well under the 1 MiB an object
-// may have.
-const chunkEntries = 4096
-
-// chunkData is the chunk's binaryData key.
-const chunkData = "entries.gz"
+// chunkBytes bounds a chunk's compressed size: with base64 (4/3) some
+// 170 KiB of annotation, under the 256 KiB a Lease's annotations may hold.
+// About 3,000 entries at some 40 compressed bytes each.
+const chunkBytes = 128 << 10
 
 // manifest is a member's published index, on its Lease (AnnotationIndex).
 type manifest struct {
@@ -98,13 +102,21 @@ type chunk struct {
 	data []byte // gzip'd lines
 }
 
-// encodeChunks cuts entries (sorted by key) into chunks by key hash; each
-// chunk keeps key order. Empty chunks are left out.
+// encodeChunks cuts entries (sorted by key) into chunks by key hash, as
+// few as keep each under chunkBytes; each chunk keeps key order. Empty
+// chunks are left out.
 func encodeChunks(prefix string, entries []journal.IndexEntry) ([]chunk, error) {
-	n := 1
-	for n*chunkEntries < len(entries) {
-		n *= 2
+	for n := 1; ; n *= 2 {
+		out, fits, err := encodeChunksN(prefix, entries, n)
+		if err != nil || fits || n >= len(entries) {
+			return out, err
+		}
 	}
+}
+
+// encodeChunksN cuts entries into n chunks (n a power of two) and reports
+// whether all fit in chunkBytes.
+func encodeChunksN(prefix string, entries []journal.IndexEntry, n int) ([]chunk, bool, error) {
 	lines := make([]bytes.Buffer, n)
 	for _, e := range entries {
 		h := fnv.New32a()
@@ -113,6 +125,7 @@ func encodeChunks(prefix string, entries []journal.IndexEntry) ([]chunk, error) 
 		fmt.Fprintf(b, "%s %s %s\n", e.Key, e.UID, e.ResourceVersion)
 	}
 	var out []chunk
+	fits := true
 	for i := range lines {
 		if lines[i].Len() == 0 {
 			continue
@@ -121,14 +134,15 @@ func encodeChunks(prefix string, entries []journal.IndexEntry) ([]chunk, error) 
 		var z bytes.Buffer
 		w := gzip.NewWriter(&z)
 		if _, err := w.Write(lines[i].Bytes()); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := w.Close(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		fits = fits && z.Len() <= chunkBytes
 		out = append(out, chunk{name: fmt.Sprintf("%s-idx-%x", prefix, sum[:8]), data: z.Bytes()})
 	}
-	return out, nil
+	return out, fits, nil
 }
 
 // decodeChunk returns the entries of a chunk whose UID hashes into in.
@@ -202,12 +216,10 @@ func (m *Member) publishIndex(ctx context.Context, pub hashrange.Set) error {
 		if had[c.name] {
 			continue
 		}
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: m.opts.Namespace,
-				Labels: map[string]string{LabelGroup: m.opts.Group, LabelIndexOf: m.opts.Member}},
-			BinaryData: map[string][]byte{chunkData: c.data},
-		}
-		if _, err := m.cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		cl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: m.opts.Namespace,
+			Labels:      map[string]string{LabelIndexGroup: m.opts.Group, LabelIndexOf: m.opts.Member},
+			Annotations: map[string]string{AnnotationIndexData: base64.StdEncoding.EncodeToString(c.data)}}}
+		if _, err := m.leases.Create(ctx, cl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("shards: publish index chunk %s: %w", c.name, err)
 		}
 	}
@@ -222,11 +234,11 @@ func (m *Member) publishIndex(ctx context.Context, pub hashrange.Set) error {
 }
 
 // ownChunks returns whether a key is one of the group's index chunks, for
-// a member that journals the ConfigMaps of the group's namespace: its
-// index leaves them out, or each publication would change the index it
+// a member that journals the Leases of the group's namespace: its index
+// leaves them out, or each publication would change the index it
 // publishes, and publish again.
 func (m *Member) ownChunks() func(key string) bool {
-	if gvr := m.res.GVR; gvr.Group != "" || gvr.Resource != "configmaps" {
+	if gvr := m.res.GVR; gvr.Group != "coordination.k8s.io" || gvr.Resource != "leases" {
 		return func(string) bool { return false }
 	}
 	prefix := m.opts.Namespace + "/" + m.opts.Group + "-"
@@ -235,16 +247,16 @@ func (m *Member) ownChunks() func(key string) bool {
 
 // deleteChunks deletes the index chunks of member that keep does not name.
 func (m *Member) deleteChunks(ctx context.Context, member string, keep []string) error {
-	list, err := m.cms.List(ctx, metav1.ListOptions{LabelSelector: LabelGroup + "=" + m.opts.Group + "," + LabelIndexOf + "=" + member})
+	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: LabelIndexGroup + "=" + m.opts.Group + "," + LabelIndexOf + "=" + member})
 	if err != nil {
 		return fmt.Errorf("shards: list index chunks: %w", err)
 	}
-	for _, cm := range list.Items {
-		if slices.Contains(keep, cm.Name) {
+	for _, cl := range list.Items {
+		if slices.Contains(keep, cl.Name) {
 			continue
 		}
-		if err := m.cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("shards: delete index chunk %s: %w", cm.Name, err)
+		if err := m.leases.Delete(ctx, cl.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("shards: delete index chunk %s: %w", cl.Name, err)
 		}
 	}
 	return nil
@@ -322,12 +334,16 @@ func (m *Member) readIndex(ctx context.Context, mf *manifest, part hashrange.Set
 	var out []journal.IndexEntry
 	for _, name := range mf.Chunks {
 		rctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
-		cm, err := m.cms.Get(rctx, name, metav1.GetOptions{})
+		cl, err := m.leases.Get(rctx, name, metav1.GetOptions{})
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		es, err := decodeChunk(cm.BinaryData[chunkData], part)
+		data, err := base64.StdEncoding.DecodeString(cl.Annotations[AnnotationIndexData])
+		if err != nil {
+			return nil, fmt.Errorf("chunk %s: %w", name, err)
+		}
+		es, err := decodeChunk(data, part)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", name, err)
 		}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -42,11 +41,16 @@ const (
 	AnnotationLeaving = "watchjournal.io/shard-leaving"
 	// AnnotationIndex is the manifest of the index the member publishes
 	// (digest.go): JSON {"range", "head", "keys", "chunks"}, the chunks
-	// being ConfigMaps labelled LabelIndexOf.
+	// being the names of Leases labelled LabelIndexOf.
 	AnnotationIndex = "watchjournal.io/shard-index"
-	// LabelIndexOf labels the ConfigMaps that hold a member's published
-	// index with the member's name.
-	LabelIndexOf = "watchjournal.io/shard-index-of"
+	// LabelIndexOf labels the Leases that hold a member's published index
+	// (its chunks) with the member's name; LabelIndexGroup with the
+	// group's.
+	LabelIndexOf    = "watchjournal.io/shard-index-of"
+	LabelIndexGroup = "watchjournal.io/shard-index-group"
+	// AnnotationIndexData holds a chunk of an index: base64 of gzip'd
+	// lines "<key> <uid> <resourceVersion>\n", sorted by key.
+	AnnotationIndexData = "watchjournal.io/shard-index-data"
 )
 
 // Defaults of Options.
@@ -194,9 +198,8 @@ type Member struct {
 	log    logr.Logger
 	j      *journal.Journal
 	leases coordclient.LeaseInterface
-	cms    coreclient.ConfigMapInterface // the published index's chunks
-	lease  string                        // the Lease's name
-	id     string                        // holderIdentity: member and instance
+	lease  string // the Lease's name
+	id     string // holderIdentity: member and instance
 	mine   *coordinationv1.Lease
 
 	mu        sync.Mutex
@@ -271,7 +274,6 @@ func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*M
 		cfg: cfg, res: res, opts: opts, j: j,
 		log:    opts.Logger.WithValues("group", opts.Group, "member", opts.Member),
 		leases: cs.CoordinationV1().Leases(opts.Namespace),
-		cms:    cs.CoreV1().ConfigMaps(opts.Namespace),
 		lease:  opts.Group + "-" + opts.Member,
 		id:     opts.Member + "_" + hex.EncodeToString(inst[:]),
 		wake:   make(chan struct{}, 1),

@@ -214,7 +214,7 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		_, lerr := leases.Get(ctx, "tk-b", metav1.GetOptions{})
-		chunks, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: shards.LabelIndexOf + "=b"})
+		chunks, err := leases.List(ctx, metav1.ListOptions{LabelSelector: shards.LabelIndexOf + "=b"})
 		if err != nil {
 			t.Fatal(err)
 		}
