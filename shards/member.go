@@ -396,6 +396,25 @@ func (m *Member) tick(ctx context.Context) error {
 			others = others.Union(sel)
 		}
 	}
+	m.mu.Lock()
+	joining := m.loop == nil && (m.st.State == StateJoining || m.st.State == StateLost)
+	m.mu.Unlock()
+	if taken := cur.Intersect(others); joining && !fresh && !taken.Empty() {
+		// Back after others took (part of) the file's range over while it
+		// journaled nothing: what the file holds there, they journaled
+		// since; it moves out now and comes back with the next list
+		// (doc.go, "Takeover").
+		keep := cur.Minus(taken)
+		if keep.Empty() {
+			keep = noKeys
+		}
+		m.log.Info("others took the range over while this member was away: handing their part back before listing it",
+			"taken", fmt.Sprintf("%.1f%%", 100*taken.Share()))
+		if err := m.reshard(keep); err != nil {
+			return err
+		}
+		cur = keep
+	}
 	if next := nextRange(cur, target, others, fresh); next != nil {
 		if err := m.reshard(next); err != nil {
 			return err
@@ -420,6 +439,11 @@ func (m *Member) tick(ctx context.Context) error {
 	}
 	return m.publish(ctx, now)
 }
+
+// noKeys is the first hash alone, the smallest range a file can record: no
+// UID hashes to it in practice (probability 2^-64). A member whose whole
+// range was taken over while it was away drops to it (tick).
+var noKeys = hashrange.Set{{First: 0, Last: 0}}
 
 // nextRange returns the range a member whose file holds cur moves to
 // next, nil to stay (doc.go, "Handover"): an empty (fresh) file takes its

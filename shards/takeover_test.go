@@ -66,7 +66,10 @@ func childMember(v string) {
 // range over with the index the dead member published: it journals the
 // two DELETED (reason gone) and the MODIFIED, exactly once each, and ADDED
 // (moved) for the rest of the range (issue 21, item 6). Once it holds the
-// range, the dead member's Lease and index are deleted.
+// range, the dead member's Lease and index are deleted. When the member
+// does come back on its old file after all, it journals none of those
+// changes again: it hands the range's keys back (DELETED, moved) and lists
+// them anew (ADDED, moved), as the survivor hands them over.
 func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{})
 	cfg := cp.RESTConfig()
@@ -85,19 +88,23 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 	dir := t.TempDir()
 
 	// b runs in its own process, to be killed.
-	b := exec.Command(os.Args[0], "-test.run=^$")
-	b.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cp.KubeconfigPath(), filepath.Join(dir, "b.db"), "b"}, ","))
 	var bErr strings.Builder
-	b.Stderr = &bErr
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
+	startB := func() (*exec.Cmd, chan struct{}) {
+		b := exec.Command(os.Args[0], "-test.run=^$")
+		b.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cp.KubeconfigPath(), filepath.Join(dir, "b.db"), "b"}, ","))
+		b.Stderr = &bErr
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = b.Wait(); close(done) }()
+		t.Cleanup(func() {
+			_ = b.Process.Kill()
+			<-done
+		})
+		return b, done
 	}
-	bDone := make(chan struct{})
-	go func() { _ = b.Wait(); close(bDone) }()
-	defer func() {
-		_ = b.Process.Kill()
-		<-bDone
-	}()
+	b, bDone := startB()
 
 	opts := takeoverOpts
 	opts.Member, opts.Logger = "a", testr.New(t)
@@ -225,5 +232,53 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 			t.Fatalf("b's Lease (get: %v) and %d index chunks still there 30s after a took its range", lerr, len(chunks.Items))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// b comes back on its old file after all.
+	b, bDone = startB()
+	waitMember(t, a, "a hands b's range back", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
+		if st.State != shards.StateServing || len(st.Members) != 2 || !st.Published.Equal(st.Target) || st.Range.Equal(hashrange.Full()) {
+			return false
+		}
+		lb, err := leases.Get(ctx, "tk-b", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		pub, err := hashrange.Parse(lb.Annotations[shards.AnnotationSelector])
+		return err == nil && !pub.Empty() && pub.Union(st.Published).Equal(hashrange.Full())
+	})
+	if err := b.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-bDone
+	bj, err := journal.Open(filepath.Join(dir, "b.db"), &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bj.Close()
+	bEvs, err := bj.Read(1, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bByKey := map[string][]journal.Event{}
+	for _, e := range bEvs {
+		bByKey[e.Key] = append(bByKey[e.Key], e)
+	}
+	// b's first life saw no change; its second hands over and lists: moved
+	// events only.
+	for _, k := range bKeys {
+		es := bByKey[k]
+		for _, e := range es {
+			if e.Type == journal.Modified || (e.Type == journal.Deleted && e.Reason != journal.ReasonMoved) {
+				t.Errorf("%s: b, back, journaled %s; want no change journaled twice (a journaled it)", k, show(es))
+				break
+			}
+		}
+		if n := len(es); n == 0 || es[0].Type != journal.Added || es[n-1].Reason != journal.ReasonMoved {
+			t.Errorf("%s: b journaled %s; want its first ADDED and at last a moved event", k, show(es))
+		}
+	}
+	if es := bByKey[changed]; len(es) == 0 || es[len(es)-1].Type != journal.Added || es[len(es)-1].ResourceVersion != cm.ResourceVersion {
+		t.Errorf("%s: b journaled %s; want it at last ADDED (moved) at %s", changed, show(es), cm.ResourceVersion)
 	}
 }
