@@ -98,8 +98,11 @@ type Options struct {
 	RenewInterval time.Duration
 	// LeaveTimeout bounds how long Run, once its context is done, keeps
 	// journaling while the others take the member's range (doc.go,
-	// "Handover"). Default 30 s; negative: none, the Lease is deleted at
-	// once.
+	// "Handover"). Default 30 s; negative: none, the member stops at once;
+	// with other members live it publishes its index and leaves its Lease
+	// to expire, so that they take the range over with the index a Lease
+	// duration later ("Takeover"); alone, or without an index
+	// (IndexInterval negative), it deletes the Lease.
 	LeaveTimeout time.Duration
 	// IndexInterval is how often, at most, the member republishes its
 	// index (keys, UIDs, resourceVersions) when its journal moved, for
@@ -772,9 +775,26 @@ func (m *Member) leave() {
 // release deletes the member's Lease if it still holds it, so that the
 // others take its range at their next renewal. It reads the Lease first:
 // the last renewal may have landed although its answer did not.
+//
+// With LeaveTimeout negative and other members live, it keeps the Lease
+// instead, and publishes the index once more, final now that the loop has
+// stopped: the others take the range over when the Lease expires, with
+// that index (doc.go, "Takeover"), instead of at once without it.
 func (m *Member) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	m.mu.Lock()
+	pub, members := m.st.Published, len(m.st.Members)
+	m.mu.Unlock()
+	if m.opts.LeaveTimeout < 0 && m.opts.IndexInterval >= 0 && m.mine != nil && !pub.Empty() && members > 1 {
+		m.indexAt = time.Time{}
+		err := m.publishIndex(ctx, pub)
+		if err == nil {
+			m.log.Info("stopped without handover: the Lease expires and the others take the range over with the index", "head", m.index.Head)
+			return
+		}
+		m.log.Info("could not publish the final index: deleting the Lease", "error", err.Error())
+	}
 	var err error
 	for range 3 {
 		var l *coordinationv1.Lease
@@ -792,6 +812,11 @@ func (m *Member) release() {
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
+		return
+	}
+	// The Lease is gone, and its index with it (digest.go).
+	if err := m.deleteChunks(ctx, m.opts.Member, nil); err != nil {
+		m.log.Info("could not delete the index", "error", err.Error())
 	}
 }
 

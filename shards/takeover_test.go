@@ -282,3 +282,95 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 		t.Errorf("%s: b journaled %s; want it at last ADDED (moved) at %s", changed, show(es), cm.ResourceVersion)
 	}
 }
+
+// A member stopped with LeaveTimeout negative (no handover) publishes its
+// final index and leaves its Lease to expire: the survivor takes its range
+// over with that index and journals the delete and the update made right
+// after it stopped, once each.
+func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	cfg := cp.RESTConfig()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := cs.CoreV1().ConfigMaps("work")
+	for i := range 40 {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	open := func(name string, leave time.Duration) *shards.Member {
+		opts := takeoverOpts
+		opts.Member, opts.LeaveTimeout, opts.Logger = name, leave, testr.New(t)
+		m, err := shards.Open(cfg, filepath.Join(dir, name+".db"), takeoverRes, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	a, b := open("a", 0), open("b", -1)
+	aDone, bDone := make(chan error, 1), make(chan error, 1)
+	bctx, bcancel := context.WithCancel(ctx)
+	go func() { aDone <- a.Run(ctx) }()
+	go func() { bDone <- b.Run(bctx) }()
+	defer func() { cancel(); <-aDone }()
+	defer bcancel()
+
+	for _, m := range []*shards.Member{a, b} {
+		waitMember(t, m, "both serving", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
+			return st.State == shards.StateServing && len(st.Members) == 2 && st.Published.Equal(st.Target)
+		})
+	}
+	bKeys, err := b.Journal().ScanIndex("", 100)
+	if err != nil || len(bKeys) < 2 {
+		t.Fatalf("b holds %v (%v); want 2 keys at least", bKeys, err)
+	}
+	from, err := a.Journal().Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcancel()
+	if err := <-bDone; err != nil {
+		t.Fatalf("b's Run = %v; want nil", err)
+	}
+	gone, changed := bKeys[0].Key, bKeys[1].Key
+	if err := cms.Delete(ctx, strings.TrimPrefix(gone, "work/"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cms.Get(ctx, strings.TrimPrefix(changed, "work/"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "2"
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitMember(t, a, "a takes b's range over", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
+		return st.State == shards.StateServing && st.Published.Equal(hashrange.Full()) && ls.Synced
+	})
+	evs, err := a.Journal().Read(from+1, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forGone, forChanged []string
+	for _, e := range evs {
+		s := fmt.Sprintf("%s(%s)@%s", e.Type, e.Reason, e.ResourceVersion)
+		switch e.Key {
+		case gone:
+			forGone = append(forGone, s)
+		case changed:
+			forChanged = append(forChanged, s)
+		}
+	}
+	if len(forGone) != 1 || !strings.HasPrefix(forGone[0], "DELETED(") || strings.HasPrefix(forGone[0], "DELETED(moved)") {
+		t.Errorf("%s, deleted after b stopped: a journaled %v; want one DELETED, not moved", gone, forGone)
+	}
+	if want := "MODIFIED()@" + cm.ResourceVersion; len(forChanged) != 1 || forChanged[0] != want {
+		t.Errorf("%s, updated after b stopped: a journaled %v; want [%s]", changed, forChanged, want)
+	}
+}
