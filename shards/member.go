@@ -108,8 +108,10 @@ type Options struct {
 	// index (keys, UIDs, resourceVersions) when its journal moved, for
 	// whoever takes its range over if it dies (doc.go, "Takeover"): the
 	// longer, the more of what it journaled last is journaled again by
-	// the new owner. Default RenewInterval; negative: never published, and
-	// a dead member's deletes in the gap are lost (as before issue 21).
+	// the new owner. A publication also waits ten times as long as the
+	// last one took (a large index). Default RenewInterval; negative: never
+	// published, and a dead member's deletes in the gap are lost (as
+	// before issue 21).
 	IndexInterval time.Duration
 	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
 	// a group must use the same.
@@ -214,10 +216,11 @@ type Member struct {
 	obs       observer // the Leases' renewals as seen here (observe.go)
 	// The index last published (digest.go) and when; the dead members and
 	// the ranges of the live ones as view last saw them.
-	index   *manifest
-	indexAt time.Time
-	gone    []dead
-	held    map[string]hashrange.Set
+	index     *manifest
+	indexAt   time.Time
+	indexTook time.Duration // how long the last publication took
+	gone      []dead
+	held      map[string]hashrange.Set
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
