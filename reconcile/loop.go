@@ -120,7 +120,8 @@ type Options struct {
 	// Inherited is what the previous owners of the journal's pending shard
 	// range held (package shards sets it when a dead member's range is
 	// taken over; shard.go): the first list that commits turns their
-	// index into the listed state with exact events. Nil: none.
+	// index into the listed state with exact events. The loop keeps it in
+	// memory for its life. Nil: none.
 	Inherited *Inheritance
 }
 
