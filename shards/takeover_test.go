@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // The resource and the member options the takeover tests use.
 var (
 	takeoverRes  = journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "work"}
-	takeoverOpts = shards.Options{Group: "tk", Namespace: "default", LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond}
+	takeoverOpts = shards.Options{Group: "tk", Namespace: "default", LeaseDuration: 4 * time.Second, RenewInterval: 500 * time.Millisecond}
 )
 
 // childMember runs a member until it is killed.
