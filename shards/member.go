@@ -635,6 +635,13 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 			m.renewed(l, now)
 			return nil
 		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			// Not an answer about the Lease (a timeout, Run's context
+			// ending): the copy stays, and so does what depends on it
+			// (leave, release). A renewal that landed unanswered meets a
+			// conflict next time.
+			return fmt.Errorf("shards: renew Lease %s: %w", m.lease, err)
+		}
 		m.mine = nil
 	}
 	l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{})
@@ -789,7 +796,7 @@ func (m *Member) release() {
 	m.mu.Lock()
 	pub, members := m.st.Published, len(m.st.Members)
 	m.mu.Unlock()
-	if m.opts.LeaveTimeout < 0 && m.opts.IndexInterval >= 0 && m.mine != nil && !pub.Empty() && members > 1 {
+	if m.opts.LeaveTimeout < 0 && m.opts.IndexInterval >= 0 && !pub.Empty() && members > 1 {
 		m.indexAt = time.Time{}
 		err := m.publishIndex(ctx, pub)
 		if err == nil {
