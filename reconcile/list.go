@@ -144,7 +144,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 	}()
 	meta := !l.fullPages
 	l.staging = TypeCounts{}
-	if l.pending, err = l.j.ShardPending(); err != nil { // shard.go
+	if err = l.readPending(); err != nil { // shard.go
 		return "", 0, 0, 0, journalError{err}
 	}
 	l.update(func(x *Status) { x.listBegins() })
@@ -153,7 +153,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		if err != nil {
 			return "", 0, 0, 0, journalError{err}
 		}
-		if empty {
+		if empty && l.inherit == nil {
 			// Nothing to diff: one full read per page (listfull.go).
 			if rv, err = l.listFull(ctx, rel, s.origin); err != nil {
 				return "", 0, 0, 0, err
@@ -435,7 +435,7 @@ func (l *Loop) timeouts() timeouts {
 }
 
 func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
-	l.prepareStage(origin, evs)
+	evs = l.prepareStage(origin, evs)
 	if err := rel.Stage(evs); err != nil {
 		return journalError{err}
 	}
@@ -443,15 +443,18 @@ func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.E
 }
 
 // prepareStage sets the origin and reasons of evs and counts them in the
-// status, before they are staged.
-func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) {
+// status, before they are staged; it returns evs, with the events a
+// previous owner's index calls for (shard.go, inheritStage).
+func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) []journal.Event {
+	evs = l.inheritStage(evs)
 	for i := range evs {
 		evs[i].Origin = origin
-		if evs[i].Type == journal.Added && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) {
+		if evs[i].Type == journal.Added && evs[i].Reason == "" && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) && !l.inherit.covers(evs[i].UID) {
 			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
 		}
 		l.staging.add(evs[i].Type)
 	}
+	return evs
 }
 
 // diffRange diffs a sorted page against the index entries in (after,
@@ -530,7 +533,7 @@ func (l *Loop) tail(ctx context.Context, rel *journal.Relist, s stateList, last,
 			return journalError{err}
 		}
 		if len(entries) == 0 {
-			return nil
+			return l.inheritTail(ctx, rel, s.origin, rv, cf) // shard.go
 		}
 		cursor = entries[len(entries)-1].Key
 		gone := entries
@@ -547,7 +550,7 @@ func (l *Loop) tail(ctx context.Context, rel *journal.Relist, s stateList, last,
 			return err
 		}
 		if len(entries) < chunk {
-			return nil
+			return l.inheritTail(ctx, rel, s.origin, rv, cf) // shard.go
 		}
 	}
 }

@@ -118,6 +118,12 @@ type Options struct {
 	Logger logr.Logger
 	// Clock drives backoff waits; tests may pass a fake. Default real time.
 	Clock clock.WithTicker
+	// Inherited is what the previous owners of the journal's pending shard
+	// range held (package shards sets it when a dead member's range is
+	// taken over; shard.go): the first list that commits turns their
+	// index into the listed state with exact events. The loop keeps it in
+	// memory for its life. Nil: none.
+	Inherited *Inheritance
 }
 
 func (o Options) withDefaults() Options {
@@ -257,6 +263,9 @@ type Loop struct {
 	// pending is the journal's pending shard ranges as of the current
 	// list's start: its ADDED there moved in (shard.go).
 	pending hashrange.Set
+	// inherit is Options.Inherited while no list has committed since the
+	// loop began at an empty resourceVersion (shard.go); nil otherwise.
+	inherit *inheritState
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool

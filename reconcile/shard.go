@@ -27,15 +27,40 @@ package reconcile
 // The pending part of a range that grew (journal.Writer.Reshard) is read
 // at the start of every list: that list's ADDED for keys that hash into it
 // are keys that moved in from another shard.
+//
+// A range taken over from a member that died (package shards) comes with
+// that member's last published index (Options.Inherited: keys, UIDs and
+// resourceVersions of the part it held). The first list that commits after
+// the loop began at an empty resourceVersion diffs against it as if the
+// journal had held it, three ways (inheritStage, inheritTail):
+//
+//   - a listed key inherited with its UID and resourceVersion: ADDED,
+//     reason moved (the previous owner journaled it as it is);
+//   - inherited with its UID and another resourceVersion: MODIFIED
+//     (PrevResourceVersion the inherited one): changed while no journal
+//     watched it;
+//   - inherited with another UID: DELETED (the inherited UID, reason gone)
+//     then ADDED;
+//   - a key of the inherited range not inherited: ADDED, no reason
+//     (created while no journal watched);
+//   - an inherited key not listed: DELETED, a tombstone of the inherited
+//     entry, its reason asked of the server as for any tombstone
+//     (reason.go).
+//
+// An inherited key that the journal's own index holds (the same name
+// under a UID of the journal's own range) is left to the index's diff: a
+// tombstone for the inherited UID would remove the journal's entry.
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
@@ -195,4 +220,140 @@ func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Durati
 func refusesShardSelector(err error) bool {
 	return (apierrors.IsBadRequest(err) || apierrors.IsInternalError(err) || apierrors.IsInvalid(err)) &&
 		strings.Contains(err.Error(), "shard selector")
+}
+
+// Inheritance is what the previous owners of part of a journal's pending
+// shard range held when they stopped journaling (package shards reads it
+// from their published index): the first list of a Loop that begins at an
+// empty resourceVersion diffs against it (this file's comment).
+type Inheritance struct {
+	// Range is the part of the hash space Entries cover: every key the
+	// previous owners held there, and no key outside it.
+	Range hashrange.Set
+	// Entries are the previous owners' index entries in Range, sorted by
+	// key, strictly increasing.
+	Entries []journal.IndexEntry
+}
+
+// inheritState is an Inheritance as one list uses it.
+type inheritState struct {
+	*Inheritance
+	seen []bool // by entry: listed, or its tombstone staged
+}
+
+// covers reports whether uid hashes into the inherited range; false for a
+// nil state.
+func (s *inheritState) covers(uid string) bool {
+	return s != nil && s.Range.ContainsUID(uid)
+}
+
+// find returns the index of key's entry, -1 when none.
+func (s *inheritState) find(key string) int {
+	i := sort.Search(len(s.Entries), func(i int) bool { return s.Entries[i].Key >= key })
+	if i < len(s.Entries) && s.Entries[i].Key == key {
+		return i
+	}
+	return -1
+}
+
+// readPending reads the journal's pending shard ranges at the start of a
+// list, and arms Options.Inherited for it while the journal's
+// resourceVersion is empty: no list has committed since the range grew, so
+// no journal holds the inherited range's events yet.
+func (l *Loop) readPending() error {
+	var err error
+	if l.pending, err = l.j.ShardPending(); err != nil {
+		return err
+	}
+	l.inherit = nil
+	if in := l.opts.Inherited; in != nil && len(in.Range) > 0 {
+		rv, err := l.j.ResourceVersion()
+		if err != nil {
+			return err
+		}
+		if rv == "" {
+			l.inherit = &inheritState{Inheritance: in, seen: make([]bool, len(in.Entries))}
+		}
+	}
+	return nil
+}
+
+// inheritStage rewrites a list's ADDED for inherited keys (this file's
+// comment) and marks the inherited keys it meets as listed. It returns evs,
+// with a tombstone inserted before the ADDED of a key whose UID changed.
+func (l *Loop) inheritStage(evs []journal.Event) []journal.Event {
+	s := l.inherit
+	if s == nil {
+		return evs
+	}
+	var out []journal.Event // nil until an event is inserted
+	for i := range evs {
+		e := &evs[i]
+		k := s.find(e.Key)
+		if k >= 0 && !s.seen[k] {
+			s.seen[k] = true
+			prev := s.Entries[k]
+			if e.Type == journal.Added {
+				switch {
+				case prev.UID != e.UID:
+					if out == nil {
+						out = append(make([]journal.Event, 0, len(evs)+1), evs[:i]...)
+					}
+					out = append(out, gone(prev))
+				case prev.ResourceVersion == e.ResourceVersion:
+					e.Reason = journal.ReasonMoved
+				default:
+					e.Type, e.PrevResourceVersion = journal.Modified, prev.ResourceVersion
+				}
+			}
+		}
+		if out != nil {
+			out = append(out, *e)
+		}
+	}
+	if out == nil {
+		return evs
+	}
+	return out
+}
+
+// inheritTail stages, at the end of a list at rv, a tombstone for every
+// inherited key the list did not contain and the journal's index does not
+// hold, with the reason cf finds (reason.go).
+func (l *Loop) inheritTail(ctx context.Context, rel *journal.Relist, origin journal.Origin, rv string, cf *confirmer) error {
+	s := l.inherit
+	if s == nil {
+		return nil
+	}
+	chunk := int(l.opts.PageSize)
+	var evs []journal.Event
+	flush := func() error {
+		if len(evs) == 0 {
+			return nil
+		}
+		if err := cf.reasons(ctx, evs, rv); err != nil {
+			return err
+		}
+		err := l.stage(rel, origin, evs)
+		evs = nil
+		return err
+	}
+	for k, e := range s.Entries {
+		if s.seen[k] {
+			continue
+		}
+		s.seen[k] = true
+		if _, held, err := l.j.Lookup(e.Key); err != nil {
+			return journalError{err}
+		} else if held {
+			continue
+		}
+		evs = append(evs, tombstone(e))
+		if len(evs) >= chunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }

@@ -125,7 +125,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		}
 	}()
 	l.staging = TypeCounts{}
-	if l.pending, err = l.j.ShardPending(); err != nil { // shard.go
+	if err = l.readPending(); err != nil { // shard.go
 		return "", 0, 0, 0, nil, journalError{err}
 	}
 	l.update(func(x *Status) { x.listBegins() })
@@ -177,7 +177,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 		if err := cf.reasonsNow(ctx, evs); err != nil {
 			return err
 		}
-		l.prepareStage(s.origin, evs)
+		evs = l.prepareStage(s.origin, evs)
 		if err := pipe.stage(rel, evs); err != nil {
 			return err
 		}

@@ -39,6 +39,18 @@ const (
 	// stopping: the others take its range as if it had left, and it keeps
 	// journaling until they hold it (doc.go, "Handover").
 	AnnotationLeaving = "watchjournal.io/shard-leaving"
+	// AnnotationIndex is the manifest of the index the member publishes
+	// (digest.go): JSON {"range", "head", "keys", "chunks"}, the chunks
+	// being the names of Leases labelled LabelIndexOf.
+	AnnotationIndex = "watchjournal.io/shard-index"
+	// LabelIndexOf labels the Leases that hold a member's published index
+	// (its chunks) with the member's name; LabelIndexGroup with the
+	// group's.
+	LabelIndexOf    = "watchjournal.io/shard-index-of"
+	LabelIndexGroup = "watchjournal.io/shard-index-group"
+	// AnnotationIndexData holds a chunk of an index: base64 of gzip'd
+	// lines "<key> <uid> <resourceVersion>\n", sorted by key.
+	AnnotationIndexData = "watchjournal.io/shard-index-data"
 )
 
 // Defaults of Options.
@@ -86,9 +98,21 @@ type Options struct {
 	RenewInterval time.Duration
 	// LeaveTimeout bounds how long Run, once its context is done, keeps
 	// journaling while the others take the member's range (doc.go,
-	// "Handover"). Default 30 s; negative: none, the Lease is deleted at
-	// once.
+	// "Handover"). Default 30 s; negative: none, the member stops at once;
+	// with other members live it publishes its index and leaves its Lease
+	// to expire, so that they take the range over with the index a Lease
+	// duration later ("Takeover"); alone, or without an index
+	// (IndexInterval negative), it deletes the Lease.
 	LeaveTimeout time.Duration
+	// IndexInterval is how often, at most, the member republishes its
+	// index (keys, UIDs, resourceVersions) when its journal moved, for
+	// whoever takes its range over if it dies (doc.go, "Takeover"): the
+	// longer, the more of what it journaled last is journaled again by
+	// the new owner. A publication also waits ten times as long as the
+	// last one took (a large index). Default RenewInterval; negative: never
+	// published, and a dead member's deletes in the gap are lost (as
+	// before issue 21).
+	IndexInterval time.Duration
 	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
 	// a group must use the same.
 	Buckets int
@@ -138,6 +162,9 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	if o.RenewInterval == 0 {
 		o.RenewInterval = o.LeaseDuration / 3
 	}
+	if o.IndexInterval == 0 {
+		o.IndexInterval = o.RenewInterval
+	}
 	if o.Buckets == 0 {
 		o.Buckets = hashrange.DefaultBuckets
 	}
@@ -171,6 +198,7 @@ type Status struct {
 // Open it, Run it, Close it after Run returns.
 type Member struct {
 	cfg    *rest.Config
+	res    journal.Resource
 	opts   Options
 	log    logr.Logger
 	j      *journal.Journal
@@ -184,7 +212,15 @@ type Member struct {
 	loop      *reconcile.Loop
 	stopLoop  func()
 	renewedAt time.Time
-	leaving   bool // set once Run's context is done (leave)
+	leaving   bool     // set once Run's context is done (leave)
+	obs       observer // the Leases' renewals as seen here (observe.go)
+	// The index last published (digest.go) and when; the dead members and
+	// the ranges of the live ones as view last saw them.
+	index     *manifest
+	indexAt   time.Time
+	indexTook time.Duration // how long the last publication took
+	gone      []dead
+	held      map[string]hashrange.Set
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
@@ -241,7 +277,7 @@ func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*M
 	var inst [4]byte
 	_, _ = rand.Read(inst[:])
 	m := &Member{
-		cfg: cfg, opts: opts, j: j,
+		cfg: cfg, res: res, opts: opts, j: j,
 		log:    opts.Logger.WithValues("group", opts.Group, "member", opts.Member),
 		leases: cs.CoordinationV1().Leases(opts.Namespace),
 		lease:  opts.Group + "-" + opts.Member,
@@ -366,13 +402,33 @@ func (m *Member) tick(ctx context.Context) error {
 			others = others.Union(sel)
 		}
 	}
+	m.mu.Lock()
+	joining := m.loop == nil && (m.st.State == StateJoining || m.st.State == StateLost)
+	m.mu.Unlock()
+	if taken := cur.Intersect(others); joining && !fresh && !taken.Empty() {
+		// Back after others took (part of) the file's range over while it
+		// journaled nothing: what the file holds there, they journaled
+		// since; it moves out now and comes back with the next list
+		// (doc.go, "Takeover").
+		keep := cur.Minus(taken)
+		if keep.Empty() {
+			keep = noKeys
+		}
+		m.log.Info("others took the range over while this member was away: handing their part back before listing it",
+			"taken", fmt.Sprintf("%.1f%%", 100*taken.Share()))
+		if err := m.reshard(keep); err != nil {
+			return err
+		}
+		cur = keep
+	}
 	if next := nextRange(cur, target, others, fresh); next != nil {
 		if err := m.reshard(next); err != nil {
 			return err
 		}
-		if in := next.Intersect(others); fresh && !in.Empty() {
+		if in := next.Intersect(others.Union(m.goneHeld())); fresh && !in.Empty() {
 			// An empty file joining a running group: what it lists there,
-			// others hold: it moves in.
+			// others hold, or held when they died: it moves in (from a
+			// dead member, with its index: start).
 			if err := m.j.Writer().MarkShardPending(in); err != nil {
 				return fmt.Errorf("shards: %w", err)
 			}
@@ -389,6 +445,11 @@ func (m *Member) tick(ctx context.Context) error {
 	}
 	return m.publish(ctx, now)
 }
+
+// noKeys is the first hash alone, the smallest range a file can record: no
+// UID hashes to it in practice (probability 2^-64). A member whose whole
+// range was taken over while it was away drops to it (tick).
+var noKeys = hashrange.Set{{First: 0, Last: 0}}
 
 // nextRange returns the range a member whose file holds cur moves to
 // next, nil to stay (doc.go, "Handover"): an empty (fresh) file takes its
@@ -438,9 +499,22 @@ func (m *Member) reshard(next hashrange.Set) error {
 	return nil
 }
 
-// start runs a new reconcile loop at the recorded range.
+// start runs a new reconcile loop at the recorded range, with the index
+// of the dead members whose range it takes over (digest.go).
 func (m *Member) start(ctx context.Context) error {
-	l, err := reconcile.New(m.cfg, m.j, m.opts.Loop)
+	var others hashrange.Set
+	for name, sel := range m.held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
+	inh, err := m.inheritance(ctx, m.gone, others) // digest.go
+	if err != nil {
+		return err
+	}
+	lopts := m.opts.Loop
+	lopts.Inherited = inh
+	l, err := reconcile.New(m.cfg, m.j, lopts)
 	if err != nil {
 		return err
 	}
@@ -482,7 +556,10 @@ func (m *Member) halt() {
 }
 
 // publish announces the recorded range on the Lease once the loop has
-// synced at it, and forgets what was pending (its list has committed).
+// synced at it, and forgets what was pending (its list has committed);
+// then it republishes the index if the journal moved, and deletes the
+// Leases and indexes of dead members whose ranges the live ones hold
+// (digest.go).
 func (m *Member) publish(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	l, cur, pub := m.loop, m.st.Range, m.st.Published
@@ -496,13 +573,17 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 		}
 	}
 	m.set(func(s *Status) { s.State = StateServing })
-	if pub.Equal(cur) {
-		return nil
+	if !pub.Equal(cur) {
+		m.set(func(s *Status) { s.Published = cur })
+		if err := m.renew(ctx, now); err != nil {
+			m.set(func(s *Status) { s.LastError = err })
+			return nil
+		}
 	}
-	m.set(func(s *Status) { s.Published = cur })
-	if err := m.renew(ctx, now); err != nil {
+	if err := m.publishIndex(ctx, cur); err != nil { // digest.go
 		m.set(func(s *Status) { s.LastError = err })
 	}
+	m.collect(ctx, m.gone, m.held)
 	return nil
 }
 
@@ -529,6 +610,11 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		if m.leaving {
 			l.Annotations[AnnotationLeaving] = "true"
 		}
+		if mf := m.index.encode(); mf != "" {
+			l.Annotations[AnnotationIndex] = mf
+		} else {
+			delete(l.Annotations, AnnotationIndex)
+		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
@@ -549,11 +635,21 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 			m.renewed(l, now)
 			return nil
 		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			// Not an answer about the Lease (a timeout, Run's context
+			// ending): the copy stays, and so does what depends on it
+			// (leave, release). A renewal that landed unanswered meets a
+			// conflict next time.
+			return fmt.Errorf("shards: renew Lease %s: %w", m.lease, err)
+		}
 		m.mine = nil
 	}
 	l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		// Its chunks may have gone with it (a dead member's, collected):
+		// the next publication writes them all again.
+		m.index = nil
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
 		zero := int32(0)
 		l.Spec.LeaseTransitions = &zero
@@ -564,7 +660,7 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
 	default:
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !expired(l, now) {
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !m.obs.expired(l, now) {
 			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, *h, m.lease)
 		}
 		fill(l)
@@ -593,17 +689,10 @@ func (m *Member) requestTimeout() time.Duration {
 	return min(max(m.opts.RenewInterval, 2*time.Second), m.opts.LeaseDuration/2)
 }
 
-// expired reports whether l's holder has not renewed it within its
-// duration.
-func expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-}
-
 // view lists the group's Leases and returns the live members, sorted (this
-// one included), and the range each live member publishes.
+// one included), and the range each live member publishes; it keeps the
+// Leases of the members that are not live (m.gone) for takeovers
+// (digest.go).
 func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
@@ -613,10 +702,22 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 	}
 	live := []string{m.opts.Member}
 	held := map[string]hashrange.Set{}
+	var gone []dead
+	names := map[string]bool{m.lease: true}
+	for i := range list.Items {
+		names[list.Items[i].Name] = true
+	}
+	m.obs.forget(names)
 	for i := range list.Items {
 		l := &list.Items[i]
 		name := l.Annotations[AnnotationMember]
-		if name == "" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || expired(l, now) {
+		if name == "" {
+			continue
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
+			if name != m.opts.Member {
+				gone = append(gone, dead{member: name, lease: l, index: manifestOf(l)})
+			}
 			continue
 		}
 		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
@@ -633,6 +734,7 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		}
 	}
 	slices.Sort(live)
+	m.gone, m.held = gone, held
 	return slices.Compact(live), held, nil
 }
 
@@ -683,9 +785,26 @@ func (m *Member) leave() {
 // release deletes the member's Lease if it still holds it, so that the
 // others take its range at their next renewal. It reads the Lease first:
 // the last renewal may have landed although its answer did not.
+//
+// With LeaveTimeout negative and other members live, it keeps the Lease
+// instead, and publishes the index once more, final now that the loop has
+// stopped: the others take the range over when the Lease expires, with
+// that index (doc.go, "Takeover"), instead of at once without it.
 func (m *Member) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	m.mu.Lock()
+	pub, members := m.st.Published, len(m.st.Members)
+	m.mu.Unlock()
+	if m.opts.LeaveTimeout < 0 && m.opts.IndexInterval >= 0 && !pub.Empty() && members > 1 {
+		m.indexAt = time.Time{}
+		err := m.publishIndex(ctx, pub)
+		if err == nil {
+			m.log.Info("stopped without handover: the Lease expires and the others take the range over with the index", "head", m.index.Head)
+			return
+		}
+		m.log.Info("could not publish the final index: deleting the Lease", "error", err.Error())
+	}
 	var err error
 	for range 3 {
 		var l *coordinationv1.Lease
@@ -703,5 +822,24 @@ func (m *Member) release() {
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
+		return
 	}
+	// The Lease is gone, and its index with it (digest.go).
+	if err := m.deleteChunks(ctx, m.opts.Member, nil); err != nil {
+		m.log.Info("could not delete the index", "error", err.Error())
+	}
+}
+
+// goneHeld returns the union of the ranges the dead members' indexes hold.
+func (m *Member) goneHeld() hashrange.Set {
+	var out hashrange.Set
+	for _, d := range m.gone {
+		if d.index == nil {
+			continue
+		}
+		if s, err := hashrange.Parse(d.index.Range); err == nil {
+			out = out.Union(s)
+		}
+	}
+	return out
 }

@@ -27,6 +27,7 @@ import (
 type shardFlags struct {
 	group, member, namespace string
 	lease, renew, leave      time.Duration
+	index                    time.Duration
 }
 
 func addShardFlags(fl *pflag.FlagSet, f *shardFlags) {
@@ -35,6 +36,7 @@ func addShardFlags(fl *pflag.FlagSet, f *shardFlags) {
 	fl.StringVar(&f.namespace, "shard-namespace", "", "`NAMESPACE` of the group's Leases (default: the watched namespace, else \"default\")")
 	fl.DurationVar(&f.lease, "shard-lease-duration", shards.DefaultLeaseDuration, "how long a member's Lease lasts without renewal: how long a dead member's range waits before the others take it")
 	fl.DurationVar(&f.renew, "shard-renew-interval", 0, "how often a member renews its Lease and looks at the group (0: a third of --shard-lease-duration)")
+	fl.DurationVar(&f.index, "shard-index-interval", 0, "how often, at most, a member publishes its index for whoever takes its share over if it dies (0: --shard-renew-interval; negative: never, and deletes made while it is dead are lost)")
 	fl.DurationVar(&f.leave, "shard-leave-timeout", shards.DefaultLeaveTimeout, "on SIGINT/SIGTERM, journal at most this long while the other members take this one's share (negative: stop at once)")
 }
 
@@ -50,7 +52,7 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 	lg := zapr.NewLogger(log)
 	m, err := shards.Open(cfg, f.db, resources[0], shards.Options{
 		Group: f.shard.group, Member: f.shard.member, Namespace: f.shard.namespace,
-		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave,
+		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave, IndexInterval: f.shard.index,
 		Loop: opts, Journal: journal.Options{Logger: lg}, Logger: lg,
 	})
 	if errors.Is(err, journal.ErrLocked) {
