@@ -168,12 +168,15 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			s.goneOrigin = journal.OriginRelist
 		}
 		if next != nil {
+			if proving && servedToEnd(batch, next) {
+				// The proving watch's normal end at its short
+				// timeoutSeconds (about a second: not a spin).
+				l.markSynced(syncedByServed)
+				return next, nil
+			}
 			if w, ok := next.(stateWatch); ok && got == 0 && l.opts.Clock.Since(start) < time.Second {
 				// Ended at once with nothing: do not spin.
 				return l.fail(w, fmt.Errorf("%w: watch ended immediately", ErrWatch))
-			}
-			if proving && servedToEnd(batch, next) {
-				l.markSynced(syncedByServed)
 			}
 			return next, nil
 		}
