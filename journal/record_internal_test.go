@@ -27,6 +27,9 @@ func TestRecordObject_SameAsDecodeEvent(t *testing.T) {
 				if ti%2 == 1 {
 					e.Reason = ReasonMoved // a version 2 record (event.go)
 				}
+				if ti >= 2 {
+					e.PrevOffset = uint64(1) << (8 * ti) // a version 3 record, with and without a Reason
+				}
 				if os > 0 {
 					e.Object = bytes.Repeat([]byte{'{'}, os)
 				}

@@ -84,7 +84,8 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
 // e.Time is set to the current time, and a time earlier than the latest
 // event's is raised to it, so that times never decrease with offsets
-// (clock.go). It returns the offset assigned.
+// (clock.go). e.PrevOffset is set from the index (see Event.PrevOffset).
+// It returns the offset assigned.
 //
 // e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
 // DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
@@ -105,6 +106,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if _, err := stamp(t.tx, e); err != nil {
 		return 0, err
 	}
+	setPrevOffset(t.tx, e)
 	rec, err := encodeEvent(e)
 	if err != nil {
 		return 0, err
@@ -146,6 +148,17 @@ func (t *Tx) check(e *Event) error {
 		return ke
 	}
 	return nil
+}
+
+// setPrevOffset sets e.PrevOffset from the index as tx sees it, before e
+// is stored: for a MODIFIED or DELETED the offset the key's entry points
+// at (the key's previous event, when that one carried an object; 0 when
+// it carried none, or for an entry written by schema 1), 0 for an ADDED.
+func setPrevOffset(tx *bolt.Tx, e *Event) {
+	e.PrevOffset = 0
+	if e.Type == Modified || e.Type == Deleted {
+		e.PrevOffset = indexObject(tx.IndexGet([]byte(e.Key)))
+	}
 }
 
 // applyIndex applies e, just stored at e.Offset, to the index: the entry
