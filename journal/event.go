@@ -73,16 +73,16 @@ type Event struct {
 	// consumer should do with each.
 	Reason Reason
 	// PrevOffset is, for a MODIFIED or a DELETED, the offset of the key's
-	// previous event that carried an object (its ADDED or MODIFIED: the
-	// object as it was before this event, for a MODIFIED the one at
-	// PrevResourceVersion), as the index held it when this event was
-	// appended, in the same transaction. Read it with Journal.Read(
-	// PrevOffset, 1); retention may have trimmed it since (ErrCompacted).
-	// 0 is unknown: an ADDED; an event written before this field existed
-	// (record versions 1 and 2, schema 2 and older); or no previous event
-	// with an object was known at write time (a journal that keeps
-	// metadata only stores none, and an index entry written by schema 1
-	// has no pointer). Set by the journal on append; ignored on input.
+	// previous event (its ADDED or MODIFIED: the object as it was before
+	// this event, for a MODIFIED the one at PrevResourceVersion; in a
+	// metadata-only journal, its metadata), taken from the key's index
+	// entry in the transaction that appends this event. Read it with
+	// Journal.Read(PrevOffset, 1); retention may have trimmed it since
+	// (ErrCompacted). 0 is unknown: always for an ADDED; for an event
+	// written before this field existed (record versions 1 and 2, files of
+	// schema 2 and older); and when the previous event carried no Object
+	// or the key's index entry was written by schema 1 (no pointer). Set
+	// by the journal on append; a caller's value is ignored.
 	PrevOffset uint64
 }
 

@@ -154,6 +154,9 @@ func (t *Tx) check(e *Event) error {
 // is stored: for a MODIFIED or DELETED the offset the key's entry points
 // at (the key's previous event, when that one carried an object; 0 when
 // it carried none, or for an entry written by schema 1), 0 for an ADDED.
+// The entry points at the key's last event only when that event had an
+// object (applyIndex), so a non-zero PrevOffset is always the key's
+// immediately previous event.
 func setPrevOffset(tx *bolt.Tx, e *Event) {
 	e.PrevOffset = 0
 	if e.Type == Modified || e.Type == Deleted {

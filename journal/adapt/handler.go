@@ -40,11 +40,11 @@ type DeleteReasonHandler interface {
 //     before the change (labels, annotations, spec, data: what a "did it
 //     change" filter compares), read from the key's previous event in the
 //     journal (old.go: one read of the record at journal.Event.PrevOffset,
-//     no memory kept per key). When that event is no longer retained
-//     (retention trimmed it), the journal keeps metadata only, or the
-//     MODIFIED was written before records carried PrevOffset (a schema 2
-//     or older file), old is metadata-only: name, namespace, UID and the
-//     previous resourceVersion, no labels, annotations or data.
+//     no memory kept per key; in a metadata-only journal, the previous
+//     metadata). When that event is no longer retained (retention trimmed
+//     it) or the MODIFIED was written before records carried PrevOffset (a
+//     schema 2 or older file), old is metadata-only: name, namespace, UID
+//     and the previous resourceVersion, no labels, annotations or data.
 //   - DELETED seen live: OnDelete(obj) with the final object.
 //   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
 //     Key, Obj}) with a metadata-only Obj, as an informer does.

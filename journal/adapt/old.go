@@ -15,6 +15,9 @@ package adapt
 // Cost: per MODIFIED one Journal.Read of one record; no memory kept
 // between events, whatever the number of keys.
 //
+// In a metadata-only journal the previous event's object is its metadata
+// (labels and annotations included, as stored), and so is the old object.
+//
 // Otherwise the old object is the metadata-only object Handle gave before
 // (name, namespace, UID and PrevResourceVersion; no labels, annotations,
 // spec or data):
@@ -22,8 +25,8 @@ package adapt
 //   - PrevOffset is 0: a record written before the journal recorded it
 //     (schema 2 and older files: their MODIFIEDs stay metadata-only, while
 //     MODIFIEDs appended after the file is opened by this build carry it),
-//     a journal that keeps metadata only, or a key whose index entry had
-//     no pointer (written by schema 1);
+//     or a key whose previous event carried no object or whose index
+//     entry had no pointer (written by schema 1);
 //   - the record found does not match (key, UID, type, resourceVersion),
 //     which a correct file never gives.
 
