@@ -8,9 +8,12 @@ package journal
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // prevOffsets reads the whole journal of j and returns, by "TYPE key@rv",
@@ -126,6 +129,62 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 	}
 	if at["MODIFIED ns/a@4"] == 0 || at["MODIFIED ns/a@5"] == 0 || at["MODIFIED ns/b@6"] == 0 {
 		t.Fatalf("offsets %v: events missing", at)
+	}
+	if r, err := j.Verify(); err != nil || !r.OK() || !r.Replayed {
+		t.Fatalf("Verify = %+v, %v; want a sound file, replayed", r, err)
+	}
+}
+
+// Verify finds a PrevOffset that is not the key's previous event with an
+// object, and one at or past its own record.
+func TestPrevOffset_VerifyFindsAWrongOne(t *testing.T) {
+	for name, c := range map[string]struct {
+		prev uint64
+		want string
+	}{
+		"another key's event": {1, "with PrevOffset 1, the key's previous event with an object is at 2"},
+		"its own offset":      {3, "MODIFIED ns/b with PrevOffset 3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, err := Open(filepath.Join(t.TempDir(), "j.db"), &Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if err := j.Writer().Update(func(tx *Tx) error {
+				for _, e := range []Event{
+					{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: []byte(`{}`)},
+					{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2", Object: []byte(`{}`)},
+				} {
+					e.Origin = OriginWatch
+					if _, err := tx.Append(&e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// Written past Tx.Append, which would set the right one.
+			if err := j.store.Update(func(tx *bolt.Tx) error {
+				e := Event{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "3", PrevResourceVersion: "2", Origin: OriginWatch,
+					Object: []byte(`{}`), PrevOffset: c.prev}
+				rec, err := encodeEvent(&e)
+				if err != nil {
+					return err
+				}
+				if e.Offset, err = tx.Append(rec); err != nil {
+					return err
+				}
+				return applyIndex(tx, &e)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := j.Verify()
+			if err != nil || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], c.want) {
+				t.Fatalf("Verify = %+v, %v; want one problem %q", r, err, c.want)
+			}
+		})
 	}
 }
 
