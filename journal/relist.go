@@ -374,7 +374,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 				if err != nil {
 					return err
 				}
-				setPrevOffset(tx, &e)
+				setPrevOffset(&e, tx.IndexGet([]byte(e.Key)))
 				if raised || e.PrevOffset != staged {
 					if rec, err = encodeEvent(&e); err != nil {
 						return err
