@@ -175,8 +175,9 @@ func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 // event with a non-empty Reason, so an ordinary event is stored exactly as
 // before reasons existed and an old record decodes with an empty Reason.
 // A version 3 body is recordPrev (recordReason's nine fields, the Reason
-// possibly empty, then PrevOffset), written only for an event with a
-// non-zero PrevOffset; a version 1 or 2 record decodes with PrevOffset 0.
+// possibly empty, then PrevOffset; every integer in its shortest msgpack
+// form), written only for an event with a non-zero PrevOffset; a version 1
+// or 2 record decodes with PrevOffset 0.
 // Each version only appends fields, so the fields before them keep their
 // positions (record.go reads Key and Object by position). Files that may
 // hold version 2 records are schema 2, version 3 schema 3 (journal/bolt),
@@ -279,7 +280,20 @@ func encodeEvent(e *Event) ([]byte, error) {
 		v = &recordReason{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
 			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason)}
 	}
-	b, err := msgpack.Marshal(v)
+	var b []byte
+	var err error
+	if version == recordVersionPrev {
+		// Integers in their shortest msgpack form: an offset below 2^32
+		// takes 5 bytes, not 9 (decodeBody and recordObject read every
+		// integer form).
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.UseCompactInts(true)
+		err = enc.Encode(v)
+		b = buf.Bytes()
+	} else {
+		b, err = msgpack.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
