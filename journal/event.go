@@ -72,6 +72,18 @@ type Event struct {
 	// before reasons existed. See Reason for the values and what a
 	// consumer should do with each.
 	Reason Reason
+	// PrevOffset is, for a MODIFIED or a DELETED, the offset of the key's
+	// previous event (its ADDED or MODIFIED: the object as it was before
+	// this event, for a MODIFIED the one at PrevResourceVersion; in a
+	// metadata-only journal, its metadata), taken from the key's index
+	// entry in the transaction that appends this event. Read it with
+	// Journal.Read(PrevOffset, 1); retention may have trimmed it since
+	// (ErrCompacted). 0 is unknown: always for an ADDED; for an event
+	// written before this field existed (record versions 1 and 2, files of
+	// schema 2 and older); and when the previous event carried no Object
+	// or the key's index entry was written by schema 1 (no pointer). Set
+	// by the journal on append; a caller's value is ignored.
+	PrevOffset uint64
 }
 
 // Reason says why an event happened, where its type alone would mislead: a
@@ -162,13 +174,34 @@ func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 // recordReason (record and the Reason, nine fields), written only for an
 // event with a non-empty Reason, so an ordinary event is stored exactly as
 // before reasons existed and an old record decodes with an empty Reason.
-// Files that may hold version 2 records are schema 2 (journal/bolt), which
-// an older build refuses with ErrNewerSchema instead of reading them as
-// damaged.
+// A version 3 body is recordPrev (recordReason's nine fields, the Reason
+// possibly empty, then PrevOffset; every integer in its shortest msgpack
+// form), written only for an event with a non-zero PrevOffset; a version 1
+// or 2 record decodes with PrevOffset 0.
+// Each version only appends fields, so the fields before them keep their
+// positions (record.go reads Key and Object by position). Files that may
+// hold version 2 records are schema 2, version 3 schema 3 (journal/bolt),
+// which an older build refuses with ErrNewerSchema instead of reading them
+// as damaged.
 const (
 	recordVersion       = 1
 	recordVersionReason = 2
+	recordVersionPrev   = 3
 )
+
+// recordFieldCount returns the number of msgpack fields of a record body
+// of version v, 0 for a version this build does not know.
+func recordFieldCount(v byte) int {
+	switch v {
+	case recordVersion:
+		return 8
+	case recordVersionReason:
+		return 9
+	case recordVersionPrev:
+		return 10
+	}
+	return 0
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -200,6 +233,22 @@ type recordReason struct {
 	Reason   string
 }
 
+// recordPrev is the msgpack form of an Event with a PrevOffset:
+// recordReason's fields (the Reason may be empty), then the PrevOffset.
+type recordPrev struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	Type       uint8
+	Key        string
+	UID        string
+	RV         string
+	Time       int64 // Unix nanoseconds
+	Origin     uint8
+	Object     []byte
+	PrevRV     string
+	Reason     string
+	PrevOffset uint64
+}
+
 var typeCodes = map[EventType]uint8{Added: 1, Modified: 2, Deleted: 3}
 var typeNames = [...]EventType{0: "", 1: Added, 2: Modified, 3: Deleted}
 var originCodes = map[Origin]uint8{OriginWatch: 1, OriginRelist: 2, OriginRestart: 3}
@@ -221,12 +270,30 @@ func encodeEvent(e *Event) ([]byte, error) {
 	}
 	version := byte(recordVersion)
 	var v any = &r
-	if e.Reason != "" {
+	switch {
+	case e.PrevOffset != 0:
+		version = recordVersionPrev
+		v = &recordPrev{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
+			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason), PrevOffset: e.PrevOffset}
+	case e.Reason != "":
 		version = recordVersionReason
 		v = &recordReason{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
 			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason)}
 	}
-	b, err := msgpack.Marshal(v)
+	var b []byte
+	var err error
+	if version == recordVersionPrev {
+		// Integers in their shortest msgpack form: an offset below 2^32
+		// takes 5 bytes, not 9 (decodeBody and recordObject read every
+		// integer form).
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.UseCompactInts(true)
+		err = enc.Encode(v)
+		b = buf.Bytes()
+	} else {
+		b, err = msgpack.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -238,13 +305,13 @@ func encodeEvent(e *Event) ([]byte, error) {
 
 // decodeEvent decodes a stored record; the result does not alias b.
 func decodeEvent(off uint64, b []byte) (Event, error) {
-	if len(b) < 6 || (b[0] != recordVersion && b[0] != recordVersionReason) {
+	if len(b) < 6 || recordFieldCount(b[0]) == 0 {
 		return Event{}, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
 	if crc32.Checksum(b[5:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
 		return Event{}, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
 	}
-	r, reason, err := decodeBody(b[5:], b[0] == recordVersionReason)
+	r, reason, prev, err := decodeBody(b[5:], recordFieldCount(b[0]))
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: offset %d: %v", ErrBadRecord, off, err)
 	}
@@ -254,7 +321,7 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 	e := Event{
 		Offset: off, Type: typeNames[r.Type], Key: r.Key, UID: r.UID, ResourceVersion: r.RV,
 		Time: time.Unix(0, r.Time), Origin: originNames[r.Origin], PrevResourceVersion: r.PrevRV,
-		Reason: Reason(reason),
+		Reason: Reason(reason), PrevOffset: prev,
 	}
 	if len(r.Object) > 0 {
 		e.Object = r.Object
@@ -262,25 +329,22 @@ func decodeEvent(off uint64, b []byte) (Event, error) {
 	return e, nil
 }
 
-// decodeBody decodes a msgpack record body (record's eight fields, and
-// the Reason as a ninth when withReason) field by field. It does not hand
+// decodeBody decodes a msgpack record body of fields fields (record's
+// eight; the Reason as a ninth; the PrevOffset as a tenth) field by
+// field. It does not hand
 // the body to msgpack.Unmarshal: msgpack v5.4.1 allocates a bin field's
 // declared length before reading it, so a body of a few bytes that claims
 // a 4 GiB Object would allocate 4 GiB (found by FuzzDecodeEvent; the
 // process died). Every declared length is checked against the bytes left.
-func decodeBody(body []byte, withReason bool) (r record, reason string, err error) {
+func decodeBody(body []byte, fields int) (r record, reason string, prev uint64, err error) {
 	br := bytes.NewReader(body)
 	d := msgpack.NewDecoder(br)
 	n, err := d.DecodeArrayLen()
 	if err != nil {
-		return r, "", err
+		return r, "", 0, err
 	}
-	want := 8
-	if withReason {
-		want = 9
-	}
-	if n != want {
-		return r, "", fmt.Errorf("%d fields, want %d", n, want)
+	if n != fields {
+		return r, "", 0, fmt.Errorf("%d fields, want %d", n, fields)
 	}
 	small := func() (uint8, error) {
 		v, err := d.DecodeUint64()
@@ -297,7 +361,7 @@ func decodeBody(body []byte, withReason bool) (r record, reason string, err erro
 		}
 	}
 	if r.Type, err = small(); err != nil {
-		return r, "", err
+		return r, "", 0, err
 	}
 	str(&r.Key)
 	str(&r.UID)
@@ -309,16 +373,19 @@ func decodeBody(body []byte, withReason bool) (r record, reason string, err erro
 		r.Origin, err = small()
 	}
 	if err != nil {
-		return r, "", err
+		return r, "", 0, err
 	}
 	if r.Object, err = boundedField(d, br); err != nil {
-		return r, "", err
+		return r, "", 0, err
 	}
 	str(&r.PrevRV)
-	if withReason {
+	if fields >= 9 {
 		str(&reason)
 	}
-	return r, reason, err
+	if fields >= 10 && err == nil {
+		prev, err = d.DecodeUint64()
+	}
+	return r, reason, prev, err
 }
 
 // boundedField reads one msgpack str or bin field (nil and empty give

@@ -24,20 +24,26 @@ var fuzzSeedEvents = []Event{
 	{Type: Added, Key: "ns/a", UID: "u", ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{}`), Time: time.Unix(0, 5)},
 	{Type: Deleted, Key: "a", UID: "u", ResourceVersion: "W/x", Origin: OriginRestart},
 	{Type: Modified, Key: "ns/b", UID: "u2", ResourceVersion: "9007199254740993", PrevResourceVersion: "7", Origin: OriginRelist},
+	{Type: Deleted, Key: "ns/c", UID: "u3", ResourceVersion: "8", Origin: OriginWatch, Reason: ReasonLeftSelector, Object: []byte(`{}`)},
+	{Type: Modified, Key: "ns/d", UID: "u4", ResourceVersion: "9", PrevResourceVersion: "8", Origin: OriginWatch, PrevOffset: 1 << 40},
+	{Type: Deleted, Key: "ns/e", UID: "u5", ResourceVersion: "10", Origin: OriginRelist, Reason: ReasonGone, PrevOffset: 3},
 }
 
 // sealRecord returns the stored form of a msgpack body: the version byte
 // and the body's CRC-32C in front of it, as encodeEvent writes them.
-func sealRecord(body []byte) []byte {
+func sealRecord(body []byte) []byte { return sealRecordVersion(recordVersion, body) }
+
+// sealRecordVersion is sealRecord with the version byte v.
+func sealRecordVersion(v byte, body []byte) []byte {
 	out := make([]byte, 5, 5+len(body))
-	out[0] = recordVersion
+	out[0] = v
 	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(body, castagnoli))
 	return append(out, body...)
 }
 
-// Decoding any msgpack body under a correct header returns an event or
-// ErrBadRecord, never panics; a body that decodes re-encodes to an equal
-// event.
+// Decoding any msgpack body under a correct header, of each record
+// version, returns an event or ErrBadRecord, never panics; a body that
+// decodes re-encodes to an equal event.
 func FuzzDecodeEvent(f *testing.F) {
 	for _, e := range fuzzSeedEvents {
 		b, err := encodeEvent(&e)
@@ -52,27 +58,30 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte{0x92, 4, 0xa1, 0}) // type 4 does not exist
 	f.Add(claimsHugeObject)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		e, err := decodeEvent(7, sealRecord(body))
-		if err != nil {
-			if !errors.Is(err, ErrBadRecord) {
-				t.Fatalf("decode error %v is not ErrBadRecord", err)
+		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev} {
+			e, err := decodeEvent(7, sealRecordVersion(v, body))
+			if err != nil {
+				if !errors.Is(err, ErrBadRecord) {
+					t.Fatalf("version %d: decode error %v is not ErrBadRecord", v, err)
+				}
+				continue
 			}
-			return
-		}
-		if e.Offset != 7 {
-			t.Fatalf("offset %d, want 7", e.Offset)
-		}
-		b2, err := encodeEvent(&e)
-		if err != nil {
-			t.Fatalf("decoded %+v does not encode: %v", e, err)
-		}
-		e2, err := decodeEvent(7, b2)
-		if err != nil {
-			t.Fatalf("re-encoded record does not decode: %v", err)
-		}
-		if e2.Type != e.Type || e2.Key != e.Key || e2.UID != e.UID || e2.ResourceVersion != e.ResourceVersion ||
-			e2.Origin != e.Origin || !bytes.Equal(e2.Object, e.Object) || !e2.Time.Equal(e.Time) || e2.PrevResourceVersion != e.PrevResourceVersion {
-			t.Fatalf("round trip: %+v != %+v", e2, e)
+			if e.Offset != 7 {
+				t.Fatalf("version %d: offset %d, want 7", v, e.Offset)
+			}
+			b2, err := encodeEvent(&e)
+			if err != nil {
+				t.Fatalf("version %d: decoded %+v does not encode: %v", v, e, err)
+			}
+			e2, err := decodeEvent(7, b2)
+			if err != nil {
+				t.Fatalf("version %d: re-encoded record does not decode: %v", v, err)
+			}
+			if e2.Type != e.Type || e2.Key != e.Key || e2.UID != e.UID || e2.ResourceVersion != e.ResourceVersion ||
+				e2.Origin != e.Origin || !bytes.Equal(e2.Object, e.Object) || !e2.Time.Equal(e.Time) ||
+				e2.PrevResourceVersion != e.PrevResourceVersion || e2.Reason != e.Reason || e2.PrevOffset != e.PrevOffset {
+				t.Fatalf("version %d: round trip: %+v != %+v", v, e2, e)
+			}
 		}
 	})
 }
@@ -132,14 +141,14 @@ func FuzzDecodeEventChecksum(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b[5:], uint32(i*13), byte(recordVersion))
+		f.Add(b[5:], uint32(i*13), b[0])
 	}
 	f.Add([]byte{}, uint32(0), byte(recordVersion))
 	f.Add([]byte{0x90}, uint32(3), byte(2))
+	f.Add([]byte{0x90}, uint32(3), byte(4)) // no such version
 	f.Fuzz(func(t *testing.T, body []byte, bit uint32, version byte) {
-		rec := sealRecord(body)
-		rec[0] = version
-		if version == recordVersion {
+		rec := sealRecordVersion(version, body)
+		if recordFieldCount(version) != 0 {
 			n := uint32(8 * (len(rec) - 1))
 			i := 1 + int(bit%n)/8
 			rec[i] ^= 1 << (bit % 8)

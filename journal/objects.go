@@ -52,7 +52,7 @@ package journal
 // key whose latest record was trimmed has no object. Once on it stays on
 // across restarts, for every writer.
 //
-// Older files. A schema 1 file opens; a writable open marks it schema 2
+// Older files. A schema 1 file opens; a writable open marks it schema 2 or later
 // (its entries keep their old form, without a pointer, until their key
 // changes). A file that kept objects under schema 1 has every live key's
 // object in the bucket, so its reads are whole at once. Otherwise a live

@@ -14,14 +14,11 @@ import (
 )
 
 // The positions of the fields recordObject reads in the msgpack array of
-// record (event.go).
+// record (event.go). Later record versions (recordReason, recordPrev)
+// only append fields, so these positions hold in every version.
 const (
 	fieldKey    = 1
 	fieldObject = 6
-	// recordFields is the number of fields a record has; a version 2
-	// record (recordReason, event.go) has the Reason after them, so the
-	// fields read here are at the same positions in both.
-	recordFields = 8
 )
 
 // recordObject returns the key and the object of the encoded record rec at
@@ -29,17 +26,14 @@ const (
 // record that is damaged or not in the form encodeEvent writes is an error
 // matching ErrBadRecord.
 func recordObject(off uint64, rec []byte) (key, obj []byte, err error) {
-	if len(rec) < 6 || (rec[0] != recordVersion && rec[0] != recordVersionReason) {
+	if len(rec) < 6 || recordFieldCount(rec[0]) == 0 {
 		return nil, nil, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
 	body := rec[5:]
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(rec[1:5]) {
 		return nil, nil, fmt.Errorf("%w: offset %d: checksum mismatch", ErrBadRecord, off)
 	}
-	want := recordFields
-	if rec[0] == recordVersionReason {
-		want++
-	}
+	want := recordFieldCount(rec[0])
 	n, p, ok := mpArrayLen(body)
 	if !ok || n != want {
 		return nil, nil, fmt.Errorf("%w: offset %d: not a record array", ErrBadRecord, off)

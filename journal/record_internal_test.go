@@ -27,6 +27,9 @@ func TestRecordObject_SameAsDecodeEvent(t *testing.T) {
 				if ti%2 == 1 {
 					e.Reason = ReasonMoved // a version 2 record (event.go)
 				}
+				if ti >= 2 {
+					e.PrevOffset = uint64(1) << (8 * ti) // a version 3 record, with and without a Reason
+				}
 				if os > 0 {
 					e.Object = bytes.Repeat([]byte{'{'}, os)
 				}
@@ -65,17 +68,19 @@ func FuzzRecordObject(f *testing.F) {
 	}
 	f.Add([]byte{0x98, 0xc0, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rec := make([]byte, 5, 5+len(body))
-		rec[0] = recordVersion
-		binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(body, castagnoli))
-		rec = append(rec, body...)
-		key, obj, err := recordObject(3, rec)
-		if err != nil && !errors.Is(err, ErrBadRecord) {
-			t.Fatalf("error %v is not ErrBadRecord", err)
-		}
-		if err == nil {
-			if e, derr := decodeEvent(3, rec); derr == nil && (e.Key != string(key) || !bytes.Equal(e.Object, obj)) {
-				t.Fatalf("recordObject = %q, %q; decodeEvent = %q, %q", key, obj, e.Key, e.Object)
+		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev} {
+			rec := make([]byte, 5, 5+len(body))
+			rec[0] = v
+			binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(body, castagnoli))
+			rec = append(rec, body...)
+			key, obj, err := recordObject(3, rec)
+			if err != nil && !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("version %d: error %v is not ErrBadRecord", v, err)
+			}
+			if err == nil {
+				if e, derr := decodeEvent(3, rec); derr == nil && (e.Key != string(key) || !bytes.Equal(e.Object, obj)) {
+					t.Fatalf("version %d: recordObject = %q, %q; decodeEvent = %q, %q", v, key, obj, e.Key, e.Object)
+				}
 			}
 		}
 	})

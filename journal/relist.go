@@ -100,6 +100,7 @@ func (r *Relist) Stage(evs []Event) error {
 		if evs[i].Time.IsZero() {
 			evs[i].Time = now()
 		}
+		evs[i].PrevOffset = 0 // set when the event is moved into the journal
 		if r.direct {
 			continue
 		}
@@ -143,6 +144,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 				if _, err := stamp(tx, e); err != nil {
 					return err
 				}
+				e.PrevOffset = 0 // an ADDED
 				rec, err := encodeEvent(e)
 				if err != nil {
 					return err
@@ -367,9 +369,13 @@ func (j *Journal) finishRelistChunks(max int) error {
 					bad = err
 					return err
 				}
-				if raised, err := stamp(tx, &e); err != nil {
+				staged := e.PrevOffset // Stage writes 0
+				raised, err := stamp(tx, &e)
+				if err != nil {
 					return err
-				} else if raised {
+				}
+				setPrevOffset(&e, tx.IndexGet([]byte(e.Key)))
+				if raised || e.PrevOffset != staged {
 					if rec, err = encodeEvent(&e); err != nil {
 						return err
 					}

@@ -84,7 +84,8 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // ADDED and MODIFIED set key → (RV, UID), DELETED removes the key. A zero
 // e.Time is set to the current time, and a time earlier than the latest
 // event's is raised to it, so that times never decrease with offsets
-// (clock.go). It returns the offset assigned.
+// (clock.go). e.PrevOffset is set from the index (see Event.PrevOffset).
+// It returns the offset assigned.
 //
 // e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
 // DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
@@ -99,12 +100,14 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
-	if err := t.check(e); err != nil {
+	v, err := t.check(e)
+	if err != nil {
 		return 0, err
 	}
 	if _, err := stamp(t.tx, e); err != nil {
 		return 0, err
 	}
+	setPrevOffset(e, v)
 	rec, err := encodeEvent(e)
 	if err != nil {
 		return 0, err
@@ -122,18 +125,19 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	return off, nil
 }
 
-// check returns why e cannot be appended, nil when it can.
-func (t *Tx) check(e *Event) error {
+// check returns why e cannot be appended, nil when it can, and the key's
+// index value (nil when absent).
+func (t *Tx) check(e *Event) ([]byte, error) {
 	switch {
 	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
-		return fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
+		return nil, fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
 	case e.Key == "":
-		return fmt.Errorf("%w: empty key", ErrBadEvent)
+		return nil, fmt.Errorf("%w: empty key", ErrBadEvent)
 	case e.Origin == "":
-		return fmt.Errorf("%w: empty origin for %s %q", ErrBadEvent, e.Type, e.Key)
+		return nil, fmt.Errorf("%w: empty origin for %s %q", ErrBadEvent, e.Type, e.Key)
 	}
 	if err := checkReason(e.Type, e.Reason); err != nil {
-		return err
+		return nil, err
 	}
 	v := t.tx.IndexGet([]byte(e.Key))
 	if (v != nil) == (e.Type == Added) {
@@ -143,9 +147,23 @@ func (t *Tx) check(e *Event) error {
 				ke.UID = ie.UID
 			}
 		}
-		return ke
+		return nil, ke
 	}
-	return nil
+	return v, nil
+}
+
+// setPrevOffset sets e.PrevOffset from v, the key's index value before e
+// is stored: for a MODIFIED or DELETED the offset the entry points
+// at (the key's previous event, when that one carried an object; 0 when
+// it carried none, or for an entry written by schema 1), 0 for an ADDED.
+// The entry points at the key's last event only when that event had an
+// object (applyIndex), so a non-zero PrevOffset is always the key's
+// immediately previous event.
+func setPrevOffset(e *Event, v []byte) {
+	e.PrevOffset = 0
+	if e.Type == Modified || e.Type == Deleted {
+		e.PrevOffset = indexObject(v)
+	}
 }
 
 // applyIndex applies e, just stored at e.Offset, to the index: the entry

@@ -28,7 +28,9 @@ func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
 // payload size and object count match; every index entry decodes; and, when
 // nothing has been trimmed, that replaying the journal per key is consistent
 // (no ADDED for a present key, no MODIFIED or DELETED for an absent one or
-// another UID) and ends in exactly the index. It reads everything: run it
+// another UID, a PrevOffset that is the key's previous event with an
+// object) and ends in exactly the index. A PrevOffset at or past its own
+// record's offset is a problem whether or not the journal was trimmed. It reads everything: run it
 // offline or rarely. The error is for a file it cannot read at all.
 func (j *Journal) Verify() (VerifyReport, error) {
 	var r VerifyReport
@@ -46,7 +48,10 @@ func (j *Journal) Verify() (VerifyReport, error) {
 		if last >= next {
 			problem("journal: last offset %d but next offset %d", last, next)
 		}
-		type obj struct{ uid, rv string }
+		type obj struct {
+			uid, rv string
+			object  uint64 // offset of the key's last event if it had an object, else 0
+		}
 		replay := map[string]obj{}
 		r.Replayed = first == 1
 		want, size := first, uint64(0)
@@ -64,6 +69,9 @@ func (j *Journal) Verify() (VerifyReport, error) {
 				r.Replayed = false
 				return true, nil
 			}
+			if e.PrevOffset >= off {
+				problem("offset %d: %s %s with PrevOffset %d", off, e.Type, e.Key, e.PrevOffset)
+			}
 			if !r.Replayed {
 				return true, nil
 			}
@@ -75,11 +83,17 @@ func (j *Journal) Verify() (VerifyReport, error) {
 				problem("offset %d: %s %s while absent", off, e.Type, e.Key)
 			case e.Type != Added && cur.uid != e.UID:
 				problem("offset %d: %s %s with uid %s, present uid %s", off, e.Type, e.Key, e.UID, cur.uid)
+			case e.PrevOffset != 0 && e.PrevOffset < off && e.PrevOffset != cur.object:
+				problem("offset %d: %s %s with PrevOffset %d, the key's previous event with an object is at %d", off, e.Type, e.Key, e.PrevOffset, cur.object)
 			}
 			if e.Type == Deleted {
 				delete(replay, e.Key)
 			} else {
-				replay[e.Key] = obj{e.UID, e.ResourceVersion}
+				o := obj{uid: e.UID, rv: e.ResourceVersion}
+				if len(e.Object) > 0 {
+					o.object = off
+				}
+				replay[e.Key] = o
 			}
 			return true, nil
 		})

@@ -200,6 +200,7 @@ type Event struct {
 	PrevResourceVersion string `json:",omitempty"`
 	Origin              journal.Origin
 	Reason              journal.Reason `json:",omitempty"`
+	PrevOffset          uint64         `json:",omitempty"` // schema 3 on
 	Time                time.Time
 	Object              string `json:",omitempty"`
 }
@@ -229,7 +230,8 @@ func Dump(j *journal.Journal) (Content, error) {
 		}
 		for _, e := range evs {
 			c.Events = append(c.Events, Event{Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
-				PrevResourceVersion: e.PrevResourceVersion, Origin: e.Origin, Reason: e.Reason, Time: e.Time.UTC(), Object: string(e.Object)})
+				PrevResourceVersion: e.PrevResourceVersion, Origin: e.Origin, Reason: e.Reason, PrevOffset: e.PrevOffset,
+				Time: e.Time.UTC(), Object: string(e.Object)})
 		}
 		from = evs[len(evs)-1].Offset + 1
 	}

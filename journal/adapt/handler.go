@@ -39,12 +39,12 @@ type DeleteReasonHandler interface {
 //   - MODIFIED: OnUpdate(old, new), where old is the object as it was
 //     before the change (labels, annotations, spec, data: what a "did it
 //     change" filter compares), read from the key's previous event in the
-//     journal (old.go: found through an in-memory map of key → offset and,
-//     for a key last changed before the consumer's position, a backward
-//     read of the journal, each event at most once per Handle). When that
-//     event is no longer retained (retention trimmed it) or the journal
-//     keeps metadata only, old is metadata-only: name, namespace, UID and
-//     the previous resourceVersion, no labels, annotations or data.
+//     journal (old.go: one read of the record at journal.Event.PrevOffset,
+//     no memory kept per key; in a metadata-only journal, the previous
+//     metadata). When that event is no longer retained (retention trimmed
+//     it) or the MODIFIED was written before records carried PrevOffset (a
+//     schema 2 or older file), old is metadata-only: name, namespace, UID
+//     and the previous resourceVersion, no labels, annotations or data.
 //   - DELETED seen live: OnDelete(obj) with the final object.
 //   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
 //     Key, Obj}) with a metadata-only Obj, as an informer does.
@@ -60,7 +60,6 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 	}
 	o = o.withDefaults()
 	dec := newDecoder(c.Journal(), o.Decode)
-	hist := newHistory(c.Journal(), c.Position())
 	for {
 		evs, err := c.Next(ctx, o.Batch)
 		if ctx.Err() != nil {
@@ -78,7 +77,7 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 			case journal.Added:
 				h.OnAdd(obj, false)
 			case journal.Modified:
-				old, err := oldObject(dec, hist, e)
+				old, err := oldObject(dec, c.Journal(), e)
 				if err != nil {
 					return fmt.Errorf("adapt: offset %d: old object: %w", e.Offset, err)
 				}
@@ -94,7 +93,6 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 					h.OnDelete(del)
 				}
 			}
-			hist.passed(e)
 		}
 		if err := c.Commit(evs[len(evs)-1].Offset); err != nil {
 			return err
@@ -104,8 +102,8 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 
 // oldObject returns the old side of the MODIFIED e for OnUpdate: the
 // previous event's object (old.go), or a metadata-only one.
-func oldObject(dec *decoder, hist *history, e journal.Event) (any, error) {
-	b, err := hist.oldObject(e)
+func oldObject(dec *decoder, j *journal.Journal, e journal.Event) (any, error) {
+	b, err := previousObject(j, e)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package adapt_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -71,7 +73,7 @@ func updates(t *testing.T, j *journal.Journal, consumer string, decode adapt.Dec
 
 // On a file: the old object is the previous event's, whether that event
 // was handled in the same Handle, lies before the consumer's position
-// (found by reading backward, past more than one read of other keys), or
+// (600 events of other keys back: one read at its PrevOffset), or
 // was trimmed by retention (then metadata-only, with the previous
 // resourceVersion).
 func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
@@ -143,6 +145,43 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 		got := updates(t, j, "h", typed, 2)
 		if got[0].oldLabels["tier"] != "x" || got[1].oldRV != "10" || got[1].oldLabels["tier"] != "web" || got[1].oldData["rv"] != "10" {
 			t.Fatalf("updates %v; want o599's old tier=x, then a's old a@10 tier=web rv=10", got)
+		}
+	})
+
+	t.Run("schema 2 file: its MODIFIEDs metadata-only, new ones whole", func(t *testing.T) {
+		// The committed v2 file's MODIFIEDs of a (a@11 at offset 4, a@18
+		// at 7) were written before records carried PrevOffset.
+		b, err := os.ReadFile("../../testdata/journal/v2.db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "v2.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := schemafile.Resource
+		j, err := journal.Open(path, &journal.Options{Resource: &r, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		got := updates(t, j, "h", typed, 2)
+		for _, u := range got {
+			if u.oldLabels != nil || u.oldData != nil {
+				t.Fatalf("updates %v; want metadata-only old objects for records without PrevOffset", got)
+			}
+		}
+		if got[0].oldRV != "8" || got[1].oldRV != "11" {
+			t.Fatalf("updates %v; want old a@8, then a@11", got)
+		}
+		// a is live again (ADDED a@31, offset 14): a MODIFIED appended now
+		// carries PrevOffset and gets the whole old object.
+		e := journal.Event{Type: journal.Modified, Key: "wj/a", UID: "uid-a1", ResourceVersion: "40", PrevResourceVersion: "31",
+			Origin: journal.OriginWatch, Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"wj","uid":"uid-a1","resourceVersion":"40","labels":{"app":"web","tier":"b"}}}`)}
+		write(t, j, e)
+		got = updates(t, j, "h2", typed, 3)
+		if u := got[2]; u.oldRV != "31" || u.oldLabels["tier"] != "a" || u.oldData["v"] != "2" || u.newLabels["tier"] != "b" {
+			t.Fatalf("update %v; want the whole old a@31 (tier=a, v=2), new tier=b", u)
 		}
 	})
 

@@ -31,7 +31,12 @@ import (
 //     with an object (package journal's index.go; values without it are
 //     still read and are rewritten as their keys change), and the objects
 //     bucket holds only copies of records retention trimming removed.
-const SchemaVersion = 2
+//   - 3: journal records may be of record version 3 (an event with the
+//     offset of its key's previous event, Event.PrevOffset). As from 1
+//     to 2, the migration from 2 only records the new number, so that an
+//     older build refuses the file (ErrNewerSchema) instead of reading
+//     those records as damaged.
+const SchemaVersion = 3
 
 // magic identifies a watchjournal file in the meta bucket.
 var magic = []byte("watchjournal")
@@ -290,8 +295,8 @@ func (s *Store) init() (err error) {
 }
 
 // migrate brings a file of schema from (older than SchemaVersion) to
-// SchemaVersion, in one transaction. From 1 to 2 nothing but the number
-// changes (see SchemaVersion).
+// SchemaVersion, in one transaction. From 1 and from 2 nothing but the
+// number changes (see SchemaVersion).
 func (s *Store) migrate(from uint32) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		var v [4]byte
