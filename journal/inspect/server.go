@@ -27,9 +27,17 @@
 //	POST /consumers/NAME/commit?offset=N
 //	                           commits N for the existing consumer NAME
 //	                           (path-escaped); 404 when there is none
+//	POST /consumers/NAME/change?op=OP[&offset=N|&time=T|&head=true]
+//	                           creates (op=create), moves (op=reset) or
+//	                           deletes (op=delete) consumer NAME: it reads
+//	                           next from offset N, the first event at or
+//	                           after T (RFC 3339), or the head (ChangeConsumer)
 //
-// Only consumer commits write; nothing else the socket offers changes the
-// journal. Access is the socket file's mode: 0600, the writer's user.
+// Errors answer {"error": text}, 400 for a bad request.
+// Client is the other end: journalctl uses it, and so can any program.
+//
+// Only the consumer commits and changes write; nothing else the socket
+// offers changes the journal. Access is the socket file's mode: 0600, the writer's user.
 package inspect
 
 import (
@@ -133,7 +141,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /wait", s.wait)
 	if s.loop != nil {
 		mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-			ws := toWriterStatus(s.loop.Status())
+			ws := toStatus(s.loop.Status())
 			ws.PID = s.pid
 			writeJSON(w, http.StatusOK, ws)
 		})
@@ -143,48 +151,26 @@ func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /consumers", s.consumers)
 	mux.HandleFunc("GET /retention", s.retention)
 	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
+	mux.HandleFunc("POST /consumers/{name}/change", s.change)
 }
 
 func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
 	cs, err := s.j.Consumers()
-	jcs := make([]jsonConsumer, len(cs))
+	jcs := make([]Consumer, len(cs))
 	for i, c := range cs {
-		jcs[i] = jsonConsumer(c)
+		jcs[i] = Consumer(c)
 	}
 	reply(w, jcs, err)
 }
 
 func (s *server) retention(w http.ResponseWriter, _ *http.Request) {
 	r, err := s.j.Retention()
-	reply(w, toJSONRetention(r), err)
-}
-
-// commit commits an offset for an existing consumer, through the journal
-// this process holds writable.
-func (s *server) commit(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	off, err := uintParam(r, "offset") // a missing offset is 0: out of range
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	switch err := commitConsumer(s.j, name, off); {
-	case errors.Is(err, journal.ErrNoConsumer):
-		writeJSON(w, http.StatusNotFound, jsonError{Error: err.Error()})
-	case errors.Is(err, errCommitRange):
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-	case err != nil:
-		reply(w, nil, err)
-	default:
-		cs, err := s.j.Consumers()
-		c, _ := findConsumer(cs, name)
-		reply(w, jsonConsumer(c), err)
-	}
+	reply(w, NewRetention(r), err)
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	st, err := s.j.Stats()
-	reply(w, toJSONStats(st), err)
+	reply(w, NewStats(st), err)
 }
 
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
@@ -195,9 +181,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs, err := s.j.Read(from, limit)
-	jevs := make([]jsonEvent, len(evs))
+	jevs := make([]Event, len(evs))
 	for i, e := range evs {
-		jevs[i] = toJSONEvent(e)
+		jevs[i] = NewEvent(e)
 	}
 	reply(w, jevs, err)
 }
@@ -209,9 +195,9 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	es, err := s.j.ScanIndex(r.URL.Query().Get("after"), limit)
-	jes := make([]jsonIndexEntry, len(es))
+	jes := make([]IndexEntry, len(es))
 	for i, e := range es {
-		jes[i] = jsonIndexEntry(e)
+		jes[i] = IndexEntry(e)
 	}
 	reply(w, jes, err)
 }
@@ -249,7 +235,7 @@ func (s *server) verify(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	s.loop.Verify()
-	writeJSON(w, http.StatusOK, jsonVerifyRequest{Head: head, Verifies: st.Verifies, Divergences: st.Divergences})
+	writeJSON(w, http.StatusOK, VerifyRequest{Head: head, Verifies: st.Verifies, Divergences: st.Divergences})
 }
 
 // verified answers with the loop's status once its verifies are past after,
@@ -265,7 +251,7 @@ func (s *server) verified(w http.ResponseWriter, r *http.Request) {
 	_ = s.loop.WaitFor(ctx, func(st reconcile.Status) bool { // an error is ctx's: answer anyway
 		return uint64(st.Verifies) > after || st.Phase == reconcile.PhaseStopped
 	})
-	writeJSON(w, http.StatusOK, toWriterStatus(s.loop.Status()))
+	writeJSON(w, http.StatusOK, toStatus(s.loop.Status()))
 }
 
 func uintParam(r *http.Request, name string) (uint64, error) {
@@ -372,46 +358,4 @@ func Listen(sock string, h http.Handler, log *zap.Logger) (stop func(), err erro
 		<-done
 		_ = os.Remove(sock)
 	}, nil
-}
-
-// errCommitRange is returned by commitConsumer for an offset that is not
-// between 1 and the head.
-var errCommitRange = errors.New("commit offset outside 1 to the head")
-
-// beforeCommit, when set, runs in commitConsumer right before the commit's
-// transaction. A variable for tests: they delete the consumer there.
-var beforeCommit func()
-
-// commitConsumer records off as the committed offset of consumer name in
-// the writable journal j. The check that the consumer exists and the commit
-// are one write transaction (journal.Journal.CommitConsumer), so a consumer
-// deleted meanwhile is refused, never registered again. It refuses a
-// consumer that does not exist (journal.ErrNoConsumer), an offset outside 1
-// to the head (errCommitRange) and one below the committed offset
-// (journal.ErrCommitBackwards).
-func commitConsumer(j *journal.Journal, name string, off uint64) error {
-	if off == 0 {
-		if _, err := j.ConsumerCommitted(name); err != nil {
-			return err // journal.ErrNoConsumer first, as for any offset
-		}
-		return fmt.Errorf("consumer %q: %w: offset 0", name, errCommitRange)
-	}
-	if beforeCommit != nil {
-		beforeCommit()
-	}
-	err := j.CommitConsumer(name, off)
-	if errors.Is(err, journal.ErrOffsetRange) {
-		return fmt.Errorf("consumer %q: %w: %w", name, errCommitRange, err)
-	}
-	return err
-}
-
-// findConsumer returns the consumer name of cs, and false when there is none.
-func findConsumer(cs []journal.ConsumerInfo, name string) (journal.ConsumerInfo, bool) {
-	for _, c := range cs {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return journal.ConsumerInfo{}, false
 }

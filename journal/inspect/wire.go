@@ -1,47 +1,67 @@
 package inspect
 
-// The socket's JSON shapes. journalctl decodes them (cmd/journalctl's
-// output.go holds its copies, with the same field names): a change here is
-// a change of the protocol, and journalctl's socket tests, which run
-// against this server, catch a difference.
+// The socket's JSON shapes, written once: the server (server.go) encodes
+// them, the client (client.go) decodes them, and journalctl prints the same
+// forms for -o json. A change here is a change of the protocol.
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-type jsonEvent struct {
-	Offset              uint64            `json:"offset"`
-	Type                journal.EventType `json:"type"`
-	Key                 string            `json:"key"`
-	UID                 string            `json:"uid"`
-	ResourceVersion     string            `json:"resourceVersion"`
-	PrevResourceVersion string            `json:"prevResourceVersion,omitempty"`
-	Time                time.Time         `json:"time"`
-	Origin              journal.Origin    `json:"origin"`
-	Reason              journal.Reason    `json:"reason,omitempty"`
-	Synthesized         bool              `json:"synthesized"`
-	Object              json.RawMessage   `json:"object"`
+// Event is a journal.Event as JSON (GET /events). Object is the object as
+// stored, or null for a tombstone or a metadata-only journal. Reason is the
+// event's journal.Reason, absent when empty (an ordinary event).
+type Event struct {
+	Offset          uint64            `json:"offset"`
+	Type            journal.EventType `json:"type"`
+	Key             string            `json:"key"`
+	UID             string            `json:"uid"`
+	ResourceVersion string            `json:"resourceVersion"`
+	// PrevResourceVersion is set for MODIFIED only.
+	PrevResourceVersion string          `json:"prevResourceVersion,omitempty"`
+	Time                time.Time       `json:"time"`
+	Origin              journal.Origin  `json:"origin"`
+	Reason              journal.Reason  `json:"reason,omitempty"`
+	Synthesized         bool            `json:"synthesized"`
+	Object              json.RawMessage `json:"object"`
 }
 
-func toJSONEvent(e journal.Event) jsonEvent {
-	return jsonEvent{
+// NewEvent returns e as JSON, its time in UTC.
+func NewEvent(e journal.Event) Event {
+	return Event{
 		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
 		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
 		Reason: e.Reason, Synthesized: e.Synthesized(), Object: e.Object,
 	}
 }
 
-type jsonIndexEntry struct {
+// event returns je as a journal.Event: a null object becomes none.
+func (je Event) event() journal.Event {
+	e := journal.Event{
+		Offset: je.Offset, Type: je.Type, Key: je.Key, UID: je.UID, ResourceVersion: je.ResourceVersion,
+		PrevResourceVersion: je.PrevResourceVersion, Time: je.Time, Origin: je.Origin, Reason: je.Reason,
+	}
+	if len(je.Object) > 0 && string(je.Object) != "null" {
+		e.Object = je.Object
+	}
+	return e
+}
+
+// IndexEntry is a journal.IndexEntry as JSON (GET /index); the two convert
+// into each other.
+type IndexEntry struct {
 	Key             string `json:"key"`
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"resourceVersion"`
 }
 
-type jsonResource struct {
+// Resource is a journal.Resource as JSON, its GVR flattened.
+type Resource struct {
 	Group         string `json:"group"`
 	Version       string `json:"version"`
 	Resource      string `json:"resource"`
@@ -50,8 +70,9 @@ type jsonResource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 }
 
-type jsonStats struct {
-	Resource        jsonResource      `json:"resource"`
+// Stats is a journal.Stats as JSON (GET /stats).
+type Stats struct {
+	Resource        Resource          `json:"resource"`
 	Objects         uint64            `json:"objects"`
 	FirstOffset     uint64            `json:"firstOffset"`
 	LastOffset      uint64            `json:"lastOffset"`
@@ -61,10 +82,11 @@ type jsonStats struct {
 	Consumers       map[string]uint64 `json:"consumers"`
 }
 
-func toJSONStats(s journal.Stats) jsonStats {
+// NewStats returns s as JSON.
+func NewStats(s journal.Stats) Stats {
 	r := s.Resource
-	return jsonStats{
-		Resource: jsonResource{
+	return Stats{
+		Resource: Resource{
 			Group: r.GVR.Group, Version: r.GVR.Version, Resource: r.GVR.Resource,
 			Namespace: r.Namespace, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 		},
@@ -74,9 +96,21 @@ func toJSONStats(s journal.Stats) jsonStats {
 	}
 }
 
-// writerStatus is the writer's reconcile.Status, its error as text.
-// ListPages and ListObjects are the current (or last) list's progress.
-type writerStatus struct {
+func (js Stats) stats() journal.Stats {
+	r := js.Resource
+	s := journal.Stats{
+		Objects: js.Objects, FirstOffset: js.FirstOffset, LastOffset: js.LastOffset,
+		ResourceVersion: js.ResourceVersion, FileSize: js.FileSize, JournalBytes: js.JournalBytes,
+		Consumers: js.Consumers,
+	}
+	s.Resource.GVR.Group, s.Resource.GVR.Version, s.Resource.GVR.Resource = r.Group, r.Version, r.Resource
+	s.Resource.Namespace, s.Resource.LabelSelector, s.Resource.FieldSelector = r.Namespace, r.LabelSelector, r.FieldSelector
+	return s
+}
+
+// Status is the writer's reconcile.Status as JSON (GET /status, GET
+// /verify), its error as text.
+type Status struct {
 	Phase           reconcile.Phase `json:"phase"`
 	ResourceVersion string          `json:"resourceVersion"`
 	Synced          bool            `json:"synced"`
@@ -89,22 +123,27 @@ type writerStatus struct {
 	Events          int             `json:"events"`
 	Verifies        int             `json:"verifies"`
 	Divergences     int             `json:"divergences"`
-	ListPages       int             `json:"listPages"`
-	ListObjects     int             `json:"listObjects"`
-	// ListMode and ListModeReason: how the writer lists, and why.
+	// ListPages and ListObjects are the progress of the current list (of
+	// the last one outside phase Listing): pages and objects received.
+	ListPages   int `json:"listPages"`
+	ListObjects int `json:"listObjects"`
+	// ListMode is how the writer lists ("streaming" or "paginated") and
+	// ListModeReason why (reconcile.Status.ListMode).
 	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
 	ListModeReason string             `json:"listModeReason,omitempty"`
-	// Encoding is reconcile.Status.Encoding: protobuf or json.
+	// Encoding is the encoding of the writer's responses, protobuf or json
+	// (reconcile.Status.Encoding).
 	Encoding string `json:"encoding,omitempty"`
-	PID      int    `json:"pid,omitempty"`
+	// PID is the writer's process id; /status sets it, 0 leaves it out.
+	PID int `json:"pid,omitempty"`
 
 	// ShardMode is reconcile.Status.ShardMode: server or client for a
 	// journal bound to a shard range, absent otherwise.
 	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
 }
 
-func toWriterStatus(s reconcile.Status) writerStatus {
-	ws := writerStatus{
+func toStatus(s reconcile.Status) Status {
+	ws := Status{
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
 		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
@@ -117,43 +156,68 @@ func toWriterStatus(s reconcile.Status) writerStatus {
 	return ws
 }
 
-type jsonVerifyRequest struct {
+// VerifyRequest answers POST /verify: the head and the loop's counters
+// read before the request.
+type VerifyRequest struct {
 	Head        uint64 `json:"head"`
 	Verifies    int    `json:"verifies"`
 	Divergences int    `json:"divergences"`
 }
 
+// jsonHead answers /head and /wait.
 type jsonHead struct {
 	Head uint64 `json:"head"`
 }
 
+// jsonError is the socket's error answer. Compacted is set, with HTTP 410,
+// when the error is a *journal.CompactedError.
 type jsonError struct {
 	Error     string         `json:"error"`
 	Compacted *jsonCompacted `json:"compacted,omitempty"`
 }
 
+// jsonCompacted is a journal.CompactedError as JSON.
 type jsonCompacted struct {
 	Requested uint64 `json:"requested"`
 	First     uint64 `json:"first"`
 }
 
-type jsonConsumer struct {
+// Consumer is a journal.ConsumerInfo as JSON (GET /consumers); the two
+// convert into each other.
+type Consumer struct {
 	Name      string `json:"name"`
 	Committed uint64 `json:"committed"`
 	Lag       uint64 `json:"lag"`
 }
 
-type jsonRetention struct {
+// Retention is a journal.Retention as JSON (GET /retention): sizes in
+// bytes, MaxAge as a Go duration ("24h0m0s"); a field without a limit is
+// left out.
+type Retention struct {
 	MaxEvents    uint64 `json:"maxEvents,omitempty"`
 	MaxBytes     uint64 `json:"maxBytes,omitempty"`
 	MaxAge       string `json:"maxAge,omitempty"`
 	HardMaxBytes uint64 `json:"hardMaxBytes,omitempty"`
 }
 
-func toJSONRetention(r journal.Retention) jsonRetention {
-	jr := jsonRetention{MaxEvents: r.MaxEvents, MaxBytes: r.MaxBytes, HardMaxBytes: r.HardMaxBytes}
+// NewRetention returns r as JSON.
+func NewRetention(r journal.Retention) Retention {
+	jr := Retention{MaxEvents: r.MaxEvents, MaxBytes: r.MaxBytes, HardMaxBytes: r.HardMaxBytes}
 	if r.MaxAge != 0 {
 		jr.MaxAge = r.MaxAge.String()
 	}
 	return jr
+}
+
+// retention returns jr as a journal.Retention; a bad maxAge is an error.
+func (jr Retention) retention() (journal.Retention, error) {
+	r := journal.Retention{MaxEvents: jr.MaxEvents, MaxBytes: jr.MaxBytes, HardMaxBytes: jr.HardMaxBytes}
+	if jr.MaxAge != "" {
+		age, err := time.ParseDuration(jr.MaxAge)
+		if err != nil {
+			return r, fmt.Errorf("retention: bad maxAge %q", jr.MaxAge)
+		}
+		r.MaxAge = age
+	}
+	return r, nil
 }
