@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 type compactFlags struct {
@@ -60,8 +61,8 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 		j, err = journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
 	}
 	if errors.Is(err, journal.ErrLocked) {
-		if _, serr := newSockSource(socketPath(f.db)).Head(ctx); serr == nil {
-			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, socketPath(f.db))
+		if _, serr := inspect.NewClient(inspect.SocketPath(f.db)).Head(ctx); serr == nil {
+			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, inspect.SocketPath(f.db))
 		}
 		return fmt.Errorf("%w: stop the process that writes it to rewrite the file", err)
 	}

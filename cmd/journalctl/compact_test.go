@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // writeTrimmedJournal creates a closed journal of 2000 events of about
@@ -160,7 +161,7 @@ func TestCompact_WhileAWriterHoldsTheFile(t *testing.T) {
 	}
 	serveJournal(t, j, maxWait)
 	_, stderr, code = runCLI("compact", "--db", path)
-	if want := "a watch is running on it (" + socketPath(path) + "); stop it to rewrite the file"; code != 2 || !strings.Contains(stderr, want) {
+	if want := "a watch is running on it (" + inspect.SocketPath(path) + "); stop it to rewrite the file"; code != 2 || !strings.Contains(stderr, want) {
 		t.Errorf("compact while a watch runs: exit %d, stderr %q; want 2 and %q", code, stderr, want)
 	}
 	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {

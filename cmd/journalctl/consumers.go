@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 type consumersFlags struct {
@@ -46,7 +48,7 @@ func runConsumers(ctx context.Context, out io.Writer, f consumersFlags) error {
 		return err
 	}
 	for _, c := range cs {
-		if err := p.row(jsonConsumer(c), c.Name, c.Committed, c.Lag); err != nil {
+		if err := p.row(inspect.Consumer(c), c.Name, c.Committed, c.Lag); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -93,47 +92,5 @@ func TestConsumers_Change_Socket(t *testing.T) {
 		if want := tc.committed; (want < 0) == ok || (ok && off != uint64(want)) {
 			t.Errorf("%s: consumer %s committed %d (exists %t); want %d (-1: none)", tc.name, tc.consumer, off, ok, want)
 		}
-	}
-}
-
-// Ensure a consumer change checks the consumer again in its own
-// transaction: a create finds a consumer registered meanwhile (after its
-// first check, before its write) and refuses, leaving it where it was; a
-// reset finds one deleted meanwhile gone and does not register it again.
-func TestConsumers_Change_ConsumerChangedMeanwhile(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		change    consumerChange
-		meanwhile func(*journal.Journal) error
-		want      error
-		committed int // afterwards; -1: none
-	}{
-		{"create finds one registered meanwhile", consumerChange{Op: "create", Name: "new", Offset: 4},
-			func(j *journal.Journal) error { return j.CreateConsumer("new", 2) }, errConsumerExists, 1},
-		{"reset finds one deleted meanwhile", consumerChange{Op: "reset", Name: "billing", Offset: 4},
-			func(j *journal.Journal) error { return j.DeleteConsumer("billing") }, journal.ErrNoConsumer, -1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := writeConsumersJournal(t)
-			ran := false
-			beforeCommit = func(j *journal.Journal) {
-				if err := tc.meanwhile(j); err != nil {
-					t.Error(err)
-				}
-				ran = true
-			}
-			t.Cleanup(func() { beforeCommit = nil })
-			_, err := fileSource{path: path}.ChangeConsumer(context.Background(), tc.change)
-			if !ran {
-				t.Fatalf("ChangeConsumer = %v; the change never reached its transaction (the hook did not run)", err)
-			}
-			if !errors.Is(err, tc.want) {
-				t.Errorf("ChangeConsumer = %v; want %v", err, tc.want)
-			}
-			off, ok := fileCommitted(t, path, tc.change.Name)
-			if got := map[bool]int{true: int(off), false: -1}[ok]; got != tc.committed {
-				t.Errorf("%s committed afterwards = %d; want %d (-1: none)", tc.change.Name, got, tc.committed)
-			}
-		})
 	}
 }

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // servedConsumersJournal opens the test journal with billing at 2 and
@@ -75,8 +76,9 @@ func TestSocket_Events_Consumer_Compacted(t *testing.T) {
 func TestSocket_Commit(t *testing.T) {
 	j := servedConsumersJournal(t)
 	commit(t, j, "team/billing", 1)
-	s := newSockSource(socketPath(j.Path()))
+	s := inspect.NewClient(inspect.SocketPath(j.Path()))
 	ctx := context.Background()
+	hc := unixHTTPClient(inspect.SocketPath(j.Path()))
 
 	t.Run("a name with a slash is one path segment", func(t *testing.T) {
 		if err := s.Commit(ctx, "team/billing", 3); err != nil {
@@ -91,8 +93,7 @@ func TestSocket_Commit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `journal: no such consumer: "nobody"`) {
 			t.Errorf("Commit(nobody, 1) = %v; want no such consumer", err)
 		}
-		cs, _ := j.Consumers()
-		if _, ok := findConsumer(cs, "nobody"); ok {
+		if _, err := j.ConsumerCommitted("nobody"); !errors.Is(err, journal.ErrNoConsumer) {
 			t.Error("Commit(nobody) registered the consumer")
 		}
 	})
@@ -116,7 +117,7 @@ func TestSocket_Commit(t *testing.T) {
 		{"/consumers/billing/commit?offset=x", http.StatusBadRequest},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, "http://journal"+tc.path, nil)
-		resp, err := s.c.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,12 @@ func TestSocket_Commit(t *testing.T) {
 			t.Errorf("POST %s: %s; want %d", tc.path, resp.Status, tc.want)
 		}
 	}
-	if err := s.get(ctx, "/consumers/billing/commit", url.Values{"offset": {"3"}}, new(jsonConsumer)); err == nil {
+	resp, err := hc.Get("http://journal/consumers/billing/commit?offset=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
 		t.Error("GET /consumers/billing/commit succeeded; want only POST to commit")
 	}
 }
@@ -144,33 +150,12 @@ func TestFileSource_Commit_Locked(t *testing.T) {
 	}
 }
 
-// Ensure a consumer deleted while events --commit opens the file for its
-// commit (after it read the consumer's position, before the commit's
-// transaction) is refused, no such consumer, and stays deleted: the check
-// and the commit are one transaction.
-func TestFileSource_Commit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
-	path := writeConsumersJournal(t)
-	ran := false
-	beforeCommit = func(j *journal.Journal) {
-		if err := j.DeleteConsumer("billing"); err != nil {
-			t.Error(err)
-		}
-		ran = true
+// unixHTTPClient returns an HTTP client that dials the unix socket sock,
+// for requests inspect.Client does not make.
+func unixHTTPClient(sock string) *http.Client {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
 	}
-	t.Cleanup(func() { beforeCommit = nil })
-	err := fileSource{path: path}.Commit(context.Background(), "billing", 3)
-	if !ran {
-		t.Fatalf("fileSource.Commit = %v; the commit never reached its transaction (the hook did not run)", err)
-	}
-	if !errors.Is(err, journal.ErrNoConsumer) {
-		t.Errorf("fileSource.Commit of a consumer deleted meanwhile = %v; want ErrNoConsumer", err)
-	}
-	j := openJournal(t, path)
-	cs, err := j.Consumers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := findConsumer(cs, "billing"); ok {
-		t.Errorf("consumers after the commit = %+v; want billing gone: the deleted consumer was registered again", cs)
-	}
+	return &http.Client{Transport: &http.Transport{DialContext: dial}}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // readPage is how many events one read asks for.
@@ -271,7 +272,7 @@ func (ep *eventPrinter) print(e journal.Event) error {
 		return nil
 	}
 	ep.shown.printing(e.Offset)
-	je := toJSONEvent(e)
+	je := inspect.NewEvent(e)
 	if !ep.f.showManagedFields {
 		je.Object = dropManagedFields(je.Object)
 	}
@@ -412,11 +413,11 @@ func consumerPosition(ctx context.Context, src source, name string) (uint64, err
 	if err != nil {
 		return 0, err
 	}
-	c, ok := findConsumer(cs, name)
-	if !ok {
+	i := slices.IndexFunc(cs, func(c journal.ConsumerInfo) bool { return c.Name == name })
+	if i < 0 {
 		return 0, fmt.Errorf("%w: %q (consumers create registers one)", journal.ErrNoConsumer, name)
 	}
-	return c.Committed + 1, nil
+	return cs[i].Committed + 1, nil
 }
 
 // commitPrinted commits off for f.consumer through src. When the file

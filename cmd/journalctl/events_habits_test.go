@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // tableOffsets returns the OFFSET column of a table, the header left out.
@@ -109,7 +110,7 @@ func TestEvents_File_ManagedFields(t *testing.T) {
 		{[]string{"-o", "json", "--show-managed-fields"}, `{"metadata":{"name":"a","managedFields":[{"manager":"kubectl"}]},"data":{"k":"v"}}`},
 	} {
 		stdout, stderr, code := runCLI(append([]string{"events", "--db", path}, tc.args...)...)
-		var evs []jsonEvent
+		var evs []inspect.Event
 		if err := json.Unmarshal([]byte(stdout), &evs); err != nil || code != 0 || len(evs) != 1 {
 			t.Fatalf("events %v: exit %d, stdout %q, stderr %q: %v; want one JSON array of one event", tc.args, code, stdout, stderr, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 
 	"github.com/spf13/cobra"
 )
@@ -82,18 +83,18 @@ func runIndex(ctx context.Context, out io.Writer, f indexFlags) error {
 		}
 		e := es[i]
 		if f.output == "json" {
-			return json.NewEncoder(out).Encode(jsonIndexEntry(e))
+			return json.NewEncoder(out).Encode(inspect.IndexEntry(e))
 		}
 		p := newSpecPrinter(out, spec)
 		if f.output == "yaml" {
-			b, err := yaml.Marshal(jsonIndexEntry(e))
+			b, err := yaml.Marshal(inspect.IndexEntry(e))
 			if err != nil {
 				return err
 			}
 			_, err = out.Write(b)
 			return err
 		}
-		if err := p.row(jsonIndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
+		if err := p.row(inspect.IndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
 			return err
 		}
 		return p.close()
@@ -112,7 +113,7 @@ func runIndex(ctx context.Context, out io.Writer, f indexFlags) error {
 			if !strings.HasPrefix(e.Key, key) {
 				return p.close()
 			}
-			if err := p.row(jsonIndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
+			if err := p.row(inspect.IndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
 				return err
 			}
 		}

@@ -63,7 +63,7 @@
 //
 // A watch holds bbolt's exclusive file lock, which keeps every other
 // process from opening the file, even read-only. So it serves reads as JSON
-// over HTTP on the unix socket FILE.sock (server.go). The read-only
+// over HTTP on the unix socket FILE.sock (journal/inspect, server.go). The read-only
 // commands first open the file read-only, briefly (open, read, close: a
 // shared lock held longer would keep a watch from starting), and when a
 // writer holds it they ask its socket instead.

@@ -1,7 +1,7 @@
 package main
 
-// Output: tables and JSON lines, and the JSON forms that -o json prints
-// and the socket sends (one form for both).
+// Output: tables and JSON lines. -o json prints the socket's JSON forms
+// (journal/inspect's wire types), one form for both.
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // printer writes rows in one output format:
@@ -243,157 +243,15 @@ func orDash(s string) string {
 	return s
 }
 
-// jsonEvent is a journal.Event as JSON. Object is the object as stored, or
-// null for a tombstone or a metadata-only journal. reason is the event's
-// journal.Reason, absent when empty (an ordinary event).
-type jsonEvent struct {
-	Offset          uint64            `json:"offset"`
-	Type            journal.EventType `json:"type"`
-	Key             string            `json:"key"`
-	UID             string            `json:"uid"`
-	ResourceVersion string            `json:"resourceVersion"`
-	// PrevResourceVersion is set for MODIFIED only.
-	PrevResourceVersion string          `json:"prevResourceVersion,omitempty"`
-	Time                time.Time       `json:"time"`
-	Origin              journal.Origin  `json:"origin"`
-	Reason              journal.Reason  `json:"reason,omitempty"`
-	Synthesized         bool            `json:"synthesized"`
-	Object              json.RawMessage `json:"object"`
-}
-
-func toJSONEvent(e journal.Event) jsonEvent {
-	return jsonEvent{
-		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
-		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
-		Reason: e.Reason, Synthesized: e.Synthesized(), Object: e.Object,
-	}
-}
-
-func (je jsonEvent) event() journal.Event {
-	e := journal.Event{
-		Offset: je.Offset, Type: je.Type, Key: je.Key, UID: je.UID, ResourceVersion: je.ResourceVersion,
-		PrevResourceVersion: je.PrevResourceVersion, Time: je.Time, Origin: je.Origin, Reason: je.Reason,
-	}
-	if len(je.Object) > 0 && string(je.Object) != "null" {
-		e.Object = je.Object
-	}
-	return e
-}
-
-// jsonIndexEntry is a journal.IndexEntry as JSON.
-type jsonIndexEntry struct {
-	Key             string `json:"key"`
-	UID             string `json:"uid"`
-	ResourceVersion string `json:"resourceVersion"`
-}
-
-// jsonResource is a journal.Resource as JSON, its GVR flattened.
-type jsonResource struct {
-	Group         string `json:"group"`
-	Version       string `json:"version"`
-	Resource      string `json:"resource"`
-	Namespace     string `json:"namespace,omitempty"`
-	LabelSelector string `json:"labelSelector,omitempty"`
-	FieldSelector string `json:"fieldSelector,omitempty"`
-}
-
-// jsonStats is a journal.Stats as JSON; stats -o json adds the consumers'
-// lag, the retention and, when a watch runs, the writer's status.
+// jsonStats is stats -o json: the socket's /stats (inspect.Stats) with
+// the consumers' lag, the retention and, when a watch runs, the writer's
+// status. Lag maps each consumer's name to the events after its committed
+// offset up to the head.
 type jsonStats struct {
-	Resource        jsonResource      `json:"resource"`
-	Objects         uint64            `json:"objects"`
-	FirstOffset     uint64            `json:"firstOffset"`
-	LastOffset      uint64            `json:"lastOffset"`
-	ResourceVersion string            `json:"resourceVersion"`
-	FileSize        int64             `json:"fileSize"`
-	JournalBytes    uint64            `json:"journalBytes"`
-	Consumers       map[string]uint64 `json:"consumers"`
-	// Lag and Retention are set by stats -o json, not by the socket's
-	// /stats: Lag maps each consumer's name to the events after its
-	// committed offset up to the head.
-	Lag       map[string]uint64 `json:"lag,omitempty"`
-	Retention *jsonRetention    `json:"retention,omitempty"`
-	Writer    *writerStatus     `json:"writer,omitempty"`
-}
-
-func toJSONStats(s journal.Stats) jsonStats {
-	r := s.Resource
-	return jsonStats{
-		Resource: jsonResource{
-			Group: r.GVR.Group, Version: r.GVR.Version, Resource: r.GVR.Resource,
-			Namespace: r.Namespace, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
-		},
-		Objects: s.Objects, FirstOffset: s.FirstOffset, LastOffset: s.LastOffset,
-		ResourceVersion: s.ResourceVersion, FileSize: s.FileSize, JournalBytes: s.JournalBytes,
-		Consumers: s.Consumers,
-	}
-}
-
-func (js jsonStats) stats() journal.Stats {
-	r := js.Resource
-	s := journal.Stats{
-		Objects: js.Objects, FirstOffset: js.FirstOffset, LastOffset: js.LastOffset,
-		ResourceVersion: js.ResourceVersion, FileSize: js.FileSize, JournalBytes: js.JournalBytes,
-		Consumers: js.Consumers,
-	}
-	s.Resource.GVR.Group, s.Resource.GVR.Version, s.Resource.GVR.Resource = r.Group, r.Version, r.Resource
-	s.Resource.Namespace, s.Resource.LabelSelector, s.Resource.FieldSelector = r.Namespace, r.LabelSelector, r.FieldSelector
-	return s
-}
-
-// writerStatus is a running watch's reconcile.Status, its error as text.
-type writerStatus struct {
-	Phase           reconcile.Phase `json:"phase"`
-	ResourceVersion string          `json:"resourceVersion"`
-	Synced          bool            `json:"synced"`
-	LastError       string          `json:"lastError,omitempty"`
-	Lists           int             `json:"lists"`
-	Watches         int             `json:"watches"`
-	Gone            int             `json:"gone"`
-	ListRestarts    int             `json:"listRestarts"`
-	IdleRestarts    int             `json:"idleRestarts"`
-	Events          int             `json:"events"`
-	Verifies        int             `json:"verifies"`
-	Divergences     int             `json:"divergences"`
-	// ListPages and ListObjects are the progress of the current list (of
-	// the last one outside phase Listing): pages and objects received.
-	ListPages   int `json:"listPages"`
-	ListObjects int `json:"listObjects"`
-	// ListMode is how the watch lists ("streaming" or "paginated") and
-	// ListModeReason why (reconcile.Status.ListMode).
-	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
-	ListModeReason string             `json:"listModeReason,omitempty"`
-	// Encoding is the encoding of the watch's responses, protobuf or json
-	// (reconcile.Status.Encoding).
-	Encoding string `json:"encoding,omitempty"`
-	// PID is the watch's process id; /status sets it, 0 leaves it out.
-	PID int `json:"pid,omitempty"`
-
-	// ShardMode is reconcile.Status.ShardMode: server or client for a
-	// journal bound to a shard range, absent otherwise.
-	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
-}
-
-func toWriterStatus(s reconcile.Status) writerStatus {
-	ws := writerStatus{
-		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
-		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
-		IdleRestarts: s.IdleRestarts, Events: s.Events, Verifies: s.Verifies, Divergences: s.Divergences,
-		ListPages: s.ListPages, ListObjects: s.ListObjects, ShardMode: s.ShardMode,
-		ListMode: s.ListMode, ListModeReason: s.ListModeReason, Encoding: s.Encoding,
-	}
-	if s.LastError != nil {
-		ws.LastError = s.LastError.Error()
-	}
-	return ws
-}
-
-// jsonVerifyRequest answers POST /verify: the head and the loop's counters
-// read before the request.
-type jsonVerifyRequest struct {
-	Head        uint64 `json:"head"`
-	Verifies    int    `json:"verifies"`
-	Divergences int    `json:"divergences"`
+	inspect.Stats
+	Lag       map[string]uint64  `json:"lag,omitempty"`
+	Retention *inspect.Retention `json:"retention,omitempty"`
+	Writer    *inspect.Status    `json:"writer,omitempty"`
 }
 
 // jsonVerifyReport is a journal.VerifyReport as verify -o json prints it.
@@ -411,60 +269,6 @@ func toJSONVerifyReport(r journal.VerifyReport) jsonVerifyReport {
 		Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
 		Problems: append([]string{}, r.Problems...),
 	}
-}
-
-// jsonHead answers /head and /wait.
-type jsonHead struct {
-	Head uint64 `json:"head"`
-}
-
-// jsonError is the socket's error answer. Compacted is set, with HTTP 410,
-// when the error is a *journal.CompactedError.
-type jsonError struct {
-	Error     string         `json:"error"`
-	Compacted *jsonCompacted `json:"compacted,omitempty"`
-}
-
-// jsonCompacted is a journal.CompactedError as JSON.
-type jsonCompacted struct {
-	Requested uint64 `json:"requested"`
-	First     uint64 `json:"first"`
-}
-
-// jsonConsumer is a journal.ConsumerInfo as JSON.
-type jsonConsumer struct {
-	Name      string `json:"name"`
-	Committed uint64 `json:"committed"`
-	Lag       uint64 `json:"lag"`
-}
-
-// jsonRetention is a journal.Retention as JSON: sizes in bytes, MaxAge as
-// a Go duration ("24h0m0s"); a field without a limit is left out.
-type jsonRetention struct {
-	MaxEvents    uint64 `json:"maxEvents,omitempty"`
-	MaxBytes     uint64 `json:"maxBytes,omitempty"`
-	MaxAge       string `json:"maxAge,omitempty"`
-	HardMaxBytes uint64 `json:"hardMaxBytes,omitempty"`
-}
-
-func toJSONRetention(r journal.Retention) jsonRetention {
-	jr := jsonRetention{MaxEvents: r.MaxEvents, MaxBytes: r.MaxBytes, HardMaxBytes: r.HardMaxBytes}
-	if r.MaxAge != 0 {
-		jr.MaxAge = r.MaxAge.String()
-	}
-	return jr
-}
-
-func (jr jsonRetention) retention() (journal.Retention, error) {
-	r := journal.Retention{MaxEvents: jr.MaxEvents, MaxBytes: jr.MaxBytes, HardMaxBytes: jr.HardMaxBytes}
-	if jr.MaxAge != "" {
-		age, err := time.ParseDuration(jr.MaxAge)
-		if err != nil {
-			return r, fmt.Errorf("retention: bad maxAge %q", jr.MaxAge)
-		}
-		r.MaxAge = age
-	}
-	return r, nil
 }
 
 // formatRetention returns r as stats shows it: "events 10000, bytes 64Mi,

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -55,9 +53,9 @@ func newRelistCmd() *cobra.Command {
 // the request. An interrupt while it waits returns nil: the watch still
 // relists.
 func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error {
-	s := newSockSource(socketPath(f.db))
-	before, err := s.requestVerify(ctx)
-	if errors.Is(err, errNoServer) {
+	s := inspect.NewClient(inspect.SocketPath(f.db))
+	before, err := s.Verify(ctx)
+	if errors.Is(err, inspect.ErrNoServer) {
 		return fmt.Errorf("%w on %s", errNoWatch, f.db)
 	}
 	if err != nil && ctx.Err() != nil {
@@ -72,14 +70,14 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 	pctx, stopProgress := context.WithCancel(ctx)
 	progressed := make(chan struct{})
 	go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
-	st, err := s.waitVerify(ctx, before.Verifies, relistTimeout)
+	st, err := s.WaitVerify(ctx, before.Verifies, relistTimeout)
 	stopProgress()
 	<-progressed
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
 		return nil
-	case errors.Is(err, errNoServer):
+	case errors.Is(err, inspect.ErrNoServer):
 		return fmt.Errorf("relist: the watch stopped before the relist completed: %w", err)
 	case err != nil:
 		return fmt.Errorf("relist: %w", err)
@@ -111,7 +109,7 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 // head, up to the head now: those a verify journaled. Watch events
 // journaled meanwhile are left out. Events that retention has already
 // dropped are skipped.
-func relistEvents(ctx context.Context, s *sockSource, head uint64, n int) ([]journal.Event, error) {
+func relistEvents(ctx context.Context, s *inspect.Client, head uint64, n int) ([]journal.Event, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -144,46 +142,4 @@ func relistEvents(ctx context.Context, s *sockSource, head uint64, n int) ([]jou
 		out = out[len(out)-n:]
 	}
 	return out, nil
-}
-
-// requestVerify asks the watch for a verify (POST /verify) and returns the
-// head and the loop's counters from before the request.
-func (s *sockSource) requestVerify(ctx context.Context) (jsonVerifyRequest, error) {
-	var v jsonVerifyRequest
-	err := s.do(ctx, http.MethodPost, "/verify", nil, &v)
-	return v, err
-}
-
-// waitVerify long-polls GET /verify until the loop's verifies pass after
-// or the loop stops, and returns its status then. After timeout it returns
-// an error naming the loop's phase and last error; when the watch stops
-// serving meanwhile, one matching errNoServer.
-func (s *sockSource) waitVerify(ctx context.Context, after int, timeout time.Duration) (writerStatus, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	done := func(st writerStatus) bool { return st.Verifies > after || st.Phase == reconcile.PhaseStopped }
-	for {
-		var st writerStatus
-		err := s.get(wctx, "/verify", url.Values{"after": {strconv.Itoa(after)}}, &st)
-		switch {
-		case err == nil && done(st):
-			return st, nil
-		case ctx.Err() != nil:
-			return st, ctx.Err()
-		case wctx.Err() != nil:
-			// Timed out, maybe mid-poll: one last look, for the message.
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			last, err := s.Status(sctx)
-			cancel()
-			if err != nil {
-				return st, err
-			}
-			if done(*last) {
-				return *last, nil
-			}
-			return *last, fmt.Errorf("no relist completed within %v (phase %s, last error: %s)", timeout, last.Phase, orDash(last.LastError))
-		case err != nil:
-			return st, err
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -18,7 +19,7 @@ var relistPoll = time.Second
 
 // relistProgress shows the progress of the watch's lists on stderr until
 // ctx is done.
-func relistProgress(ctx context.Context, s *sockSource, stderr io.Writer) {
+func relistProgress(ctx context.Context, s *inspect.Client, stderr io.Writer) {
 	p := &listProgress{w: stderr, every: progressEvery}
 	if isTerminal(stderr) {
 		p.status = &statusLine{w: stderr}

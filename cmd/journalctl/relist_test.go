@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -84,7 +85,7 @@ func TestRelist_NoWatch(t *testing.T) {
 		t.Errorf("relist without a watch: exit %d, stderr %q; want 2 and %q", code, stderr, want)
 	}
 	// A killed watch leaves its socket behind: nobody answers on it.
-	if err := os.WriteFile(socketPath(path), nil, 0o600); err != nil {
+	if err := os.WriteFile(inspect.SocketPath(path), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code = runCLI("relist", "--db", path)
@@ -158,7 +159,7 @@ func TestWatch_Relist(t *testing.T) {
 	defer cancel()
 	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	stderr.waitFor(t, "watching")
-	if head, err := newSockSource(socketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
+	if head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
 	}
 
@@ -191,7 +192,7 @@ func TestWatch_VerifyInterval(t *testing.T) {
 		"--verify-interval", "20ms", "--idle-timeout", "1h", "--request-timeout", "10s")
 	stderr.waitFor(t, "watching")
 
-	s := newSockSource(socketPath(db))
+	s := inspect.NewClient(inspect.SocketPath(db))
 	waitUntil(t, func() (bool, string) {
 		st, err := s.Status(ctx)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -106,7 +107,7 @@ func (l *fakeLoop) verifyRequests() int {
 	return l.requests
 }
 
-var _ watchLoop = (*fakeLoop)(nil)
+var _ inspect.Loop = (*fakeLoop)(nil)
 
 // serveJournal serves j on its socket as watch does, with a fakeLoop whose
 // status is watching and whose verifies never complete; stop ends it, and
@@ -118,10 +119,10 @@ func serveJournal(t *testing.T, j *journal.Journal, maxWait time.Duration) (stop
 
 // serveLoop serves j on its socket as watch does, with loop as its
 // reconcile loop; stop ends it, and the test's end does too.
-func serveLoop(t *testing.T, j *journal.Journal, loop watchLoop, maxWait time.Duration) (stop func()) {
+func serveLoop(t *testing.T, j *journal.Journal, loop inspect.Loop, maxWait time.Duration) (stop func()) {
 	t.Helper()
 	srv := &server{j: j, loop: loop, maxWait: maxWait}
-	stop, err := serve(socketPath(j.Path()), srv.handler(), zap.NewNop())
+	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), srv.handler(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 	}
 	serveJournal(t, j, maxWait)
 
-	_, err := newSockSource(socketPath(j.Path())).Read(context.Background(), 1, 10)
+	_, err := inspect.NewClient(inspect.SocketPath(j.Path())).Read(context.Background(), 1, 10)
 	var ce *journal.CompactedError
 	if !errors.As(err, &ce) || *ce != (journal.CompactedError{Requested: 1, First: 3}) || !errors.Is(err, journal.ErrCompacted) {
 		t.Errorf("Read(1) through the socket = %v; want *journal.CompactedError{1, 3}", err)
@@ -206,7 +207,7 @@ func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 func TestSocket_WaitAnswersWithTheHeadAfterMaxWait(t *testing.T) {
 	j := writerJournal(t)
 	serveJournal(t, j, time.Millisecond)
-	head, err := newSockSource(socketPath(j.Path())).Wait(context.Background(), 4)
+	head, err := inspect.NewClient(inspect.SocketPath(j.Path())).Wait(context.Background(), 4)
 	if head != 4 || err != nil {
 		t.Errorf("Wait(4) with nothing new = %d, %v; want 4, nil", head, err)
 	}
@@ -272,7 +273,7 @@ func TestFollow_MovesBetweenFileAndSocket(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(socketPath(path)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(inspect.SocketPath(path)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket after stop: %v; want it removed", err)
 	}
 
@@ -290,14 +291,14 @@ func TestFollow_MovesBetweenFileAndSocket(t *testing.T) {
 func TestSocket_LockedWithoutWatch(t *testing.T) {
 	j := writerJournal(t)
 	_, stderr, code := runCLI("stats", "--db", j.Path())
-	if code != 2 || !strings.Contains(stderr, "locked") || !strings.Contains(stderr, "no watch serves "+socketPath(j.Path())) {
+	if code != 2 || !strings.Contains(stderr, "locked") || !strings.Contains(stderr, "no watch serves "+inspect.SocketPath(j.Path())) {
 		t.Errorf("stats on a file locked by a writer without a socket: exit %d, stderr %q; want 2 and a clear line", code, stderr)
 	}
 }
 
 func TestServe_ReplacesAStaleSocket(t *testing.T) {
 	path := filepath.Join(tempDir(t), "j.db")
-	if err := os.WriteFile(socketPath(path), nil, 0o600); err != nil {
+	if err := os.WriteFile(inspect.SocketPath(path), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	j := openJournal(t, path)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 	"github.com/watchjournal/watchjournal/shards"
 )
@@ -69,14 +70,14 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 		return err
 	}
 	srv := &server{j: m.Journal(), loop: m.Loops(), maxWait: maxWait, pid: os.Getpid()}
-	stop, err := serve(socketPath(f.db), srv.handler(), log)
+	stop, err := inspect.Listen(inspect.SocketPath(f.db), srv.handler(), log)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	st := m.Status()
 	log.Info("watching as a shard member", zap.Stringer("resource", resources[0]), zap.String("db", f.db),
-		zap.String("group", f.shard.group), zap.String("member", st.Member), zap.String("socket", socketPath(f.db)))
+		zap.String("group", f.shard.group), zap.String("member", st.Member), zap.String("socket", inspect.SocketPath(f.db)))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	compacted := make(chan error, 1)

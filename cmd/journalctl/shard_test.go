@@ -27,6 +27,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -97,8 +98,8 @@ func (r *replica) tail() string {
 
 // index reads the replica's index through its socket.
 func (r *replica) index(ctx context.Context) (map[string]string, error) {
-	s := newSockSource(socketPath(r.db))
-	defer s.c.CloseIdleConnections()
+	s := inspect.NewClient(inspect.SocketPath(r.db))
+	defer s.Close()
 	out := map[string]string{}
 	after := ""
 	for {
@@ -116,9 +117,9 @@ func (r *replica) index(ctx context.Context) (map[string]string, error) {
 	}
 }
 
-func (r *replica) status(ctx context.Context) (*writerStatus, error) {
-	s := newSockSource(socketPath(r.db))
-	defer s.c.CloseIdleConnections()
+func (r *replica) status(ctx context.Context) (*inspect.Status, error) {
+	s := inspect.NewClient(inspect.SocketPath(r.db))
+	defer s.Close()
 	return s.Status(ctx)
 }
 
@@ -242,8 +243,8 @@ func noFalseDeletes(t *testing.T, name string, evs []journal.Event, server map[s
 }
 
 func head(t *testing.T, r *replica) uint64 {
-	s := newSockSource(socketPath(r.db))
-	defer s.c.CloseIdleConnections()
+	s := inspect.NewClient(inspect.SocketPath(r.db))
+	defer s.Close()
 	h, err := s.Head(context.Background())
 	if err != nil {
 		t.Fatalf("%s: head: %v", r.name, err)

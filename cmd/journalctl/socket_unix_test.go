@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // Ensure that no mode other than 0600 is ever seen on a watch's socket:
@@ -25,14 +27,14 @@ func TestServe_NoWindowWithAWiderMode(t *testing.T) {
 				return
 			default:
 			}
-			if fi, err := os.Lstat(socketPath(path)); err == nil && fi.Mode().Perm() != 0o600 {
+			if fi, err := os.Lstat(inspect.SocketPath(path)); err == nil && fi.Mode().Perm() != 0o600 {
 				seen <- fi.Mode()
 				return
 			}
 		}
 	}()
 	for range 20 {
-		stopServe, err := serve(socketPath(path), (&server{j: j, maxWait: maxWait}).handler(), zap.NewNop())
+		stopServe, err := inspect.Listen(inspect.SocketPath(path), (&server{j: j, maxWait: maxWait}).handler(), zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -59,9 +60,8 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 		return err
 	}
 	if f.output == "json" {
-		js := toJSONStats(st)
-		jr := toJSONRetention(ret)
-		js.Retention, js.Writer = &jr, ws
+		jr := inspect.NewRetention(ret)
+		js := jsonStats{Stats: inspect.NewStats(st), Retention: &jr, Writer: ws}
 		js.Lag = make(map[string]uint64, len(cs))
 		for _, c := range cs {
 			js.Lag[c.Name] = c.Lag
@@ -111,7 +111,7 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 
 // listModeText is the list mode of a watch and why: "streaming (the
 // apiserver serves streaming lists)", "paginated (<the server's refusal>)".
-func listModeText(ws *writerStatus) string {
+func listModeText(ws *inspect.Status) string {
 	if ws.ListMode == "" {
 		return "-"
 	}

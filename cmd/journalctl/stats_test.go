@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // sizes hides the byte sizes, which depend on bbolt's page layout.
@@ -59,10 +60,10 @@ func TestStats_File(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 0 {
 		t.Fatalf("stats -o json: exit %d, %v: %q", code, err, stdout)
 	}
-	want := jsonResource{Version: "v1", Resource: "configmaps", Namespace: "wj"}
+	want := inspect.Resource{Version: "v1", Resource: "configmaps", Namespace: "wj"}
 	if got.Resource != want || got.Objects != 1 || got.FirstOffset != 1 || got.LastOffset != 4 ||
 		got.ResourceVersion != "12" || got.FileSize <= 0 || got.Consumers["billing"] != 2 || got.Lag["billing"] != 2 ||
-		got.Retention == nil || *got.Retention != (jsonRetention{}) || got.Writer != nil {
+		got.Retention == nil || *got.Retention != (inspect.Retention{}) || got.Writer != nil {
 		t.Errorf("stats -o json = %+v; want resource %+v, 1 object, offsets 1 to 4, RV 12, billing at 2 with lag 2, no retention, no writer", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // errProblems is returned by verify when the file has problems: exit
@@ -72,8 +73,8 @@ func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
 func verifyFile(ctx context.Context, path string) (r journal.VerifyReport, err error) {
 	j, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
-		sock := socketPath(path)
-		if _, serr := newSockSource(sock).Head(ctx); serr == nil {
+		sock := inspect.SocketPath(path)
+		if _, serr := inspect.NewClient(sock).Head(ctx); serr == nil {
 			return r, fmt.Errorf("%w: a watch is running on it (%s): stop the watch to verify the file; "+
 				"use `journalctl relist` to check the index against the server", err, sock)
 		}

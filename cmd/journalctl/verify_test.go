@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // payloadOf returns event i's object payload in a big journal: 8 KiB of
@@ -152,7 +153,7 @@ func TestVerify_LockedByAWriter(t *testing.T) {
 		stdout, stderr, code := runCLI("verify", "--db", j.Path())
 		want := "stop the watch to verify the file; use `journalctl relist` to check the index against the server\n"
 		if code != 2 || stdout != "" || !strings.Contains(stderr, "locked") ||
-			!strings.Contains(stderr, "a watch is running on it ("+socketPath(j.Path())+")") || !strings.HasSuffix(stderr, want) {
+			!strings.Contains(stderr, "a watch is running on it ("+inspect.SocketPath(j.Path())+")") || !strings.HasSuffix(stderr, want) {
 			t.Errorf("verify while a watch runs: exit %d, stdout %q, stderr %q; want 2 and a line ending %q", code, stdout, stderr, want)
 		}
 	})

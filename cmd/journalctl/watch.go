@@ -23,6 +23,7 @@ import (
 	"github.com/watchjournal/watchjournal/internal/clientrate"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -363,12 +364,12 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			return rerr
 		}
 		srv := &server{j: w.j, loop: w.loop, maxWait: maxWait, pid: os.Getpid()}
-		stop, serr := serve(socketPath(w.path), srv.handler(), log)
+		stop, serr := inspect.Listen(inspect.SocketPath(w.path), srv.handler(), log)
 		if serr != nil {
 			return serr
 		}
 		defer stop() // before the journal closes: long polls end first
-		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", socketPath(w.path)))
+		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", inspect.SocketPath(w.path)))
 		if policy == (journal.Retention{}) {
 			compacted <- nil
 			continue
@@ -543,8 +544,8 @@ var errWatchRunning = errors.New("another journalctl watch is already writing")
 func runningWatch(ctx context.Context, db string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	s := newSockSource(socketPath(db))
-	defer s.c.CloseIdleConnections()
+	s := inspect.NewClient(inspect.SocketPath(db))
+	defer s.Close()
 	st, err := s.Status(ctx)
 	switch {
 	case err != nil:
@@ -552,7 +553,7 @@ func runningWatch(ctx context.Context, db string) error {
 	case st.PID > 0:
 		return fmt.Errorf("%w %s (pid %d); stop it first", errWatchRunning, db, st.PID)
 	}
-	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.sock)
+	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.Socket())
 }
 
 // wireOption is reconcile.Options.Wire for --wire: auto is the zero value.

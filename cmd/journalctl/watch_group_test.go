@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // waitOutput waits until o contains s, for up to d; on a timeout it fails
@@ -69,7 +71,7 @@ func TestWatch_SeveralResources_Dir(t *testing.T) {
 		t.Helper()
 		wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 		defer wcancel()
-		s := newSockSource(socketPath(db))
+		s := inspect.NewClient(inspect.SocketPath(db))
 		if _, err := s.Wait(wctx, 0); err != nil {
 			t.Fatalf("waiting for an event in %s through its socket: %v; stderr %s", db, err, stderr)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // waitUntil polls cond until it holds; it fails the test after 5 s with
@@ -102,7 +103,7 @@ func TestWatch_Retention(t *testing.T) {
 			_, stderr, code := startCLI(ctx, args...)
 			stderr.waitFor(t, "watching")
 
-			s := newSockSource(socketPath(db))
+			s := inspect.NewClient(inspect.SocketPath(db))
 			waitUntil(t, func() (bool, string) {
 				st, err := s.Stats(ctx)
 				return err == nil && st.FirstOffset == tc.first && st.LastOffset == 4,

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // Discovery documents of the fake apiserver (legacy discovery, which
@@ -417,7 +418,7 @@ func TestWatch_APIServerWarningsLoggedOnce(t *testing.T) {
 	defer cancel()
 	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	stderr.waitFor(t, "watching")
-	if head, err := newSockSource(socketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
+	if head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
 	}
 	cancel()
@@ -460,7 +461,7 @@ func TestWatch(t *testing.T) {
 	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 
 	stderr.waitFor(t, "watching") // logged once the socket serves
-	head, err := newSockSource(socketPath(db)).Wait(ctx, 0)
+	head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0)
 	if err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
 	}
@@ -477,7 +478,7 @@ func TestWatch(t *testing.T) {
 	if c := exitStatus(t, code); c != 0 {
 		t.Errorf("watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
 	}
-	if _, err := os.Stat(socketPath(db)); !os.IsNotExist(err) {
+	if _, err := os.Stat(inspect.SocketPath(db)); !os.IsNotExist(err) {
 		t.Errorf("socket after exit: %v; want it removed", err)
 	}
 	j, err := journal.Open(db, &journal.Options{ReadOnly: true, Timeout: time.Second})
