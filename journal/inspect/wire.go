@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 type jsonEvent struct {
@@ -74,36 +73,36 @@ func toJSONStats(s journal.Stats) jsonStats {
 	}
 }
 
-// writerStatus is the writer's reconcile.Status, its error as text.
+// writerStatus is the writer's Status (reconcile.Status), its error as text.
 // ListPages and ListObjects are the current (or last) list's progress.
 type writerStatus struct {
-	Phase           reconcile.Phase `json:"phase"`
-	ResourceVersion string          `json:"resourceVersion"`
-	Synced          bool            `json:"synced"`
-	LastError       string          `json:"lastError,omitempty"`
-	Lists           int             `json:"lists"`
-	Watches         int             `json:"watches"`
-	Gone            int             `json:"gone"`
-	ListRestarts    int             `json:"listRestarts"`
-	IdleRestarts    int             `json:"idleRestarts"`
-	Events          int             `json:"events"`
-	Verifies        int             `json:"verifies"`
-	Divergences     int             `json:"divergences"`
-	ListPages       int             `json:"listPages"`
-	ListObjects     int             `json:"listObjects"`
+	Phase           string `json:"phase"`
+	ResourceVersion string `json:"resourceVersion"`
+	Synced          bool   `json:"synced"`
+	LastError       string `json:"lastError,omitempty"`
+	Lists           int    `json:"lists"`
+	Watches         int    `json:"watches"`
+	Gone            int    `json:"gone"`
+	ListRestarts    int    `json:"listRestarts"`
+	IdleRestarts    int    `json:"idleRestarts"`
+	Events          int    `json:"events"`
+	Verifies        int    `json:"verifies"`
+	Divergences     int    `json:"divergences"`
+	ListPages       int    `json:"listPages"`
+	ListObjects     int    `json:"listObjects"`
 	// ListMode and ListModeReason: how the writer lists, and why.
-	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
-	ListModeReason string             `json:"listModeReason,omitempty"`
+	ListMode       string `json:"listMode,omitempty"`
+	ListModeReason string `json:"listModeReason,omitempty"`
 	// Encoding is reconcile.Status.Encoding: protobuf or json.
 	Encoding string `json:"encoding,omitempty"`
 	PID      int    `json:"pid,omitempty"`
 
 	// ShardMode is reconcile.Status.ShardMode: server or client for a
 	// journal bound to a shard range, absent otherwise.
-	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
+	ShardMode string `json:"shardMode,omitempty"`
 }
 
-func toWriterStatus(s reconcile.Status) writerStatus {
+func toWriterStatus(s Status) writerStatus {
 	ws := writerStatus{
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,
