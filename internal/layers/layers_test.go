@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,7 +76,7 @@ func listModule(t *testing.T) map[string]pkg {
 func TestImportsPointDown(t *testing.T) {
 	pkgs := listModule(t)
 	checked := 0
-	for name := range pkgs {
+	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
 		r, ok := rank(name)
 		if !ok {
 			continue
