@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal/bolt"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // reshardState is what a test compares of a file after a Reshard: every

@@ -2,7 +2,7 @@ package journal
 
 // A file bound to a shard range (Resource.ShardSelector, issue 14) holds
 // only the keys whose UID hashes into the range (FNV-1a, KEP-5866; package
-// shards/hashrange). Open refuses another range (ErrResourceMismatch), as
+// internal/hashrange). Open refuses another range (ErrResourceMismatch), as
 // it refuses another selector; the range changes only through Reshard,
 // which a shard group's member calls when its share of the hash space
 // changes:
@@ -22,8 +22,8 @@ package journal
 import (
 	"fmt"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal/bolt"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // metaShardPending records the ranges a Reshard added whose keys no list

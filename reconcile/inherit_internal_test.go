@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // A takeover list's ADDED, against what the previous owner held (shard.go).

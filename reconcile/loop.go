@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // Options configure a Loop. Zero fields take the defaults given.

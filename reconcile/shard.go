@@ -60,8 +60,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // ShardMode says how a sharded loop keeps to its range.

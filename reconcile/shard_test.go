@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // A journal bound to half the hash space holds exactly the objects whose

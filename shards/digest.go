@@ -56,9 +56,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // indexDuty bounds the time a member spends publishing its index: the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // An index cut into chunks reads back whole; each chunk stays under

@@ -4,11 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // Loops is the member's reconcile loop, whichever runs at the time: a
-// member replaces its loop at every range change. It has the shape of
+// member replaces its loop at every range change. It implements
 // inspect.Loop, for inspect.Serve (package metrics takes one
 // *reconcile.Loop and does not follow the replacements yet).
 type Loops struct{ m *Member }
@@ -58,4 +59,21 @@ func (ls Loops) WaitFor(ctx context.Context, cond func(reconcile.Status) bool) e
 			return ctx.Err()
 		}
 	}
+}
+
+var _ inspect.Loop = Loops{}
+
+// InspectStatus returns Status as the journal's socket reports it
+// (inspect.Loop): the running loop's, or a stopped one's.
+func (ls Loops) InspectStatus() inspect.LoopStatus {
+	if l := ls.current(); l != nil {
+		return l.InspectStatus()
+	}
+	return inspect.LoopStatus{Phase: inspect.PhaseStopped}
+}
+
+// WaitForInspect is WaitFor for a condition on the socket's status
+// (inspect.Loop). cond sees the running loop's status as of each wake-up.
+func (ls Loops) WaitForInspect(ctx context.Context, cond func(inspect.LoopStatus) bool) error {
+	return ls.WaitFor(ctx, func(reconcile.Status) bool { return cond(ls.InspectStatus()) })
 }

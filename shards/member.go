@@ -21,9 +21,9 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // Lease labels and annotations.

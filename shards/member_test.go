@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 	"github.com/watchjournal/watchjournal/shards"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // waitMember waits for cond on the member's Status, printing the last one

@@ -3,7 +3,7 @@ package shards
 import (
 	"testing"
 
-	"github.com/watchjournal/watchjournal/shards/hashrange"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 )
 
 // The range a member moves to, from the range its file holds, its target

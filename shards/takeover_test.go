@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 	"github.com/watchjournal/watchjournal/shards"
-	"github.com/watchjournal/watchjournal/shards/hashrange"
 )
 
 // childEnv makes the test binary run one shard member (childMember)

@@ -81,7 +81,7 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 		return fmt.Errorf("relist: the watch stopped before the relist completed: %w", err)
 	case err != nil:
 		return fmt.Errorf("relist: %w", err)
-	case st.Phase == reconcile.PhaseStopped && st.Verifies <= before.Verifies:
+	case reconcile.Phase(st.Phase) == reconcile.PhaseStopped && st.Verifies <= before.Verifies:
 		return errors.New("relist: the watch stopped before the relist completed")
 	}
 	n := st.Divergences - before.Divergences

@@ -37,7 +37,7 @@ func relistProgress(ctx context.Context, s *inspect.Client, stderr io.Writer) {
 		if err != nil {
 			continue // the wait reports a watch that went away
 		}
-		st := reconcile.Status{Phase: ws.Phase}
+		st := reconcile.Status{Phase: reconcile.Phase(ws.Phase)}
 		st.ListPages, st.ListObjects = ws.ListPages, ws.ListObjects
 		p.update(st, time.Now())
 	}

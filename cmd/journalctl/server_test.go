@@ -47,10 +47,22 @@ func newFakeLoop(t *testing.T, st reconcile.Status, repair func() int) *fakeLoop
 	return l
 }
 
-func (l *fakeLoop) Status() reconcile.Status {
+func (l *fakeLoop) InspectStatus() inspect.LoopStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.status
+	return inspectStatus(l.status)
+}
+
+// inspectStatus is st as the socket reports it, as reconcile.Loop's
+// InspectStatus converts it.
+func inspectStatus(st reconcile.Status) inspect.LoopStatus {
+	return inspect.LoopStatus{
+		Phase: string(st.Phase), ResourceVersion: st.ResourceVersion, Synced: st.Synced, LastError: st.LastError,
+		Lists: st.Lists, Watches: st.Watches, Gone: st.Gone, ListRestarts: st.ListRestarts,
+		IdleRestarts: st.IdleRestarts, Events: st.Events, Verifies: st.Verifies, Divergences: st.Divergences,
+		ListPages: st.ListPages, ListObjects: st.ListObjects, ListMode: string(st.ListMode),
+		ListModeReason: st.ListModeReason, Encoding: st.Encoding, ShardMode: string(st.ShardMode),
+	}
 }
 
 func (l *fakeLoop) Verify() {
@@ -69,12 +81,12 @@ func (l *fakeLoop) Verify() {
 	}()
 }
 
-func (l *fakeLoop) WaitFor(ctx context.Context, cond func(reconcile.Status) bool) error {
+func (l *fakeLoop) WaitForInspect(ctx context.Context, cond func(inspect.LoopStatus) bool) error {
 	for {
 		l.mu.Lock()
 		st, ch := l.status, l.changed
 		l.mu.Unlock()
-		if cond(st) {
+		if cond(inspectStatus(st)) {
 			return nil
 		}
 		select {

@@ -165,7 +165,7 @@ func covered(t *testing.T, rs []*replica, server map[string]string, mode reconci
 				if err != nil {
 					return fmt.Sprintf("%s: status: %v", r.name, err)
 				}
-				if !st.Synced || st.ShardMode != mode {
+				if !st.Synced || reconcile.ShardMode(st.ShardMode) != mode {
 					return fmt.Sprintf("%s: phase %s synced %v mode %q", r.name, st.Phase, st.Synced, st.ShardMode)
 				}
 				idx, err := r.index(ctx)

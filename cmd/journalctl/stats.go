@@ -88,11 +88,11 @@ func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	fmt.Fprintf(tw, "consumers\t%s\n", orDash(strings.Join(consumers, ", ")))
 	if ws != nil {
 		fmt.Fprintf(tw, "phase\t%s\n", ws.Phase)
-		if ws.Phase == reconcile.PhaseListing {
+		if reconcile.Phase(ws.Phase) == reconcile.PhaseListing {
 			fmt.Fprintf(tw, "list progress\t%d pages, %d objects so far\n", ws.ListPages, ws.ListObjects)
 		}
-		if ws.ShardMode != reconcile.ShardNone {
-			fmt.Fprintf(tw, "shard mode\t%s\n", shardModeText(ws.ShardMode))
+		if reconcile.ShardMode(ws.ShardMode) != reconcile.ShardNone {
+			fmt.Fprintf(tw, "shard mode\t%s\n", shardModeText(reconcile.ShardMode(ws.ShardMode)))
 		}
 		fmt.Fprintf(tw, "last error\t%s\n", orDash(ws.LastError))
 		fmt.Fprintf(tw, "list mode\t%s\n", listModeText(ws))

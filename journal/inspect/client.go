@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // ErrNoServer is returned by a Client's methods when nothing answers on
@@ -202,7 +201,7 @@ func (c *Client) Verify(ctx context.Context) (VerifyRequest, error) {
 func (c *Client) WaitVerify(ctx context.Context, after int, timeout time.Duration) (Status, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := func(st Status) bool { return st.Verifies > after || st.Phase == reconcile.PhaseStopped }
+	done := func(st Status) bool { return st.Verifies > after || st.Phase == PhaseStopped }
 	for {
 		var st Status
 		err := c.get(wctx, "/verify", url.Values{"after": {strconv.Itoa(after)}}, &st)

@@ -54,7 +54,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // Page sizes, in events or index entries.
@@ -62,16 +61,6 @@ const (
 	defaultLimit = 1000
 	maxLimit     = 10000
 )
-
-// Loop is what the socket asks of the reconcile loop that writes the
-// journal: a *reconcile.Loop (or a fake in tests).
-type Loop interface {
-	Status() reconcile.Status
-	Verify()
-	WaitFor(ctx context.Context, cond func(reconcile.Status) bool) error
-}
-
-var _ Loop = (*reconcile.Loop)(nil)
 
 // Options configure Handler, Listen and Serve. A nil *Options means the
 // defaults.
@@ -141,7 +130,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /wait", s.wait)
 	if s.loop != nil {
 		mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-			ws := toStatus(s.loop.Status())
+			ws := toStatus(s.loop.InspectStatus())
 			ws.PID = s.pid
 			writeJSON(w, http.StatusOK, ws)
 		})
@@ -228,7 +217,7 @@ func (s *server) wait(w http.ResponseWriter, r *http.Request) {
 // the head and the loop's counters read before the request: the client
 // waits on GET /verify for the verifies to pass them.
 func (s *server) verify(w http.ResponseWriter, _ *http.Request) {
-	st := s.loop.Status()
+	st := s.loop.InspectStatus()
 	head, err := s.j.Head()
 	if err != nil {
 		reply(w, nil, err)
@@ -248,10 +237,10 @@ func (s *server) verified(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
 	defer cancel()
-	_ = s.loop.WaitFor(ctx, func(st reconcile.Status) bool { // an error is ctx's: answer anyway
-		return uint64(st.Verifies) > after || st.Phase == reconcile.PhaseStopped
+	_ = s.loop.WaitForInspect(ctx, func(st LoopStatus) bool { // an error is ctx's: answer anyway
+		return uint64(st.Verifies) > after || st.Phase == PhaseStopped
 	})
-	writeJSON(w, http.StatusOK, toStatus(s.loop.Status()))
+	writeJSON(w, http.StatusOK, toStatus(s.loop.InspectStatus()))
 }
 
 func uintParam(r *http.Request, name string) (uint64, error) {

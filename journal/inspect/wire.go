@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // Event is a journal.Event as JSON (GET /events). Object is the object as
@@ -111,26 +110,26 @@ func (js Stats) stats() journal.Stats {
 // Status is the writer's reconcile.Status as JSON (GET /status, GET
 // /verify), its error as text.
 type Status struct {
-	Phase           reconcile.Phase `json:"phase"`
-	ResourceVersion string          `json:"resourceVersion"`
-	Synced          bool            `json:"synced"`
-	LastError       string          `json:"lastError,omitempty"`
-	Lists           int             `json:"lists"`
-	Watches         int             `json:"watches"`
-	Gone            int             `json:"gone"`
-	ListRestarts    int             `json:"listRestarts"`
-	IdleRestarts    int             `json:"idleRestarts"`
-	Events          int             `json:"events"`
-	Verifies        int             `json:"verifies"`
-	Divergences     int             `json:"divergences"`
+	Phase           string `json:"phase"`
+	ResourceVersion string `json:"resourceVersion"`
+	Synced          bool   `json:"synced"`
+	LastError       string `json:"lastError,omitempty"`
+	Lists           int    `json:"lists"`
+	Watches         int    `json:"watches"`
+	Gone            int    `json:"gone"`
+	ListRestarts    int    `json:"listRestarts"`
+	IdleRestarts    int    `json:"idleRestarts"`
+	Events          int    `json:"events"`
+	Verifies        int    `json:"verifies"`
+	Divergences     int    `json:"divergences"`
 	// ListPages and ListObjects are the progress of the current list (of
 	// the last one outside phase Listing): pages and objects received.
 	ListPages   int `json:"listPages"`
 	ListObjects int `json:"listObjects"`
 	// ListMode is how the writer lists ("streaming" or "paginated") and
 	// ListModeReason why (reconcile.Status.ListMode).
-	ListMode       reconcile.ListMode `json:"listMode,omitempty"`
-	ListModeReason string             `json:"listModeReason,omitempty"`
+	ListMode       string `json:"listMode,omitempty"`
+	ListModeReason string `json:"listModeReason,omitempty"`
 	// Encoding is the encoding of the writer's responses, protobuf or json
 	// (reconcile.Status.Encoding).
 	Encoding string `json:"encoding,omitempty"`
@@ -139,10 +138,10 @@ type Status struct {
 
 	// ShardMode is reconcile.Status.ShardMode: server or client for a
 	// journal bound to a shard range, absent otherwise.
-	ShardMode reconcile.ShardMode `json:"shardMode,omitempty"`
+	ShardMode string `json:"shardMode,omitempty"`
 }
 
-func toStatus(s reconcile.Status) Status {
+func toStatus(s LoopStatus) Status {
 	ws := Status{
 		Phase: s.Phase, ResourceVersion: s.ResourceVersion, Synced: s.Synced,
 		Lists: s.Lists, Watches: s.Watches, Gone: s.Gone, ListRestarts: s.ListRestarts,

@@ -3,7 +3,7 @@ package hashrange_test
 import (
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/shards/hashrange"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 )
 
 // Split the hash space (4 buckets here, 256 by default) among three

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/watchjournal/watchjournal/shards/hashrange"
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 )
 
 func uid(r *rand.Rand) string {

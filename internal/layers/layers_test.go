@@ -1,0 +1,135 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/watchjournal/watchjournal"
+
+// rank is the layer of a package of the module, from the bottom; ok is
+// false for a package no layer names.
+func rank(pkg string) (r int, ok bool) {
+	p, found := strings.CutPrefix(pkg, module+"/")
+	if !found {
+		return 0, false
+	}
+	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	switch {
+	case p == "internal/hashrange":
+		return 0, true
+	case under("journal"):
+		return 1, true
+	case under("reconcile"):
+		return 2, true
+	case under("crsource"), under("shards"), under("metrics"):
+		return 3, true
+	case under("cmd"), under("bench"), under("examples"):
+		return 4, true
+	}
+	return 0, false
+}
+
+// pkg is the part of `go list -json` the test reads.
+type pkg struct {
+	ImportPath string
+	Imports    []string // direct, without tests
+}
+
+// listModule returns the module's packages from `go list -json`.
+func listModule(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+// TestImportsPointDown fails for every package that imports, directly or
+// through packages of its own layer or below, a package of a higher layer,
+// and prints the chain of imports that does it.
+func TestImportsPointDown(t *testing.T) {
+	pkgs := listModule(t)
+	checked := 0
+	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
+		r, ok := rank(name)
+		if !ok {
+			continue
+		}
+		checked++
+		if chain := upward(pkgs, name, r); chain != nil {
+			t.Errorf("%s (layer %d) imports a higher layer: %s", short(name), r, strings.Join(chain, " -> "))
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages in the layer table: is the table out of date?", checked)
+	}
+}
+
+// upward returns the shortest chain of imports from name to a package of
+// the module above layer r, or nil when there is none.
+func upward(pkgs map[string]pkg, name string, r int) []string {
+	prev := map[string]string{name: ""}
+	queue := []string{name}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, imp := range pkgs[p].Imports {
+			if _, seen := prev[imp]; seen || !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			prev[imp] = p
+			if ri, ok := rank(imp); ok && ri > r {
+				var chain []string
+				for q := imp; q != ""; q = prev[q] {
+					chain = append([]string{short(q)}, chain...)
+				}
+				return chain
+			}
+			queue = append(queue, imp)
+		}
+	}
+	return nil
+}
+
+func short(pkg string) string { return strings.TrimPrefix(pkg, module+"/") }
+
+// TestRank pins the table for the packages the layering is about.
+func TestRank(t *testing.T) {
+	for p, want := range map[string]int{
+		"internal/hashrange": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1,
+		"reconcile": 2, "crsource": 3, "shards": 3, "shards/hashrange": 3, "metrics": 3, "cmd/journalctl": 4,
+	} {
+		if got, ok := rank(module + "/" + p); !ok || got != want {
+			t.Errorf("rank(%s) = %d, %v; want %d", p, got, ok, want)
+		}
+	}
+	if _, ok := rank(module + "/internal/controlplane"); ok {
+		t.Error("internal/controlplane has a layer; want none (test support)")
+	}
+}
