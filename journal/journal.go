@@ -134,10 +134,10 @@ func (j *Journal) Path() string { return j.store.Path() }
 
 // Writer is a journal's write side: write transactions (Update), the
 // staged relist (BeginRelist), retention trimming (Trim), the record of
-// the objects' kind (SetKind) and the store itself (Store). It is for the
-// packages that write a journal: reconcile (the events, the relist, the
-// kind) and compactor (trimming), and for tools and tests that write one
-// by hand. A program that reads and consumes a journal needs none of it.
+// the objects' kind (SetKind) and the meta entries of the packages above
+// (Meta). It is for the packages that write a journal: reconcile (the
+// events, the relist, the kind, its list mode) and compactor (trimming),
+// and for tools and tests that write one by hand. A program that reads and consumes a journal needs none of it.
 //
 // One writer per file: bbolt's exclusive lock keeps every other process
 // out, and within the process one reconcile.Loop appends the events (a
@@ -150,10 +150,6 @@ type Writer struct{ j *Journal }
 // Writer returns the journal's write side, for package reconcile and
 // package compactor; see Writer.
 func (j *Journal) Writer() *Writer { return &Writer{j: j} }
-
-// Store returns the underlying store, for tools that read or rewrite the
-// file below the journal's API (compactor.CompactFile, tests).
-func (w *Writer) Store() *bolt.Store { return w.j.store }
 
 // Resource returns the resource the file records, and false when none is
 // recorded yet. A read that fails is an error, never "none recorded": the

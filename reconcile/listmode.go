@@ -48,8 +48,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // ListMode names how the loop lists (Status.ListMode, Options.ListMode).
@@ -69,8 +67,13 @@ const (
 // zero.
 const DefaultStreamingRetry = time.Hour
 
-// listModeMeta is the journal meta entry that remembers a refusal.
-const listModeMeta = "reconcile.listMode"
+// metaNamespace is the loop's namespace of the journal file's meta
+// entries (journal.Writer.Meta).
+const metaNamespace = "reconcile"
+
+// listModeMeta is the meta entry that remembers a refusal: in the file,
+// "reconcile.listMode".
+const listModeMeta = "listMode"
 
 // listModeRecord is the value of listModeMeta, in JSON.
 type listModeRecord struct {
@@ -89,12 +92,10 @@ func (l *Loop) loadListMode() {
 		mode, reason = ListModePaginated, "Options.ListMode"
 	default:
 		var rec listModeRecord
-		err := l.w.Store().View(func(tx *bolt.Tx) error {
-			if b := tx.Meta(listModeMeta); b != nil {
-				return jsonAPI.Unmarshal(b, &rec)
-			}
-			return nil
-		})
+		b, err := l.w.Meta(metaNamespace).Get(listModeMeta)
+		if err == nil && b != nil {
+			err = jsonAPI.Unmarshal(b, &rec)
+		}
 		if err == nil && rec.Mode == ListModePaginated {
 			mode, reason, l.refusedAt = ListModePaginated, rec.Reason, rec.At
 		}
@@ -150,7 +151,7 @@ func (l *Loop) saveListMode(rec *listModeRecord) {
 			return
 		}
 	}
-	if err := l.w.Store().Update(func(tx *bolt.Tx) error { return tx.SetMeta(listModeMeta, b) }); err != nil {
+	if err := l.w.Meta(metaNamespace).Put(listModeMeta, b); err != nil {
 		l.log.Error(fmt.Errorf("%w: %w", ErrJournal, err), "cannot record the list mode in the journal file")
 	}
 }

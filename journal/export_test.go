@@ -1,0 +1,7 @@
+package journal
+
+import "github.com/watchjournal/watchjournal/journal/bolt"
+
+// Store returns the underlying store, for the tests that write the file
+// below the journal's API (a record that does not decode, a stray object).
+func (w *Writer) Store() *bolt.Store { return w.j.store }
