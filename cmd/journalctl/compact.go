@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
-	bbolt "go.etcd.io/bbolt"
-	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
@@ -50,7 +46,7 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	// every writer out, a running one included in the moment it reopens
 	// its file (journal/bolt/refresh.go): it would journal into the file
 	// that the rename then replaces. The shared lock of the read-only open
-	// keeps out what does not know the writer's lock; CompactFile's own
+	// keeps out what does not know the writer's lock; the rewrite's own
 	// read-only opens share it.
 	unlock, err := journal.LockWriter(f.db, 0)
 	if err == nil {
@@ -71,16 +67,8 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	}
 	defer j.Close()
 
-	dst := f.db + ".compact"
-	if err := removeStale(dst); err != nil {
-		return asFileError(err)
-	}
-	before, after, err := compactor.CompactFile(f.db, dst)
-	if err == nil {
-		err = replace(f.db, dst, f.keepBackup)
-	}
+	before, after, err := compactor.Rewrite(f.db, &compactor.RewriteOptions{KeepBackup: f.keepBackup})
 	if err != nil {
-		_ = os.Remove(dst)
 		return asFileError(err)
 	}
 	fmt.Fprintf(out, "rewrote %s: %d bytes -> %d bytes (%s)\n", f.db, before, after, shrinkage(before, after))
@@ -96,57 +84,6 @@ func asFileError(err error) error {
 		return fileError{err}
 	}
 	return err
-}
-
-// removeStale removes dst, left by a compact that was killed, unless
-// another compact still writes it (bbolt holds its lock).
-func removeStale(dst string) (err error) {
-	if _, err := os.Stat(dst); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	defer func() { // bbolt may panic on a torn file; the lock is all we ask
-		if recover() != nil {
-			err = os.Remove(dst)
-		}
-	}()
-	db, err := bbolt.Open(dst, 0o600, &bbolt.Options{Timeout: 10 * time.Millisecond})
-	if errors.Is(err, bberrors.ErrTimeout) {
-		return fmt.Errorf("%s is being written by another compact", dst)
-	}
-	if err == nil {
-		_ = db.Close()
-	}
-	return os.Remove(dst)
-}
-
-// replace renames dst over path, with path's permissions, after linking
-// path to path.bak when keepBackup is set; then it syncs the directory so
-// that the rename is durable.
-func replace(path, dst string, keepBackup bool) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
-		return err
-	}
-	if keepBackup {
-		bak := path + ".bak"
-		if err := os.Remove(bak); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if err := os.Link(path, bak); err != nil {
-			return fmt.Errorf("keep backup: %w", err)
-		}
-	}
-	if err := os.Rename(dst, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // shrinkage describes the change from before to after bytes: "93% smaller".
