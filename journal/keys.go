@@ -2,23 +2,23 @@ package journal
 
 // Object keys and consumer names become bbolt keys (the index, the relist's
 // seen set, the consumers bucket), and bbolt refuses an empty key and one
-// longer than bbolt.MaxKeySize (32,768 bytes). A conforming apiserver never
-// sends such a key (a name is at most 253 characters, a namespace 63), but
-// an aggregated API server or a caller might: the journal refuses it with
-// ErrBadKey where it enters, before any transaction or stage file holds it,
-// so that a bad key can never leave a relist half committed (the stage
-// file's events are checked again when they move into the file).
+// longer than bbolt.MaxKeySize (32,768 bytes: MaxKeyBytes, a number here so
+// that journal's API names no bbolt value; keys_internal_test.go checks the
+// two agree). A conforming apiserver never sends such a key (a name is at
+// most 253 characters, a namespace 63), but an aggregated API server or a
+// caller might: the journal refuses it with ErrBadKey where it enters,
+// before any transaction or stage file holds it, so that a bad key can
+// never leave a relist half committed (the stage file's events are checked
+// again when they move into the file).
 
 import (
 	"errors"
 	"fmt"
-
-	bbolt "go.etcd.io/bbolt"
 )
 
 // MaxKeyBytes is the longest object key or consumer name the journal
-// stores, in bytes: bbolt's key limit.
-const MaxKeyBytes = bbolt.MaxKeySize
+// stores, in bytes: the store's key limit.
+const MaxKeyBytes = 32768
 
 // ErrBadKey is returned for an object key or consumer name that is empty or
 // longer than MaxKeyBytes: by Tx.Append, Relist.Stage, Relist.MarkSeen and
