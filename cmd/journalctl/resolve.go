@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
@@ -97,7 +98,7 @@ func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger)
 // discovery failed when the others succeeded (a broken aggregated API,
 // say), ctx's error once ctx is done, and at once any other error.
 func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger) (map[schema.GroupVersion]error, error) {
-	var backoff time.Duration
+	var backoff *wait.Backoff // nil until the first failure
 	var lastLogged string
 	var still retrying // "still retrying" lines (retrying.go)
 	backoffs := 0
@@ -120,13 +121,14 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 		case !transientDiscovery(err):
 			return nil, discoveryError(err)
 		}
-		if backoff == 0 {
-			backoff = minDiscoveryBackoff
-		} else {
-			backoff = min(2*backoff, maxDiscoveryBackoff)
+		if backoff == nil {
+			// The backoff b doubles from minDiscoveryBackoff up to
+			// maxDiscoveryBackoff and the wait is in [b/2, b) (full jitter
+			// on the upper half): wait.Backoff adds its jitter above
+			// Duration, so it runs at half of b.
+			backoff = &wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
 		}
-		// Full jitter on the upper half: [backoff/2, backoff].
-		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		d := backoff.Step()
 		logf := log.Debug
 		if msg := err.Error(); msg != lastLogged {
 			lastLogged, logf = msg, log.Warn
