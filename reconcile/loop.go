@@ -507,19 +507,11 @@ func (l *Loop) succeed() {
 	l.update(func(st *Status) { st.LastError = nil })
 }
 
-// nextBackoff returns the next wait after a failure: the backoff b doubles
-// from MinBackoff up to MaxBackoff, and the wait is in [b/2, b) (full
-// jitter on the upper half). wait.Backoff adds its jitter above Duration,
-// so it runs at half of b.
+// nextBackoff returns the wait after a failure, in [b/2, b) for b doubling
+// from MinBackoff up to MaxBackoff (wait.Backoff jitters above Duration).
 func (l *Loop) nextBackoff() time.Duration {
 	if l.backoff == nil {
-		l.backoff = &wait.Backoff{
-			Duration: l.opts.MinBackoff / 2,
-			Factor:   2,
-			Jitter:   1,
-			Steps:    math.MaxInt32,
-			Cap:      l.opts.MaxBackoff / 2,
-		}
+		l.backoff = &wait.Backoff{Duration: l.opts.MinBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: l.opts.MaxBackoff / 2}
 	}
 	return l.backoff.Step()
 }

@@ -30,9 +30,9 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
-// Discovery at watch start backs off from minDiscoveryBackoff, doubling up
-// to maxDiscoveryBackoff, as the reconcile loop's defaults do. Variables
-// for tests.
+// Discovery at watch start backs off as the reconcile loop does: each wait
+// is in [b/2, b) for b doubling from minDiscoveryBackoff up to
+// maxDiscoveryBackoff. Variables for tests.
 var (
 	minDiscoveryBackoff = 200 * time.Millisecond
 	maxDiscoveryBackoff = 30 * time.Second
@@ -121,11 +121,7 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 		case !transientDiscovery(err):
 			return nil, discoveryError(err)
 		}
-		if backoff == nil {
-			// The backoff b doubles from minDiscoveryBackoff up to
-			// maxDiscoveryBackoff and the wait is in [b/2, b) (full jitter
-			// on the upper half): wait.Backoff adds its jitter above
-			// Duration, so it runs at half of b.
+		if backoff == nil { // wait.Backoff jitters above Duration: half of b
 			backoff = &wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
 		}
 		d := backoff.Step()
