@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -35,6 +36,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
@@ -45,7 +47,8 @@ import (
 // that is down or stalled delays New by this much at most.
 const discoveryTimeout = 2 * time.Second
 
-// Backoff of the background retries after New's attempt failed.
+// Backoff of the background retries after New's attempt failed: the wait
+// doubles from kindRetryMin up to kindRetryMax, without jitter.
 const (
 	kindRetryMin = time.Second
 	kindRetryMax = time.Minute
@@ -214,12 +217,12 @@ func (l *Loop) startKindRetry(ctx context.Context) (wait func()) {
 // retryKind calls recordKind with backoff, waiting on Options.Clock, until
 // it succeeds, the journal is closed, or ctx (Run's) ends.
 func (l *Loop) retryKind(ctx context.Context, k *kindRetry) {
-	wait := kindRetryMin
+	b := wait.Backoff{Duration: kindRetryMin, Factor: 2, Steps: math.MaxInt32, Cap: kindRetryMax}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.opts.Clock.After(wait):
+		case <-l.opts.Clock.After(b.Step()):
 		}
 		if _, err := l.j.Head(); errors.Is(err, journal.ErrClosed) {
 			k.done.Store(true)
@@ -231,6 +234,5 @@ func (l *Loop) retryKind(ctx context.Context, k *kindRetry) {
 			return
 		}
 		l.log.V(1).Info("kind not recorded yet", "error", err)
-		wait = min(2*wait, kindRetryMax)
 	}
 }

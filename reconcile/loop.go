@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -290,7 +291,7 @@ type Loop struct {
 	// a verify runs once the resume is proven (verify.go).
 	restartVerify bool
 
-	backoff    time.Duration // current backoff; 0 after a success
+	backoff    *wait.Backoff // current backoff; nil after a success
 	staging    TypeCounts    // events staged by the current list (counters.go)
 	lastLogged string        // failureKey of the last failure logged at V(0) or Error
 }
@@ -501,19 +502,18 @@ func (l *Loop) fail(next state, err error) (state, error) {
 
 // succeed resets the backoff and the last error.
 func (l *Loop) succeed() {
-	l.backoff = 0
+	l.backoff = nil
 	l.lastLogged = ""
 	l.update(func(st *Status) { st.LastError = nil })
 }
 
+// nextBackoff returns the wait after a failure, in [b/2, b) for b doubling
+// from MinBackoff up to MaxBackoff (wait.Backoff jitters above Duration).
 func (l *Loop) nextBackoff() time.Duration {
-	if l.backoff == 0 {
-		l.backoff = l.opts.MinBackoff
-	} else {
-		l.backoff = min(2*l.backoff, l.opts.MaxBackoff)
+	if l.backoff == nil {
+		l.backoff = &wait.Backoff{Duration: l.opts.MinBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: l.opts.MaxBackoff / 2}
 	}
-	// Full jitter on the upper half: [d/2, d).
-	return l.backoff/2 + time.Duration(rand.Int64N(int64(l.backoff/2)+1))
+	return l.backoff.Step()
 }
 
 // Verify asks the loop to relist and diff against the index at its next

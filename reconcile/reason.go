@@ -39,6 +39,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -128,7 +129,7 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 	cf.left--
 	start := l.opts.Clock.Now()
 	defer func() { cf.spent += l.opts.Clock.Since(start) }()
-	wait := l.opts.MinBackoff
+	b := wait.Backoff{Duration: l.opts.MinBackoff, Factor: 2, Steps: confirmAttempts}
 	for try := 1; ; try++ {
 		found, err := l.c.lookup(ctx, key, rv, l.opts.RequestTimeout)
 		if err == nil {
@@ -149,11 +150,10 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 			cf.unconfirmed++
 			return journal.ReasonUnconfirmed, nil
 		}
-		d := wait
+		d := b.Step()
 		if s, ok := serverDelay(err); ok && s > d {
 			d = s
 		}
-		wait *= 2
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()

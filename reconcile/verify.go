@@ -41,10 +41,10 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -61,8 +61,8 @@ func (l *Loop) scheduleVerify() {
 	if d <= 0 {
 		return
 	}
-	jitter := time.Duration(rand.Int64N(int64(d)*2/5+1)) - d/5
-	l.verifyAt = l.opts.Clock.Now().Add(d + jitter)
+	// [0.8, 1.2) × d
+	l.verifyAt = l.opts.Clock.Now().Add(wait.Jitter(d*4/5, 0.5))
 }
 
 // verifyTimer returns a channel that fires at the verify deadline

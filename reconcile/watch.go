@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -189,7 +189,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 // watchTimeout returns the timeoutSeconds of one watch: WatchTimeout plus
 // up to 100% jitter.
 func (l *Loop) watchTimeout() time.Duration {
-	return l.opts.WatchTimeout + time.Duration(rand.Int64N(int64(l.opts.WatchTimeout)))
+	return wait.Jitter(l.opts.WatchTimeout, 1)
 }
 
 // apply commits the events of a batch of frames in one transaction and

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,15 +23,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 )
 
-// Discovery at watch start backs off from minDiscoveryBackoff, doubling up
-// to maxDiscoveryBackoff, as the reconcile loop's defaults do. Variables
-// for tests.
+// Discovery at watch start backs off as the reconcile loop does: each wait
+// is in [b/2, b) for b doubling from minDiscoveryBackoff up to
+// maxDiscoveryBackoff. Variables for tests.
 var (
 	minDiscoveryBackoff = 200 * time.Millisecond
 	maxDiscoveryBackoff = 30 * time.Second
@@ -97,7 +98,7 @@ func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger)
 // discovery failed when the others succeeded (a broken aggregated API,
 // say), ctx's error once ctx is done, and at once any other error.
 func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger) (map[schema.GroupVersion]error, error) {
-	var backoff time.Duration
+	var backoff *wait.Backoff // nil until the first failure
 	var lastLogged string
 	var still retrying // "still retrying" lines (retrying.go)
 	backoffs := 0
@@ -120,13 +121,10 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 		case !transientDiscovery(err):
 			return nil, discoveryError(err)
 		}
-		if backoff == 0 {
-			backoff = minDiscoveryBackoff
-		} else {
-			backoff = min(2*backoff, maxDiscoveryBackoff)
+		if backoff == nil { // wait.Backoff jitters above Duration: half of b
+			backoff = &wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
 		}
-		// Full jitter on the upper half: [backoff/2, backoff].
-		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		d := backoff.Step()
 		logf := log.Debug
 		if msg := err.Error(); msg != lastLogged {
 			lastLogged, logf = msg, log.Warn

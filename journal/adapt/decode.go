@@ -6,21 +6,24 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
 )
 
 // DecodeFunc turns an object as stored (JSON as served, with kind and
-// apiVersion) into a runtime.Object.
+// apiVersion) into a runtime.Object. It has the shape of
+// cache.DecodeFunc[runtime.Object]: a watch.Event and a handler carry a
+// runtime.Object, where a cache.Lister is generic in its object type.
 type DecodeFunc func([]byte) (runtime.Object, error)
 
-// Unstructured decodes into *unstructured.Unstructured. It is the default.
+// Unstructured decodes into *unstructured.Unstructured (as
+// cache.Unstructured does). It is the default.
 func Unstructured(b []byte) (runtime.Object, error) {
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, err
+	u, err := storedjson.Unstructured(b)
+	if err != nil {
+		return nil, err // not a typed nil
 	}
 	return u, nil
 }

@@ -37,7 +37,7 @@
 // the heap between calls, and each call returns fresh objects the caller
 // may change (as a DeepCopy would). Built-in API types decode with
 // encoding/json/v2, others with sigs.k8s.io/json, both with client-go's
-// case-sensitive rules (decode.go).
+// case-sensitive rules (journal/internal/storedjson).
 //
 // Objects are the JSON as served; a metadata-only journal serves the
 // metadata it stored (decode into metav1.PartialObjectMetadata or

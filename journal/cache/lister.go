@@ -5,6 +5,7 @@ package cache
 // function.
 
 import (
+	"fmt"
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
 )
 
 // DecodeFunc turns stored JSON (valid only during the call) into a fresh
@@ -22,11 +24,7 @@ type DecodeFunc[T any] func([]byte) (T, error)
 
 // Unstructured decodes into *unstructured.Unstructured.
 func Unstructured(b []byte) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
-	return u, nil
+	return storedjson.Unstructured(b)
 }
 
 // Typed returns a DecodeFunc into a new T (a pointer to a struct, e.g.
@@ -48,6 +46,14 @@ func Typed[T runtime.Object](scheme *runtime.Scheme) DecodeFunc[T] {
 		}
 		return out, nil
 	}
+}
+
+// decodeTyped is storedjson.Typed with the type in its error.
+func decodeTyped(b []byte, out runtime.Object) error {
+	if err := storedjson.Typed(b, out); err != nil {
+		return fmt.Errorf("cache: decode %T: %w", out, err)
+	}
+	return nil
 }
 
 // Lister lists and gets a journal's objects as T, as client-go's listers

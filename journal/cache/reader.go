@@ -107,8 +107,8 @@ func (r *Reader) checkKind(obj runtime.Object, list bool) (schema.GroupVersionKi
 // decode decodes stored JSON into a fresh object of obj's type.
 func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Object) (runtime.Object, error) {
 	if _, ok := like.(runtime.Unstructured); ok {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
+		u, err := Unstructured(b)
+		if err != nil {
 			return nil, err
 		}
 		if u.GetKind() == "" {

@@ -1,6 +1,7 @@
-package cache
-
-// Decoding stored JSON into typed objects.
+// Package storedjson decodes the objects a journal stores (JSON as the
+// apiserver served it, with kind and apiVersion) into Go objects, for
+// journal/cache and journal/adapt: typed (Typed) or unstructured
+// (Unstructured).
 //
 // The apiserver's rules (what sigs.k8s.io/json implements for client-go):
 // field names match case-sensitively, unknown fields are ignored, a
@@ -25,8 +26,9 @@ package cache
 //   - Every other type (custom resources' Go types may hold interface{}
 //     or time.Duration) decodes with sigs.k8s.io/json, as client-go does.
 
+package storedjson
+
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -35,6 +37,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	sjson "sigs.k8s.io/json"
 )
@@ -83,19 +86,22 @@ func isBuiltin(t reflect.Type) bool {
 	return ok
 }
 
-// decodeTyped decodes stored JSON into out, a pointer to a typed object
-// that holds its zero value. The stored object's kind is the journal's
+// Typed decodes stored JSON into out, a pointer to a typed object that
+// holds its zero value. The stored object's kind is the journal's
 // (checked by the caller), so it skips the serializer's first pass that
 // reads kind and apiVersion: one JSON pass per object.
-func decodeTyped(b []byte, out runtime.Object) error {
-	var err error
+func Typed(b []byte, out runtime.Object) error {
 	if isBuiltin(reflect.TypeOf(out).Elem()) {
-		err = jsonv2.Unmarshal(b, out, v2Options)
-	} else {
-		err = sjson.UnmarshalCaseSensitivePreserveInts(b, out)
+		return jsonv2.Unmarshal(b, out, v2Options)
 	}
-	if err != nil {
-		return fmt.Errorf("cache: decode %T: %w", out, err)
+	return sjson.UnmarshalCaseSensitivePreserveInts(b, out)
+}
+
+// Unstructured decodes stored JSON into a new *unstructured.Unstructured.
+func Unstructured(b []byte) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return nil, err
 	}
-	return nil
+	return u, nil
 }

@@ -1,4 +1,4 @@
-package cache
+package storedjson
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	sjson "sigs.k8s.io/json"
 )
 
-// bothWays decodes b into a new T through decodeTyped and through
+// bothWays decodes b into a new T through Typed and through
 // sigs.k8s.io/json (client-go's rules), and fails unless they agree.
 func bothWays[T any, PT interface {
 	*T
@@ -25,13 +25,13 @@ func bothWays[T any, PT interface {
 	if !isBuiltin(reflect.TypeOf(got).Elem()) {
 		t.Fatalf("%T is not taken for a built-in type", got)
 	}
-	errGot := decodeTyped(b, got)
+	errGot := Typed(b, got)
 	errWant := sjson.UnmarshalCaseSensitivePreserveInts(b, want)
 	if (errGot == nil) != (errWant == nil) {
-		t.Fatalf("%s: decodeTyped error %v, sigs.k8s.io/json error %v", what, errGot, errWant)
+		t.Fatalf("%s: Typed error %v, sigs.k8s.io/json error %v", what, errGot, errWant)
 	}
 	if errGot == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s: decodeTyped gives\n%+v\nsigs.k8s.io/json gives\n%+v", what, got, want)
+		t.Fatalf("%s: Typed gives\n%+v\nsigs.k8s.io/json gives\n%+v", what, got, want)
 	}
 	return got
 }
@@ -42,9 +42,9 @@ func bothWays[T any, PT interface {
 // times, pointers, raw extensions and metadata only, names in the wrong
 // case (ignored, not matched), duplicate names, invalid UTF-8, null, and
 // malformed input (an error both ways).
-func TestDecodeTyped_SameAsClientGo(t *testing.T) {
+func TestTyped_SameAsClientGo(t *testing.T) {
 	for _, f := range []string{"list-page1.json", "list-page2.json", "list-after-watch.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "apiserver", f))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "apiserver", f))
 		if err != nil {
 			t.Fatal(err)
 		}
