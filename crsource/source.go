@@ -332,7 +332,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, journal.ErrCompacted) {
+		if errors.Is(err, journal.ErrTrimmed) {
 			if err := s.resync(ctx, q); err != nil {
 				return err
 			}

@@ -73,8 +73,8 @@ var ErrConsumerExists = errors.New("journal: consumer exists")
 // event, as for Journal.Consumer. The check that no consumer of that name
 // exists and the registration are one write transaction: a name registered
 // meanwhile is refused with ErrConsumerExists, never moved. It returns
-// ErrOffsetRange for next past the head + 1, a *CompactedError
-// (ErrCompacted) for next below the first retained event, and ErrBadKey
+// ErrOffsetRange for next past the head + 1, a *TrimmedError
+// (ErrTrimmed) for next below the first retained event, and ErrBadKey
 // for a name Journal.Consumer refuses; ErrReadOnly on a read-only journal.
 func (j *Journal) CreateConsumer(name string, next uint64) error {
 	if err := checkKey("consumer name", name); err != nil {
@@ -94,7 +94,7 @@ func (j *Journal) CreateConsumer(name string, next uint64) error {
 		case next > head+1:
 			return fmt.Errorf("%w: %d > %d + 1", ErrOffsetRange, next, head)
 		case next < first:
-			return &CompactedError{Requested: next, First: first}
+			return &TrimmedError{Requested: next, First: first}
 		}
 		return tx.SetConsumer(name, next-1)
 	})
@@ -205,7 +205,7 @@ func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
 // TryNext returns up to max events (and about 4 MiB of records at most, as
 // Journal.Read) from the read position and moves past
 // them; none at the head. max 0 means DefaultBatch, a negative max is
-// ErrBadMax, as for Journal.Read. It returns a *CompactedError (ErrCompacted) when
+// ErrBadMax, as for Journal.Read. It returns a *TrimmedError (ErrTrimmed) when
 // retention has dropped the position's event: resynchronize with
 // Journal.Snapshot, then Seek to its head + 1.
 func (c *Consumer) TryNext(max int) ([]Event, error) {
@@ -273,7 +273,7 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 // Snapshot calls fn for every index entry in key order and returns the
 // journal's head offset, all read in one read transaction: the index is
 // exactly the state after the event at head. A consumer that fell behind
-// retention (ErrCompacted) rebuilds its state from the entries, then Seeks
+// retention (ErrTrimmed) rebuilds its state from the entries, then Seeks
 // to head + 1 and follows. fn must not call the Journal. A panic in fn
 // ends the read transaction and then propagates from Snapshot with fn's
 // value (it is not ErrCorrupt: callback.go).

@@ -174,7 +174,7 @@ func TestConsumer_SeekTime(t *testing.T) {
 // Ensure CreateConsumer registers a new name at the position asked (0: the
 // first retained event) and refuses, moving nothing, a name already
 // registered (ErrConsumerExists), a position past the head + 1
-// (ErrOffsetRange), one retention trimmed (ErrCompacted) and a bad name.
+// (ErrOffsetRange), one retention trimmed (ErrTrimmed) and a bad name.
 func TestJournal_CreateConsumer(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "4", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"),
@@ -194,7 +194,7 @@ func TestJournal_CreateConsumer(t *testing.T) {
 		{"tail", 5, nil, 4},
 		{"third", 4, journal.ErrConsumerExists, 2},
 		{"far", 6, journal.ErrOffsetRange, 0},
-		{"trimmed", 1, journal.ErrCompacted, 0},
+		{"trimmed", 1, journal.ErrTrimmed, 0},
 		{"", 0, journal.ErrBadKey, 0},
 	} {
 		err := j.CreateConsumer(tc.name, tc.next)

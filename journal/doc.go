@@ -64,8 +64,8 @@
 // stored in the same file, so after a crash it resumes right after its last
 // Commit (at-least-once). Registered consumers hold retention back.
 //
-// When retention has passed a consumer (a read returns a *CompactedError,
-// matching ErrCompacted) the events in between are gone, and the consumer
+// When retention has passed a consumer (a read returns a *TrimmedError,
+// matching ErrTrimmed) the events in between are gone, and the consumer
 // rebuilds its state instead of replaying:
 //
 //  1. head, err := j.Snapshot(fn): fn receives every index entry (key, UID,
@@ -121,9 +121,9 @@
 // # Reading and writing
 //
 // Journal is the reader's API: Open, Read, Wait, Head, Lookup, ScanIndex,
-// Snapshot, Stats, Verify, TypeMeta, Object and ViewObjects, Consumer and
-// the consumer commands; and the settings a user chooses, SetRetention
-// and KeepObjects. The writer's machinery (write transactions, Tx and
+// Snapshot, Stats, Check (the offline file check), TypeMeta, Object and
+// ViewObjects, Consumer and the consumer commands; and the settings a user
+// chooses, SetRetention and KeepObjects. The writer's machinery (write transactions, Tx and
 // Append, the staged relist, retention trimming, the kind record, the
 // store) sits on Writer, obtained by Journal.Writer, for package
 // reconcile and package compactor: one writer per file.

@@ -34,8 +34,14 @@ var (
 
 // Errors returned while reading.
 var (
-	// ErrCompacted matches a *CompactedError.
-	ErrCompacted = errors.New("journal: requested offset was trimmed by retention")
+	// ErrTrimmed matches a *TrimmedError: retention trimmed the
+	// requested offset.
+	ErrTrimmed = errors.New("journal: requested offset was trimmed by retention")
+	// ErrCompacted is the former name of ErrTrimmed: the same value.
+	//
+	// Deprecated: use ErrTrimmed. Compaction is etcd's (a 410 from the
+	// server); the journal's retention trims.
+	ErrCompacted = ErrTrimmed
 	// ErrBadRecord is returned when a stored record cannot be decoded.
 	ErrBadRecord = errors.New("journal: bad record")
 	// ErrClosed is returned by every read, write, Wait and Consumer.Next
@@ -84,11 +90,11 @@ func (e *KeyStateError) Error() string {
 // Is reports whether target is ErrKeyState.
 func (e *KeyStateError) Is(target error) bool { return target == ErrKeyState }
 
-// CompactedError is returned when a read asks for an offset below the first
-// retained offset: retention has dropped the events in between. It follows
+// TrimmedError is returned when a read asks for an offset below the first
+// retained offset: retention has trimmed the events in between. It follows
 // etcd's ErrCompacted (clientv3 WatchResponse.CompactRevision). It matches
-// ErrCompacted with errors.Is.
-type CompactedError struct {
+// ErrTrimmed with errors.Is.
+type TrimmedError struct {
 	// Requested is the offset that was asked for.
 	Requested uint64
 	// First is the first offset still retained.
@@ -96,9 +102,15 @@ type CompactedError struct {
 }
 
 // Error returns the message, with both offsets.
-func (e *CompactedError) Error() string {
+func (e *TrimmedError) Error() string {
 	return fmt.Sprintf("journal: offset %d was trimmed by retention, first retained offset is %d", e.Requested, e.First)
 }
 
-// Is reports whether target is ErrCompacted.
-func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
+// Is reports whether target is ErrTrimmed.
+func (e *TrimmedError) Is(target error) bool { return target == ErrTrimmed }
+
+// CompactedError is the former name of TrimmedError.
+//
+// Deprecated: use TrimmedError. Compaction is etcd's (a 410 from the
+// server); the journal's retention trims.
+type CompactedError = TrimmedError

@@ -78,7 +78,7 @@ type Event struct {
 	// metadata-only journal, its metadata), taken from the key's index
 	// entry in the transaction that appends this event. Read it with
 	// Journal.Read(PrevOffset, 1); retention may have trimmed it since
-	// (ErrCompacted). 0 is unknown: always for an ADDED; for an event
+	// (ErrTrimmed). 0 is unknown: always for an ADDED; for an event
 	// written before this field existed (record versions 1 and 2, files of
 	// schema 2 and older); and when the previous event carried no Object
 	// or the key's index entry was written by schema 1 (no pointer). Set

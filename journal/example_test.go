@@ -82,7 +82,7 @@ func ExampleJournal_Consumer() {
 	defer cancel()
 	evs, err := c.Next(ctx, 100) // blocks at the head until the writer appends
 	if err != nil {
-		log.Fatal(err) // errors.Is(err, journal.ErrCompacted): resync from j.Snapshot
+		log.Fatal(err) // errors.Is(err, journal.ErrTrimmed): resync from j.Snapshot
 	}
 	for _, e := range evs {
 		fmt.Println(e.Offset, e.Type, e.Key, e.Origin)

@@ -49,8 +49,8 @@ func TestJournal_FullDisk_TypedErrorLosesNothing(t *testing.T) {
 	if err2 != nil || after.LastOffset != before.LastOffset || after.ResourceVersion != before.ResourceVersion {
 		t.Fatalf("after ErrNoSpace stats = %+v, %v; want the last committed state %+v", after, err2, before)
 	}
-	if r, err := j.Verify(); err != nil || !r.OK() {
-		t.Fatalf("Verify after ErrNoSpace = %+v, %v", r, err)
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Fatalf("Check after ErrNoSpace = %+v, %v", r, err)
 	}
 }
 
@@ -88,7 +88,7 @@ func TestJournal_DamagedFiles(t *testing.T) {
 			t.Fatalf("Open(100 bytes) = %v; want ErrCorrupt", err)
 		}
 	})
-	t.Run("garbage in data pages is found by Verify or refused", func(t *testing.T) {
+	t.Run("garbage in data pages is found by Check or refused", func(t *testing.T) {
 		path := build(t)
 		f, _ := os.OpenFile(path, os.O_RDWR, 0)
 		fi, _ := f.Stat()
@@ -105,9 +105,9 @@ func TestJournal_DamagedFiles(t *testing.T) {
 			return
 		}
 		defer j.Close()
-		r, err := j.Verify()
+		r, err := j.Check()
 		if err == nil && r.OK() {
-			t.Fatalf("Verify of a damaged file = %+v; want problems", r)
+			t.Fatalf("Check of a damaged file = %+v; want problems", r)
 		}
 		if _, err := j.Read(1, 100); err != nil && !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadRecord) {
 			t.Fatalf("Read of a damaged file = %v; want ErrCorrupt or ErrBadRecord", err)
@@ -115,18 +115,18 @@ func TestJournal_DamagedFiles(t *testing.T) {
 	})
 }
 
-func TestJournal_Verify_SoundFile(t *testing.T) {
+func TestJournal_Check_SoundFile(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "3", ev(journal.Added, "wj/a", "u1", "1"), ev(journal.Modified, "wj/a", "u1", "2"),
 		ev(journal.Deleted, "wj/a", "u1", "3"), ev(journal.Added, "wj/a", "u2", "4"))
-	r, err := j.Verify()
+	r, err := j.Check()
 	if err != nil || !r.OK() || !r.Replayed || r.Events != 4 || r.Objects != 1 {
-		t.Fatalf("Verify = %+v, %v; want OK, replayed, 4 events, 1 object", r, err)
+		t.Fatalf("Check = %+v, %v; want OK, replayed, 4 events, 1 object", r, err)
 	}
 }
 
 // Random damage, many times over: whatever bytes are overwritten, Open,
-// Verify, Read and ScanIndex return errors, never panic or hang.
+// Check, Read and ScanIndex return errors, never panic or hang.
 func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.db")
@@ -170,7 +170,7 @@ func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 			damaged++
 			continue
 		}
-		r, verr := j.Verify()
+		r, verr := j.Check()
 		if verr != nil || !r.OK() {
 			reported++
 		}
@@ -181,5 +181,5 @@ func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 		_, _ = j.Snapshot(func(journal.IndexEntry) error { return nil })
 		_ = j.Close()
 	}
-	t.Logf("200 damaged copies: %d refused at Open, %d reported by Verify", damaged, reported)
+	t.Logf("200 damaged copies: %d refused at Open, %d reported by Check", damaged, reported)
 }

@@ -229,7 +229,7 @@ const DefaultBatch = 256
 // so a read holds bounded memory whatever the objects' size: fewer than max
 // events does not mean the head; none does. max 0 means DefaultBatch; a
 // negative max is ErrBadMax. from 0 means the first retained offset. It
-// returns a *CompactedError when from is below the first retained offset,
+// returns a *TrimmedError when from is below the first retained offset,
 // and ErrClosed after Close.
 func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 	if max < 0 {
@@ -248,7 +248,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 			from = first
 		}
 		if from < first {
-			return &CompactedError{Requested: from, First: first}
+			return &TrimmedError{Requested: from, First: first}
 		}
 		size := 0
 		return tx.Records(from, func(off uint64, rec []byte) (bool, error) {

@@ -146,8 +146,8 @@ func wantObjects(t *testing.T, j *journal.Journal, what string, want map[string]
 	if got := scanAll(t, j); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("%s: Scan = %v; want %v", what, got, want)
 	}
-	if rep, err := j.Verify(); err != nil || !rep.OK() {
-		t.Fatalf("%s: Verify = %+v, %v; want no problems", what, rep, err)
+	if rep, err := j.Check(); err != nil || !rep.OK() {
+		t.Fatalf("%s: Check = %+v, %v; want no problems", what, rep, err)
 	}
 }
 
@@ -221,20 +221,20 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 
 // Ensure that the file check reports an object whose key is not in the
 // index, and passes a file that keeps objects through deletes.
-func TestJournal_Verify_ObjectWithoutIndexEntry(t *testing.T) {
+func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	if err := j.KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2", obj(journal.Added, "wj/a", "u1", "1", `{}`), ev(journal.Deleted, "wj/a", "u1", "2"))
-	if rep, err := j.Verify(); err != nil || !rep.OK() {
-		t.Fatalf("Verify = %+v, %v; want no problems", rep, err)
+	if rep, err := j.Check(); err != nil || !rep.OK() {
+		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
 	}
 	if err := j.Writer().Store().Update(func(tx *bolt.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := j.Verify()
+	rep, err := j.Check()
 	if err != nil || rep.OK() || !strings.Contains(fmt.Sprint(rep.Problems), "wj/ghost") {
-		t.Fatalf("Verify with a stray object = %+v, %v; want a problem naming wj/ghost", rep, err)
+		t.Fatalf("Check with a stray object = %+v, %v; want a problem naming wj/ghost", rep, err)
 	}
 }

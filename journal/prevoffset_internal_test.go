@@ -130,14 +130,14 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 	if at["MODIFIED ns/a@4"] == 0 || at["MODIFIED ns/a@5"] == 0 || at["MODIFIED ns/b@6"] == 0 {
 		t.Fatalf("offsets %v: events missing", at)
 	}
-	if r, err := j.Verify(); err != nil || !r.OK() || !r.Replayed {
-		t.Fatalf("Verify = %+v, %v; want a sound file, replayed", r, err)
+	if r, err := j.Check(); err != nil || !r.OK() || !r.Replayed {
+		t.Fatalf("Check = %+v, %v; want a sound file, replayed", r, err)
 	}
 }
 
-// Verify finds a PrevOffset that is not the key's previous event with an
+// Check finds a PrevOffset that is not the key's previous event with an
 // object, and one at or past its own record.
-func TestPrevOffset_VerifyFindsAWrongOne(t *testing.T) {
+func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 	for name, c := range map[string]struct {
 		prev uint64
 		want string
@@ -180,9 +180,9 @@ func TestPrevOffset_VerifyFindsAWrongOne(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			r, err := j.Verify()
+			r, err := j.Check()
 			if err != nil || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], c.want) {
-				t.Fatalf("Verify = %+v, %v; want one problem %q", r, err, c.want)
+				t.Fatalf("Check = %+v, %v; want one problem %q", r, err, c.want)
 			}
 		})
 	}

@@ -109,8 +109,8 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := j.Verify(); err != nil || !rep.OK() {
-		t.Fatalf("Verify = %+v, %v; want no problems", rep, err)
+	if rep, err := j.Check(); err != nil || !rep.OK() {
+		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
 	}
 	// a's entry now points at b's record (offset 2).
 	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
@@ -119,8 +119,8 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 	if _, _, ok, err := j.Object("ns/a"); ok || !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("Object(ns/a) = ok %v, %v; want ErrBadRecord", ok, err)
 	}
-	rep, err := j.Verify()
+	rep, err := j.Check()
 	if err != nil || rep.OK() || !strings.Contains(strings.Join(rep.Problems, "\n"), `"ns/a" points at offset 2`) {
-		t.Fatalf("Verify = %+v, %v; want a problem naming ns/a", rep, err)
+		t.Fatalf("Check = %+v, %v; want a problem naming ns/a", rep, err)
 	}
 }

@@ -87,8 +87,8 @@ func TestRelist_FirstListIntoEmptyIndex_CommitsAsItGoes(t *testing.T) {
 	if st.Objects != 400 || st.ResourceVersion != "8" {
 		t.Errorf("after the relist: %d keys, resourceVersion %q; want 400, 8", st.Objects, st.ResourceVersion)
 	}
-	if r, err := j.Verify(); err != nil || !r.OK() {
-		t.Errorf("Verify = %+v, %v", r, err)
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Errorf("Check = %+v, %v", r, err)
 	}
 
 	// A first list that meets anything but an ADDED stages from there on:

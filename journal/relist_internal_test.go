@@ -51,8 +51,8 @@ func reopen(t *testing.T, path string) (*Journal, Stats) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := j.Verify(); err != nil || !r.OK() {
-		t.Fatalf("Verify after reopen = %+v, %v", r, err)
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Fatalf("Check after reopen = %+v, %v", r, err)
 	}
 	if _, err := os.Stat(stagePath(path)); !os.IsNotExist(err) {
 		t.Fatalf("stage file after reopen: %v; want it removed", err)

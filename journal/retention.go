@@ -23,7 +23,7 @@ type Retention struct {
 	MaxAge time.Duration `json:"maxAge,omitempty"`
 	// HardMaxBytes is a payload cap, in bytes, enforced even against
 	// consumers that have not committed: above it the oldest events go and
-	// those consumers get ErrCompacted.
+	// those consumers get ErrTrimmed.
 	HardMaxBytes uint64 `json:"hardMaxBytes,omitempty"`
 }
 

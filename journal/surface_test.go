@@ -20,7 +20,7 @@ func TestJournal_Surface_WriterMachineryOnWriter(t *testing.T) {
 			t.Errorf("*journal.Writer lacks %s", m)
 		}
 	}
-	for _, m := range []string{"Read", "Wait", "Head", "Lookup", "ScanIndex", "Snapshot", "Stats", "Verify", "Consumer", "TypeMeta", "Resource", "ResourceVersion", "Close", "Writer"} {
+	for _, m := range []string{"Read", "Wait", "Head", "Lookup", "ScanIndex", "Snapshot", "Stats", "Check", "Verify", "Consumer", "TypeMeta", "Resource", "ResourceVersion", "Close", "Writer"} {
 		if _, ok := reader.MethodByName(m); !ok {
 			t.Errorf("*journal.Journal lacks %s", m)
 		}

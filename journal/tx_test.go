@@ -49,9 +49,9 @@ func TestJournal_Update_PanicInCallerPropagates(t *testing.T) {
 		t.Fatalf("reopen after a panicking Update = %v; want a healthy file", err)
 	}
 	defer j.Close()
-	rep, err := j.Verify()
+	rep, err := j.Check()
 	if err != nil || !rep.OK() {
-		t.Fatalf("Verify after a panicking Update = %+v, %v; want no problems", rep, err)
+		t.Fatalf("Check after a panicking Update = %+v, %v; want no problems", rep, err)
 	}
 	if _, ok, _ := j.Lookup("wj/b"); ok {
 		t.Errorf("wj/b is in the index; want the panicking transaction rolled back")

@@ -74,7 +74,7 @@
 // consumers create; consumers reset moves one, consumers delete removes
 // it (consumers_change.go); consumers lists them with their lag, and events --consumer NAME reads
 // from the offset after NAME's committed one. A position that retention
-// has passed is an error (journal.CompactedError), never a silent skip.
+// has passed is an error (journal.TrimmedError), never a silent skip.
 // events --commit moves the committed offset to the last event printed:
 // with no watch running it opens the file writable for the commit alone,
 // else the watch commits it (POST on its socket).

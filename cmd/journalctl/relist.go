@@ -120,7 +120,7 @@ func relistEvents(ctx context.Context, s *inspect.Client, head uint64, n int) ([
 	var out []journal.Event
 	for next := head + 1; next <= last; {
 		evs, err := s.Read(ctx, next, readPage)
-		var ce *journal.CompactedError
+		var ce *journal.TrimmedError
 		if errors.As(err, &ce) {
 			next = ce.First
 			continue

@@ -206,9 +206,9 @@ func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 	serveJournal(t, j, maxWait)
 
 	_, err := inspect.NewClient(inspect.SocketPath(j.Path())).Read(context.Background(), 1, 10)
-	var ce *journal.CompactedError
-	if !errors.As(err, &ce) || *ce != (journal.CompactedError{Requested: 1, First: 3}) || !errors.Is(err, journal.ErrCompacted) {
-		t.Errorf("Read(1) through the socket = %v; want *journal.CompactedError{1, 3}", err)
+	var ce *journal.TrimmedError
+	if !errors.As(err, &ce) || *ce != (journal.TrimmedError{Requested: 1, First: 3}) || !errors.Is(err, journal.ErrTrimmed) {
+		t.Errorf("Read(1) through the socket = %v; want *journal.TrimmedError{1, 3}", err)
 	}
 	_, stderr, code := runCLI("events", "--db", j.Path(), "--from", "1")
 	if want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"; code != 1 || stderr != want {

@@ -18,7 +18,7 @@ type source interface {
 	// Stats returns the file's statistics, as journal.Journal.Stats.
 	Stats(ctx context.Context) (journal.Stats, error)
 	// Read returns up to limit events from offset from, as journal.Journal.Read;
-	// a compacted offset gives a *journal.CompactedError.
+	// a trimmed offset gives a *journal.TrimmedError.
 	Read(ctx context.Context, from uint64, limit int) ([]journal.Event, error)
 	// ScanIndex returns up to limit index entries with keys after after, as
 	// journal.Journal.ScanIndex.

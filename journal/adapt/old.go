@@ -21,7 +21,7 @@ package adapt
 // Otherwise the old object is the metadata-only object Handle gave before
 // (name, namespace, UID and PrevResourceVersion; no labels, annotations,
 // spec or data):
-//   - the previous event was trimmed by retention (ErrCompacted);
+//   - the previous event was trimmed by retention (ErrTrimmed);
 //   - PrevOffset is 0: a record written before the journal recorded it
 //     (schema 2 and older files: their MODIFIEDs stay metadata-only, while
 //     MODIFIEDs appended after the file is opened by this build carry it),
@@ -43,7 +43,7 @@ func previousObject(j *journal.Journal, e journal.Event) ([]byte, error) {
 		return nil, nil
 	}
 	evs, err := j.Read(e.PrevOffset, 1)
-	if errors.Is(err, journal.ErrCompacted) {
+	if errors.Is(err, journal.ErrTrimmed) {
 		return nil, nil // trimmed by retention
 	}
 	if err != nil || len(evs) == 0 {

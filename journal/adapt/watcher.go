@@ -45,7 +45,7 @@ func (o Options) withDefaults() Options {
 // starts where it is told and remembers nothing.
 //
 // It ends, sending a watch.Error event first, only when the journal cannot
-// be read; a *journal.CompactedError becomes a Status with code 410 (reason
+// be read; a *journal.TrimmedError becomes a Status with code 410 (reason
 // Expired), the same answer an apiserver gives for a compacted
 // resourceVersion. Stop ends it without an error event.
 type Watcher struct {
@@ -263,7 +263,7 @@ func errorEvent(s *metav1.Status) Event {
 
 // statusFor turns a read error into the Status a watch would carry.
 func statusFor(err error) *metav1.Status {
-	if errors.Is(err, journal.ErrCompacted) {
+	if errors.Is(err, journal.ErrTrimmed) {
 		return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
 	}
 	return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError, Message: err.Error()}

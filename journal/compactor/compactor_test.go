@@ -124,9 +124,9 @@ func TestTrim_ProtectsUncommittedConsumerUntilHardCap(t *testing.T) {
 		t.Fatalf("journal bytes %d above the hard cap %d", st.JournalBytes, hard)
 	}
 	_, err = slow.TryNext(10)
-	var ce *journal.CompactedError
-	if !errors.As(err, &ce) || !errors.Is(err, journal.ErrCompacted) || ce.Requested != 201 || ce.First != st.FirstOffset {
-		t.Fatalf("TryNext behind retention = %v; want CompactedError{201, %d}", err, st.FirstOffset)
+	var ce *journal.TrimmedError
+	if !errors.As(err, &ce) || !errors.Is(err, journal.ErrTrimmed) || ce.Requested != 201 || ce.First != st.FirstOffset {
+		t.Fatalf("TryNext behind retention = %v; want TrimmedError{201, %d}", err, st.FirstOffset)
 	}
 
 	// Resync: snapshot of the index at a head, then follow from head+1.
@@ -291,7 +291,7 @@ func TestRetention_SlowReaderDoesNotGrowFile(t *testing.T) {
 		write(t, j, 200, 500, 500, time.Now())
 		// The slow consumer reads a little and commits what it read.
 		if evs, err := slow.TryNext(50); err != nil {
-			var ce *journal.CompactedError
+			var ce *journal.TrimmedError
 			if !errors.As(err, &ce) {
 				t.Fatal(err)
 			}

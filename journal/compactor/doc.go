@@ -8,7 +8,7 @@
 // committed, unless the journal's payload exceeds Policy.HardMaxBytes; then
 // it trims down to the hard cap whatever the consumers' positions. A
 // consumer whose position falls below the first retained offset gets a
-// *journal.CompactedError on its next read, never a silent skip (the model
+// *journal.TrimmedError on its next read, never a silent skip (the model
 // is etcd's ErrCompacted); it resynchronizes from journal.Snapshot.
 //
 // # File size

@@ -26,7 +26,7 @@ var ErrNoServer = errors.New("journalctl: no watch serves the file")
 // Client asks the server on a journal's socket (Serve). Its methods are
 // safe for concurrent use. A server's error answer becomes an error with
 // its text; an offset below the first retained one a
-// *journal.CompactedError.
+// *journal.TrimmedError.
 type Client struct {
 	sock string
 	c    *http.Client
@@ -74,7 +74,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, v an
 			return fmt.Errorf("journalctl: %s: %s", path, resp.Status)
 		}
 		if e.Compacted != nil {
-			return (*journal.CompactedError)(e.Compacted)
+			return (*journal.TrimmedError)(e.Compacted)
 		}
 		return errors.New(e.Error)
 	}

@@ -266,9 +266,9 @@ func limitParam(r *http.Request) (int, error) {
 	return int(min(n, maxLimit)), nil
 }
 
-// reply writes v, or err with 410 for a compacted offset and 500 otherwise.
+// reply writes v, or err with 410 for a trimmed offset and 500 otherwise.
 func reply(w http.ResponseWriter, v any, err error) {
-	var ce *journal.CompactedError
+	var ce *journal.TrimmedError
 	switch {
 	case errors.As(err, &ce):
 		writeJSON(w, http.StatusGone, jsonError{Error: err.Error(), Compacted: (*jsonCompacted)(ce)})

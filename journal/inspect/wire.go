@@ -169,13 +169,13 @@ type jsonHead struct {
 }
 
 // jsonError is the socket's error answer. Compacted is set, with HTTP 410,
-// when the error is a *journal.CompactedError.
+// when the error is a *journal.TrimmedError.
 type jsonError struct {
 	Error     string         `json:"error"`
 	Compacted *jsonCompacted `json:"compacted,omitempty"`
 }
 
-// jsonCompacted is a journal.CompactedError as JSON.
+// jsonCompacted is a journal.TrimmedError as JSON.
 type jsonCompacted struct {
 	Requested uint64 `json:"requested"`
 	First     uint64 `json:"first"`

@@ -6,8 +6,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
-// VerifyReport is what Verify found.
-type VerifyReport struct {
+// CheckReport is what Check found.
+type CheckReport struct {
 	// Events and Objects are how many journal records and index entries
 	// were read.
 	Events, Objects uint64
@@ -20,10 +20,10 @@ type VerifyReport struct {
 	Truncated bool
 }
 
-// OK reports whether Verify found no problem.
-func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
+// OK reports whether Check found no problem.
+func (r CheckReport) OK() bool { return len(r.Problems) == 0 }
 
-// Verify checks the whole file in one read transaction: every page it
+// Check checks the whole file offline, in one read transaction: every page it
 // reaches is readable; every record decodes; offsets are contiguous; the stored
 // payload size and object count match; every index entry decodes; and, when
 // nothing has been trimmed, that replaying the journal per key is consistent
@@ -31,9 +31,11 @@ func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
 // another UID, a PrevOffset that is the key's previous event with an
 // object) and ends in exactly the index. A PrevOffset at or past its own
 // record's offset is a problem whether or not the journal was trimmed. It reads everything: run it
-// offline or rarely. The error is for a file it cannot read at all.
-func (j *Journal) Verify() (VerifyReport, error) {
-	var r VerifyReport
+// offline or rarely. The error is for a file it cannot read at all. It is
+// the offline file check; the anti-entropy relist against the server is
+// reconcile.Loop.Verify.
+func (j *Journal) Check() (CheckReport, error) {
+	var r CheckReport
 	problem := func(format string, args ...any) {
 		if len(r.Problems) < 100 {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
@@ -136,3 +138,14 @@ func (j *Journal) Verify() (VerifyReport, error) {
 	})
 	return r, err
 }
+
+// VerifyReport is the former name of CheckReport.
+//
+// Deprecated: use CheckReport.
+type VerifyReport = CheckReport
+
+// Verify is the former name of Check.
+//
+// Deprecated: use Check. Verify is the file check, not the anti-entropy
+// relist (reconcile.Loop.Verify); it goes after one release.
+func (j *Journal) Verify() (CheckReport, error) { return j.Check() }
