@@ -18,7 +18,7 @@
 //	journalctl consumers create|reset|delete NAME --db FILE [position flags]
 //	journalctl completion bash|zsh|fish|powershell
 //	journalctl compact   --db FILE [--keep-backup]
-//	journalctl verify    --db FILE [-o table|json]
+//	journalctl check     --db FILE [-o table|json]
 //	journalctl relist    --db FILE
 //	journalctl version
 //
@@ -98,8 +98,8 @@
 //
 // # Checking the file and the index
 //
-// verify reads the whole file offline (journal.Journal.Verify): records
-// decode and pass their checksums, offsets are contiguous, sizes and
+// check (alias verify, its former name) reads the whole file offline
+// (journal.Journal.Check, check.go): records decode and pass their checksums, offsets are contiguous, sizes and
 // counts match, and, when the journal still starts at offset 1, its replay
 // ends in exactly the index. It prints the events and objects read,
 // whether the replay was compared with the index, and each problem on a
@@ -120,13 +120,13 @@
 // (Listed by --help too.) 0 on success and after SIGINT or SIGTERM, and
 // when the output's reader went away (events | head, events -f | head:
 // SIGPIPE is ignored, and a write that fails with EPIPE on a stdout whose
-// reader is gone ends the command quietly); 3 when verify found problems
+// reader is gone ends the command quietly); 3 when check found problems
 // (it prints them); 2 when the file cannot be opened or read as this
 // resource's journal (missing, in a missing directory, a directory,
 // locked with no watch serving it, corrupt, not a watchjournal file,
 // written by a newer watchjournal, or recording another resource), for a
 // watch of a file another watch is writing (it names that watch's pid),
-// for compact and verify while a watch runs, and for relist with no watch
+// for compact and check while a watch runs, and for relist with no watch
 // running, and for a file-system error of compact (a read-only file
 // system, no space, no permission); 1 for usage and all other errors, an unknown resource, a
 // discovery error retrying cannot fix and an offset retention trimmed among them,
@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
-		newVerifyCmd(), newRelistCmd(), newVersionCmd())
+		newCheckCmd(), newRelistCmd(), newVersionCmd())
 	addCompletions(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -200,7 +200,7 @@ type fileError struct{ err error }
 func (e fileError) Error() string { return e.err.Error() }
 func (e fileError) Unwrap() error { return e.err }
 
-// exitCode returns the exit status for err: 3 for errProblems (verify),
+// exitCode returns the exit status for err: 3 for errProblems (check),
 // 2 for fileErrors and a fileError, else 1.
 func exitCode(err error) int {
 	if errors.Is(err, errProblems) {

@@ -26,7 +26,7 @@ const rootHelp = "Journal a Kubernetes resource's watch events, and read the jou
 	"  2  the journal file cannot be opened, read or written: missing, a directory, no\n" +
 	"     permission, a read-only file system, locked with no watch serving it, corrupt, not a\n" +
 	"     watchjournal file, newer, or recording another resource; a watch of a file another\n" +
-	"     watch writes; compact and verify while a watch runs; relist with no watch running\n" +
+	"     watch writes; compact and check while a watch runs; relist with no watch running\n" +
 	"  3  verify found problems (it prints them)"
 
 // resourceArg is watch's argument check: exactly one RESOURCE.

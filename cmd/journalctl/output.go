@@ -63,7 +63,7 @@ type printSpec struct {
 	minWidths []int
 }
 
-// tableOrJSON are the formats of stats, verify and the default printer.
+// tableOrJSON are the formats of stats, check and the default printer.
 var tableOrJSON = []string{"table", "json"}
 
 // checkOutput returns an error unless format is "table" or "json".
@@ -254,9 +254,9 @@ type jsonStats struct {
 	Writer    *inspect.Status    `json:"writer,omitempty"`
 }
 
-// jsonVerifyReport is a journal.VerifyReport as verify -o json prints it.
+// jsonCheckReport is a journal.CheckReport as check -o json prints it.
 // Problems is empty, never null, for a sound file.
-type jsonVerifyReport struct {
+type jsonCheckReport struct {
 	Events   uint64   `json:"events"`
 	Objects  uint64   `json:"objects"`
 	Replayed bool     `json:"replayed"`
@@ -264,8 +264,8 @@ type jsonVerifyReport struct {
 	Problems []string `json:"problems"`
 }
 
-func toJSONVerifyReport(r journal.VerifyReport) jsonVerifyReport {
-	return jsonVerifyReport{
+func toJSONCheckReport(r journal.CheckReport) jsonCheckReport {
+	return jsonCheckReport{
 		Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
 		Problems: append([]string{}, r.Problems...),
 	}

@@ -1,5 +1,10 @@
 package main
 
+// The file check (journalctl check, journal.Journal.Check): offline, the
+// whole file. Not the anti-entropy relist against the server, which is
+// journalctl relist (relist.go). Its former name, verify, stays an alias so
+// that scripts keep working; its messages still say verify.
+
 import (
 	"context"
 	"encoding/json"
@@ -13,29 +18,32 @@ import (
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
-// errProblems is returned by verify when the file has problems: exit
-// status 3.
+// errProblems is returned by check when the file has problems: exit
+// status 3. Its text is unchanged from when the command was verify.
 var errProblems = errors.New("verify: problems found")
 
-type verifyFlags struct {
+type checkFlags struct {
 	db, output string
 }
 
-func newVerifyCmd() *cobra.Command {
-	var f verifyFlags
+// newCheckCmd returns the check command; verify is its alias.
+func newCheckCmd() *cobra.Command {
+	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "verify --db FILE [-o table|json]",
-		Short: "Check the whole file offline: records, offsets, sizes, the index, and the journal's replay against it",
-		Long: "Read the whole file in one read-only transaction (journal.Journal.Verify): every record\n" +
+		Use:     "check --db FILE [-o table|json]",
+		Aliases: []string{"verify"},
+		Short:   "Check the whole file offline: records, offsets, sizes, the index, and the journal's replay against it",
+		Long: "Read the whole file in one read-only transaction (journal.Journal.Check): every record\n" +
 			"decodes and passes its checksum, offsets are contiguous, sizes and counts match the\n" +
 			"file's metadata, every index entry decodes and, when the journal still starts at offset\n" +
 			"1, replaying it ends in exactly the index. It prints what it read and each problem on\n" +
 			"its own line. Exit status 0 for a sound file, 3 when it found problems, 2 when the file\n" +
 			"cannot be read at all. It needs the file to itself: while a watch runs it fails with\n" +
-			"exit status 2; journalctl relist checks the index against the server instead.",
+			"exit status 2; journalctl relist checks the index against the server instead.\n" +
+			"verify, its former name, is an alias.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runVerify(cmd.Context(), cmd.OutOrStdout(), f)
+			return runCheck(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	addDBFlag(cmd, &f.db)
@@ -43,21 +51,21 @@ func newVerifyCmd() *cobra.Command {
 	return cmd
 }
 
-// runVerify verifies f.db and prints the report. It returns an error
+// runCheck checks f.db and prints the report. It returns an error
 // matching errProblems when the report lists problems.
-func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
+func runCheck(ctx context.Context, out io.Writer, f checkFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
-	r, err := verifyFile(ctx, f.db)
+	r, err := checkFile(ctx, f.db)
 	if err != nil {
 		return err
 	}
 	if f.output == "json" {
-		if err := json.NewEncoder(out).Encode(toJSONVerifyReport(r)); err != nil {
+		if err := json.NewEncoder(out).Encode(toJSONCheckReport(r)); err != nil {
 			return err
 		}
-	} else if err := printVerifyReport(out, r); err != nil {
+	} else if err := printCheckReport(out, r); err != nil {
 		return err
 	}
 	if !r.OK() {
@@ -66,11 +74,11 @@ func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
 	return nil
 }
 
-// verifyFile opens path read-only for one Verify: briefly, as the other
+// checkFile opens path read-only for one Check: briefly, as the other
 // read-only commands, so that a watch can start once it is done. A file
 // that a writer holds is an error matching journal.ErrLocked that says
 // what to do instead.
-func verifyFile(ctx context.Context, path string) (r journal.VerifyReport, err error) {
+func checkFile(ctx context.Context, path string) (r journal.CheckReport, err error) {
 	j, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
 		sock := inspect.SocketPath(path)
@@ -84,15 +92,15 @@ func verifyFile(ctx context.Context, path string) (r journal.VerifyReport, err e
 		return r, err
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
-	if r, err = j.Verify(); err != nil {
+	if r, err = j.Check(); err != nil {
 		return r, fmt.Errorf("verify: %w", err) // the store's errors name the file
 	}
 	return r, nil
 }
 
-// printVerifyReport prints r as a table, then each problem on a line of
+// printCheckReport prints r as a table, then each problem on a line of
 // its own.
-func printVerifyReport(out io.Writer, r journal.VerifyReport) error {
+func printCheckReport(out io.Writer, r journal.CheckReport) error {
 	replayed := "yes"
 	if !r.Replayed {
 		replayed = "no (the journal is trimmed or damaged: its replay was not compared with the index)"

@@ -49,7 +49,7 @@ func damage(t *testing.T, path string, fn func(b []byte)) {
 	}
 }
 
-func TestVerify_SoundFile(t *testing.T) {
+func TestCheck_SoundFile(t *testing.T) {
 	path := writeJournal(t)
 	const want = `events    4
 objects   1
@@ -65,6 +65,16 @@ problems  none
 	if code != 0 || stdout != wantJSON || stderr != "" {
 		t.Errorf("verify -o json: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, wantJSON)
 	}
+	// check is the command (issue 22: the file check, not the relist);
+	// verify, its former name, is the alias used above. --help lists check.
+	stdout, stderr, code = runCLI("check", "--db", path)
+	if code != 0 || stdout != want || stderr != "" {
+		t.Errorf("check: exit %d, stdout\n%s\nstderr %q; want 0 and\n%s", code, stdout, stderr, want)
+	}
+	stdout, _, _ = runCLI("--help")
+	if !strings.Contains(stdout, "\n  check ") || strings.Contains(stdout, "\n  verify ") {
+		t.Errorf("--help lists\n%s\nwant check among the commands, verify not (it is check's alias)", stdout)
+	}
 	// It opened the file briefly: a writer can open it now.
 	j := openJournal(t, path)
 	if err := j.Close(); err != nil {
@@ -72,7 +82,7 @@ problems  none
 	}
 }
 
-func TestVerify_TrimmedFileIsNotReplayed(t *testing.T) {
+func TestCheck_TrimmedFileIsNotReplayed(t *testing.T) {
 	path := writeJournal(t)
 	j := openJournal(t, path)
 	if _, _, err := j.Writer().Trim(3, 10, 0); err != nil {
@@ -89,7 +99,7 @@ func TestVerify_TrimmedFileIsNotReplayed(t *testing.T) {
 // Junk in the bytes of a stored record, found by its content wherever
 // bbolt put it, fails that record's checksum: verify lists the problem,
 // line by line, and exits 3.
-func TestVerify_DamagedRecord(t *testing.T) {
+func TestCheck_DamagedRecord(t *testing.T) {
 	path := writeBigJournal(t, 6)
 	copies := 0
 	damage(t, path, func(b []byte) {
@@ -123,7 +133,7 @@ func TestVerify_DamagedRecord(t *testing.T) {
 // Junk over the middle half of the file hits records and bbolt's own
 // pages alike: verify reports problems (3) or refuses the file as
 // corrupt (2), in one line, and does not panic.
-func TestVerify_JunkOverTheMiddleHalf(t *testing.T) {
+func TestCheck_JunkOverTheMiddleHalf(t *testing.T) {
 	path := writeBigJournal(t, 6)
 	damage(t, path, func(b []byte) {
 		for i := len(b) / 4; i < 3*len(b)/4; i++ {
@@ -146,7 +156,7 @@ func TestVerify_JunkOverTheMiddleHalf(t *testing.T) {
 	t.Logf("exit %d: %s%s", code, stdout, stderr)
 }
 
-func TestVerify_LockedByAWriter(t *testing.T) {
+func TestCheck_LockedByAWriter(t *testing.T) {
 	t.Run("a watch serving the file is named, and relist suggested", func(t *testing.T) {
 		j := writerJournal(t)
 		serveJournal(t, j, maxWait)
