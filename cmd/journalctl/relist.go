@@ -37,7 +37,7 @@ func newRelistCmd() *cobra.Command {
 			"periodically; then wait for the relist to complete (at most 5 minutes) and print how\n" +
 			"many divergences it repaired, and the events it journaled for them (origin relist). A\n" +
 			"divergence is an event the watch had lost. Without a running watch it fails with exit\n" +
-			"status 2; journalctl verify checks a file offline instead.",
+			"status 2; journalctl check checks a file offline instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
