@@ -3,7 +3,6 @@ package inspect_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -15,24 +14,10 @@ import (
 // Client creates, resets and deletes a consumer over the socket, and the
 // journal the server holds shows each change.
 func TestHandler_Client_ChangeConsumer(t *testing.T) {
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	if err := j.Writer().Update(func(tx *journal.Tx) error {
-		for _, e := range []journal.Event{
-			{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
-			{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch},
-		} {
-			if _, err := tx.Append(&e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t,
+		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
+		journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch},
+	)
 	// Listen is what Serve calls; it returns once the socket listens.
 	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), inspect.Handler(j, nil, nil), nil)
 	if err != nil {

@@ -3,7 +3,6 @@ package inspect_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,24 +15,10 @@ import (
 // no such consumer, and stays deleted: the check and the commit are one
 // transaction, so the commit never registers the consumer again.
 func TestCommit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	if err := j.Writer().Update(func(tx *journal.Tx) error {
-		for _, e := range []journal.Event{
-			{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
-			{Type: journal.Modified, Key: "wj/a", UID: "u1", ResourceVersion: "2", PrevResourceVersion: "1", Origin: journal.OriginWatch},
-		} {
-			if _, err := tx.Append(&e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t,
+		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
+		journal.Event{Type: journal.Modified, Key: "wj/a", UID: "u1", ResourceVersion: "2", PrevResourceVersion: "1", Origin: journal.OriginWatch},
+	)
 	if _, err := j.Consumer("billing"); err != nil {
 		t.Fatal(err)
 	}
