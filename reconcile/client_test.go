@@ -93,7 +93,7 @@ func TestDecodePage_Errors(t *testing.T) {
 // An error of the callback ends the read and comes back unwrapped.
 func TestDecodePage_StopsAtCallbackError(t *testing.T) {
 	c := &client{}
-	stop := errRestart{}
+	stop := errSnapshotGone
 	n := 0
 	_, _, err := c.decodePage(strings.NewReader(listBody("ConfigMapList", 10, false)), false, func(Item) error {
 		if n++; n == 3 {
@@ -101,8 +101,8 @@ func TestDecodePage_StopsAtCallbackError(t *testing.T) {
 		}
 		return nil
 	})
-	if _, ok := err.(errRestart); !ok || n != 3 {
-		t.Fatalf("decodePage = %v after %d items; want errRestart after 3", err, n)
+	if err != stop || n != 3 {
+		t.Fatalf("decodePage = %v after %d items; want errSnapshotGone, unwrapped, after 3", err, n)
 	}
 }
 

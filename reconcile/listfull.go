@@ -2,36 +2,38 @@ package reconcile
 
 // The first list of an empty index. There is nothing to diff: every
 // listed object is an ADDED. A metadata page first (what a relist reads,
-// list.go) would be pure cost, as every page would then be read again in
-// full; so each page is read once, in full, and its objects are staged as
-// they stream in, in batches of at most fillBytes of objects (one object
-// more when one is larger) or PageSize objects: memory follows neither
-// the page's size nor the list's.
+// pages.go) would be pure cost, as every page would then be read again in
+// full; so each page is read once, in full, and its objects are handed
+// over as they stream in, in batches of at most fillBytes of objects (one
+// object more when one is larger) or PageSize objects: memory follows
+// neither the page's size nor the list's. The relist consumer takes each
+// item as an ADDED (relist.fresh).
 
 import (
 	"context"
-
-	"github.com/watchjournal/watchjournal/journal"
 )
 
-// listFull reads every page of a list in full, once each, from the first
-// page on, and stages each object as an ADDED with origin. It returns the
-// list's resourceVersion. A page whose body breaks is requested again from
-// its continue token (halved when it keeps breaking, pageBroke), and the
-// objects of it already staged are skipped: a continue token names one
-// snapshot, which lists the same objects in the same order. An expired
-// continue token is an errRestart, as in listOnce.
-func (l *Loop) listFull(ctx context.Context, rel *journal.Relist, origin journal.Origin) (string, error) {
+// fullLister reads every page of a list in full, once each, from the first
+// page on. A page whose body breaks is requested again from its continue
+// token (halved when it keeps breaking, pageBroke), and the objects of it
+// already handed over are skipped: a continue token names one snapshot,
+// which lists the same objects in the same order. An expired continue
+// token is errSnapshotGone, as for pageLister.
+type fullLister struct{ l *Loop }
+
+// each reads the pages and hands their objects over in batches.
+func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, error) {
+	l := fl.l
 	pg := &pager{limit: l.listLimit()}
-	var batch []journal.Event
+	var items []Item
 	held := 0
 	flush := func() error {
-		if len(batch) == 0 {
+		if len(items) == 0 {
 			return nil
 		}
-		err := l.stage(rel, origin, batch)
-		clear(batch)
-		batch, held = batch[:0], 0
+		err := fn(batch{items: items})
+		clear(items)
+		items, held = items[:0], 0
 		return err
 	}
 	// skip counts the objects of the page from cont that are staged or
@@ -47,9 +49,9 @@ func (l *Loop) listFull(ctx context.Context, rel *journal.Relist, origin journal
 			if !l.c.shard.in(it.UID) {
 				return nil // another shard's key (shard.go)
 			}
-			batch = append(batch, event(journal.Added, it))
+			items = append(items, it)
 			held += len(it.Object)
-			if held >= fillBytes || len(batch) >= int(l.opts.PageSize) {
+			if held >= fillBytes || len(items) >= int(l.opts.PageSize) {
 				return flush()
 			}
 			return nil

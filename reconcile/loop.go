@@ -419,74 +419,84 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	}
 }
 
-// step runs one state and returns the next. An error is fatal.
+// step runs one state and returns the next. An error is fatal. Each
+// state is one function (state.go); the backoff is a state of its own.
 func (l *Loop) step(ctx context.Context, s state) (state, error) {
 	switch s := s.(type) {
 	case stateStart:
-		rv, err := l.j.ResourceVersion()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrJournal, err)
-		}
-		if rv == "" {
-			l.log.Info("no stored resourceVersion: initial list")
-			return stateList{origin: journal.OriginRelist}, nil
-		}
-		l.log.Info("resuming from stored resourceVersion", "resourceVersion", rv)
-		l.restartVerify = true
-		l.update(func(st *Status) { st.ResourceVersion = rv })
-		// The resume check (probe.go) runs before the watch opens.
-		return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil
+		return l.start()
 	case stateList:
-		if s.verify {
-			return l.verifyList(ctx, s)
-		}
 		return l.list(ctx, s)
+	case stateVerify:
+		return l.verifyCheck(ctx, s)
 	case stateWatch:
 		return l.watch(ctx, s)
 	case stateBackoff:
-		// The backoff goes back to the state that failed: a refused watch
-		// (429, 5xx, network) is retried as a watch from the same
-		// resourceVersion and never becomes a relist, the most expensive
-		// request there is for a server that sheds load
-		// (kubernetes/kubernetes#100878). Only what says the
-		// resourceVersion is gone relists, without a backoff (gone).
-		d := l.nextBackoff()
-		asked, throttled := serverDelay(s.err)
-		d = max(d, asked)
-		throttled = throttled || isThrottled(s.err)
-		l.update(func(st *Status) {
-			st.Backoffs++
-			st.BackoffsByReason.countBackoff(s.err)
-			if throttled {
-				st.Throttled++
-			}
-		})
-		// One clear line per kind of failure, not one per retry.
-		// The first of a kind is an error (logr's Error); throttling is
-		// info, as load shedding is the server working as designed; a
-		// repeat is V(1) (debug).
-		msg := "backing off: " + reason(s.err)
-		if throttled {
-			msg = "throttled by the apiserver: waiting at least as long as it asks"
-		}
-		kv := []any{"delay", d, "serverDelay", asked, "then", string(s.next.phase())}
-		switch key := failureKey(s.err); {
-		case key == l.lastLogged:
-			l.log.V(1).Info(msg, append(kv, "error", s.err)...)
-		case throttled:
-			l.lastLogged = key
-			l.log.Info(msg, append(kv, "error", s.err)...)
-		default:
-			l.lastLogged = key
-			l.log.Error(s.err, msg, kv...)
-		}
-		select {
-		case <-ctx.Done():
-		case <-l.opts.Clock.After(d):
-		}
-		return s.next, nil
+		return l.backoffWait(ctx, s), nil
 	}
 	return nil, fmt.Errorf("reconcile: unknown state %T", s)
+}
+
+// start resumes the watch from the stored resourceVersion, or lists when
+// the file holds none.
+func (l *Loop) start() (state, error) {
+	rv, err := l.j.ResourceVersion()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if rv == "" {
+		l.log.Info("no stored resourceVersion: initial list")
+		return stateList{origin: journal.OriginRelist}, nil
+	}
+	l.log.Info("resuming from stored resourceVersion", "resourceVersion", rv)
+	l.restartVerify = true
+	l.update(func(st *Status) { st.ResourceVersion = rv })
+	// The resume check (probe.go) runs before the watch opens.
+	return stateWatch{rv: rv, goneOrigin: journal.OriginRestart, check: true}, nil
+}
+
+// backoffWait waits out the backoff s and returns the state that failed.
+// A refused watch (429, 5xx, network) is so retried as a watch from the
+// same resourceVersion and never becomes a relist, the most expensive
+// request there is for a server that sheds load
+// (kubernetes/kubernetes#100878). Only what says the resourceVersion is
+// gone relists, without a backoff (gone).
+func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
+	d := l.nextBackoff()
+	asked, throttled := serverDelay(s.err)
+	d = max(d, asked)
+	throttled = throttled || isThrottled(s.err)
+	l.update(func(st *Status) {
+		st.Backoffs++
+		st.BackoffsByReason.countBackoff(s.err)
+		if throttled {
+			st.Throttled++
+		}
+	})
+	// One clear line per kind of failure, not one per retry.
+	// The first of a kind is an error (logr's Error); throttling is
+	// info, as load shedding is the server working as designed; a
+	// repeat is V(1) (debug).
+	msg := "backing off: " + reason(s.err)
+	if throttled {
+		msg = "throttled by the apiserver: waiting at least as long as it asks"
+	}
+	kv := []any{"delay", d, "serverDelay", asked, "then", string(s.next.phase())}
+	switch key := failureKey(s.err); {
+	case key == l.lastLogged:
+		l.log.V(1).Info(msg, append(kv, "error", s.err)...)
+	case throttled:
+		l.lastLogged = key
+		l.log.Info(msg, append(kv, "error", s.err)...)
+	default:
+		l.lastLogged = key
+		l.log.Error(s.err, msg, kv...)
+	}
+	select {
+	case <-ctx.Done():
+	case <-l.opts.Clock.After(d):
+	}
+	return s.next
 }
 
 // fail records err and returns a backoff to next, or ends Run when the

@@ -1,7 +1,14 @@
 package reconcile
 
 // The loop's states. Each holds only what it needs; step moves between them
-// (transition table in doc.go). No flags stand in for a state.
+// (transition table in doc.go). No flags stand in for a state. Each state
+// has one function that runs it and returns the next state:
+//
+//	stateStart    Loop.start       (loop.go)
+//	stateList     Loop.list        (list.go)
+//	stateVerify   Loop.verifyCheck (verify.go)
+//	stateWatch    Loop.watch       (watch.go)
+//	stateBackoff  Loop.backoffWait (loop.go)
 
 import (
 	"github.com/watchjournal/watchjournal/journal"
@@ -31,6 +38,40 @@ type stateList struct {
 	// describe the same moment (verify.go).
 	applied string
 	exact   bool
+	// paged is set for the list that follows a refused streaming list:
+	// it runs in pages whatever the list mode says (listmode.go).
+	paged bool
+	// restarts counts the times in a row this list started again after
+	// its snapshot went (list.go, maxListRestarts).
+	restarts int
+}
+
+// exactRV is the resourceVersion a verify's first page reads at exactly;
+// empty for a consistent read.
+func (s stateList) exactRV() string {
+	if s.exact {
+		return s.applied
+	}
+	return ""
+}
+
+// again is the list that runs after the backoff that follows s: begun
+// anew, with no restart counted and the list mode chosen again; a verify
+// checks the applied resourceVersion again first.
+func (s stateList) again() state {
+	if s.verify {
+		return stateVerify{applied: s.applied, unordered: s.unordered}
+	}
+	s.restarts, s.paged = 0, false
+	return s
+}
+
+// stateVerify checks whether the resourceVersion the journal applied is
+// still served, before the verify's list (verify.go).
+type stateVerify struct {
+	applied string
+	// unordered carries over from a verify whose list broke key order.
+	unordered bool
 }
 
 // stateWatch watches from a resourceVersion the journal has fully applied.
@@ -64,6 +105,7 @@ type stateBackoff struct {
 
 func (stateStart) phase() Phase   { return PhaseStarting }
 func (stateList) phase() Phase    { return PhaseListing }
+func (stateVerify) phase() Phase  { return PhaseListing }
 func (stateWatch) phase() Phase   { return PhaseConnecting }
 func (stateBackoff) phase() Phase { return PhaseBackoff }
 

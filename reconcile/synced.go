@@ -149,7 +149,7 @@ func (l *Loop) proving(s stateWatch) bool {
 // (s.current) or past it; where they do not compare, any frame does.
 func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 	switch next.(type) {
-	case stateList, stateBackoff:
+	case stateList, stateVerify, stateBackoff:
 		return false
 	}
 	if n == 0 {

@@ -81,20 +81,21 @@ func (l *Loop) verifyTimer() (<-chan time.Time, func()) {
 
 // verifyState is the verify that leaves the watch s.
 func verifyState(s stateWatch) state {
-	return stateList{origin: journal.OriginRelist, verify: true, applied: s.rv}
+	return stateVerify{applied: s.rv}
 }
 
-// verifyList runs a verify: at exactly the applied resourceVersion while
-// it is served, at the current one otherwise.
-func (l *Loop) verifyList(ctx context.Context, s stateList) (state, error) {
-	s.exact = false
+// verifyCheck runs a verify's first request: a one-item list at exactly
+// the applied resourceVersion. It returns the verify's list, at exactly
+// that resourceVersion while it is served, at the current one otherwise.
+func (l *Loop) verifyCheck(ctx context.Context, s stateVerify) (state, error) {
+	next := stateList{origin: journal.OriginRelist, verify: true, applied: s.applied, unordered: s.unordered}
 	if s.applied != "" {
 		_, err := l.listRV(ctx, s.applied)
 		switch {
 		case ctx.Err() != nil:
 			return s, nil
 		case err == nil:
-			s.exact = true
+			next.exact = true
 		case isGone(err):
 			l.log.Info("verify: the applied resourceVersion is no longer served: verifying at the current one",
 				"resourceVersion", s.applied)
@@ -102,7 +103,7 @@ func (l *Loop) verifyList(ctx context.Context, s stateList) (state, error) {
 			return l.fail(s, fmt.Errorf("%w: verify: list at the applied resourceVersion: %w", ErrList, err))
 		}
 	}
-	return l.list(ctx, s)
+	return next, nil
 }
 
 // divergences returns how many of the staged events that a completed

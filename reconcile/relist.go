@@ -1,0 +1,291 @@
+package reconcile
+
+// The relist consumer: what every list does with its batches, whichever
+// lister reads them (lister.go). It holds one journal.Relist: each batch
+// is diffed against the index range it covers (Diff, diff.go: a merge of
+// two sorted streams, so memory stays bounded by one batch) or, once a
+// list broke key order, key by key (diffLookup, with Relist.MarkSeen); the
+// reasons of its DELETEDs are asked of the server (reason.go); the events
+// are staged on disk. At the end the keys indexed but not listed become
+// DELETEDs (tail) and the relist commits at the list's resourceVersion.
+// Only a complete list commits; a failed or partial one changes nothing.
+//
+// The first paginated list of an empty index (fresh) has nothing to diff:
+// every item is an ADDED, and there is no tail. A streaming list stages
+// each batch while the next is read (async: stagepipe.go).
+
+import (
+	"context"
+	"time"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// relist is one list's consumer. Not safe for concurrent use.
+type relist struct {
+	l   *Loop
+	rel *journal.Relist
+	cf  *confirmer
+	// origin tags the events; unordered finds deletions by lookup.
+	origin    journal.Origin
+	unordered bool
+	// fresh: the index was empty and no inheritance waits: every item is
+	// an ADDED (listfull.go).
+	fresh bool
+	// async stages each batch on another goroutine while the next is read.
+	async bool
+	pipe  stagePipe
+	// lastKey is the last key listed, in key order.
+	lastKey   string
+	committed bool
+}
+
+// beginRelist starts the consumer of one list s.
+func (l *Loop) beginRelist(s stateList) (*relist, error) {
+	rel, err := l.w.BeginRelist()
+	if err != nil {
+		return nil, journalError{err}
+	}
+	r := &relist{l: l, rel: rel, origin: s.origin, unordered: s.unordered}
+	l.staging = TypeCounts{}
+	if err := l.readPending(); err != nil { // shard.go
+		r.abort()
+		return nil, journalError{err}
+	}
+	l.update(func(x *Status) { x.listBegins() })
+	r.cf = l.newConfirmer()
+	return r, nil
+}
+
+// add diffs one batch against the index and stages the events.
+func (r *relist) add(ctx context.Context, b batch) error {
+	l := r.l
+	var evs []journal.Event
+	var err error
+	switch {
+	case r.fresh:
+		evs = make([]journal.Event, len(b.items))
+		for i, it := range b.items {
+			evs[i] = event(journal.Added, it)
+		}
+	case !r.unordered:
+		if !sortedAfter(r.lastKey, b.items) {
+			return errUnordered
+		}
+		evs, err = l.diffRange(r.lastKey, b.items)
+	default:
+		if err := r.pipe.wait(); err != nil {
+			return err
+		}
+		evs, err = l.diffLookup(r.rel, b.items)
+	}
+	if err != nil {
+		return journalError{err}
+	}
+	if !r.fresh {
+		if b.rv != "" {
+			err = r.cf.reasons(ctx, evs, b.rv)
+		} else {
+			err = r.cf.reasonsNow(ctx, evs)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if b.stage != nil {
+		err = b.stage(ctx, evs, r.stage)
+	} else {
+		err = r.stage(evs)
+	}
+	if err != nil {
+		return err
+	}
+	if len(b.items) > 0 && !r.unordered {
+		r.lastKey = b.items[len(b.items)-1].Key
+	}
+	return nil
+}
+
+// stage stages evs, on the pipe when async.
+func (r *relist) stage(evs []journal.Event) error {
+	if !r.async {
+		return r.l.stage(r.rel, r.origin, evs)
+	}
+	return r.pipe.stage(r.rel, r.l.prepareStage(r.origin, evs))
+}
+
+// commit ends a complete list at its resourceVersion rv: the tail, then
+// the commit. It returns the number of events committed and their offsets
+// (0, 0 for none).
+func (r *relist) commit(ctx context.Context, rv string) (n int, first, last uint64, err error) {
+	if err := r.pipe.wait(); err != nil {
+		return 0, 0, 0, err
+	}
+	if !r.fresh {
+		// Keys indexed but not listed: deleted while we were away.
+		if err := r.l.tail(ctx, r.rel, r.origin, r.unordered, r.lastKey, rv, r.cf); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	n, first, last, err = r.l.commitList(r.rel, rv)
+	r.committed = err == nil
+	return n, first, last, err
+}
+
+// abort drops what was staged unless the relist committed.
+func (r *relist) abort() {
+	if r.cf != nil {
+		r.cf.done()
+	}
+	if !r.committed {
+		_ = r.pipe.wait()
+		_ = r.rel.Abort()
+	}
+}
+
+// journalError marks an error of the journal (fatal) apart from the
+// apiserver's (retried).
+type journalError struct{ err error }
+
+// Error returns the journal's error message.
+func (e journalError) Error() string { return e.err.Error() }
+
+// commitList commits what rel staged, at the list's resourceVersion rv,
+// and returns the number of events and their offsets (0, 0 for none).
+func (l *Loop) commitList(rel *journal.Relist, rv string) (n int, first, last uint64, err error) {
+	start := time.Now()
+	first, last, err = rel.Commit(rv)
+	l.committed(start, err)
+	if err != nil {
+		return 0, 0, 0, journalError{err}
+	}
+	return rel.Staged(), first, last, nil
+}
+
+// indexEmpty reports whether the index holds no key.
+func (l *Loop) indexEmpty() (bool, error) {
+	e, err := l.j.ScanIndex("", 1)
+	return len(e) == 0, err
+}
+
+// stage prepares evs (prepareStage) and stages them in rel, now.
+func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
+	evs = l.prepareStage(origin, evs)
+	if err := rel.Stage(evs); err != nil {
+		return journalError{err}
+	}
+	return nil
+}
+
+// prepareStage sets the origin and reasons of evs and counts them in the
+// status, before they are staged; it returns evs, with the events a
+// previous owner's index calls for (shard.go, inheritStage).
+func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) []journal.Event {
+	evs = l.inheritStage(evs)
+	for i := range evs {
+		evs[i].Origin = origin
+		if evs[i].Type == journal.Added && evs[i].Reason == "" && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) && !l.inherit.covers(evs[i].UID) {
+			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
+		}
+		l.staging.add(evs[i].Type)
+	}
+	return evs
+}
+
+// diffRange diffs a sorted page against the index entries in (after,
+// page's last key], reading the index in chunks so that a range with many
+// deleted keys still costs bounded memory.
+func (l *Loop) diffRange(after string, items []Item) ([]journal.Event, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	through := items[len(items)-1].Key
+	chunk := int(l.opts.PageSize)
+	var out []journal.Event
+	cursor, i := after, 0
+	for {
+		entries, err := l.j.ScanIndex(cursor, chunk)
+		if err != nil {
+			return nil, err
+		}
+		end := len(entries) < chunk
+		for k, e := range entries {
+			if e.Key > through {
+				entries, end = entries[:k], true
+				break
+			}
+		}
+		// Listed items up to the chunk's last key (all that remain at the end).
+		hi := len(items)
+		if !end && len(entries) > 0 {
+			lastKey := entries[len(entries)-1].Key
+			hi = i
+			for hi < len(items) && items[hi].Key <= lastKey {
+				hi++
+			}
+		}
+		out = append(out, Diff(entries, items[i:hi])...)
+		i = hi
+		if end {
+			return out, nil
+		}
+		cursor = entries[len(entries)-1].Key
+	}
+}
+
+// diffLookup diffs a page in any order by looking each key up, and marks
+// the keys seen for the deletion pass.
+func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, error) {
+	var out []journal.Event
+	keys := make([]string, 0, len(items))
+	for _, it := range items {
+		cur, ok, err := l.j.Lookup(it.Key)
+		if err != nil {
+			return nil, err
+		}
+		var idx []journal.IndexEntry
+		if ok {
+			idx = []journal.IndexEntry{cur}
+		}
+		out = append(out, Diff(idx, []Item{it})...)
+		keys = append(keys, it.Key)
+	}
+	return out, rel.MarkSeen(keys)
+}
+
+// tail stages DELETED for indexed keys the list did not contain: those after
+// the last listed key (ordered), or those not seen (unordered), with the
+// reason cf finds at the list's resourceVersion rv.
+func (l *Loop) tail(ctx context.Context, rel *journal.Relist, origin journal.Origin, unordered bool, last, rv string, cf *confirmer) error {
+	chunk := int(l.opts.PageSize)
+	cursor := ""
+	if !unordered {
+		cursor = last
+	}
+	for {
+		entries, err := l.j.ScanIndex(cursor, chunk)
+		if err != nil {
+			return journalError{err}
+		}
+		if len(entries) == 0 {
+			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+		}
+		cursor = entries[len(entries)-1].Key
+		gone := entries
+		if unordered {
+			if gone, err = rel.Unseen(entries); err != nil {
+				return journalError{err}
+			}
+		}
+		evs := Diff(gone, nil)
+		if err := cf.reasons(ctx, evs, rv); err != nil {
+			return err
+		}
+		if err := l.stage(rel, origin, evs); err != nil {
+			return err
+		}
+		if len(entries) < chunk {
+			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+		}
+	}
+}
