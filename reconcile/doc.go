@@ -7,7 +7,9 @@
 // # Protocol
 //
 // The loop is the list/watch protocol of the API concepts page ("Efficient
-// detection of changes"), written as an explicit state machine (state.go):
+// detection of changes"), written as an explicit state machine (state.go),
+// one function per state that makes its request and returns the next
+// state, the backoff a state of its own (as kube-rs's watcher steps):
 //
 //	start     → watch(stored RV, check)     when the file holds a resourceVersion
 //	start     → list                        otherwise
@@ -16,6 +18,8 @@
 //	watch     → watch(last RV, check)       the watch request got no answer (an outage)
 //	list      → watch(list RV, same conn.)  a streaming list reached its initial-events-end bookmark
 //	list      → list (paginated)            the server refused a streaming list: remembered in the file (listmode.go)
+//	list      → list (lookups)              a page or batch broke key order
+//	list      → list (full pages)           the server serves no metadata-only lists
 //	list      → list                        a streaming list answered 410: again, at most 3 times in a row
 //	list      → backoff → list              a streaming list broke or failed before its bookmark: nothing committed
 //	list      → watch(list RV)              after a complete paginated list
@@ -24,10 +28,26 @@
 //	watch     → list                        410 Gone, in either shape
 //	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
 //	watch     → list                        a frame shows the server replaying from scratch (replay.go)
-//	watch     → list(verify at applied RV)  Verify, the VerifyInterval deadline (anti-entropy), or a restart's resume proven (once)
+//	watch     → verify                      Verify, the VerifyInterval deadline (anti-entropy), or a restart's resume proven (once)
+//	verify    → list(verify at applied RV)  the applied RV is still served (a one-item list at exactly it)
+//	verify    → list(verify at current RV)  it answered 410
 //	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
 //	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
 //	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
+//
+// # Where to find it
+//
+//   - the relist diff, a pure function: Diff (diff.go), and Fold for one
+//     watch event;
+//   - the states, one function each: stateStart → Loop.start and
+//     stateBackoff → Loop.backoffWait (loop.go), stateList → Loop.list
+//     (list.go, with listFailed: what a failed list leads to),
+//     stateVerify → Loop.verifyCheck (verify.go), stateWatch → Loop.watch
+//     (watch.go); the table above, and state.go;
+//   - the lister interface (lister.go): one list in ordered batches, read
+//     by streamLister (stream.go), pageLister (pages.go) or fullLister
+//     (listfull.go); the one relist consumer that diffs, stages and
+//     commits the batches into journal.Relist (relist.go).
 //
 // # Server signals
 //
@@ -114,7 +134,7 @@
 // resourceVersion unset (a consistent read). The first list of an empty
 // index reads each page once, in full, and stages its objects as they
 // stream in (listfull.go). A relist diffs each page as it arrives against the
-// index range it covers (Diff), staging the changes on disk. With a
+// index range it covers (Diff, relist.go), staging the changes on disk. With a
 // non-empty index the pages are metadata only (PartialObjectMetadataList):
 // a page that holds changes is read again in full, at the same snapshot,
 // for the objects the events carry; the next page is requested while one

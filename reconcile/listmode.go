@@ -35,7 +35,7 @@ package reconcile
 // kube-apiserver v1.37 serves streaming lists with its watch cache off
 // too (from etcd), so a cache that is off is no refusal.
 //
-// After a refusal the loop lists in pages (list.go) and records the choice
+// After a refusal the loop lists in pages (pages.go) and records the choice
 // and its reason in the journal file's meta (entry "reconcile.listMode"),
 // so that a restart does not ask again; it tries a streaming list again
 // once Options.StreamingRetry has passed since the refusal (default 1 hour), as a server may

@@ -20,7 +20,7 @@ type state interface{ phase() Phase }
 // stateStart decides between resuming and listing.
 type stateStart struct{}
 
-// stateList runs a list, streaming (stream.go) or paginated (list.go), and
+// stateList runs a list, streaming (stream.go) or paginated (pages.go), and
 // diffs it against the index.
 type stateList struct {
 	// origin tags the inferred events: relist, or restart when the gap

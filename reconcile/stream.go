@@ -30,7 +30,7 @@ package reconcile
 // same connection goes on as the watch (stateWatch.open): a relist costs
 // one request. What a streaming list costs: every object in full, once,
 // from the watch cache (or etcd when it is off); a paginated relist reads
-// metadata pages and full pages only where something changed (list.go), so
+// metadata pages and full pages only where something changed (pages.go), so
 // it moves fewer bytes when little changed, but reads from etcd page by
 // page. Which one runs, and the fallback when a server refuses streaming
 // lists: listmode.go.

@@ -12,7 +12,8 @@ package reconcile
 // without a byte ends it (time the consumer spends between reads does not
 // count). A page whose body breaks once begun (stalled, cut, ended early) is
 // requested again from the same point; a page that keeps breaking is taken
-// as too large for the link, and list halves the page size (list.go), down
+// as too large for the link, and the lister halves the page size (pageBroke,
+// pages.go), down
 // to one object.
 //
 // A watch frame is bounded by maxFrameBytes, as client-go bounds a frame of

@@ -23,7 +23,7 @@ package reconcile
 // found then cannot be dated and is journaled without being counted.
 //
 // The verify lists metadata only, as every relist with a non-empty index
-// does (list.go): its cost is a metadata list, plus full pages only where
+// does (pages.go): its cost is a metadata list, plus full pages only where
 // something diverged. It is on by default, every 10 minutes ± 20%.
 //
 // After a restart, one verify runs as soon as the resume is proven
