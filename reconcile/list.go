@@ -35,9 +35,26 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 	}
 	streaming := !s.verify && !s.paged && l.streaming()
 	start := l.opts.Clock.Now()
-	r, err := l.beginRelist(s)
+	rv, staged, first, last, open, err := l.listOnce(ctx, s, streaming)
 	if err != nil {
 		return l.listFailed(ctx, s, streaming, err)
+	}
+	if streaming {
+		l.streamed()
+	}
+	l.listed(s, start, rv, staged, first, last)
+	return stateWatch{rv: rv, goneOrigin: journal.OriginRelist, fromList: true, open: open}, nil
+}
+
+// listOnce reads one list with the lister that fits, feeds its batches to
+// the relist consumer, and commits. It returns the list's resourceVersion,
+// the number of events committed and their offsets (0, 0 for none), and,
+// after a streaming list, its connection past the initial events. When it
+// fails, what it staged is dropped before it returns.
+func (l *Loop) listOnce(ctx context.Context, s stateList, streaming bool) (rv string, n int, first, last uint64, open *stream, err error) {
+	r, err := l.beginRelist(s)
+	if err != nil {
+		return "", 0, 0, 0, nil, err
 	}
 	defer r.abort()
 	var lr lister
@@ -52,7 +69,7 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 	default:
 		empty, err := l.indexEmpty()
 		if err != nil {
-			return l.listFailed(ctx, s, streaming, journalError{err})
+			return "", 0, 0, 0, nil, journalError{err}
 		}
 		// Nothing to diff into an empty index: one full read per page.
 		r.fresh = empty && l.inherit == nil
@@ -61,22 +78,16 @@ func (l *Loop) list(ctx context.Context, s stateList) (state, error) {
 			lr = fullLister{l: l}
 		}
 	}
-	rv, err := lr.each(ctx, func(b batch) error { return r.add(ctx, b) })
-	var staged int
-	var first, last uint64
-	if err == nil {
-		staged, first, last, err = r.commit(ctx, rv)
+	if rv, err = lr.each(ctx, func(b batch) error { return r.add(ctx, b) }); err != nil {
+		return "", 0, 0, 0, nil, err
 	}
-	if err != nil {
-		return l.listFailed(ctx, s, streaming, err)
+	if n, first, last, err = r.commit(ctx, rv); err != nil {
+		return "", 0, 0, 0, nil, err
 	}
-	next := stateWatch{rv: rv, goneOrigin: journal.OriginRelist, fromList: true}
 	if streaming {
-		next.open = sl.handover()
-		l.streamed()
+		open = sl.handover()
 	}
-	l.listed(s, start, rv, staged, first, last)
-	return next, nil
+	return rv, n, first, last, open, nil
 }
 
 // listFailed returns the state after list s failed with err: the same list
