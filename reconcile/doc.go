@@ -43,7 +43,8 @@
 //     stateBackoff → Loop.backoffWait (loop.go), stateList → Loop.list
 //     (list.go, with listFailed: what a failed list leads to),
 //     stateVerify → Loop.verifyCheck (verify.go), stateWatch → Loop.watch
-//     (watch.go); the table above, and state.go;
+//     (watch.go), or Loop.checkResume (probe.go) while its check is due;
+//     the table above, and state.go;
 //   - the lister interface (lister.go): one list in ordered batches, read
 //     by streamLister (stream.go), pageLister (pages.go) or fullLister
 //     (listfull.go); the one relist consumer that diffs, stages and

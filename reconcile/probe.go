@@ -39,37 +39,36 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
-// checkResume runs the resume check for the watch s and updates s (check
-// cleared, current set). It returns a nil state when the watch may go on,
-// or the state to go to instead: a relist, or a backoff to s when the check
-// itself failed (wrapped in ErrWatchStart: to the loop it is part of
-// opening the watch).
-func (l *Loop) checkResume(ctx context.Context, s *stateWatch) (state, error) {
+// checkResume runs the resume check for the watch s. It returns the watch
+// (check cleared, current set) when it may go on, or the state to go to
+// instead: a relist, or a backoff to s when the check itself failed
+// (wrapped in ErrWatchStart: to the loop it is part of opening the watch).
+func (l *Loop) checkResume(ctx context.Context, s stateWatch) (state, error) {
 	cur, err := l.listRV(ctx, "")
 	if err != nil {
 		if ctx.Err() != nil {
-			return *s, nil
+			return s, nil
 		}
-		return l.fail(*s, fmt.Errorf("%w: resume check: current resourceVersion: %w", ErrWatchStart, err))
+		return l.fail(s, fmt.Errorf("%w: resume check: current resourceVersion: %w", ErrWatchStart, err))
 	}
 	if cmp, err := resourceversion.CompareResourceVersion(cur, s.rv); err == nil && cmp < 0 {
-		return l.rewound(*s, cur), nil
+		return l.rewound(s, cur), nil
 	}
 	if cur != s.rv {
 		_, err = l.listRV(ctx, s.rv)
 		switch {
 		case ctx.Err() != nil:
-			return *s, nil
+			return s, nil
 		case isGone(err):
-			return l.gone(*s, fmt.Errorf("resume check: list at exactly the stored resourceVersion: %w", err)), nil
+			return l.gone(s, fmt.Errorf("resume check: list at exactly the stored resourceVersion: %w", err)), nil
 		case isTooLargeRV(err):
-			return l.rewound(*s, cur), nil
+			return l.rewound(s, cur), nil
 		case err != nil:
-			return l.fail(*s, fmt.Errorf("%w: resume check: list at the stored resourceVersion: %w", ErrWatchStart, err))
+			return l.fail(s, fmt.Errorf("%w: resume check: list at the stored resourceVersion: %w", ErrWatchStart, err))
 		}
 	}
 	s.check, s.current = false, cur
-	return nil, nil
+	return s, nil
 }
 
 // rewound records a rewind of the server's history and returns the relist

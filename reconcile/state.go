@@ -7,7 +7,8 @@ package reconcile
 //	stateStart    Loop.start       (loop.go)
 //	stateList     Loop.list        (list.go)
 //	stateVerify   Loop.verifyCheck (verify.go)
-//	stateWatch    Loop.watch       (watch.go)
+//	stateWatch    Loop.watch       (watch.go); Loop.checkResume (probe.go)
+//	              while check is set
 //	stateBackoff  Loop.backoffWait (loop.go)
 
 import (

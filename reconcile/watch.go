@@ -38,9 +38,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		return l.fail(s, err)
 	}
 	if s.check {
-		if next, err := l.checkResume(ctx, &s); next != nil || err != nil {
-			return next, err
-		}
+		// The resume check's requests first (probe.go); the watch opens
+		// in the state it returns.
+		return l.checkResume(ctx, s)
 	}
 	// A resume yet to be proven asks for a short watch: its normal end is
 	// the proof on a quiet resource (synced.go).
