@@ -8,23 +8,17 @@ package reconcile
 // state the ADDEDs describe, then watch events from it on the same
 // connection.
 //
-// The ADDEDs are handed over as they stream in (streamLister, lister.go)
-// and diffed against the index exactly as list pages are (relist.go): in
-// batches of PageSize objects or fillBytes of
-// objects, whichever fills first, each merged with the index range it
-// covers (diffRange) while they come in key order, as the watch cache and
-// etcd send them, and staged on disk (journal.Relist). The API does not
-// promise that order: a batch out of order starts the streaming list
-// again with lookups (diffLookup, Relist.MarkSeen, Unseen), as a page out
-// of order does. A batch is written while the next is read (stagepipe.go).
-// Memory stays bounded by bytes (two batches); nothing is committed
-// before the bookmark (except into an empty index, whose ADDEDs the
-// journal commits as they come: journal.Relist), and a stream that breaks
-// or fails before it changes nothing (the stage is dropped) and the
-// streaming list starts again (list.go, listFailed): after the backoff
-// when the server answered with an error or the connection broke; at once
-// after a 410 (at most maxListRestarts times in a row) or when the order
-// broke.
+// The ADDEDs are handed over as they stream in, in batches of PageSize
+// objects or fillBytes, whichever fills first (streamLister), and the
+// relist consumer (relist.go) diffs, stages and commits them as it does
+// list pages, staging each batch while the next is read (stagepipe.go).
+// Memory stays bounded by bytes (two batches). Nothing is committed before
+// the bookmark (except into an empty index: journal.Relist); a stream that
+// breaks or fails before it changes nothing, and what follows is
+// listFailed's (list.go): the backoff after an error or a broken
+// connection; the streaming list again at once after a 410 (at most
+// maxListRestarts times in a row) or with lookups when its batches broke
+// key order, which the API does not promise.
 //
 // After the bookmark the relist commits at its resourceVersion, and the
 // same connection goes on as the watch (stateWatch.open): a relist costs
