@@ -1,18 +1,11 @@
 package reconcile
 
-// The paginated lister (limit/continue). A relist lists metadata only
-// (PartialObjectMetadataList): most objects are unchanged after a 410, and
-// their diff needs no more. A page with changes is read again in full, at
-// the same snapshot (its continue token, or resourceVersionMatch=Exact for
-// the first page), and streamed into the stage for the objects the events
-// carry (fillAndStage), so that memory follows neither the page's nor the
-// objects' size. The next metadata page is requested while one is diffed.
-// One page is one batch (lister.go).
-//
-// A page whose body breaks once begun (a gap, a cut, an early end) is
-// requested again from the same continue token; one that breaks twice in a
-// row halves the page size (pageBroke), for this list and the loop's later
-// ones.
+// The paginated lister (limit/continue), one batch a page. A relist lists
+// metadata only (PartialObjectMetadataList): most objects are unchanged
+// after a 410, and their diff needs no more; a page with changes is read
+// again in full at the same snapshot (fillAndStage). The next metadata
+// page is requested while one is diffed; a page whose body breaks is
+// requested again, smaller when it keeps breaking (pageBroke).
 
 import (
 	"context"
