@@ -39,9 +39,10 @@
 //
 // # Objects
 //
-// Stored objects are decoded with Options.Decode (default: into
-// *unstructured.Unstructured; a scheme's UniversalDeserializer().Decode
-// gives typed objects). A DELETED inferred by a relist has no final object;
+// Stored objects are decoded with Options.Decode, a journal/cache
+// DecodeFunc[runtime.Object] (default: into *unstructured.Unstructured; a
+// function over a scheme's UniversalDeserializer().Decode gives typed
+// objects). A DELETED inferred by a relist has no final object;
 // it is delivered as a metadata-only object (name, namespace, UID, last
 // resourceVersion) labelled with the kind and apiVersion the file records
 // (journal.TypeMeta), and to a handler wrapped in

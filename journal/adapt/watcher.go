@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -14,9 +15,11 @@ import (
 
 // Options configure Watcher and Handle.
 type Options struct {
-	// Decode turns stored objects into runtime.Objects. Nil means
-	// Unstructured.
-	Decode DecodeFunc
+	// Decode turns an object as stored (JSON as served, with kind and
+	// apiVersion; valid only during the call) into a fresh runtime.Object:
+	// the shape of journal/cache's DecodeFunc[runtime.Object], whose
+	// values it takes. Nil means into *unstructured.Unstructured.
+	Decode func(stored []byte) (runtime.Object, error)
 	// Batch is how many events one read takes from the journal at most
 	// (a read also stops after about 4 MiB of records). Zero means
 	// journal.DefaultBatch (256).
@@ -25,7 +28,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Decode == nil {
-		o.Decode = Unstructured
+		o.Decode = unstructuredObject
 	}
 	if o.Batch <= 0 {
 		o.Batch = journal.DefaultBatch
