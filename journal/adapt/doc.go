@@ -17,7 +17,8 @@
 //	defer w.Stop()
 //	for ev := range w.ResultChan() { ... }    // watch.Event: ADDED, MODIFIED, DELETED, ERROR
 //
-// From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil).
+// From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil)
+// (0: the first retained offset; adapt.FromNow: what is appended from now).
 // In place of an informer's handler registration:
 //
 //	c, err := j.Consumer("my-controller")

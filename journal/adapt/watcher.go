@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,17 +87,34 @@ func (e Event) IsDeletion() bool {
 	return journal.Event{Type: journal.EventType(e.Type), Reason: e.Reason}.IsDeletion()
 }
 
-// NewWatcher starts a Watcher that delivers j's events from offset from;
-// 0 means only events appended from now on. The goroutine it starts exits
-// after Stop, or after an error event. For a position that survives a
-// restart, use WatchConsumer.
+// FromNow, as NewWatcher's from, starts after the journal's head as
+// NewWatcher reads it: only events appended from then on. It is no offset
+// (offsets start at 1 and stay far below it).
+const FromNow uint64 = math.MaxUint64
+
+// NewWatcher starts a Watcher that delivers j's events from offset from,
+// as journal.Journal.Read reads them: 0 means the first retained offset,
+// FromNow only events appended from now on. An offset below the first
+// retained one ends the Watcher with a 410 error event (Watcher). The
+// goroutine it starts exits after Stop, or after an error event. For a
+// position that survives a restart, use WatchConsumer.
 func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error) {
-	if from == 0 {
+	if from == 0 || from == FromNow {
 		head, err := j.Head()
 		if err != nil {
 			return nil, fmt.Errorf("adapt: %w", err)
 		}
-		from = head + 1
+		next := head + 1
+		if from == 0 { // the first retained offset, as Read's 0; the next one if none is
+			evs, err := j.Read(0, 1)
+			if err != nil {
+				return nil, fmt.Errorf("adapt: %w", err)
+			}
+			if len(evs) > 0 {
+				next = evs[0].Offset
+			}
+		}
+		from = next
 	}
 	return start(j, nil, from, opts), nil
 }
