@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -96,7 +97,7 @@ func (l *Loop) listed(s stateList, start time.Time, rv string, staged int, first
 		x.countList(s, x.ResourceVersion == "")
 		x.Lists++
 		x.ResourceVersion = rv
-		x.Journaled.add(s.origin, l.staging)
+		x.Journaled.Add(s.origin, l.staging)
 		x.Events += staged
 		if s.verify {
 			x.Verifies++
@@ -143,7 +144,7 @@ func (l *Loop) listOnce(ctx context.Context, s stateList) (rv string, n int, fir
 		}
 	}()
 	meta := !l.fullPages
-	l.staging = TypeCounts{}
+	l.staging = loopmetrics.TypeCounts{}
 	if err = l.readPending(); err != nil { // shard.go
 		return "", 0, 0, 0, journalError{err}
 	}
@@ -452,7 +453,7 @@ func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) []journa
 		if evs[i].Type == journal.Added && evs[i].Reason == "" && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) && !l.inherit.covers(evs[i].UID) {
 			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
 		}
-		l.staging.add(evs[i].Type)
+		l.staging.Add(evs[i].Type)
 	}
 	return evs
 }

@@ -40,6 +40,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -124,7 +125,7 @@ func (l *Loop) streamOnce(ctx context.Context, s stateList) (rv string, n int, f
 			_ = rel.Abort()
 		}
 	}()
-	l.staging = TypeCounts{}
+	l.staging = loopmetrics.TypeCounts{}
 	if err = l.readPending(); err != nil { // shard.go
 		return "", 0, 0, 0, nil, journalError{err}
 	}

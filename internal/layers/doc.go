@@ -4,7 +4,8 @@
 //	cmd/..., bench/..., examples/...    programs
 //	crsource/..., shards/..., metrics/... on top of the loop
 //	reconcile/...                       the list/watch loop
-//	journal, journal/...                the journal, its storage and socket
+//	journal, journal/...,               the journal, its storage and socket,
+//	internal/loopmetrics                and the loop's counters (Status embeds them)
 //	internal/hashrange                  pure arithmetic
 //
 // A package may import one of its own layer or below, never above:
