@@ -6,7 +6,7 @@
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
 //	internal/loopmetrics                and the loop's counters (Status embeds them)
-//	internal/hashrange                  pure arithmetic
+//	internal/hashrange, internal/suggest pure arithmetic, name suggestions
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own
