@@ -52,11 +52,10 @@ var (
 // Errors retrying cannot fix (401, 403, a certificate the client refuses,
 // a name the apiserver does not serve) it returns at once.
 func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger) (schema.GroupVersionResource, bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	cached, err := newDiscovery(cfg)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
 	}
-	cached := memory.NewMemCacheClientWithContext(dc)
 	failed, err := discover(ctx, cached, log)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
@@ -90,6 +89,18 @@ func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger)
 		return schema.GroupVersionResource{}, false, fmt.Errorf("resource %q: %w", arg, err)
 	}
 	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// newDiscovery returns the CLI's one discovery client: client-go's, cached
+// in memory for the command's life (kubectl caches on disk; a journalctl
+// command resolves one argument), for resolve and for the completion of
+// watch's RESOURCE argument.
+func newDiscovery(cfg *rest.Config) (discovery.CachedDiscoveryInterfaceWithContext, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return memory.NewMemCacheClientWithContext(dc), nil
 }
 
 // discover fills dc's cache with the apiserver's groups and resources. It
