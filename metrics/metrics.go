@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -53,8 +54,8 @@ var (
 	phaseDesc        = desc("phase", "1 for the loop's current phase, 0 for the others.", "phase")
 	commitDesc       = desc("commit_duration_seconds", "Latency of the loop's journal commits (a watch batch, or a relist's commit).")
 	listProgressDesc = desc("current_list_objects", "Objects received so far by the current (or last) list.")
-	requestsDesc     = desc("requests_total", "HTTP requests sent to the apiserver: list pages, streaming lists, watches, resume checks (reconcile.Counters.Requests).")
-	receivedDesc     = desc("received_bytes_total", "Bytes of apiserver response bodies read, watches included, after transport decompression (reconcile.Counters.BytesReceived).")
+	requestsDesc     = desc("requests_total", "HTTP requests sent to the apiserver: list pages, streaming lists, watches, resume checks (reconcile.Status.Requests).")
+	receivedDesc     = desc("received_bytes_total", "Bytes of apiserver response bodies read, watches included, after transport decompression (reconcile.Status.BytesReceived).")
 	listModeDesc     = desc("list_mode", "1 for how the loop lists now (streaming: sendInitialEvents, KEP-3157; paginated: limit/continue), 0 for the other.", "mode")
 
 	// Journal (Stats, Consumers).
@@ -162,7 +163,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	for _, o := range []struct {
 		origin journal.Origin
-		n      reconcile.TypeCounts
+		n      loopmetrics.TypeCounts
 	}{{journal.OriginWatch, s.Journaled.Watch}, {journal.OriginRelist, s.Journaled.Relist}, {journal.OriginRestart, s.Journaled.Restart}} {
 		counter(ch, eventsDesc, o.n.Added, string(journal.Added), string(o.origin))
 		counter(ch, eventsDesc, o.n.Modified, string(journal.Modified), string(o.origin))
@@ -215,9 +216,9 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 		gauge(ch, listModeDesc, v, string(m))
 	}
 	h := s.CommitLatency
-	buckets := make(map[float64]uint64, len(reconcile.CommitBuckets))
+	buckets := make(map[float64]uint64, len(loopmetrics.CommitBuckets))
 	cum := uint64(0)
-	for i, ub := range reconcile.CommitBuckets {
+	for i, ub := range loopmetrics.CommitBuckets {
 		cum += h.Counts[i]
 		buckets[ub] = cum
 	}

@@ -63,7 +63,7 @@ func ExampleOpenGroup() {
 	if err := g.WaitForSync(ctx); err != nil {
 		log.Print(err)
 	}
-	for _, m := range g.Members() {
+	for _, m := range g.Files() {
 		log.Printf("%s in %s: synced at offset %d", m.Resource, m.Path, m.Loop.Status().SyncedOffset)
 	}
 	if err := <-done; err != nil {

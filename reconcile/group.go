@@ -49,18 +49,18 @@ func FileName(gvr schema.GroupVersionResource) string {
 
 // GroupOptions configure OpenGroup.
 type GroupOptions struct {
-	// Loop configures every member's Loop (New).
+	// Loop configures every file's Loop (New).
 	Loop Options
-	// Journal configures every member's journal.Open; its Resource is
+	// Journal configures every file's journal.Open; its Resource is
 	// ignored: each file records its own.
 	Journal journal.Options
 }
 
-// Member is one resource of a Group: its journal file, open for the
+// GroupFile is one resource of a Group: its journal file, open for the
 // Group's life, and the Loop that writes it. Consumers read Journal as
 // any journal (Read, Wait, Consumer); Loop gives Status, Verify and the
-// member's own WaitForSync.
-type Member struct {
+// file's own WaitForSync. (A shard group's replica is shards.Member.)
+type GroupFile struct {
 	// Resource is the resource the file records.
 	Resource journal.Resource
 	// Path is the file's path: the Group's directory joined with
@@ -70,8 +70,9 @@ type Member struct {
 	Loop    *Loop
 }
 
-// MemberStatus is one member's Status, with the resource it describes.
-type MemberStatus struct {
+// ResourceStatus is one Group file's Status, with the resource it
+// describes.
+type ResourceStatus struct {
 	Resource journal.Resource
 	Status
 }
@@ -81,7 +82,7 @@ type MemberStatus struct {
 // Run, and Close it after Run has returned. Its methods are safe for
 // concurrent use.
 type Group struct {
-	members []Member
+	files []GroupFile
 }
 
 // OpenGroup opens (creating as needed) one journal file per resource in
@@ -124,37 +125,37 @@ func OpenGroup(cfg *rest.Config, dir string, resources []journal.Resource, opts 
 		if errors.Is(serr, fs.ErrNotExist) {
 			created = append(created, path)
 		}
-		g.members = append(g.members, Member{Resource: r, Path: path, Journal: j})
+		g.files = append(g.files, GroupFile{Resource: r, Path: path, Journal: j})
 		l, err := New(cfg, j, opts.Loop)
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", r, err))
 		}
-		g.members[len(g.members)-1].Loop = l
+		g.files[len(g.files)-1].Loop = l
 		if got, _, err := j.Resource(); err == nil {
-			g.members[len(g.members)-1].Resource = got // with the kind New recorded
+			g.files[len(g.files)-1].Resource = got // with the kind New recorded
 		}
 	}
 	return g, nil
 }
 
-// Members returns the group's members, in the order OpenGroup was given
-// their resources.
-func (g *Group) Members() []Member { return append([]Member(nil), g.members...) }
+// Files returns the group's files, in the order OpenGroup was given their
+// resources.
+func (g *Group) Files() []GroupFile { return append([]GroupFile(nil), g.files...) }
 
-// Run runs every member's Loop until ctx is done, then returns nil once
+// Run runs every file's Loop until ctx is done, then returns nil once
 // all have returned. When one Loop's Run returns an error (ErrJournal,
 // ErrRejected), Run stops the others and returns the errors, each prefixed
 // with its resource (errors.Is matches them). It is a whole group's
-// lifecycle, as a controller-runtime manager's: one member that cannot go
-// on stops the group. Run is called once.
+// lifecycle, as a controller-runtime manager's: one Loop that cannot go on
+// stops the group. Run is called once.
 func (g *Group) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(g.members))
+	errs := make([]error, len(g.files))
 	var wg sync.WaitGroup
-	for i, m := range g.members {
+	for i, m := range g.files {
 		wg.Add(1)
-		go func() { // exits when the member's Run returns: ctx done, or its error
+		go func() { // exits when its Loop's Run returns: ctx done, or its error
 			defer wg.Done()
 			if err := m.Loop.Run(ctx); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", m.Resource, err)
@@ -166,10 +167,10 @@ func (g *Group) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// HasSynced reports whether every member has synced (Loop.HasSynced): the
-// shape of client-go's cache.InformerSynced.
+// HasSynced reports whether every file's Loop has synced
+// (Loop.HasSynced): the shape of client-go's cache.InformerSynced.
 func (g *Group) HasSynced() bool {
-	for _, m := range g.members {
+	for _, m := range g.files {
 		if !m.Loop.HasSynced() {
 			return false
 		}
@@ -177,13 +178,13 @@ func (g *Group) HasSynced() bool {
 	return true
 }
 
-// WaitForSync blocks until every member has synced (nil), ctx is done
-// (ctx.Err()), or a member's Run has returned before it synced: then it
-// returns the members' errors (Loop.WaitForSync's: ErrJournal, ErrRejected,
+// WaitForSync blocks until every file's Loop has synced (nil), ctx is done
+// (ctx.Err()), or a Loop's Run has returned before it synced: then it
+// returns their errors (Loop.WaitForSync's: ErrJournal, ErrRejected,
 // ErrStopped), each prefixed with its resource.
 func (g *Group) WaitForSync(ctx context.Context) error {
 	var errs []error
-	for _, m := range g.members {
+	for _, m := range g.files {
 		if err := m.Loop.WaitForSync(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -194,19 +195,19 @@ func (g *Group) WaitForSync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Status returns each member's Status, in the order of Members.
-func (g *Group) Status() []MemberStatus {
-	out := make([]MemberStatus, len(g.members))
-	for i, m := range g.members {
-		out[i] = MemberStatus{Resource: m.Resource, Status: m.Loop.Status()}
+// Status returns each file's Status, in the order of Files.
+func (g *Group) Status() []ResourceStatus {
+	out := make([]ResourceStatus, len(g.files))
+	for i, m := range g.files {
+		out[i] = ResourceStatus{Resource: m.Resource, Status: m.Loop.Status()}
 	}
 	return out
 }
 
-// Close closes every member's journal; call it after Run has returned.
+// Close closes every file's journal; call it after Run has returned.
 func (g *Group) Close() error {
 	var errs []error
-	for _, m := range g.members {
+	for _, m := range g.files {
 		if err := m.Journal.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.Path, err))
 		}

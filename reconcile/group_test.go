@@ -83,11 +83,11 @@ func TestGroup_TwoResources(t *testing.T) {
 			t.Errorf("Close = %v", err)
 		}
 	}()
-	m := g.Members()
+	m := g.Files()
 	cms, secrets := m[0], m[1]
 	for i, want := range []string{"configmaps.v1.db", "secrets.v1.db"} {
 		if m[i].Path != filepath.Join(dir, want) {
-			t.Errorf("member %d path = %s; want %s", i, m[i].Path, filepath.Join(dir, want))
+			t.Errorf("file %d path = %s; want %s", i, m[i].Path, filepath.Join(dir, want))
 		}
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("file %s: %v", want, err)
@@ -134,7 +134,7 @@ func TestGroup_TwoResources(t *testing.T) {
 		StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	keys := func(mb reconcile.Member, from uint64) []string {
+	keys := func(mb reconcile.GroupFile, from uint64) []string {
 		t.Helper()
 		wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 		defer wcancel()

@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,6 +39,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
+	"github.com/watchjournal/watchjournal/internal/suggest"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -73,7 +73,8 @@ type UnknownResourceError struct {
 	GroupVersionServed bool
 	// Suggestions are resources of the same group version, by their plural
 	// names, within two edits of GVR.Resource (and at most a third of the
-	// name's length), closest first; nil when none is that close.
+	// name's length: the rule journalctl watch's suggestion follows too),
+	// closest first; nil when none is that close.
 	Suggestions []string
 }
 
@@ -123,7 +124,7 @@ func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) erro
 			names = append(names, r.Name)
 		}
 	}
-	return &UnknownResourceError{GVR: res.GVR, GroupVersionServed: true, Suggestions: closeNames(res.GVR.Resource, names)}
+	return &UnknownResourceError{GVR: res.GVR, GroupVersionServed: true, Suggestions: suggest.Closest(res.GVR.Resource, names)}
 }
 
 // checkKind runs recordKind for New: it returns the error that ends New
@@ -145,48 +146,6 @@ func (l *Loop) checkKind(cfg *rest.Config, res journal.Resource) error {
 	l.log.Info("kind not recorded yet: Run retries it in the background", "error", err)
 	l.kindRetry = &kindRetry{cfg: cfg, res: res}
 	return nil
-}
-
-// closeNames returns the names within two edits of name, and at most a
-// third of their length (a two-letter name is never close), closest first.
-func closeNames(name string, names []string) []string {
-	type cand struct {
-		name string
-		d    int
-	}
-	var cs []cand
-	for _, n := range names {
-		if d := editDistance(name, n); d <= 2 && 3*d <= len(n) {
-			cs = append(cs, cand{n, d})
-		}
-	}
-	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
-	var out []string
-	for _, c := range cs {
-		out = append(out, c.name)
-	}
-	return out
-}
-
-// editDistance returns the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			sub := prev[j-1]
-			if ra[i-1] != rb[j-1] {
-				sub++
-			}
-			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // kindRetry is what Run needs to retry New's failed discovery request.

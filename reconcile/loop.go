@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -243,8 +244,19 @@ type Status struct {
 	// ShardUnknown before the first list or watch; ShardNone unsharded
 	// (shard.go).
 	ShardMode ShardMode
-	// Counters by cause, list progress and commit latency (counters.go).
-	Counters
+	// Counters by cause, list progress and commit latency, read as
+	// Status fields: ListsInitial, ListsGone, ListsRestart, ListsVerify
+	// (completed lists by cause, adding up to Lists); ListPages and
+	// ListObjects (the current or last list's progress); PagesTotal,
+	// ObjectsListed and ListBytes (over the loop's life); Requests and
+	// BytesReceived (HTTP requests to the apiserver and their response
+	// bytes); BackoffsByReason (Forbidden, NotFound, Throttled, Server,
+	// Network, Other: adding up to Backoffs); Journaled (Events by origin,
+	// then type: Journaled.Watch.Added, …); CommitLatency (the loop's
+	// journal commits: Count, Sum in seconds, Counts per bucket of
+	// 1 ms to 10 s). The fields' full documentation is in
+	// internal/loopmetrics.
+	loopmetrics.Counters
 }
 
 // Loop keeps one journal in step with one resource. Create it with New and
@@ -291,9 +303,9 @@ type Loop struct {
 	// a verify runs once the resume is proven (verify.go).
 	restartVerify bool
 
-	backoff    *wait.Backoff // current backoff; nil after a success
-	staging    TypeCounts    // events staged by the current list (counters.go)
-	lastLogged string        // failureKey of the last failure logged at V(0) or Error
+	backoff    *wait.Backoff          // current backoff; nil after a success
+	staging    loopmetrics.TypeCounts // events staged by the current list (counters.go)
+	lastLogged string                 // failureKey of the last failure logged at V(0) or Error
 }
 
 // New returns a Loop that keeps j in step with the resource j records, read
@@ -468,7 +480,7 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	throttled = throttled || isThrottled(s.err)
 	l.update(func(st *Status) {
 		st.Backoffs++
-		st.BackoffsByReason.countBackoff(s.err)
+		countBackoff(&st.BackoffsByReason, s.err)
 		if throttled {
 			st.Throttled++
 		}

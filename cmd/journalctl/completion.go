@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 )
 
 // completionTimeout bounds the discovery request of watch's RESOURCE
@@ -71,24 +70,19 @@ func completeWatchResource(cmd *cobra.Command, args []string, toComplete string)
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	cfg.Timeout = completionTimeout
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := newDiscovery(cfg) // the client watch resolves its argument with
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	type answer struct{ names []string }
-	done := make(chan answer, 1)
-	go func() { // cfg.Timeout bounds each request; ctx bounds them all
-		lists, _ := dc.ServerPreferredResources() // partial lists on a partial failure
-		done <- answer{watchableNames(lists, toComplete)}
-	}()
-	select {
-	case a := <-done:
-		return a.names, cobra.ShellCompDirectiveNoFileComp
-	case <-ctx.Done():
+	// cfg.Timeout bounds each request; ctx bounds them all. Partial lists
+	// on a partial failure.
+	lists, _ := dc.ServerPreferredResourcesWithContext(ctx)
+	if ctx.Err() != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
+	return watchableNames(lists, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
 // watchableNames returns the names of lists' resources that support list

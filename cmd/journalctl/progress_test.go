@@ -96,7 +96,7 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 // was not seen), none for a short list, and, when a list of progressEvery
 // pages or more ends past its last line, one with its final count, even
 // when no sample saw it listing: the sample that first sees the list over
-// carries it (reconcile.Counters keeps the last list's counts, Lists says
+// carries it (reconcile.Status keeps the last list's counts, Lists says
 // one completed), and without that line the last pages would never be
 // shown (TestWatch_ListProgress_LogLines lost its "15 pages" so).
 func TestListProgress_LogLines(t *testing.T) {

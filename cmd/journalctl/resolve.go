@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/watchjournal/watchjournal/internal/suggest"
 )
 
 // Discovery at watch start backs off as the reconcile loop does: each wait
@@ -50,11 +52,10 @@ var (
 // Errors retrying cannot fix (401, 403, a certificate the client refuses,
 // a name the apiserver does not serve) it returns at once.
 func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger) (schema.GroupVersionResource, bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	cached, err := newDiscovery(cfg)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
 	}
-	cached := memory.NewMemCacheClientWithContext(dc)
 	failed, err := discover(ctx, cached, log)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
@@ -88,6 +89,18 @@ func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger)
 		return schema.GroupVersionResource{}, false, fmt.Errorf("resource %q: %w", arg, err)
 	}
 	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// newDiscovery returns the CLI's one discovery client: client-go's, cached
+// in memory for the command's life (kubectl caches on disk; a journalctl
+// command resolves one argument), for resolve and for the completion of
+// watch's RESOURCE argument.
+func newDiscovery(cfg *rest.Config) (discovery.CachedDiscoveryInterfaceWithContext, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return memory.NewMemCacheClientWithContext(dc), nil
 }
 
 // discover fills dc's cache with the apiserver's groups and resources. It
@@ -185,8 +198,8 @@ func discoveryError(err error) error {
 
 // unknownResource returns the error for a resource argument the apiserver
 // does not serve, with the closest served name when one is close
-// (suggest). When discovery failed for some group versions the resource
-// may be among them, and the error says so instead.
+// (closestResource). When discovery failed for some group versions the
+// resource may be among them, and the error says so instead.
 func unknownResource(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, arg string, failed map[schema.GroupVersion]error) error {
 	var msg string
 	if len(failed) == 0 {
@@ -202,23 +215,23 @@ func unknownResource(ctx context.Context, dc discovery.CachedDiscoveryInterfaceW
 			arg, strings.Join(gvs, ", "))
 	}
 	_, lists, _ := dc.ServerGroupsAndResourcesWithContext(ctx) // cached by discover
-	if s := suggest(arg, lists); s != "" {
+	if s := closestResource(arg, lists); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
 	return errors.New(msg)
 }
 
-// suggest returns the served resource whose plural, singular or short name
-// (bare, or the plural and singular with .group) is closest to arg by edit
-// distance, when that distance is at most 2 and at most a third of the
-// name's length (so a two-letter short name is never "close"); else "". It
-// names the resource by its plural, with .group outside the core group.
-// Ties go to the plural, then to discovery order.
-func suggest(arg string, lists []*metav1.APIResourceList) string {
+// closestResource returns the served resource whose plural, singular or
+// short name (bare, or the plural and singular with .group) is closest to
+// arg by edit distance, when it is close (suggest.Distance: at most 2
+// edits and at most a third of the name's length, as reconcile's
+// suggestions); else "". It names the resource by its plural, with .group
+// outside the core group. Ties go to the plural, then to discovery order.
+func closestResource(arg string, lists []*metav1.APIResourceList) string {
 	best, bestDist, bestRank := "", 3, 0
 	consider := func(name, suggestion string, rank int) {
-		d := editDistance(arg, name)
-		if d > 2 || 3*d > len(name) {
+		d, close := suggest.Distance(arg, name)
+		if !close {
 			return
 		}
 		if d < bestDist || (d == bestDist && rank < bestRank) {
@@ -252,27 +265,4 @@ func suggest(arg string, lists []*metav1.APIResourceList) string {
 		}
 	}
 	return best
-}
-
-// editDistance returns the Levenshtein distance between a and b: the
-// fewest single-character insertions, deletions and substitutions that turn
-// one into the other.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			sub := prev[j-1]
-			if ra[i-1] != rb[j-1] {
-				sub++
-			}
-			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

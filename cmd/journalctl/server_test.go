@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
@@ -134,7 +134,7 @@ func serveJournal(t *testing.T, j *journal.Journal, maxWait time.Duration) (stop
 func serveLoop(t *testing.T, j *journal.Journal, loop inspect.Loop, maxWait time.Duration) (stop func()) {
 	t.Helper()
 	srv := &server{j: j, loop: loop, maxWait: maxWait}
-	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), srv.handler(), zap.NewNop())
+	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), srv.handler(), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

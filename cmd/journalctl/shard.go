@@ -70,7 +70,7 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 		return err
 	}
 	srv := &server{j: m.Journal(), loop: m.Loops(), maxWait: maxWait, pid: os.Getpid()}
-	stop, err := inspect.Listen(inspect.SocketPath(f.db), srv.handler(), log)
+	stop, err := inspect.Listen(inspect.SocketPath(f.db), srv.handler(), lg)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -34,7 +34,7 @@ func TestServe_NoWindowWithAWiderMode(t *testing.T) {
 		}
 	}()
 	for range 20 {
-		stopServe, err := inspect.Listen(inspect.SocketPath(path), (&server{j: j, maxWait: maxWait}).handler(), zap.NewNop())
+		stopServe, err := inspect.Listen(inspect.SocketPath(path), (&server{j: j, maxWait: maxWait}).handler(), logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}

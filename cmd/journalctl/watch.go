@@ -339,7 +339,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			return oerr
 		}
 		defer func() { err = errors.Join(err, g.Close()) }() // the named result
-		for _, m := range g.Members() {
+		for _, m := range g.Files() {
 			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop})
 		}
 		run = g.Run
@@ -364,7 +364,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 			return rerr
 		}
 		srv := &server{j: w.j, loop: w.loop, maxWait: maxWait, pid: os.Getpid()}
-		stop, serr := inspect.Listen(inspect.SocketPath(w.path), srv.handler(), log)
+		stop, serr := inspect.Listen(inspect.SocketPath(w.path), srv.handler(), lg)
 		if serr != nil {
 			return serr
 		}

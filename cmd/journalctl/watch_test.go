@@ -191,20 +191,6 @@ func TestResolve_Unknown(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"cm", "", 2}, {"configmapz", "configmaps", 1}, {"configmapz", "configmap", 1},
-		{"deploymnets", "deployments", 2}, {"kitten", "sitting", 3},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func TestTransientDiscovery(t *testing.T) {
 	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: &net.OpError{
 		Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}

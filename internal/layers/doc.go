@@ -4,8 +4,9 @@
 //	cmd/..., bench/..., examples/...    programs
 //	crsource/..., shards/..., metrics/... on top of the loop
 //	reconcile/...                       the list/watch loop
-//	journal, journal/...                the journal, its storage and socket
-//	internal/hashrange                  pure arithmetic
+//	journal, journal/...,               the journal, its storage and socket,
+//	internal/loopmetrics                and the loop's counters (Status embeds them)
+//	internal/hashrange, internal/suggest pure arithmetic, name suggestions
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

@@ -12,15 +12,10 @@ import (
 	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
 )
 
-// DecodeFunc turns an object as stored (JSON as served, with kind and
-// apiVersion) into a runtime.Object. It has the shape of
-// cache.DecodeFunc[runtime.Object]: a watch.Event and a handler carry a
-// runtime.Object, where a cache.Lister is generic in its object type.
-type DecodeFunc func([]byte) (runtime.Object, error)
-
-// Unstructured decodes into *unstructured.Unstructured (as
-// cache.Unstructured does). It is the default.
-func Unstructured(b []byte) (runtime.Object, error) {
+// unstructuredObject decodes into *unstructured.Unstructured
+// (journal/cache's Unstructured as a runtime.Object): Options.Decode's
+// default.
+func unstructuredObject(b []byte) (runtime.Object, error) {
 	u, err := storedjson.Unstructured(b)
 	if err != nil {
 		return nil, err // not a typed nil
@@ -33,12 +28,12 @@ func Unstructured(b []byte) (runtime.Object, error) {
 // (journal.TypeMeta): it depends on nothing this process saw before, so a
 // fresh process whose first event is a tombstone decodes it.
 type decoder struct {
-	decode           DecodeFunc
+	decode           func([]byte) (runtime.Object, error) // Options.Decode
 	j                *journal.Journal
 	kind, apiVersion string
 }
 
-func newDecoder(j *journal.Journal, decode DecodeFunc) *decoder {
+func newDecoder(j *journal.Journal, decode func([]byte) (runtime.Object, error)) *decoder {
 	return &decoder{decode: decode, j: j}
 }
 

@@ -17,7 +17,8 @@
 //	defer w.Stop()
 //	for ev := range w.ResultChan() { ... }    // watch.Event: ADDED, MODIFIED, DELETED, ERROR
 //
-// From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil).
+// From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil)
+// (0: the first retained offset; adapt.FromNow: what is appended from now).
 // In place of an informer's handler registration:
 //
 //	c, err := j.Consumer("my-controller")
@@ -39,9 +40,10 @@
 //
 // # Objects
 //
-// Stored objects are decoded with Options.Decode (default: into
-// *unstructured.Unstructured; a scheme's UniversalDeserializer().Decode
-// gives typed objects). A DELETED inferred by a relist has no final object;
+// Stored objects are decoded with Options.Decode, a journal/cache
+// DecodeFunc[runtime.Object] (default: into *unstructured.Unstructured; a
+// function over a scheme's UniversalDeserializer().Decode gives typed
+// objects). A DELETED inferred by a relist has no final object;
 // it is delivered as a metadata-only object (name, namespace, UID, last
 // resourceVersion) labelled with the kind and apiVersion the file records
 // (journal.TypeMeta), and to a handler wrapped in

@@ -52,7 +52,7 @@ func ExampleNewWatcher() {
 	j, cleanup := demoJournal()
 	defer cleanup()
 
-	w, err := adapt.NewWatcher(j, 1, nil) // from offset 1; 0: from now on
+	w, err := adapt.NewWatcher(j, 1, nil) // from offset 1; adapt.FromNow: from now on
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -40,7 +41,7 @@ func (u update) String() string {
 
 // updates runs Handle on a fresh consumer instance named consumer until n
 // updates have been seen, and returns them.
-func updates(t *testing.T, j *journal.Journal, consumer string, decode adapt.DecodeFunc, n int) []update {
+func updates(t *testing.T, j *journal.Journal, consumer string, decode func([]byte) (runtime.Object, error), n int) []update {
 	t.Helper()
 	c, err := j.Consumer(consumer)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 	t.Run("previous event handled in the same Handle", func(t *testing.T) {
 		j := open(t)
 		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Modified, "a", "11", "10", "db"))
-		for _, decode := range []adapt.DecodeFunc{nil, typed} {
+		for _, decode := range []func([]byte) (runtime.Object, error){nil, typed} {
 			got := updates(t, j, fmt.Sprintf("h-%v", decode == nil), decode, 1)
 			if u := got[0]; u.oldRV != "10" || u.oldLabels["tier"] != "web" || u.newLabels["tier"] != "db" {
 				t.Fatalf("update %v; want old a@10 with tier=web, new tier=db", u)

@@ -122,7 +122,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		decode adapt.DecodeFunc
+		decode func([]byte) (runtime.Object, error)
 		check  func(obj any) error
 	}{
 		{"typed", typed, func(obj any) error {

@@ -105,7 +105,7 @@ func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
 	if err := loop.WaitFor(ctx, func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }); err != nil {
 		t.Fatal(err)
 	}
-	aw, err := adapt.NewWatcher(j, 0, nil)
+	aw, err := adapt.NewWatcher(j, adapt.FromNow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -14,9 +16,11 @@ import (
 
 // Options configure Watcher and Handle.
 type Options struct {
-	// Decode turns stored objects into runtime.Objects. Nil means
-	// Unstructured.
-	Decode DecodeFunc
+	// Decode turns an object as stored (JSON as served, with kind and
+	// apiVersion; valid only during the call) into a fresh runtime.Object:
+	// the shape of journal/cache's DecodeFunc[runtime.Object], whose
+	// values it takes. Nil means into *unstructured.Unstructured.
+	Decode func(stored []byte) (runtime.Object, error)
 	// Batch is how many events one read takes from the journal at most
 	// (a read also stops after about 4 MiB of records). Zero means
 	// journal.DefaultBatch (256).
@@ -25,7 +29,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Decode == nil {
-		o.Decode = Unstructured
+		o.Decode = unstructuredObject
 	}
 	if o.Batch <= 0 {
 		o.Batch = journal.DefaultBatch
@@ -83,17 +87,34 @@ func (e Event) IsDeletion() bool {
 	return journal.Event{Type: journal.EventType(e.Type), Reason: e.Reason}.IsDeletion()
 }
 
-// NewWatcher starts a Watcher that delivers j's events from offset from;
-// 0 means only events appended from now on. The goroutine it starts exits
-// after Stop, or after an error event. For a position that survives a
-// restart, use WatchConsumer.
+// FromNow, as NewWatcher's from, starts after the journal's head as
+// NewWatcher reads it: only events appended from then on. It is no offset
+// (offsets start at 1 and stay far below it).
+const FromNow uint64 = math.MaxUint64
+
+// NewWatcher starts a Watcher that delivers j's events from offset from,
+// as journal.Journal.Read reads them: 0 means the first retained offset,
+// FromNow only events appended from now on. An offset below the first
+// retained one ends the Watcher with a 410 error event (Watcher). The
+// goroutine it starts exits after Stop, or after an error event. For a
+// position that survives a restart, use WatchConsumer.
 func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error) {
-	if from == 0 {
+	if from == 0 || from == FromNow {
 		head, err := j.Head()
 		if err != nil {
 			return nil, fmt.Errorf("adapt: %w", err)
 		}
-		from = head + 1
+		next := head + 1
+		if from == 0 { // the first retained offset, as Read's 0; the next one if none is
+			evs, err := j.Read(0, 1)
+			if err != nil {
+				return nil, fmt.Errorf("adapt: %w", err)
+			}
+			if len(evs) > 0 {
+				next = evs[0].Offset
+			}
+		}
+		from = next
 	}
 	return start(j, nil, from, opts), nil
 }

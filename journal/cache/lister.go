@@ -18,8 +18,10 @@ import (
 	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
 )
 
-// DecodeFunc turns stored JSON (valid only during the call) into a fresh
-// T.
+// DecodeFunc turns an object as stored (JSON as served, with kind and
+// apiVersion; valid only during the call) into a fresh T. Unstructured and
+// Typed make one; a DecodeFunc[runtime.Object] also serves as
+// journal/adapt's Options.Decode.
 type DecodeFunc[T any] func([]byte) (T, error)
 
 // Unstructured decodes into *unstructured.Unstructured.

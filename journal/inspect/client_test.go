@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/go-logr/logr"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -19,7 +21,7 @@ func TestHandler_Client_ChangeConsumer(t *testing.T) {
 		journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch},
 	)
 	// Listen is what Serve calls; it returns once the socket listens.
-	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), inspect.Handler(j, nil, nil), nil)
+	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), inspect.Handler(j, nil, nil), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

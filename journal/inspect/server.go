@@ -51,7 +51,7 @@ import (
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -71,8 +71,9 @@ type Options struct {
 	// PID is the process id /status reports. Default os.Getpid(); negative:
 	// none.
 	PID int
-	// Logger receives the server's errors. Nil: none.
-	Logger *zap.Logger
+	// Logger receives the server's errors (logr, as journal.Options and
+	// the rest of the library). The zero Logger discards.
+	Logger logr.Logger
 }
 
 func (o *Options) withDefaults() Options {
@@ -88,9 +89,6 @@ func (o *Options) withDefaults() Options {
 		r.PID = os.Getpid()
 	case r.PID < 0:
 		r.PID = 0
-	}
-	if r.Logger == nil {
-		r.Logger = zap.NewNop()
 	}
 	return r
 }
@@ -315,10 +313,8 @@ func Serve(ctx context.Context, j *journal.Journal, loop Loop, opts *Options) er
 // it. The socket is readable by the process's user only, from the moment it
 // exists (listenPrivate). stop ends open requests (long polls answer at
 // once), waits for the serving goroutine to exit and removes the socket.
-func Listen(sock string, h http.Handler, log *zap.Logger) (stop func(), err error) {
-	if log == nil {
-		log = zap.NewNop()
-	}
+// log receives the serving goroutine's error; the zero Logger discards.
+func Listen(sock string, h http.Handler, log logr.Logger) (stop func(), err error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("inspect: remove stale socket: %w", err)
 	}
@@ -336,7 +332,7 @@ func Listen(sock string, h http.Handler, log *zap.Logger) (stop func(), err erro
 	go func() { // exits when stop shuts the server down
 		defer close(done)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("socket server failed", zap.String("socket", sock), zap.Error(err))
+			log.Error(err, "socket server failed", "socket", sock)
 		}
 	}()
 	return func() {
