@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 // Journal is an open journal file. It is safe for concurrent use by many
 // goroutines; writes are serialized.
 type Journal struct {
-	store  *bolt.Store
+	store  storage.Store
 	log    logr.Logger
 	noSync bool
 
@@ -99,7 +100,7 @@ func (j *Journal) bindResource(r *Resource) error {
 	if r == nil {
 		return nil
 	}
-	return j.store.Update(func(tx *bolt.Tx) error {
+	return j.store.Update(func(tx storage.Tx) error {
 		have, ok, err := decodeResource(tx.Meta(metaResource))
 		if err != nil {
 			return err
@@ -158,7 +159,7 @@ func (j *Journal) Writer() *Writer { return &Writer{j: j} }
 func (j *Journal) Resource() (Resource, bool, error) {
 	var r Resource
 	var ok bool
-	err := j.store.View(func(tx *bolt.Tx) (err error) {
+	err := j.store.View(func(tx storage.Tx) (err error) {
 		r, ok, err = decodeResource(tx.Meta(metaResource))
 		return err
 	})
@@ -172,7 +173,7 @@ func (j *Journal) Resource() (Resource, bool, error) {
 // the last watch event's or bookmark's. Empty means never synced.
 func (j *Journal) ResourceVersion() (string, error) {
 	var rv string
-	err := j.store.View(func(tx *bolt.Tx) error { rv = string(tx.Meta(metaRV)); return nil })
+	err := j.store.View(func(tx storage.Tx) error { rv = string(tx.Meta(metaRV)); return nil })
 	return rv, err
 }
 
@@ -180,7 +181,7 @@ func (j *Journal) ResourceVersion() (string, error) {
 func (j *Journal) Lookup(key string) (IndexEntry, bool, error) {
 	var e IndexEntry
 	var ok bool
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		v := tx.IndexGet([]byte(key))
 		if v == nil {
 			return nil
@@ -203,7 +204,7 @@ func (j *Journal) ScanIndex(after string, limit int) ([]IndexEntry, error) {
 	if after != "" {
 		start = []byte(after)
 	}
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		return tx.IndexScan(start, func(k, v []byte) (bool, error) {
 			e, err := decodeIndex(k, v)
 			if err != nil {
@@ -239,7 +240,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 		max = DefaultBatch
 	}
 	var out []Event
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		first := tx.FirstOffset()
 		if first == 0 {
 			first = tx.NextOffset()
@@ -267,7 +268,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 // Head returns the last offset assigned, 0 when none ever was.
 func (j *Journal) Head() (uint64, error) {
 	var h uint64
-	err := j.store.View(func(tx *bolt.Tx) error { h = tx.NextOffset() - 1; return nil })
+	err := j.store.View(func(tx storage.Tx) error { h = tx.NextOffset() - 1; return nil })
 	return h, err
 }
 
@@ -329,7 +330,7 @@ type Stats struct {
 // Stats returns the file's statistics, read in one transaction.
 func (j *Journal) Stats() (Stats, error) {
 	var s Stats
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		s.Resource, _, _ = decodeResource(tx.Meta(metaResource))
 		s.Objects = tx.IndexCount()
 		s.FirstOffset, s.LastOffset = tx.FirstOffset(), tx.LastOffset()

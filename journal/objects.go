@@ -66,7 +66,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // ErrObjectsNotKept: the file does not keep objects (KeepObjects was
@@ -91,7 +91,7 @@ func (e *NoObjectError) Is(target error) bool { return target == ErrNoObject }
 // applyObject keeps the objects bucket in step with the index for e: a
 // copy the index entry will no longer supersede (a DELETED, or an event
 // without an object) is removed.
-func applyObject(tx *bolt.Tx, e *Event) error {
+func applyObject(tx storage.Tx, e *Event) error {
 	if e.Type != Deleted && len(e.Object) > 0 {
 		return nil
 	}
@@ -101,7 +101,7 @@ func applyObject(tx *bolt.Tx, e *Event) error {
 // keepTrimmed copies the object of the record rec at off, about to be
 // trimmed, into the objects bucket when it is still its live key's latest
 // object. A damaged record is left to go: its object could not be read.
-func keepTrimmed(tx *bolt.Tx, off uint64, rec []byte) error {
+func keepTrimmed(tx storage.Tx, off uint64, rec []byte) error {
 	key, obj, err := recordObject(off, rec)
 	if err != nil || obj == nil {
 		return nil
@@ -114,7 +114,7 @@ func keepTrimmed(tx *bolt.Tx, off uint64, rec []byte) error {
 
 // objectAt returns the object of the record the index value v points at,
 // nil when v points at none or at a trimmed record.
-func objectAt(tx *bolt.Tx, key, v []byte) ([]byte, error) {
+func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 	off := indexObject(v)
 	if off == 0 {
 		return nil, nil
@@ -138,7 +138,7 @@ func objectAt(tx *bolt.Tx, key, v []byte) ([]byte, error) {
 // are bbolt's memory-mapped pages, valid only until that function returns
 // (copy or decode them there).
 type ObjectView struct {
-	tx   *bolt.Tx
+	tx   storage.Tx
 	head uint64
 }
 
@@ -150,13 +150,13 @@ type ObjectView struct {
 // already keeps objects.
 func (j *Journal) KeepObjects() error {
 	var on bool
-	if err := j.store.View(func(tx *bolt.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
+	if err := j.store.View(func(tx storage.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
 		return err
 	}
 	if j.store.ReadOnly() {
 		return fmt.Errorf("%w: %s is open read-only", ErrObjectsNotKept, j.Path())
 	}
-	return j.store.Update(func(tx *bolt.Tx) error { return tx.CreateObjects() })
+	return j.store.Update(func(tx storage.Tx) error { return tx.CreateObjects() })
 }
 
 // ViewObjects runs fn with a view of the committed objects. Errors: fn's,
@@ -164,7 +164,7 @@ func (j *Journal) KeepObjects() error {
 // the read transaction and then propagates from ViewObjects with fn's
 // value (it is not ErrCorrupt: callback.go).
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
@@ -260,7 +260,7 @@ func (j *Journal) Object(key string) (obj []byte, head uint64, ok bool, err erro
 // file check: objects change only with the index, so it never holds one),
 // and an index entry that points at a retained record of another key or
 // without an object.
-func checkObjects(tx *bolt.Tx, problem func(format string, args ...any)) error {
+func checkObjects(tx storage.Tx, problem func(format string, args ...any)) error {
 	err := tx.ObjectKeys(func(k []byte) error {
 		if tx.IndexGet(k) == nil {
 			problem("objects: %s has an object but no index entry", k)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Ensure that recordObject finds the key and the object of every encoded
@@ -113,7 +113,7 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
 	}
 	// a's entry now points at b's record (offset 2).
-	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
+	if err := j.store.Update(func(tx storage.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok, err := j.Object("ns/a"); ok || !errors.Is(err, ErrBadRecord) {

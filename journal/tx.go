@@ -4,14 +4,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Tx is a write transaction: the index, the journal and the last synced
 // resourceVersion change together when it commits. It is valid only inside
 // the function given to Writer.Update.
 type Tx struct {
-	tx       *bolt.Tx
+	tx       storage.Tx
 	appended int
 }
 
@@ -33,7 +33,7 @@ func (w *Writer) Update(fn func(*Tx) error) error {
 	var t *Tx
 	var panicked bool
 	var value any
-	err := j.store.Update(func(btx *bolt.Tx) (err error) {
+	err := j.store.Update(func(btx storage.Tx) (err error) {
 		t = &Tx{tx: btx}
 		defer func() {
 			r := recover()
@@ -168,7 +168,7 @@ func setPrevOffset(e *Event, v []byte) {
 
 // applyIndex applies e, just stored at e.Offset, to the index: the entry
 // points at e's record when e carries an object (objects.go).
-func applyIndex(tx *bolt.Tx, e *Event) error {
+func applyIndex(tx storage.Tx, e *Event) error {
 	if err := applyObject(tx, e); err != nil {
 		return err
 	}

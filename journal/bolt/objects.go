@@ -16,10 +16,10 @@ import (
 var bucketObjects = []byte("objects")
 
 // HasObjects reports whether the file keeps objects.
-func (t *Tx) HasObjects() bool { return t.b(bucketObjects) != nil }
+func (t *tx) HasObjects() bool { return t.b(bucketObjects) != nil }
 
 // CreateObjects makes the file keep objects from this transaction on.
-func (t *Tx) CreateObjects() error {
+func (t *tx) CreateObjects() error {
 	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
 		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
 	}
@@ -28,7 +28,7 @@ func (t *Tx) CreateObjects() error {
 
 // ObjectGet returns key's object, nil when there is none. The slice is
 // bbolt's memory-mapped page: valid until the transaction ends.
-func (t *Tx) ObjectGet(key []byte) []byte {
+func (t *tx) ObjectGet(key []byte) []byte {
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -37,7 +37,7 @@ func (t *Tx) ObjectGet(key []byte) []byte {
 }
 
 // ObjectPut stores key's object; without the bucket it does nothing.
-func (t *Tx) ObjectPut(key, obj []byte) error {
+func (t *tx) ObjectPut(key, obj []byte) error {
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -46,7 +46,7 @@ func (t *Tx) ObjectPut(key, obj []byte) error {
 }
 
 // ObjectDelete removes key's object; an absent key or bucket is no error.
-func (t *Tx) ObjectDelete(key []byte) error {
+func (t *tx) ObjectDelete(key []byte) error {
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -59,7 +59,7 @@ func (t *Tx) ObjectDelete(key []byte) error {
 // when the key has none), until fn returns false or an error. It walks
 // the index and the objects bucket side by side (both are in key order):
 // no lookup per key. The slices are valid only during the call.
-func (t *Tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
+func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
 	ic := t.b(bucketIndex).Cursor()
 	var oc *bbolt.Cursor
 	var ok, ov []byte
@@ -85,7 +85,7 @@ func (t *Tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, erro
 
 // ObjectKeys calls fn with every key of the objects bucket, in key order,
 // until fn returns an error. The file check uses it.
-func (t *Tx) ObjectKeys(fn func(k []byte) error) error {
+func (t *tx) ObjectKeys(fn func(k []byte) error) error {
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // lowRefresh makes a store reopen its file after n page allocations for
@@ -57,7 +59,7 @@ func pages(s *Store) int64 {
 // write commits one transaction of n index keys and n records, keys
 // k<from>…, and returns the last offset.
 func write(s *Store, from, n int) (last uint64, err error) {
-	err = s.Update(func(tx *Tx) error {
+	err = s.Update(func(tx storage.Tx) error {
 		for i := from; i < from+n; i++ {
 			k := []byte(fmt.Sprintf("ns/k%07d", i))
 			if err := tx.IndexPut(k, []byte("v")); err != nil {
@@ -83,7 +85,7 @@ func checkAll(t *testing.T, path string, n int) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.View(func(tx *Tx) error {
+	err = s.View(func(tx storage.Tx) error {
 		if c := tx.IndexCount(); c != uint64(n) {
 			return fmt.Errorf("index count %d, want %d", c, n)
 		}
@@ -138,7 +140,7 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 	gap(t, func() { reopened++ })
 	inView, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
 	go func() {
-		done <- s.View(func(*Tx) error { close(inView); <-release; return nil })
+		done <- s.View(func(storage.Tx) error { close(inView); <-release; return nil })
 	}()
 	<-inView
 	i := 0
@@ -187,7 +189,7 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 					return
 				default:
 				}
-				err := s.View(func(tx *Tx) error {
+				err := s.View(func(tx storage.Tx) error {
 					c := tx.IndexCount()
 					if c < seen {
 						return fmt.Errorf("index count went back from %d to %d", seen, c)
@@ -314,7 +316,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 			return
 		}
 		read++
-		go func() { _ = r.View(func(*Tx) error { return nil }); _ = r.Close() }()
+		go func() { _ = r.View(func(storage.Tx) error { return nil }); _ = r.Close() }()
 	})
 	const txs, per = 100, 20
 	for i := 0; i < txs; i++ {
@@ -367,7 +369,7 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	if committed == 100 {
 		t.Fatal("every commit succeeded though another writer held the file")
 	}
-	if err := s.View(func(*Tx) error { return nil }); !errors.Is(err, ErrLocked) {
+	if err := s.View(func(storage.Tx) error { return nil }); !errors.Is(err, ErrLocked) {
 		t.Fatalf("read after the lost reopen: %v, want an error matching ErrLocked", err)
 	}
 	if err := other.Close(); err != nil {

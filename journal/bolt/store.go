@@ -14,7 +14,11 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
+
+var _ storage.Store = (*Store)(nil)
 
 // SchemaVersion is the layout version this build writes. A file with a
 // larger version is refused with ErrNewerSchema. A writable Open of an
@@ -364,7 +368,7 @@ func (s *Store) handle() (*bbolt.DB, error) {
 // Any panic in fn is taken for one: a caller that runs code of its own
 // callers inside fn recovers their panics itself (package journal's
 // callback.go).
-func (s *Store) View(fn func(*Tx) error) (err error) {
+func (s *Store) View(fn func(storage.Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -372,17 +376,17 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 		return err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := db.Begin(false)
+	btx, err := db.Begin(false)
 	if err != nil {
 		return classify(err)
 	}
 	defer func() {
-		_ = tx.Rollback()
+		_ = btx.Rollback()
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
 		}
 	}()
-	return fn(&Tx{tx: tx})
+	return fn(&tx{tx: btx})
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
@@ -393,7 +397,7 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 // past refreshPages, Update reopens the file (refresh.go), at most once per
 // refreshInterval; a failed reopen does not undo the commit, and later
 // transactions return its error.
-func (s *Store) Update(fn func(*Tx) error) error {
+func (s *Store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -406,7 +410,7 @@ func (s *Store) Update(fn func(*Tx) error) error {
 
 // update is Update without the refresh; pages is the handle's count of page
 // allocations after the commit, and due reports that a refresh is due.
-func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
+func (s *Store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -414,24 +418,24 @@ func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
 		return 0, false, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := db.Begin(true)
+	btx, err := db.Begin(true)
 	if err != nil {
 		return 0, false, classify(err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			_ = tx.Rollback()
+			_ = btx.Rollback()
 		}
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
 		}
 	}()
-	if err := fn(&Tx{tx: tx}); err != nil {
+	if err := fn(&tx{tx: btx}); err != nil {
 		return 0, false, classify(err)
 	}
 	committed = true
-	if err := tx.Commit(); err != nil {
+	if err := btx.Commit(); err != nil {
 		return 0, false, classify(err)
 	}
 	pages = pageCount(db)

@@ -5,11 +5,16 @@ import (
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// Tx is a read or write transaction. Its methods are not safe for
-// concurrent use; slices they return are valid until the transaction ends.
-type Tx struct {
+var _ storage.Tx = (*tx)(nil)
+
+// tx is the store's storage.Tx, over one bbolt transaction. Its methods
+// are not safe for concurrent use; slices they return are valid until the
+// transaction ends.
+type tx struct {
 	tx *bbolt.Tx
 	// buckets holds the handles of the buckets that are never deleted
 	// (meta, index, journal, objects once it exists), looked up once per
@@ -18,7 +23,7 @@ type Tx struct {
 	buckets [4]*bbolt.Bucket
 }
 
-func (t *Tx) b(name []byte) *bbolt.Bucket {
+func (t *tx) b(name []byte) *bbolt.Bucket {
 	i := -1
 	switch string(name) {
 	case string(bucketMeta):
@@ -40,10 +45,10 @@ func (t *Tx) b(name []byte) *bbolt.Bucket {
 }
 
 // Meta returns the value of a meta entry, or nil when it is not set.
-func (t *Tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
+func (t *tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
 
 // SetMeta sets a meta entry; a nil value deletes it.
-func (t *Tx) SetMeta(name string, v []byte) error {
+func (t *tx) SetMeta(name string, v []byte) error {
 	if v == nil {
 		return t.b(bucketMeta).Delete([]byte(name))
 	}
@@ -51,10 +56,10 @@ func (t *Tx) SetMeta(name string, v []byte) error {
 }
 
 // IndexGet returns the index value for key, or nil.
-func (t *Tx) IndexGet(key []byte) []byte { return t.b(bucketIndex).Get(key) }
+func (t *tx) IndexGet(key []byte) []byte { return t.b(bucketIndex).Get(key) }
 
 // IndexPut sets key's index value, counting new keys.
-func (t *Tx) IndexPut(key, val []byte) error {
+func (t *tx) IndexPut(key, val []byte) error {
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		if err := t.addCount(1); err != nil {
@@ -65,7 +70,7 @@ func (t *Tx) IndexPut(key, val []byte) error {
 }
 
 // IndexDelete removes key from the index; a missing key is not an error.
-func (t *Tx) IndexDelete(key []byte) error {
+func (t *tx) IndexDelete(key []byte) error {
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		return nil
@@ -77,9 +82,9 @@ func (t *Tx) IndexDelete(key []byte) error {
 }
 
 // IndexCount returns the number of keys in the index.
-func (t *Tx) IndexCount() uint64 { return getU64(t.b(bucketMeta).Get(metaCount)) }
+func (t *tx) IndexCount() uint64 { return getU64(t.b(bucketMeta).Get(metaCount)) }
 
-func (t *Tx) addCount(d int64) error {
+func (t *tx) addCount(d int64) error {
 	n := int64(t.IndexCount()) + d
 	if n < 0 {
 		n = 0
@@ -90,7 +95,7 @@ func (t *Tx) addCount(d int64) error {
 // IndexScan calls fn for index entries in key order, starting at the first
 // key strictly greater than after (from the first key when after is nil),
 // until fn returns false or an error.
-func (t *Tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
+func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 	c := t.b(bucketIndex).Cursor()
 	var k, v []byte
 	if after == nil {
@@ -112,7 +117,7 @@ func (t *Tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 
 // Append stores rec at the next offset and returns that offset. Offsets
 // start at 1 and are never reused, even after trimming.
-func (t *Tx) Append(rec []byte) (uint64, error) {
+func (t *tx) Append(rec []byte) (uint64, error) {
 	meta := t.b(bucketMeta)
 	off := getU64(meta.Get(metaNext))
 	if off == 0 {
@@ -133,10 +138,10 @@ func (t *Tx) Append(rec []byte) (uint64, error) {
 }
 
 // JournalBytes returns the total size of the retained records, in bytes.
-func (t *Tx) JournalBytes() uint64 { return getU64(t.b(bucketMeta).Get(metaBytes)) }
+func (t *tx) JournalBytes() uint64 { return getU64(t.b(bucketMeta).Get(metaBytes)) }
 
 // NextOffset returns the offset the next Append will assign.
-func (t *Tx) NextOffset() uint64 {
+func (t *tx) NextOffset() uint64 {
 	off := getU64(t.b(bucketMeta).Get(metaNext))
 	if off == 0 {
 		return 1
@@ -146,24 +151,24 @@ func (t *Tx) NextOffset() uint64 {
 
 // FirstOffset returns the smallest retained offset, or 0 when the journal
 // holds no record.
-func (t *Tx) FirstOffset() uint64 {
+func (t *tx) FirstOffset() uint64 {
 	k, _ := t.b(bucketJournal).Cursor().First()
 	return getU64(k)
 }
 
 // LastOffset returns the largest retained offset, or 0 when the journal
 // holds no record.
-func (t *Tx) LastOffset() uint64 {
+func (t *tx) LastOffset() uint64 {
 	k, _ := t.b(bucketJournal).Cursor().Last()
 	return getU64(k)
 }
 
 // Record returns the record at off, or nil.
-func (t *Tx) Record(off uint64) []byte { return t.b(bucketJournal).Get(u64(off)) }
+func (t *tx) Record(off uint64) []byte { return t.b(bucketJournal).Get(u64(off)) }
 
 // Records calls fn for each record from offset from (inclusive) in offset
 // order, until fn returns false or an error.
-func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
+func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
 	c := t.b(bucketJournal).Cursor()
 	for k, v := c.Seek(u64(from)); k != nil; k, v = c.Next() {
 		more, err := fn(getU64(k), v)
@@ -180,7 +185,7 @@ func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 // size in bytes. Before removing a record it calls each (when not nil)
 // with the record's offset and bytes; an error from each stops it and is
 // returned.
-func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
+func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
 	meta := t.b(bucketMeta)
 	left := getU64(meta.Get(metaBytes))
 	c := t.b(bucketJournal).Cursor()
@@ -201,7 +206,7 @@ func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(of
 }
 
 // SeenClear empties the seen set of an unordered relist.
-func (t *Tx) SeenClear() error {
+func (t *tx) SeenClear() error {
 	if k, _ := t.b(bucketSeen).Cursor().First(); k == nil {
 		return nil
 	}
@@ -213,29 +218,29 @@ func (t *Tx) SeenClear() error {
 }
 
 // SeenPut records key as listed by the relist in progress.
-func (t *Tx) SeenPut(key []byte) error { return t.b(bucketSeen).Put(key, []byte{}) }
+func (t *tx) SeenPut(key []byte) error { return t.b(bucketSeen).Put(key, []byte{}) }
 
 // SeenHas reports whether key was recorded by SeenPut.
-func (t *Tx) SeenHas(key []byte) bool { return t.b(bucketSeen).Get(key) != nil }
+func (t *tx) SeenHas(key []byte) bool { return t.b(bucketSeen).Get(key) != nil }
 
 // Consumer returns the committed offset of the named consumer and whether it
 // exists.
-func (t *Tx) Consumer(name string) (uint64, bool) {
+func (t *tx) Consumer(name string) (uint64, bool) {
 	v := t.b(bucketConsumers).Get([]byte(name))
 	return getU64(v), v != nil
 }
 
 // SetConsumer stores the committed offset of the named consumer.
-func (t *Tx) SetConsumer(name string, off uint64) error {
+func (t *tx) SetConsumer(name string, off uint64) error {
 	return t.b(bucketConsumers).Put([]byte(name), u64(off))
 }
 
 // DeleteConsumer removes the named consumer.
-func (t *Tx) DeleteConsumer(name string) error {
+func (t *tx) DeleteConsumer(name string) error {
 	return t.b(bucketConsumers).Delete([]byte(name))
 }
 
 // Consumers calls fn for every consumer in name order.
-func (t *Tx) Consumers(fn func(name string, off uint64) error) error {
+func (t *tx) Consumers(fn func(name string, off uint64) error) error {
 	return t.b(bucketConsumers).ForEach(func(k, v []byte) error { return fn(string(k), getU64(v)) })
 }
