@@ -332,7 +332,7 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // offsets below before, at most max of them, and only while the retained
 // size is above minBytes (0: no size condition). It returns how many it
 // deleted and their size in bytes. Retention (package compactor) calls it in
-// bounded steps. The file does not shrink: bbolt reuses the pages (see
+// bounded steps. The file does not shrink: the store reuses the pages (see
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).

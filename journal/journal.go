@@ -15,9 +15,9 @@ import (
 // Options configure Open. A nil *Options means the defaults.
 type Options struct {
 	// ReadOnly opens the file with a shared lock, for inspection. Writes
-	// return ErrReadOnly. Note that bbolt's locks are per file: a read-only
-	// open waits while a writer holds the file, and holds the writer off
-	// while it is open.
+	// return ErrReadOnly. Note that the file's locks are per file: a
+	// read-only open waits while a writer holds the file, and holds the
+	// writer off while it is open.
 	ReadOnly bool
 	// Timeout is how long Open waits for the file lock before it returns
 	// ErrLocked. Zero means 1 s; negative means one try.
@@ -31,8 +31,10 @@ type Options struct {
 	Logger logr.Logger
 	// NoSync skips fsync on commit: only for tests and benchmarks.
 	NoSync bool
-	// InitialMmapSize is bbolt's initial memory map size in bytes; zero
-	// means bbolt's default.
+	// InitialMmapSize is the initial size of the file's memory map in
+	// bytes; zero means the store's default. A read transaction keeps the
+	// map from growing, so a larger map avoids blocking the writer behind
+	// readers.
 	InitialMmapSize int
 }
 
@@ -140,8 +142,8 @@ func (j *Journal) Path() string { return j.store.Path() }
 // events, the relist, the kind, its list mode) and compactor (trimming),
 // and for tools and tests that write one by hand. A program that reads and consumes a journal needs none of it.
 //
-// One writer per file: bbolt's exclusive lock keeps every other process
-// out, and within the process one reconcile.Loop appends the events (a
+// One writer per file: the file's exclusive lock keeps every other
+// process out, and within the process one reconcile.Loop appends the events (a
 // compactor beside it only trims). Two writers of events in one process
 // would each keep the journal consistent per transaction, but would race
 // each other's resourceVersions. Its methods return ErrReadOnly on a
@@ -154,7 +156,7 @@ func (j *Journal) Writer() *Writer { return &Writer{j: j} }
 
 // Resource returns the resource the file records, and false when none is
 // recorded yet. A read that fails is an error, never "none recorded": the
-// store's error (ErrCorrupt for a corrupt page, bbolt's for a closed
+// store's error (ErrCorrupt for a corrupt page, ErrClosed for a closed
 // journal), or one matching ErrBadRecord for a record that does not decode.
 func (j *Journal) Resource() (Resource, bool, error) {
 	var r Resource
@@ -318,7 +320,7 @@ type Stats struct {
 	FirstOffset, LastOffset uint64
 	// ResourceVersion is the last synced resourceVersion.
 	ResourceVersion string
-	// FileSize is the bbolt file's size on disk in bytes; it grows with the
+	// FileSize is the file's size on disk in bytes; it grows with the
 	// journal and never shrinks by itself (see compactor.CompactFile).
 	FileSize int64
 	// Consumers maps each durable consumer's name to its committed offset.

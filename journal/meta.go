@@ -34,7 +34,7 @@ func (w *Writer) Meta(ns string) *Meta {
 
 // Get returns the value of the entry key, or nil when it is not set. A
 // read that fails is an error, never "not set": the store's (ErrCorrupt,
-// or bbolt's for a closed journal).
+// or ErrClosed for a closed journal).
 func (m *Meta) Get(key string) ([]byte, error) {
 	var v []byte
 	err := m.j.store.View(func(tx storage.Tx) error {

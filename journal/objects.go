@@ -133,9 +133,9 @@ func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 	return obj, nil
 }
 
-// ObjectView reads objects within one bbolt read transaction. It is valid
+// ObjectView reads objects within one read transaction. It is valid
 // only inside the function given to ViewObjects; the byte slices it gives
-// are bbolt's memory-mapped pages, valid only until that function returns
+// are the file's memory-mapped pages, valid only until that function returns
 // (copy or decode them there).
 type ObjectView struct {
 	tx   storage.Tx

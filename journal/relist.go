@@ -34,7 +34,7 @@ const (
 // time per Journal.
 //
 // The events wait in a sibling file, <path>.relist (see stagefile.go for
-// why not in the bbolt file); it exists only while a relist with changes
+// why not in the journal file); it exists only while a relist with changes
 // is in progress.
 //
 // The first list into an empty index is the exception (direct mode): it

@@ -25,9 +25,9 @@ var errPanicked = errors.New("journal: update function panicked")
 // Update. Followers (Wait) wake after the commit.
 //
 // A panic in fn's own code rolls the transaction back and then propagates
-// from Update with fn's value, as bbolt's DB.Update does: the file is
-// untouched and stays healthy. Only a panic inside the store (bbolt on a
-// corrupt page, reached through a Tx method) is returned as ErrCorrupt.
+// from Update with fn's value: the file is untouched and stays healthy.
+// Only a panic inside the store (on a corrupt page, reached through a Tx
+// method) is returned as ErrCorrupt.
 func (w *Writer) Update(fn func(*Tx) error) error {
 	j := w.j
 	var t *Tx

@@ -15,19 +15,21 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Compact writes a compacted copy of the database file src into dst, a
 // new file (mode 0600), and syncs it. src is opened read-only: a writer
-// that holds it makes Compact fail with ErrLocked after 1 s. dst is
+// that holds it makes Compact fail with storage.ErrLocked after 1 s. dst is
 // written with its freelist synced, as Open writes every file. On an error
-// the caller removes dst. Errors other than ErrLocked carry no package
+// the caller removes dst. Errors other than storage.ErrLocked carry no package
 // prefix ("create <dst>: …", "compact: …"): they are the rewrite's, which
 // the caller names.
 func Compact(src, dst string) error {
 	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
 	if errors.Is(err, bberrors.ErrTimeout) {
-		return fmt.Errorf("%w: %s", ErrLocked, src)
+		return fmt.Errorf("%w: %s", storage.ErrLocked, src)
 	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)

@@ -26,5 +26,5 @@
 // to Close (lock.go): it closes and reopens the database after every 4,096
 // page allocations, at most once a second, to give back bbolt's per-page
 // bookkeeping (refresh.go), and bbolt's lock is released for that moment,
-// but the writer's is not, so no other writer gets in (ErrLocked).
+// but the writer's is not, so no other writer gets in (storage.ErrLocked).
 package bolt

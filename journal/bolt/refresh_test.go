@@ -268,7 +268,7 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 }
 
 // Another writer opening the file in the gap (journalctl consumers reset,
-// a second process) gets ErrLocked naming the writer's lock: the store
+// a second process) gets storage.ErrLocked naming the writer's lock: the store
 // keeps the file for its whole life, reopens included, and every commit
 // stands. (Before the writer's lock, that Open took the file and the
 // store's later transactions failed.)
@@ -281,11 +281,11 @@ func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 		other, err := Open(path, Options{Timeout: -1})
 		if err == nil {
 			_ = other.Close()
-			t.Errorf("refresh %d: another writer opened the file in the gap; want ErrLocked", tries)
+			t.Errorf("refresh %d: another writer opened the file in the gap; want storage.ErrLocked", tries)
 			return
 		}
-		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
-			t.Errorf("refresh %d: another writer's Open in the gap = %v; want ErrLocked naming %s", tries, err, lockPath(path))
+		if !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
+			t.Errorf("refresh %d: another writer's Open in the gap = %v; want storage.ErrLocked naming %s", tries, err, lockPath(path))
 		}
 	})
 	const txs, per = 100, 20
@@ -334,7 +334,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 // with bbolt directly (or an older watchjournal) knows nothing of it. If
 // it takes the file in the gap and keeps it, the commit that triggered the
 // refresh stands, later transactions fail with an error matching
-// ErrLocked, and the file holds everything committed.
+// storage.ErrLocked, and the file holds everything committed.
 func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	lowRefresh(t, 64)
 	old := refreshTimeout
@@ -356,8 +356,8 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		_, err := write(s, i*20, 20)
 		if err != nil {
-			if !errors.Is(err, ErrLocked) {
-				t.Fatalf("commit %d after the lost reopen: %v, want an error matching ErrLocked", i, err)
+			if !errors.Is(err, storage.ErrLocked) {
+				t.Fatalf("commit %d after the lost reopen: %v, want an error matching storage.ErrLocked", i, err)
 			}
 			break
 		}
@@ -369,8 +369,8 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	if committed == 100 {
 		t.Fatal("every commit succeeded though another writer held the file")
 	}
-	if err := s.View(func(storage.Tx) error { return nil }); !errors.Is(err, ErrLocked) {
-		t.Fatalf("read after the lost reopen: %v, want an error matching ErrLocked", err)
+	if err := s.View(func(storage.Tx) error { return nil }); !errors.Is(err, storage.ErrLocked) {
+		t.Fatalf("read after the lost reopen: %v, want an error matching storage.ErrLocked", err)
 	}
 	if err := other.Close(); err != nil {
 		t.Fatal(err)

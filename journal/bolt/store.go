@@ -21,7 +21,7 @@ import (
 var _ storage.Store = (*Store)(nil)
 
 // SchemaVersion is the layout version this build writes. A file with a
-// larger version is refused with ErrNewerSchema. A writable Open of an
+// larger version is refused with storage.ErrNewerSchema. A writable Open of an
 // older file migrates it to this version; a read-only one reads it as it
 // is.
 //
@@ -30,7 +30,7 @@ var _ storage.Store = (*Store)(nil)
 //     Reason, package journal's event.go). Buckets and keys are those of
 //     1, so the migration from 1 only records the new number: it keeps an
 //     older build, which would read such records as damaged, from opening
-//     the file (ErrNewerSchema).
+//     the file (storage.ErrNewerSchema).
 //   - 2 also: an index value may carry the offset of its key's last event
 //     with an object (package journal's index.go; values without it are
 //     still read and are rewritten as their keys change), and the objects
@@ -38,7 +38,7 @@ var _ storage.Store = (*Store)(nil)
 //   - 3: journal records may be of record version 3 (an event with the
 //     offset of its key's previous event, Event.PrevOffset). As from 1
 //     to 2, the migration from 2 only records the new number, so that an
-//     older build refuses the file (ErrNewerSchema) instead of reading
+//     older build refuses the file (storage.ErrNewerSchema) instead of reading
 //     those records as damaged.
 const SchemaVersion = 3
 
@@ -62,7 +62,7 @@ var (
 // Options configure Open. The zero value is a writable store with a 1 s lock
 // timeout and fsync on every commit.
 type Options struct {
-	// ReadOnly opens the file with a shared lock; writes fail with ErrReadOnly.
+	// ReadOnly opens the file with a shared lock; writes fail with storage.ErrReadOnly.
 	ReadOnly bool
 	// Timeout is how long Open waits for the file lock. Zero means 1 s;
 	// a negative value means do not wait at all (one try).
@@ -108,11 +108,11 @@ type Store struct {
 // holds it until Close: one writer per file for the writer's whole life.
 // It creates that file, so it needs the directory writable.
 //
-// Errors: ErrLocked when the lock (bbolt's on the file, or the writer's)
-// is held past Options.Timeout, ErrNotExist
-// for a read-only open of a missing file, ErrCorrupt for a file that is not
-// a readable bbolt database, ErrForeign for a bbolt file of another program,
-// ErrNewerSchema for a newer watchjournal; each wraps the cause.
+// Errors: storage.ErrLocked when the lock (bbolt's on the file, or the writer's)
+// is held past Options.Timeout, storage.ErrNotExist
+// for a read-only open of a missing file, storage.ErrCorrupt for a file that is not
+// a readable bbolt database, storage.ErrForeign for a bbolt file of another program,
+// storage.ErrNewerSchema for a newer watchjournal; each wraps the cause.
 func Open(path string, o Options) (*Store, error) {
 	timeout := o.Timeout
 	switch {
@@ -126,7 +126,7 @@ func Open(path string, o Options) (*Store, error) {
 	case statErr == nil && fi.IsDir():
 		return nil, fmt.Errorf("bolt: %s is a directory, not a database file", path)
 	case o.ReadOnly && errors.Is(statErr, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
+		return nil, fmt.Errorf("%w: %s", storage.ErrNotExist, path)
 	}
 	bo := bbolt.Options{
 		Timeout:  timeout,
@@ -173,7 +173,7 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+			db, err = nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
 		}
 	}()
 	var f *os.File
@@ -187,18 +187,18 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 		// The file was replaced (e.g. by an offline compaction's rename)
 		// while we waited for its lock: we hold a file nobody will read.
 		_ = db.Close()
-		return nil, fmt.Errorf("%w: %s was %w; open it again", ErrLocked, path, errReplaced)
+		return nil, fmt.Errorf("%w: %s was %w; open it again", storage.ErrLocked, path, errReplaced)
 	}
 	if err != nil {
 		switch {
 		case errors.Is(err, bberrors.ErrTimeout):
-			return nil, fmt.Errorf("%w: %s (timeout %v)", ErrLocked, path, bo.Timeout)
+			return nil, fmt.Errorf("%w: %s (timeout %v)", storage.ErrLocked, path, bo.Timeout)
 		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
 			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		if isTruncated(path) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("bolt: %w", err)
 	}
@@ -220,12 +220,12 @@ func isTruncated(path string) bool {
 
 // init checks the magic and schema, creating them and the buckets in a new
 // (empty) file. bbolt panics, or faults on the memory map, on some corrupt
-// pages: that is ErrCorrupt too.
+// pages: that is storage.ErrCorrupt too.
 func (s *Store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
 		}
 	}()
 	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
@@ -261,13 +261,13 @@ func (s *Store) init() (err error) {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, err)
 	}
 	switch state {
 	case 2:
-		return fmt.Errorf("%w: %s", ErrForeign, s.path)
+		return fmt.Errorf("%w: %s", storage.ErrForeign, s.path)
 	case 3:
-		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", ErrNewerSchema, s.path, found, SchemaVersion)
+		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
 	case 4:
 		if s.readOnly {
 			return nil
@@ -275,7 +275,7 @@ func (s *Store) init() (err error) {
 		return s.migrate(found)
 	case 1:
 		if s.readOnly {
-			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
+			return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
 		}
 		return s.db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketSeen, bucketConsumers} {
@@ -360,11 +360,11 @@ func (s *Store) handle() (*bbolt.DB, error) {
 	case s.broken != nil:
 		return nil, s.broken
 	}
-	return nil, fmt.Errorf("%w: %s", ErrClosed, bbolt.ErrDatabaseNotOpen)
+	return nil, fmt.Errorf("%w: %s", storage.ErrClosed, bbolt.ErrDatabaseNotOpen)
 }
 
 // View runs fn in a read transaction. bbolt panics on some corrupt pages;
-// that panic is returned as ErrCorrupt, and the transaction is released.
+// that panic is returned as storage.ErrCorrupt, and the transaction is released.
 // Any panic in fn is taken for one: a caller that runs code of its own
 // callers inside fn recovers their panics itself (package journal's
 // callback.go).
@@ -383,7 +383,7 @@ func (s *Store) View(fn func(storage.Tx) error) (err error) {
 	defer func() {
 		_ = btx.Rollback()
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
 		}
 	}()
 	return fn(&tx{tx: btx})
@@ -391,7 +391,7 @@ func (s *Store) View(fn func(storage.Tx) error) (err error) {
 
 // Update runs fn in a write transaction, committed when fn returns nil and
 // rolled back otherwise: a failed commit changes nothing. A full disk gives
-// an error matching ErrNoSpace; a corrupt page, ErrCorrupt.
+// an error matching storage.ErrNoSpace; a corrupt page, storage.ErrCorrupt.
 //
 // After a commit that takes the pages allocated since the file was (re)opened
 // past refreshPages, Update reopens the file (refresh.go), at most once per
@@ -399,7 +399,7 @@ func (s *Store) View(fn func(storage.Tx) error) (err error) {
 // transactions return its error.
 func (s *Store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
-		return ErrReadOnly
+		return storage.ErrReadOnly
 	}
 	pages, due, err := s.update(fn)
 	if err == nil && due {
@@ -428,7 +428,7 @@ func (s *Store) update(fn func(storage.Tx) error) (pages int64, due bool, err er
 			_ = btx.Rollback()
 		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
 		}
 	}()
 	if err := fn(&tx{tx: btx}); err != nil {
@@ -442,14 +442,14 @@ func (s *Store) update(fn func(storage.Tx) error) (pages int64, due bool, err er
 	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }
 
-// classify marks a full disk with ErrNoSpace, and a closed store with
-// ErrClosed.
+// classify marks a full disk with storage.ErrNoSpace, and a closed store with
+// storage.ErrClosed.
 func classify(err error) error {
 	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
-		return fmt.Errorf("%w: %s", ErrClosed, err)
+		return fmt.Errorf("%w: %s", storage.ErrClosed, err)
 	}
 	if err != nil && errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", storage.ErrNoSpace, err)
 	}
 	return err
 }

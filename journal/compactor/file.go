@@ -94,7 +94,7 @@ func removeStale(dst string) error {
 	// A torn or foreign file does not open, and is stale all the same: the
 	// lock is all we ask.
 	s, err := bolt.Open(dst, bolt.Options{ReadOnly: true, Timeout: 10 * time.Millisecond})
-	if errors.Is(err, bolt.ErrLocked) {
+	if errors.Is(err, journal.ErrLocked) {
 		return fmt.Errorf("%s is being written by another compact", dst)
 	}
 	if err == nil {
