@@ -54,7 +54,7 @@ func TestStore_WriterLock_LeftByACrash(t *testing.T) {
 	if err := os.WriteFile(lockPath(path), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(path, Options{Timeout: -1})
+	s, err := open(path, Options{Timeout: -1})
 	if err != nil {
 		t.Fatalf("Open with a stale lock file: %v", err)
 	}

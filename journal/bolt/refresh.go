@@ -84,7 +84,7 @@ func pageCount(db *bbolt.DB) int64 {
 // refresh reopens the file, given the handle's page count after a commit.
 // Below twice refreshPages it does so only when no transaction is open;
 // past that it waits for the open ones to end.
-func (s *Store) refresh(pages int64) {
+func (s *store) refresh(pages int64) {
 	if !s.mu.TryLock() {
 		if pages < 2*refreshPages {
 			return

@@ -31,10 +31,10 @@ func gap(t *testing.T, fn func()) {
 }
 
 // openTemp opens a new store in the test's temporary directory.
-func openTemp(t *testing.T, o Options) (*Store, string) {
+func openTemp(t *testing.T, o Options) (*store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, o)
+	s, err := open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func openTemp(t *testing.T, o Options) (*Store, string) {
 }
 
 // closeAndCheck closes s and checks its file with checkAll.
-func closeAndCheck(t *testing.T, s *Store, path string, n int) {
+func closeAndCheck(t *testing.T, s *store, path string, n int) {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -51,14 +51,15 @@ func closeAndCheck(t *testing.T, s *Store, path string, n int) {
 }
 
 // pages returns the page allocations of s's handle since it was opened.
-func pages(s *Store) int64 {
-	st := s.DB().Stats()
-	return st.TxStats.GetPageCount()
+func pages(s *store) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return pageCount(s.db)
 }
 
 // write commits one transaction of n index keys and n records, keys
 // k<from>…, and returns the last offset.
-func write(s *Store, from, n int) (last uint64, err error) {
+func write(s *store, from, n int) (last uint64, err error) {
 	err = s.Update(func(tx storage.Tx) error {
 		for i := from; i < from+n; i++ {
 			k := []byte(fmt.Sprintf("ns/k%07d", i))

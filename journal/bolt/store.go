@@ -18,7 +18,7 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-var _ storage.Store = (*Store)(nil)
+var _ storage.Store = (*store)(nil)
 
 // SchemaVersion is the layout version this build writes. A file with a
 // larger version is refused with storage.ErrNewerSchema. A writable Open of an
@@ -76,16 +76,17 @@ type Options struct {
 	InitialMmapSize int
 }
 
-// Store is an open watchjournal bbolt file. It is safe for concurrent use:
-// many read transactions and one write transaction at a time.
+// store is an open watchjournal bbolt file, the storage.Store Open
+// returns. It is safe for concurrent use: many read transactions and one
+// write transaction at a time.
 //
-// A writable Store reopens its file now and then (see refresh.go): bbolt
+// A writable store reopens its file now and then (see refresh.go): bbolt
 // keeps, for as long as a handle is open, an entry for every page it
 // allocated from the freelist that is still in use, in a map that never
 // shrinks, so a handle that has written a 1,000,000-object list holds about
 // a megabyte of them, and one that has rewritten the whole file holds one
 // per page of it.
-type Store struct {
+type store struct {
 	// mu is read-held by every transaction and held by Close and by a
 	// refresh, which replaces db.
 	mu       sync.RWMutex
@@ -102,18 +103,29 @@ type Store struct {
 }
 
 // Open opens or creates the file at path (mode 0600) and checks that it is a
-// watchjournal file of a schema this build knows.
+// watchjournal file of a schema this build knows. The store it returns is
+// the one implementation of package journal's storage interface.
 //
 // A writable open also takes the writer's lock, <path>.lock (lock.go), and
 // holds it until Close: one writer per file for the writer's whole life.
 // It creates that file, so it needs the directory writable.
 //
-// Errors: storage.ErrLocked when the lock (bbolt's on the file, or the writer's)
-// is held past Options.Timeout, storage.ErrNotExist
-// for a read-only open of a missing file, storage.ErrCorrupt for a file that is not
-// a readable bbolt database, storage.ErrForeign for a bbolt file of another program,
-// storage.ErrNewerSchema for a newer watchjournal; each wraps the cause.
-func Open(path string, o Options) (*Store, error) {
+// Errors (internal/storage's, which package journal re-exports):
+// ErrLocked when the lock (bbolt's on the file, or the writer's) is held
+// past Options.Timeout, ErrNotExist for a read-only open of a missing
+// file, ErrCorrupt for a file that is not a readable bbolt database,
+// ErrForeign for a bbolt file of another program, ErrNewerSchema for a
+// newer watchjournal; each wraps the cause.
+func Open(path string, o Options) (storage.Store, error) {
+	s, err := open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open is Open, returning the store itself (for this package's tests).
+func open(path string, o Options) (*store, error) {
 	timeout := o.Timeout
 	switch {
 	case timeout == 0:
@@ -152,7 +164,7 @@ func Open(path string, o Options) (*Store, error) {
 		lock.release()
 		return nil, err
 	}
-	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
+	s := &store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		lock.release()
@@ -221,7 +233,7 @@ func isTruncated(path string) bool {
 // init checks the magic and schema, creating them and the buckets in a new
 // (empty) file. bbolt panics, or faults on the memory map, on some corrupt
 // pages: that is storage.ErrCorrupt too.
-func (s *Store) init() (err error) {
+func (s *store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -301,7 +313,7 @@ func (s *Store) init() (err error) {
 // migrate brings a file of schema from (older than SchemaVersion) to
 // SchemaVersion, in one transaction. From 1 and from 2 nothing but the
 // number changes (see SchemaVersion).
-func (s *Store) migrate(from uint32) error {
+func (s *store) migrate(from uint32) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		var v [4]byte
 		binary.BigEndian.PutUint32(v[:], SchemaVersion)
@@ -314,8 +326,8 @@ func (s *Store) migrate(from uint32) error {
 }
 
 // Close closes the file and releases its locks (the writer's last). It
-// waits for open transactions to end. Closing a closed Store does nothing.
-func (s *Store) Close() error {
+// waits for open transactions to end. Closing a closed store does nothing.
+func (s *store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
@@ -328,13 +340,13 @@ func (s *Store) Close() error {
 }
 
 // Path returns the file's path as given to Open.
-func (s *Store) Path() string { return s.path }
+func (s *store) Path() string { return s.path }
 
 // ReadOnly reports whether the store was opened read-only.
-func (s *Store) ReadOnly() bool { return s.readOnly }
+func (s *store) ReadOnly() bool { return s.readOnly }
 
 // Size returns the file's size on disk in bytes (0 if it cannot be read).
-func (s *Store) Size() int64 {
+func (s *store) Size() int64 {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return 0
@@ -342,18 +354,9 @@ func (s *Store) Size() int64 {
 	return fi.Size()
 }
 
-// DB returns the underlying bbolt database, for checks and statistics; nil
-// after Close. A writable Store replaces it when it reopens its file (see
-// refresh.go): use it at once, not across writes.
-func (s *Store) DB() *bbolt.DB {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.db
-}
-
 // handle returns the open database, or the error a transaction on a closed
 // (or failed to reopen) Store gets. Call it with mu read-held.
-func (s *Store) handle() (*bbolt.DB, error) {
+func (s *store) handle() (*bbolt.DB, error) {
 	switch {
 	case s.db != nil:
 		return s.db, nil
@@ -368,7 +371,7 @@ func (s *Store) handle() (*bbolt.DB, error) {
 // Any panic in fn is taken for one: a caller that runs code of its own
 // callers inside fn recovers their panics itself (package journal's
 // callback.go).
-func (s *Store) View(fn func(storage.Tx) error) (err error) {
+func (s *store) View(fn func(storage.Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -397,7 +400,7 @@ func (s *Store) View(fn func(storage.Tx) error) (err error) {
 // past refreshPages, Update reopens the file (refresh.go), at most once per
 // refreshInterval; a failed reopen does not undo the commit, and later
 // transactions return its error.
-func (s *Store) Update(fn func(storage.Tx) error) error {
+func (s *store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
 		return storage.ErrReadOnly
 	}
@@ -410,7 +413,7 @@ func (s *Store) Update(fn func(storage.Tx) error) error {
 
 // update is Update without the refresh; pages is the handle's count of page
 // allocations after the commit, and due reports that a refresh is due.
-func (s *Store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
+func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
