@@ -276,7 +276,7 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 // retention (ErrTrimmed) rebuilds its state from the entries, then Seeks
 // to head + 1 and follows. fn must not call the Journal. A panic in fn
 // ends the read transaction and then propagates from Snapshot with fn's
-// value (it is not ErrCorrupt: callback.go).
+// value (it is not ErrCorrupt).
 func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 	err = j.store.View(func(tx storage.Tx) error {
 		head = tx.NextOffset() - 1
@@ -285,10 +285,9 @@ func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 			if err != nil {
 				return false, err
 			}
-			return true, callback(func() error { return fn(e) })
+			return true, fn(e)
 		})
 	})
-	repanic(err)
 	return head, err
 }
 

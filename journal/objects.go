@@ -162,16 +162,15 @@ func (j *Journal) KeepObjects() error {
 // ViewObjects runs fn with a view of the committed objects. Errors: fn's,
 // ErrObjectsNotKept, ErrClosed after Close, ErrCorrupt. A panic in fn ends
 // the read transaction and then propagates from ViewObjects with fn's
-// value (it is not ErrCorrupt: callback.go).
+// value (it is not ErrCorrupt: the store's panics are only those of its
+// own reads).
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
-	err := j.store.View(func(tx storage.Tx) error {
+	return j.store.View(func(tx storage.Tx) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
-		return callback(func() error { return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1}) })
+		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
 	})
-	repanic(err)
-	return err
 }
 
 // Head is the offset the view is current with: the journal's head in the
@@ -182,7 +181,6 @@ func (v *ObjectView) Head() uint64 { return v.head }
 // without a stored object is (nil, false, *NoObjectError). A damaged
 // record is an error matching ErrBadRecord.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
-	defer guard()
 	k := []byte(key)
 	iv := v.tx.IndexGet(k)
 	if iv == nil {
@@ -207,17 +205,9 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 // for a live key without a stored object (see Missing). It walks the index
 // and the objects bucket side by side, and reads each object from the
 // journal record its entry points at. A panic in fn propagates from Scan
-// with fn's value (it is not ErrCorrupt: callback.go).
+// with fn's value (it is not ErrCorrupt).
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
-	err := v.scan(prefix, fn)
-	repanic(err)
-	return err
-}
-
-// scan is Scan with a panic in fn returned as a *callbackPanic.
-func (v *ObjectView) scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
-	defer guard()
-	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (more bool, err error) {
+	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
 		o, err := objectAt(v.tx, k, iv)
 		if err != nil {
 			return false, err
@@ -225,8 +215,7 @@ func (v *ObjectView) scan(prefix string, fn func(key string, obj []byte) (bool, 
 		if o == nil {
 			o = copied
 		}
-		err = callback(func() (err error) { more, err = fn(string(k), o); return err })
-		return more, err
+		return fn(string(k), o)
 	})
 }
 

@@ -124,3 +124,24 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 		t.Fatalf("Check = %+v, %v; want a problem naming ns/a", rep, err)
 	}
 }
+
+// A panic of a decoder of stored bytes stops the read with an error
+// matching ErrBadRecord that names the record, not the process, and is not
+// ErrCorrupt (the store's pages were read).
+func TestDecodePanic_IsBadRecord(t *testing.T) {
+	decode := func(off uint64, key []byte) (err error) {
+		defer decodePanic(&err, off, key)
+		var b []byte
+		_ = b[off] // a decoder's bug: an index out of range
+		return nil
+	}
+	for _, c := range []struct {
+		key  []byte
+		want string
+	}{{nil, "offset 7"}, {[]byte("ns/a"), `index entry "ns/a"`}} {
+		err := decode(7, c.key)
+		if !errors.Is(err, ErrBadRecord) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("decoder panic = %v; want ErrBadRecord naming %s, not ErrCorrupt", err, c.want)
+		}
+	}
+}

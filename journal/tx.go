@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
@@ -15,10 +14,6 @@ type Tx struct {
 	appended int
 }
 
-// errPanicked rolls back a transaction whose fn panicked; Update then
-// panics again with fn's value.
-var errPanicked = errors.New("journal: update function panicked")
-
 // Update runs fn in one write transaction. Everything fn appends, and the
 // resourceVersion it sets, is committed together when fn returns nil, and
 // nothing is when it returns an error. Group commit: put many events in one
@@ -29,49 +24,19 @@ var errPanicked = errors.New("journal: update function panicked")
 // Only a panic inside the store (on a corrupt page, reached through a Tx
 // method) is returned as ErrCorrupt.
 func (w *Writer) Update(fn func(*Tx) error) error {
-	j := w.j
 	var t *Tx
-	var panicked bool
-	var value any
-	err := j.store.Update(func(btx storage.Tx) (err error) {
-		t = &Tx{tx: btx}
-		defer func() {
-			r := recover()
-			if _, ok := r.(storePanic); ok {
-				panic(r) // the store's: it recovers it as ErrCorrupt
-			}
-			if r != nil {
-				panicked, value, err = true, r, errPanicked
-			}
-		}()
+	err := w.j.store.Update(func(tx storage.Tx) error {
+		t = &Tx{tx: tx}
 		return fn(t)
 	})
-	if panicked {
-		panic(value)
-	}
-	if err == nil && t != nil && t.appended > 0 {
-		j.wake()
+	if err == nil && t.appended > 0 {
+		w.j.wake()
 	}
 	return err
 }
 
-// storePanic is a panic raised inside the store (bbolt on a corrupt page)
-// while a Tx method ran, as opposed to one in the caller's code.
-type storePanic struct{ v any }
-
-func (p storePanic) String() string { return fmt.Sprint(p.v) }
-
-// guard marks a panic inside the store as the store's: every Tx method
-// that reaches the store defers it.
-func guard() {
-	if r := recover(); r != nil {
-		panic(storePanic{r})
-	}
-}
-
 // Lookup returns the index entry for key as this transaction sees it.
 func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
-	defer guard()
 	v := t.tx.IndexGet([]byte(key))
 	if v == nil {
 		return IndexEntry{}, false, nil
@@ -96,7 +61,6 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
 // error nothing of e is stored; the transaction may go on.
 func (t *Tx) Append(e *Event) (uint64, error) {
-	defer guard()
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
@@ -188,13 +152,11 @@ func applyIndex(tx storage.Tx, e *Event) error {
 // SetResourceVersion records rv as the last synced resourceVersion, the
 // point a watch resumes from.
 func (t *Tx) SetResourceVersion(rv string) error {
-	defer guard()
 	return t.tx.SetMeta(metaRV, []byte(rv))
 }
 
 // ResourceVersion returns the last synced resourceVersion as this
 // transaction sees it.
 func (t *Tx) ResourceVersion() string {
-	defer guard()
 	return string(t.tx.Meta(metaRV))
 }

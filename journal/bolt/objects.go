@@ -3,8 +3,6 @@ package bolt
 import (
 	"bytes"
 	"fmt"
-
-	bbolt "go.etcd.io/bbolt"
 )
 
 // The objects bucket maps an index key to a copy of its latest object,
@@ -16,10 +14,14 @@ import (
 var bucketObjects = []byte("objects")
 
 // HasObjects reports whether the file keeps objects.
-func (t *tx) HasObjects() bool { return t.b(bucketObjects) != nil }
+func (t *tx) HasObjects() bool {
+	defer fileOp()
+	return t.b(bucketObjects) != nil
+}
 
 // CreateObjects makes the file keep objects from this transaction on.
 func (t *tx) CreateObjects() error {
+	defer fileOp()
 	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
 		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
 	}
@@ -29,6 +31,7 @@ func (t *tx) CreateObjects() error {
 // ObjectGet returns key's object, nil when there is none. The slice is
 // bbolt's memory-mapped page: valid until the transaction ends.
 func (t *tx) ObjectGet(key []byte) []byte {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -38,6 +41,7 @@ func (t *tx) ObjectGet(key []byte) []byte {
 
 // ObjectPut stores key's object; without the bucket it does nothing.
 func (t *tx) ObjectPut(key, obj []byte) error {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -47,6 +51,7 @@ func (t *tx) ObjectPut(key, obj []byte) error {
 
 // ObjectDelete removes key's object; an absent key or bucket is no error.
 func (t *tx) ObjectDelete(key []byte) error {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -60,16 +65,15 @@ func (t *tx) ObjectDelete(key []byte) error {
 // the index and the objects bucket side by side (both are in key order):
 // no lookup per key. The slices are valid only during the call.
 func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
-	ic := t.b(bucketIndex).Cursor()
-	var oc *bbolt.Cursor
+	ic, _ := t.cursor(bucketIndex)
+	oc, objects := t.cursor(bucketObjects)
 	var ok, ov []byte
-	if b := t.b(bucketObjects); b != nil {
-		oc = b.Cursor()
-		ok, ov = oc.Seek(prefix)
+	if objects {
+		ok, ov = oc.seek(prefix)
 	}
-	for k, iv := ic.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = ic.Next() {
-		for oc != nil && ok != nil && bytes.Compare(ok, k) < 0 {
-			ok, ov = oc.Next()
+	for k, iv := ic.seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = ic.next() {
+		for objects && ok != nil && bytes.Compare(ok, k) < 0 {
+			ok, ov = oc.next()
 		}
 		var v []byte
 		if ok != nil && bytes.Equal(ok, k) {
@@ -86,9 +90,14 @@ func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, erro
 // ObjectKeys calls fn with every key of the objects bucket, in key order,
 // until fn returns an error. The file check uses it.
 func (t *tx) ObjectKeys(fn func(k []byte) error) error {
-	b := t.b(bucketObjects)
-	if b == nil {
+	c, objects := t.cursor(bucketObjects)
+	if !objects {
 		return nil
 	}
-	return b.ForEach(func(k, _ []byte) error { return fn(k) })
+	for k, _ := c.first(); k != nil; k, _ = c.next() {
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

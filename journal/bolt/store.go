@@ -366,11 +366,10 @@ func (s *store) handle() (*bbolt.DB, error) {
 	return nil, fmt.Errorf("%w: %s", storage.ErrClosed, bbolt.ErrDatabaseNotOpen)
 }
 
-// View runs fn in a read transaction. bbolt panics on some corrupt pages;
-// that panic is returned as storage.ErrCorrupt, and the transaction is released.
-// Any panic in fn is taken for one: a caller that runs code of its own
-// callers inside fn recovers their panics itself (package journal's
-// callback.go).
+// View runs fn in a read transaction. bbolt panics, or faults on the
+// memory map, on some corrupt pages: such a panic is returned as
+// ErrCorrupt (fault.go). A panic of fn's own rolls the transaction back
+// and goes on.
 func (s *store) View(fn func(storage.Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -379,22 +378,29 @@ func (s *store) View(fn func(storage.Tx) error) (err error) {
 		return err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	btx, err := db.Begin(false)
-	if err != nil {
-		return classify(err)
-	}
+	var btx *bbolt.Tx
 	defer func() {
-		_ = btx.Rollback()
+		if btx != nil {
+			rollback(btx)
+		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
+			if e, ok := fileFault(s.path, r); ok {
+				err = e
+				return
+			}
+			panic(r)
 		}
 	}()
+	if btx, err = begin(db, false); err != nil {
+		return classify(err)
+	}
 	return fn(&tx{tx: btx})
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
 // rolled back otherwise: a failed commit changes nothing. A full disk gives
-// an error matching storage.ErrNoSpace; a corrupt page, storage.ErrCorrupt.
+// an error matching storage.ErrNoSpace; a corrupt page, storage.ErrCorrupt
+// (fault.go). A panic of fn's own rolls the transaction back and goes on.
 //
 // After a commit that takes the pages allocated since the file was (re)opened
 // past refreshPages, Update reopens the file (refresh.go), at most once per
@@ -413,6 +419,7 @@ func (s *store) Update(fn func(storage.Tx) error) error {
 
 // update is Update without the refresh; pages is the handle's count of page
 // allocations after the commit, and due reports that a refresh is due.
+// Panics are View's.
 func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -421,26 +428,31 @@ func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err er
 		return 0, false, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	btx, err := db.Begin(true)
-	if err != nil {
-		return 0, false, classify(err)
-	}
+	var btx *bbolt.Tx
 	committed := false
 	defer func() {
-		if !committed {
-			_ = btx.Rollback()
+		if btx != nil && !committed {
+			rollback(btx)
 		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
+			if e, ok := fileFault(s.path, r); ok {
+				pages, due, err = 0, false, e
+				return
+			}
+			panic(r)
 		}
 	}()
+	if btx, err = begin(db, true); err != nil {
+		return 0, false, classify(err)
+	}
 	if err := fn(&tx{tx: btx}); err != nil {
 		return 0, false, classify(err)
 	}
-	committed = true
-	if err := btx.Commit(); err != nil {
+	if err := commit(btx); err != nil {
+		committed = true // bbolt rolled it back
 		return 0, false, classify(err)
 	}
+	committed = true
 	pages = pageCount(db)
 	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }

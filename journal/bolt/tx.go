@@ -45,10 +45,14 @@ func (t *tx) b(name []byte) *bbolt.Bucket {
 }
 
 // Meta returns the value of a meta entry, or nil when it is not set.
-func (t *tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
+func (t *tx) Meta(name string) []byte {
+	defer fileOp()
+	return t.b(bucketMeta).Get([]byte(name))
+}
 
 // SetMeta sets a meta entry; a nil value deletes it.
 func (t *tx) SetMeta(name string, v []byte) error {
+	defer fileOp()
 	if v == nil {
 		return t.b(bucketMeta).Delete([]byte(name))
 	}
@@ -56,10 +60,14 @@ func (t *tx) SetMeta(name string, v []byte) error {
 }
 
 // IndexGet returns the index value for key, or nil.
-func (t *tx) IndexGet(key []byte) []byte { return t.b(bucketIndex).Get(key) }
+func (t *tx) IndexGet(key []byte) []byte {
+	defer fileOp()
+	return t.b(bucketIndex).Get(key)
+}
 
 // IndexPut sets key's index value, counting new keys.
 func (t *tx) IndexPut(key, val []byte) error {
+	defer fileOp()
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		if err := t.addCount(1); err != nil {
@@ -71,6 +79,7 @@ func (t *tx) IndexPut(key, val []byte) error {
 
 // IndexDelete removes key from the index; a missing key is not an error.
 func (t *tx) IndexDelete(key []byte) error {
+	defer fileOp()
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		return nil
@@ -82,7 +91,10 @@ func (t *tx) IndexDelete(key []byte) error {
 }
 
 // IndexCount returns the number of keys in the index.
-func (t *tx) IndexCount() uint64 { return getU64(t.b(bucketMeta).Get(metaCount)) }
+func (t *tx) IndexCount() uint64 {
+	defer fileOp()
+	return getU64(t.b(bucketMeta).Get(metaCount))
+}
 
 func (t *tx) addCount(d int64) error {
 	n := int64(t.IndexCount()) + d
@@ -96,17 +108,17 @@ func (t *tx) addCount(d int64) error {
 // key strictly greater than after (from the first key when after is nil),
 // until fn returns false or an error.
 func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
-	c := t.b(bucketIndex).Cursor()
+	c, _ := t.cursor(bucketIndex)
 	var k, v []byte
 	if after == nil {
-		k, v = c.First()
+		k, v = c.first()
 	} else {
-		k, v = c.Seek(after)
+		k, v = c.seek(after)
 		if k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
+			k, v = c.next()
 		}
 	}
-	for ; k != nil; k, v = c.Next() {
+	for ; k != nil; k, v = c.next() {
 		more, err := fn(k, v)
 		if err != nil || !more {
 			return err
@@ -118,6 +130,7 @@ func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 // Append stores rec at the next offset and returns that offset. Offsets
 // start at 1 and are never reused, even after trimming.
 func (t *tx) Append(rec []byte) (uint64, error) {
+	defer fileOp()
 	meta := t.b(bucketMeta)
 	off := getU64(meta.Get(metaNext))
 	if off == 0 {
@@ -138,10 +151,14 @@ func (t *tx) Append(rec []byte) (uint64, error) {
 }
 
 // JournalBytes returns the total size of the retained records, in bytes.
-func (t *tx) JournalBytes() uint64 { return getU64(t.b(bucketMeta).Get(metaBytes)) }
+func (t *tx) JournalBytes() uint64 {
+	defer fileOp()
+	return getU64(t.b(bucketMeta).Get(metaBytes))
+}
 
 // NextOffset returns the offset the next Append will assign.
 func (t *tx) NextOffset() uint64 {
+	defer fileOp()
 	off := getU64(t.b(bucketMeta).Get(metaNext))
 	if off == 0 {
 		return 1
@@ -152,6 +169,7 @@ func (t *tx) NextOffset() uint64 {
 // FirstOffset returns the smallest retained offset, or 0 when the journal
 // holds no record.
 func (t *tx) FirstOffset() uint64 {
+	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().First()
 	return getU64(k)
 }
@@ -159,18 +177,22 @@ func (t *tx) FirstOffset() uint64 {
 // LastOffset returns the largest retained offset, or 0 when the journal
 // holds no record.
 func (t *tx) LastOffset() uint64 {
+	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().Last()
 	return getU64(k)
 }
 
 // Record returns the record at off, or nil.
-func (t *tx) Record(off uint64) []byte { return t.b(bucketJournal).Get(u64(off)) }
+func (t *tx) Record(off uint64) []byte {
+	defer fileOp()
+	return t.b(bucketJournal).Get(u64(off))
+}
 
 // Records calls fn for each record from offset from (inclusive) in offset
 // order, until fn returns false or an error.
 func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
-	c := t.b(bucketJournal).Cursor()
-	for k, v := c.Seek(u64(from)); k != nil; k, v = c.Next() {
+	c, _ := t.cursor(bucketJournal)
+	for k, v := c.seek(u64(from)); k != nil; k, v = c.next() {
 		more, err := fn(getU64(k), v)
 		if err != nil || !more {
 			return err
@@ -186,10 +208,9 @@ func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 // with the record's offset and bytes; an error from each stops it and is
 // returned.
 func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
-	meta := t.b(bucketMeta)
-	left := getU64(meta.Get(metaBytes))
-	c := t.b(bucketJournal).Cursor()
-	for k, v := c.First(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.First() {
+	left := t.JournalBytes()
+	c, _ := t.cursor(bucketJournal)
+	for k, v := c.first(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.first() {
 		if each != nil {
 			if err := each(getU64(k), v); err != nil {
 				return n, size, err
@@ -197,16 +218,23 @@ func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(of
 		}
 		size += int64(len(v))
 		left -= min(left, uint64(len(v)))
-		if err := c.Delete(); err != nil {
+		if err := c.delete(); err != nil {
 			return n, size, err
 		}
 		n++
 	}
-	return n, size, meta.Put(metaBytes, u64(left))
+	return n, size, t.setJournalBytes(left)
+}
+
+// setJournalBytes records the total size of the retained records.
+func (t *tx) setJournalBytes(n uint64) error {
+	defer fileOp()
+	return t.b(bucketMeta).Put(metaBytes, u64(n))
 }
 
 // SeenClear empties the seen set of an unordered relist.
 func (t *tx) SeenClear() error {
+	defer fileOp()
 	if k, _ := t.b(bucketSeen).Cursor().First(); k == nil {
 		return nil
 	}
@@ -218,29 +246,44 @@ func (t *tx) SeenClear() error {
 }
 
 // SeenPut records key as listed by the relist in progress.
-func (t *tx) SeenPut(key []byte) error { return t.b(bucketSeen).Put(key, []byte{}) }
+func (t *tx) SeenPut(key []byte) error {
+	defer fileOp()
+	return t.b(bucketSeen).Put(key, []byte{})
+}
 
 // SeenHas reports whether key was recorded by SeenPut.
-func (t *tx) SeenHas(key []byte) bool { return t.b(bucketSeen).Get(key) != nil }
+func (t *tx) SeenHas(key []byte) bool {
+	defer fileOp()
+	return t.b(bucketSeen).Get(key) != nil
+}
 
 // Consumer returns the committed offset of the named consumer and whether it
 // exists.
 func (t *tx) Consumer(name string) (uint64, bool) {
+	defer fileOp()
 	v := t.b(bucketConsumers).Get([]byte(name))
 	return getU64(v), v != nil
 }
 
 // SetConsumer stores the committed offset of the named consumer.
 func (t *tx) SetConsumer(name string, off uint64) error {
+	defer fileOp()
 	return t.b(bucketConsumers).Put([]byte(name), u64(off))
 }
 
 // DeleteConsumer removes the named consumer.
 func (t *tx) DeleteConsumer(name string) error {
+	defer fileOp()
 	return t.b(bucketConsumers).Delete([]byte(name))
 }
 
 // Consumers calls fn for every consumer in name order.
 func (t *tx) Consumers(fn func(name string, off uint64) error) error {
-	return t.b(bucketConsumers).ForEach(func(k, v []byte) error { return fn(string(k), getU64(v)) })
+	c, _ := t.cursor(bucketConsumers)
+	for k, v := c.first(); k != nil; k, v = c.next() {
+		if err := fn(string(k), getU64(v)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
