@@ -13,13 +13,11 @@ import (
 // unchanged.
 var bucketObjects = []byte("objects")
 
-// HasObjects reports whether the file keeps objects.
 func (t *tx) HasObjects() bool {
 	defer fileOp()
 	return t.b(bucketObjects) != nil
 }
 
-// CreateObjects makes the file keep objects from this transaction on.
 func (t *tx) CreateObjects() error {
 	defer fileOp()
 	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
@@ -28,8 +26,6 @@ func (t *tx) CreateObjects() error {
 	return nil
 }
 
-// ObjectGet returns key's object, nil when there is none. The slice is
-// bbolt's memory-mapped page: valid until the transaction ends.
 func (t *tx) ObjectGet(key []byte) []byte {
 	defer fileOp()
 	b := t.b(bucketObjects)
@@ -39,7 +35,6 @@ func (t *tx) ObjectGet(key []byte) []byte {
 	return b.Get(key)
 }
 
-// ObjectPut stores key's object; without the bucket it does nothing.
 func (t *tx) ObjectPut(key, obj []byte) error {
 	defer fileOp()
 	b := t.b(bucketObjects)
@@ -49,7 +44,6 @@ func (t *tx) ObjectPut(key, obj []byte) error {
 	return b.Put(key, obj)
 }
 
-// ObjectDelete removes key's object; an absent key or bucket is no error.
 func (t *tx) ObjectDelete(key []byte) error {
 	defer fileOp()
 	b := t.b(bucketObjects)
@@ -59,11 +53,6 @@ func (t *tx) ObjectDelete(key []byte) error {
 	return b.Delete(key)
 }
 
-// ObjectScan calls fn for each index key that starts with prefix, in key
-// order, with its index value and its entry in the objects bucket (nil
-// when the key has none), until fn returns false or an error. It walks
-// the index and the objects bucket side by side (both are in key order):
-// no lookup per key. The slices are valid only during the call.
 func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
 	ic, _ := t.cursor(bucketIndex)
 	oc, objects := t.cursor(bucketObjects)
@@ -87,8 +76,6 @@ func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, erro
 	return nil
 }
 
-// ObjectKeys calls fn with every key of the objects bucket, in key order,
-// until fn returns an error. The file check uses it.
 func (t *tx) ObjectKeys(fn func(k []byte) error) error {
 	c, objects := t.cursor(bucketObjects)
 	if !objects {

@@ -11,9 +11,11 @@ import (
 
 var _ storage.Tx = (*tx)(nil)
 
-// tx is the store's storage.Tx, over one bbolt transaction. Its methods
-// are not safe for concurrent use; slices they return are valid until the
-// transaction ends.
+// tx is the store's storage.Tx, over one bbolt transaction: its exported
+// methods are the interface's, documented there. Every call into bbolt
+// runs under fileOp (fault.go): the methods without a callback defer it
+// whole, the scans call their callback between cursor moves that each
+// run under it.
 type tx struct {
 	tx *bbolt.Tx
 	// buckets holds the handles of the buckets that are never deleted
@@ -44,13 +46,11 @@ func (t *tx) b(name []byte) *bbolt.Bucket {
 	return t.buckets[i]
 }
 
-// Meta returns the value of a meta entry, or nil when it is not set.
 func (t *tx) Meta(name string) []byte {
 	defer fileOp()
 	return t.b(bucketMeta).Get([]byte(name))
 }
 
-// SetMeta sets a meta entry; a nil value deletes it.
 func (t *tx) SetMeta(name string, v []byte) error {
 	defer fileOp()
 	if v == nil {
@@ -59,13 +59,11 @@ func (t *tx) SetMeta(name string, v []byte) error {
 	return t.b(bucketMeta).Put([]byte(name), v)
 }
 
-// IndexGet returns the index value for key, or nil.
 func (t *tx) IndexGet(key []byte) []byte {
 	defer fileOp()
 	return t.b(bucketIndex).Get(key)
 }
 
-// IndexPut sets key's index value, counting new keys.
 func (t *tx) IndexPut(key, val []byte) error {
 	defer fileOp()
 	b := t.b(bucketIndex)
@@ -77,7 +75,6 @@ func (t *tx) IndexPut(key, val []byte) error {
 	return b.Put(key, val)
 }
 
-// IndexDelete removes key from the index; a missing key is not an error.
 func (t *tx) IndexDelete(key []byte) error {
 	defer fileOp()
 	b := t.b(bucketIndex)
@@ -90,7 +87,6 @@ func (t *tx) IndexDelete(key []byte) error {
 	return b.Delete(key)
 }
 
-// IndexCount returns the number of keys in the index.
 func (t *tx) IndexCount() uint64 {
 	defer fileOp()
 	return getU64(t.b(bucketMeta).Get(metaCount))
@@ -104,9 +100,6 @@ func (t *tx) addCount(d int64) error {
 	return t.b(bucketMeta).Put(metaCount, u64(uint64(n)))
 }
 
-// IndexScan calls fn for index entries in key order, starting at the first
-// key strictly greater than after (from the first key when after is nil),
-// until fn returns false or an error.
 func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 	c, _ := t.cursor(bucketIndex)
 	var k, v []byte
@@ -127,8 +120,6 @@ func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 	return nil
 }
 
-// Append stores rec at the next offset and returns that offset. Offsets
-// start at 1 and are never reused, even after trimming.
 func (t *tx) Append(rec []byte) (uint64, error) {
 	defer fileOp()
 	meta := t.b(bucketMeta)
@@ -150,13 +141,11 @@ func (t *tx) Append(rec []byte) (uint64, error) {
 	return off, nil
 }
 
-// JournalBytes returns the total size of the retained records, in bytes.
 func (t *tx) JournalBytes() uint64 {
 	defer fileOp()
 	return getU64(t.b(bucketMeta).Get(metaBytes))
 }
 
-// NextOffset returns the offset the next Append will assign.
 func (t *tx) NextOffset() uint64 {
 	defer fileOp()
 	off := getU64(t.b(bucketMeta).Get(metaNext))
@@ -166,30 +155,23 @@ func (t *tx) NextOffset() uint64 {
 	return off
 }
 
-// FirstOffset returns the smallest retained offset, or 0 when the journal
-// holds no record.
 func (t *tx) FirstOffset() uint64 {
 	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().First()
 	return getU64(k)
 }
 
-// LastOffset returns the largest retained offset, or 0 when the journal
-// holds no record.
 func (t *tx) LastOffset() uint64 {
 	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().Last()
 	return getU64(k)
 }
 
-// Record returns the record at off, or nil.
 func (t *tx) Record(off uint64) []byte {
 	defer fileOp()
 	return t.b(bucketJournal).Get(u64(off))
 }
 
-// Records calls fn for each record from offset from (inclusive) in offset
-// order, until fn returns false or an error.
 func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
 	c, _ := t.cursor(bucketJournal)
 	for k, v := c.seek(u64(from)); k != nil; k, v = c.next() {
@@ -201,12 +183,6 @@ func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 	return nil
 }
 
-// DeleteRecords removes records in offset order, oldest first, while their
-// offset is below before, fewer than max were removed, and the retained
-// size is above minBytes. It returns how many it removed and their total
-// size in bytes. Before removing a record it calls each (when not nil)
-// with the record's offset and bytes; an error from each stops it and is
-// returned.
 func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
 	left := t.JournalBytes()
 	c, _ := t.cursor(bucketJournal)
@@ -232,7 +208,6 @@ func (t *tx) setJournalBytes(n uint64) error {
 	return t.b(bucketMeta).Put(metaBytes, u64(n))
 }
 
-// SeenClear empties the seen set of an unordered relist.
 func (t *tx) SeenClear() error {
 	defer fileOp()
 	if k, _ := t.b(bucketSeen).Cursor().First(); k == nil {
@@ -245,39 +220,32 @@ func (t *tx) SeenClear() error {
 	return err
 }
 
-// SeenPut records key as listed by the relist in progress.
 func (t *tx) SeenPut(key []byte) error {
 	defer fileOp()
 	return t.b(bucketSeen).Put(key, []byte{})
 }
 
-// SeenHas reports whether key was recorded by SeenPut.
 func (t *tx) SeenHas(key []byte) bool {
 	defer fileOp()
 	return t.b(bucketSeen).Get(key) != nil
 }
 
-// Consumer returns the committed offset of the named consumer and whether it
-// exists.
 func (t *tx) Consumer(name string) (uint64, bool) {
 	defer fileOp()
 	v := t.b(bucketConsumers).Get([]byte(name))
 	return getU64(v), v != nil
 }
 
-// SetConsumer stores the committed offset of the named consumer.
 func (t *tx) SetConsumer(name string, off uint64) error {
 	defer fileOp()
 	return t.b(bucketConsumers).Put([]byte(name), u64(off))
 }
 
-// DeleteConsumer removes the named consumer.
 func (t *tx) DeleteConsumer(name string) error {
 	defer fileOp()
 	return t.b(bucketConsumers).Delete([]byte(name))
 }
 
-// Consumers calls fn for every consumer in name order.
 func (t *tx) Consumers(fn func(name string, off uint64) error) error {
 	c, _ := t.cursor(bucketConsumers)
 	for k, v := c.first(); k != nil; k, v = c.next() {
