@@ -9,7 +9,8 @@
 //
 // It exports its constructor (Open, Options), the schema version it
 // writes, the writer's lock (LockWriter) and the offline file rewrite
-// (Rewrite); everything else is reached through the interface. It deals
+// (Compact, Rewrite, RewriteOptions: compact.go); everything else is
+// reached through the interface. It deals
 // in plain types only (byte keys, uint64 offsets, encoded records), so
 // that package journal, which owns the encodings and the guarantees, can
 // import it; it names the buckets and keeps their key formats in one place.
