@@ -90,12 +90,12 @@ func (e *NoObjectError) Is(target error) bool { return target == ErrNoObject }
 
 // applyObject keeps the objects bucket in step with the index for e: a
 // copy the index entry will no longer supersede (a DELETED, or an event
-// without an object) is removed.
-func applyObject(tx storage.Tx, e *Event) error {
+// without an object) is removed. key is e.Key's bytes.
+func applyObject(tx storage.Tx, key []byte, e *Event) error {
 	if e.Type != Deleted && len(e.Object) > 0 {
 		return nil
 	}
-	return tx.ObjectDelete([]byte(e.Key))
+	return tx.ObjectDelete(key)
 }
 
 // keepTrimmed copies the object of the record rec at off, about to be

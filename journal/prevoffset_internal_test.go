@@ -176,7 +176,7 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 				if e.Offset, err = tx.Append(rec); err != nil {
 					return err
 				}
-				return applyIndex(tx, &e)
+				return applyIndex(tx, []byte(e.Key), &e)
 			}); err != nil {
 				t.Fatal(err)
 			}

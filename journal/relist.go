@@ -154,7 +154,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 					return err
 				}
 				e.Offset = off
-				if err := applyIndex(tx, e); err != nil {
+				if err := applyIndex(tx, []byte(e.Key), e); err != nil {
 					return err
 				}
 				if first == 0 {
@@ -385,7 +385,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 					return err
 				}
 				e.Offset = off
-				if err := applyIndex(tx, &e); err != nil {
+				if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
 					return err
 				}
 				at = next

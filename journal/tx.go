@@ -64,7 +64,8 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
-	v, err := t.check(e)
+	key := []byte(e.Key) // once: the store's methods take bytes
+	v, err := t.check(e, key)
 	if err != nil {
 		return 0, err
 	}
@@ -81,7 +82,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 		return 0, fmt.Errorf("journal: append: %w", err)
 	}
 	e.Offset = off
-	if err := applyIndex(t.tx, e); err != nil {
+	if err := applyIndex(t.tx, key, e); err != nil {
 		e.Offset = 0
 		return 0, err
 	}
@@ -90,8 +91,8 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 }
 
 // check returns why e cannot be appended, nil when it can, and the key's
-// index value (nil when absent).
-func (t *Tx) check(e *Event) ([]byte, error) {
+// index value (nil when absent); key is e.Key's bytes.
+func (t *Tx) check(e *Event, key []byte) ([]byte, error) {
 	switch {
 	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
 		return nil, fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
@@ -103,11 +104,11 @@ func (t *Tx) check(e *Event) ([]byte, error) {
 	if err := checkReason(e.Type, e.Reason); err != nil {
 		return nil, err
 	}
-	v := t.tx.IndexGet([]byte(e.Key))
+	v := t.tx.IndexGet(key)
 	if (v != nil) == (e.Type == Added) {
 		ke := &KeyStateError{Type: e.Type, Key: e.Key, Present: v != nil}
 		if v != nil {
-			if ie, err := decodeIndex([]byte(e.Key), v); err == nil {
+			if ie, err := decodeIndex(key, v); err == nil {
 				ke.UID = ie.UID
 			}
 		}
@@ -131,9 +132,10 @@ func setPrevOffset(e *Event, v []byte) {
 }
 
 // applyIndex applies e, just stored at e.Offset, to the index: the entry
-// points at e's record when e carries an object (objects.go).
-func applyIndex(tx storage.Tx, e *Event) error {
-	if err := applyObject(tx, e); err != nil {
+// points at e's record when e carries an object (objects.go). key is
+// e.Key's bytes.
+func applyIndex(tx storage.Tx, key []byte, e *Event) error {
+	if err := applyObject(tx, key, e); err != nil {
 		return err
 	}
 	switch e.Type {
@@ -142,9 +144,9 @@ func applyIndex(tx storage.Tx, e *Event) error {
 		if len(e.Object) > 0 {
 			object = e.Offset
 		}
-		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion, object))
+		return tx.IndexPut(key, encodeIndex(e.UID, e.ResourceVersion, object))
 	case Deleted:
-		return tx.IndexDelete([]byte(e.Key))
+		return tx.IndexDelete(key)
 	}
 	return fmt.Errorf("journal: unknown event type %q", e.Type)
 }
