@@ -6,6 +6,7 @@
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...                the journal, its storage and socket
 //	internal/hashrange                  pure arithmetic
+//	internal/storage                    the storage interface journal holds
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

@@ -23,7 +23,7 @@ func rank(pkg string) (r int, ok bool) {
 	}
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	switch {
-	case p == "internal/hashrange":
+	case p == "internal/hashrange", p == "internal/storage":
 		return 0, true
 	case under("journal"):
 		return 1, true
