@@ -3,7 +3,7 @@ package journal
 import (
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // CheckReport is what Check found.
@@ -43,7 +43,7 @@ func (j *Journal) Check() (CheckReport, error) {
 			r.Truncated = true
 		}
 	}
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		// bbolt's own tx.Check walks pages in a goroutine of its own, where
 		// a damaged page faults beyond recovery; this walk stays in ours.
 		first, last, next := tx.FirstOffset(), tx.LastOffset(), tx.NextOffset()

@@ -36,7 +36,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // metaLastTime is the latest event time stamped in the file, Unix
@@ -46,7 +46,7 @@ const metaLastTime = "lastTime"
 // stamp sets e.Time, now when it is zero, to no earlier than the latest
 // time stamped in the file, and records it as the latest. It reports
 // whether it raised a time e already had.
-func stamp(tx *bolt.Tx, e *Event) (raised bool, err error) {
+func stamp(tx storage.Tx, e *Event) (raised bool, err error) {
 	if e.Time.IsZero() {
 		e.Time = now()
 	}
@@ -67,7 +67,7 @@ func stamp(tx *bolt.Tx, e *Event) (raised bool, err error) {
 // lastTime returns the latest time stamped in the file, in Unix
 // nanoseconds: metaLastTime, or for a file that has none the time of the
 // last retained event; false when neither is there.
-func lastTime(tx *bolt.Tx) (int64, bool) {
+func lastTime(tx storage.Tx) (int64, bool) {
 	if b := tx.Meta(metaLastTime); len(b) == 8 {
 		return int64(binary.BigEndian.Uint64(b)), true
 	}

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Consumer reads the journal from its own position and commits, durably in
@@ -39,14 +39,14 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 	}
 	var committed uint64
 	var found bool
-	if err := j.store.View(func(tx *bolt.Tx) error { committed, found = tx.Consumer(name); return nil }); err != nil {
+	if err := j.store.View(func(tx storage.Tx) error { committed, found = tx.Consumer(name); return nil }); err != nil {
 		return nil, err
 	}
 	if !found {
 		if j.store.ReadOnly() {
 			return nil, fmt.Errorf("%w: %q", ErrNoConsumer, name)
 		}
-		if err := j.store.Update(func(tx *bolt.Tx) error {
+		if err := j.store.Update(func(tx storage.Tx) error {
 			var ok bool
 			if committed, ok = tx.Consumer(name); ok {
 				return nil
@@ -80,7 +80,7 @@ func (j *Journal) CreateConsumer(name string, next uint64) error {
 	if err := checkKey("consumer name", name); err != nil {
 		return err
 	}
-	return j.store.Update(func(tx *bolt.Tx) error {
+	return j.store.Update(func(tx storage.Tx) error {
 		if _, ok := tx.Consumer(name); ok {
 			return fmt.Errorf("%w: %q", ErrConsumerExists, name)
 		}
@@ -127,7 +127,7 @@ func (c *Consumer) SeekTime(t time.Time) error {
 // Committed returns the consumer's committed offset; 0 means none.
 func (c *Consumer) Committed() (uint64, error) {
 	var off uint64
-	err := c.j.store.View(func(tx *bolt.Tx) error { off, _ = tx.Consumer(c.name); return nil })
+	err := c.j.store.View(func(tx storage.Tx) error { off, _ = tx.Consumer(c.name); return nil })
 	return off, err
 }
 
@@ -170,7 +170,7 @@ func (j *Journal) ResetConsumer(name string, off uint64) error {
 }
 
 func (j *Journal) setConsumer(name string, off uint64, rewind bool) error {
-	return j.store.Update(func(tx *bolt.Tx) error {
+	return j.store.Update(func(tx storage.Tx) error {
 		have, ok := tx.Consumer(name)
 		if !ok {
 			return fmt.Errorf("%w: %q", ErrNoConsumer, name)
@@ -193,7 +193,7 @@ func (j *Journal) setConsumer(name string, off uint64, rewind bool) error {
 func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
 	var off uint64
 	var ok bool
-	if err := j.store.View(func(tx *bolt.Tx) error { off, ok = tx.Consumer(name); return nil }); err != nil {
+	if err := j.store.View(func(tx storage.Tx) error { off, ok = tx.Consumer(name); return nil }); err != nil {
 		return 0, err
 	}
 	if !ok {
@@ -239,7 +239,7 @@ func (c *Consumer) Next(ctx context.Context, max int) ([]Event, error) {
 
 // DeleteConsumer removes a consumer and its hold on retention.
 func (j *Journal) DeleteConsumer(name string) error {
-	return j.store.Update(func(tx *bolt.Tx) error { return tx.DeleteConsumer(name) })
+	return j.store.Update(func(tx storage.Tx) error { return tx.DeleteConsumer(name) })
 }
 
 // ConsumerInfo describes one consumer.
@@ -255,7 +255,7 @@ type ConsumerInfo struct {
 // Consumers lists the registered consumers in name order.
 func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 	var out []ConsumerInfo
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		head := tx.NextOffset() - 1
 		return tx.Consumers(func(name string, off uint64) error {
 			lag := uint64(0)
@@ -276,19 +276,18 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 // retention (ErrTrimmed) rebuilds its state from the entries, then Seeks
 // to head + 1 and follows. fn must not call the Journal. A panic in fn
 // ends the read transaction and then propagates from Snapshot with fn's
-// value (it is not ErrCorrupt: callback.go).
+// value (it is not ErrCorrupt).
 func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
-	err = j.store.View(func(tx *bolt.Tx) error {
+	err = j.store.View(func(tx storage.Tx) error {
 		head = tx.NextOffset() - 1
 		return tx.IndexScan(nil, func(k, v []byte) (bool, error) {
 			e, err := decodeIndex(k, v)
 			if err != nil {
 				return false, err
 			}
-			return true, callback(func() error { return fn(e) })
+			return true, fn(e)
 		})
 	})
-	repanic(err)
 	return head, err
 }
 
@@ -299,7 +298,7 @@ func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 // step back does to the times), so it is a binary search.
 func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 	var off uint64
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		lo, hi := tx.FirstOffset(), tx.NextOffset() // answer in [lo, hi]
 		if lo == 0 {
 			off = hi
@@ -332,12 +331,12 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // offsets below before, at most max of them, and only while the retained
 // size is above minBytes (0: no size condition). It returns how many it
 // deleted and their size in bytes. Retention (package compactor) calls it in
-// bounded steps. The file does not shrink: bbolt reuses the pages (see
+// bounded steps. The file does not shrink: the store reuses the pages (see
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).
 func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
-	err = w.j.store.Update(func(tx *bolt.Tx) error {
+	err = w.j.store.Update(func(tx storage.Tx) error {
 		var keep func(uint64, []byte) error
 		if tx.HasObjects() {
 			keep = func(off uint64, rec []byte) error { return keepTrimmed(tx, off, rec) }
@@ -353,6 +352,6 @@ func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int6
 // bytes (payload, not file size).
 func (j *Journal) JournalBytes() (uint64, error) {
 	var n uint64
-	err := j.store.View(func(tx *bolt.Tx) error { n = tx.JournalBytes(); return nil })
+	err := j.store.View(func(tx storage.Tx) error { n = tx.JournalBytes(); return nil })
 	return n, err
 }

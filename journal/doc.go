@@ -1,5 +1,5 @@
 // Package journal is watchjournal's public API: a durable record of one
-// watched Kubernetes resource, kept in one bbolt file.
+// watched Kubernetes resource, kept in one file.
 //
 // For one resource (GVR, namespace, label and field selectors) a Journal
 // keeps only key → (resourceVersion, UID) per object, the index, plus a
@@ -10,7 +10,7 @@
 // # Guarantees
 //
 //   - Index, journal and the last synced resourceVersion change together in
-//     one bbolt transaction, so a crash at any point loses nothing: after a
+//     one transaction of the file, so a crash at any point loses nothing: after a
 //     restart the index describes exactly the events in the journal.
 //   - Offsets start at 1, increase by one per event and are never reused.
 //   - Per key, the journal's sequence is consistent: no ADDED for a key that
@@ -32,7 +32,7 @@
 //
 // An index key is exactly the bytes <namespace>/<name> for a namespaced
 // object and <name> for a cluster-scoped one. Keys and consumer names are
-// bbolt keys: an empty one or one longer than MaxKeyBytes (32 KiB) is
+// keys of the file: an empty one or one longer than MaxKeyBytes (32 KiB) is
 // refused with ErrBadKey where it enters (keys.go).
 //
 // # Identity
@@ -43,7 +43,7 @@
 //
 // # Errors
 //
-// ErrCorrupt means the file: a page bbolt cannot read. A panic in the
+// ErrCorrupt means the file: a page the store cannot read. A panic in the
 // function given to Update is the caller's: the transaction rolls back and
 // the panic propagates from Update, leaving the file healthy.
 //
@@ -134,9 +134,9 @@
 // writer gets ErrLocked), for the writer's whole life. Within that process
 // any number of goroutines may read while the writer runs; reads use short
 // read transactions. The writer closes and reopens the file after every
-// 4,096 pages it writes (at most once a second), to give back bbolt's
-// per-page bookkeeping (journal/bolt/refresh.go); it holds a lock of its
-// own, on <path>.lock, across the reopen (journal/bolt/lock.go), so
+// 4,096 pages it writes (at most once a second), to give back the
+// store's per-page bookkeeping (the store's refresh.go); it holds a lock
+// of its own, on <path>.lock, across the reopen (the store's lock.go), so
 // another writer's Open fails with ErrLocked then too. The lock file
 // exists while a writer has the file open.
 package journal

@@ -4,27 +4,31 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Errors returned by Open. They match with errors.Is; the returned error
 // wraps them with the path and cause.
 var (
-	// ErrLocked is returned when another writer holds the file.
-	ErrLocked = bolt.ErrLocked
-	// ErrForeign is returned for a bbolt file not written by watchjournal.
-	ErrForeign = bolt.ErrForeign
+	// ErrLocked is returned when another writer holds the file (its lock,
+	// <path>.lock, or the file's own) for longer than Options.Timeout.
+	ErrLocked = storage.ErrLocked
+	// ErrForeign is returned for a database file not written by
+	// watchjournal.
+	ErrForeign = storage.ErrForeign
 	// ErrNewerSchema is returned for a file written by a newer watchjournal.
-	ErrNewerSchema = bolt.ErrNewerSchema
-	// ErrCorrupt is returned for a file that is not a readable bbolt database.
-	ErrCorrupt = bolt.ErrCorrupt
+	ErrNewerSchema = storage.ErrNewerSchema
+	// ErrCorrupt is returned for a file that is not a readable journal
+	// file (corrupt, truncated, or of another format), and by a read or
+	// write that meets a damaged page of the file.
+	ErrCorrupt = storage.ErrCorrupt
 	// ErrNotExist is returned by a read-only Open of a missing file.
-	ErrNotExist = bolt.ErrNotExist
+	ErrNotExist = storage.ErrNotExist
 	// ErrReadOnly is returned by writes to a journal opened read-only.
-	ErrReadOnly = bolt.ErrReadOnly
+	ErrReadOnly = storage.ErrReadOnly
 	// ErrNoSpace is returned by a write that failed because the disk is
 	// full; the write is rolled back whole.
-	ErrNoSpace = bolt.ErrNoSpace
+	ErrNoSpace = storage.ErrNoSpace
 	// ErrResourceMismatch is returned by Open when Options.Resource differs
 	// from the resource the file already records: another GVR, namespace or
 	// metadata-only choice, or selectors that differ in canonical form
@@ -46,7 +50,7 @@ var (
 	ErrBadRecord = errors.New("journal: bad record")
 	// ErrClosed is returned by every read, write, Wait and Consumer.Next
 	// on a journal after Close (or blocked in them when Close is called).
-	ErrClosed = bolt.ErrClosed
+	ErrClosed = storage.ErrClosed
 	// ErrNoKind is returned by TypeMeta when the file records no kind and
 	// no retained event carries an object to learn it from.
 	ErrNoKind = errors.New("journal: the file records no kind")

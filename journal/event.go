@@ -303,8 +303,10 @@ func encodeEvent(e *Event) ([]byte, error) {
 	return append(out, b...), nil
 }
 
-// decodeEvent decodes a stored record; the result does not alias b.
-func decodeEvent(off uint64, b []byte) (Event, error) {
+// decodeEvent decodes a stored record; the result does not alias b. A
+// panic of the decoder is an error matching ErrBadRecord (decodePanic).
+func decodeEvent(off uint64, b []byte) (_ Event, err error) {
+	defer decodePanic(&err, off, nil)
 	if len(b) < 6 || recordFieldCount(b[0]) == 0 {
 		return Event{}, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}

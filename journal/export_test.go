@@ -1,7 +1,7 @@
 package journal
 
-import "github.com/watchjournal/watchjournal/journal/bolt"
+import "github.com/watchjournal/watchjournal/internal/storage"
 
 // Store returns the underlying store, for the tests that write the file
 // below the journal's API (a record that does not decode, a stray object).
-func (w *Writer) Store() *bolt.Store { return w.j.store }
+func (w *Writer) Store() storage.Store { return w.j.store }

@@ -177,7 +177,7 @@ func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 		_, _ = j.Read(1, 1000)
 		_, _ = j.ScanIndex("", 1000)
 		// The store's panics inside a callback's transaction stay
-		// errors (callback.go lets only the callback's own go on).
+		// errors (only the callback's own go on: internal/storage).
 		_, _ = j.Snapshot(func(journal.IndexEntry) error { return nil })
 		_ = j.Close()
 	}

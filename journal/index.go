@@ -52,7 +52,9 @@ func decodeIndex(key, v []byte) (IndexEntry, error) {
 
 // decodeIndexObject decodes an index value and the offset of the key's
 // last event with an object (0: none known, always for a schema 1 value).
-func decodeIndexObject(key, v []byte) (IndexEntry, uint64, error) {
+// A panic of the decoder is an error matching ErrBadRecord (decodePanic).
+func decodeIndexObject(key, v []byte) (_ IndexEntry, _ uint64, err error) {
+	defer decodePanic(&err, 0, key)
 	if len(v) < 2 || v[0] != indexTag[0] || v[1] != indexTag[1] {
 		return decodeIndexV1(key, v)
 	}

@@ -8,15 +8,16 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // Options configure Open. A nil *Options means the defaults.
 type Options struct {
 	// ReadOnly opens the file with a shared lock, for inspection. Writes
-	// return ErrReadOnly. Note that bbolt's locks are per file: a read-only
-	// open waits while a writer holds the file, and holds the writer off
-	// while it is open.
+	// return ErrReadOnly. Note that the file's locks are per file: a
+	// read-only open waits while a writer holds the file, and holds the
+	// writer off while it is open.
 	ReadOnly bool
 	// Timeout is how long Open waits for the file lock before it returns
 	// ErrLocked. Zero means 1 s; negative means one try.
@@ -30,15 +31,17 @@ type Options struct {
 	Logger logr.Logger
 	// NoSync skips fsync on commit: only for tests and benchmarks.
 	NoSync bool
-	// InitialMmapSize is bbolt's initial memory map size in bytes; zero
-	// means bbolt's default.
+	// InitialMmapSize is the initial size of the file's memory map in
+	// bytes; zero means the store's default. A read transaction keeps the
+	// map from growing, so a larger map avoids blocking the writer behind
+	// readers.
 	InitialMmapSize int
 }
 
 // Journal is an open journal file. It is safe for concurrent use by many
 // goroutines; writes are serialized.
 type Journal struct {
-	store  *bolt.Store
+	store  storage.Store
 	log    logr.Logger
 	noSync bool
 
@@ -99,7 +102,7 @@ func (j *Journal) bindResource(r *Resource) error {
 	if r == nil {
 		return nil
 	}
-	return j.store.Update(func(tx *bolt.Tx) error {
+	return j.store.Update(func(tx storage.Tx) error {
 		have, ok, err := decodeResource(tx.Meta(metaResource))
 		if err != nil {
 			return err
@@ -139,8 +142,8 @@ func (j *Journal) Path() string { return j.store.Path() }
 // events, the relist, the kind, its list mode) and compactor (trimming),
 // and for tools and tests that write one by hand. A program that reads and consumes a journal needs none of it.
 //
-// One writer per file: bbolt's exclusive lock keeps every other process
-// out, and within the process one reconcile.Loop appends the events (a
+// One writer per file: the file's exclusive lock keeps every other
+// process out, and within the process one reconcile.Loop appends the events (a
 // compactor beside it only trims). Two writers of events in one process
 // would each keep the journal consistent per transaction, but would race
 // each other's resourceVersions. Its methods return ErrReadOnly on a
@@ -153,12 +156,12 @@ func (j *Journal) Writer() *Writer { return &Writer{j: j} }
 
 // Resource returns the resource the file records, and false when none is
 // recorded yet. A read that fails is an error, never "none recorded": the
-// store's error (ErrCorrupt for a corrupt page, bbolt's for a closed
+// store's error (ErrCorrupt for a corrupt page, ErrClosed for a closed
 // journal), or one matching ErrBadRecord for a record that does not decode.
 func (j *Journal) Resource() (Resource, bool, error) {
 	var r Resource
 	var ok bool
-	err := j.store.View(func(tx *bolt.Tx) (err error) {
+	err := j.store.View(func(tx storage.Tx) (err error) {
 		r, ok, err = decodeResource(tx.Meta(metaResource))
 		return err
 	})
@@ -172,7 +175,7 @@ func (j *Journal) Resource() (Resource, bool, error) {
 // the last watch event's or bookmark's. Empty means never synced.
 func (j *Journal) ResourceVersion() (string, error) {
 	var rv string
-	err := j.store.View(func(tx *bolt.Tx) error { rv = string(tx.Meta(metaRV)); return nil })
+	err := j.store.View(func(tx storage.Tx) error { rv = string(tx.Meta(metaRV)); return nil })
 	return rv, err
 }
 
@@ -180,7 +183,7 @@ func (j *Journal) ResourceVersion() (string, error) {
 func (j *Journal) Lookup(key string) (IndexEntry, bool, error) {
 	var e IndexEntry
 	var ok bool
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		v := tx.IndexGet([]byte(key))
 		if v == nil {
 			return nil
@@ -203,7 +206,7 @@ func (j *Journal) ScanIndex(after string, limit int) ([]IndexEntry, error) {
 	if after != "" {
 		start = []byte(after)
 	}
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		return tx.IndexScan(start, func(k, v []byte) (bool, error) {
 			e, err := decodeIndex(k, v)
 			if err != nil {
@@ -239,7 +242,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 		max = DefaultBatch
 	}
 	var out []Event
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		first := tx.FirstOffset()
 		if first == 0 {
 			first = tx.NextOffset()
@@ -267,7 +270,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 // Head returns the last offset assigned, 0 when none ever was.
 func (j *Journal) Head() (uint64, error) {
 	var h uint64
-	err := j.store.View(func(tx *bolt.Tx) error { h = tx.NextOffset() - 1; return nil })
+	err := j.store.View(func(tx storage.Tx) error { h = tx.NextOffset() - 1; return nil })
 	return h, err
 }
 
@@ -317,7 +320,7 @@ type Stats struct {
 	FirstOffset, LastOffset uint64
 	// ResourceVersion is the last synced resourceVersion.
 	ResourceVersion string
-	// FileSize is the bbolt file's size on disk in bytes; it grows with the
+	// FileSize is the file's size on disk in bytes; it grows with the
 	// journal and never shrinks by itself (see compactor.CompactFile).
 	FileSize int64
 	// Consumers maps each durable consumer's name to its committed offset.
@@ -329,7 +332,7 @@ type Stats struct {
 // Stats returns the file's statistics, read in one transaction.
 func (j *Journal) Stats() (Stats, error) {
 	var s Stats
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		s.Resource, _, _ = decodeResource(tx.Meta(metaResource))
 		s.Objects = tx.IndexCount()
 		s.FirstOffset, s.LastOffset = tx.FirstOffset(), tx.LastOffset()

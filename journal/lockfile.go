@@ -10,7 +10,7 @@ import (
 // opening it, for a tool that replaces the file whole (journalctl compact's
 // rewrite): while it is held, Open of the file for writing fails with
 // ErrLocked, and a writer that runs is kept out even in the moment it
-// reopens its file to give back bbolt's bookkeeping (package bolt). The
+// reopens its file to give back the store's page bookkeeping. The
 // lock is the file <path>.lock; it is tried for timeout (once when timeout
 // is shorter than 50 ms).
 //

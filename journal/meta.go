@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Meta is one namespace of the file's meta entries, for a package that
@@ -34,10 +34,10 @@ func (w *Writer) Meta(ns string) *Meta {
 
 // Get returns the value of the entry key, or nil when it is not set. A
 // read that fails is an error, never "not set": the store's (ErrCorrupt,
-// or bbolt's for a closed journal).
+// or ErrClosed for a closed journal).
 func (m *Meta) Get(key string) ([]byte, error) {
 	var v []byte
-	err := m.j.store.View(func(tx *bolt.Tx) error {
+	err := m.j.store.View(func(tx storage.Tx) error {
 		v = append([]byte(nil), tx.Meta(m.prefix+key)...)
 		return nil
 	})
@@ -53,7 +53,7 @@ func (m *Meta) Get(key string) ([]byte, error) {
 // Put sets the entry key to v, in a transaction of its own; a nil v
 // deletes it. It returns ErrReadOnly on a journal opened read-only.
 func (m *Meta) Put(key string, v []byte) error {
-	if err := m.j.store.Update(func(tx *bolt.Tx) error { return tx.SetMeta(m.prefix+key, v) }); err != nil {
+	if err := m.j.store.Update(func(tx storage.Tx) error { return tx.SetMeta(m.prefix+key, v) }); err != nil {
 		return fmt.Errorf("journal: meta %s%s: %w", m.prefix, key, err)
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Ensure that a namespace's entry is the meta entry "ns.key" of the file,
@@ -22,7 +22,7 @@ func TestWriter_Meta_NamespacedEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var raw []byte
-	_ = j.Writer().Store().View(func(tx *bolt.Tx) error { raw = append(raw, tx.Meta("reconcile.listMode")...); return nil })
+	_ = j.Writer().Store().View(func(tx storage.Tx) error { raw = append(raw, tx.Meta("reconcile.listMode")...); return nil })
 	if !bytes.Equal(raw, []byte(`{"mode":"paginated"}`)) {
 		t.Fatalf("meta entry reconcile.listMode = %q; want the value Put", raw)
 	}

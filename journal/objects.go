@@ -66,7 +66,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // ErrObjectsNotKept: the file does not keep objects (KeepObjects was
@@ -90,18 +90,18 @@ func (e *NoObjectError) Is(target error) bool { return target == ErrNoObject }
 
 // applyObject keeps the objects bucket in step with the index for e: a
 // copy the index entry will no longer supersede (a DELETED, or an event
-// without an object) is removed.
-func applyObject(tx *bolt.Tx, e *Event) error {
+// without an object) is removed. key is e.Key's bytes.
+func applyObject(tx storage.Tx, key []byte, e *Event) error {
 	if e.Type != Deleted && len(e.Object) > 0 {
 		return nil
 	}
-	return tx.ObjectDelete([]byte(e.Key))
+	return tx.ObjectDelete(key)
 }
 
 // keepTrimmed copies the object of the record rec at off, about to be
 // trimmed, into the objects bucket when it is still its live key's latest
 // object. A damaged record is left to go: its object could not be read.
-func keepTrimmed(tx *bolt.Tx, off uint64, rec []byte) error {
+func keepTrimmed(tx storage.Tx, off uint64, rec []byte) error {
 	key, obj, err := recordObject(off, rec)
 	if err != nil || obj == nil {
 		return nil
@@ -114,7 +114,7 @@ func keepTrimmed(tx *bolt.Tx, off uint64, rec []byte) error {
 
 // objectAt returns the object of the record the index value v points at,
 // nil when v points at none or at a trimmed record.
-func objectAt(tx *bolt.Tx, key, v []byte) ([]byte, error) {
+func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 	off := indexObject(v)
 	if off == 0 {
 		return nil, nil
@@ -133,12 +133,12 @@ func objectAt(tx *bolt.Tx, key, v []byte) ([]byte, error) {
 	return obj, nil
 }
 
-// ObjectView reads objects within one bbolt read transaction. It is valid
+// ObjectView reads objects within one read transaction. It is valid
 // only inside the function given to ViewObjects; the byte slices it gives
-// are bbolt's memory-mapped pages, valid only until that function returns
+// are the file's memory-mapped pages, valid only until that function returns
 // (copy or decode them there).
 type ObjectView struct {
-	tx   *bolt.Tx
+	tx   storage.Tx
 	head uint64
 }
 
@@ -150,28 +150,27 @@ type ObjectView struct {
 // already keeps objects.
 func (j *Journal) KeepObjects() error {
 	var on bool
-	if err := j.store.View(func(tx *bolt.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
+	if err := j.store.View(func(tx storage.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
 		return err
 	}
 	if j.store.ReadOnly() {
 		return fmt.Errorf("%w: %s is open read-only", ErrObjectsNotKept, j.Path())
 	}
-	return j.store.Update(func(tx *bolt.Tx) error { return tx.CreateObjects() })
+	return j.store.Update(func(tx storage.Tx) error { return tx.CreateObjects() })
 }
 
 // ViewObjects runs fn with a view of the committed objects. Errors: fn's,
 // ErrObjectsNotKept, ErrClosed after Close, ErrCorrupt. A panic in fn ends
 // the read transaction and then propagates from ViewObjects with fn's
-// value (it is not ErrCorrupt: callback.go).
+// value (it is not ErrCorrupt: the store's panics are only those of its
+// own reads).
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
-	err := j.store.View(func(tx *bolt.Tx) error {
+	return j.store.View(func(tx storage.Tx) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
-		return callback(func() error { return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1}) })
+		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
 	})
-	repanic(err)
-	return err
 }
 
 // Head is the offset the view is current with: the journal's head in the
@@ -182,7 +181,6 @@ func (v *ObjectView) Head() uint64 { return v.head }
 // without a stored object is (nil, false, *NoObjectError). A damaged
 // record is an error matching ErrBadRecord.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
-	defer guard()
 	k := []byte(key)
 	iv := v.tx.IndexGet(k)
 	if iv == nil {
@@ -207,17 +205,9 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 // for a live key without a stored object (see Missing). It walks the index
 // and the objects bucket side by side, and reads each object from the
 // journal record its entry points at. A panic in fn propagates from Scan
-// with fn's value (it is not ErrCorrupt: callback.go).
+// with fn's value (it is not ErrCorrupt).
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
-	err := v.scan(prefix, fn)
-	repanic(err)
-	return err
-}
-
-// scan is Scan with a panic in fn returned as a *callbackPanic.
-func (v *ObjectView) scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
-	defer guard()
-	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (more bool, err error) {
+	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
 		o, err := objectAt(v.tx, k, iv)
 		if err != nil {
 			return false, err
@@ -225,8 +215,7 @@ func (v *ObjectView) scan(prefix string, fn func(key string, obj []byte) (bool, 
 		if o == nil {
 			o = copied
 		}
-		err = callback(func() (err error) { more, err = fn(string(k), o); return err })
-		return more, err
+		return fn(string(k), o)
 	})
 }
 
@@ -260,7 +249,7 @@ func (j *Journal) Object(key string) (obj []byte, head uint64, ok bool, err erro
 // file check: objects change only with the index, so it never holds one),
 // and an index entry that points at a retained record of another key or
 // without an object.
-func checkObjects(tx *bolt.Tx, problem func(format string, args ...any)) error {
+func checkObjects(tx storage.Tx, problem func(format string, args ...any)) error {
 	err := tx.ObjectKeys(func(k []byte) error {
 		if tx.IndexGet(k) == nil {
 			problem("objects: %s has an object but no index entry", k)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/bolt"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
 
@@ -230,7 +230,7 @@ func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 	if rep, err := j.Check(); err != nil || !rep.OK() {
 		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
 	}
-	if err := j.Writer().Store().Update(func(tx *bolt.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
+	if err := j.Writer().Store().Update(func(tx storage.Tx) error { return tx.ObjectPut([]byte("wj/ghost"), []byte(`{}`)) }); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := j.Check()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // prevOffsets reads the whole journal of j and returns, by "TYPE key@rv",
@@ -166,7 +166,7 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Written past Tx.Append, which would set the right one.
-			if err := j.store.Update(func(tx *bolt.Tx) error {
+			if err := j.store.Update(func(tx storage.Tx) error {
 				e := Event{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "3", PrevResourceVersion: "2", Origin: OriginWatch,
 					Object: []byte(`{}`), PrevOffset: c.prev}
 				rec, err := encodeEvent(&e)
@@ -176,7 +176,7 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 				if e.Offset, err = tx.Append(rec); err != nil {
 					return err
 				}
-				return applyIndex(tx, &e)
+				return applyIndex(tx, []byte(e.Key), &e)
 			}); err != nil {
 				t.Fatal(err)
 			}

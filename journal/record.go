@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"runtime"
 )
 
 // The positions of the fields recordObject reads in the msgpack array of
@@ -24,8 +25,9 @@ const (
 // recordObject returns the key and the object of the encoded record rec at
 // off, both slices of rec; obj is nil for an event without an object. A
 // record that is damaged or not in the form encodeEvent writes is an error
-// matching ErrBadRecord.
+// matching ErrBadRecord, and so is a panic of the walk (decodePanic).
 func recordObject(off uint64, rec []byte) (key, obj []byte, err error) {
+	defer decodePanic(&err, off, nil)
 	if len(rec) < 6 || recordFieldCount(rec[0]) == 0 {
 		return nil, nil, fmt.Errorf("%w: offset %d: unknown record version", ErrBadRecord, off)
 	}
@@ -133,4 +135,31 @@ func mpNext(b []byte, p int) (payload []byte, next int, ok bool) {
 		return sized(4)
 	}
 	return nil, 0, false
+}
+
+// decodePanic, deferred by the decoders of stored bytes (decodeEvent,
+// decodeIndexObject, recordObject), turns a panic of theirs into an error
+// matching ErrBadRecord that names the record (the index entry key, or
+// the offset off when key is nil). The bytes come from the file: the
+// decoders are fuzzed not to panic on any input (fuzz_test.go), so a panic
+// is a decoder's bug, and a bug that stops a read with an error, not the
+// process. It is not ErrCorrupt: the store's pages were read. A memory
+// fault goes on: reading the file's memory map faults when the file is
+// shorter than the map, and the store returns that as ErrCorrupt
+// (internal/storage, "Panics").
+func decodePanic(err *error, off uint64, key []byte) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(runtime.Error); ok {
+		if _, ok := f.(interface{ Addr() uintptr }); ok {
+			panic(r)
+		}
+	}
+	if key != nil {
+		*err = fmt.Errorf("%w: index entry %q: decoding panicked: %v", ErrBadRecord, key, r)
+		return
+	}
+	*err = fmt.Errorf("%w: offset %d: decoding panicked: %v", ErrBadRecord, off, r)
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Ensure that recordObject finds the key and the object of every encoded
@@ -113,7 +113,7 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
 	}
 	// a's entry now points at b's record (offset 2).
-	if err := j.store.Update(func(tx *bolt.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
+	if err := j.store.Update(func(tx storage.Tx) error { return tx.IndexPut([]byte("ns/a"), encodeIndex("u-ns/a", "1", 2)) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok, err := j.Object("ns/a"); ok || !errors.Is(err, ErrBadRecord) {
@@ -122,5 +122,26 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 	rep, err := j.Check()
 	if err != nil || rep.OK() || !strings.Contains(strings.Join(rep.Problems, "\n"), `"ns/a" points at offset 2`) {
 		t.Fatalf("Check = %+v, %v; want a problem naming ns/a", rep, err)
+	}
+}
+
+// A panic of a decoder of stored bytes stops the read with an error
+// matching ErrBadRecord that names the record, not the process, and is not
+// ErrCorrupt (the store's pages were read).
+func TestDecodePanic_IsBadRecord(t *testing.T) {
+	decode := func(off uint64, key []byte) (err error) {
+		defer decodePanic(&err, off, key)
+		var b []byte
+		_ = b[off] // a decoder's bug: an index out of range
+		return nil
+	}
+	for _, c := range []struct {
+		key  []byte
+		want string
+	}{{nil, "offset 7"}, {[]byte("ns/a"), `index entry "ns/a"`}} {
+		err := decode(7, c.key)
+		if !errors.Is(err, ErrBadRecord) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("decoder panic = %v; want ErrBadRecord naming %s, not ErrCorrupt", err, c.want)
+		}
 	}
 }

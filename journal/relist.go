@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // commitChunk and commitBytes bound one transaction of a relist commit:
@@ -34,7 +34,7 @@ const (
 // time per Journal.
 //
 // The events wait in a sibling file, <path>.relist (see stagefile.go for
-// why not in the bbolt file); it exists only while a relist with changes
+// why not in the journal file); it exists only while a relist with changes
 // is in progress.
 //
 // The first list into an empty index is the exception (direct mode): it
@@ -67,7 +67,7 @@ func (w *Writer) BeginRelist() (*Relist, error) {
 		return nil, err
 	}
 	direct := false
-	if err := j.store.Update(func(tx *bolt.Tx) error {
+	if err := j.store.Update(func(tx storage.Tx) error {
 		direct = tx.IndexCount() == 0
 		return tx.SeenClear()
 	}); err != nil {
@@ -132,7 +132,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 	for len(evs) > 0 {
 		var n int
 		var first uint64
-		err := r.j.store.Update(func(tx *bolt.Tx) error {
+		err := r.j.store.Update(func(tx storage.Tx) error {
 			n, first = 0, 0
 			if r.first == 0 {
 				if err := tx.SetMeta(metaRV, nil); err != nil {
@@ -154,7 +154,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 					return err
 				}
 				e.Offset = off
-				if err := applyIndex(tx, e); err != nil {
+				if err := applyIndex(tx, []byte(e.Key), e); err != nil {
 					return err
 				}
 				if first == 0 {
@@ -188,7 +188,7 @@ func (r *Relist) MarkSeen(keys []string) error {
 			return fmt.Errorf("journal: mark seen: %w", err)
 		}
 	}
-	return r.j.store.Update(func(tx *bolt.Tx) error {
+	return r.j.store.Update(func(tx storage.Tx) error {
 		for _, k := range keys {
 			if err := tx.SeenPut([]byte(k)); err != nil {
 				return err
@@ -201,7 +201,7 @@ func (r *Relist) MarkSeen(keys []string) error {
 // Unseen returns the entries whose keys were not recorded by MarkSeen.
 func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 	var out []IndexEntry
-	err := r.j.store.View(func(tx *bolt.Tx) error {
+	err := r.j.store.View(func(tx storage.Tx) error {
 		for _, e := range entries {
 			if !tx.SeenHas([]byte(e.Key)) {
 				out = append(out, e)
@@ -227,7 +227,7 @@ func (r *Relist) Commit(rv string) (first, last uint64, err error) {
 	}
 	r.done = true
 	if r.w == nil {
-		err := r.j.store.Update(func(tx *bolt.Tx) error {
+		err := r.j.store.Update(func(tx storage.Tx) error {
 			if err := tx.SeenClear(); err != nil {
 				return err
 			}
@@ -264,7 +264,7 @@ func (r *Relist) mark(rv string) (first uint64, err error) {
 		return 0, err
 	}
 	_ = r.w.f.Close()
-	if err := r.j.store.Update(func(tx *bolt.Tx) error {
+	if err := r.j.store.Update(func(tx storage.Tx) error {
 		first = tx.NextOffset()
 		if err := tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)); err != nil {
 			return err
@@ -319,7 +319,7 @@ func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
 func (j *Journal) finishRelistChunks(max int) error {
 	path := stagePath(j.Path())
 	var rv, st []byte
-	if err := j.store.View(func(tx *bolt.Tx) error {
+	if err := j.store.View(func(tx storage.Tx) error {
 		rv = clone(tx.Meta(metaRelistRV))
 		st = clone(tx.Meta(metaRelistStage))
 		return nil
@@ -350,7 +350,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 		}
 		var moved int
 		var bad error
-		err := j.store.Update(func(tx *bolt.Tx) error {
+		err := j.store.Update(func(tx storage.Tx) error {
 			at, bytes := sr.pos, 0
 			if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
 				return err
@@ -385,7 +385,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 					return err
 				}
 				e.Offset = off
-				if err := applyIndex(tx, &e); err != nil {
+				if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
 					return err
 				}
 				at = next
@@ -431,7 +431,7 @@ var afterRelistChunk func()
 // checkStageMarker returns a *StageMarkerError unless the commit marker in
 // tx is the one the chunk about to move continues from: the relist's
 // resourceVersion rv, the stage file's nonce and size, and the position at.
-func checkStageMarker(tx *bolt.Tx, path string, rv []byte, nonce uint64, size, at int64) error {
+func checkStageMarker(tx storage.Tx, path string, rv []byte, nonce uint64, size, at int64) error {
 	gotRV, st := tx.Meta(metaRelistRV), tx.Meta(metaRelistStage)
 	n, sz, pos, ok := decodeStageMeta(st)
 	if ok && n == nonce && sz == size && pos == at && string(gotRV) == string(rv) {
@@ -451,7 +451,7 @@ func checkStageMarker(tx *bolt.Tx, path string, rv []byte, nonce uint64, size, a
 func (j *Journal) forgetRelist(cause error) error {
 	j.log.Error(cause, "a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
 		"file", stagePath(j.Path()))
-	err := j.store.Update(func(tx *bolt.Tx) error {
+	err := j.store.Update(func(tx storage.Tx) error {
 		for _, name := range []string{metaRelistStage, metaRelistRV, metaRV} {
 			if err := tx.SetMeta(name, nil); err != nil {
 				return err

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Each chunk of a relist commit re-checks the commit marker it continues
@@ -16,18 +16,18 @@ func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
 	const n = 3 * commitChunk
 	cases := []struct {
 		name    string
-		tamper  func(tx *bolt.Tx) error
+		tamper  func(tx storage.Tx) error
 		present bool
 	}{
-		{"another writer moved the position on", func(tx *bolt.Tx) error {
+		{"another writer moved the position on", func(tx storage.Tx) error {
 			nonce, size, pos, _ := decodeStageMeta(tx.Meta(metaRelistStage))
 			return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, pos+1))
 		}, true},
-		{"another writer began another commit", func(tx *bolt.Tx) error {
+		{"another writer began another commit", func(tx storage.Tx) error {
 			nonce, size, pos, _ := decodeStageMeta(tx.Meta(metaRelistStage))
 			return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce+1, size, pos))
 		}, true},
-		{"another writer finished the commit", func(tx *bolt.Tx) error {
+		{"another writer finished the commit", func(tx storage.Tx) error {
 			if err := tx.SetMeta(metaRelistStage, nil); err != nil {
 				return err
 			}

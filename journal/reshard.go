@@ -27,7 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // metaReshard is the marker of a Reshard in progress (JSON, reshardMarker).
@@ -43,7 +43,7 @@ type reshardMarker struct {
 	After []byte `json:"after,omitempty"`
 }
 
-func setReshardMarker(tx *bolt.Tx, m reshardMarker) error {
+func setReshardMarker(tx storage.Tx, m reshardMarker) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
 			return res, nil
 		}
 		var moved int
-		err := j.store.Update(func(tx *bolt.Tx) error {
+		err := j.store.Update(func(tx storage.Tx) error {
 			var err error
 			moved, done, err = reshardChunk(&Tx{tx: tx}, &res)
 			return err

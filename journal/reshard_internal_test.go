@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // reshardState is what a test compares of a file after a Reshard: every
@@ -51,7 +51,7 @@ func readReshardState(t *testing.T, j *Journal) reshardState {
 	p, _ := j.ShardPending()
 	s.sel, s.pending = rec.ShardSelector, p.Selector()
 	s.rv, _ = j.ResourceVersion()
-	_ = j.store.View(func(tx *bolt.Tx) error { s.marker = tx.Meta(metaReshard) != nil; return nil })
+	_ = j.store.View(func(tx storage.Tx) error { s.marker = tx.Meta(metaReshard) != nil; return nil })
 	return s
 }
 

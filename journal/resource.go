@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Resource names what a journal file watches: one GVR, optionally one
@@ -108,7 +108,7 @@ func (w *Writer) SetKind(kind, apiVersion string) error {
 	if kind == "" || apiVersion == "" {
 		return fmt.Errorf("journal: SetKind: empty kind %q or apiVersion %q", kind, apiVersion)
 	}
-	return j.store.Update(func(tx *bolt.Tx) error {
+	return j.store.Update(func(tx storage.Tx) error {
 		r, ok, err := decodeResource(tx.Meta(metaResource))
 		if err != nil {
 			return err

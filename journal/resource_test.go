@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/bolt"
 )
 
 // Ensure that Resource returns what the file records, and false only when
@@ -39,7 +39,7 @@ func TestJournal_Resource_ReadErrorIsAnError(t *testing.T) {
 	t.Run("record that does not decode", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "j.db")
 		j := open(t, path)
-		if err := j.Writer().Store().Update(func(tx *bolt.Tx) error { return tx.SetMeta("resource", []byte("{not json")) }); err != nil {
+		if err := j.Writer().Store().Update(func(tx storage.Tx) error { return tx.SetMeta("resource", []byte("{not json")) }); err != nil {
 			t.Fatal(err)
 		}
 		if r, ok, err := j.Resource(); !errors.Is(err, journal.ErrBadRecord) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Retention bounds a journal; package compactor enforces it. Zero fields
@@ -35,14 +35,14 @@ func (j *Journal) SetRetention(r Retention) error {
 	if err != nil {
 		return err
 	}
-	return j.store.Update(func(tx *bolt.Tx) error { return tx.SetMeta(metaRetention, b) })
+	return j.store.Update(func(tx storage.Tx) error { return tx.SetMeta(metaRetention, b) })
 }
 
 // Retention returns the retention recorded in the file; the zero value
 // (no limits) when none is.
 func (j *Journal) Retention() (Retention, error) {
 	var r Retention
-	err := j.store.View(func(tx *bolt.Tx) error {
+	err := j.store.View(func(tx storage.Tx) error {
 		b := tx.Meta(metaRetention)
 		if b == nil {
 			return nil

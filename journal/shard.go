@@ -23,7 +23,7 @@ import (
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // metaShardPending records the ranges a Reshard added whose keys no list
@@ -113,7 +113,7 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 	if _, err := w.j.finishReshard(); err != nil {
 		return ReshardResult{}, err
 	}
-	err = w.j.store.Update(func(tx *bolt.Tx) error {
+	err = w.j.store.Update(func(tx storage.Tx) error {
 		rec, ok, err := decodeResource(tx.Meta(metaResource))
 		if err != nil {
 			return err
@@ -136,7 +136,7 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 	return res, nil
 }
 
-func pendingSet(tx *bolt.Tx) hashrange.Set {
+func pendingSet(tx storage.Tx) hashrange.Set {
 	b := tx.Meta(metaShardPending)
 	if len(b) == 0 {
 		return nil
@@ -148,7 +148,7 @@ func pendingSet(tx *bolt.Tx) hashrange.Set {
 	return s
 }
 
-func setPending(tx *bolt.Tx, s hashrange.Set) error {
+func setPending(tx storage.Tx, s hashrange.Set) error {
 	if s.Empty() {
 		return tx.SetMeta(metaShardPending, nil)
 	}
@@ -160,7 +160,7 @@ func setPending(tx *bolt.Tx, s hashrange.Set) error {
 // for keys in them as moved. Empty when none.
 func (j *Journal) ShardPending() (hashrange.Set, error) {
 	var s hashrange.Set
-	err := j.store.View(func(tx *bolt.Tx) error { s = pendingSet(tx); return nil })
+	err := j.store.View(func(tx storage.Tx) error { s = pendingSet(tx); return nil })
 	if err != nil {
 		return nil, fmt.Errorf("journal: shard pending: %w", err)
 	}
@@ -172,11 +172,11 @@ func (j *Journal) ShardPending() (hashrange.Set, error) {
 // are journaled as moved in. A shard member calls it when it joins a group
 // with an empty file whose range others held. Errors: the store's.
 func (w *Writer) MarkShardPending(s hashrange.Set) error {
-	return w.j.store.Update(func(tx *bolt.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
+	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
 }
 
 // ClearShardPending forgets the pending ranges (ShardPending), once a list
 // at the new range has committed.
 func (w *Writer) ClearShardPending() error {
-	return w.j.store.Update(func(tx *bolt.Tx) error { return setPending(tx, nil) })
+	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, nil) })
 }

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Ensure that a corrupt record length in the stage file is refused before
@@ -24,7 +24,7 @@ func TestStage_CorruptLengthIsBoundedByTheFile(t *testing.T) {
 	}
 	var nonce uint64
 	var size, pos int64
-	if err := j.store.View(func(tx *bolt.Tx) error {
+	if err := j.store.View(func(tx storage.Tx) error {
 		var ok bool
 		if nonce, size, pos, ok = decodeStageMeta(tx.Meta(metaRelistStage)); !ok {
 			t.Fatal("no stage marker after the first chunk")

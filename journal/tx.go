@@ -1,23 +1,18 @@
 package journal
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/watchjournal/watchjournal/journal/bolt"
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // Tx is a write transaction: the index, the journal and the last synced
 // resourceVersion change together when it commits. It is valid only inside
 // the function given to Writer.Update.
 type Tx struct {
-	tx       *bolt.Tx
+	tx       storage.Tx
 	appended int
 }
-
-// errPanicked rolls back a transaction whose fn panicked; Update then
-// panics again with fn's value.
-var errPanicked = errors.New("journal: update function panicked")
 
 // Update runs fn in one write transaction. Everything fn appends, and the
 // resourceVersion it sets, is committed together when fn returns nil, and
@@ -25,53 +20,23 @@ var errPanicked = errors.New("journal: update function panicked")
 // Update. Followers (Wait) wake after the commit.
 //
 // A panic in fn's own code rolls the transaction back and then propagates
-// from Update with fn's value, as bbolt's DB.Update does: the file is
-// untouched and stays healthy. Only a panic inside the store (bbolt on a
-// corrupt page, reached through a Tx method) is returned as ErrCorrupt.
+// from Update with fn's value: the file is untouched and stays healthy.
+// Only a panic inside the store (on a corrupt page, reached through a Tx
+// method) is returned as ErrCorrupt.
 func (w *Writer) Update(fn func(*Tx) error) error {
-	j := w.j
 	var t *Tx
-	var panicked bool
-	var value any
-	err := j.store.Update(func(btx *bolt.Tx) (err error) {
-		t = &Tx{tx: btx}
-		defer func() {
-			r := recover()
-			if _, ok := r.(storePanic); ok {
-				panic(r) // the store's: it recovers it as ErrCorrupt
-			}
-			if r != nil {
-				panicked, value, err = true, r, errPanicked
-			}
-		}()
+	err := w.j.store.Update(func(tx storage.Tx) error {
+		t = &Tx{tx: tx}
 		return fn(t)
 	})
-	if panicked {
-		panic(value)
-	}
-	if err == nil && t != nil && t.appended > 0 {
-		j.wake()
+	if err == nil && t.appended > 0 {
+		w.j.wake()
 	}
 	return err
 }
 
-// storePanic is a panic raised inside the store (bbolt on a corrupt page)
-// while a Tx method ran, as opposed to one in the caller's code.
-type storePanic struct{ v any }
-
-func (p storePanic) String() string { return fmt.Sprint(p.v) }
-
-// guard marks a panic inside the store as the store's: every Tx method
-// that reaches the store defers it.
-func guard() {
-	if r := recover(); r != nil {
-		panic(storePanic{r})
-	}
-}
-
 // Lookup returns the index entry for key as this transaction sees it.
 func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
-	defer guard()
 	v := t.tx.IndexGet([]byte(key))
 	if v == nil {
 		return IndexEntry{}, false, nil
@@ -96,11 +61,11 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
 // error nothing of e is stored; the transaction may go on.
 func (t *Tx) Append(e *Event) (uint64, error) {
-	defer guard()
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
-	v, err := t.check(e)
+	key := []byte(e.Key) // once: the store's methods take bytes
+	v, err := t.check(e, key)
 	if err != nil {
 		return 0, err
 	}
@@ -117,7 +82,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 		return 0, fmt.Errorf("journal: append: %w", err)
 	}
 	e.Offset = off
-	if err := applyIndex(t.tx, e); err != nil {
+	if err := applyIndex(t.tx, key, e); err != nil {
 		e.Offset = 0
 		return 0, err
 	}
@@ -126,8 +91,8 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 }
 
 // check returns why e cannot be appended, nil when it can, and the key's
-// index value (nil when absent).
-func (t *Tx) check(e *Event) ([]byte, error) {
+// index value (nil when absent); key is e.Key's bytes.
+func (t *Tx) check(e *Event, key []byte) ([]byte, error) {
 	switch {
 	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
 		return nil, fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
@@ -139,11 +104,11 @@ func (t *Tx) check(e *Event) ([]byte, error) {
 	if err := checkReason(e.Type, e.Reason); err != nil {
 		return nil, err
 	}
-	v := t.tx.IndexGet([]byte(e.Key))
+	v := t.tx.IndexGet(key)
 	if (v != nil) == (e.Type == Added) {
 		ke := &KeyStateError{Type: e.Type, Key: e.Key, Present: v != nil}
 		if v != nil {
-			if ie, err := decodeIndex([]byte(e.Key), v); err == nil {
+			if ie, err := decodeIndex(key, v); err == nil {
 				ke.UID = ie.UID
 			}
 		}
@@ -167,9 +132,10 @@ func setPrevOffset(e *Event, v []byte) {
 }
 
 // applyIndex applies e, just stored at e.Offset, to the index: the entry
-// points at e's record when e carries an object (objects.go).
-func applyIndex(tx *bolt.Tx, e *Event) error {
-	if err := applyObject(tx, e); err != nil {
+// points at e's record when e carries an object (objects.go). key is
+// e.Key's bytes.
+func applyIndex(tx storage.Tx, key []byte, e *Event) error {
+	if err := applyObject(tx, key, e); err != nil {
 		return err
 	}
 	switch e.Type {
@@ -178,9 +144,9 @@ func applyIndex(tx *bolt.Tx, e *Event) error {
 		if len(e.Object) > 0 {
 			object = e.Offset
 		}
-		return tx.IndexPut([]byte(e.Key), encodeIndex(e.UID, e.ResourceVersion, object))
+		return tx.IndexPut(key, encodeIndex(e.UID, e.ResourceVersion, object))
 	case Deleted:
-		return tx.IndexDelete([]byte(e.Key))
+		return tx.IndexDelete(key)
 	}
 	return fmt.Errorf("journal: unknown event type %q", e.Type)
 }
@@ -188,13 +154,11 @@ func applyIndex(tx *bolt.Tx, e *Event) error {
 // SetResourceVersion records rv as the last synced resourceVersion, the
 // point a watch resumes from.
 func (t *Tx) SetResourceVersion(rv string) error {
-	defer guard()
 	return t.tx.SetMeta(metaRV, []byte(rv))
 }
 
 // ResourceVersion returns the last synced resourceVersion as this
 // transaction sees it.
 func (t *Tx) ResourceVersion() string {
-	defer guard()
 	return string(t.tx.Meta(metaRV))
 }

@@ -6,7 +6,8 @@
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
 //	internal/loopmetrics                and the loop's counters (Status embeds them)
-//	internal/hashrange, internal/suggest pure arithmetic, name suggestions
+//	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
+//	internal/storage                    the storage interface journal holds
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

@@ -18,7 +18,7 @@ package bolt
 // So a writable Store also holds an exclusive flock on a sibling file,
 // <path>.lock, from Open to Close, reopens included: every writable Open
 // takes it first, and one that cannot (within Options.Timeout) fails with
-// ErrLocked naming it. Read-only opens do not take it; bbolt's own shared
+// storage.ErrLocked naming it. Read-only opens do not take it; bbolt's own shared
 // lock orders them against the writer as before (in the reopen's gap a
 // reader may get in, and the reopen waits for it: refresh.go). The lock
 // file's name stays put when journalctl compact renames a rewritten copy
@@ -37,7 +37,7 @@ package bolt
 // Only openers that go through this package take the lock: a process that
 // opens the file with bbolt directly, or an older watchjournal, does not,
 // and one that takes the file in the gap makes the reopen fail
-// (ErrLocked: refresh.go), losing nothing committed.
+// (storage.ErrLocked: refresh.go), losing nothing committed.
 
 import (
 	"errors"
@@ -46,6 +46,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // lockRetry is how long a writable Open waits between two tries of a held
@@ -63,7 +65,7 @@ type writerLock struct {
 func lockPath(path string) string { return path + ".lock" }
 
 // lockWriter takes the writer's lock for the database at path, trying for
-// timeout (one try when it is shorter than lockRetry). Errors: ErrLocked
+// timeout (one try when it is shorter than lockRetry). Errors: storage.ErrLocked
 // when another writer holds it past timeout, or the file system's.
 func lockWriter(path string, timeout time.Duration) (*writerLock, error) {
 	lp := lockPath(path)
@@ -91,7 +93,7 @@ func lockWriter(path string, timeout time.Duration) (*writerLock, error) {
 		}
 		_ = f.Close()
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("%w: %s: another writer holds its lock %s (waited %v)", ErrLocked, path, lp, timeout)
+			return nil, fmt.Errorf("%w: %s: another writer holds its lock %s (waited %v)", storage.ErrLocked, path, lp, timeout)
 		}
 		time.Sleep(lockRetry)
 	}
@@ -112,7 +114,7 @@ func (l *writerLock) release() {
 // file whole, as journalctl compact's rewrite does: holding it keeps every
 // writer of this package out, a running one included, even in the moment a
 // writer reopens its file. It tries for timeout (once when timeout is
-// shorter than 50 ms). Errors: ErrLocked when a writer holds it, or the
+// shorter than 50 ms). Errors: storage.ErrLocked when a writer holds it, or the
 // file system's (the directory must be writable). release removes the lock
 // file and drops the lock; calls after the first do nothing.
 func LockWriter(path string, timeout time.Duration) (release func(), err error) {

@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// A second writable Open of a file a Store writes fails with ErrLocked
+// A second writable Open of a file a Store writes fails with storage.ErrLocked
 // naming the writer's lock, also in the same process; a read-only Open
 // does not take that lock. Once the writer closes, the lock file is gone
 // and the next writer takes the file.
@@ -20,8 +22,8 @@ func TestStore_WriterLock_OneWriterAtATime(t *testing.T) {
 		t.Fatalf("lock file while a writer holds the file: %v", err)
 	}
 	_, err := Open(path, Options{Timeout: -1})
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
-		t.Fatalf("second writable Open = %v; want ErrLocked naming %s", err, lockPath(path))
+	if !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
+		t.Fatalf("second writable Open = %v; want storage.ErrLocked naming %s", err, lockPath(path))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -52,7 +54,7 @@ func TestStore_WriterLock_LeftByACrash(t *testing.T) {
 	if err := os.WriteFile(lockPath(path), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(path, Options{Timeout: -1})
+	s, err := open(path, Options{Timeout: -1})
 	if err != nil {
 		t.Fatalf("Open with a stale lock file: %v", err)
 	}
@@ -84,7 +86,7 @@ func TestStore_WriterLock_RemovedWhileWaiting(t *testing.T) {
 	if namesFile(lockPath(path), f) {
 		t.Fatal("the lock file's name still names the released file: a waiter on it would hold a second lock")
 	}
-	if _, err := lockWriter(path, -1); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second lock while c holds it = %v; want ErrLocked", err)
+	if _, err := lockWriter(path, -1); !errors.Is(err, storage.ErrLocked) {
+		t.Fatalf("second lock while c holds it = %v; want storage.ErrLocked", err)
 	}
 }

@@ -3,8 +3,6 @@ package bolt
 import (
 	"bytes"
 	"fmt"
-
-	bbolt "go.etcd.io/bbolt"
 )
 
 // The objects bucket maps an index key to a copy of its latest object,
@@ -15,20 +13,21 @@ import (
 // unchanged.
 var bucketObjects = []byte("objects")
 
-// HasObjects reports whether the file keeps objects.
-func (t *Tx) HasObjects() bool { return t.b(bucketObjects) != nil }
+func (t *tx) HasObjects() bool {
+	defer fileOp()
+	return t.b(bucketObjects) != nil
+}
 
-// CreateObjects makes the file keep objects from this transaction on.
-func (t *Tx) CreateObjects() error {
+func (t *tx) CreateObjects() error {
+	defer fileOp()
 	if _, err := t.tx.CreateBucketIfNotExists(bucketObjects); err != nil {
 		return fmt.Errorf("bolt: create %s: %w", bucketObjects, err)
 	}
 	return nil
 }
 
-// ObjectGet returns key's object, nil when there is none. The slice is
-// bbolt's memory-mapped page: valid until the transaction ends.
-func (t *Tx) ObjectGet(key []byte) []byte {
+func (t *tx) ObjectGet(key []byte) []byte {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -36,8 +35,8 @@ func (t *Tx) ObjectGet(key []byte) []byte {
 	return b.Get(key)
 }
 
-// ObjectPut stores key's object; without the bucket it does nothing.
-func (t *Tx) ObjectPut(key, obj []byte) error {
+func (t *tx) ObjectPut(key, obj []byte) error {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -45,8 +44,8 @@ func (t *Tx) ObjectPut(key, obj []byte) error {
 	return b.Put(key, obj)
 }
 
-// ObjectDelete removes key's object; an absent key or bucket is no error.
-func (t *Tx) ObjectDelete(key []byte) error {
+func (t *tx) ObjectDelete(key []byte) error {
+	defer fileOp()
 	b := t.b(bucketObjects)
 	if b == nil {
 		return nil
@@ -54,22 +53,16 @@ func (t *Tx) ObjectDelete(key []byte) error {
 	return b.Delete(key)
 }
 
-// ObjectScan calls fn for each index key that starts with prefix, in key
-// order, with its index value and its entry in the objects bucket (nil
-// when the key has none), until fn returns false or an error. It walks
-// the index and the objects bucket side by side (both are in key order):
-// no lookup per key. The slices are valid only during the call.
-func (t *Tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
-	ic := t.b(bucketIndex).Cursor()
-	var oc *bbolt.Cursor
+func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {
+	ic, _ := t.cursor(bucketIndex)
+	oc, objects := t.cursor(bucketObjects)
 	var ok, ov []byte
-	if b := t.b(bucketObjects); b != nil {
-		oc = b.Cursor()
-		ok, ov = oc.Seek(prefix)
+	if objects {
+		ok, ov = oc.seek(prefix)
 	}
-	for k, iv := ic.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = ic.Next() {
-		for oc != nil && ok != nil && bytes.Compare(ok, k) < 0 {
-			ok, ov = oc.Next()
+	for k, iv := ic.seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, iv = ic.next() {
+		for objects && ok != nil && bytes.Compare(ok, k) < 0 {
+			ok, ov = oc.next()
 		}
 		var v []byte
 		if ok != nil && bytes.Equal(ok, k) {
@@ -83,12 +76,15 @@ func (t *Tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, erro
 	return nil
 }
 
-// ObjectKeys calls fn with every key of the objects bucket, in key order,
-// until fn returns an error. The file check uses it.
-func (t *Tx) ObjectKeys(fn func(k []byte) error) error {
-	b := t.b(bucketObjects)
-	if b == nil {
+func (t *tx) ObjectKeys(fn func(k []byte) error) error {
+	c, objects := t.cursor(bucketObjects)
+	if !objects {
 		return nil
 	}
-	return b.ForEach(func(k, _ []byte) error { return fn(k) })
+	for k, _ := c.first(); k != nil; k, _ = c.next() {
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -32,7 +32,7 @@ package bolt
 // Between the close and the open bbolt's lock on the file is released for
 // a moment, but the writer's lock (<path>.lock, lock.go) is not: no other
 // writer that opens through this package gets in (its Open fails with
-// ErrLocked), so nobody can, say, finish a relist this writer is
+// storage.ErrLocked), so nobody can, say, finish a relist this writer is
 // committing. What can get in:
 //
 //   - a read-only open (journalctl reading the file): the reopen waits for
@@ -42,7 +42,7 @@ package bolt
 //   - a process that opens the file writable with bbolt directly, or an
 //     older watchjournal, neither of which knows the writer's lock, and
 //     keeps it past refreshTimeout: the reopen fails, the store is broken
-//     and every later transaction returns the error (matching ErrLocked).
+//     and every later transaction returns the error (matching storage.ErrLocked).
 //     Nothing is lost: everything committed is on disk.
 //
 // Where the platform has no writer's lock (lock_other.go) the store never
@@ -84,7 +84,7 @@ func pageCount(db *bbolt.DB) int64 {
 // refresh reopens the file, given the handle's page count after a commit.
 // Below twice refreshPages it does so only when no transaction is open;
 // past that it waits for the open ones to end.
-func (s *Store) refresh(pages int64) {
+func (s *store) refresh(pages int64) {
 	if !s.mu.TryLock() {
 		if pages < 2*refreshPages {
 			return

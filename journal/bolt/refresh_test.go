@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // lowRefresh makes a store reopen its file after n page allocations for
@@ -29,10 +31,10 @@ func gap(t *testing.T, fn func()) {
 }
 
 // openTemp opens a new store in the test's temporary directory.
-func openTemp(t *testing.T, o Options) (*Store, string) {
+func openTemp(t *testing.T, o Options) (*store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
-	s, err := Open(path, o)
+	s, err := open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func openTemp(t *testing.T, o Options) (*Store, string) {
 }
 
 // closeAndCheck closes s and checks its file with checkAll.
-func closeAndCheck(t *testing.T, s *Store, path string, n int) {
+func closeAndCheck(t *testing.T, s *store, path string, n int) {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -49,15 +51,16 @@ func closeAndCheck(t *testing.T, s *Store, path string, n int) {
 }
 
 // pages returns the page allocations of s's handle since it was opened.
-func pages(s *Store) int64 {
-	st := s.DB().Stats()
-	return st.TxStats.GetPageCount()
+func pages(s *store) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return pageCount(s.db)
 }
 
 // write commits one transaction of n index keys and n records, keys
 // k<from>…, and returns the last offset.
-func write(s *Store, from, n int) (last uint64, err error) {
-	err = s.Update(func(tx *Tx) error {
+func write(s *store, from, n int) (last uint64, err error) {
+	err = s.Update(func(tx storage.Tx) error {
 		for i := from; i < from+n; i++ {
 			k := []byte(fmt.Sprintf("ns/k%07d", i))
 			if err := tx.IndexPut(k, []byte("v")); err != nil {
@@ -83,7 +86,7 @@ func checkAll(t *testing.T, path string, n int) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.View(func(tx *Tx) error {
+	err = s.View(func(tx storage.Tx) error {
 		if c := tx.IndexCount(); c != uint64(n) {
 			return fmt.Errorf("index count %d, want %d", c, n)
 		}
@@ -138,7 +141,7 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 	gap(t, func() { reopened++ })
 	inView, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
 	go func() {
-		done <- s.View(func(*Tx) error { close(inView); <-release; return nil })
+		done <- s.View(func(storage.Tx) error { close(inView); <-release; return nil })
 	}()
 	<-inView
 	i := 0
@@ -187,7 +190,7 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 					return
 				default:
 				}
-				err := s.View(func(tx *Tx) error {
+				err := s.View(func(tx storage.Tx) error {
 					c := tx.IndexCount()
 					if c < seen {
 						return fmt.Errorf("index count went back from %d to %d", seen, c)
@@ -266,7 +269,7 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 }
 
 // Another writer opening the file in the gap (journalctl consumers reset,
-// a second process) gets ErrLocked naming the writer's lock: the store
+// a second process) gets storage.ErrLocked naming the writer's lock: the store
 // keeps the file for its whole life, reopens included, and every commit
 // stands. (Before the writer's lock, that Open took the file and the
 // store's later transactions failed.)
@@ -279,11 +282,11 @@ func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 		other, err := Open(path, Options{Timeout: -1})
 		if err == nil {
 			_ = other.Close()
-			t.Errorf("refresh %d: another writer opened the file in the gap; want ErrLocked", tries)
+			t.Errorf("refresh %d: another writer opened the file in the gap; want storage.ErrLocked", tries)
 			return
 		}
-		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
-			t.Errorf("refresh %d: another writer's Open in the gap = %v; want ErrLocked naming %s", tries, err, lockPath(path))
+		if !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
+			t.Errorf("refresh %d: another writer's Open in the gap = %v; want storage.ErrLocked naming %s", tries, err, lockPath(path))
 		}
 	})
 	const txs, per = 100, 20
@@ -314,7 +317,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 			return
 		}
 		read++
-		go func() { _ = r.View(func(*Tx) error { return nil }); _ = r.Close() }()
+		go func() { _ = r.View(func(storage.Tx) error { return nil }); _ = r.Close() }()
 	})
 	const txs, per = 100, 20
 	for i := 0; i < txs; i++ {
@@ -332,7 +335,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 // with bbolt directly (or an older watchjournal) knows nothing of it. If
 // it takes the file in the gap and keeps it, the commit that triggered the
 // refresh stands, later transactions fail with an error matching
-// ErrLocked, and the file holds everything committed.
+// storage.ErrLocked, and the file holds everything committed.
 func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	lowRefresh(t, 64)
 	old := refreshTimeout
@@ -354,8 +357,8 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		_, err := write(s, i*20, 20)
 		if err != nil {
-			if !errors.Is(err, ErrLocked) {
-				t.Fatalf("commit %d after the lost reopen: %v, want an error matching ErrLocked", i, err)
+			if !errors.Is(err, storage.ErrLocked) {
+				t.Fatalf("commit %d after the lost reopen: %v, want an error matching storage.ErrLocked", i, err)
 			}
 			break
 		}
@@ -367,8 +370,8 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	if committed == 100 {
 		t.Fatal("every commit succeeded though another writer held the file")
 	}
-	if err := s.View(func(*Tx) error { return nil }); !errors.Is(err, ErrLocked) {
-		t.Fatalf("read after the lost reopen: %v, want an error matching ErrLocked", err)
+	if err := s.View(func(storage.Tx) error { return nil }); !errors.Is(err, storage.ErrLocked) {
+		t.Fatalf("read after the lost reopen: %v, want an error matching storage.ErrLocked", err)
 	}
 	if err := other.Close(); err != nil {
 		t.Fatal(err)

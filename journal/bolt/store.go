@@ -14,10 +14,14 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
+var _ storage.Store = (*store)(nil)
+
 // SchemaVersion is the layout version this build writes. A file with a
-// larger version is refused with ErrNewerSchema. A writable Open of an
+// larger version is refused with storage.ErrNewerSchema. A writable Open of an
 // older file migrates it to this version; a read-only one reads it as it
 // is.
 //
@@ -26,7 +30,7 @@ import (
 //     Reason, package journal's event.go). Buckets and keys are those of
 //     1, so the migration from 1 only records the new number: it keeps an
 //     older build, which would read such records as damaged, from opening
-//     the file (ErrNewerSchema).
+//     the file (storage.ErrNewerSchema).
 //   - 2 also: an index value may carry the offset of its key's last event
 //     with an object (package journal's index.go; values without it are
 //     still read and are rewritten as their keys change), and the objects
@@ -34,7 +38,7 @@ import (
 //   - 3: journal records may be of record version 3 (an event with the
 //     offset of its key's previous event, Event.PrevOffset). As from 1
 //     to 2, the migration from 2 only records the new number, so that an
-//     older build refuses the file (ErrNewerSchema) instead of reading
+//     older build refuses the file (storage.ErrNewerSchema) instead of reading
 //     those records as damaged.
 const SchemaVersion = 3
 
@@ -58,7 +62,7 @@ var (
 // Options configure Open. The zero value is a writable store with a 1 s lock
 // timeout and fsync on every commit.
 type Options struct {
-	// ReadOnly opens the file with a shared lock; writes fail with ErrReadOnly.
+	// ReadOnly opens the file with a shared lock; writes fail with storage.ErrReadOnly.
 	ReadOnly bool
 	// Timeout is how long Open waits for the file lock. Zero means 1 s;
 	// a negative value means do not wait at all (one try).
@@ -72,16 +76,17 @@ type Options struct {
 	InitialMmapSize int
 }
 
-// Store is an open watchjournal bbolt file. It is safe for concurrent use:
-// many read transactions and one write transaction at a time.
+// store is an open watchjournal bbolt file, the storage.Store Open
+// returns. It is safe for concurrent use: many read transactions and one
+// write transaction at a time.
 //
-// A writable Store reopens its file now and then (see refresh.go): bbolt
+// A writable store reopens its file now and then (see refresh.go): bbolt
 // keeps, for as long as a handle is open, an entry for every page it
 // allocated from the freelist that is still in use, in a map that never
 // shrinks, so a handle that has written a 1,000,000-object list holds about
 // a megabyte of them, and one that has rewritten the whole file holds one
 // per page of it.
-type Store struct {
+type store struct {
 	// mu is read-held by every transaction and held by Close and by a
 	// refresh, which replaces db.
 	mu       sync.RWMutex
@@ -98,18 +103,29 @@ type Store struct {
 }
 
 // Open opens or creates the file at path (mode 0600) and checks that it is a
-// watchjournal file of a schema this build knows.
+// watchjournal file of a schema this build knows. The store it returns is
+// the one implementation of package journal's storage interface.
 //
 // A writable open also takes the writer's lock, <path>.lock (lock.go), and
 // holds it until Close: one writer per file for the writer's whole life.
 // It creates that file, so it needs the directory writable.
 //
-// Errors: ErrLocked when the lock (bbolt's on the file, or the writer's)
-// is held past Options.Timeout, ErrNotExist
-// for a read-only open of a missing file, ErrCorrupt for a file that is not
-// a readable bbolt database, ErrForeign for a bbolt file of another program,
-// ErrNewerSchema for a newer watchjournal; each wraps the cause.
-func Open(path string, o Options) (*Store, error) {
+// Errors (internal/storage's, which package journal re-exports):
+// ErrLocked when the lock (bbolt's on the file, or the writer's) is held
+// past Options.Timeout, ErrNotExist for a read-only open of a missing
+// file, ErrCorrupt for a file that is not a readable bbolt database,
+// ErrForeign for a bbolt file of another program, ErrNewerSchema for a
+// newer watchjournal; each wraps the cause.
+func Open(path string, o Options) (storage.Store, error) {
+	s, err := open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open is Open, returning the store itself (for this package's tests).
+func open(path string, o Options) (*store, error) {
 	timeout := o.Timeout
 	switch {
 	case timeout == 0:
@@ -122,7 +138,7 @@ func Open(path string, o Options) (*Store, error) {
 	case statErr == nil && fi.IsDir():
 		return nil, fmt.Errorf("bolt: %s is a directory, not a database file", path)
 	case o.ReadOnly && errors.Is(statErr, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s", ErrNotExist, path)
+		return nil, fmt.Errorf("%w: %s", storage.ErrNotExist, path)
 	}
 	bo := bbolt.Options{
 		Timeout:  timeout,
@@ -148,7 +164,7 @@ func Open(path string, o Options) (*Store, error) {
 		lock.release()
 		return nil, err
 	}
-	s := &Store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
+	s := &store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		lock.release()
@@ -169,7 +185,7 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+			db, err = nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
 		}
 	}()
 	var f *os.File
@@ -183,18 +199,18 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 		// The file was replaced (e.g. by an offline compaction's rename)
 		// while we waited for its lock: we hold a file nobody will read.
 		_ = db.Close()
-		return nil, fmt.Errorf("%w: %s was %w; open it again", ErrLocked, path, errReplaced)
+		return nil, fmt.Errorf("%w: %s was %w; open it again", storage.ErrLocked, path, errReplaced)
 	}
 	if err != nil {
 		switch {
 		case errors.Is(err, bberrors.ErrTimeout):
-			return nil, fmt.Errorf("%w: %s (timeout %v)", ErrLocked, path, bo.Timeout)
+			return nil, fmt.Errorf("%w: %s (timeout %v)", storage.ErrLocked, path, bo.Timeout)
 		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
 			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		if isTruncated(path) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("bolt: %w", err)
 	}
@@ -216,12 +232,12 @@ func isTruncated(path string) bool {
 
 // init checks the magic and schema, creating them and the buckets in a new
 // (empty) file. bbolt panics, or faults on the memory map, on some corrupt
-// pages: that is ErrCorrupt too.
-func (s *Store) init() (err error) {
+// pages: that is storage.ErrCorrupt too.
+func (s *store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
 		}
 	}()
 	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
@@ -257,13 +273,13 @@ func (s *Store) init() (err error) {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, err)
 	}
 	switch state {
 	case 2:
-		return fmt.Errorf("%w: %s", ErrForeign, s.path)
+		return fmt.Errorf("%w: %s", storage.ErrForeign, s.path)
 	case 3:
-		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", ErrNewerSchema, s.path, found, SchemaVersion)
+		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
 	case 4:
 		if s.readOnly {
 			return nil
@@ -271,7 +287,7 @@ func (s *Store) init() (err error) {
 		return s.migrate(found)
 	case 1:
 		if s.readOnly {
-			return fmt.Errorf("%w: %s is empty", ErrForeign, s.path)
+			return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
 		}
 		return s.db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketSeen, bucketConsumers} {
@@ -297,7 +313,7 @@ func (s *Store) init() (err error) {
 // migrate brings a file of schema from (older than SchemaVersion) to
 // SchemaVersion, in one transaction. From 1 and from 2 nothing but the
 // number changes (see SchemaVersion).
-func (s *Store) migrate(from uint32) error {
+func (s *store) migrate(from uint32) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		var v [4]byte
 		binary.BigEndian.PutUint32(v[:], SchemaVersion)
@@ -310,8 +326,8 @@ func (s *Store) migrate(from uint32) error {
 }
 
 // Close closes the file and releases its locks (the writer's last). It
-// waits for open transactions to end. Closing a closed Store does nothing.
-func (s *Store) Close() error {
+// waits for open transactions to end. Closing a closed store does nothing.
+func (s *store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
@@ -324,13 +340,13 @@ func (s *Store) Close() error {
 }
 
 // Path returns the file's path as given to Open.
-func (s *Store) Path() string { return s.path }
+func (s *store) Path() string { return s.path }
 
 // ReadOnly reports whether the store was opened read-only.
-func (s *Store) ReadOnly() bool { return s.readOnly }
+func (s *store) ReadOnly() bool { return s.readOnly }
 
 // Size returns the file's size on disk in bytes (0 if it cannot be read).
-func (s *Store) Size() int64 {
+func (s *store) Size() int64 {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return 0
@@ -338,33 +354,23 @@ func (s *Store) Size() int64 {
 	return fi.Size()
 }
 
-// DB returns the underlying bbolt database, for checks and statistics; nil
-// after Close. A writable Store replaces it when it reopens its file (see
-// refresh.go): use it at once, not across writes.
-func (s *Store) DB() *bbolt.DB {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.db
-}
-
 // handle returns the open database, or the error a transaction on a closed
 // (or failed to reopen) Store gets. Call it with mu read-held.
-func (s *Store) handle() (*bbolt.DB, error) {
+func (s *store) handle() (*bbolt.DB, error) {
 	switch {
 	case s.db != nil:
 		return s.db, nil
 	case s.broken != nil:
 		return nil, s.broken
 	}
-	return nil, fmt.Errorf("%w: %s", ErrClosed, bbolt.ErrDatabaseNotOpen)
+	return nil, fmt.Errorf("%w: %s", storage.ErrClosed, bbolt.ErrDatabaseNotOpen)
 }
 
-// View runs fn in a read transaction. bbolt panics on some corrupt pages;
-// that panic is returned as ErrCorrupt, and the transaction is released.
-// Any panic in fn is taken for one: a caller that runs code of its own
-// callers inside fn recovers their panics itself (package journal's
-// callback.go).
-func (s *Store) View(fn func(*Tx) error) (err error) {
+// View runs fn in a read transaction. bbolt panics, or faults on the
+// memory map, on some corrupt pages: such a panic is returned as
+// ErrCorrupt (fault.go). A panic of fn's own rolls the transaction back
+// and goes on.
+func (s *store) View(fn func(storage.Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -372,30 +378,37 @@ func (s *Store) View(fn func(*Tx) error) (err error) {
 		return err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := db.Begin(false)
-	if err != nil {
-		return classify(err)
-	}
+	var btx *bbolt.Tx
 	defer func() {
-		_ = tx.Rollback()
+		if btx != nil {
+			rollback(btx)
+		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			if e, ok := fileFault(s.path, r); ok {
+				err = e
+				return
+			}
+			panic(r)
 		}
 	}()
-	return fn(&Tx{tx: tx})
+	if btx, err = begin(db, false); err != nil {
+		return classify(err)
+	}
+	return fn(&tx{tx: btx})
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
 // rolled back otherwise: a failed commit changes nothing. A full disk gives
-// an error matching ErrNoSpace; a corrupt page, ErrCorrupt.
+// an error matching storage.ErrNoSpace; a corrupt page, storage.ErrCorrupt
+// (fault.go). A panic of fn's own rolls the transaction back and goes on.
 //
 // After a commit that takes the pages allocated since the file was (re)opened
 // past refreshPages, Update reopens the file (refresh.go), at most once per
 // refreshInterval; a failed reopen does not undo the commit, and later
 // transactions return its error.
-func (s *Store) Update(fn func(*Tx) error) error {
+func (s *store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
-		return ErrReadOnly
+		return storage.ErrReadOnly
 	}
 	pages, due, err := s.update(fn)
 	if err == nil && due {
@@ -406,7 +419,8 @@ func (s *Store) Update(fn func(*Tx) error) error {
 
 // update is Update without the refresh; pages is the handle's count of page
 // allocations after the commit, and due reports that a refresh is due.
-func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
+// Panics are View's.
+func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -414,38 +428,43 @@ func (s *Store) update(fn func(*Tx) error) (pages int64, due bool, err error) {
 		return 0, false, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	tx, err := db.Begin(true)
-	if err != nil {
-		return 0, false, classify(err)
-	}
+	var btx *bbolt.Tx
 	committed := false
 	defer func() {
-		if !committed {
-			_ = tx.Rollback()
+		if btx != nil && !committed {
+			rollback(btx)
 		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, r)
+			if e, ok := fileFault(s.path, r); ok {
+				pages, due, err = 0, false, e
+				return
+			}
+			panic(r)
 		}
 	}()
-	if err := fn(&Tx{tx: tx}); err != nil {
+	if btx, err = begin(db, true); err != nil {
+		return 0, false, classify(err)
+	}
+	if err := fn(&tx{tx: btx}); err != nil {
+		return 0, false, classify(err)
+	}
+	if err := commit(btx); err != nil {
+		committed = true // bbolt rolled it back
 		return 0, false, classify(err)
 	}
 	committed = true
-	if err := tx.Commit(); err != nil {
-		return 0, false, classify(err)
-	}
 	pages = pageCount(db)
 	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }
 
-// classify marks a full disk with ErrNoSpace, and a closed store with
-// ErrClosed.
+// classify marks a full disk with storage.ErrNoSpace, and a closed store with
+// storage.ErrClosed.
 func classify(err error) error {
 	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
-		return fmt.Errorf("%w: %s", ErrClosed, err)
+		return fmt.Errorf("%w: %s", storage.ErrClosed, err)
 	}
 	if err != nil && errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", storage.ErrNoSpace, err)
 	}
 	return err
 }

@@ -5,11 +5,18 @@ import (
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// Tx is a read or write transaction. Its methods are not safe for
-// concurrent use; slices they return are valid until the transaction ends.
-type Tx struct {
+var _ storage.Tx = (*tx)(nil)
+
+// tx is the store's storage.Tx, over one bbolt transaction: its exported
+// methods are the interface's, documented there. Every call into bbolt
+// runs under fileOp (fault.go): the methods without a callback defer it
+// whole, the scans call their callback between cursor moves that each
+// run under it.
+type tx struct {
 	tx *bbolt.Tx
 	// buckets holds the handles of the buckets that are never deleted
 	// (meta, index, journal, objects once it exists), looked up once per
@@ -18,7 +25,7 @@ type Tx struct {
 	buckets [4]*bbolt.Bucket
 }
 
-func (t *Tx) b(name []byte) *bbolt.Bucket {
+func (t *tx) b(name []byte) *bbolt.Bucket {
 	i := -1
 	switch string(name) {
 	case string(bucketMeta):
@@ -39,22 +46,26 @@ func (t *Tx) b(name []byte) *bbolt.Bucket {
 	return t.buckets[i]
 }
 
-// Meta returns the value of a meta entry, or nil when it is not set.
-func (t *Tx) Meta(name string) []byte { return t.b(bucketMeta).Get([]byte(name)) }
+func (t *tx) Meta(name string) []byte {
+	defer fileOp()
+	return t.b(bucketMeta).Get([]byte(name))
+}
 
-// SetMeta sets a meta entry; a nil value deletes it.
-func (t *Tx) SetMeta(name string, v []byte) error {
+func (t *tx) SetMeta(name string, v []byte) error {
+	defer fileOp()
 	if v == nil {
 		return t.b(bucketMeta).Delete([]byte(name))
 	}
 	return t.b(bucketMeta).Put([]byte(name), v)
 }
 
-// IndexGet returns the index value for key, or nil.
-func (t *Tx) IndexGet(key []byte) []byte { return t.b(bucketIndex).Get(key) }
+func (t *tx) IndexGet(key []byte) []byte {
+	defer fileOp()
+	return t.b(bucketIndex).Get(key)
+}
 
-// IndexPut sets key's index value, counting new keys.
-func (t *Tx) IndexPut(key, val []byte) error {
+func (t *tx) IndexPut(key, val []byte) error {
+	defer fileOp()
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		if err := t.addCount(1); err != nil {
@@ -64,8 +75,8 @@ func (t *Tx) IndexPut(key, val []byte) error {
 	return b.Put(key, val)
 }
 
-// IndexDelete removes key from the index; a missing key is not an error.
-func (t *Tx) IndexDelete(key []byte) error {
+func (t *tx) IndexDelete(key []byte) error {
+	defer fileOp()
 	b := t.b(bucketIndex)
 	if b.Get(key) == nil {
 		return nil
@@ -76,10 +87,12 @@ func (t *Tx) IndexDelete(key []byte) error {
 	return b.Delete(key)
 }
 
-// IndexCount returns the number of keys in the index.
-func (t *Tx) IndexCount() uint64 { return getU64(t.b(bucketMeta).Get(metaCount)) }
+func (t *tx) IndexCount() uint64 {
+	defer fileOp()
+	return getU64(t.b(bucketMeta).Get(metaCount))
+}
 
-func (t *Tx) addCount(d int64) error {
+func (t *tx) addCount(d int64) error {
 	n := int64(t.IndexCount()) + d
 	if n < 0 {
 		n = 0
@@ -87,21 +100,18 @@ func (t *Tx) addCount(d int64) error {
 	return t.b(bucketMeta).Put(metaCount, u64(uint64(n)))
 }
 
-// IndexScan calls fn for index entries in key order, starting at the first
-// key strictly greater than after (from the first key when after is nil),
-// until fn returns false or an error.
-func (t *Tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
-	c := t.b(bucketIndex).Cursor()
+func (t *tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
+	c, _ := t.cursor(bucketIndex)
 	var k, v []byte
 	if after == nil {
-		k, v = c.First()
+		k, v = c.first()
 	} else {
-		k, v = c.Seek(after)
+		k, v = c.seek(after)
 		if k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
+			k, v = c.next()
 		}
 	}
-	for ; k != nil; k, v = c.Next() {
+	for ; k != nil; k, v = c.next() {
 		more, err := fn(k, v)
 		if err != nil || !more {
 			return err
@@ -110,9 +120,8 @@ func (t *Tx) IndexScan(after []byte, fn func(k, v []byte) (bool, error)) error {
 	return nil
 }
 
-// Append stores rec at the next offset and returns that offset. Offsets
-// start at 1 and are never reused, even after trimming.
-func (t *Tx) Append(rec []byte) (uint64, error) {
+func (t *tx) Append(rec []byte) (uint64, error) {
+	defer fileOp()
 	meta := t.b(bucketMeta)
 	off := getU64(meta.Get(metaNext))
 	if off == 0 {
@@ -132,11 +141,13 @@ func (t *Tx) Append(rec []byte) (uint64, error) {
 	return off, nil
 }
 
-// JournalBytes returns the total size of the retained records, in bytes.
-func (t *Tx) JournalBytes() uint64 { return getU64(t.b(bucketMeta).Get(metaBytes)) }
+func (t *tx) JournalBytes() uint64 {
+	defer fileOp()
+	return getU64(t.b(bucketMeta).Get(metaBytes))
+}
 
-// NextOffset returns the offset the next Append will assign.
-func (t *Tx) NextOffset() uint64 {
+func (t *tx) NextOffset() uint64 {
+	defer fileOp()
 	off := getU64(t.b(bucketMeta).Get(metaNext))
 	if off == 0 {
 		return 1
@@ -144,28 +155,26 @@ func (t *Tx) NextOffset() uint64 {
 	return off
 }
 
-// FirstOffset returns the smallest retained offset, or 0 when the journal
-// holds no record.
-func (t *Tx) FirstOffset() uint64 {
+func (t *tx) FirstOffset() uint64 {
+	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().First()
 	return getU64(k)
 }
 
-// LastOffset returns the largest retained offset, or 0 when the journal
-// holds no record.
-func (t *Tx) LastOffset() uint64 {
+func (t *tx) LastOffset() uint64 {
+	defer fileOp()
 	k, _ := t.b(bucketJournal).Cursor().Last()
 	return getU64(k)
 }
 
-// Record returns the record at off, or nil.
-func (t *Tx) Record(off uint64) []byte { return t.b(bucketJournal).Get(u64(off)) }
+func (t *tx) Record(off uint64) []byte {
+	defer fileOp()
+	return t.b(bucketJournal).Get(u64(off))
+}
 
-// Records calls fn for each record from offset from (inclusive) in offset
-// order, until fn returns false or an error.
-func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
-	c := t.b(bucketJournal).Cursor()
-	for k, v := c.Seek(u64(from)); k != nil; k, v = c.Next() {
+func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {
+	c, _ := t.cursor(bucketJournal)
+	for k, v := c.seek(u64(from)); k != nil; k, v = c.next() {
 		more, err := fn(getU64(k), v)
 		if err != nil || !more {
 			return err
@@ -174,17 +183,10 @@ func (t *Tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 	return nil
 }
 
-// DeleteRecords removes records in offset order, oldest first, while their
-// offset is below before, fewer than max were removed, and the retained
-// size is above minBytes. It returns how many it removed and their total
-// size in bytes. Before removing a record it calls each (when not nil)
-// with the record's offset and bytes; an error from each stops it and is
-// returned.
-func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
-	meta := t.b(bucketMeta)
-	left := getU64(meta.Get(metaBytes))
-	c := t.b(bucketJournal).Cursor()
-	for k, v := c.First(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.First() {
+func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
+	left := t.JournalBytes()
+	c, _ := t.cursor(bucketJournal)
+	for k, v := c.first(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.first() {
 		if each != nil {
 			if err := each(getU64(k), v); err != nil {
 				return n, size, err
@@ -192,16 +194,22 @@ func (t *Tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(of
 		}
 		size += int64(len(v))
 		left -= min(left, uint64(len(v)))
-		if err := c.Delete(); err != nil {
+		if err := c.delete(); err != nil {
 			return n, size, err
 		}
 		n++
 	}
-	return n, size, meta.Put(metaBytes, u64(left))
+	return n, size, t.setJournalBytes(left)
 }
 
-// SeenClear empties the seen set of an unordered relist.
-func (t *Tx) SeenClear() error {
+// setJournalBytes records the total size of the retained records.
+func (t *tx) setJournalBytes(n uint64) error {
+	defer fileOp()
+	return t.b(bucketMeta).Put(metaBytes, u64(n))
+}
+
+func (t *tx) SeenClear() error {
+	defer fileOp()
 	if k, _ := t.b(bucketSeen).Cursor().First(); k == nil {
 		return nil
 	}
@@ -212,30 +220,38 @@ func (t *Tx) SeenClear() error {
 	return err
 }
 
-// SeenPut records key as listed by the relist in progress.
-func (t *Tx) SeenPut(key []byte) error { return t.b(bucketSeen).Put(key, []byte{}) }
+func (t *tx) SeenPut(key []byte) error {
+	defer fileOp()
+	return t.b(bucketSeen).Put(key, []byte{})
+}
 
-// SeenHas reports whether key was recorded by SeenPut.
-func (t *Tx) SeenHas(key []byte) bool { return t.b(bucketSeen).Get(key) != nil }
+func (t *tx) SeenHas(key []byte) bool {
+	defer fileOp()
+	return t.b(bucketSeen).Get(key) != nil
+}
 
-// Consumer returns the committed offset of the named consumer and whether it
-// exists.
-func (t *Tx) Consumer(name string) (uint64, bool) {
+func (t *tx) Consumer(name string) (uint64, bool) {
+	defer fileOp()
 	v := t.b(bucketConsumers).Get([]byte(name))
 	return getU64(v), v != nil
 }
 
-// SetConsumer stores the committed offset of the named consumer.
-func (t *Tx) SetConsumer(name string, off uint64) error {
+func (t *tx) SetConsumer(name string, off uint64) error {
+	defer fileOp()
 	return t.b(bucketConsumers).Put([]byte(name), u64(off))
 }
 
-// DeleteConsumer removes the named consumer.
-func (t *Tx) DeleteConsumer(name string) error {
+func (t *tx) DeleteConsumer(name string) error {
+	defer fileOp()
 	return t.b(bucketConsumers).Delete([]byte(name))
 }
 
-// Consumers calls fn for every consumer in name order.
-func (t *Tx) Consumers(fn func(name string, off uint64) error) error {
-	return t.b(bucketConsumers).ForEach(func(k, v []byte) error { return fn(string(k), getU64(v)) })
+func (t *tx) Consumers(fn func(name string, off uint64) error) error {
+	c, _ := t.cursor(bucketConsumers)
+	for k, v := c.first(); k != nil; k, v = c.next() {
+		if err := fn(string(k), getU64(v)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -15,7 +15,8 @@
 //
 // bbolt never shrinks a file: trimmed pages go to its freelist and are
 // reused by later appends, so a journal under retention stops growing but
-// does not get smaller. Rewrite rewrites it offline (bbolt's own
-// compaction, then the rename over the file and its fsyncs) and reports the
-// space won; CompactFile writes the compacted copy alone.
+// does not get smaller. Rewrite rewrites it offline (journal/bolt's
+// Rewrite: bbolt's own compaction, then the rename over the file and its
+// fsyncs) and reports the space won; CompactFile writes the compacted copy
+// alone.
 package compactor
