@@ -118,33 +118,28 @@
 // # Relist
 //
 // A list, the first one or a relist, is a streaming list where the server
-// serves it (KEP-3157, stream.go): one watch request with
-// sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
-// resourceVersion unset (a consistent read), whose initial ADDED events
-// are diffed against the index as they stream in, in batches of PageSize
-// objects or 4 MiB, staged on disk, and committed at the resourceVersion
-// of the k8s.io/initial-events-end bookmark; the connection then goes on
-// as the watch. A server that refuses it (400, 405, 406 or 422, such as
-// kube-apiserver with --feature-gates=WatchList=false; or one that ignores
-// sendInitialEvents) gets paginated lists: the choice and its reason are
-// in Status.ListMode and ListModeReason and in the file, and a streaming
-// list is tried again after Options.StreamingRetry (listmode.go). A
-// verify is always paginated (it reads at exactly one resourceVersion).
+// serves it (KEP-3157): one watch request with sendInitialEvents=true,
+// resourceVersionMatch=NotOlderThan and resourceVersion unset (a consistent
+// read), whose initial ADDED events are diffed against the index as they
+// stream in, in batches of PageSize objects or 4 MiB, staged on disk, and
+// committed at the resourceVersion of the k8s.io/initial-events-end
+// bookmark; the connection then goes on as the watch. A server that
+// refuses it (400, 405, 406 or 422, such as kube-apiserver with
+// --feature-gates=WatchList=false; or one that ignores sendInitialEvents)
+// gets paginated lists: the choice and its reason are in Status.ListMode
+// and ListModeReason and in the file, and a streaming list is tried again
+// after Options.StreamingRetry (listmode.go). A verify is always paginated
+// (it reads at exactly one resourceVersion).
 //
-// A paginated list reads pages of Options.PageSize objects with
-// resourceVersion unset (a consistent read). The first list of an empty
-// index reads each page once, in full, and stages its objects as they
-// stream in (listfull.go). A relist diffs each page as it arrives against the
-// index range it covers (Diff, relist.go), staging the changes on disk. With a
-// non-empty index the pages are metadata only (PartialObjectMetadataList):
-// a page that holds changes is read again in full, at the same snapshot,
-// for the objects the events carry; the next page is requested while one
-// is diffed. Pages of
+// A paginated list reads pages of Options.PageSize objects, resourceVersion
+// unset. The first list of an empty index reads each page once, in full.
+// A relist reads metadata only (PartialObjectMetadataList), and again in
+// full, at the same snapshot, a page that holds changes. Pages of
 // etcd-backed resources come in key order, so the diff is a merge of two
-// sorted streams and memory stays bounded by one page. If a page (or a
-// streaming list's batch) breaks that order, the relist starts again and
-// finds deletions by lookup instead.
-// Only a complete list commits; a failed or partial one changes nothing.
+// sorted streams and memory stays bounded by one page; a page (or a
+// streaming list's batch) that breaks that order starts the relist again,
+// which then finds deletions by lookup. Only a complete list commits; a
+// failed or partial one changes nothing. The files: "Where to find it".
 //
 // # Reasons
 //
