@@ -52,9 +52,8 @@
 //
 // # Server signals
 //
-// The backoff is exponential from Options.MinBackoff to MaxBackoff with
-// jitter, and never shorter than the delay the server asks for (Retry-After,
-// details.retryAfterSeconds: apierrors.SuggestsClientDelay). A watch the
+// The backoff (Options.MinBackoff) is never shorter than the delay the
+// server asks for. A watch the
 // server refuses for any reason but a gone resourceVersion is retried as a
 // watch, from the same resourceVersion, however often: a relist is the most
 // expensive request a client can send to a server that sheds load
@@ -68,18 +67,15 @@
 // The backoff resets, and Status.LastError clears, after a list completes,
 // after a watch frame is applied, and once a watch has stayed open
 // (answered 200) for a second without an error: a healthy resume on a
-// quiet resource clears the error too. A failure is logged once per kind
-// (phase, HTTP code and reason, or network operation), through logr's
-// Error, then at V(1) until the loop succeeds or the kind changes.
+// quiet resource clears the error too.
 //
 // # Logs
 //
-// Options.Logger is a logr.Logger (what client-go, klog and
-// controller-runtime speak; the zero Logger discards). Each line carries
-// the key resource. Errors come through Error, once per kind of failure;
-// state changes (list complete, synced, relisting after a 410, a rewind, a
-// halved page size) at V(0); repeats of a failure at V(1). Keys are field
-// words: resourceVersion, offset, origin, delay.
+// Options.Logger (logr; the zero Logger discards) gets a failure through
+// Error once per kind (phase, HTTP code and reason, or network operation),
+// then at V(1) until the loop succeeds or the kind changes; state changes
+// at V(0). Keys are field words: resource, resourceVersion, offset,
+// origin, delay.
 //
 // # Transport
 //
@@ -155,23 +151,16 @@
 //
 // # Timeouts and slow links
 //
-// No request is bounded as a whole. Options.RequestTimeout is the time to
-// first byte: a list page or a watch must begin its response (status and
-// headers) within it (ErrNoResponse). Options.ProgressTimeout bounds a gap
-// in a list page's body: a read that waits that long without a byte
-// abandons the page (ErrNoProgress). A page of large objects on a slow link so takes as long
-// as its bytes take, as long as they keep coming. A page whose body breaks
-// once begun (a gap, a cut, an early end) is requested again from the same
-// continue token, without starting the list over; a page that breaks twice
-// in a row is taken as too large for the link, and the page size halves
-// (logged at V(0)), down to one object, for that list and the loop's later
-// ones. A streaming list's initial events are bounded the same way: a gap
-// of ProgressTimeout without a byte (ErrNoProgress) or a cut abandons it,
-// nothing of it committed, and it starts again after the backoff; once
-// its bookmark came, its connection is the watch, bounded by IdleTimeout.
-// A watch frame is bounded at 16 MiB, client-go's own bound
-// (ErrFrameTooLarge): nothing of it is journaled, and the watch resumes
-// from the last resourceVersion applied.
+// No request is bounded as a whole: Options.RequestTimeout bounds the time
+// to first byte, Options.ProgressTimeout a gap in a list page's body, so a
+// page of large objects on a slow link takes as long as its bytes take. A
+// page whose body breaks is requested again from the same continue token,
+// and one that keeps breaking halves the page size. A streaming list's
+// initial events are bounded the same way: a gap of ProgressTimeout or a
+// cut abandons it, nothing of it committed, and it starts again after the
+// backoff; once its bookmark came, its connection is the watch, bounded by
+// IdleTimeout. A watch frame is bounded at 16 MiB, client-go's own bound
+// (ErrFrameTooLarge).
 //
 // # What goes over the wire
 //
