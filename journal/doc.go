@@ -90,9 +90,7 @@
 // removes it). ViewObjects reads them in one read transaction together
 // with the head the read is current with; package journal/cache serves
 // them as a controller-runtime client.Reader and a client-go-style lister.
-// Cost: nothing per append beyond ~5 bytes in the index entry (the
-// objects are written once, in the journal); on disk, the bucket holds at
-// most one copy of each live key whose latest event was trimmed.
+// What it costs: objects.go.
 // Switched on after trimming has already removed some key's latest event,
 // that key reads as ErrNoObject until it changes (ObjectView.Missing
 // lists such keys).
