@@ -39,13 +39,9 @@
 // SIGTERM (exit status 0); 401, 403 and a refused certificate end it at
 // once. The file records its resource: a watch of another resource into it
 // fails. A Secret's data never reaches the file without --secret-payloads:
-// Secrets keep metadata only. --page-size is 1 to 10000 objects per list
-// page (default 500). --idle-timeout (default 2m) replaces a watch that
-// delivers nothing for that long; --request-timeout (default 60s) bounds
-// each list page request. --qps (default -1: no client-side limit, the
-// apiserver's API Priority and Fairness does flow control) and --burst
-// (default 300, with a positive --qps) set client-go's rate limit; the
-// defaults are package internal/clientrate's, which make bench uses too.
+// Secrets keep metadata only. The other flags are described by
+// journalctl watch --help; the defaults of --qps and --burst are package
+// internal/clientrate's, which make bench uses too.
 //
 // watch logs through zap on stderr: ISO 8601 times, durations as Go
 // writes them ("110ms"). The library logs through logr, backed by the same
