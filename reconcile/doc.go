@@ -92,15 +92,9 @@
 // # Synced
 //
 // Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
-// at the first of: a complete list committed; a resumed watch whose
-// resourceVersion the check found equal to the server's; a resumed watch
-// whose events or bookmarks carried the journal to the server's
-// resourceVersion as of the check; a resumed watch that the server ended
-// normally (at its timeoutSeconds, 2 s for a resume yet to be proven) with
-// no ERROR frame. Each is something the server said, never a quiet
-// interval: a 410 however late comes first. Status.SyncedOffset is the
-// head offset then, Status.SyncedBy the proof.
-// Details in synced.go.
+// on something the server said (Status.SyncedBy: a complete list, or a
+// resumed watch the server proved current), never on a quiet interval: a
+// 410 however late comes first. Details in synced.go.
 //
 // # Verify
 //
