@@ -83,6 +83,16 @@
 // for the rest and for every stored object (wire.go); no gzip unless
 // Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
 // and the caller's Timeout on every request but watches: New says why.
+// Kind and apiVersion, which list items lack, are written into each stored
+// object, so every stored object decodes on its own. A metadata-only
+// journal (Resource.MetadataOnly, required for Secrets unless
+// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
+// watches, without a fallback to full objects: a Secret's data never
+// leaves the apiserver, and a server that cannot serve metadata only
+// answers 406, which ends Run (ErrRejected); its objects are stored as the
+// resource's kind (found by discovery). kubectl's
+// last-applied-configuration annotation is dropped before anything is
+// stored.
 //
 // A watch marked "check" first runs the resume check (probe.go): a
 // one-item consistent list for the server's current resourceVersion, and,
@@ -155,24 +165,6 @@
 // backoff; once its bookmark came, its connection is the watch, bounded by
 // IdleTimeout. A watch frame is bounded at 16 MiB, client-go's own bound
 // (ErrFrameTooLarge).
-//
-// # What goes over the wire
-//
-// Stored objects are JSON. Watch streams of built-in kinds come in
-// protobuf: each frame's key, UID and resourceVersion are read from the
-// bytes of its metadata, and only an object that becomes an event is
-// decoded into its Go type and encoded to JSON (wire.go). JSON responses
-// are read with json-iterator field by field; kind and
-// apiVersion, which list items lack, are written as fields of the parsed
-// object, so every stored object decodes on its own. A metadata-only
-// journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
-// watches, without a fallback to full objects: a Secret's data never
-// leaves the apiserver, and a server that cannot serve metadata only
-// answers 406, which ends Run (ErrRejected). Its objects are stored as the
-// resource's kind (found once by discovery) with metadata only. kubectl's
-// last-applied-configuration annotation is metadata and so is sent; it is
-// dropped before anything is stored.
 //
 // # Several resources
 //
