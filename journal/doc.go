@@ -118,13 +118,10 @@
 //
 // # Reading and writing
 //
-// Journal is the reader's API: Open, Read, Wait, Head, Lookup, ScanIndex,
-// Snapshot, Stats, Check (the offline file check), TypeMeta, Object and
-// ViewObjects, Consumer and the consumer commands; and the settings a user
-// chooses, SetRetention and KeepObjects. The writer's machinery (write transactions, Tx and
-// Append, the staged relist, retention trimming, the kind record, the
-// store) sits on Writer, obtained by Journal.Writer, for package
-// reconcile and package compactor: one writer per file.
+// Journal is the reader's API, with the settings a user chooses
+// (SetRetention, KeepObjects). The writer's machinery sits on Writer,
+// obtained by Journal.Writer, for package reconcile and package
+// compactor: one writer per file.
 //
 // # Concurrency
 //
