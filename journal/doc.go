@@ -16,15 +16,11 @@
 //   - Per key, the journal's sequence is consistent: no ADDED for a key that
 //     is present, no MODIFIED or DELETED for a key that is absent; a name that
 //     comes back with a new UID gives DELETED (old UID) then ADDED (new UID).
-//   - A relist is staged on disk and made visible only when its list is
-//     complete: a failed or partial list changes neither index nor journal.
-//     Its events wait in a sibling file, <path>.relist, which exists only
-//     while a relist with changes is in progress (see stagefile.go). The
-//     one exception is the first list into an empty index, which can only
-//     add: its ADDEDs are committed as they come (with the resourceVersion
-//     cleared), so that each object is written once; a first list that
-//     fails leaves some of them and no resourceVersion, and the next list
-//     diffs against them as any relist does (Relist).
+//   - A relist is staged on disk (<path>.relist) and made visible only
+//     when its list is complete: a failed or partial list changes neither
+//     index nor journal. The one exception, the first list into an empty
+//     index, commits its ADDEDs as they come and clears the
+//     resourceVersion, so the next list diffs against them (Relist).
 //   - resourceVersions are opaque strings, compared only for equality
 //     (API concepts, "Resource versions").
 //
