@@ -138,14 +138,3 @@ func (j *Journal) Check() (CheckReport, error) {
 	})
 	return r, err
 }
-
-// VerifyReport is the former name of CheckReport.
-//
-// Deprecated: use CheckReport.
-type VerifyReport = CheckReport
-
-// Verify is the former name of Check.
-//
-// Deprecated: use Check. Verify is the file check, not the anti-entropy
-// relist (reconcile.Loop.Verify); it goes after one release.
-func (j *Journal) Verify() (CheckReport, error) { return j.Check() }

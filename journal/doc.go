@@ -16,15 +16,11 @@
 //   - Per key, the journal's sequence is consistent: no ADDED for a key that
 //     is present, no MODIFIED or DELETED for a key that is absent; a name that
 //     comes back with a new UID gives DELETED (old UID) then ADDED (new UID).
-//   - A relist is staged on disk and made visible only when its list is
-//     complete: a failed or partial list changes neither index nor journal.
-//     Its events wait in a sibling file, <path>.relist, which exists only
-//     while a relist with changes is in progress (see stagefile.go). The
-//     one exception is the first list into an empty index, which can only
-//     add: its ADDEDs are committed as they come (with the resourceVersion
-//     cleared), so that each object is written once; a first list that
-//     fails leaves some of them and no resourceVersion, and the next list
-//     diffs against them as any relist does (Relist).
+//   - A relist is staged on disk (<path>.relist) and made visible only
+//     when its list is complete: a failed or partial list changes neither
+//     index nor journal. The one exception, the first list into an empty
+//     index, commits its ADDEDs as they come and clears the
+//     resourceVersion, so the next list diffs against them (Relist).
 //   - resourceVersions are opaque strings, compared only for equality
 //     (API concepts, "Resource versions").
 //
@@ -90,9 +86,7 @@
 // removes it). ViewObjects reads them in one read transaction together
 // with the head the read is current with; package journal/cache serves
 // them as a controller-runtime client.Reader and a client-go-style lister.
-// Cost: nothing per append beyond ~5 bytes in the index entry (the
-// objects are written once, in the journal); on disk, the bucket holds at
-// most one copy of each live key whose latest event was trimmed.
+// What it costs: objects.go.
 // Switched on after trimming has already removed some key's latest event,
 // that key reads as ErrNoObject until it changes (ObjectView.Missing
 // lists such keys).
@@ -120,13 +114,10 @@
 //
 // # Reading and writing
 //
-// Journal is the reader's API: Open, Read, Wait, Head, Lookup, ScanIndex,
-// Snapshot, Stats, Check (the offline file check), TypeMeta, Object and
-// ViewObjects, Consumer and the consumer commands; and the settings a user
-// chooses, SetRetention and KeepObjects. The writer's machinery (write transactions, Tx and
-// Append, the staged relist, retention trimming, the kind record, the
-// store) sits on Writer, obtained by Journal.Writer, for package
-// reconcile and package compactor: one writer per file.
+// Journal is the reader's API, with the settings a user chooses
+// (SetRetention, KeepObjects). The writer's machinery sits on Writer,
+// obtained by Journal.Writer, for package reconcile and package
+// compactor: one writer per file.
 //
 // # Concurrency
 //

@@ -41,11 +41,6 @@ var (
 	// ErrTrimmed matches a *TrimmedError: retention trimmed the
 	// requested offset.
 	ErrTrimmed = errors.New("journal: requested offset was trimmed by retention")
-	// ErrCompacted is the former name of ErrTrimmed: the same value.
-	//
-	// Deprecated: use ErrTrimmed. Compaction is etcd's (a 410 from the
-	// server); the journal's retention trims.
-	ErrCompacted = ErrTrimmed
 	// ErrBadRecord is returned when a stored record cannot be decoded.
 	ErrBadRecord = errors.New("journal: bad record")
 	// ErrClosed is returned by every read, write, Wait and Consumer.Next
@@ -112,9 +107,3 @@ func (e *TrimmedError) Error() string {
 
 // Is reports whether target is ErrTrimmed.
 func (e *TrimmedError) Is(target error) bool { return target == ErrTrimmed }
-
-// CompactedError is the former name of TrimmedError.
-//
-// Deprecated: use TrimmedError. Compaction is etcd's (a 410 from the
-// server); the journal's retention trims.
-type CompactedError = TrimmedError

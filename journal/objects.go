@@ -46,11 +46,8 @@ package journal
 // (bench.BenchmarkJournalTrim, every record a key's latest, the worst
 // case: ~218,000 trimmed events/s without objects, ~63,000 with).
 //
-// Keeping objects is still a switch (Journal.KeepObjects; journal/cache's
-// NewReader calls it): the bucket's presence in the file. Without it the
-// pointers are written all the same, but trimming copies nothing, so a
-// key whose latest record was trimmed has no object. Once on it stays on
-// across restarts, for every writer.
+// KeepObjects is the bucket's presence in the file. Without it the
+// pointers are written all the same, but trimming copies nothing.
 //
 // Older files. A schema 1 file opens; a writable open marks it schema 2 or later
 // (its entries keep their old form, without a pointer, until their key

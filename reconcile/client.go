@@ -11,11 +11,8 @@ package reconcile
 // fields are parsed, and kind and apiVersion are written as fields when it
 // has none (list items) — never by searching its bytes.
 //
-// A metadata-only journal (Resource.MetadataOnly, the default for Secrets)
-// asks the server for metadata only, lists and watches alike
-// (PartialObjectMetadata, API concepts "Receiving resources as
-// metadata-only"): a Secret's data never leaves the apiserver. Its objects
-// are stored as the resource's kind (from discovery) with metadata only.
+// A metadata-only journal asks for PartialObjectMetadata (doc.go,
+// "Transport").
 
 import (
 	"bufio"

@@ -52,9 +52,8 @@
 //
 // # Server signals
 //
-// The backoff is exponential from Options.MinBackoff to MaxBackoff with
-// jitter, and never shorter than the delay the server asks for (Retry-After,
-// details.retryAfterSeconds: apierrors.SuggestsClientDelay). A watch the
+// The backoff (Options.MinBackoff) is never shorter than the delay the
+// server asks for. A watch the
 // server refuses for any reason but a gone resourceVersion is retried as a
 // watch, from the same resourceVersion, however often: a relist is the most
 // expensive request a client can send to a server that sheds load
@@ -68,18 +67,15 @@
 // The backoff resets, and Status.LastError clears, after a list completes,
 // after a watch frame is applied, and once a watch has stayed open
 // (answered 200) for a second without an error: a healthy resume on a
-// quiet resource clears the error too. A failure is logged once per kind
-// (phase, HTTP code and reason, or network operation), through logr's
-// Error, then at V(1) until the loop succeeds or the kind changes.
+// quiet resource clears the error too.
 //
 // # Logs
 //
-// Options.Logger is a logr.Logger (what client-go, klog and
-// controller-runtime speak; the zero Logger discards). Each line carries
-// the key resource. Errors come through Error, once per kind of failure;
-// state changes (list complete, synced, relisting after a 410, a rewind, a
-// halved page size) at V(0); repeats of a failure at V(1). Keys are field
-// words: resourceVersion, offset, origin, delay.
+// Options.Logger (logr; the zero Logger discards) gets a failure through
+// Error once per kind (phase, HTTP code and reason, or network operation),
+// then at V(1) until the loop succeeds or the kind changes; state changes
+// at V(0). Keys are field words: resource, resourceVersion, offset,
+// origin, delay.
 //
 // # Transport
 //
@@ -87,6 +83,16 @@
 // for the rest and for every stored object (wire.go); no gzip unless
 // Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
 // and the caller's Timeout on every request but watches: New says why.
+// Kind and apiVersion, which list items lack, are written into each stored
+// object, so every stored object decodes on its own. A metadata-only
+// journal (Resource.MetadataOnly, required for Secrets unless
+// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
+// watches, without a fallback to full objects: a Secret's data never
+// leaves the apiserver, and a server that cannot serve metadata only
+// answers 406, which ends Run (ErrRejected); its objects are stored as the
+// resource's kind (found by discovery). kubectl's
+// last-applied-configuration annotation is dropped before anything is
+// stored.
 //
 // A watch marked "check" first runs the resume check (probe.go): a
 // one-item consistent list for the server's current resourceVersion, and,
@@ -96,15 +102,9 @@
 // # Synced
 //
 // Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
-// at the first of: a complete list committed; a resumed watch whose
-// resourceVersion the check found equal to the server's; a resumed watch
-// whose events or bookmarks carried the journal to the server's
-// resourceVersion as of the check; a resumed watch that the server ended
-// normally (at its timeoutSeconds, 2 s for a resume yet to be proven) with
-// no ERROR frame. Each is something the server said, never a quiet
-// interval: a 410 however late comes first. Status.SyncedOffset is the
-// head offset then, Status.SyncedBy the proof.
-// Details in synced.go.
+// on something the server said (Status.SyncedBy: a complete list, or a
+// resumed watch the server proved current), never on a quiet interval: a
+// 410 however late comes first. Details in synced.go.
 //
 // # Verify
 //
@@ -118,33 +118,28 @@
 // # Relist
 //
 // A list, the first one or a relist, is a streaming list where the server
-// serves it (KEP-3157, stream.go): one watch request with
-// sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
-// resourceVersion unset (a consistent read), whose initial ADDED events
-// are diffed against the index as they stream in, in batches of PageSize
-// objects or 4 MiB, staged on disk, and committed at the resourceVersion
-// of the k8s.io/initial-events-end bookmark; the connection then goes on
-// as the watch. A server that refuses it (400, 405, 406 or 422, such as
-// kube-apiserver with --feature-gates=WatchList=false; or one that ignores
-// sendInitialEvents) gets paginated lists: the choice and its reason are
-// in Status.ListMode and ListModeReason and in the file, and a streaming
-// list is tried again after Options.StreamingRetry (listmode.go). A
-// verify is always paginated (it reads at exactly one resourceVersion).
+// serves it (KEP-3157): one watch request with sendInitialEvents=true,
+// resourceVersionMatch=NotOlderThan and resourceVersion unset (a consistent
+// read), whose initial ADDED events are diffed against the index as they
+// stream in, in batches of PageSize objects or 4 MiB, staged on disk, and
+// committed at the resourceVersion of the k8s.io/initial-events-end
+// bookmark; the connection then goes on as the watch. A server that
+// refuses it (400, 405, 406 or 422, such as kube-apiserver with
+// --feature-gates=WatchList=false; or one that ignores sendInitialEvents)
+// gets paginated lists: the choice and its reason are in Status.ListMode
+// and ListModeReason and in the file, and a streaming list is tried again
+// after Options.StreamingRetry (listmode.go). A verify is always paginated
+// (it reads at exactly one resourceVersion).
 //
-// A paginated list reads pages of Options.PageSize objects with
-// resourceVersion unset (a consistent read). The first list of an empty
-// index reads each page once, in full, and stages its objects as they
-// stream in (listfull.go). A relist diffs each page as it arrives against the
-// index range it covers (Diff, relist.go), staging the changes on disk. With a
-// non-empty index the pages are metadata only (PartialObjectMetadataList):
-// a page that holds changes is read again in full, at the same snapshot,
-// for the objects the events carry; the next page is requested while one
-// is diffed. Pages of
+// A paginated list reads pages of Options.PageSize objects, resourceVersion
+// unset. The first list of an empty index reads each page once, in full.
+// A relist reads metadata only (PartialObjectMetadataList), and again in
+// full, at the same snapshot, a page that holds changes. Pages of
 // etcd-backed resources come in key order, so the diff is a merge of two
-// sorted streams and memory stays bounded by one page. If a page (or a
-// streaming list's batch) breaks that order, the relist starts again and
-// finds deletions by lookup instead.
-// Only a complete list commits; a failed or partial one changes nothing.
+// sorted streams and memory stays bounded by one page; a page (or a
+// streaming list's batch) that breaks that order starts the relist again,
+// which then finds deletions by lookup. Only a complete list commits; a
+// failed or partial one changes nothing. The files: "Where to find it".
 //
 // # Reasons
 //
@@ -160,41 +155,16 @@
 //
 // # Timeouts and slow links
 //
-// No request is bounded as a whole. Options.RequestTimeout is the time to
-// first byte: a list page or a watch must begin its response (status and
-// headers) within it (ErrNoResponse). Options.ProgressTimeout bounds a gap
-// in a list page's body: a read that waits that long without a byte
-// abandons the page (ErrNoProgress). A page of large objects on a slow link so takes as long
-// as its bytes take, as long as they keep coming. A page whose body breaks
-// once begun (a gap, a cut, an early end) is requested again from the same
-// continue token, without starting the list over; a page that breaks twice
-// in a row is taken as too large for the link, and the page size halves
-// (logged at V(0)), down to one object, for that list and the loop's later
-// ones. A streaming list's initial events are bounded the same way: a gap
-// of ProgressTimeout without a byte (ErrNoProgress) or a cut abandons it,
-// nothing of it committed, and it starts again after the backoff; once
-// its bookmark came, its connection is the watch, bounded by IdleTimeout.
-// A watch frame is bounded at 16 MiB, client-go's own bound
-// (ErrFrameTooLarge): nothing of it is journaled, and the watch resumes
-// from the last resourceVersion applied.
-//
-// # What goes over the wire
-//
-// Stored objects are JSON. Watch streams of built-in kinds come in
-// protobuf: each frame's key, UID and resourceVersion are read from the
-// bytes of its metadata, and only an object that becomes an event is
-// decoded into its Go type and encoded to JSON (wire.go). JSON responses
-// are read with json-iterator field by field; kind and
-// apiVersion, which list items lack, are written as fields of the parsed
-// object, so every stored object decodes on its own. A metadata-only
-// journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
-// watches, without a fallback to full objects: a Secret's data never
-// leaves the apiserver, and a server that cannot serve metadata only
-// answers 406, which ends Run (ErrRejected). Its objects are stored as the
-// resource's kind (found once by discovery) with metadata only. kubectl's
-// last-applied-configuration annotation is metadata and so is sent; it is
-// dropped before anything is stored.
+// No request is bounded as a whole: Options.RequestTimeout bounds the time
+// to first byte, Options.ProgressTimeout a gap in a list page's body, so a
+// page of large objects on a slow link takes as long as its bytes take. A
+// page whose body breaks is requested again from the same continue token,
+// and one that keeps breaking halves the page size. A streaming list's
+// initial events are bounded the same way: a gap of ProgressTimeout or a
+// cut abandons it, nothing of it committed, and it starts again after the
+// backoff; once its bookmark came, its connection is the watch, bounded by
+// IdleTimeout. A watch frame is bounded at 16 MiB, client-go's own bound
+// (ErrFrameTooLarge).
 //
 // # Several resources
 //

@@ -1,13 +1,10 @@
 package reconcile
 
-// The first list of an empty index. There is nothing to diff: every
-// listed object is an ADDED. A metadata page first (what a relist reads,
-// pages.go) would be pure cost, as every page would then be read again in
-// full; so each page is read once, in full, and its objects are handed
-// over as they stream in, in batches of at most fillBytes of objects (one
-// object more when one is larger) or PageSize objects: memory follows
-// neither the page's size nor the list's. The relist consumer takes each
-// item as an ADDED (relist.fresh).
+// The first paginated list of an empty index (doc.go, "Relist"): nothing
+// to diff, so no metadata page first; each page is read once, in full, and
+// handed over as it streams in, in batches of at most fillBytes (one object
+// more when one is larger) or PageSize objects. The relist consumer takes
+// each item as an ADDED (relist.fresh).
 
 import (
 	"context"

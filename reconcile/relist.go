@@ -1,18 +1,15 @@
 package reconcile
 
-// The relist consumer: what every list does with its batches, whichever
-// lister reads them (lister.go). It holds one journal.Relist: each batch
-// is diffed against the index range it covers (Diff, diff.go: a merge of
-// two sorted streams, so memory stays bounded by one batch) or, once a
-// list broke key order, key by key (diffLookup, with Relist.MarkSeen); the
-// reasons of its DELETEDs are asked of the server (reason.go); the events
-// are staged on disk. At the end the keys indexed but not listed become
-// DELETEDs (tail) and the relist commits at the list's resourceVersion.
-// Only a complete list commits; a failed or partial one changes nothing.
-//
-// The first paginated list of an empty index (fresh) has nothing to diff:
-// every item is an ADDED, and there is no tail. A streaming list stages
-// each batch while the next is read (async: stagepipe.go).
+// The relist consumer: what every list does with the batches of its lister
+// (lister.go); doc.go's "Relist" section describes the whole. It holds one
+// journal.Relist. add diffs a batch against the index range it covers
+// (Diff, diff.go) or, once a list broke key order, key by key (diffLookup,
+// with Relist.MarkSeen), asks the server the reasons of its DELETEDs
+// (reason.go) and stages the events (while the next batch is read, for a
+// streaming list: stagepipe.go). commit turns the keys indexed but not
+// listed into DELETEDs (tail) and commits at the list's resourceVersion;
+// abort drops the stage. fresh (the first paginated list of an empty
+// index): every item an ADDED, no tail.
 
 import (
 	"context"

@@ -2,14 +2,8 @@ package reconcile
 
 // The loop's states. Each holds only what it needs; step moves between them
 // (transition table in doc.go). No flags stand in for a state. Each state
-// has one function that runs it and returns the next state:
-//
-//	stateStart    Loop.start       (loop.go)
-//	stateList     Loop.list        (list.go)
-//	stateVerify   Loop.verifyCheck (verify.go)
-//	stateWatch    Loop.watch       (watch.go); Loop.checkResume (probe.go)
-//	              while check is set
-//	stateBackoff  Loop.backoffWait (loop.go)
+// has one function that runs it and returns the next state (doc.go, "Where
+// to find it", names them).
 
 import (
 	"github.com/watchjournal/watchjournal/journal"

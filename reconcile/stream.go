@@ -1,33 +1,16 @@
 package reconcile
 
-// The streaming list (KEP-3157; API concepts "Streaming lists"). One watch
-// request, resourceVersion unset (a consistent read, also after a 410),
-// sendInitialEvents=true, resourceVersionMatch=NotOlderThan and bookmarks
-// allowed: the apiserver sends an ADDED for every object, then a BOOKMARK
-// annotated k8s.io/initial-events-end "true" whose resourceVersion is the
-// state the ADDEDs describe, then watch events from it on the same
-// connection.
-//
-// The ADDEDs are handed over as they stream in, in batches of PageSize
-// objects or fillBytes, whichever fills first (streamLister), and the
-// relist consumer (relist.go) diffs, stages and commits them as it does
-// list pages, staging each batch while the next is read (stagepipe.go).
-// Memory stays bounded by bytes (two batches). Nothing is committed before
-// the bookmark (except into an empty index: journal.Relist); a stream that
-// breaks or fails before it changes nothing, and what follows is
-// listFailed's (list.go): the backoff after an error or a broken
-// connection; the streaming list again at once after a 410 (at most
-// maxListRestarts times in a row) or with lookups when its batches broke
-// key order, which the API does not promise.
-//
-// After the bookmark the relist commits at its resourceVersion, and the
-// same connection goes on as the watch (stateWatch.open): a relist costs
-// one request. What a streaming list costs: every object in full, once,
-// from the watch cache (or etcd when it is off); a paginated relist reads
-// metadata pages and full pages only where something changed (pages.go), so
-// it moves fewer bytes when little changed, but reads from etcd page by
-// page. Which one runs, and the fallback when a server refuses streaming
-// lists: listmode.go.
+// The streaming lister (KEP-3157). What the request is and when it runs:
+// doc.go, "Relist"; the choice and the fallback: listmode.go; what a failure
+// leads to: listFailed (list.go). The ADDEDs before the
+// k8s.io/initial-events-end bookmark are handed over in batches of PageSize
+// objects or fillBytes, whichever fills first, to the relist consumer
+// (relist.go), which stages one while the next is read (stagepipe.go):
+// memory stays bounded by two batches. After the bookmark, handover gives
+// the same connection to the watch (stateWatch.open): a relist costs one
+// request. It reads every object in full, once, from the watch cache (etcd
+// when it is off); a paginated relist moves fewer bytes when little
+// changed, but reads from etcd page by page (pages.go).
 
 import (
 	"context"

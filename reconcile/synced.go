@@ -41,11 +41,6 @@ package reconcile
 // (it sends that history first, at once, from memory or from one etcd
 // read); a watch ended by a connection cut (no terminating chunk) proves
 // nothing.
-//
-// Caught up with the head as of sync: Status.SyncedOffset is the journal's
-// head offset when Synced turned true. A consumer that has read (or
-// committed) every offset up to SyncedOffset has seen the server's state as
-// of the sync; see Loop.WaitForSync.
 
 import (
 	"context"

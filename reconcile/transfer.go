@@ -1,23 +1,12 @@
 package reconcile
 
-// Bounds on what travels from the apiserver: how long a response may take
-// to begin, how long its body may pass no byte, and how large one watch
-// frame may be.
-//
-// A list page is not bounded as a whole: a page of large objects on a slow
-// link takes as long as its bytes take, and a whole-page timeout would cut
-// it every time and restart the list from page one, forever. Instead a
-// request must begin (status and headers) within Options.RequestTimeout,
-// and its body must keep moving: a read that waits Options.ProgressTimeout
-// without a byte ends it (time the consumer spends between reads does not
-// count). A page whose body breaks once begun (stalled, cut, ended early) is
-// requested again from the same point; a page that keeps breaking is taken
-// as too large for the link, and the lister halves the page size (pageBroke,
-// pages.go), down
-// to one object.
-//
-// A watch frame is bounded by maxFrameBytes, as client-go bounds a frame of
-// its streaming decoder.
+// Bounds on what travels from the apiserver: the time to first byte
+// (Options.RequestTimeout), a gap in a body (Options.ProgressTimeout), the
+// size of one watch frame (maxFrameBytes, as client-go bounds a frame of its
+// streaming decoder). A list page is not bounded as a whole: a whole-page
+// timeout would cut a page of large objects on a slow link every time and
+// restart the list from page one, forever. A page that keeps breaking
+// halves the page size instead (pageBroke, pages.go).
 
 import (
 	"context"

@@ -1,11 +1,9 @@
 package reconcile
 
-// Anti-entropy: the verify. Every VerifyInterval of wall-clock time (a
-// deadline kept on the Loop, across watches: a watch that ends at its
-// timeout or idles does not restart the count), and on Verify, the loop
+// Anti-entropy: the verify (when it runs: Options.VerifyInterval, a
+// deadline kept on the Loop across watches, and Loop.Verify). The loop
 // leaves a healthy watch, lists and diffs the list against the index;
-// every difference is an event the watch lost (kubernetes/kubernetes#123072)
-// and is journaled with origin relist and counted in Status.Divergences.
+// every difference is an event the watch lost (kubernetes/kubernetes#123072).
 //
 // Like with like: the index holds the state at the resourceVersion the
 // journal applied (Status.ResourceVersion); a list at a newer one would
@@ -24,7 +22,7 @@ package reconcile
 //
 // The verify lists metadata only, as every relist with a non-empty index
 // does (pages.go): its cost is a metadata list, plus full pages only where
-// something diverged. It is on by default, every 10 minutes ± 20%.
+// something diverged.
 //
 // After a restart, one verify runs as soon as the resume is proven
 // (issue 21, item 8), whatever VerifyInterval says (also when it is

@@ -23,17 +23,11 @@ package shards
 // follows the manifest on a Lease reads one consistent snapshot, whenever
 // the writer died.
 //
-// A member republishes after its loop synced and whenever its journal
-// moved since the last publication, at most every IndexInterval and at
-// most a tenth of the time (indexDuty): a scan of its index (one read
-// transaction, the entries held in memory, some 100 bytes each), its
-// encoding, and the writes of the chunks that changed. What the member
-// journaled after its last publication and before it died is not in the
-// manifest: the new owner journals it again (a MODIFIED or DELETED twice,
-// in two journals), and a key it added and that is deleted before the
-// takeover is journaled ADDED by the dead member and never DELETED.
-// IndexInterval bounds that window. The taker holds the entries of the
-// part it takes in memory for its loop's life (reconcile.Inheritance).
+// When a member republishes, and what a takeover misses: doc.go,
+// "Takeover". A publication takes at most a tenth of the time (indexDuty)
+// and holds the index's entries in memory, some 100 bytes each; so does
+// the taker, for the part it takes, for its loop's life
+// (reconcile.Inheritance).
 
 import (
 	"bufio"

@@ -39,13 +39,9 @@
 // SIGTERM (exit status 0); 401, 403 and a refused certificate end it at
 // once. The file records its resource: a watch of another resource into it
 // fails. A Secret's data never reaches the file without --secret-payloads:
-// Secrets keep metadata only. --page-size is 1 to 10000 objects per list
-// page (default 500). --idle-timeout (default 2m) replaces a watch that
-// delivers nothing for that long; --request-timeout (default 60s) bounds
-// each list page request. --qps (default -1: no client-side limit, the
-// apiserver's API Priority and Fairness does flow control) and --burst
-// (default 300, with a positive --qps) set client-go's rate limit; the
-// defaults are package internal/clientrate's, which make bench uses too.
+// Secrets keep metadata only. The other flags are described by
+// journalctl watch --help; the defaults of --qps and --burst are package
+// internal/clientrate's, which make bench uses too.
 //
 // watch logs through zap on stderr: ISO 8601 times, durations as Go
 // writes them ("110ms"). The library logs through logr, backed by the same
@@ -98,22 +94,11 @@
 //
 // # Checking the file and the index
 //
-// check (alias verify, its former name) reads the whole file offline
-// (journal.Journal.Check, check.go): records decode and pass their checksums, offsets are contiguous, sizes and
-// counts match, and, when the journal still starts at offset 1, its replay
-// ends in exactly the index. It prints the events and objects read,
-// whether the replay was compared with the index, and each problem on a
-// line of its own. Like the read-only commands it opens the file briefly;
-// unlike them it does not ask a watch's socket: a watch's file is checked
-// against the apiserver instead, by relist.
-//
-// relist asks the running watch (POST /verify on its socket) to relist
-// now and diff the list against the index (reconcile.Loop.Verify, the
-// anti-entropy that watch --verify-interval runs periodically), waits up
-// to 5 minutes for the loop's verify count to rise, and prints the
-// divergences it repaired (events the watch had lost) with the events it
-// journaled for them, origin relist. stats shows a watch's counters:
-// lists, watches, 410s, idle restarts, verifies, divergences.
+// check (alias verify, its former name) is the offline file check
+// (journal.Journal.Check, check.go); relist asks a running watch for the
+// anti-entropy relist (reconcile.Loop.Verify, relist.go). Their --help
+// says what each reads and prints. stats shows a watch's counters: lists,
+// watches, 410s, idle restarts, verifies, divergences.
 //
 // # Exit status
 //

@@ -315,9 +315,6 @@ func (c *ControlPlane) logf(format string, args ...any) {
 	}
 }
 
-// Dir returns the working directory given to Start.
-func (c *ControlPlane) Dir() string { return c.dir }
-
 // URL returns the apiserver's base URL, https://127.0.0.1:PORT. The port
 // stays the same across RestartAPIServer.
 func (c *ControlPlane) URL() string {

@@ -79,9 +79,6 @@ func NewProxy(target string) (*Proxy, error) {
 // Addr returns the proxy's listening address, 127.0.0.1:PORT.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
-
 // Conns returns the number of connections accepted so far, including those
 // closed at once because the proxy was cut. It only grows.
 func (p *Proxy) Conns() int { return int(p.accepted.Load()) }

@@ -105,11 +105,6 @@ func (c cursor) first() ([]byte, []byte) {
 	return c.c.First()
 }
 
-func (c cursor) last() ([]byte, []byte) {
-	defer fileOp()
-	return c.c.Last()
-}
-
 func (c cursor) next() ([]byte, []byte) {
 	defer fileOp()
 	return c.c.Next()

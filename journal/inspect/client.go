@@ -98,11 +98,7 @@ func (c *Client) Read(ctx context.Context, from uint64, limit int) ([]journal.Ev
 	if err := c.get(ctx, "/events", q, &jevs); err != nil {
 		return nil, err
 	}
-	evs := make([]journal.Event, len(jevs))
-	for i, je := range jevs {
-		evs[i] = je.event()
-	}
-	return evs, nil
+	return convert(jevs, Event.event), nil
 }
 
 // ScanIndex returns up to limit index entries with keys after after, as
@@ -113,11 +109,7 @@ func (c *Client) ScanIndex(ctx context.Context, after string, limit int) ([]jour
 	if err := c.get(ctx, "/index", q, &jes); err != nil {
 		return nil, err
 	}
-	es := make([]journal.IndexEntry, len(jes))
-	for i, je := range jes {
-		es[i] = journal.IndexEntry(je)
-	}
-	return es, nil
+	return convert(jes, func(e IndexEntry) journal.IndexEntry { return journal.IndexEntry(e) }), nil
 }
 
 // Head returns the last offset assigned, 0 when none was.
@@ -152,11 +144,7 @@ func (c *Client) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) 
 	if err := c.get(ctx, "/consumers", nil, &jcs); err != nil {
 		return nil, err
 	}
-	cs := make([]journal.ConsumerInfo, len(jcs))
-	for i, jc := range jcs {
-		cs[i] = journal.ConsumerInfo(jc)
-	}
-	return cs, nil
+	return convert(jcs, func(c Consumer) journal.ConsumerInfo { return journal.ConsumerInfo(c) }), nil
 }
 
 // Retention returns the retention the file records, as

@@ -143,11 +143,7 @@ func (s *server) routes(mux *http.ServeMux) {
 
 func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
 	cs, err := s.j.Consumers()
-	jcs := make([]Consumer, len(cs))
-	for i, c := range cs {
-		jcs[i] = Consumer(c)
-	}
-	reply(w, jcs, err)
+	reply(w, convert(cs, func(c journal.ConsumerInfo) Consumer { return Consumer(c) }), err)
 }
 
 func (s *server) retention(w http.ResponseWriter, _ *http.Request) {
@@ -168,11 +164,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs, err := s.j.Read(from, limit)
-	jevs := make([]Event, len(evs))
-	for i, e := range evs {
-		jevs[i] = NewEvent(e)
-	}
-	reply(w, jevs, err)
+	reply(w, convert(evs, NewEvent), err)
 }
 
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
@@ -182,11 +174,7 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	es, err := s.j.ScanIndex(r.URL.Query().Get("after"), limit)
-	jes := make([]IndexEntry, len(es))
-	for i, e := range es {
-		jes[i] = IndexEntry(e)
-	}
-	reply(w, jes, err)
+	reply(w, convert(es, func(e journal.IndexEntry) IndexEntry { return IndexEntry(e) }), err)
 }
 
 func (s *server) head(w http.ResponseWriter, _ *http.Request) {

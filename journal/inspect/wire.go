@@ -220,3 +220,13 @@ func (jr Retention) retention() (journal.Retention, error) {
 	}
 	return r, nil
 }
+
+// convert maps each element of s through f (between the wire shapes and
+// the journal's); a nil s gives an empty slice, which encodes as [].
+func convert[S, D any](s []S, f func(S) D) []D {
+	d := make([]D, len(s))
+	for i, v := range s {
+		d[i] = f(v)
+	}
+	return d
+}

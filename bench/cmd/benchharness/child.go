@@ -107,14 +107,23 @@ func childMain(kind string) int {
 	return 0
 }
 
-func runChild(kind string, send func(report)) error {
+// childConfig reads a child's object count (envN) and the apiserver it
+// talks to (envHost, envToken) from its environment.
+func childConfig() (int, *rest.Config, error) {
 	n, err := strconv.Atoi(os.Getenv(envN))
 	if err != nil {
-		return fmt.Errorf("%s: %v", envN, err)
+		return 0, nil, fmt.Errorf("%s: %v", envN, err)
 	}
-	cfg := &rest.Config{
+	return n, &rest.Config{
 		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
+	}, nil
+}
+
+func runChild(kind string, send func(report)) error {
+	n, cfg, err := childConfig()
+	if err != nil {
+		return err
 	}
 	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
 	ctx := context.Background()

@@ -33,7 +33,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -176,13 +175,9 @@ type readerFuncs struct {
 // readerChildMain runs a reader child: sync, report, read, report, wait
 // for exit.
 func readerChildMain(kind string, send func(report)) error {
-	n, err := strconv.Atoi(os.Getenv(envN))
+	n, cfg, err := childConfig()
 	if err != nil {
-		return fmt.Errorf("%s: %v", envN, err)
-	}
-	cfg := &rest.Config{
-		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
+		return err
 	}
 	ctx := context.Background()
 	base := steady()

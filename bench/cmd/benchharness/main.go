@@ -44,6 +44,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ func main() {
 	}
 	for _, s := range strings.Split(o.subjects, ",") {
 		s = strings.TrimSpace(s)
-		if !known(s) {
+		if !slices.Contains(allSubjects, s) {
 			fatalf("unknown subject %q (known: %s)", s, strings.Join(allSubjects, ", "))
 		}
 		o.subjectList = append(o.subjectList, s)
@@ -133,15 +134,6 @@ type options struct {
 	jsonOut          string
 	keep             bool
 	readers          bool
-}
-
-func known(s string) bool {
-	for _, k := range allSubjects {
-		if s == k {
-			return true
-		}
-	}
-	return false
 }
 
 func envOr(k, def string) string {

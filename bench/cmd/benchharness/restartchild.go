@@ -23,12 +23,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -96,16 +93,12 @@ func restartChildMain(kind string) int {
 // the report. It returns the function that stops the subject.
 func runRestartChild(kind string, send func(report)) (func(), error) {
 	s := startSampler(50*time.Millisecond, nil)
-	n, err := strconv.Atoi(os.Getenv(envN))
+	n, cfg, err := childConfig()
 	if err != nil {
 		s.stop()
-		return nil, fmt.Errorf("%s: %v", envN, err)
+		return nil, err
 	}
 	bc := &byteCounter{}
-	cfg := &rest.Config{
-		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
-	}
 	cfg.Wrap(bc.wrap)
 	ns, dir := os.Getenv(envNS), os.Getenv(envDir)
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(n))

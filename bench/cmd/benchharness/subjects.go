@@ -161,11 +161,9 @@ type wjSubject struct {
 	cancel context.CancelFunc
 	done   chan error
 
-	eventsBase     int
-	headBase       uint64 // the journal's head at armRelist (restart.go checks what the relist journaled)
-	listsBase      int
-	goneBase       int
-	relistDeadline time.Duration
+	headBase  uint64 // the journal's head at armRelist (restart.go checks what the relist journaled)
+	listsBase int
+	goneBase  int
 }
 
 func newWatchjournal(kind string, cfg *rest.Config, ns, dir string, n int) (*wjSubject, error) {
