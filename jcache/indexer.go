@@ -42,12 +42,12 @@ type indexer struct{ inf *informer }
 
 var _ toolscache.Indexer = (*indexer)(nil)
 
-func (x *indexer) Add(any) error                { return errReadOnly }
-func (x *indexer) Update(any) error             { return errReadOnly }
-func (x *indexer) Delete(any) error             { return errReadOnly }
-func (x *indexer) Replace([]any, string) error  { return errReadOnly }
-func (x *indexer) Resync() error                { return nil }
-func (x *indexer) Bookmark(string)              {}
+func (x *indexer) Add(any) error               { return errReadOnly }
+func (x *indexer) Update(any) error            { return errReadOnly }
+func (x *indexer) Delete(any) error            { return errReadOnly }
+func (x *indexer) Replace([]any, string) error { return errReadOnly }
+func (x *indexer) Resync() error               { return nil }
+func (x *indexer) Bookmark(string)             {}
 func (x *indexer) LastStoreSyncResourceVersion() string {
 	if x.inf.f == nil {
 		return ""
@@ -156,7 +156,9 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 	return out, err
 }
 
-func errNoIndex(name string) error { return errors.New("jcache: index with name " + name + " does not exist") }
+func errNoIndex(name string) error {
+	return errors.New("jcache: index with name " + name + " does not exist")
+}
 
 // byIndex calls fn with each object whose index name includes value.
 func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Object)) error {

@@ -36,8 +36,8 @@ import (
 
 // informer implements toolscache.SharedIndexInformer over a feed.
 type informer struct {
-	f       *feed     // nil when building failed (err)
-	err     error     // why the informer could not be built: SetTransform returns it
+	f       *feed // nil when building failed (err)
+	err     error // why the informer could not be built: SetTransform returns it
 	objType runtime.Object
 	gvk     schema.GroupVersionKind // set on decoded PartialObjectMetadata
 	resync  time.Duration
@@ -350,5 +350,5 @@ type doneChecker struct {
 	ch   chan struct{}
 }
 
-func (d doneChecker) Name() string            { return d.name }
-func (d doneChecker) Done() <-chan struct{}   { return d.ch }
+func (d doneChecker) Name() string          { return d.name }
+func (d doneChecker) Done() <-chan struct{} { return d.ch }
