@@ -96,6 +96,10 @@ func (r *registration) HasSynced() bool {
 // HasSyncedChecker returns a DoneChecker closed once HasSynced.
 func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 	ch := make(chan struct{})
+	if r.HasSynced() {
+		close(ch)
+		return doneChecker{name: "jcache handler", ch: ch}
+	}
 	go func() {
 		for {
 			r.mu.Lock()

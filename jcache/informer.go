@@ -251,6 +251,10 @@ func (i *informer) HasSyncedChecker() toolscache.DoneChecker {
 	if i.f == nil {
 		return doneChecker{name: "jcache", ch: ch}
 	}
+	if i.HasSynced() {
+		close(ch)
+		return doneChecker{name: "jcache " + i.f.res.String(), ch: ch}
+	}
 	go func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
