@@ -85,6 +85,10 @@ func (i *informer) decode(b []byte) (runtime.Object, error) {
 		}
 		if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			obj.GetObjectKind().SetGroupVersionKind(i.gvk)
+		} else {
+			// As a typed informer's objects: decoded without TypeMeta
+			// (controller-runtime's reader sets the GVK on its copies).
+			obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 		}
 	}
 	i.mu.Lock()

@@ -100,6 +100,10 @@ func (c *Cache) Start(ctx context.Context) error {
 	return err
 }
 
+// NeedLeaderElection returns false: every replica keeps its cache, as
+// controller-runtime's cache does (manager.LeaderElectionRunnable).
+func (c *Cache) NeedLeaderElection() bool { return false }
+
 // ErrNewInformer: cache.Options.NewInformer was set; the journal cache
 // builds the informers itself.
 var ErrNewInformer = errors.New("jcache: cache.Options.NewInformer cannot be set: the cache's informers are journal files")
