@@ -57,8 +57,10 @@ func cmString(o any) string {
 }
 
 func (r *recorder) OnAdd(o any, initial bool) { r.add(fmt.Sprintf("add %s", cmString(o))) }
-func (r *recorder) OnUpdate(old, o any)       { r.add(fmt.Sprintf("update %s -> %s", cmString(old), cmString(o))) }
-func (r *recorder) OnDelete(o any)            { r.add(fmt.Sprintf("delete %s", cmString(o))) }
+func (r *recorder) OnUpdate(old, o any) {
+	r.add(fmt.Sprintf("update %s -> %s", cmString(old), cmString(o)))
+}
+func (r *recorder) OnDelete(o any) { r.add(fmt.Sprintf("delete %s", cmString(o))) }
 
 // waitFor waits until cond holds for the recorded events.
 func (r *recorder) waitFor(t *testing.T, what string, cond func([]string) bool) []string {
