@@ -368,3 +368,25 @@ func TestCache_SecretsRefusedWithoutOptIn(t *testing.T) {
 		t.Fatalf("metadata-only Secrets: %v", err)
 	}
 }
+
+// TestCache_SyncPeriodResyncsFromDisk: with a SyncPeriod, a handler gets
+// OnUpdate(obj, obj) for the stored objects each period.
+func TestCache_SyncPeriodResyncsFromDisk(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createCM(t, kube, ns, "a", map[string]string{"v": "1"}, map[string]string{"k": "1"})
+	period := 300 * time.Millisecond
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{SyncPeriod: &period}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "a resync", hasAll("add a labels=map[v:1] data=map[k:1]",
+		"update a labels=map[v:1] data=map[k:1] -> a labels=map[v:1] data=map[k:1]"))
+}

@@ -54,7 +54,7 @@ import (
 )
 
 const (
-	replayChunk = 1000
+	replayChunk = 5000
 	replayBytes = 4 << 20
 )
 
