@@ -12,7 +12,9 @@ package jcache
 // closes the file; an acquire of a feed that is closing waits for the close
 // and opens the file again (RemoveInformer, then GetInformer).
 //
-// States of a feed: open (file open, loop built, not running) → running
+// States of a feed: opening (the file opens, the loop asks discovery for
+// the kind; the registry's lock is not held) → open (file open, loop
+// built, not running) → running
 // (Run's goroutine) → closing (refs 0: loop cancelled) → closed (file
 // closed, out of the registry).
 
@@ -41,6 +43,7 @@ type feed struct {
 
 	// Guarded by registry.mu.
 	refs    int
+	opening chan struct{} // non-nil while acquire opens the file; closed then
 	running bool
 	cancel  context.CancelFunc
 	closed  chan struct{} // closed once the file is closed
@@ -69,7 +72,9 @@ func fileName(res journal.Resource) string {
 }
 
 // acquire returns the feed of res in dir, opening its file and building
-// its loop when no informer holds it.
+// its loop when no informer holds it. The registry's lock is not held
+// while the file opens and the loop asks discovery for the kind: a
+// placeholder (opening) makes a concurrent acquire of the same path wait.
 func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*feed, error) {
 	path := filepath.Join(dir, fileName(res))
 	for {
@@ -78,23 +83,47 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		if !ok {
 			break
 		}
-		if f.refs > 0 {
+		if f.refs > 0 && f.opening == nil {
 			f.refs++
 			registry.mu.Unlock()
 			return f, nil
 		}
-		// Closing: wait for it, then open anew.
+		// Opening or closing: wait for it, then look again.
+		wait := f.closed
+		if f.opening != nil {
+			wait = f.opening
+		}
 		registry.mu.Unlock()
-		<-f.closed
+		<-wait
 	}
+	f := &feed{path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
+	registry.feeds[path] = f
+	registry.mu.Unlock()
+
+	j, loop, err := open(cfg, path, res, o)
+	registry.mu.Lock()
 	defer registry.mu.Unlock()
+	close(f.opening)
+	f.opening = nil
+	if err != nil {
+		delete(registry.feeds, path)
+		close(f.closed)
+		return nil, err
+	}
+	f.j, f.loop = j, loop
+	return f, nil
+}
+
+// open opens res's journal file at path, keeping objects, and builds its
+// loop.
+func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*journal.Journal, *reconcile.Loop, error) {
 	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync})
 	if err != nil {
-		return nil, fmt.Errorf("jcache: %s: %w", res, err)
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
 	if err := j.KeepObjects(); err != nil {
 		_ = j.Close()
-		return nil, fmt.Errorf("jcache: %s: %w", res, err)
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
 	lo := o.Loop
 	lo.SecretPayloads = o.SecretPayloads
@@ -105,13 +134,11 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	if err != nil {
 		_ = j.Close()
 		if errors.Is(err, reconcile.ErrSecretPayloads) {
-			return nil, fmt.Errorf("jcache: %s: %w (a Secret's data is written to the cache's files only with jcache.Options.SecretPayloads; or read Secrets as metav1.PartialObjectMetadata)", res, err)
+			return nil, nil, fmt.Errorf("jcache: %s: %w (a Secret's data is written to the cache's files only with jcache.Options.SecretPayloads; or read Secrets as metav1.PartialObjectMetadata)", res, err)
 		}
-		return nil, fmt.Errorf("jcache: %s: %w", res, err)
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
-	f := &feed{path: path, res: res, j: j, loop: loop, refs: 1, closed: make(chan struct{})}
-	registry.feeds[path] = f
-	return f, nil
+	return j, loop, nil
 }
 
 // start runs the loop, once, until the last release.

@@ -78,8 +78,7 @@ func (i *informer) decode(b []byte) (runtime.Object, error) {
 		}
 		obj = u
 	default:
-		obj = i.objType.DeepCopyObject()
-		zero(obj)
+		obj = reflect.New(reflect.TypeOf(i.objType).Elem()).Interface().(runtime.Object)
 		if err := jc.DecodeInto(b, obj); err != nil {
 			return nil, err
 		}
@@ -348,9 +347,6 @@ func (i *informer) indexFunc(name string) (toolscache.IndexFunc, bool) {
 	f, ok := i.indexers[name]
 	return f, ok
 }
-
-// zero sets the object obj points at to its zero value.
-func zero(obj runtime.Object) { reflect.ValueOf(obj).Elem().SetZero() }
 
 // doneChecker is a toolscache.DoneChecker.
 type doneChecker struct {
