@@ -40,9 +40,17 @@
 //
 // # Options that mean something else on disk
 //
-//   - UnsafeDisableDeepCopy (default or ByObject) is accepted: every read
-//     decodes a fresh object anyway, so no copy is made either way; but
-//     changing a returned object never changes the cache.
+//   - UnsafeDisableDeepCopy (default, per namespace, ByObject, per call)
+//     is accepted and always in effect: every read decodes fresh objects
+//     from the file, which are the caller's own, so jcache turns
+//     controller-runtime's deep copy off for all of them; changing a
+//     returned object never changes the cache, and two reads never share
+//     memory.
+//   - DefaultWatchErrorHandler gets each new error of the loop
+//     (reconcile.Status.LastError) with a zero *Reflector: there is none.
+//   - HTTPClient is used by controller-runtime's discovery (the
+//     RESTMapper); each journal's loop builds its own transport from the
+//     rest.Config (package reconcile says how and why).
 //   - EnableWatchBookmarks is accepted and has no effect: the loop decides
 //     how it watches (package reconcile).
 //   - SyncPeriod resyncs handlers from disk (OnUpdate(obj, obj) for every
@@ -57,5 +65,12 @@
 //
 // Options.Dir holds one file per resource and scope (fileName in
 // feed.go). New uses DefaultDir, else $WATCHJOURNAL_CACHE_DIR, else a
-// temporary directory per cache, removed when Start returns.
+// temporary directory per cache, removed when Start returns. A scope no
+// longer asked for (a changed selector) leaves its file behind.
+//
+// No retention runs on the files yet: a journal grows with its events
+// (package compactor would bound it, but trimming a key's latest event
+// would make a later OnUpdate's old object metadata-only; see the notes
+// in handler.go). A handler that falls behind an external trim (journalctl)
+// stops, with the error logged.
 package jcache

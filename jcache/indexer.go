@@ -8,7 +8,8 @@ package jcache
 // (journal.ObjectView): keys are the journal's index keys, which are
 // exactly client-go's MetaNamespaceKeyFunc keys (<namespace>/<name>, or
 // <name>). Objects are decoded fresh on every call (and transformed), so
-// nothing is kept in memory between calls.
+// nothing is kept in memory between calls. controller-runtime's reader is
+// told not to deep-copy them (newCache): each is already the caller's own.
 //
 // Indexes (IndexField) are evaluated at read time, a first step: ByIndex
 // decodes every object of the namespace the index value names (all, for
@@ -67,7 +68,7 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
 			}
-			obj, err := x.inf.decode(b)
+			obj, err := x.inf.decodeRead(b)
 			if err != nil {
 				return false, err
 			}
@@ -116,7 +117,7 @@ func (x *indexer) GetByKey(key string) (any, bool, error) {
 		if err != nil || !ok {
 			return err
 		}
-		out, err = x.inf.decode(b)
+		out, err = x.inf.decodeRead(b)
 		return err
 	})
 	if err != nil || out == nil {

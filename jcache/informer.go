@@ -67,8 +67,16 @@ func newInformer(f *feed, err error, objType runtime.Object, gvk schema.GroupVer
 	return inf
 }
 
-// decode turns a stored object into one of the informer's type, transformed.
-func (i *informer) decode(b []byte) (runtime.Object, error) {
+// decode turns a stored object into one of the informer's type,
+// transformed, as a handler gets it: a typed object without TypeMeta.
+func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(b, false) }
+
+// decodeRead is decode for a read (Get, List, an index): a typed object
+// keeps its kind and apiVersion, as controller-runtime's reader sets them
+// on the copies it returns (jcache has it skip that copy: newCache).
+func (i *informer) decodeRead(b []byte) (runtime.Object, error) { return i.decodeAs(b, true) }
+
+func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
 	var obj runtime.Object
 	switch i.objType.(type) {
 	case *unstructured.Unstructured:
@@ -84,9 +92,8 @@ func (i *informer) decode(b []byte) (runtime.Object, error) {
 		}
 		if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			obj.GetObjectKind().SetGroupVersionKind(i.gvk)
-		} else {
-			// As a typed informer's objects: decoded without TypeMeta
-			// (controller-runtime's reader sets the GVK on its copies).
+		} else if !typeMeta {
+			// As a typed informer's objects: decoded without TypeMeta.
 			obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -104,6 +105,20 @@ func (c *Cache) Start(ctx context.Context) error {
 // controller-runtime's cache does (manager.LeaderElectionRunnable).
 func (c *Cache) NeedLeaderElection() bool { return false }
 
+// noDeepCopy returns a copy of m with UnsafeDisableDeepCopy set to v in
+// every Config (nil for nil).
+func noDeepCopy(m map[string]crcache.Config, v *bool) map[string]crcache.Config {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]crcache.Config, len(m))
+	for ns, c := range m {
+		c.UnsafeDisableDeepCopy = v
+		out[ns] = c
+	}
+	return out
+}
+
 // ErrNewInformer: cache.Options.NewInformer was set; the journal cache
 // builds the informers itself.
 var ErrNewInformer = errors.New("jcache: cache.Options.NewInformer cannot be set: the cache's informers are journal files")
@@ -140,6 +155,21 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	hc := *base
 	hc.Transport = probe
 	opts.HTTPClient = &hc
+	// Every read decodes fresh objects from the file, which are the
+	// caller's own: controller-runtime's reader need not copy them again.
+	// (The caller's maps are copied, not changed.)
+	noCopy := true
+	opts.DefaultUnsafeDisableDeepCopy = &noCopy
+	opts.DefaultNamespaces = noDeepCopy(opts.DefaultNamespaces, &noCopy)
+	if opts.ByObject != nil {
+		byObject := make(map[client.Object]crcache.ByObject, len(opts.ByObject))
+		for obj, bo := range opts.ByObject {
+			bo.UnsafeDisableDeepCopy = &noCopy
+			bo.Namespaces = noDeepCopy(bo.Namespaces, &noCopy)
+			byObject[obj] = bo
+		}
+		opts.ByObject = byObject
+	}
 	dir := c.dir
 	opts.NewInformer = func(lw toolscache.ListerWatcher, objType runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		res, err := probe.resource(lw)
