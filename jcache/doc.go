@@ -70,7 +70,7 @@
 //
 // No retention runs on the files yet: a journal grows with its events
 // (package compactor would bound it, but trimming a key's latest event
-// would make a later OnUpdate's old object metadata-only; see the notes
-// in handler.go). A handler that falls behind an external trim (journalctl)
+// would make a later OnUpdate's old object metadata-only; see
+// "Retention" in handler.go). A handler that falls behind an external trim (journalctl)
 // stops, with the error logged.
 package jcache

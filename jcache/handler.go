@@ -33,6 +33,19 @@ package jcache
 // chunk; before each chunk the journal's events up to that chunk's head
 // are delivered, so a resync never shows a state the events have not.
 //
+// Retention. The files run no retention yet. The old object of a
+// MODIFIED is the record at its PrevOffset; once trimming removed that
+// record it is metadata-only (name, namespace, UID, previous
+// resourceVersion). The journal's objects bucket still holds the previous
+// object when the record was trimmed while it was its key's latest, but
+// ObjectView reads the index's pointer first and gives no access to that
+// copy; and a record trimmed after the MODIFIED was appended is copied
+// nowhere. Both need the journal (a read of the kept copy, checked against
+// PrevResourceVersion; trimming bounded by the oldest undelivered
+// MODIFIED's PrevOffset). A handler behind a trim (ErrTrimmed) stops, the
+// error logged: which deletes it missed is not known without the keys it
+// saw.
+//
 // HasSynced: the replay is done, the loop has synced (reconcile's true
 // HasSynced), and the handler has been given every event up to the
 // loop's SyncedOffset.
