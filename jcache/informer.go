@@ -141,7 +141,7 @@ func (i *informer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler,
 		return nil, fmt.Errorf("jcache: handler %v was not added to the informer of %s because it has stopped already", h, i.f.res)
 	}
 	i.handlers[r] = struct{}{}
-	if i.started {
+	if i.started { // and not stopped: see RunWithContext
 		i.startHandlerLocked(r)
 	}
 	return r, nil
@@ -225,10 +225,12 @@ func (i *informer) RunWithContext(ctx context.Context) {
 		go func() { defer i.handlersWG.Done(); i.reportErrors(ctx, eh) }()
 	}
 	<-ctx.Done()
-	i.handlersWG.Wait()
+	// Stopped before the wait: no handler starts (handlersWG.Add) once
+	// Wait may run.
 	i.mu.Lock()
 	i.stopped = true
 	i.mu.Unlock()
+	i.handlersWG.Wait()
 	i.f.release()
 }
 
@@ -324,8 +326,9 @@ func (i *informer) SetTransform(t toolscache.TransformFunc) error {
 	return nil
 }
 
-// IsStopped reports whether Run has ended, or the loop has stopped on an
-// error it does not retry.
+// IsStopped reports whether Run's context has ended (Run returns once its
+// handlers have stopped and the feed is released), or the loop has
+// stopped on an error it does not retry.
 func (i *informer) IsStopped() bool {
 	i.mu.Lock()
 	s := i.stopped
