@@ -308,6 +308,27 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 		"delete cm2 labels=map[i:2] data=map[d:x]",
 	))
 
+	// RemoveEventHandler: once it returns the handler gets nothing more;
+	// another handler, still registered, shows the next event came.
+	rec2 := newRecorder()
+	if _, err := inf.AddEventHandler(rec2); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	before := len(rec.events)
+	rec.mu.Unlock()
+	createCM(t, kube, ns, "after-remove", nil, nil)
+	rec2.waitFor(t, "the next event", hasAll("add after-remove labels=map[] data=map[]"))
+	rec.mu.Lock()
+	after := rec.events[before:]
+	rec.mu.Unlock()
+	if len(after) != 0 {
+		t.Errorf("a removed handler got %q", after)
+	}
+
 	// The reader sees the same, and an index answers from the file.
 	if err := r.c.IndexField(ctx, &corev1.ConfigMap{}, "data.d", func(o client.Object) []string {
 		return []string{o.(*corev1.ConfigMap).Data["d"]}
