@@ -51,8 +51,9 @@
 //   - HTTPClient is used by controller-runtime's discovery (the
 //     RESTMapper); each journal's loop builds its own transport from the
 //     rest.Config (package reconcile says how and why).
-//   - EnableWatchBookmarks is accepted and has no effect: the loop decides
-//     how it watches (package reconcile).
+//   - EnableWatchBookmarks: true (the default) is what the loop does
+//     anyway; false, anywhere in the options, is refused (ErrNoBookmarks):
+//     the loop always asks for bookmarks.
 //   - SyncPeriod resyncs handlers from disk (OnUpdate(obj, obj) for every
 //     stored object each period).
 //   - NewInformer is refused (ErrNewInformer): the informers are the

@@ -105,6 +105,36 @@ func (c *Cache) Start(ctx context.Context) error {
 // controller-runtime's cache does (manager.LeaderElectionRunnable).
 func (c *Cache) NeedLeaderElection() bool { return false }
 
+// ErrNoBookmarks: EnableWatchBookmarks was set to false somewhere in
+// cache.Options; each journal's loop always asks for bookmarks (package
+// reconcile relies on them to keep a quiet watch's resourceVersion fresh).
+var ErrNoBookmarks = errors.New("jcache: EnableWatchBookmarks=false cannot be honoured: the journal's loop always asks for watch bookmarks")
+
+// checkBookmarks refuses EnableWatchBookmarks=false in any of opts'
+// places.
+func checkBookmarks(opts crcache.Options) error {
+	off := func(b *bool) bool { return b != nil && !*b }
+	if off(opts.DefaultEnableWatchBookmarks) {
+		return fmt.Errorf("%w (DefaultEnableWatchBookmarks)", ErrNoBookmarks)
+	}
+	for ns, c := range opts.DefaultNamespaces {
+		if off(c.EnableWatchBookmarks) {
+			return fmt.Errorf("%w (DefaultNamespaces[%q])", ErrNoBookmarks, ns)
+		}
+	}
+	for obj, bo := range opts.ByObject {
+		if off(bo.EnableWatchBookmarks) {
+			return fmt.Errorf("%w (ByObject[%T])", ErrNoBookmarks, obj)
+		}
+		for ns, c := range bo.Namespaces {
+			if off(c.EnableWatchBookmarks) {
+				return fmt.Errorf("%w (ByObject[%T].Namespaces[%q])", ErrNoBookmarks, obj, ns)
+			}
+		}
+	}
+	return nil
+}
+
 // noDeepCopy returns a copy of m with UnsafeDisableDeepCopy set to v in
 // every Config (nil for nil).
 func noDeepCopy(m map[string]crcache.Config, v *bool) map[string]crcache.Config {
@@ -126,6 +156,9 @@ var ErrNewInformer = errors.New("jcache: cache.Options.NewInformer cannot be set
 func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache, error) {
 	if opts.NewInformer != nil {
 		return nil, ErrNewInformer
+	}
+	if err := checkBookmarks(opts); err != nil {
+		return nil, err
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = crlog.Log.WithName("jcache")
