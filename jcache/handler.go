@@ -66,7 +66,9 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-const (
+// A replay chunk's bounds: objects, and bytes of stored JSON (variables
+// for tests).
+var (
 	replayChunk = 5000
 	replayBytes = 4 << 20
 )
@@ -149,8 +151,65 @@ type stored struct {
 
 // readChunk reads the objects after key after (all from the start when
 // first), at most replayChunk or replayBytes, and returns them, the head
-// they are current with and whether the scan reached the end.
+// they are current with and whether they reach the end of the index.
+//
+// The keys come from Journal.ScanIndex, which seeks to after; their
+// objects from one ObjectView at head h. The two are separate read
+// transactions, so the chunk counts only when the head before the index
+// scan is h: every change to the index appends an event, so the index
+// was the same in both. Under writes that keep moving the head it tries
+// again, then falls back to scanChunk (one transaction, but it walks the
+// keys before after again: ObjectView has no seek).
 func (r *registration) readChunk(after string, first bool) (objs []stored, head uint64, end bool, err error) {
+	j := r.inf.f.j
+	for range 3 {
+		h0, err := j.Head()
+		if err != nil {
+			return nil, 0, false, err
+		}
+		entries, err := j.ScanIndex(after, replayChunk)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		objs, end = objs[:0], len(entries) < replayChunk
+		same := false
+		size := 0
+		err = j.ViewObjects(func(v *journal.ObjectView) error {
+			head = v.Head()
+			if head != h0 {
+				return nil
+			}
+			same = true
+			for _, e := range entries {
+				if size >= replayBytes {
+					end = false
+					return nil
+				}
+				b, ok, err := v.Get(e.Key)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return &journal.NoObjectError{Key: e.Key}
+				}
+				objs = append(objs, stored{key: e.Key, obj: append([]byte(nil), b...)})
+				size += len(b)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if same {
+			return objs, head, end, nil
+		}
+	}
+	return r.scanChunk(after, first)
+}
+
+// scanChunk is readChunk in one read transaction, walking the keys from
+// the first.
+func (r *registration) scanChunk(after string, first bool) (objs []stored, head uint64, end bool, err error) {
 	size := 0
 	end = true
 	err = r.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
