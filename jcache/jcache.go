@@ -29,6 +29,9 @@ type Options struct {
 	// its handlers before the server answers, and resumes from their
 	// resourceVersions. Empty: a fresh temporary directory per cache,
 	// removed when the cache's Start returns (nothing survives a restart).
+	// One process uses a directory at a time: a file has one writer (a
+	// second process's informer fails with journal.ErrLocked); within a
+	// process, caches on one directory share each file.
 	Dir string
 	// SecretPayloads opts in to writing the data of Secrets to the
 	// journal files (reconcile.Options.SecretPayloads). Without it, an
