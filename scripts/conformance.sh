@@ -15,7 +15,7 @@
 # lines and lines starting with # are comments. The run fails on a failed
 # spec the list does not name, and on a listed spec that now passes (so
 # the list only shrinks: remove it). A focused run checks only the specs
-# that ran. The last line is the harness's summary line.
+# that ran, and the suite's two plain Go tests (they always run). The last line is the harness's summary line.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
