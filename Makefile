@@ -56,6 +56,16 @@ RACEFLAGS ?= -count=1 -timeout 45m
 race: controlplane
 	$(TESTENV) $(GO) test -race $(RACEFLAGS) $(if $(RACE_SKIP),-skip '$(RACE_SKIP)') $(RACE_PKGS)
 
+## conformance: controller-runtime v0.25.2's cache conformance suite (272
+## specs, the crcache harness in ../shared/crcache, CRCACHE_RUN) against
+## jcache.New on the local control plane; fails on a failed spec not listed
+## in jcache/CONFORMANCE-expected-failures.txt, and on a listed spec that
+## passes now. Ends with the harness's summary line. About 2-3 minutes.
+CRCACHE_RUN ?= $(firstword $(wildcard $(CURDIR)/../shared/crcache/run.sh $(CURDIR)/../../shared/crcache/run.sh))
+.PHONY: conformance
+conformance: controlplane
+	CRCACHE_RUN=$(CRCACHE_RUN) KUBEBUILDER_ASSETS=$(BIN) ./scripts/conformance.sh
+
 ## fuzz: each fuzz target for a short fixed budget of executions (about
 ## 10 s each here). A count, not a duration: with -fuzztime 10s, Go's fuzz
 ## coordinator can fail with "context deadline exceeded" when the time runs

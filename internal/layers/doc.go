@@ -2,7 +2,7 @@
 // between the module's packages: each layer imports only those below it.
 //
 //	cmd/..., bench/..., examples/...    programs
-//	crsource/..., shards/..., metrics/... on top of the loop
+//	crsource/..., jcache/..., shards/..., metrics/... on top of the loop
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
 //	internal/loopmetrics                and the loop's counters (Status embeds them)

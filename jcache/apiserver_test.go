@@ -1,0 +1,434 @@
+package jcache_test
+
+// Tests against the real kube-apiserver of what the conformance suite
+// (make conformance) does not pin: handler replay from disk before the
+// server answers, OnUpdate's old object complete (also across a restart),
+// a handler added after sync, an index lookup, RemoveInformer releasing
+// its file, Secrets refused without the opt-in.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// recorder is a handler that records what it is given, as strings.
+type recorder struct {
+	mu      sync.Mutex
+	events  []string
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func cmString(o any) string {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		return "unknown(" + cmString(d.Obj) + ")"
+	}
+	cm := o.(*corev1.ConfigMap)
+	return fmt.Sprintf("%s labels=%v data=%v", cm.Name, cm.Labels, cm.Data)
+}
+
+func (r *recorder) OnAdd(o any, initial bool) { r.add(fmt.Sprintf("add %s", cmString(o))) }
+func (r *recorder) OnUpdate(old, o any) {
+	r.add(fmt.Sprintf("update %s -> %s", cmString(old), cmString(o)))
+}
+func (r *recorder) OnDelete(o any) { r.add(fmt.Sprintf("delete %s", cmString(o))) }
+
+// waitFor waits until cond holds for the recorded events.
+func (r *recorder) waitFor(t *testing.T, what string, cond func([]string) bool) []string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		evs, ch := append([]string(nil), r.events...), r.changed
+		r.mu.Unlock()
+		if cond(evs) {
+			return evs
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; events: %q", what, evs)
+		}
+	}
+}
+
+func hasAll(want ...string) func([]string) bool {
+	return func(evs []string) bool {
+		seen := map[string]bool{}
+		for _, e := range evs {
+			seen[e] = true
+		}
+		for _, w := range want {
+			if !seen[w] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// running is a started cache.
+type running struct {
+	c    crcache.Cache
+	stop func()
+}
+
+func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Options, cp *controlplane.ControlPlane) *running {
+	t.Helper()
+	c, err := newCache(cp.RESTConfig(), cfgOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !c.WaitForCacheSync(wctx) {
+		t.Fatal("the cache did not start")
+	}
+	return &running{c: c, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	}}
+}
+
+func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, data map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: data}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func setup(t *testing.T) (*controlplane.ControlPlane, kubernetes.Interface, string) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "jc"
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cp, kube, ns
+}
+
+// staticMapper maps ConfigMaps without discovery, so that a cache can
+// start while the apiserver is down.
+func staticMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	return m
+}
+
+// TestCache_RestartReplaysFromDisk: a cache's handler gets every stored
+// object from the file after a restart while the apiserver is down; after
+// changes made while no cache ran and an etcd compaction (a 410 on
+// resume, so a relist), the complete old object of the update, the
+// delete as DeletedFinalStateUnknown with the last object, and an index
+// lookup that agrees.
+func TestCache_RestartReplaysFromDisk(t *testing.T) {
+	cp, kube, ns := setup(t)
+	dir := t.TempDir()
+	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true})
+	opts := crcache.Options{Mapper: staticMapper()}
+	createCM(t, kube, ns, "a", map[string]string{"v": "1"}, map[string]string{"k": "1"})
+	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
+
+	// First process: list, then stop.
+	r1 := startCache(t, newCache, opts, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var cms corev1.ConfigMapList
+	if err := r1.c.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 2 {
+		t.Fatalf("List: %d items, want 2", len(cms.Items))
+	}
+	r1.stop()
+
+	// Second process, the apiserver down: the handler gets both objects
+	// from disk.
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startCache(t, newCache, opts, cp)
+	inf, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the replay from disk", hasAll("add a labels=map[v:1] data=map[k:1]", "add b labels=map[] data=map[k:b]"))
+	if inf.HasSynced() {
+		t.Fatal("HasSynced with the apiserver down")
+	}
+	r2.stop()
+
+	// Changed while no cache runs: the next process gets the update with
+	// the complete old object, read from the file.
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Labels["v"], a.Data["k"] = "2", "2"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// etcd compacted past the file's resourceVersion: the resume answers
+	// 410 and the next process relists.
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r3 := startCache(t, newCache, opts, cp)
+	defer r3.stop()
+	inf3, err := r3.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec3 := newRecorder()
+	reg, err := inf3.AddEventHandler(rec3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relist gives a's update with its complete old object (read
+	// from the file: the previous process's event) and b's delete,
+	// inferred, so wrapped in DeletedFinalStateUnknown, with b's last
+	// object.
+	rec3.waitFor(t, "the relist's update and delete", hasAll(
+		"add a labels=map[v:1] data=map[k:1]",
+		"update a labels=map[v:1] data=map[k:1] -> a labels=map[v:2] data=map[k:2]",
+		"delete unknown(b labels=map[] data=map[k:b])",
+	))
+	// An index after the restart and the 410 relist.
+	if err := r3.c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data["k"]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]int{"2": 1, "1": 0, "b": 0} {
+		var l corev1.ConfigMapList
+		if err := r3.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.k": k}); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != want {
+			t.Errorf("index data.k=%s: %d items, want %d", k, len(l.Items), want)
+		}
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		t.Fatal("handler never synced")
+	}
+}
+
+// TestCache_HandlerAfterSyncAndUpdates: a handler added after sync gets
+// every object, then live updates with the complete old object and
+// deletes with the last object.
+func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
+	cp, kube, ns := setup(t)
+	for i := range 5 {
+		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), map[string]string{"i": fmt.Sprint(i)}, map[string]string{"d": "x"})
+	}
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inf.HasSynced() {
+		t.Fatal("GetInformer returned before sync")
+	}
+	rec := newRecorder()
+	reg, err := inf.AddEventHandler(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("add cm%d labels=map[i:%d] data=map[d:x]", i, i))
+	}
+	rec.waitFor(t, "every object", hasAll(want...))
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		t.Fatal("handler never synced")
+	}
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "cm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Labels["i"], cm.Data["d"] = "changed", "y"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the update and the delete", hasAll(
+		"update cm1 labels=map[i:1] data=map[d:x] -> cm1 labels=map[i:changed] data=map[d:y]",
+		"delete cm2 labels=map[i:2] data=map[d:x]",
+	))
+
+	// RemoveEventHandler: once it returns the handler gets nothing more;
+	// another handler, still registered, shows the next event came.
+	rec2 := newRecorder()
+	if _, err := inf.AddEventHandler(rec2); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	before := len(rec.events)
+	rec.mu.Unlock()
+	createCM(t, kube, ns, "after-remove", nil, nil)
+	rec2.waitFor(t, "the next event", hasAll("add after-remove labels=map[] data=map[]"))
+	rec.mu.Lock()
+	after := rec.events[before:]
+	rec.mu.Unlock()
+	if len(after) != 0 {
+		t.Errorf("a removed handler got %q", after)
+	}
+
+	// The reader sees the same, and an index answers from the file.
+	if err := r.c.IndexField(ctx, &corev1.ConfigMap{}, "data.d", func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data["d"]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var l corev1.ConfigMapList
+	if err := r.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.d": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range l.Items {
+		names = append(names, c.Name)
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != "[cm0 cm3 cm4]" {
+		t.Fatalf("index data.d=x: %v, want [cm0 cm3 cm4]", names)
+	}
+}
+
+// TestCache_RemoveInformerReleasesFile: after RemoveInformer the file is
+// closed (another writer can open it) and kept; GetInformer again reopens
+// it.
+func TestCache_RemoveInformerReleasesFile(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createCM(t, kube, ns, "a", nil, nil)
+	dir := t.TempDir()
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}), crcache.Options{}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
+	if len(files) != 1 {
+		t.Fatalf("files %v, want one configmaps file", files)
+	}
+	if err := r.c.RemoveInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	// The last informer of the file closes it after it has stopped: the
+	// file lock is free then (Open waits for it).
+	j, err := journal.Open(files[0], &journal.Options{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("open after RemoveInformer: %v", err)
+	}
+	if !inf.IsStopped() {
+		t.Error("the file is closed but the informer is not stopped")
+	}
+	_ = j.Close()
+	var got corev1.ConfigMap
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &got); err != nil {
+		t.Fatalf("Get after RemoveInformer: %v", err)
+	}
+	if _, err := os.Stat(files[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCache_SecretsRefusedWithoutOptIn: typed Secrets need SecretPayloads;
+// metadata-only Secrets do not.
+func TestCache_SecretsRefusedWithoutOptIn(t *testing.T) {
+	cp, _, ns := setup(t)
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{Scheme: scheme.Scheme}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var s corev1.SecretList
+	err := r.c.List(ctx, &s, client.InNamespace(ns))
+	if err == nil {
+		t.Fatal("List of typed Secrets without SecretPayloads succeeded")
+	}
+	t.Logf("refused as expected: %v", err)
+	var m metav1.PartialObjectMetadataList
+	m.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
+	if err := r.c.List(ctx, &m, client.InNamespace(ns)); err != nil {
+		t.Fatalf("metadata-only Secrets: %v", err)
+	}
+}
+
+// TestCache_SyncPeriodResyncsFromDisk: with a SyncPeriod, a handler gets
+// OnUpdate(obj, obj) for the stored objects each period.
+func TestCache_SyncPeriodResyncsFromDisk(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createCM(t, kube, ns, "a", map[string]string{"v": "1"}, map[string]string{"k": "1"})
+	period := 300 * time.Millisecond
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{SyncPeriod: &period}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "a resync", hasAll("add a labels=map[v:1] data=map[k:1]",
+		"update a labels=map[v:1] data=map[k:1] -> a labels=map[v:1] data=map[k:1]"))
+}

@@ -1,0 +1,197 @@
+package jcache
+
+// Feeds: one journal file and the reconcile.Loop that writes it, per
+// journal.Resource, shared by every informer that needs that resource.
+//
+// controller-runtime keeps typed and unstructured informers apart, so a
+// cache that is asked for *corev1.Pod and for an unstructured Pod builds
+// two informers of one resource; a file has one writer (journal's
+// exclusive lock). So informers do not own files: they acquire a feed from
+// the registry (keyed by file path, for the whole process) and release it
+// when they stop. The last release stops the loop, waits for it, and
+// closes the file; an acquire of a feed that is closing waits for the close
+// and opens the file again (RemoveInformer, then GetInformer).
+//
+// States of a feed: opening (the file opens, the loop asks discovery for
+// the kind; the registry's lock is not held) → open (file open, loop
+// built, not running) → running
+// (Run's goroutine) → closing (refs 0: loop cancelled) → closed (file
+// closed, out of the registry).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// feed is one journal file and its loop.
+type feed struct {
+	path string
+	res  journal.Resource
+	j    *journal.Journal
+	loop *reconcile.Loop
+
+	// Guarded by registry.mu.
+	refs    int
+	opening chan struct{} // non-nil while acquire opens the file; closed then
+	running bool
+	cancel  context.CancelFunc
+	closed  chan struct{} // closed once the file is closed
+	runErr  error
+}
+
+// registry holds the process's open feeds by path.
+var registry = struct {
+	mu    sync.Mutex
+	feeds map[string]*feed
+}{feeds: map[string]*feed{}}
+
+// fileName is the journal file of res in a cache directory: the resource
+// as reconcile.FileName names it, then a short hash of the whole resource
+// (namespace, selectors, metadata-only), so that each scope has a file.
+func fileName(res journal.Resource) string {
+	h := sha256.Sum256([]byte(res.String()))
+	base := strings.TrimSuffix(reconcile.FileName(res.GVR), ".db")
+	if res.Namespace != "" {
+		base += "." + res.Namespace
+	}
+	if res.MetadataOnly {
+		base += ".meta"
+	}
+	return base + "." + hex.EncodeToString(h[:6]) + ".db"
+}
+
+// acquire returns the feed of res in dir, opening its file and building
+// its loop when no informer holds it. The registry's lock is not held
+// while the file opens and the loop asks discovery for the kind: a
+// placeholder (opening) makes a concurrent acquire of the same path wait.
+func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*feed, error) {
+	path := filepath.Join(dir, fileName(res))
+	for {
+		registry.mu.Lock()
+		f, ok := registry.feeds[path]
+		if !ok {
+			break
+		}
+		if f.refs > 0 && f.opening == nil {
+			f.refs++
+			registry.mu.Unlock()
+			return f, nil
+		}
+		// Opening or closing: wait for it, then look again.
+		wait := f.closed
+		if f.opening != nil {
+			wait = f.opening
+		}
+		registry.mu.Unlock()
+		<-wait
+	}
+	f := &feed{path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
+	registry.feeds[path] = f
+	registry.mu.Unlock()
+
+	j, loop, err := open(cfg, path, res, o)
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	close(f.opening)
+	f.opening = nil
+	if err != nil {
+		delete(registry.feeds, path)
+		close(f.closed)
+		return nil, err
+	}
+	f.j, f.loop = j, loop
+	return f, nil
+}
+
+// open opens res's journal file at path, keeping objects, and builds its
+// loop.
+func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*journal.Journal, *reconcile.Loop, error) {
+	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync})
+	if err != nil {
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+	}
+	if err := j.KeepObjects(); err != nil {
+		_ = j.Close()
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+	}
+	lo := o.Loop
+	lo.SecretPayloads = o.SecretPayloads
+	if lo.Logger.GetSink() == nil {
+		lo.Logger = o.Logger
+	}
+	loop, err := reconcile.New(cfg, j, lo)
+	if err != nil {
+		_ = j.Close()
+		if errors.Is(err, reconcile.ErrSecretPayloads) {
+			return nil, nil, fmt.Errorf("jcache: %s: %w (a Secret's data is written to the cache's files only with jcache.Options.SecretPayloads; or read Secrets as metav1.PartialObjectMetadata)", res, err)
+		}
+		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+	}
+	return j, loop, nil
+}
+
+// start runs the loop, once, until the last release.
+func (f *feed) start() {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if f.running || f.refs == 0 {
+		return
+	}
+	f.running = true
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := f.loop.Run(ctx)
+		registry.mu.Lock()
+		f.runErr = err
+		registry.mu.Unlock()
+	}()
+	f.cancel = func() { cancel(); <-done }
+}
+
+// release drops one reference; the last stops the loop and closes the
+// file.
+func (f *feed) release() {
+	registry.mu.Lock()
+	f.refs--
+	if f.refs > 0 {
+		registry.mu.Unlock()
+		return
+	}
+	stop := f.cancel
+	registry.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	_ = f.j.Close()
+	registry.mu.Lock()
+	delete(registry.feeds, f.path)
+	registry.mu.Unlock()
+	close(f.closed)
+}
+
+// stopped reports whether the loop has returned with an error or the feed
+// is closed.
+func (f *feed) stopped() bool {
+	select {
+	case <-f.closed:
+		return true
+	default:
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	return f.runErr != nil
+}

@@ -1,0 +1,468 @@
+package jcache
+
+// registration: one handler of an informer, fed from the journal file.
+//
+// Replay. A handler first gets OnAdd(obj, true) for every stored object,
+// read from disk before the server is reached, in chunks of at most
+// replayChunk objects or replayBytes bytes, each chunk one read
+// transaction at its own head offset h_c (a bbolt read transaction is not
+// held while the handler runs: a long one would hold back the writer's
+// remap). Chunks cover consecutive key ranges, so after the replay the
+// handler has seen key k as of the head of the chunk whose range holds k.
+//
+// Follow. Then it reads the journal from the first chunk's head + 1 and
+// skips an event at offset o for key k when o ≤ h_c of k's chunk (the
+// replay already showed its outcome); past the last chunk's head nothing
+// is skipped. The first event it delivers for a key is therefore the one
+// right after the state the handler saw, so its old object (below) is the
+// object the handler last got.
+//
+//   - ADDED: OnAdd(obj, false).
+//   - MODIFIED: OnUpdate(old, new), old read from the key's previous
+//     event (journal.Event.PrevOffset: labels, data, status as they were),
+//     or, when retention trimmed it, a metadata-only object (name,
+//     namespace, UID, previous resourceVersion).
+//   - DELETED: OnDelete(last object): the event's own final object (a
+//     watch DELETED carries it), else the key's previous event's object;
+//     a DELETED a relist inferred (Event.Synthesized) is wrapped in
+//     toolscache.DeletedFinalStateUnknown, as an informer does for deletes
+//     it finds by relisting.
+//
+// Resync (a resync period > 0, from SyncPeriod or the handler's own): each
+// period, the stored objects are replayed as OnUpdate(obj, obj), chunk by
+// chunk; before each chunk the journal's events up to that chunk's head
+// are delivered, so a resync never shows a state the events have not.
+//
+// Retention. The files run no retention yet. The old object of a
+// MODIFIED is the record at its PrevOffset; once trimming removed that
+// record it is metadata-only (name, namespace, UID, previous
+// resourceVersion). The journal's objects bucket still holds the previous
+// object when the record was trimmed while it was its key's latest, but
+// ObjectView reads the index's pointer first and gives no access to that
+// copy; and a record trimmed after the MODIFIED was appended is copied
+// nowhere. Both need the journal (a read of the kept copy, checked against
+// PrevResourceVersion; trimming bounded by the oldest undelivered
+// MODIFIED's PrevOffset). A handler behind a trim (ErrTrimmed) stops, the
+// error logged: which deletes it missed is not known without the keys it
+// saw.
+//
+// HasSynced: the replay is done, the loop has synced (reconcile's true
+// HasSynced), and the handler has been given every event up to the
+// loop's SyncedOffset.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// A replay chunk's bounds: objects, and bytes of stored JSON (variables
+// for tests).
+var (
+	replayChunk = 5000
+	replayBytes = 4 << 20
+)
+
+type registration struct {
+	inf    *informer
+	h      toolscache.ResourceEventHandler
+	resync time.Duration
+
+	cancel context.CancelFunc // set by startHandlerLocked
+	done   chan struct{}      // closed when run returns
+
+	replayed atomic.Bool
+	pos      atomic.Uint64 // last offset delivered (or skipped)
+
+	mu       sync.Mutex
+	progress chan struct{} // closed and replaced when pos or replayed change
+}
+
+func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
+	return &registration{inf: inf, h: h, resync: resync, done: make(chan struct{}), progress: make(chan struct{})}
+}
+
+func (r *registration) advanced() {
+	r.mu.Lock()
+	close(r.progress)
+	r.progress = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// HasSynced: see the top of the file.
+func (r *registration) HasSynced() bool {
+	if !r.replayed.Load() || r.inf.f == nil {
+		return false
+	}
+	st := r.inf.f.loop.Status()
+	return st.Synced && r.pos.Load() >= st.SyncedOffset
+}
+
+// HasSyncedChecker returns a DoneChecker closed once HasSynced.
+func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
+	ch := make(chan struct{})
+	if r.HasSynced() {
+		close(ch)
+		return doneChecker{name: "jcache handler", ch: ch}
+	}
+	go func() {
+		for {
+			r.mu.Lock()
+			p := r.progress
+			r.mu.Unlock()
+			if r.HasSynced() {
+				close(ch)
+				return
+			}
+			select {
+			case <-p:
+			case <-r.done:
+				return
+			case <-r.inf.f.closed:
+				return
+			}
+		}
+	}()
+	return doneChecker{name: "jcache handler", ch: ch}
+}
+
+// chunk is a replayed key range (after, last] ("" last: to the end) read
+// at head.
+type chunk struct {
+	last string
+	head uint64
+}
+
+// stored is one object copied out of a read transaction.
+type stored struct {
+	key string
+	obj []byte
+}
+
+// readChunk reads the objects after key after (all from the start when
+// first), at most replayChunk or replayBytes, and returns them, the head
+// they are current with and whether they reach the end of the index.
+//
+// The keys come from Journal.ScanIndex, which seeks to after; their
+// objects from one ObjectView at head h. The two are separate read
+// transactions, so the chunk counts only when the head before the index
+// scan is h: every change to the index appends an event, so the index
+// was the same in both. Under writes that keep moving the head it tries
+// again, then falls back to scanChunk (one transaction, but it walks the
+// keys before after again: ObjectView has no seek).
+func (r *registration) readChunk(after string, first bool) (objs []stored, head uint64, end bool, err error) {
+	j := r.inf.f.j
+	for range 3 {
+		h0, err := j.Head()
+		if err != nil {
+			return nil, 0, false, err
+		}
+		entries, err := j.ScanIndex(after, replayChunk)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		objs, end = objs[:0], len(entries) < replayChunk
+		same := false
+		size := 0
+		err = j.ViewObjects(func(v *journal.ObjectView) error {
+			head = v.Head()
+			if head != h0 {
+				return nil
+			}
+			same = true
+			for _, e := range entries {
+				if size >= replayBytes {
+					end = false
+					return nil
+				}
+				b, ok, err := v.Get(e.Key)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return &journal.NoObjectError{Key: e.Key}
+				}
+				objs = append(objs, stored{key: e.Key, obj: append([]byte(nil), b...)})
+				size += len(b)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if same {
+			return objs, head, end, nil
+		}
+	}
+	return r.scanChunk(after, first)
+}
+
+// scanChunk is readChunk in one read transaction, walking the keys from
+// the first.
+func (r *registration) scanChunk(after string, first bool) (objs []stored, head uint64, end bool, err error) {
+	size := 0
+	end = true
+	err = r.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		head = v.Head()
+		return v.Scan("", func(k string, b []byte) (bool, error) {
+			if !first && k <= after {
+				return true, nil
+			}
+			if b == nil {
+				return false, &journal.NoObjectError{Key: k}
+			}
+			if len(objs) >= replayChunk || size >= replayBytes {
+				end = false
+				return false, nil
+			}
+			objs = append(objs, stored{key: k, obj: append([]byte(nil), b...)})
+			size += len(b)
+			return true, nil
+		})
+	})
+	return objs, head, end, err
+}
+
+// run feeds the handler until ctx is done or the journal is closed.
+func (r *registration) run(ctx context.Context) {
+	defer close(r.done)
+	err := r.feed(ctx)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
+		r.inf.log.Error(err, "feeding an event handler from the journal stopped", "resource", r.inf.f.res.String())
+	}
+}
+
+func (r *registration) feed(ctx context.Context) error {
+	// Replay.
+	var chunks []chunk
+	after, first := "", true
+	for {
+		objs, head, end, err := r.readChunk(after, first)
+		if err != nil {
+			return err
+		}
+		for _, s := range objs {
+			if ctx.Err() != nil {
+				return nil
+			}
+			o, err := r.inf.decode(s.obj)
+			if err != nil {
+				return err
+			}
+			r.h.OnAdd(o, true)
+		}
+		c := chunk{head: head}
+		if !end && len(objs) > 0 {
+			c.last = objs[len(objs)-1].key
+			after, first = c.last, false
+		}
+		chunks = append(chunks, c)
+		if end || len(objs) == 0 {
+			break
+		}
+	}
+	r.pos.Store(chunks[0].head)
+	r.replayed.Store(true)
+	r.advanced()
+	skip := func(e journal.Event) bool {
+		if len(chunks) == 0 || e.Offset > chunks[len(chunks)-1].head {
+			return false
+		}
+		i := sort.Search(len(chunks), func(i int) bool { return chunks[i].last == "" || e.Key <= chunks[i].last })
+		return i < len(chunks) && e.Offset <= chunks[i].head
+	}
+
+	// Follow.
+	var tick <-chan time.Time
+	if r.resync > 0 {
+		t := time.NewTicker(r.resync)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		if err := r.deliver(ctx, 0, skip); err != nil {
+			return err
+		}
+		if chunks != nil && r.pos.Load() >= chunks[len(chunks)-1].head {
+			chunks = nil
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		waitErr := make(chan error, 1)
+		go func() { waitErr <- r.inf.f.j.Wait(wctx, r.pos.Load()) }()
+		select {
+		case err := <-waitErr:
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		case <-tick:
+			cancel()
+			<-waitErr
+			if err := r.resyncAll(ctx, skip); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// deliver hands the events after pos to the handler, up to offset upTo
+// (0: the head), and advances pos.
+func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journal.Event) bool) error {
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		from := r.pos.Load() + 1
+		if upTo != 0 && from > upTo {
+			return nil
+		}
+		evs, err := r.inf.f.j.Read(from, journal.DefaultBatch)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		for _, e := range evs {
+			if upTo != 0 && e.Offset > upTo {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !skip(e) {
+				if err := r.dispatch(e); err != nil {
+					return err
+				}
+			}
+			r.pos.Store(e.Offset)
+		}
+		r.advanced()
+	}
+}
+
+// dispatch calls the handler for one event.
+func (r *registration) dispatch(e journal.Event) error {
+	switch e.Type {
+	case journal.Added:
+		o, err := r.object(e, e.Object, e.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		r.h.OnAdd(o, false)
+	case journal.Modified:
+		o, err := r.object(e, e.Object, e.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		prev, err := r.previous(e)
+		if err != nil {
+			return err
+		}
+		old, err := r.object(e, prev, e.PrevResourceVersion)
+		if err != nil {
+			return err
+		}
+		r.h.OnUpdate(old, o)
+	case journal.Deleted:
+		b := e.Object
+		if b == nil {
+			var err error
+			if b, err = r.previous(e); err != nil {
+				return err
+			}
+		}
+		o, err := r.object(e, b, e.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		if e.Synthesized() {
+			r.h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: e.Key, Obj: o})
+		} else {
+			r.h.OnDelete(o)
+		}
+	}
+	return nil
+}
+
+// previous returns the object of e's key's previous event (PrevOffset),
+// nil when retention trimmed it or it is not known.
+func (r *registration) previous(e journal.Event) ([]byte, error) {
+	if e.PrevOffset == 0 {
+		return nil, nil
+	}
+	evs, err := r.inf.f.j.Read(e.PrevOffset, 1)
+	if errors.Is(err, journal.ErrTrimmed) {
+		return nil, nil
+	}
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	p := evs[0]
+	if p.Offset != e.PrevOffset || p.Key != e.Key || p.UID != e.UID || p.Type == journal.Deleted || p.Object == nil {
+		return nil, nil
+	}
+	return p.Object, nil
+}
+
+// object decodes b, or, when b is nil, a metadata-only object of e's key
+// at resourceVersion rv.
+func (r *registration) object(e journal.Event, b []byte, rv string) (runtime.Object, error) {
+	if b == nil {
+		kind, apiVersion, err := r.inf.f.j.TypeMeta()
+		if err != nil {
+			return nil, err
+		}
+		ns, name, found := strings.Cut(e.Key, "/")
+		if !found {
+			ns, name = "", e.Key
+		}
+		b, _ = json.Marshal(map[string]any{
+			"kind": kind, "apiVersion": apiVersion,
+			"metadata": map[string]any{"name": name, "namespace": ns, "uid": e.UID, "resourceVersion": rv},
+		})
+	}
+	return r.inf.decode(b)
+}
+
+// resyncAll replays the stored objects as OnUpdate(obj, obj), chunk by
+// chunk, delivering the events up to each chunk's head first.
+func (r *registration) resyncAll(ctx context.Context, skip func(journal.Event) bool) error {
+	after, first := "", true
+	for {
+		objs, head, end, err := r.readChunk(after, first)
+		if err != nil {
+			return err
+		}
+		if err := r.deliver(ctx, head, skip); err != nil {
+			return err
+		}
+		for _, s := range objs {
+			if ctx.Err() != nil {
+				return nil
+			}
+			o, err := r.inf.decode(s.obj)
+			if err != nil {
+				return err
+			}
+			r.h.OnUpdate(o, o)
+		}
+		if end || len(objs) == 0 {
+			return nil
+		}
+		after, first = objs[len(objs)-1].key, false
+	}
+}

@@ -1,0 +1,237 @@
+package jcache
+
+// indexer: the journal file as a client-go toolscache.Indexer, read-only.
+//
+// controller-runtime's CacheReader reads an informer through its indexer:
+// GetByKey for Get, List / ByIndex(namespace) / ByIndex(field index) for
+// List. Each call here is one read transaction of the journal's objects
+// (journal.ObjectView): keys are the journal's index keys, which are
+// exactly client-go's MetaNamespaceKeyFunc keys (<namespace>/<name>, or
+// <name>). Objects are decoded fresh on every call (and transformed), so
+// nothing is kept in memory between calls. controller-runtime's reader is
+// told not to deep-copy them (newCache): each is already the caller's own.
+//
+// Indexes (IndexField) are evaluated at read time, a first step: ByIndex
+// decodes every object of the namespace the index value names (all, for
+// an all-namespaces value) and keeps those whose index function gives the
+// value. Next step: the index kept on disk, written in the same
+// transaction as the object, so that a lookup is a range read. Namespace
+// lookups (toolscache.NamespaceIndex) are key-prefix scans already.
+//
+// Store's writes fail: the file is written only by its reconcile.Loop.
+// Store.List and ListKeys cannot return an error: one is logged, and the
+// objects read before it are returned.
+
+import (
+	"errors"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// errReadOnly is every Store write's error.
+var errReadOnly = errors.New("jcache: the informer's store is its journal file, written only by its reconcile loop")
+
+// allNamespacesPrefix is controller-runtime's index key prefix for
+// "all namespaces" (internal.KeyToNamespacedKey).
+const allNamespacesPrefix = "__all_namespaces/"
+
+type indexer struct{ inf *informer }
+
+var _ toolscache.Indexer = (*indexer)(nil)
+
+func (x *indexer) Add(any) error               { return errReadOnly }
+func (x *indexer) Update(any) error            { return errReadOnly }
+func (x *indexer) Delete(any) error            { return errReadOnly }
+func (x *indexer) Replace([]any, string) error { return errReadOnly }
+func (x *indexer) Resync() error               { return nil }
+func (x *indexer) Bookmark(string)             {}
+func (x *indexer) LastStoreSyncResourceVersion() string {
+	if x.inf.f == nil {
+		return ""
+	}
+	rv, _ := x.inf.f.j.ResourceVersion()
+	return rv
+}
+
+// scan calls fn with each object whose key starts with prefix, decoded,
+// in key order, in one read transaction.
+func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) error) error {
+	if x.inf.f == nil {
+		return x.inf.err
+	}
+	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Scan(prefix, func(k string, b []byte) (bool, error) {
+			if b == nil {
+				return false, &journal.NoObjectError{Key: k}
+			}
+			obj, err := x.inf.decodeRead(b)
+			if err != nil {
+				return false, err
+			}
+			return true, fn(k, obj)
+		})
+	})
+}
+
+func (x *indexer) List() []any {
+	var out []any
+	if err := x.scan("", func(_ string, o runtime.Object) error { out = append(out, o); return nil }); err != nil {
+		x.inf.log.Error(err, "list from the journal file")
+	}
+	return out
+}
+
+func (x *indexer) ListKeys() []string {
+	var out []string
+	if x.inf.f == nil {
+		return nil
+	}
+	err := x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Scan("", func(k string, _ []byte) (bool, error) { out = append(out, k); return true, nil })
+	})
+	if err != nil {
+		x.inf.log.Error(err, "list keys from the journal file")
+	}
+	return out
+}
+
+func (x *indexer) Get(obj any) (any, bool, error) {
+	k, err := toolscache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	return x.GetByKey(k)
+}
+
+func (x *indexer) GetByKey(key string) (any, bool, error) {
+	if x.inf.f == nil {
+		return nil, false, x.inf.err
+	}
+	var out runtime.Object
+	err := x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		b, ok, err := v.Get(key)
+		if err != nil || !ok {
+			return err
+		}
+		out, err = x.inf.decodeRead(b)
+		return err
+	})
+	if err != nil || out == nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// Index returns the objects that share an index value with obj.
+func (x *indexer) Index(name string, obj any) ([]any, error) {
+	fn, ok := x.inf.indexFunc(name)
+	if !ok {
+		return nil, errNoIndex(name)
+	}
+	vals, err := fn(obj)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, v := range vals {
+		want[v] = true
+	}
+	var out []any
+	err = x.scan("", func(_ string, o runtime.Object) error {
+		got, err := fn(o)
+		if err != nil {
+			return err
+		}
+		for _, g := range got {
+			if want[g] {
+				out = append(out, o)
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func errNoIndex(name string) error {
+	return errors.New("jcache: index with name " + name + " does not exist")
+}
+
+// byIndex calls fn with each object whose index name includes value.
+func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Object)) error {
+	if name == toolscache.NamespaceIndex {
+		return x.scan(value+"/", func(k string, o runtime.Object) error { fn(k, o); return nil })
+	}
+	idx, ok := x.inf.indexFunc(name)
+	if !ok {
+		return errNoIndex(name)
+	}
+	prefix := ""
+	if ns, _, found := strings.Cut(value, "/"); found && value != "" && !strings.HasPrefix(value, allNamespacesPrefix) {
+		prefix = ns + "/"
+	}
+	return x.scan(prefix, func(k string, o runtime.Object) error {
+		got, err := idx(o)
+		if err != nil {
+			return err
+		}
+		for _, g := range got {
+			if g == value {
+				fn(k, o)
+				break
+			}
+		}
+		return nil
+	})
+}
+
+func (x *indexer) ByIndex(name, value string) ([]any, error) {
+	var out []any
+	err := x.byIndex(name, value, func(_ string, o runtime.Object) { out = append(out, o) })
+	return out, err
+}
+
+func (x *indexer) IndexKeys(name, value string) ([]string, error) {
+	var out []string
+	err := x.byIndex(name, value, func(k string, _ runtime.Object) { out = append(out, k) })
+	return out, err
+}
+
+func (x *indexer) ListIndexFuncValues(name string) []string {
+	idx, ok := x.inf.indexFunc(name)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	err := x.scan("", func(_ string, o runtime.Object) error {
+		got, err := idx(o)
+		for _, g := range got {
+			if !seen[g] {
+				seen[g] = true
+				out = append(out, g)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		x.inf.log.Error(err, "index values from the journal file", "index", name)
+	}
+	return out
+}
+
+func (x *indexer) GetIndexers() toolscache.Indexers {
+	x.inf.mu.Lock()
+	defer x.inf.mu.Unlock()
+	out := toolscache.Indexers{}
+	for k, v := range x.inf.indexers {
+		out[k] = v
+	}
+	return out
+}
+
+func (x *indexer) AddIndexers(add toolscache.Indexers) error { return x.inf.AddIndexers(add) }

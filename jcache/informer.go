@@ -1,0 +1,368 @@
+package jcache
+
+// informer: a client-go SharedIndexInformer whose store is a journal file.
+//
+// controller-runtime builds one per (object type, GVK, namespace scope)
+// through cache.Options.NewInformer and reads it through GetIndexer (its
+// CacheReader: Get by key, List, ByIndex). Here the indexer reads the
+// journal's objects from disk (indexer.go) and every handler is fed from
+// the journal (handler.go): a replay of the stored objects as OnAdd, then
+// the journal's events. The store is written only by the feed's
+// reconcile.Loop.
+//
+// States: built (file open, loop built: New reached discovery) → running
+// (Run: the loop runs, handlers are fed) → stopped (Run's context ended:
+// handlers stopped, the feed released; IsStopped). A built informer that
+// is never run keeps its file open until the process ends.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	jc "github.com/watchjournal/watchjournal/journal/cache"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// informer implements toolscache.SharedIndexInformer over a feed.
+type informer struct {
+	f       *feed // nil when building failed (err)
+	err     error // why the informer could not be built: SetTransform returns it
+	objType runtime.Object
+	gvk     schema.GroupVersionKind // set on decoded PartialObjectMetadata
+	resync  time.Duration
+	log     logr.Logger
+	idx     *indexer
+
+	mu         sync.Mutex
+	transform  toolscache.TransformFunc
+	indexers   toolscache.Indexers
+	handlers   map[*registration]struct{}
+	runCtx     context.Context // set by Run
+	started    bool
+	stopped    bool
+	errHandler toolscache.WatchErrorHandlerWithContext
+	handlersWG sync.WaitGroup
+}
+
+var _ toolscache.SharedIndexInformer = (*informer)(nil)
+
+func newInformer(f *feed, err error, objType runtime.Object, gvk schema.GroupVersionKind, resync time.Duration, indexers toolscache.Indexers, log logr.Logger) *informer {
+	inf := &informer{f: f, err: err, objType: objType, gvk: gvk, resync: resync, log: log,
+		indexers: toolscache.Indexers{}, handlers: map[*registration]struct{}{}}
+	for k, v := range indexers {
+		inf.indexers[k] = v
+	}
+	inf.idx = &indexer{inf: inf}
+	return inf
+}
+
+// decode turns a stored object into one of the informer's type,
+// transformed, as a handler gets it: a typed object without TypeMeta.
+func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(b, false) }
+
+// decodeRead is decode for a read (Get, List, an index): a typed object
+// keeps its kind and apiVersion, as controller-runtime's reader sets them
+// on the copies it returns (jcache has it skip that copy: newCache).
+func (i *informer) decodeRead(b []byte) (runtime.Object, error) { return i.decodeAs(b, true) }
+
+func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
+	var obj runtime.Object
+	switch i.objType.(type) {
+	case *unstructured.Unstructured:
+		u, err := jc.Unstructured(b)
+		if err != nil {
+			return nil, err
+		}
+		obj = u
+	default:
+		obj = reflect.New(reflect.TypeOf(i.objType).Elem()).Interface().(runtime.Object)
+		if err := jc.DecodeInto(b, obj); err != nil {
+			return nil, err
+		}
+		if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			obj.GetObjectKind().SetGroupVersionKind(i.gvk)
+		} else if !typeMeta {
+			// As a typed informer's objects: decoded without TypeMeta.
+			obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		}
+	}
+	i.mu.Lock()
+	t := i.transform
+	i.mu.Unlock()
+	if t == nil {
+		return obj, nil
+	}
+	out, err := t(obj)
+	if err != nil {
+		return nil, err
+	}
+	ro, ok := out.(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("jcache: the transform returned %T, not a runtime.Object", out)
+	}
+	return ro, nil
+}
+
+// AddEventHandler adds h with the informer's resync period.
+func (i *informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{})
+}
+
+// AddEventHandlerWithResyncPeriod adds h with its own resync period.
+func (i *informer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{ResyncPeriod: &resync})
+}
+
+// AddEventHandlerWithOptions adds h: once the informer runs, h gets OnAdd
+// for every stored object, read from disk, then the journal's events.
+func (i *informer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	if i.err != nil {
+		return nil, i.err
+	}
+	resync := i.resync
+	if o.ResyncPeriod != nil {
+		resync = *o.ResyncPeriod
+	}
+	r := newRegistration(i, h, resync)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stopped {
+		return nil, fmt.Errorf("jcache: handler %v was not added to the informer of %s because it has stopped already", h, i.f.res)
+	}
+	i.handlers[r] = struct{}{}
+	if i.started { // and not stopped: see RunWithContext
+		i.startHandlerLocked(r)
+	}
+	return r, nil
+}
+
+func (i *informer) startHandlerLocked(r *registration) {
+	ctx, cancel := context.WithCancel(i.runCtx)
+	r.cancel = cancel
+	i.handlersWG.Add(1)
+	go func() {
+		defer i.handlersWG.Done()
+		r.run(ctx)
+	}()
+}
+
+// RemoveEventHandler stops feeding the handler; it returns once the
+// handler is no longer called.
+func (i *informer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+	r, ok := handle.(*registration)
+	if !ok || r.inf != i {
+		return fmt.Errorf("jcache: registration %v is not of this informer", handle)
+	}
+	i.mu.Lock()
+	_, known := i.handlers[r]
+	delete(i.handlers, r)
+	cancel := r.cancel
+	i.mu.Unlock()
+	if known && cancel != nil {
+		cancel()
+		<-r.done
+	}
+	return nil
+}
+
+// GetStore returns the indexer.
+func (i *informer) GetStore() toolscache.Store { return i.idx }
+
+// GetIndexer returns the journal file as a read-only toolscache.Indexer.
+func (i *informer) GetIndexer() toolscache.Indexer { return i.idx }
+
+// GetController returns nil: there is no client-go controller (the
+// journal's reconcile.Loop lists and watches).
+func (i *informer) GetController() toolscache.Controller { return nil }
+
+// Run runs the informer until stopCh is closed.
+func (i *informer) Run(stopCh <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	i.RunWithContext(ctx)
+}
+
+// RunWithContext starts the feed's loop (shared with the other informers
+// of the resource) and the handlers, and returns once ctx is done and the
+// handlers have stopped.
+func (i *informer) RunWithContext(ctx context.Context) {
+	if i.err != nil {
+		<-ctx.Done()
+		return
+	}
+	i.mu.Lock()
+	if i.started || i.stopped {
+		i.mu.Unlock()
+		return
+	}
+	i.started, i.runCtx = true, ctx
+	i.f.start()
+	for r := range i.handlers {
+		i.startHandlerLocked(r)
+	}
+	eh := i.errHandler
+	i.mu.Unlock()
+	if eh != nil {
+		i.handlersWG.Add(1)
+		go func() { defer i.handlersWG.Done(); i.reportErrors(ctx, eh) }()
+	}
+	<-ctx.Done()
+	// Stopped before the wait: no handler starts (handlersWG.Add) once
+	// Wait may run.
+	i.mu.Lock()
+	i.stopped = true
+	i.mu.Unlock()
+	i.handlersWG.Wait()
+	i.f.release()
+}
+
+// reportErrors calls eh with each new error of the loop (Status.LastError),
+// as a reflector calls its WatchErrorHandler. The reflector argument is a
+// zero Reflector: there is none.
+func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHandlerWithContext) {
+	var last error
+	for {
+		var cur error
+		err := i.f.loop.WaitFor(ctx, func(s reconcile.Status) bool {
+			cur = s.LastError
+			return cur != nil && cur != last
+		})
+		if err != nil {
+			return
+		}
+		last = cur
+		eh(ctx, &toolscache.Reflector{}, cur)
+	}
+}
+
+// HasSynced reports the loop's HasSynced: the journal is current with the
+// server.
+func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop.HasSynced() }
+
+// HasSyncedChecker returns a DoneChecker closed once HasSynced.
+func (i *informer) HasSyncedChecker() toolscache.DoneChecker {
+	ch := make(chan struct{})
+	if i.f == nil {
+		return doneChecker{name: "jcache", ch: ch}
+	}
+	if i.HasSynced() {
+		close(ch)
+		return doneChecker{name: "jcache " + i.f.res.String(), ch: ch}
+	}
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-i.f.closed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if i.f.loop.WaitForSync(ctx) == nil {
+			close(ch)
+		}
+	}()
+	return doneChecker{name: "jcache " + i.f.res.String(), ch: ch}
+}
+
+// LastSyncResourceVersion returns the resourceVersion the journal holds.
+func (i *informer) LastSyncResourceVersion() string {
+	if i.f == nil {
+		return ""
+	}
+	return i.f.loop.Status().ResourceVersion
+}
+
+// SetWatchErrorHandler sets a handler of the loop's errors.
+func (i *informer) SetWatchErrorHandler(h toolscache.WatchErrorHandler) error {
+	return i.SetWatchErrorHandlerWithContext(func(_ context.Context, r *toolscache.Reflector, err error) { h(r, err) })
+}
+
+// SetWatchErrorHandlerWithContext sets a handler of the loop's errors
+// (Status.LastError, each new one once); before Run only.
+func (i *informer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.started {
+		return errors.New("jcache: the informer has already started")
+	}
+	i.errHandler = h
+	return nil
+}
+
+// SetTransform sets the transform applied to every object read from the
+// file (reads and events), before the informer has started. controller-
+// runtime calls it right after building the informer: it also returns the
+// error that kept the informer from being built (NewInformer cannot).
+func (i *informer) SetTransform(t toolscache.TransformFunc) error {
+	if i.err != nil {
+		return i.err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.started {
+		return errors.New("jcache: the informer has already started")
+	}
+	i.transform = t
+	return nil
+}
+
+// IsStopped reports whether Run's context has ended (Run returns once its
+// handlers have stopped and the feed is released), or the loop has
+// stopped on an error it does not retry.
+func (i *informer) IsStopped() bool {
+	i.mu.Lock()
+	s := i.stopped
+	i.mu.Unlock()
+	return s || (i.f != nil && i.f.stopped())
+}
+
+// AddIndexers adds index functions, evaluated at read time (indexer.go).
+func (i *informer) AddIndexers(add toolscache.Indexers) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for k := range add {
+		if _, ok := i.indexers[k]; ok {
+			return fmt.Errorf("jcache: indexer conflict: %v", k)
+		}
+	}
+	for k, v := range add {
+		i.indexers[k] = v
+	}
+	return nil
+}
+
+func (i *informer) indexFunc(name string) (toolscache.IndexFunc, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	f, ok := i.indexers[name]
+	return f, ok
+}
+
+// doneChecker is a toolscache.DoneChecker.
+type doneChecker struct {
+	name string
+	ch   chan struct{}
+}
+
+func (d doneChecker) Name() string          { return d.name }
+func (d doneChecker) Done() <-chan struct{} { return d.ch }

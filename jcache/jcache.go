@@ -1,0 +1,229 @@
+package jcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// Options configure a cache beyond controller-runtime's cache.Options.
+type Options struct {
+	// Dir is the directory of the cache's journal files, one per resource
+	// and scope (namespace, selectors, metadata-only), created (0700) when
+	// missing. Files survive a restart: the next process replays them to
+	// its handlers before the server answers, and resumes from their
+	// resourceVersions. Empty: a fresh temporary directory per cache,
+	// removed when the cache's Start returns (nothing survives a restart).
+	// One process uses a directory at a time: a file has one writer (a
+	// second process's informer fails with journal.ErrLocked); within a
+	// process, caches on one directory share each file.
+	Dir string
+	// SecretPayloads opts in to writing the data of Secrets to the
+	// journal files (reconcile.Options.SecretPayloads). Without it, an
+	// informer of typed or unstructured Secrets is refused (GetInformer,
+	// Get and List return the error); metav1.PartialObjectMetadata
+	// Secrets keep only metadata and need no opt-in.
+	SecretPayloads bool
+	// NoSync skips fsync on each commit (journal.Options.NoSync): for
+	// tests and benchmarks only.
+	NoSync bool
+	// Loop configures each resource's reconcile.Loop; its SecretPayloads
+	// is replaced by the field above, and a zero Logger by Logger.
+	Loop reconcile.Options
+	// Logger receives the cache's errors (a handler's feed that stopped, a
+	// read that failed where the Store interface has no error to return).
+	// Zero: controller-runtime's log.Log, named "jcache".
+	Logger logr.Logger
+}
+
+// EnvDir names the environment variable New reads for the journal
+// directory (Options.Dir) when DefaultDir is empty.
+const EnvDir = "WATCHJOURNAL_CACHE_DIR"
+
+// DefaultDir is the journal directory of caches built by New; empty means
+// the environment variable EnvDir, and when that is empty too, a temporary
+// directory per cache (see Options.Dir).
+var DefaultDir string
+
+// New is controller-runtime's cache.New with objects on disk: the
+// signature of cache.NewCacheFunc, with Options{Dir: DefaultDir or
+// $WATCHJOURNAL_CACHE_DIR}. Use NewFunc to choose the options.
+func New(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
+	dir := DefaultDir
+	if dir == "" {
+		dir = os.Getenv(EnvDir)
+	}
+	return newCache(cfg, opts, Options{Dir: dir})
+}
+
+// NewFunc returns a cache.NewCacheFunc for ctrl.Options{NewCache: ...}:
+//
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+//		NewCache: jcache.NewFunc(jcache.Options{Dir: "/var/lib/my-operator"}),
+//	})
+func NewFunc(o Options) crcache.NewCacheFunc {
+	return func(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
+		return newCache(cfg, opts, o)
+	}
+}
+
+// Cache is the cache New and NewFunc return: controller-runtime's
+// cache.Cache whose informers keep their objects in journal files.
+type Cache struct {
+	crcache.Cache
+	dir       string
+	temporary bool
+}
+
+// Dir returns the directory of the cache's journal files.
+func (c *Cache) Dir() string { return c.dir }
+
+// Start runs the cache until ctx is done (controller-runtime's
+// Cache.Start); a temporary directory (Options.Dir empty) is removed when
+// it returns.
+func (c *Cache) Start(ctx context.Context) error {
+	err := c.Cache.Start(ctx)
+	if c.temporary {
+		_ = os.RemoveAll(c.dir)
+	}
+	return err
+}
+
+// NeedLeaderElection returns false: every replica keeps its cache, as
+// controller-runtime's cache does (manager.LeaderElectionRunnable).
+func (c *Cache) NeedLeaderElection() bool { return false }
+
+// ErrNoBookmarks: EnableWatchBookmarks was set to false somewhere in
+// cache.Options; each journal's loop always asks for bookmarks (package
+// reconcile relies on them to keep a quiet watch's resourceVersion fresh).
+var ErrNoBookmarks = errors.New("jcache: EnableWatchBookmarks=false cannot be honoured: the journal's loop always asks for watch bookmarks")
+
+// checkBookmarks refuses EnableWatchBookmarks=false in any of opts'
+// places.
+func checkBookmarks(opts crcache.Options) error {
+	off := func(b *bool) bool { return b != nil && !*b }
+	if off(opts.DefaultEnableWatchBookmarks) {
+		return fmt.Errorf("%w (DefaultEnableWatchBookmarks)", ErrNoBookmarks)
+	}
+	for ns, c := range opts.DefaultNamespaces {
+		if off(c.EnableWatchBookmarks) {
+			return fmt.Errorf("%w (DefaultNamespaces[%q])", ErrNoBookmarks, ns)
+		}
+	}
+	for obj, bo := range opts.ByObject {
+		if off(bo.EnableWatchBookmarks) {
+			return fmt.Errorf("%w (ByObject[%T])", ErrNoBookmarks, obj)
+		}
+		for ns, c := range bo.Namespaces {
+			if off(c.EnableWatchBookmarks) {
+				return fmt.Errorf("%w (ByObject[%T].Namespaces[%q])", ErrNoBookmarks, obj, ns)
+			}
+		}
+	}
+	return nil
+}
+
+// noDeepCopy returns a copy of m with UnsafeDisableDeepCopy set to v in
+// every Config (nil for nil).
+func noDeepCopy(m map[string]crcache.Config, v *bool) map[string]crcache.Config {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]crcache.Config, len(m))
+	for ns, c := range m {
+		c.UnsafeDisableDeepCopy = v
+		out[ns] = c
+	}
+	return out
+}
+
+// ErrNewInformer: cache.Options.NewInformer was set; the journal cache
+// builds the informers itself.
+var ErrNewInformer = errors.New("jcache: cache.Options.NewInformer cannot be set: the cache's informers are journal files")
+
+func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache, error) {
+	if opts.NewInformer != nil {
+		return nil, ErrNewInformer
+	}
+	if err := checkBookmarks(opts); err != nil {
+		return nil, err
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = crlog.Log.WithName("jcache")
+	}
+	c := &Cache{dir: o.Dir}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "jcache-")
+		if err != nil {
+			return nil, fmt.Errorf("jcache: %w", err)
+		}
+		c.dir, c.temporary = d, true
+	} else if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("jcache: %w", err)
+	}
+	base := opts.HTTPClient
+	if base == nil {
+		var err error
+		if base, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("jcache: %w", err)
+		}
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	probe := &probeTransport{next: rt, seen: map[string]*url.URL{}}
+	hc := *base
+	hc.Transport = probe
+	opts.HTTPClient = &hc
+	// Every read decodes fresh objects from the file, which are the
+	// caller's own: controller-runtime's reader need not copy them again.
+	// (The caller's maps are copied, not changed.)
+	noCopy := true
+	opts.DefaultUnsafeDisableDeepCopy = &noCopy
+	opts.DefaultNamespaces = noDeepCopy(opts.DefaultNamespaces, &noCopy)
+	if opts.ByObject != nil {
+		byObject := make(map[client.Object]crcache.ByObject, len(opts.ByObject))
+		for obj, bo := range opts.ByObject {
+			bo.UnsafeDisableDeepCopy = &noCopy
+			bo.Namespaces = noDeepCopy(bo.Namespaces, &noCopy)
+			byObject[obj] = bo
+		}
+		opts.ByObject = byObject
+	}
+	dir := c.dir
+	opts.NewInformer = func(lw toolscache.ListerWatcher, objType runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+		res, err := probe.resource(lw)
+		var f *feed
+		gvk := objType.GetObjectKind().GroupVersionKind()
+		if err == nil {
+			_, res.MetadataOnly = objType.(*metav1.PartialObjectMetadata)
+			f, err = acquire(cfg, dir, res, &o)
+		}
+		return newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+	}
+	inner, err := crcache.New(cfg, opts)
+	if err != nil {
+		if c.temporary {
+			_ = os.RemoveAll(c.dir)
+		}
+		return nil, err
+	}
+	c.Cache = inner
+	return c, nil
+}
