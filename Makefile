@@ -23,7 +23,8 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 ## test: builds the local control plane if needed, then runs all tests,
-## then the race detector on RACE_PKGS. Tests that need kube-apiserver fail
+## then the race detector on RACE_PKGS, then controller-runtime's cache conformance
+## suite against jcache (conformance). Tests that need kube-apiserver fail
 ## (not skip) when it is missing; tests that need root (a size-limited
 ## tmpfs, a memory cgroup) fail when they cannot run, unless
 ## REQUIRE_PRIVILEGED=0 (then they skip and say so with -v). CI runs it as
@@ -33,6 +34,7 @@ TESTENV := WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 WATCHJOURNAL_REQUIRE_PRIVILEGED=$
 test: controlplane vet fuzz
 	$(TESTENV) $(GO) test $(TESTFLAGS) ./...
 	$(MAKE) --no-print-directory race
+	$(MAKE) --no-print-directory conformance
 
 ## race: the tests of RACE_PKGS under the race detector (part of test).
 ## RACE_PKGS are the packages whose -race run fits CI's budget (90 min on 2
@@ -57,11 +59,11 @@ race: controlplane
 	$(TESTENV) $(GO) test -race $(RACEFLAGS) $(if $(RACE_SKIP),-skip '$(RACE_SKIP)') $(RACE_PKGS)
 
 ## conformance: controller-runtime v0.25.2's cache conformance suite (272
-## specs, the crcache harness in ../shared/crcache, CRCACHE_RUN) against
+## specs, the crcache harness copied into tools/crcache, CRCACHE_RUN) against
 ## jcache.New on the local control plane; fails on a failed spec not listed
 ## in jcache/CONFORMANCE-expected-failures.txt, and on a listed spec that
 ## passes now. Ends with the harness's summary line. About 2-3 minutes.
-CRCACHE_RUN ?= $(firstword $(wildcard $(CURDIR)/../shared/crcache/run.sh $(CURDIR)/../../shared/crcache/run.sh))
+CRCACHE_RUN ?= $(CURDIR)/tools/crcache/run.sh
 .PHONY: conformance
 conformance: controlplane
 	CRCACHE_RUN=$(CRCACHE_RUN) KUBEBUILDER_ASSETS=$(BIN) ./scripts/conformance.sh

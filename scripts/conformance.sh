@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # conformance: controller-runtime v0.25.2's cache conformance suite (the
-# crcache harness, ../shared/crcache) against jcache.New, checked against
+# crcache harness, tools/crcache, a copy of ../shared/crcache) against jcache.New, checked against
 # the committed list of expected failures.
 #
 #   scripts/conformance.sh [extra args for the test binary, e.g. -ginkgo.focus=...]
 #
 # Env: CRCACHE_RUN (the harness's run.sh; default the first of
-#      ../shared/crcache/run.sh and ../../shared/crcache/run.sh),
+#      tools/crcache/run.sh (a copy of the shared harness) and ../shared/crcache/run.sh),
 #      KUBEBUILDER_ASSETS (etcd and kube-apiserver; default .cache/bin),
 #      CRCACHE_OUT (default .cache/crcache), EXPECTED (the list; default
 #      jcache/CONFORMANCE-expected-failures.txt).
@@ -22,7 +22,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$root"
 run="${CRCACHE_RUN:-}"
 if [ -z "$run" ]; then
-  for c in ../shared/crcache/run.sh ../../shared/crcache/run.sh; do
+  for c in tools/crcache/run.sh ../shared/crcache/run.sh; do
     [ -x "$c" ] && { run="$c"; break; }
   done
 fi
