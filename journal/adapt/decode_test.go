@@ -1,6 +1,7 @@
 package adapt_test
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +17,9 @@ import (
 func TestOptions_Decode_TakesCacheDecodeFunc(t *testing.T) {
 	j, cleanup := demoJournal()
 	defer cleanup()
-	calls := 0
+	var calls atomic.Int64 // the watcher's goroutine decodes
 	var decode jcache.DecodeFunc[runtime.Object] = func(b []byte) (runtime.Object, error) {
-		calls++
+		calls.Add(1)
 		u, err := jcache.Unstructured(b)
 		if err != nil {
 			return nil, err
@@ -35,7 +36,7 @@ func TestOptions_Decode_TakesCacheDecodeFunc(t *testing.T) {
 	if ev.Type != watch.Added || !ok || u.GetResourceVersion() != "10" {
 		t.Fatalf("first event = %s %T; want ADDED *unstructured.Unstructured at resourceVersion 10", ev.Type, ev.Object)
 	}
-	if calls == 0 {
+	if calls.Load() == 0 {
 		t.Error("Decode was not called; want the given DecodeFunc to decode the stored object")
 	}
 }
