@@ -48,6 +48,10 @@ type feed struct {
 	cancel  context.CancelFunc
 	closed  chan struct{} // closed once the file is closed
 	runErr  error
+
+	hmu     sync.Mutex
+	holders map[*registration]struct{} // handlers holding retention (retention.go)
+	opts    *Options
 }
 
 // registry holds the process's open feeds by path.
@@ -110,7 +114,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		close(f.closed)
 		return nil, err
 	}
-	f.j, f.loop = j, loop
+	f.j, f.loop, f.opts = j, loop, o
 	return f, nil
 }
 
@@ -159,6 +163,18 @@ func (f *feed) start() {
 		f.runErr = err
 		registry.mu.Unlock()
 	}()
+	if p, on := f.opts.policy(); on {
+		rdone := make(chan struct{})
+		go func() {
+			defer close(rdone)
+			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
+				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
+			}
+		}()
+		loopDone := done
+		done = make(chan struct{})
+		go func() { <-loopDone; <-rdone; close(done) }()
+	}
 	f.cancel = func() { cancel(); <-done }
 }
 
