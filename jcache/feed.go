@@ -15,7 +15,8 @@ package jcache
 // States of a feed: opening (the file opens, the loop asks discovery for
 // the kind; the registry's lock is not held) → open (file open, loop
 // built, not running) → running
-// (Run's goroutine) → closing (refs 0: loop cancelled) → closed (file
+// (Run's goroutine, with the file's retention and its inspect socket,
+// FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
 // closed, out of the registry).
 
 import (
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -163,18 +165,29 @@ func (f *feed) start() {
 		f.runErr = err
 		registry.mu.Unlock()
 	}()
+	var side sync.WaitGroup
 	if p, on := f.opts.policy(); on {
-		rdone := make(chan struct{})
+		side.Add(1)
 		go func() {
-			defer close(rdone)
+			defer side.Done()
 			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
 				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
 			}
 		}()
-		loopDone := done
-		done = make(chan struct{})
-		go func() { <-loopDone; <-rdone; close(done) }()
 	}
+	if !f.opts.NoSocket {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			if err := inspect.Serve(ctx, f.j, f.loop, &inspect.Options{Logger: f.opts.Logger}); err != nil {
+				f.opts.Logger.Error(err, "the cache file's inspect socket is not served (journalctl cannot read the file while the cache runs)",
+					"socket", inspect.SocketPath(f.path))
+			}
+		}()
+	}
+	loopDone := done
+	done = make(chan struct{})
+	go func() { <-loopDone; side.Wait(); close(done) }()
 	f.cancel = func() { cancel(); <-done }
 }
 

@@ -53,6 +53,12 @@ type Options struct {
 	// the old object its OnUpdate needs (retention.go), except above
 	// HardMaxBytes, when set: then a handler that fell behind stops.
 	Retention *journal.Retention
+	// NoSocket turns off the inspect socket each open file is served on
+	// (journal/inspect: FILE.sock, mode 0600, beside the file), through
+	// which journalctl stats, events, index and consumers read a file
+	// while the cache holds it (a read-only open waits for the writer's
+	// lock).
+	NoSocket bool
 	// Logger receives the cache's errors (a handler's feed that stopped, a
 	// read that failed where the Store interface has no error to return).
 	// Zero: controller-runtime's log.Log, named "jcache".
