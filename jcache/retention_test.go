@@ -3,6 +3,7 @@ package jcache_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/jcache"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
 // oldChecker asserts that every OnUpdate's old object is complete: its
@@ -206,6 +208,23 @@ func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
 	slow.waitUpdates(t, objects*rounds)
 	// Once both are through, the file keeps the last 3 events.
 	waitOffsets(t, dir, "the trim to 3 events", func(first, head uint64) bool { return head-first+1 <= 3 && first > 0 })
+	// The live file reads through its inspect socket (journalctl stats):
+	// its retention, and the handlers' hold as the consumer "jcache".
+	fo, err := jcache.FileOffsets(dir)
+	if err != nil || len(fo) != 1 {
+		t.Fatalf("FileOffsets = %v, %v", fo, err)
+	}
+	for name := range fo {
+		cl := inspect.NewClient(inspect.SocketPath(filepath.Join(dir, name)))
+		ret, err := cl.Retention(ctx)
+		if err != nil || ret != (journal.Retention{MaxEvents: 3}) {
+			t.Errorf("Retention through the socket = %+v, %v; want MaxEvents 3", ret, err)
+		}
+		st, err := cl.Stats(ctx)
+		if _, held := st.Consumers[jcache.RetentionConsumer]; err != nil || !held || st.LastOffset-st.FirstOffset+1 > 3 {
+			t.Errorf("Stats through the socket = %+v, %v; want the consumer %q and at most 3 events", st, err, jcache.RetentionConsumer)
+		}
+	}
 	for _, c := range []*oldChecker{fast, slow} {
 		c.mu.Lock()
 		if len(c.bad) > 0 || c.updates != objects*rounds {
