@@ -83,7 +83,13 @@
 // error logged). OnUpdate's old object stays complete when its record
 // was trimmed: trimming keeps a copy of it (retention.go). A zero
 // journal.Retention turns trimming off. Freed pages are reused; the file
-// does not shrink (journalctl compact, offline). journalctl stats DIR
-// shows each file of a cache directory. A handler that falls behind an
-// external trim (journalctl) stops, with the error logged.
+// does not shrink (journalctl compact, offline). journalctl stats --db DIR
+// shows each file of a cache directory (resource, objects, events, sizes,
+// retention), read through each open file's inspect socket, FILE.sock,
+// while the cache runs (Options.NoSocket turns it off). A handler that
+// falls behind an external trim (journalctl) stops, with the error logged.
+// A DELETED a relist inferred carries no object: when its key's last
+// record was trimmed, its DeletedFinalStateUnknown holds a metadata-only
+// object (the DELETED removes the kept copy; see "Retention" in
+// handler.go).
 package jcache

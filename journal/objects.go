@@ -40,11 +40,13 @@ package journal
 // copy of each live key whose latest event was trimmed (at most the live
 // objects' bytes plus bbolt's page overhead, ~1.3–2×, for a journal
 // trimmed far behind every key's last change). Retention trimming costs
-// one index lookup per deleted record, and one bucket put for each that
-// was still a key's latest: the write the old design paid on every append
-// is paid once, at trim time, and only for keys that did not change since
-// (bench.BenchmarkJournalTrim, every record a key's latest, the worst
-// case: ~218,000 trimmed events/s without objects, ~63,000 with).
+// one index lookup per deleted record, and one bucket put for each of a
+// live key whose latest object is that record or a newer one (so that it
+// can be the old object of the key's next retained event: "Previous
+// objects" below): the write the old design paid on every append is paid
+// at trim time, at most once per trimmed record
+// (bench.BenchmarkJournalTrim, every record copied, the worst case:
+// ~218,000 trimmed events/s without objects, ~63,000 with).
 //
 // Previous objects. The bucket also gives an event's old object once the
 // record at its PrevOffset is trimmed (ObjectView.Previous): trimming
