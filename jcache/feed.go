@@ -157,37 +157,38 @@ func (f *feed) start() {
 	f.running = true
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	done := make(chan struct{})
+	// The loop, the file's retention and its inspect socket; done once
+	// all have returned.
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		err := f.loop.Run(ctx)
 		registry.mu.Lock()
 		f.runErr = err
 		registry.mu.Unlock()
 	}()
-	var side sync.WaitGroup
 	if p, on := f.opts.policy(); on {
-		side.Add(1)
+		wg.Add(1)
 		go func() {
-			defer side.Done()
+			defer wg.Done()
 			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
 				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
 			}
 		}()
 	}
 	if !f.opts.NoSocket {
-		side.Add(1)
+		wg.Add(1)
 		go func() {
-			defer side.Done()
+			defer wg.Done()
 			if err := inspect.Serve(ctx, f.j, f.loop, &inspect.Options{Logger: f.opts.Logger}); err != nil {
 				f.opts.Logger.Error(err, "the cache file's inspect socket is not served (journalctl cannot read the file while the cache runs)",
 					"socket", inspect.SocketPath(f.path))
 			}
 		}()
 	}
-	loopDone := done
-	done = make(chan struct{})
-	go func() { <-loopDone; side.Wait(); close(done) }()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
 	f.cancel = func() { cancel(); <-done }
 }
 
