@@ -102,13 +102,18 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 		return err
 	}
 	c := compactor.New(f.j, p, compactor.Options{Logger: o.Logger.WithValues("resource", f.res.String())})
+	last, have := uint64(0), false // the hold last committed
 	for {
 		head, err := f.j.Head()
 		if err != nil {
 			return err
 		}
-		if err := f.j.ResetConsumer(RetentionConsumer, f.hold(head)); err != nil {
-			return err
+		// A write transaction only when the hold moved.
+		if h := f.hold(head); !have || h != last {
+			if err := f.j.ResetConsumer(RetentionConsumer, h); err != nil {
+				return err
+			}
+			last, have = h, true
 		}
 		if _, err := c.Trim(); err != nil {
 			return err
