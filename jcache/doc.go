@@ -69,9 +69,27 @@
 // temporary directory per cache, removed when Start returns. A scope no
 // longer asked for (a changed selector) leaves its file behind.
 //
-// No retention runs on the files yet: a journal grows with its events
-// (package compactor would bound it, but trimming a key's latest event
-// would make a later OnUpdate's old object metadata-only; see
-// "Retention" in handler.go). A handler that falls behind an external trim (journalctl)
-// stops, with the error logged.
+// # Retention: bounded disk
+//
+// Each file's events are trimmed (package compactor) under
+// Options.Retention, by default DefaultRetention: 64 MiB of encoded events
+// beyond what the handlers have been given. A file then holds at most
+// about those 64 MiB of events plus the latest object of every live key
+// (~1.3–2× their JSON, bbolt's pages included), as long as the handlers
+// keep up: trimming never removes an event a running handler has not
+// been given (the file's handlers hold it back as the journal consumer
+// "jcache"), so a stuck handler holds the file's growth; set
+// Retention.HardMaxBytes to cap it anyway (that handler then stops, the
+// error logged). OnUpdate's old object stays complete when its record
+// was trimmed: trimming keeps a copy of it (retention.go). A zero
+// journal.Retention turns trimming off. Freed pages are reused; the file
+// does not shrink (journalctl compact, offline). journalctl stats --db DIR
+// shows each file of a cache directory (resource, objects, events, sizes,
+// retention), read through each open file's inspect socket, FILE.sock,
+// while the cache runs (Options.NoSocket turns it off). A handler that
+// falls behind an external trim (journalctl) stops, with the error logged.
+// A DELETED a relist inferred carries no object: when its key's last
+// record was trimmed, its DeletedFinalStateUnknown holds a metadata-only
+// object (the DELETED removes the kept copy; see "Retention" in
+// handler.go).
 package jcache

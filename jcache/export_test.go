@@ -1,9 +1,74 @@
 package jcache
 
+import (
+	"github.com/watchjournal/watchjournal/journal"
+	"path/filepath"
+	"time"
+)
+
 // SetReplayChunk sets the replay's chunk size in objects, for tests; it
 // returns a function that restores it.
 func SetReplayChunk(n int) (restore func()) {
 	old := replayChunk
 	replayChunk = n
 	return func() { replayChunk = old }
+}
+
+// SetRetentionInterval sets the longest time between two trims of a file
+// without appends, for tests; it returns a function that restores it.
+func SetRetentionInterval(d time.Duration) (restore func()) {
+	old := retentionInterval
+	retentionInterval = d
+	return func() { retentionInterval = old }
+}
+
+// FileOffsets returns the first retained offset and the head of every
+// open file in dir, by file name.
+func FileOffsets(dir string) (map[string][2]uint64, error) {
+	registry.mu.Lock()
+	var fs []*feed
+	for p, f := range registry.feeds {
+		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
+			fs = append(fs, f)
+		}
+	}
+	registry.mu.Unlock()
+	out := map[string][2]uint64{}
+	for _, f := range fs {
+		st, err := f.j.Stats()
+		if err != nil {
+			return nil, err
+		}
+		out[filepath.Base(f.path)] = [2]uint64{st.FirstOffset, st.LastOffset}
+	}
+	return out, nil
+}
+
+// ModifiedOffsets returns the offsets of the retained MODIFIED events of
+// the one open file in dir.
+func ModifiedOffsets(dir string) ([]uint64, error) {
+	registry.mu.Lock()
+	var j *journal.Journal
+	for p, f := range registry.feeds {
+		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
+			j = f.j
+		}
+	}
+	registry.mu.Unlock()
+	var out []uint64
+	for from := uint64(0); ; {
+		evs, err := j.Read(from, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return out, nil
+		}
+		for _, e := range evs {
+			if e.Type == journal.Modified {
+				out = append(out, e.Offset)
+			}
+		}
+		from = evs[len(evs)-1].Offset + 1
+	}
 }

@@ -15,7 +15,8 @@ package jcache
 // States of a feed: opening (the file opens, the loop asks discovery for
 // the kind; the registry's lock is not held) → open (file open, loop
 // built, not running) → running
-// (Run's goroutine) → closing (refs 0: loop cancelled) → closed (file
+// (Run's goroutine, with the file's retention and its inspect socket,
+// FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
 // closed, out of the registry).
 
 import (
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -48,6 +50,10 @@ type feed struct {
 	cancel  context.CancelFunc
 	closed  chan struct{} // closed once the file is closed
 	runErr  error
+
+	hmu     sync.Mutex
+	holders map[*registration]struct{} // handlers holding retention (retention.go)
+	opts    *Options
 }
 
 // registry holds the process's open feeds by path.
@@ -110,7 +116,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		close(f.closed)
 		return nil, err
 	}
-	f.j, f.loop = j, loop
+	f.j, f.loop, f.opts = j, loop, o
 	return f, nil
 }
 
@@ -151,14 +157,38 @@ func (f *feed) start() {
 	f.running = true
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	done := make(chan struct{})
+	// The loop, the file's retention and its inspect socket; done once
+	// all have returned.
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		err := f.loop.Run(ctx)
 		registry.mu.Lock()
 		f.runErr = err
 		registry.mu.Unlock()
 	}()
+	if p, on := f.opts.policy(); on {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
+				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
+			}
+		}()
+	}
+	if !f.opts.NoSocket {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := inspect.Serve(ctx, f.j, f.loop, &inspect.Options{Logger: f.opts.Logger}); err != nil {
+				f.opts.Logger.Error(err, "the cache file's inspect socket is not served (journalctl cannot read the file while the cache runs)",
+					"socket", inspect.SocketPath(f.path))
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
 	f.cancel = func() { cancel(); <-done }
 }
 

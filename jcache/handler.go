@@ -19,9 +19,10 @@ package jcache
 //
 //   - ADDED: OnAdd(obj, false).
 //   - MODIFIED: OnUpdate(old, new), old read from the key's previous
-//     event (journal.Event.PrevOffset: labels, data, status as they were),
-//     or, when retention trimmed it, a metadata-only object (name,
-//     namespace, UID, previous resourceVersion).
+//     event (journal.Event.PrevOffset: labels, data, status as they were)
+//     or, when retention trimmed that record, the copy trimming kept of it
+//     (see Retention below); a metadata-only object (name, namespace, UID,
+//     previous resourceVersion) only when the file holds neither.
 //   - DELETED: OnDelete(last object): the event's own final object (a
 //     watch DELETED carries it), else the key's previous event's object;
 //     a DELETED a relist inferred (Event.Synthesized) is wrapped in
@@ -33,18 +34,16 @@ package jcache
 // chunk; before each chunk the journal's events up to that chunk's head
 // are delivered, so a resync never shows a state the events have not.
 //
-// Retention. The files run no retention yet. The old object of a
-// MODIFIED is the record at its PrevOffset; once trimming removed that
-// record it is metadata-only (name, namespace, UID, previous
-// resourceVersion). The journal's objects bucket still holds the previous
-// object when the record was trimmed while it was its key's latest, but
-// ObjectView reads the index's pointer first and gives no access to that
-// copy; and a record trimmed after the MODIFIED was appended is copied
-// nowhere. Both need the journal (a read of the kept copy, checked against
-// PrevResourceVersion; trimming bounded by the oldest undelivered
-// MODIFIED's PrevOffset). A handler behind a trim (ErrTrimmed) stops, the
-// error logged: which deletes it missed is not known without the keys it
-// saw.
+// Retention (retention.go). A running handler holds retention at the
+// offset it has delivered, so the events it follows are never trimmed
+// under it; the old object of a MODIFIED whose previous record was
+// trimmed is the copy trimming kept (ObjectView.Previous, checked against
+// the event). A handler behind a trim above the hard cap
+// (Retention.HardMaxBytes, off by default) or an external one (journalctl)
+// gets ErrTrimmed and stops, the error logged: which deletes it missed is
+// not known without the keys it saw. A relist-inferred DELETED without an
+// object whose previous record was trimmed gets a metadata-only object in
+// its DeletedFinalStateUnknown (the DELETED removes the key's copy).
 //
 // HasSynced: the replay is done, the loop has synced (reconcile's true
 // HasSynced), and the handler has been given every event up to the
@@ -236,6 +235,7 @@ func (r *registration) scanChunk(after string, first bool) (objs []stored, head 
 // run feeds the handler until ctx is done or the journal is closed.
 func (r *registration) run(ctx context.Context) {
 	defer close(r.done)
+	defer r.inf.f.holdFrom(r)()
 	err := r.feed(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
 		r.inf.log.Error(err, "feeding an event handler from the journal stopped", "resource", r.inf.f.res.String())
@@ -398,24 +398,22 @@ func (r *registration) dispatch(e journal.Event) error {
 	return nil
 }
 
-// previous returns the object of e's key's previous event (PrevOffset),
-// nil when retention trimmed it or it is not known.
+// previous returns the object of e's key's previous event (PrevOffset):
+// the record, or the copy retention trimming kept of it
+// (ObjectView.Previous); nil when neither is held or it is not known.
 func (r *registration) previous(e journal.Event) ([]byte, error) {
 	if e.PrevOffset == 0 {
 		return nil, nil
 	}
-	evs, err := r.inf.f.j.Read(e.PrevOffset, 1)
-	if errors.Is(err, journal.ErrTrimmed) {
-		return nil, nil
-	}
-	if err != nil || len(evs) == 0 {
-		return nil, err
-	}
-	p := evs[0]
-	if p.Offset != e.PrevOffset || p.Key != e.Key || p.UID != e.UID || p.Type == journal.Deleted || p.Object == nil {
-		return nil, nil
-	}
-	return p.Object, nil
+	var b []byte
+	err := r.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		o, ok, err := v.Previous(e)
+		if ok {
+			b = append([]byte(nil), o...)
+		}
+		return err
+	})
+	return b, err
 }
 
 // object decodes b, or, when b is nil, a metadata-only object of e's key

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -45,6 +46,19 @@ type Options struct {
 	// Loop configures each resource's reconcile.Loop; its SecretPayloads
 	// is replaced by the field above, and a zero Logger by Logger.
 	Loop reconcile.Options
+	// Retention bounds each journal file's events (package compactor):
+	// nil means DefaultRetention (64 MiB of encoded events); a zero
+	// journal.Retention turns trimming off (files grow with their events).
+	// Trimming never removes an event a handler has not been given, nor
+	// the old object its OnUpdate needs (retention.go), except above
+	// HardMaxBytes, when set: then a handler that fell behind stops.
+	Retention *journal.Retention
+	// NoSocket turns off the inspect socket each open file is served on
+	// (journal/inspect: FILE.sock, mode 0600, beside the file), through
+	// which journalctl stats, events, index and consumers read a file
+	// while the cache holds it (a read-only open waits for the writer's
+	// lock).
+	NoSocket bool
 	// Logger receives the cache's errors (a handler's feed that stopped, a
 	// read that failed where the Store interface has no error to return).
 	// Zero: controller-runtime's log.Log, named "jcache".

@@ -40,11 +40,28 @@ package journal
 // copy of each live key whose latest event was trimmed (at most the live
 // objects' bytes plus bbolt's page overhead, ~1.3–2×, for a journal
 // trimmed far behind every key's last change). Retention trimming costs
-// one index lookup per deleted record, and one bucket put for each that
-// was still a key's latest: the write the old design paid on every append
-// is paid once, at trim time, and only for keys that did not change since
-// (bench.BenchmarkJournalTrim, every record a key's latest, the worst
-// case: ~218,000 trimmed events/s without objects, ~63,000 with).
+// one index lookup per deleted record, and one bucket put for each of a
+// live key whose latest object is that record or a newer one (so that it
+// can be the old object of the key's next retained event: "Previous
+// objects" below): the write the old design paid on every append is paid
+// at trim time, at most once per trimmed record
+// (bench.BenchmarkJournalTrim, every record copied, the worst case:
+// ~218,000 trimmed events/s without objects, ~63,000 with).
+//
+// Previous objects. The bucket also gives an event's old object once the
+// record at its PrevOffset is trimmed (ObjectView.Previous): trimming
+// copies a record's object into the bucket also when the key's latest
+// object is a newer record (not only when it is the record itself), and
+// trims oldest first, so after a trim each live key's copy is the object
+// of its last trimmed record, which is the PrevOffset of its first
+// retained event. The read checks the copy against the event's
+// PrevResourceVersion and UID. A reader that has not delivered an event
+// yet must hold retention below the event (a consumer), or a later trim
+// of the key's records overwrites the copy; jcache does. Reads of the
+// current object are unchanged: they prefer the record the index points
+// at, which exists whenever the copy is an older state. The cost: a bucket
+// put for every trimmed record of a live key (not only its latest), the
+// bucket's size bound unchanged (one copy per live key).
 //
 // KeepObjects is the bucket's presence in the file. Without it the
 // pointers are written all the same, but trimming copies nothing.
@@ -60,8 +77,11 @@ package journal
 // journals nothing for them).
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
@@ -97,13 +117,19 @@ func applyObject(tx storage.Tx, key []byte, e *Event) error {
 
 // keepTrimmed copies the object of the record rec at off, about to be
 // trimmed, into the objects bucket when it is still its live key's latest
-// object. A damaged record is left to go: its object could not be read.
+// object, or when the key's latest object is a newer, retained record:
+// then the copy is the old object of the key's first retained event after
+// the trim (trimming goes oldest first, so each key's copy ends as its last
+// trimmed record's object; see "Previous objects" at the top of the file).
+// A key whose latest event carried no object (pointer 0) gets no copy, so
+// that a stale object is never served as current. A damaged record is left
+// to go: its object could not be read.
 func keepTrimmed(tx storage.Tx, off uint64, rec []byte) error {
 	key, obj, err := recordObject(off, rec)
 	if err != nil || obj == nil {
 		return nil
 	}
-	if v := tx.IndexGet(key); v == nil || indexObject(v) != off {
+	if v := tx.IndexGet(key); v == nil || indexObject(v) < off {
 		return nil
 	}
 	return tx.ObjectPut(clone(key), clone(obj))
@@ -214,6 +240,62 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 		}
 		return fn(string(k), o)
 	})
+}
+
+// Previous returns the object of e's key's previous event (the one at
+// e.PrevOffset, which e's OnUpdate-style old object is): from that record
+// while the journal retains it, else the copy retention trimming kept in
+// the objects bucket, when the copy is that object — its
+// metadata.resourceVersion is e.PrevResourceVersion and its metadata.uid
+// e.UID (a copy of another state is not returned). A watch MODIFIED
+// carries no PrevResourceVersion (only a relist's does); then the copy's
+// UID must be e.UID and its resourceVersion older than e's (compared with
+// apimachinery's CompareResourceVersion), and which older state it is
+// rests on the reader holding retention (see "Previous objects"). ok is false when the
+// event has no previous event, the previous event carried no object, or
+// neither the record nor a matching copy is held (a trim of the key's
+// later records overwrote the copy, or the file kept no objects when the
+// record went). A damaged record is an error matching ErrBadRecord.
+func (v *ObjectView) Previous(e Event) (obj []byte, ok bool, err error) {
+	if e.PrevOffset == 0 {
+		return nil, false, nil
+	}
+	k := []byte(e.Key)
+	if rec := v.tx.Record(e.PrevOffset); rec != nil {
+		pk, o, err := recordObject(e.PrevOffset, rec)
+		if err != nil {
+			return nil, false, err
+		}
+		if string(pk) != e.Key || o == nil {
+			return nil, false, nil
+		}
+		return o, true, nil
+	}
+	c := v.tx.ObjectGet(k)
+	if c == nil {
+		return nil, false, nil
+	}
+	var m struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+			UID             string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(c, &m) != nil || (e.UID != "" && m.Metadata.UID != e.UID) {
+		return nil, false, nil
+	}
+	if e.PrevResourceVersion != "" {
+		if m.Metadata.ResourceVersion != e.PrevResourceVersion {
+			return nil, false, nil
+		}
+		return c, true, nil
+	}
+	// A watch MODIFIED does not carry PrevResourceVersion: the copy must
+	// at least be older than e.
+	if n, err := resourceversion.CompareResourceVersion(m.Metadata.ResourceVersion, e.ResourceVersion); err != nil || n >= 0 {
+		return nil, false, nil
+	}
+	return c, true, nil
 }
 
 // Missing calls fn with every live key that starts with prefix and has no

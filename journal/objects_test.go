@@ -238,3 +238,88 @@ func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 		t.Fatalf("Check with a stray object = %+v, %v; want a problem naming wj/ghost", rep, err)
 	}
 }
+
+// Ensure that an event's old object (ObjectView.Previous) survives the
+// trimming of the record at its PrevOffset when that record was no longer
+// its key's latest (trimmed after the next MODIFIED was appended), that
+// the copy is checked against PrevResourceVersion and UID, and that the
+// current object still reads the newest record.
+func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "j.db"))
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	body := func(rv, d string) string {
+		return `{"metadata":{"name":"a","namespace":"wj","uid":"u1","resourceVersion":"` + rv + `"},"data":"` + d + `"}`
+	}
+	appendEvents(t, j, "4",
+		obj(journal.Added, "wj/a", "u1", "1", body("1", "one")),
+		obj(journal.Modified, "wj/a", "u1", "2", body("2", "two")),
+		obj(journal.Added, "wj/b", "u2", "3", `{"b":1}`),
+		obj(journal.Modified, "wj/a", "u1", "4", body("4", "four")))
+	evs, err := j.Read(1, 10)
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("Read = %d events, %v", len(evs), err)
+	}
+	last := evs[3]
+	if last.PrevOffset != 2 {
+		t.Fatalf("MODIFIED at 4: PrevOffset %d; want 2", last.PrevOffset)
+	}
+	// A watch MODIFIED carries no PrevResourceVersion (the copy is then
+	// checked by UID and order); a relist's does.
+	relisted := last
+	relisted.PrevResourceVersion = "2"
+	previous := func(e journal.Event) (string, bool) {
+		t.Helper()
+		var s string
+		var ok bool
+		err := j.ViewObjects(func(v *journal.ObjectView) error {
+			b, found, err := v.Previous(e)
+			s, ok = string(b), found
+			return err
+		})
+		if err != nil {
+			t.Fatalf("Previous = %v", err)
+		}
+		return s, ok
+	}
+	if got, ok := previous(last); !ok || got != body("2", "two") {
+		t.Fatalf("Previous before the trim = %q, %v; want the record at 2", got, ok)
+	}
+	// Trim offsets 1-3: the record at 2 is not wj/a's latest (4 is).
+	if n, _, err := j.Writer().Trim(4, 100, 0); err != nil || n != 3 {
+		t.Fatalf("Trim = %d, %v; want 3", n, err)
+	}
+	for _, e := range []journal.Event{last, relisted} {
+		if got, ok := previous(e); !ok || got != body("2", "two") {
+			t.Fatalf("Previous (PrevResourceVersion %q) after the trim = %q, %v; want the kept copy of the record at 2", e.PrevResourceVersion, got, ok)
+		}
+	}
+	if got, ok, err := get(t, j, "wj/a"); !ok || err != nil || got != body("4", "four") {
+		t.Fatalf("Object(wj/a) after the trim = %q, %v, %v; want the latest record's", got, ok, err)
+	}
+	// A copy of another state, or of another UID, is not returned.
+	other := relisted
+	other.PrevOffset, other.PrevResourceVersion = 1, "1"
+	if got, ok := previous(other); ok {
+		t.Errorf("Previous for PrevResourceVersion 1 = %q; want none (the copy is of 2)", got)
+	}
+	other = last
+	other.UID = "u9"
+	if got, ok := previous(other); ok {
+		t.Errorf("Previous for another UID = %q; want none", got)
+	}
+	other = last
+	other.ResourceVersion = "2"
+	if got, ok := previous(other); ok {
+		t.Errorf("Previous of an event not newer than the copy = %q; want none", got)
+	}
+	// A deleted key's copy goes with it.
+	appendEvents(t, j, "5", ev(journal.Deleted, "wj/a", "u1", "5"))
+	if got, ok := previous(last); ok {
+		t.Errorf("Previous after the key's DELETED = %q; want none", got)
+	}
+	if rep, err := j.Check(); err != nil || len(rep.Problems) > 0 {
+		t.Errorf("file check = %v, %v", rep.Problems, err)
+	}
+}

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -20,8 +24,8 @@ type statsFlags struct {
 func newStatsCmd() *cobra.Command {
 	var f statsFlags
 	cmd := &cobra.Command{
-		Use:   "stats --db FILE [-o table|json]",
-		Short: "Print the journal's resource, size, offsets, retention and consumers, and a running watch's status",
+		Use:   "stats --db FILE|DIR [-o table|json]",
+		Short: "Print the journal's resource, size, offsets, retention and consumers, and a running watch's status; for a directory (a jcache cache directory), one line per file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runStats(cmd.Context(), cmd.OutOrStdout(), f)
@@ -38,6 +42,9 @@ func newStatsCmd() *cobra.Command {
 func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(f.db); err == nil && fi.IsDir() {
+		return runDirStats(ctx, out, f)
 	}
 	src, err := openSource(ctx, f.db)
 	if err != nil {
@@ -130,4 +137,107 @@ func shardModeText(m reconcile.ShardMode) string {
 		return "client (the apiserver does not serve shardSelector: the watch filters)"
 	}
 	return string(m)
+}
+
+// dirFileStats is one file of a directory as stats -o json prints it:
+// the file's statistics and retention, how they were read, or why the
+// file could not be read.
+type dirFileStats struct {
+	File string `json:"file"`
+	*inspect.Stats
+	Retention *inspect.Retention `json:"retention,omitempty"`
+	// Via is "file" (a read-only open) or "socket" (the writer's inspect
+	// socket, FILE.sock, while a writer holds the file).
+	Via   string `json:"via,omitempty"`
+	Error string `json:"error,omitempty"`
+
+	ret journal.Retention
+}
+
+// runDirStats prints one line per journal file (*.db) of the directory
+// f.db, as a jcache cache directory holds them (one per resource and
+// scope): resource, objects, retained events, sizes, retention. A file a
+// running writer holds is read through its inspect socket; one held by a
+// writer that serves none is listed with the reason, and the command then
+// fails after printing the others.
+func runDirStats(ctx context.Context, out io.Writer, f statsFlags) error {
+	paths, err := filepath.Glob(filepath.Join(f.db, "*.db"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(paths)
+	rows := make([]dirFileStats, 0, len(paths))
+	failed := 0
+	for _, p := range paths {
+		row := dirFileStats{File: filepath.Base(p)}
+		err := func() error {
+			src, err := openSource(ctx, p)
+			if err != nil {
+				return err
+			}
+			st, err := src.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			ret, err := src.Retention(ctx)
+			if err != nil {
+				return err
+			}
+			js, jr := inspect.NewStats(st), inspect.NewRetention(ret)
+			row.Stats, row.Retention, row.Via, row.ret = &js, &jr, "file", ret
+			if _, ok := src.(fileSource); !ok {
+				row.Via = "socket"
+			}
+			return nil
+		}()
+		if err != nil {
+			row.Error = err.Error()
+			failed++
+		}
+		rows = append(rows, row)
+	}
+	if f.output == "json" {
+		if err := json.NewEncoder(out).Encode(rows); err != nil {
+			return err
+		}
+	} else {
+		tw := newTable(out)
+		fmt.Fprintln(tw, "FILE\tRESOURCE\tOBJECTS\tEVENTS\tOFFSETS\tJOURNAL\tFILE SIZE\tRETENTION\tVIA")
+		for _, r := range rows {
+			if r.Stats == nil {
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\tunreadable: %s\n", r.File, r.Error)
+				continue
+			}
+			st := r.Stats
+			events, offsets := uint64(0), "-"
+			if st.FirstOffset > 0 {
+				events, offsets = st.LastOffset-st.FirstOffset+1, fmt.Sprintf("%d-%d", st.FirstOffset, st.LastOffset)
+			}
+			res := "-"
+			if st.Resource.Resource != "" {
+				res = resourceString(st.Resource)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.File, res, st.Objects, events, offsets,
+				formatSize(st.JournalBytes), formatSize(uint64(max(st.FileSize, 0))), formatRetention(r.ret), r.Via)
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(tw, "(no journal files, *.db, in %s)\n", f.db)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d files in %s could not be read (a file a running cache holds is read through its inspect socket, FILE.sock; a writer that serves none must stop first)", failed, len(rows), f.db)
+	}
+	return nil
+}
+
+// resourceString is the resource of a file as journal.Resource.String
+// names it.
+func resourceString(r inspect.Resource) string {
+	var jr journal.Resource
+	jr.GVR.Group, jr.GVR.Version, jr.GVR.Resource = r.Group, r.Version, r.Resource
+	jr.Namespace, jr.LabelSelector, jr.FieldSelector = r.Namespace, r.LabelSelector, r.FieldSelector
+	return jr.String()
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -106,4 +108,55 @@ func TestStats_Retention(t *testing.T) {
 		serveJournal(t, openJournal(t, path), maxWait)
 		check(t, path)
 	})
+}
+
+// Ensure that stats on a directory (a jcache cache directory) prints one
+// line per journal file: a closed file read directly, a file a writer
+// holds read through its inspect socket, and a file held by a writer that
+// serves no socket named as unreadable, with a failing exit.
+func TestStats_Dir(t *testing.T) {
+	dir := tempDir(t)
+	closed := openJournal(t, filepath.Join(dir, "a.db"))
+	appendEvents(t, closed, "12", testEvents()...)
+	if err := closed.SetRetention(journal.Retention{MaxBytes: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	served := openJournal(t, filepath.Join(dir, "b.db"))
+	appendEvents(t, served, "12", testEvents()[:2]...)
+	stop, err := inspect.Listen(inspect.SocketPath(served.Path()), inspect.Handler(served, nil, nil), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	openJournal(t, filepath.Join(dir, "c.db")) // held, no socket
+
+	stdout, stderr, code := runCLI("stats", "--db", dir)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code == 0 || len(lines) != 4 || !strings.Contains(stderr, "1 of 3 files") {
+		t.Fatalf("stats DIR: exit %d, stdout\n%s\nstderr %q; want 4 lines and an error for 1 of 3 files", code, stdout, stderr)
+	}
+	for i, want := range []*regexp.Regexp{
+		regexp.MustCompile(`^FILE\s+RESOURCE\s+OBJECTS\s+EVENTS\s+OFFSETS\s+JOURNAL\s+FILE SIZE\s+RETENTION\s+VIA$`),
+		regexp.MustCompile(`^a\.db\s+configmaps\.v1 -n wj\s+1\s+4\s+1-4\s+\S+\s+\S+\s+bytes 64\S*\s+file$`),
+		regexp.MustCompile(`^b\.db\s+configmaps\.v1 -n wj\s+2\s+2\s+1-2\s+\S+\s+\S+\s+none\s+socket$`),
+		regexp.MustCompile(`^c\.db\s+(-\s+){7}unreadable: .*locked.*no watch serves .*c\.db\.sock`),
+	} {
+		if !want.MatchString(lines[i]) {
+			t.Errorf("line %d = %q; want %v", i, lines[i], want)
+		}
+	}
+
+	stdout, _, _ = runCLI("stats", "--db", dir, "-o", "json")
+	var rows []dirFileStats
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("stats DIR -o json = %q, %v; want 3 rows", stdout, err)
+	}
+	if rows[0].Via != "file" || rows[0].Stats == nil || rows[0].LastOffset != 4 || rows[0].Retention == nil ||
+		rows[1].Via != "socket" || rows[1].Stats == nil || rows[1].Objects != 2 ||
+		rows[2].Stats != nil || !strings.Contains(rows[2].Error, "c.db.sock") {
+		t.Errorf("stats DIR -o json = %s", stdout)
+	}
 }

@@ -1,0 +1,294 @@
+package jcache_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/inspect"
+)
+
+// oldChecker asserts that every OnUpdate's old object is complete: its
+// label gen and data gen are there, agree, and are one below the new
+// object's (each update raises both by one).
+type oldChecker struct {
+	mu      sync.Mutex
+	updates int
+	bad     []string
+	first   chan struct{} // closed at the first OnUpdate
+	gate    chan struct{} // the first OnUpdate waits for it (nil: none)
+	once    sync.Once
+	changed chan struct{}
+	before  func(k int) // called at the start of the k-th OnUpdate (1-based), after the gate
+}
+
+func newOldChecker(gate chan struct{}) *oldChecker {
+	return &oldChecker{first: make(chan struct{}), gate: gate, changed: make(chan struct{})}
+}
+
+func (c *oldChecker) OnAdd(any, bool) {}
+func (c *oldChecker) OnDelete(any)    {}
+func (c *oldChecker) OnUpdate(o, n any) {
+	c.once.Do(func() {
+		close(c.first)
+		if c.gate != nil {
+			<-c.gate
+		}
+	})
+	if c.before != nil {
+		c.mu.Lock()
+		k := c.updates + 1
+		c.mu.Unlock()
+		c.before(k)
+	}
+	old, cm := o.(*corev1.ConfigMap), n.(*corev1.ConfigMap)
+	og, ng := old.Labels["gen"], cm.Labels["gen"]
+	on, _ := strconv.Atoi(og)
+	nn, _ := strconv.Atoi(ng)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if og == "" || old.Data["gen"] != og || cm.Data["gen"] != ng || on != nn-1 {
+		c.bad = append(c.bad, fmt.Sprintf("%s rv %s: old labels=%v data=%v, new labels=%v data=%v",
+			cm.Name, cm.ResourceVersion, old.Labels, old.Data, cm.Labels, cm.Data))
+	}
+	c.updates++
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *oldChecker) waitUpdates(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		c.mu.Lock()
+		got, ch := c.updates, c.changed
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out: %d of %d updates", got, n)
+		}
+	}
+}
+
+// untilOffsets waits until cond holds for the (first, head) offsets of
+// the cache directory's one file; an error after 60 s.
+func untilOffsets(dir, what string, cond func(first, head uint64) bool) (uint64, uint64, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		fo, err := jcache.FileOffsets(dir)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(fo) == 1 {
+			for _, o := range fo {
+				if cond(o[0], o[1]) {
+					return o[0], o[1], nil
+				}
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return 0, 0, fmt.Errorf("timed out waiting for %s: files %v", what, fo)
+		}
+	}
+}
+
+func waitOffsets(t *testing.T, dir, what string, cond func(first, head uint64) bool) (uint64, uint64) {
+	t.Helper()
+	first, head, err := untilOffsets(dir, what, cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, head
+}
+
+// TestCache_RetentionKeepsOldObjectsComplete: a cache with tiny retention
+// (the last 3 events) and many updates. A handler held at its first
+// update while the others are written holds retention at what it has
+// delivered. Released, it waits in each update until the file is trimmed
+// up to that update, so every old object it gets next was written in a
+// record trimmed after the key's next MODIFIED had been appended; each
+// must be complete (labels and data, one generation back). Once every
+// handler is through, the file keeps only the last 3 events.
+func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
+	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
+	cp, kube, ns := setup(t)
+	dir := t.TempDir()
+	const objects, rounds = 5, 20
+	for i := range objects {
+		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), map[string]string{"gen": "0"}, map[string]string{"gen": "0"})
+	}
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 3}}),
+		crcache.Options{Mapper: staticMapper()}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := newOldChecker(nil)
+	gate := make(chan struct{})
+	slow := newOldChecker(gate)
+	// Released, slow waits in its k-th update until the file is trimmed
+	// up to that update's event (mods[k-1]), or to the last 3 events.
+	var mods []uint64
+	slow.before = func(k int) {
+		if k > len(mods) {
+			return
+		}
+		_, _, err := untilOffsets(dir, fmt.Sprintf("the trim up to update %d", k), func(first, head uint64) bool {
+			return first >= min(mods[k-1], head-2)
+		})
+		if err != nil {
+			slow.mu.Lock()
+			slow.bad = append(slow.bad, err.Error())
+			slow.mu.Unlock()
+		}
+	}
+	for _, h := range []*oldChecker{fast, slow} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(round, i int) {
+		name := fmt.Sprintf("cm%d", i)
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := strconv.Itoa(round)
+		cm.Labels["gen"], cm.Data["gen"] = g, g
+		if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(1, 0)
+	<-slow.first // slow holds at the event before its first update
+	for round := 1; round <= rounds; round++ {
+		for i := range objects {
+			if round == 1 && i == 0 {
+				continue
+			}
+			update(round, i)
+		}
+	}
+	fast.waitUpdates(t, objects*rounds)
+	// Every ADDED record before slow's first update is trimmed (the
+	// retained events start at most at that update), though each key has
+	// newer records: their objects are the old objects slow still needs.
+	first, head := waitOffsets(t, dir, "the trim up to the held handler", func(first, head uint64) bool {
+		return head >= objects*(rounds+1) && first > objects
+	})
+	if head-first+1 <= 3 {
+		t.Fatalf("retained %d-%d while a handler was held: want its events kept", first, head)
+	}
+	// Every MODIFIED is still retained (slow holds at the first).
+	if mods, err = jcache.ModifiedOffsets(dir); err != nil || len(mods) != objects*rounds {
+		t.Fatalf("ModifiedOffsets = %d offsets, %v; want %d", len(mods), err, objects*rounds)
+	}
+	close(gate)
+	slow.waitUpdates(t, objects*rounds)
+	// Once both are through, the file keeps the last 3 events.
+	waitOffsets(t, dir, "the trim to 3 events", func(first, head uint64) bool { return head-first+1 <= 3 && first > 0 })
+	// The live file reads through its inspect socket (journalctl stats):
+	// its retention, and the handlers' hold as the consumer "jcache".
+	fo, err := jcache.FileOffsets(dir)
+	if err != nil || len(fo) != 1 {
+		t.Fatalf("FileOffsets = %v, %v", fo, err)
+	}
+	for name := range fo {
+		cl := inspect.NewClient(inspect.SocketPath(filepath.Join(dir, name)))
+		ret, err := cl.Retention(ctx)
+		if err != nil || ret != (journal.Retention{MaxEvents: 3}) {
+			t.Errorf("Retention through the socket = %+v, %v; want MaxEvents 3", ret, err)
+		}
+		st, err := cl.Stats(ctx)
+		if _, held := st.Consumers[jcache.RetentionConsumer]; err != nil || !held || st.LastOffset-st.FirstOffset+1 > 3 {
+			t.Errorf("Stats through the socket = %+v, %v; want the consumer %q and at most 3 events", st, err, jcache.RetentionConsumer)
+		}
+	}
+	for _, c := range []*oldChecker{fast, slow} {
+		c.mu.Lock()
+		if len(c.bad) > 0 || c.updates != objects*rounds {
+			t.Errorf("%d updates (want %d), incomplete old objects: %q", c.updates, objects*rounds, c.bad)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// TestCache_RetentionDefaultAndOff: a cache file records
+// DefaultRetention and the handlers' consumer unless Options.Retention
+// says otherwise; a zero journal.Retention turns trimming off (nothing
+// recorded, no consumer holding anything).
+func TestCache_RetentionDefaultAndOff(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name     string
+		opt      *journal.Retention
+		want     journal.Retention
+		consumer bool
+	}{
+		{"default", nil, jcache.DefaultRetention, true},
+		{"off", &journal.Retention{}, journal.Retention{}, false},
+	} {
+		dir := t.TempDir()
+		r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: tc.opt}), crcache.Options{Mapper: staticMapper()}, cp)
+		inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newOldChecker(nil)
+		if _, err := inf.AddEventHandler(h); err != nil {
+			t.Fatal(err)
+		}
+		fo, err := jcache.FileOffsets(dir)
+		if err != nil || len(fo) != 1 {
+			t.Fatalf("%s: FileOffsets = %v, %v", tc.name, fo, err)
+		}
+		for name := range fo {
+			cl := inspect.NewClient(inspect.SocketPath(filepath.Join(dir, name)))
+			// The retention goroutine records the policy once it starts:
+			// wait for the consumer (default) or check none appears by the
+			// time the handler has synced (off: nothing to wait for).
+			if tc.consumer {
+				if _, _, err := untilOffsets(dir, "the retention consumer", func(uint64, uint64) bool {
+					st, err := cl.Stats(ctx)
+					_, ok := st.Consumers[jcache.RetentionConsumer]
+					return err == nil && ok
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ret, err := cl.Retention(ctx)
+			if err != nil || ret != tc.want {
+				t.Errorf("%s: Retention = %+v, %v; want %+v", tc.name, ret, err, tc.want)
+			}
+			st, err := cl.Stats(ctx)
+			if _, ok := st.Consumers[jcache.RetentionConsumer]; err != nil || ok != tc.consumer {
+				t.Errorf("%s: consumers %v, %v; want %q registered: %v", tc.name, st.Consumers, err, jcache.RetentionConsumer, tc.consumer)
+			}
+		}
+		r.stop()
+	}
+}
