@@ -3,6 +3,7 @@ package jcache_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -153,4 +155,24 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	wantByIndex(t, r2.c, ns, "2", "c")
 	wantByIndex(t, r2.c, ns, "3", "a")
 	wantByIndex(t, r2.c, ns, "b")
+
+	// The index's values, read from the file.
+	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls.Store(0)
+	vals := inf2.(toolscache.SharedIndexInformer).GetIndexer().ListIndexFuncValues("field:data.k")
+	sort.Strings(vals)
+	want := []string{"__all_namespaces/1", "__all_namespaces/2", "__all_namespaces/3", ns + "/1", ns + "/2", ns + "/3"}
+	// The cache is cluster-wide: other namespaces' ConfigMaps (without
+	// data.k) add their empty values; each value appears once.
+	if !slices.IsSorted(vals) || len(slices.Compact(slices.Clone(vals))) != len(vals) || calls.Load() != 0 {
+		t.Errorf("ListIndexFuncValues = %q with %d calls of the function; want each value once, from the file", vals, calls.Load())
+	}
+	for _, w := range want {
+		if !slices.Contains(vals, w) {
+			t.Errorf("ListIndexFuncValues = %q; want %q among them", vals, w)
+		}
+	}
 }

@@ -41,7 +41,6 @@
 //     a restart registering the same index finds it current, a new one is
 //     built once from the file's objects. An index function that fails
 //     fails the write (the loop retries it).
-//     ListIndexFuncValues still decodes every object.
 //   - RemoveInformer stops the informer; the last informer of a file stops
 //     its loop and closes the file (the file stays, for the next start).
 //

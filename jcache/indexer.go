@@ -18,7 +18,7 @@ package jcache
 // ByIndex decodes every object of the namespace the index value names
 // (all, for an all-namespaces value) and keeps those whose index function
 // gives the value. Index(name, obj) is a lookup per value of obj's;
-// ListIndexFuncValues is evaluated at read time. Namespace lookups
+// ListIndexFuncValues a walk of the index's values. Namespace lookups
 // (toolscache.NamespaceIndex) are key-prefix scans.
 //
 // Store's writes fail: the file is written only by its reconcile.Loop.
@@ -228,6 +228,16 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 	idx, ok := x.inf.indexFunc(name)
 	if !ok {
 		return nil
+	}
+	if dn, onDisk := x.inf.disk.get(name); onDisk && x.inf.f != nil {
+		vals, err := x.inf.f.j.IndexValues(dn)
+		if err == nil {
+			return vals
+		}
+		if !errors.Is(err, journal.ErrNoIndex) {
+			x.inf.log.Error(err, "index values from the journal file", "index", name)
+			return nil
+		}
 	}
 	seen := map[string]bool{}
 	var out []string

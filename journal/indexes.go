@@ -364,3 +364,84 @@ func (v *ObjectView) Lookup(name, value string, fn func(key string, obj []byte) 
 		return fn(k, obj)
 	})
 }
+
+// parseValueEntry splits a 'v' entry into its value and key.
+func parseValueEntry(k []byte) (value string, key []byte, ok bool) {
+	if len(k) < 2 || k[0] != 'v' {
+		return "", nil, false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)-1-w) < n {
+		return "", nil, false
+	}
+	return string(k[1+w : 1+w+int(n)]), k[1+w+int(n):], true
+}
+
+// IndexValues returns the distinct values of index name, sorted by their
+// stored form (length, then bytes), in one read transaction: a walk of the
+// index's value entries, without a decode. Errors: ErrNoIndex, the
+// store's, ErrBadRecord for a damaged entry.
+func (j *Journal) IndexValues(name string) ([]string, error) {
+	var out []string
+	err := j.store.View(func(tx storage.Tx) error {
+		if !slices.Contains(recordedIndexes(tx), name) {
+			return fmt.Errorf("%w: %q", ErrNoIndex, name)
+		}
+		return tx.DerivedScan(indexBucket(name), []byte{'v'}, func(k, _ []byte) (bool, error) {
+			v, _, ok := parseValueEntry(k)
+			if !ok {
+				return false, fmt.Errorf("%w: index %q entry %q", ErrBadRecord, name, k)
+			}
+			if len(out) == 0 || out[len(out)-1] != v {
+				out = append(out, v)
+			}
+			return true, nil
+		})
+	})
+	return out, err
+}
+
+// checkIndexes reports, for every index the file records, a value entry
+// of a key that is not live or whose values do not hold it, and a key's
+// value without its value entry (the file check; the values themselves
+// cannot be recomputed offline: the functions are the program's).
+func checkIndexes(tx storage.Tx, problem func(format string, args ...any)) error {
+	for _, name := range recordedIndexes(tx) {
+		b := indexBucket(name)
+		err := tx.DerivedScan(b, []byte{'v'}, func(k, _ []byte) (bool, error) {
+			v, key, ok := parseValueEntry(k)
+			if !ok {
+				problem("index %s: damaged value entry %q", name, k)
+				return true, nil
+			}
+			if tx.IndexGet(key) == nil {
+				problem("index %s: value %q holds %s, which is not live", name, v, key)
+			}
+			vals, err := decodeValues(tx.DerivedGet(b, keyEntry(key)))
+			if err != nil || !slices.Contains(vals, v) {
+				problem("index %s: value %q holds %s, whose values are %q", name, v, key, vals)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.DerivedScan(b, []byte{'k'}, func(k, val []byte) (bool, error) {
+			vals, err := decodeValues(val)
+			if err != nil {
+				problem("index %s: %s: %v", name, k[1:], err)
+				return true, nil
+			}
+			for _, v := range vals {
+				if tx.DerivedGet(b, append(valueEntry(v), k[1:]...)) == nil {
+					problem("index %s: %s has value %q without its value entry", name, k[1:], v)
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
 )
 
 // color is an index function: the object's "color" field, none when unset.
@@ -135,6 +136,9 @@ func TestIndexes_FollowRelists(t *testing.T) {
 		obj(journal.Added, "wj/c", "u3", "5", `{"color":"red"}`))
 	wantIndex(t, j, "red", "wj/c")
 	wantIndex(t, j, "blue", "wj/b")
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Fatalf("Check after the relists = %+v, %v; want sound", r, err)
+	}
 }
 
 // Ensure that the index commits with the object or not at all: a write
@@ -243,4 +247,41 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	if names, err := j.Indexes(); err != nil || !slices.Equal(names, []string{"color"}) {
 		t.Fatalf("Indexes() = %q, %v; want [color]", names, err)
 	}
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Fatalf("Check after the rebuild = %+v, %v; want sound", r, err)
+	}
+}
+
+// Ensure that the file check passes over kept indexes, that IndexValues
+// lists each value once, and that a file rewrite (journalctl compact)
+// keeps the index and its record.
+func TestIndexes_CheckValuesRewrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := open(t, path)
+	withIndex(t, j, nil)
+	appendEvents(t, j, "3",
+		obj(journal.Added, "wj/a", "u1", "1", `{"color":"red"}`),
+		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),
+		obj(journal.Added, "wj/c", "u3", "3", `{"color":"red"}`))
+	appendEvents(t, j, "4", ev(journal.Deleted, "wj/b", "u2", "4"))
+	if vals, err := j.IndexValues("color"); err != nil || !slices.Equal(vals, []string{"any", "red"}) {
+		t.Fatalf("IndexValues(color) = %q, %v; want [any red]", vals, err)
+	}
+	if r, err := j.Check(); err != nil || !r.OK() {
+		t.Fatalf("Check = %+v, %v; want sound", r, err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := compactor.Rewrite(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	j = open(t, path)
+	calls := 0
+	withIndex(t, j, &calls)
+	if calls != 0 {
+		t.Fatalf("the rewritten file's index was built again (%d calls)", calls)
+	}
+	wantIndex(t, j, "red", "wj/a", "wj/c")
+	wantIndex(t, j, "blue")
 }
