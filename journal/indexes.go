@@ -182,18 +182,13 @@ func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc) error
 			return err
 		}
 	}
-	return tx.IndexScan(nil, func(k, iv []byte) (bool, error) {
-		obj, err := objectAt(tx, k, iv)
-		if err != nil {
-			return false, err
-		}
-		if obj == nil {
-			obj = tx.ObjectGet(k)
-		}
+	// Read as every reader reads objects (the record, else the kept copy).
+	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1}
+	return view.Scan("", func(k string, obj []byte) (bool, error) {
 		if obj == nil {
 			return true, nil
 		}
-		key := clone(k)
+		key := []byte(k)
 		for _, n := range names {
 			vals, err := callIndex(n, fns[n], key, obj)
 			if err != nil {
