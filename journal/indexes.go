@@ -207,6 +207,7 @@ func callIndex(name string, fn IndexFunc, key, obj []byte) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: index %q, key %q: %w", ErrIndexFunc, name, key, err)
 	}
+	vals = slices.Clone(vals) // sorted here: never the function's own slice
 	slices.Sort(vals)
 	return slices.Compact(vals), nil
 }
