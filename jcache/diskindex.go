@@ -28,7 +28,8 @@ package jcache
 // An index function is called by the writer inside its write transaction:
 // a function that fails (a decode error) fails the write, as client-go's
 // store panics on one; the loop retries it. The function must not read the
-// cache.
+// cache. Index values are stored as the function returns them, in
+// plaintext: an index over a Secret's data puts that data in the file.
 
 import (
 	"errors"
