@@ -246,6 +246,7 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	disk, scan := jcache.IndexReads()
 	for k, want := range map[string]int{"2": 1, "1": 0, "b": 0} {
 		var l corev1.ConfigMapList
 		if err := r3.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.k": k}); err != nil {
@@ -254,6 +255,11 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 		if len(l.Items) != want {
 			t.Errorf("index data.k=%s: %d items, want %d", k, len(l.Items), want)
 		}
+	}
+	// Registered after the relist: built from the file's objects, then
+	// served from it (no read decodes every object).
+	if d, s := jcache.IndexReads(); d != disk+3 || s != scan {
+		t.Errorf("index reads on disk %d→%d, at read time %d→%d; want 3 on disk, none at read time", disk, d, scan, s)
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("handler never synced")
@@ -335,9 +341,13 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	disk, scan := jcache.IndexReads()
 	var l corev1.ConfigMapList
 	if err := r.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.d": "x"}); err != nil {
 		t.Fatal(err)
+	}
+	if d, s := jcache.IndexReads(); d != disk+1 || s != scan {
+		t.Errorf("index reads on disk %d→%d, at read time %d→%d; want one on disk", disk, d, scan, s)
 	}
 	var names []string
 	for _, c := range l.Items {

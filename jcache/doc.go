@@ -32,9 +32,15 @@
 //     (handler.go). RemoveEventHandler stops a handler.
 //   - HasSynced is the loop's: true once the file is current with the
 //     server (a complete list, or a resume the server proved).
-//   - IndexField: index functions are evaluated at read time, by decoding
-//     the objects of the namespace asked for (a first step: the on-disk
-//     index, written in the same transaction as the object, is next).
+//   - IndexField: the index is kept in the journal file, written in the
+//     same transaction as the object (journal.AddIndexes): the loop
+//     decodes each changed object into the informer's type and calls the
+//     index function once per change, at write time, so that
+//     client.MatchingFields is a lookup that decodes only the objects it
+//     returns (diskindex.go). Registered before Start, as a manager does;
+//     a restart registering the same index finds it current, a new one is
+//     built once from the file's objects. An index function that fails
+//     fails the write (the loop retries it).
 //   - RemoveInformer stops the informer; the last informer of a file stops
 //     its loop and closes the file (the file stays, for the next start).
 //

@@ -1,9 +1,10 @@
 package jcache
 
 import (
-	"github.com/watchjournal/watchjournal/journal"
 	"path/filepath"
 	"time"
+
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // SetReplayChunk sets the replay's chunk size in objects, for tests; it
@@ -72,3 +73,8 @@ func ModifiedOffsets(dir string) ([]uint64, error) {
 		from = evs[len(evs)-1].Offset + 1
 	}
 }
+
+// IndexReads returns how many index reads were served by an index kept on
+// disk and how many by evaluating the index at read time, since the
+// process started.
+func IndexReads() (disk, scan int64) { return indexReads.disk.Load(), indexReads.scan.Load() }

@@ -11,12 +11,15 @@ package jcache
 // nothing is kept in memory between calls. controller-runtime's reader is
 // told not to deep-copy them (newCache): each is already the caller's own.
 //
-// Indexes (IndexField) are evaluated at read time, a first step: ByIndex
-// decodes every object of the namespace the index value names (all, for
-// an all-namespaces value) and keeps those whose index function gives the
-// value. Next step: the index kept on disk, written in the same
-// transaction as the object, so that a lookup is a range read. Namespace
-// lookups (toolscache.NamespaceIndex) are key-prefix scans already.
+// Indexes (IndexField) are kept in the file, written in the same
+// transaction as the object (diskindex.go): ByIndex and IndexKeys are a
+// lookup of the value's keys and a read of their objects. An index the
+// file does not keep (its registration failed) is evaluated at read time:
+// ByIndex decodes every object of the namespace the index value names
+// (all, for an all-namespaces value) and keeps those whose index function
+// gives the value. Index(name, obj) is a lookup per value of obj's;
+// ListIndexFuncValues a walk of the index's values. Namespace lookups
+// (toolscache.NamespaceIndex) are key-prefix scans.
 //
 // Store's writes fail: the file is written only by its reconcile.Loop.
 // Store.List and ListKeys cannot return an error: one is logged, and the
@@ -136,6 +139,22 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, onDisk := x.inf.disk.get(name); onDisk {
+		seen := map[string]bool{}
+		var out []any
+		for _, v := range vals {
+			err := x.byIndex(name, v, func(k string, o runtime.Object) {
+				if !seen[k] {
+					seen[k] = true
+					out = append(out, o)
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	want := map[string]bool{}
 	for _, v := range vals {
 		want[v] = true
@@ -170,6 +189,10 @@ func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Obje
 	if !ok {
 		return errNoIndex(name)
 	}
+	if done, err := x.lookup(name, value, fn); done {
+		return err
+	}
+	indexReads.scan.Add(1)
 	prefix := ""
 	if ns, _, found := strings.Cut(value, "/"); found && value != "" && !strings.HasPrefix(value, allNamespacesPrefix) {
 		prefix = ns + "/"
@@ -205,6 +228,16 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 	idx, ok := x.inf.indexFunc(name)
 	if !ok {
 		return nil
+	}
+	if dn, onDisk := x.inf.disk.get(name); onDisk && x.inf.f != nil {
+		vals, err := x.inf.f.j.IndexValues(dn)
+		if err == nil {
+			return vals
+		}
+		if !errors.Is(err, journal.ErrNoIndex) {
+			x.inf.log.Error(err, "index values from the journal file", "index", name)
+			return nil
+		}
 	}
 	seen := map[string]bool{}
 	var out []string

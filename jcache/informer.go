@@ -43,6 +43,7 @@ type informer struct {
 	resync  time.Duration
 	log     logr.Logger
 	idx     *indexer
+	disk    diskIndexes // indexes kept in the file (diskindex.go)
 
 	mu         sync.Mutex
 	transform  toolscache.TransformFunc
@@ -336,18 +337,22 @@ func (i *informer) IsStopped() bool {
 	return s || (i.f != nil && i.f.stopped())
 }
 
-// AddIndexers adds index functions, evaluated at read time (indexer.go).
+// AddIndexers adds index functions, kept in the journal file from then on
+// (diskindex.go); until that is done, or when it fails, they are evaluated
+// at read time (indexer.go).
 func (i *informer) AddIndexers(add toolscache.Indexers) error {
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	for k := range add {
 		if _, ok := i.indexers[k]; ok {
+			i.mu.Unlock()
 			return fmt.Errorf("jcache: indexer conflict: %v", k)
 		}
 	}
 	for k, v := range add {
 		i.indexers[k] = v
 	}
+	i.mu.Unlock()
+	i.indexOnDisk(add)
 	return nil
 }
 

@@ -32,7 +32,8 @@ func (r CheckReport) OK() bool { return len(r.Problems) == 0 }
 // object) and ends in exactly the index. A PrevOffset at or past its own
 // record's offset is a problem whether or not the journal was trimmed. It reads everything: run it
 // offline or rarely. The error is for a file it cannot read at all. It is
-// the offline file check; the anti-entropy relist against the server is
+// the offline file check (secondary indexes included: entries of live keys,
+// value and key entries agreeing); the anti-entropy relist against the server is
 // reconcile.Loop.Verify.
 func (j *Journal) Check() (CheckReport, error) {
 	var r CheckReport
@@ -134,7 +135,10 @@ func (j *Journal) Check() (CheckReport, error) {
 		if tx.Meta(metaRelistRV) != nil {
 			problem("a relist commit was interrupted; the next writable Open finishes it")
 		}
-		return checkObjects(tx, problem)
+		if err := checkObjects(tx, problem); err != nil {
+			return err
+		}
+		return checkIndexes(tx, problem)
 	})
 	return r, err
 }

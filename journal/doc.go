@@ -91,6 +91,17 @@
 // that key reads as ErrNoObject until it changes (ObjectView.Missing
 // lists such keys).
 //
+// # Secondary indexes
+//
+// Named index functions over the objects (AddIndexes, registered before
+// the writer starts) are kept in buckets idx/<name>, updated by every
+// write that changes a key's object in the same transaction as the object
+// (appends, relist commits, a first list's direct appends): LookupIndex
+// and ObjectView.Lookup read keys and objects of one commit. The file
+// records the names; a name registered for the first time is built from
+// the stored objects, a write made while a recorded name is not registered
+// drops it (indexes.go).
+//
 // # Conventions
 //
 //   - Shutdown: a call that runs until its context is done

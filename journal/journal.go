@@ -44,6 +44,7 @@ type Journal struct {
 	store  storage.Store
 	log    logr.Logger
 	noSync bool
+	ix     indexSet // registered index functions (indexes.go)
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced after every commit that appends

@@ -157,6 +157,9 @@ func (r *Relist) appendDirect(evs []Event) error {
 				if err := applyIndex(tx, []byte(e.Key), e); err != nil {
 					return err
 				}
+				if err := r.j.applyIndexes(tx, []byte(e.Key), e); err != nil {
+					return err
+				}
 				if first == 0 {
 					first = off
 				}
@@ -386,6 +389,9 @@ func (j *Journal) finishRelistChunks(max int) error {
 				}
 				e.Offset = off
 				if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
+					return err
+				}
+				if err := j.applyIndexes(tx, []byte(e.Key), &e); err != nil {
 					return err
 				}
 				at = next

@@ -74,7 +74,7 @@ func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
 		var moved int
 		err := j.store.Update(func(tx storage.Tx) error {
 			var err error
-			moved, done, err = reshardChunk(&Tx{tx: tx}, &res)
+			moved, done, err = reshardChunk(&Tx{tx: tx, j: j}, &res)
 			return err
 		})
 		if err != nil {

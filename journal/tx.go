@@ -11,6 +11,7 @@ import (
 // the function given to Writer.Update.
 type Tx struct {
 	tx       storage.Tx
+	j        *Journal
 	appended int
 }
 
@@ -26,7 +27,7 @@ type Tx struct {
 func (w *Writer) Update(fn func(*Tx) error) error {
 	var t *Tx
 	err := w.j.store.Update(func(tx storage.Tx) error {
-		t = &Tx{tx: tx}
+		t = &Tx{tx: tx, j: w.j}
 		return fn(t)
 	})
 	if err == nil && t.appended > 0 {
@@ -83,6 +84,10 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	}
 	e.Offset = off
 	if err := applyIndex(t.tx, key, e); err != nil {
+		e.Offset = 0
+		return 0, err
+	}
+	if err := t.j.applyIndexes(t.tx, key, e); err != nil {
 		e.Offset = 0
 		return 0, err
 	}

@@ -17,6 +17,7 @@
 //	seen       key → empty      keys listed by an unordered relist
 //	consumers  name → offset    committed offsets
 //	objects    key  → object    copies of objects retention trimmed (opt-in)
+//	idx/<name> derived entries  a secondary index of package journal's (journal/indexes.go)
 //
 // The encodings of the values (records, index entries, the resource) are
 // package journal's; the store only keeps the counts it is asked for (the
@@ -148,6 +149,27 @@ type Tx interface {
 	// ObjectKeys calls fn with every key of the objects bucket, in key
 	// order, until fn returns an error.
 	ObjectKeys(fn func(k []byte) error) error
+
+	// Derived buckets hold data package journal derives from the objects
+	// and keeps in step with them in the same transaction (its secondary
+	// indexes, "idx/<name>"). A bucket's name must start with "idx/" (else
+	// the write methods return an error and DerivedGet nil); the store
+	// creates it on the first DerivedPut.
+
+	// DerivedGet returns k's value in the bucket, nil when either is
+	// absent.
+	DerivedGet(bucket string, k []byte) []byte
+	// DerivedPut sets k's value in the bucket, creating the bucket.
+	DerivedPut(bucket string, k, v []byte) error
+	// DerivedDelete removes k from the bucket; an absent key or bucket is
+	// no error.
+	DerivedDelete(bucket string, k []byte) error
+	// DerivedScan calls fn for the bucket's entries whose keys start with
+	// prefix, in key order (nothing when the bucket is absent).
+	DerivedScan(bucket string, prefix []byte, fn func(k, v []byte) (bool, error)) error
+	// DropDerived deletes the bucket and all its entries; an absent
+	// bucket is no error.
+	DropDerived(bucket string) error
 }
 
 // Errors of opening a file. Package journal re-exports them as its own.

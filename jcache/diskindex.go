@@ -1,0 +1,139 @@
+package jcache
+
+// Indexes on disk: IndexField's index kept in the journal file, written in
+// the same transaction as the object (journal.AddIndexes), so that
+// client.MatchingFields{...} is a lookup of the keys holding the value and
+// a read of their objects, not a decode of every object of the namespace.
+//
+// controller-runtime calls IndexField before the informer starts (the
+// manager registers indexes, then starts the cache): AddIndexers registers
+// each index function on the feed's journal under a name of the file's,
+// "<flavor>:<index>" (typed, unstructured or metadata: a typed and an
+// unstructured informer share a file, and their functions take other
+// objects). The journal's function decodes the stored bytes into the
+// informer's object type, transformed, as the informer's handlers get it,
+// and calls the user's function: the decode is paid at write time, by the
+// writer (the feed's reconcile.Loop), once per change of the key; a read
+// through the index decodes only the objects it returns. A name the file
+// does not record yet is built once from the stored objects when it is
+// registered (one pass, in one write transaction); after a restart the
+// same IndexField finds the name recorded and the index current (see
+// journal/indexes.go for when a file drops an index: a write made while it
+// is not registered).
+//
+// The read-time path stays: an index the file does not keep (the
+// registration failed, or the namespace index, which is a key-prefix scan)
+// is evaluated by decoding the namespace's objects (indexer.go).
+//
+// An index function is called by the writer inside its write transaction:
+// a function that fails (a decode error) fails the write, as client-go's
+// store panics on one; the loop retries it. The function must not read the
+// cache. Index values are stored as the function returns them, in
+// plaintext: an index over a Secret's data puts that data in the file.
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// indexReads counts how index reads were served, for tests: lookups in an
+// index on disk, and read-time evaluations (a decode of every object of
+// the namespace).
+var indexReads struct{ disk, scan atomic.Int64 }
+
+// diskIndexes is the informer's indexes kept in its file: index name →
+// the file's name for it.
+type diskIndexes struct {
+	mu    sync.Mutex
+	names map[string]string
+}
+
+func (d *diskIndexes) get(name string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.names[name]
+	return n, ok
+}
+
+// diskName is the file's name of the informer's index name.
+func (i *informer) diskName(name string) string {
+	switch i.objType.(type) {
+	case *unstructured.Unstructured:
+		return "unstructured:" + name
+	case *metav1.PartialObjectMetadata:
+		return "metadata:" + name
+	}
+	return "typed:" + name
+}
+
+// indexOnDisk registers add's functions (but the namespace index) on the
+// feed's journal. A failure is logged: the indexes stay evaluated at read
+// time. It must not run under i.mu (a build decodes, which takes it).
+func (i *informer) indexOnDisk(add toolscache.Indexers) {
+	if i.f == nil {
+		return
+	}
+	fns := map[string]journal.IndexFunc{}
+	names := map[string]string{}
+	for name, fn := range add {
+		if name == toolscache.NamespaceIndex || fn == nil {
+			continue
+		}
+		fns[i.diskName(name)] = func(b []byte) ([]string, error) {
+			o, err := i.decode(b)
+			if err != nil {
+				return nil, err
+			}
+			return fn(o)
+		}
+		names[name] = i.diskName(name)
+	}
+	if len(fns) == 0 {
+		return
+	}
+	if err := i.f.j.AddIndexes(fns); err != nil {
+		i.log.Error(err, "keeping an index in the journal file failed; it is evaluated at read time", "file", i.f.path)
+		return
+	}
+	i.disk.mu.Lock()
+	defer i.disk.mu.Unlock()
+	if i.disk.names == nil {
+		i.disk.names = map[string]string{}
+	}
+	for k, v := range names {
+		i.disk.names[k] = v
+	}
+}
+
+// lookup calls fn with each object whose index name includes value,
+// through the index on disk, in one read transaction. ok is false when the
+// file keeps no such index (fn was not called).
+func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Object)) (ok bool, err error) {
+	dn, found := x.inf.disk.get(name)
+	if !found || x.inf.f == nil {
+		return false, nil
+	}
+	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
+			o, err := x.inf.decodeRead(b)
+			if err != nil {
+				return false, err
+			}
+			fn(k, o)
+			return true, nil
+		})
+	})
+	if errors.Is(err, journal.ErrNoIndex) {
+		return false, nil
+	}
+	indexReads.disk.Add(1)
+	return true, err
+}

@@ -1,0 +1,178 @@
+package jcache_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/jcache"
+)
+
+// startIndexed builds a cache, registers the data.k index as a manager
+// does (before the cache starts), then starts it and waits for its sync.
+// calls counts the index function's calls.
+func startIndexed(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane, calls *atomic.Int64) *running {
+	t.Helper()
+	c, err := newCache(cp.RESTConfig(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
+		calls.Add(1)
+		return []string{o.(*corev1.ConfigMap).Data["k"]}
+	}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !c.WaitForCacheSync(wctx) {
+		cancel()
+		t.Fatal("the cache did not start")
+	}
+	return &running{c: c, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	}}
+}
+
+// wantByIndex lists ns through the data.k index and checks the names, and
+// that the read was served by the index on disk, not evaluated over the
+// objects.
+func wantByIndex(t *testing.T, c client.Reader, ns, value string, want ...string) {
+	t.Helper()
+	disk, scan := jcache.IndexReads()
+	var l corev1.ConfigMapList
+	if err := c.List(context.Background(), &l, client.InNamespace(ns), client.MatchingFields{"data.k": value}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, cm := range l.Items {
+		if cm.Data["k"] != value {
+			t.Errorf("index data.k=%s gave %s with data %v", value, cm.Name, cm.Data)
+		}
+		got = append(got, cm.Name)
+	}
+	sort.Strings(got)
+	if want == nil {
+		want = []string{}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("index data.k=%s: %v, want %v", value, got, want)
+	}
+	disk2, scan2 := jcache.IndexReads()
+	if disk2 != disk+1 || scan2 != scan {
+		t.Errorf("index data.k=%s: reads on disk %d→%d, at read time %d→%d; want one on disk, none at read time", value, disk, disk2, scan, scan2)
+	}
+}
+
+// TestCache_IndexOnDisk_LiveRelistRestart: an IndexField index is kept in
+// the journal file: a lookup is served by it after the first list, after a
+// live update, and after a restart whose resume gets 410 Gone (etcd
+// compacted), so a relist with an update, an add and an inferred delete;
+// the restart does not build the index again (the function runs only for
+// the relist's changed objects).
+func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
+	cp, kube, ns := setup(t)
+	newCache := jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true})
+	opts := crcache.Options{Mapper: staticMapper()}
+	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
+	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
+	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+
+	var calls atomic.Int64
+	r1 := startIndexed(t, newCache, opts, cp, &calls)
+	wantByIndex(t, r1.c, ns, "1", "a", "c")
+	wantByIndex(t, r1.c, ns, "b", "b")
+
+	// A live update: the index changes with the object.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Data["k"] = "2"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the live update", hasAll("update c labels=map[] data=map[k:1] -> c labels=map[] data=map[k:2]"))
+	wantByIndex(t, r1.c, ns, "1", "a")
+	wantByIndex(t, r1.c, ns, "2", "c")
+	r1.stop()
+
+	// Changed while no cache runs, then etcd compacted: the next process's
+	// resume answers 410 and it relists.
+	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Data["k"] = "3"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	calls.Store(0)
+	r2 := startIndexed(t, newCache, opts, cp, &calls)
+	defer r2.stop()
+	// The relist wrote a's MODIFIED and d's ADDED (b's tombstone carries no
+	// object): two calls; a rebuild would have called it for every object.
+	if n := calls.Load(); n != 2 {
+		t.Errorf("index function called %d times by the restart's relist; want 2 (a and d: the index is not built again)", n)
+	}
+	wantByIndex(t, r2.c, ns, "1", "d")
+	wantByIndex(t, r2.c, ns, "2", "c")
+	wantByIndex(t, r2.c, ns, "3", "a")
+	wantByIndex(t, r2.c, ns, "b")
+
+	// The index's values, read from the file.
+	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls.Store(0)
+	vals := inf2.(toolscache.SharedIndexInformer).GetIndexer().ListIndexFuncValues("field:data.k")
+	sort.Strings(vals)
+	want := []string{"__all_namespaces/1", "__all_namespaces/2", "__all_namespaces/3", ns + "/1", ns + "/2", ns + "/3"}
+	// The cache is cluster-wide: other namespaces' ConfigMaps (without
+	// data.k) add their empty values; each value appears once.
+	if !slices.IsSorted(vals) || len(slices.Compact(slices.Clone(vals))) != len(vals) || calls.Load() != 0 {
+		t.Errorf("ListIndexFuncValues = %q with %d calls of the function; want each value once, from the file", vals, calls.Load())
+	}
+	for _, w := range want {
+		if !slices.Contains(vals, w) {
+			t.Errorf("ListIndexFuncValues = %q; want %q among them", vals, w)
+		}
+	}
+}

@@ -1,0 +1,443 @@
+package journal
+
+// Secondary indexes: named index functions over the stored objects, kept on
+// disk in the same transaction as the object they derive from.
+//
+// Design. A process registers index functions on a writable journal
+// (Journal.AddIndexes) before its writer starts, as client-go's
+// AddIndexers before an informer runs. Each function maps an object's
+// bytes (as stored: JSON as served, or the metadata a metadata-only
+// journal keeps) to index values. Every write that changes a key's object
+// — Tx.Append of an ADDED, MODIFIED or DELETED, a relist's commit (its
+// tombstones included) and a first list's direct appends — calls every
+// registered function on the new object, in the write transaction, and
+// updates the bucket idx/<name> there: the index and the object commit or
+// roll back together, so a reader (ObjectView.Lookup, LookupIndex) sees
+// both of one commit. The cost is paid by the writer, once per change: one
+// call of each function (a decode, for jcache) and a few bucket writes.
+// An event without an object (a DELETED, or an ADDED or MODIFIED that
+// carries none) removes the key from every index.
+//
+// Bucket idx/<name> holds two kinds of entries:
+//
+//	'v' uvarint(len(value)) value key → empty   one per (value, key): a lookup is a prefix scan
+//	'k' key → values (uvarint(len) bytes)…      the key's current values, to remove them on change
+//
+// The length prefix keeps any value (a "/" or a NUL included) apart from
+// the key that follows it.
+//
+// Names recorded. Go functions cannot be fingerprinted, so the file
+// records the names of the indexes it keeps (meta "indexes"). A name
+// registered for the first time on a file is built once from the stored
+// objects (one pass over the index, in the registering transaction); a
+// name the file already records is trusted: a restart registers the same
+// names with the same functions, and the index is current. A write made
+// while a recorded name is not registered (a process that did not, or not
+// yet, register it) drops that index and its record in the same
+// transaction, since the write would leave it stale; registering it
+// later builds it again. An index function's error fails the write (as
+// client-go's store, which panics on one): the transaction is rolled back
+// whole and the error matches ErrIndexFunc.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
+)
+
+// IndexFunc computes the index values of one stored object: obj is the
+// object's bytes as the file stores them (JSON as served; the metadata, for
+// a metadata-only journal), valid only during the call. It is called by the
+// writer, once per change of the key, inside the write transaction: it must
+// not use the journal. Duplicate values count once; nil means none.
+type IndexFunc func(obj []byte) ([]string, error)
+
+// ErrNoIndex: the file keeps no index of that name (never registered, or
+// dropped by a write made while it was not registered).
+var ErrNoIndex = errors.New("journal: no such index")
+
+// ErrIndexFunc matches the error of a write whose index function failed;
+// the write's transaction was rolled back.
+var ErrIndexFunc = errors.New("journal: index function failed")
+
+// metaIndexes records the names of the indexes the file keeps, sorted,
+// separated by newlines.
+const metaIndexes = "indexes"
+
+// indexSet is the index functions registered on a Journal in this process.
+type indexSet struct {
+	mu  sync.Mutex
+	fns map[string]IndexFunc
+}
+
+func (s *indexSet) get() map[string]IndexFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fns
+}
+
+// indexBucket is the derived bucket of index name.
+func indexBucket(name string) string { return "idx/" + name }
+
+func checkIndexName(name string) error {
+	if name == "" || strings.ContainsAny(name, "\n\x00") {
+		return fmt.Errorf("journal: index name %q is empty or holds a newline or NUL", name)
+	}
+	return nil
+}
+
+func recordedIndexes(tx storage.Tx) []string {
+	v := tx.Meta(metaIndexes)
+	if len(v) == 0 {
+		return nil
+	}
+	return strings.Split(string(v), "\n")
+}
+
+func setRecordedIndexes(tx storage.Tx, names []string) error {
+	if len(names) == 0 {
+		return tx.SetMeta(metaIndexes, nil)
+	}
+	slices.Sort(names)
+	return tx.SetMeta(metaIndexes, []byte(strings.Join(names, "\n")))
+}
+
+// AddIndexes registers index functions by name on a writable journal, for
+// this process, and makes the file keep their indexes from this
+// transaction on. A name the file does not record yet is built from the
+// stored objects (one pass over the index, in the same transaction as the
+// registration, so no write falls between); a recorded name is trusted to
+// be current (a restart registers the same names). Registering a name this
+// Journal already has replaces its function without a rebuild. Call it
+// before the writer starts (it may run beside a writer: the registration
+// is one write transaction). Errors: ErrReadOnly, a bad name, ErrIndexFunc
+// (nothing registered then), the store's.
+func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
+	for name, fn := range add {
+		if err := checkIndexName(name); err != nil {
+			return err
+		}
+		if fn == nil {
+			return fmt.Errorf("journal: index %q has a nil function", name)
+		}
+	}
+	if j.store.ReadOnly() {
+		return fmt.Errorf("%w: add indexes to %s", ErrReadOnly, j.Path())
+	}
+	var prev map[string]IndexFunc
+	err := j.store.Update(func(tx storage.Tx) error {
+		recorded := recordedIndexes(tx)
+		prev = j.ix.get()
+		var build []string
+		for name := range add {
+			if _, ok := prev[name]; !ok && !slices.Contains(recorded, name) {
+				build = append(build, name)
+			}
+		}
+		slices.Sort(build)
+		if err := buildIndexes(tx, build, add); err != nil {
+			return err
+		}
+		if len(build) > 0 {
+			if err := setRecordedIndexes(tx, append(recorded, build...)); err != nil {
+				return err
+			}
+		}
+		// Registered inside the transaction: the next write transaction
+		// begins after this one ends, and sees the functions.
+		next := make(map[string]IndexFunc, len(prev)+len(add))
+		for k, v := range prev {
+			next[k] = v
+		}
+		for k, v := range add {
+			next[k] = v
+		}
+		j.ix.mu.Lock()
+		j.ix.fns = next
+		j.ix.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		j.ix.mu.Lock()
+		j.ix.fns = prev
+		j.ix.mu.Unlock()
+		return fmt.Errorf("journal: add indexes: %w", err)
+	}
+	return nil
+}
+
+// buildIndexes builds the indexes names (functions in fns) from every
+// live key's stored object, in one pass.
+func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc) error {
+	if len(names) == 0 {
+		return nil
+	}
+	for _, n := range names {
+		if err := tx.DropDerived(indexBucket(n)); err != nil {
+			return err
+		}
+	}
+	// Read as every reader reads objects (the record, else the kept copy).
+	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1}
+	return view.Scan("", func(k string, obj []byte) (bool, error) {
+		if obj == nil {
+			return true, nil
+		}
+		key := []byte(k)
+		for _, n := range names {
+			vals, err := callIndex(n, fns[n], key, obj)
+			if err != nil {
+				return false, err
+			}
+			if err := setIndexValues(tx, indexBucket(n), key, vals); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+func callIndex(name string, fn IndexFunc, key, obj []byte) ([]string, error) {
+	vals, err := fn(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%w: index %q, key %q: %w", ErrIndexFunc, name, key, err)
+	}
+	vals = slices.Clone(vals) // sorted here: never the function's own slice
+	slices.Sort(vals)
+	return slices.Compact(vals), nil
+}
+
+// applyIndexes updates the file's indexes for e, just applied to the
+// index at e.Offset, in the same transaction; key is e.Key's bytes. A
+// recorded index whose function is not registered is dropped (see the
+// design above); a registered name the file does not record is not kept.
+func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
+	if j == nil { // a Tx built by hand in a test
+		return nil
+	}
+	recorded := recordedIndexes(tx)
+	if len(recorded) == 0 {
+		return nil
+	}
+	fns := j.ix.get()
+	keep := recorded[:0:0]
+	for _, n := range recorded {
+		if _, ok := fns[n]; ok {
+			keep = append(keep, n)
+		} else if err := tx.DropDerived(indexBucket(n)); err != nil {
+			return err
+		}
+	}
+	if len(keep) < len(recorded) {
+		if err := setRecordedIndexes(tx, slices.Clone(keep)); err != nil {
+			return err
+		}
+	}
+	for _, n := range keep {
+		var vals []string
+		if e.Type != Deleted && len(e.Object) > 0 {
+			var err error
+			if vals, err = callIndex(n, fns[n], key, e.Object); err != nil {
+				return err
+			}
+		}
+		if err := setIndexValues(tx, indexBucket(n), key, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// valueEntry is the 'v' entry prefix of value; the entry is it plus the key.
+func valueEntry(value string) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(value))
+	b = append(b, 'v')
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	return append(b, value...)
+}
+
+func keyEntry(key []byte) []byte { return append([]byte{'k'}, key...) }
+
+func encodeValues(vals []string) []byte {
+	var b []byte
+	for _, v := range vals {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return b
+}
+
+func decodeValues(b []byte) ([]string, error) {
+	var out []string
+	for len(b) > 0 {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, fmt.Errorf("%w: index values entry", ErrBadRecord)
+		}
+		out = append(out, string(b[w:w+int(n)]))
+		b = b[w+int(n):]
+	}
+	return out, nil
+}
+
+// setIndexValues makes vals (sorted, distinct) key's values in bucket.
+func setIndexValues(tx storage.Tx, bucket string, key []byte, vals []string) error {
+	old, err := decodeValues(tx.DerivedGet(bucket, keyEntry(key)))
+	if err != nil {
+		return err
+	}
+	if slices.Equal(old, vals) {
+		return nil
+	}
+	for _, v := range old {
+		if !slices.Contains(vals, v) {
+			if err := tx.DerivedDelete(bucket, append(valueEntry(v), key...)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range vals {
+		if !slices.Contains(old, v) {
+			if err := tx.DerivedPut(bucket, append(valueEntry(v), key...), []byte{}); err != nil {
+				return err
+			}
+		}
+	}
+	if len(vals) == 0 {
+		return tx.DerivedDelete(bucket, keyEntry(key))
+	}
+	return tx.DerivedPut(bucket, keyEntry(key), encodeValues(vals))
+}
+
+// indexKeys calls fn with every key whose values in index name include
+// value, in key order.
+func indexKeys(tx storage.Tx, name, value string, fn func(key string) (bool, error)) error {
+	if !slices.Contains(recordedIndexes(tx), name) {
+		return fmt.Errorf("%w: %q", ErrNoIndex, name)
+	}
+	prefix := valueEntry(value)
+	return tx.DerivedScan(indexBucket(name), prefix, func(k, _ []byte) (bool, error) {
+		return fn(string(k[len(prefix):]))
+	})
+}
+
+// Indexes returns the names of the indexes the file keeps, sorted: those
+// registered (AddIndexes) and not dropped since.
+func (j *Journal) Indexes() ([]string, error) {
+	var out []string
+	err := j.store.View(func(tx storage.Tx) error { out = recordedIndexes(tx); return nil })
+	return out, err
+}
+
+// LookupIndex returns the keys whose values in index name include value,
+// in key order, in one read transaction. Errors: ErrNoIndex, the store's.
+func (j *Journal) LookupIndex(name, value string) ([]string, error) {
+	var out []string
+	err := j.store.View(func(tx storage.Tx) error {
+		return indexKeys(tx, name, value, func(k string) (bool, error) { out = append(out, k); return true, nil })
+	})
+	return out, err
+}
+
+// Lookup calls fn with every live key whose values in index name include
+// value, in key order, and its stored object (as Get gives it), until fn
+// returns false or an error: keys and objects of one commit. Errors:
+// ErrNoIndex, Get's, fn's.
+func (v *ObjectView) Lookup(name, value string, fn func(key string, obj []byte) (bool, error)) error {
+	return indexKeys(v.tx, name, value, func(k string) (bool, error) {
+		obj, ok, err := v.Get(k)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("%w: index %q holds %q, which is not live", ErrBadRecord, name, k)
+		}
+		return fn(k, obj)
+	})
+}
+
+// parseValueEntry splits a 'v' entry into its value and key.
+func parseValueEntry(k []byte) (value string, key []byte, ok bool) {
+	if len(k) < 2 || k[0] != 'v' {
+		return "", nil, false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)-1-w) < n {
+		return "", nil, false
+	}
+	return string(k[1+w : 1+w+int(n)]), k[1+w+int(n):], true
+}
+
+// IndexValues returns the distinct values of index name, sorted by their
+// stored form (length, then bytes), in one read transaction: a walk of the
+// index's value entries, without a decode. Errors: ErrNoIndex, the
+// store's, ErrBadRecord for a damaged entry.
+func (j *Journal) IndexValues(name string) ([]string, error) {
+	var out []string
+	err := j.store.View(func(tx storage.Tx) error {
+		if !slices.Contains(recordedIndexes(tx), name) {
+			return fmt.Errorf("%w: %q", ErrNoIndex, name)
+		}
+		return tx.DerivedScan(indexBucket(name), []byte{'v'}, func(k, _ []byte) (bool, error) {
+			v, _, ok := parseValueEntry(k)
+			if !ok {
+				return false, fmt.Errorf("%w: index %q entry %q", ErrBadRecord, name, k)
+			}
+			if len(out) == 0 || out[len(out)-1] != v {
+				out = append(out, v)
+			}
+			return true, nil
+		})
+	})
+	return out, err
+}
+
+// checkIndexes reports, for every index the file records, a value entry
+// of a key that is not live or whose values do not hold it, and a key's
+// value without its value entry (the file check; the values themselves
+// cannot be recomputed offline: the functions are the program's).
+func checkIndexes(tx storage.Tx, problem func(format string, args ...any)) error {
+	for _, name := range recordedIndexes(tx) {
+		b := indexBucket(name)
+		err := tx.DerivedScan(b, []byte{'v'}, func(k, _ []byte) (bool, error) {
+			v, key, ok := parseValueEntry(k)
+			if !ok {
+				problem("index %s: damaged value entry %q", name, k)
+				return true, nil
+			}
+			if tx.IndexGet(key) == nil {
+				problem("index %s: value %q holds %s, which is not live", name, v, key)
+			}
+			vals, err := decodeValues(tx.DerivedGet(b, keyEntry(key)))
+			if err != nil || !slices.Contains(vals, v) {
+				problem("index %s: value %q holds %s, whose values are %q", name, v, key, vals)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.DerivedScan(b, []byte{'k'}, func(k, val []byte) (bool, error) {
+			vals, err := decodeValues(val)
+			if err != nil {
+				problem("index %s: %s: %v", name, k[1:], err)
+				return true, nil
+			}
+			for _, v := range vals {
+				if tx.DerivedGet(b, append(valueEntry(v), k[1:]...)) == nil {
+					problem("index %s: %s has value %q without its value entry", name, k[1:], v)
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
