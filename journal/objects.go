@@ -140,6 +140,7 @@ func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 type ObjectView struct {
 	tx   storage.Tx
 	head uint64
+	seal *sealer // opens sealed objects (seal.go)
 }
 
 // KeepObjects makes the file keep the latest object of every live key
@@ -169,7 +170,7 @@ func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
-		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
+		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1, seal: j.seal})
 	})
 }
 
@@ -179,7 +180,9 @@ func (v *ObjectView) Head() uint64 { return v.head }
 
 // Get returns key's object. An absent key is (nil, false, nil); a live key
 // without a stored object is (nil, false, *NoObjectError). A damaged
-// record is an error matching ErrBadRecord.
+// record is an error matching ErrBadRecord. A sealed object (seal.go) is
+// returned opened, in memory of its own, or as a *SealedError when the
+// journal lacks its key.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 	k := []byte(key)
 	iv := v.tx.IndexGet(k)
@@ -196,6 +199,9 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 	if b == nil {
 		return nil, false, &NoObjectError{Key: key}
 	}
+	if b, err = v.seal.open(key, b); err != nil {
+		return nil, false, err
+	}
 	return b, true, nil
 }
 
@@ -206,7 +212,15 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 // and the objects bucket side by side, and reads each object from the
 // journal record its entry points at. A panic in fn propagates from Scan
 // with fn's value (it is not ErrCorrupt).
+//
+// A sealed object is passed opened; one whose key the journal lacks ends
+// the scan with a *SealedError.
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
+	return v.scan(prefix, true, fn)
+}
+
+// scan is Scan; open false passes sealed objects as they are stored.
+func (v *ObjectView) scan(prefix string, open bool, fn func(key string, obj []byte) (bool, error)) error {
 	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
 		o, err := objectAt(v.tx, k, iv)
 		if err != nil {
@@ -214,6 +228,11 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 		}
 		if o == nil {
 			o = copied
+		}
+		if open && o != nil {
+			if o, err = v.seal.open(string(k), o); err != nil {
+				return false, err
+			}
 		}
 		return fn(string(k), o)
 	})
@@ -223,7 +242,7 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 // stored object, in key order, until fn returns false or an error. On a
 // file that has kept objects since it was created it never calls fn.
 func (v *ObjectView) Missing(prefix string, fn func(key string) (bool, error)) error {
-	return v.Scan(prefix, func(k string, o []byte) (bool, error) {
+	return v.scan(prefix, false, func(k string, o []byte) (bool, error) {
 		if o != nil {
 			return true, nil
 		}

@@ -11,6 +11,7 @@ import (
 // the function given to Writer.Update.
 type Tx struct {
 	tx       storage.Tx
+	seal     *sealer // seal.go
 	appended int
 }
 
@@ -26,7 +27,7 @@ type Tx struct {
 func (w *Writer) Update(fn func(*Tx) error) error {
 	var t *Tx
 	err := w.j.store.Update(func(tx storage.Tx) error {
-		t = &Tx{tx: tx}
+		t = &Tx{tx: tx, seal: w.j.seal}
 		return fn(t)
 	})
 	if err == nil && t.appended > 0 {
@@ -73,7 +74,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 		return 0, err
 	}
 	setPrevOffset(e, v)
-	rec, err := encodeEvent(e)
+	rec, err := t.seal.encode(e) // seal.go: encodeEvent, the Object sealed where the journal seals
 	if err != nil {
 		return 0, err
 	}
