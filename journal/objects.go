@@ -101,13 +101,18 @@ func applyObject(tx storage.Tx, key []byte, e *Event) error {
 // keepTrimmed copies the object of the record rec at off, about to be
 // trimmed, into the objects bucket when it is still its live key's latest
 // object. A damaged record is left to go: its object could not be read.
-func keepTrimmed(tx storage.Tx, off uint64, rec []byte) error {
+// An object sealed under a key other than s's primary is sealed again
+// under the primary (seal.go, "Rotation"), when s holds its key.
+func keepTrimmed(tx storage.Tx, off uint64, rec []byte, s *sealer) error {
 	key, obj, err := recordObject(off, rec)
 	if err != nil || obj == nil {
 		return nil
 	}
 	if v := tx.IndexGet(key); v == nil || indexObject(v) != off {
 		return nil
+	}
+	if resealed, err := s.reseal(string(key), obj); err == nil {
+		obj = resealed // else kept as it is: a read reports the damage
 	}
 	return tx.ObjectPut(clone(key), clone(obj))
 }

@@ -44,12 +44,24 @@ package journal
 // every unsealed object as before.
 //
 // Rotation. A Keyring holds several keys; the first (the primary) seals
-// every new object, and any key opens what it sealed. To rotate: put the
-// new key first and keep the old one after it; once every record sealed
-// under the old key is gone (retention trimmed it, and every key's latest
-// object was sealed again by a later change or by a file rewrite that
-// re-seals, or a fresh file was listed), remove the old key. Until then a
-// reader without the old key gets a *SealedError naming it.
+// every new object, and any key opens what it sealed. To rotate:
+//
+//  1. put the new key first and keep the old one after it (a Secret
+//     holding both, e.g. one base64 key a line, the new one first), and
+//     restart the writer and the readers with it;
+//  2. wait until the file holds nothing sealed under the old key
+//     (Journal.SealKeyUse): new events are sealed under the new key, and
+//     retention trimming, when it copies a key's latest object into the
+//     objects bucket (KeepObjects), seals it again under the primary; so
+//     once retention has trimmed every record written before step 1, only
+//     the new key is in use. A file without retention keeps its old
+//     records: start it afresh instead (remove the file; the writer lists
+//     into a new one, under the new key);
+//  3. remove the old key.
+//
+// A reader without a key the file still uses gets a *SealedError naming
+// it. A file rewrite (compactor) copies records as they are: it neither
+// opens nor re-seals them.
 
 import (
 	"bytes"
@@ -65,6 +77,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
 // KeySize is the size of a sealing key in bytes: AES-256.
@@ -331,6 +345,26 @@ func (s *sealer) open(key string, b []byte) ([]byte, error) {
 	return out, nil
 }
 
+// reseal returns obj sealed under the primary key when it is sealed under
+// another key of the keyring, obj itself otherwise (not sealed, sealed
+// under the primary, or under a key the keyring lacks: it stays as it
+// is). An envelope that does not open is an error.
+func (s *sealer) reseal(key string, obj []byte) ([]byte, error) {
+	if s == nil || s.ring == nil || !isSealed(obj) || len(obj) < sealHeader {
+		return obj, nil
+	}
+	var id [sealIDSize]byte
+	copy(id[:], obj[5:])
+	if id == s.ring.keys[0].id || s.ring.find(id) == nil {
+		return obj, nil
+	}
+	plain, err := s.open(key, obj)
+	if err != nil {
+		return nil, err
+	}
+	return s.seal(key, plain)
+}
+
 // encode returns the stored form of e (encodeEvent), its Object sealed
 // when the journal seals its resource. e is not changed.
 func (s *sealer) encode(e *Event) ([]byte, error) {
@@ -377,4 +411,40 @@ func (j *Journal) KeyIDs() []string {
 		return nil
 	}
 	return j.seal.ring.IDs()
+}
+
+// SealKeyUse returns how many sealed objects the file holds under each key
+// ID: in the retained journal records and in the objects bucket, read in
+// one read transaction. It opens nothing and needs no key. A key of the
+// keyring absent from it seals nothing the file holds: after a rotation,
+// once the old key is absent, remove it (seal.go, "Rotation").
+func (j *Journal) SealKeyUse() (map[string]uint64, error) {
+	use := map[string]uint64{}
+	count := func(obj []byte) {
+		if isSealed(obj) && len(obj) >= sealHeader {
+			use[hex.EncodeToString(obj[5:5+sealIDSize])]++
+		}
+	}
+	err := j.store.View(func(tx storage.Tx) error {
+		if first := tx.FirstOffset(); first != 0 {
+			err := tx.Records(first, func(off uint64, rec []byte) (bool, error) {
+				if len(rec) > 0 && rec[0]&sealedRecord != 0 {
+					_, obj, err := recordObject(off, rec)
+					if err != nil {
+						return false, err
+					}
+					count(obj)
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if !tx.HasObjects() {
+			return nil
+		}
+		return tx.ObjectKeys(func(k []byte) error { count(tx.ObjectGet(k)); return nil })
+	})
+	return use, err
 }

@@ -156,6 +156,9 @@ func TestSeal_Rotation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	ka, kb := sealKey(1), sealKey(2)
 	j := openSealed(t, path, secrets, keyring(t, ka))
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "under-a")})
 	_ = j.Close()
 
@@ -168,10 +171,13 @@ func TestSeal_Rotation(t *testing.T) {
 	if err != nil || len(evs) != 2 || string(evs[0].Object) != string(secretJSON("a", "under-a")) || string(evs[1].Object) != string(secretJSON("b", "under-b")) {
 		t.Fatalf("Read with [B, A] = %v, %v; want both opened", evs, err)
 	}
+	use, err := j.SealKeyUse()
+	if err != nil || len(use) != 2 || use[journal.KeyID(ka)] != 1 || use[journal.KeyID(kb)] != 1 {
+		t.Fatalf("SealKeyUse = %v, %v; want one object under each key", use, err)
+	}
 	_ = j.Close()
 
 	j = openSealed(t, path, secrets, keyring(t, kb))
-	defer j.Close()
 	var se *journal.SealedError
 	if _, err := j.Read(1, 1); !errors.As(err, &se) || se.KeyID != journal.KeyID(ka) {
 		t.Fatalf("Read of A's record with [B] = %v; want a *SealedError naming A (%s)", err, journal.KeyID(ka))
@@ -181,6 +187,24 @@ func TestSeal_Rotation(t *testing.T) {
 	}
 	assertNotInFile(t, "under-a", path)
 	assertNotInFile(t, "under-b", path)
+	_ = j.Close()
+
+	// Retention trims A's record: its copy in the objects bucket is sealed
+	// again under the primary, B, and A is no longer in use.
+	j = openSealed(t, path, secrets, keyring(t, kb, ka))
+	if _, _, err := j.Writer().Trim(2, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if use, err := j.SealKeyUse(); err != nil || len(use) != 1 || use[journal.KeyID(kb)] != 2 {
+		t.Fatalf("SealKeyUse after trimming = %v, %v; want both objects under B only", use, err)
+	}
+	_ = j.Close()
+	j = openSealed(t, path, secrets, keyring(t, kb))
+	defer j.Close()
+	if got, ok, err := get(t, j, "wj/a"); err != nil || !ok || got != string(secretJSON("a", "under-a")) {
+		t.Fatalf("Object(wj/a) with [B] after trimming = %q, %v, %v; want it re-sealed under B", got, ok, err)
+	}
+	assertNotInFile(t, "under-a", path)
 }
 
 // Ensure that only sensitive resources are sealed: ConfigMaps stay plain
