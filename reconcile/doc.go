@@ -167,7 +167,7 @@
 // apiVersion, which list items lack, are written as fields of the parsed
 // object, so every stored object decodes on its own. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
+// Options.SecretPayloads and a journal that seals them, seal.go) asks for PartialObjectMetadata on lists and
 // watches, without a fallback to full objects: a Secret's data never
 // leaves the apiserver, and a server that cannot serve metadata only
 // answers 406, which ends Run (ErrRejected). Its objects are stored as the
