@@ -83,4 +83,7 @@ func TestWatch_SecretsSealed(t *testing.T) {
 	if out, _, c := runCLI("index", "--db", db); c != 0 || !strings.Contains(out, "s1") {
 		t.Errorf("index without the key: exit %d, stdout %s; want s1's entry", c, out)
 	}
+	if out, _, c := runCLI("check", "--db", db); c != 0 || !strings.Contains(out, "key "+journal.KeyID(key)+": ") {
+		t.Errorf("check without the key: exit %d, stdout %s; want a sound file and its sealed objects under key %s", c, out, journal.KeyID(key))
+	}
 }
