@@ -108,8 +108,11 @@ func Open(path string, opts *Options) (*Journal, error) {
 			return nil, err
 		}
 	}
+	// Sealing (seal.go) follows the recorded resource. A read-only open
+	// of a file whose resource record does not decode still opens, as
+	// before sealing: its sealed objects then fail to open (ErrBadRecord).
 	r, ok, err := j.Resource()
-	if err != nil {
+	if err != nil && !o.ReadOnly {
 		_ = s.Close()
 		return nil, err
 	}
