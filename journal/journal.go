@@ -99,6 +99,12 @@ func Open(path string, opts *Options) (*Journal, error) {
 			_ = s.Close()
 			return nil, err
 		}
+	}
+	if err := j.initSeal(&o); err != nil { // seal.go
+		_ = s.Close()
+		return nil, err
+	}
+	if !o.ReadOnly {
 		if err := j.finishRelist(); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -107,19 +113,6 @@ func Open(path string, opts *Options) (*Journal, error) {
 			_ = s.Close()
 			return nil, err
 		}
-	}
-	// Sealing (seal.go) follows the recorded resource. A read-only open
-	// of a file whose resource record does not decode still opens, as
-	// before sealing: its sealed objects then fail to open (ErrBadRecord).
-	r, ok, err := j.Resource()
-	if err != nil && !o.ReadOnly {
-		_ = s.Close()
-		return nil, err
-	}
-	if ok {
-		j.seal = newSealer(&o, &r)
-	} else {
-		j.seal = newSealer(&o, nil)
 	}
 	return j, nil
 }

@@ -284,6 +284,24 @@ func newSealer(o *Options, r *Resource) *sealer {
 	return s
 }
 
+// initSeal sets j's sealer from the resource the file records and o. A
+// read-only open of a file whose resource record does not decode still
+// opens, as before sealing: its sealed objects then fail to open
+// (ErrBadRecord); a writable one fails, so that nothing is written
+// unsealed that should be sealed.
+func (j *Journal) initSeal(o *Options) error {
+	r, ok, err := j.Resource()
+	if err != nil && !o.ReadOnly {
+		return err
+	}
+	if ok {
+		j.seal = newSealer(o, &r)
+	} else {
+		j.seal = newSealer(o, nil)
+	}
+	return nil
+}
+
 // active reports whether objects appended are sealed.
 func (s *sealer) active() bool { return s != nil && s.ring != nil && s.seals }
 
