@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-func testSealer(t *testing.T, gr schema.GroupResource, keys ...[]byte) *sealer {
+func testSealer(t testing.TB, gr schema.GroupResource, keys ...[]byte) *sealer {
 	t.Helper()
 	k, err := NewKeyring(keys...)
 	if err != nil {
@@ -110,4 +110,37 @@ func TestSeal_RecordMark(t *testing.T) {
 			t.Errorf("recordObject of a mismatched mark = %v; want ErrBadRecord", err)
 		}
 	}
+}
+
+// FuzzOpenEnvelope: opening any bytes never panics, and returns bytes only
+// for what is not an envelope (unchanged) or for an envelope the key
+// sealed (its plaintext): a changed envelope is an error.
+func FuzzOpenEnvelope(f *testing.F) {
+	s := testSealer(f, schema.GroupResource{Resource: "secrets"}, bytes.Repeat([]byte{1}, KeySize))
+	plain := []byte(`{"data":{"p":"aHVudGVyMg=="}}`)
+	env, err := s.seal("wj/a", plain)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(env)
+	f.Add(plain)
+	f.Add([]byte("\x00wjs"))
+	f.Add([]byte("\x00wjs\x01short"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := s.open("wj/a", b)
+		switch {
+		case err != nil:
+			if !errors.Is(err, ErrBadRecord) && !errors.Is(err, ErrSealed) {
+				t.Fatalf("open = %v; want ErrBadRecord or ErrSealed", err)
+			}
+		case !isSealed(b):
+			if !bytes.Equal(got, b) {
+				t.Fatalf("open of a plain object changed it")
+			}
+		case !bytes.Equal(got, plain):
+			// Only plain was ever sealed under this key for wj/a (in this
+			// process or a fuzz worker, each with envelopes of its own).
+			t.Fatalf("open of %q = %q; only an envelope sealed by the key opens", b, got)
+		}
+	})
 }
