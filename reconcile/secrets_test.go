@@ -152,13 +152,14 @@ func getSecret(j *journal.Journal, ns, name string) (string, error) {
 // value or its base64, while a journal/cache Reader with the key reads
 // it; without the key the read is a *journal.SealedError. Rotation: after
 // key B is added as the primary, Secrets sealed under key A still read,
-// new ones are sealed under B, and a reader holding B alone reads only
-// those.
+// new ones (from the watch, and from a relist after a 410, staged in the
+// relist's stage file) are sealed under B, and a reader holding B alone
+// reads only those.
 func TestLoop_Secrets_Sealed(t *testing.T) {
 	e := newEnv(t)
 	e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	ctx := context.Background()
-	valueA, valueB := "hunter2-under-key-a-"+e.ns, "hunter2-under-key-b-"+e.ns
+	valueA, valueB, valueC := "hunter2-under-key-a-"+e.ns, "hunter2-under-key-b-"+e.ns, "hunter2-relisted-"+e.ns
 	create := func(name, value string) {
 		t.Helper()
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"password": []byte(value)}}
@@ -203,24 +204,38 @@ func TestLoop_Secrets_Sealed(t *testing.T) {
 	if ids := e.j.KeyIDs(); len(ids) != 2 || ids[0] != journal.KeyID(kb) {
 		t.Fatalf("KeyIDs = %v; want B (%s) first", ids, journal.KeyID(kb))
 	}
+	// The restart's verify first, so that what follows is the watch's.
+	e.waitStatus("the restart's verify", func(s reconcile.Status) bool { return s.Verifies >= 1 && s.Phase == reconcile.PhaseWatching })
 	h := e.head()
 	create("b", valueB)
 	e.waitHead(h + 1)
-	for name, want := range map[string]string{"a": valueA, "b": valueB} {
+	// A relist after a 410 with a change: its ADDED goes through the
+	// relist's stage file.
+	e.proxy.Cut()
+	create("c", valueC)
+	e.compact()
+	e.proxy.Heal()
+	e.waitHead(h + 2)
+	if _, evs := e.eventsFrom(h + 2); len(evs) != 1 || evs[0].Origin != journal.OriginRelist || !bytes.Contains(evs[0].Object, []byte(base64.StdEncoding.EncodeToString([]byte(valueC)))) {
+		t.Fatalf("events after the relist = %+v; want c's ADDED from the relist, opened", evs)
+	}
+	for name, want := range map[string]string{"a": valueA, "b": valueB, "c": valueC} {
 		if got, err := getSecret(e.j, e.ns, name); err != nil || got != want {
 			t.Errorf("Get(%s) with [B, A] = %q, %v; want %q", name, got, err, want)
 		}
 	}
 	e.stop()
-	assertSealedOnDisk(t, e.path, valueA, valueB)
+	assertSealedOnDisk(t, e.path, valueA, valueB, valueC)
 
 	j, err = journal.Open(e.path, &journal.Options{ReadOnly: true, Keyring: testKeyring(t, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if got, err := getSecret(j, e.ns, "b"); err != nil || got != valueB {
-		t.Errorf("Get(b) with [B] = %q, %v; want %q: new Secrets are sealed under the primary", got, err, valueB)
+	for name, want := range map[string]string{"b": valueB, "c": valueC} {
+		if got, err := getSecret(j, e.ns, name); err != nil || got != want {
+			t.Errorf("Get(%s) with [B] = %q, %v; want %q: new Secrets are sealed under the primary", name, got, err, want)
+		}
 	}
 	if _, err := getSecret(j, e.ns, "a"); !errors.As(err, &se) || se.KeyID != journal.KeyID(ka) {
 		t.Errorf("Get(a) with [B] = %v; want a *journal.SealedError naming key A", err)
