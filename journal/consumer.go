@@ -339,7 +339,7 @@ func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int6
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		var keep func(uint64, []byte) error
 		if tx.HasObjects() {
-			keep = func(off uint64, rec []byte) error { return keepTrimmed(tx, off, rec) }
+			keep = func(off uint64, rec []byte) error { return keepTrimmed(tx, off, rec, w.j.seal) }
 		}
 		var err error
 		n, size, err = tx.DeleteRecords(before, max, minBytes, keep)

@@ -178,6 +178,9 @@ func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 // possibly empty, then PrevOffset; every integer in its shortest msgpack
 // form), written only for an event with a non-zero PrevOffset; a version 1
 // or 2 record decodes with PrevOffset 0.
+// A version byte with the bit 0x80 (sealedRecord) set is that version
+// whose Object is sealed (seal.go); without a sealed Object the bit is
+// never set, so files without sealing read as before.
 // Each version only appends fields, so the fields before them keep their
 // positions (record.go reads Key and Object by position). Files that may
 // hold version 2 records are schema 2, version 3 schema 3 (journal/bolt),
@@ -191,8 +194,10 @@ const (
 
 // recordFieldCount returns the number of msgpack fields of a record body
 // of version v, 0 for a version this build does not know.
+// The sealedRecord bit (seal.go) says the Object is sealed; it does not
+// change the fields.
 func recordFieldCount(v byte) int {
-	switch v {
+	switch v &^ sealedRecord {
 	case recordVersion:
 		return 8
 	case recordVersionReason:
@@ -297,6 +302,9 @@ func encodeEvent(e *Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isSealed(e.Object) {
+		version |= sealedRecord // seal.go: an older build refuses the record
+	}
 	out := make([]byte, 5, 5+len(b))
 	out[0] = version
 	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(b, castagnoli))
@@ -319,6 +327,9 @@ func decodeEvent(off uint64, b []byte) (_ Event, err error) {
 	}
 	if int(r.Type) >= len(typeNames) || r.Type == 0 || int(r.Origin) >= len(originNames) || r.Origin == 0 {
 		return Event{}, fmt.Errorf("%w: offset %d: bad type or origin", ErrBadRecord, off)
+	}
+	if (b[0]&sealedRecord != 0) != isSealed(r.Object) {
+		return Event{}, fmt.Errorf("%w: offset %d: sealed mark and object disagree", ErrBadRecord, off)
 	}
 	e := Event{
 		Offset: off, Type: typeNames[r.Type], Key: r.Key, UID: r.UID, ResourceVersion: r.RV,

@@ -27,6 +27,8 @@ var fuzzSeedEvents = []Event{
 	{Type: Deleted, Key: "ns/c", UID: "u3", ResourceVersion: "8", Origin: OriginWatch, Reason: ReasonLeftSelector, Object: []byte(`{}`)},
 	{Type: Modified, Key: "ns/d", UID: "u4", ResourceVersion: "9", PrevResourceVersion: "8", Origin: OriginWatch, PrevOffset: 1 << 40},
 	{Type: Deleted, Key: "ns/e", UID: "u5", ResourceVersion: "10", Origin: OriginRelist, Reason: ReasonGone, PrevOffset: 3},
+	// A sealed object's envelope (seal.go): the record's sealed mark is set.
+	{Type: Added, Key: "ns/f", UID: "u6", ResourceVersion: "11", Origin: OriginWatch, Object: append([]byte("\x00wjs\x01"), make([]byte, 36)...)},
 }
 
 // sealRecord returns the stored form of a msgpack body: the version byte
@@ -58,7 +60,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte{0x92, 4, 0xa1, 0}) // type 4 does not exist
 	f.Add(claimsHugeObject)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev} {
+		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev, recordVersion | sealedRecord, recordVersionPrev | sealedRecord} {
 			e, err := decodeEvent(7, sealRecordVersion(v, body))
 			if err != nil {
 				if !errors.Is(err, ErrBadRecord) {

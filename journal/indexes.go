@@ -140,7 +140,7 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 			}
 		}
 		slices.Sort(build)
-		if err := buildIndexes(tx, build, add); err != nil {
+		if err := buildIndexes(tx, build, add, j.seal); err != nil {
 			return err
 		}
 		if len(build) > 0 {
@@ -173,7 +173,7 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 
 // buildIndexes builds the indexes names (functions in fns) from every
 // live key's stored object, in one pass.
-func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc) error {
+func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc, seal *sealer) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -182,8 +182,9 @@ func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc) error
 			return err
 		}
 	}
-	// Read as every reader reads objects (the record, else the kept copy).
-	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1}
+	// Read as every reader reads objects (the record, else the kept copy;
+	// sealed objects opened).
+	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1, seal: seal}
 	return view.Scan("", func(k string, obj []byte) (bool, error) {
 		if obj == nil {
 			return true, nil
@@ -238,11 +239,20 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 			return err
 		}
 	}
+	obj := e.Object
+	if e.Type != Deleted && len(obj) > 0 {
+		// A staged relist event carries its object as the stage file holds
+		// it, sealed where the journal seals (seal.go): index the plaintext.
+		var err error
+		if obj, err = j.seal.open(e.Key, obj); err != nil {
+			return err
+		}
+	}
 	for _, n := range keep {
 		var vals []string
-		if e.Type != Deleted && len(e.Object) > 0 {
+		if e.Type != Deleted && len(obj) > 0 {
 			var err error
-			if vals, err = callIndex(n, fns[n], key, e.Object); err != nil {
+			if vals, err = callIndex(n, fns[n], key, obj); err != nil {
 				return err
 			}
 		}

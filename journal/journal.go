@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal/bolt"
@@ -36,6 +37,17 @@ type Options struct {
 	// map from growing, so a larger map avoids blocking the writer behind
 	// readers.
 	InitialMmapSize int
+	// Keyring seals the objects of sensitive resources before they reach
+	// the file (AES-256-GCM, seal.go) and opens sealed objects on every
+	// read. Nil: nothing is sealed, and a read of a sealed object is a
+	// *SealedError (ErrSealed). See LoadKeyring for key files and
+	// rotation.
+	Keyring *Keyring
+	// SealResources extends DefaultSealResources (Secrets): with a Keyring,
+	// a file of one of these resources (not MetadataOnly) stores its
+	// objects sealed. Without a Keyring, package reconcile refuses to
+	// write their objects.
+	SealResources []schema.GroupResource
 }
 
 // Journal is an open journal file. It is safe for concurrent use by many
@@ -45,6 +57,7 @@ type Journal struct {
 	log    logr.Logger
 	noSync bool
 	ix     indexSet // registered index functions (indexes.go)
+	seal   *sealer  // seal.go; fixed at Open
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced after every commit that appends
@@ -87,6 +100,12 @@ func Open(path string, opts *Options) (*Journal, error) {
 			_ = s.Close()
 			return nil, err
 		}
+	}
+	if err := j.initSeal(&o); err != nil { // seal.go
+		_ = s.Close()
+		return nil, err
+	}
+	if !o.ReadOnly {
 		if err := j.finishRelist(); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -257,6 +276,9 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 		size := 0
 		return tx.Records(from, func(off uint64, rec []byte) (bool, error) {
 			e, err := decodeEvent(off, rec)
+			if err == nil {
+				err = j.seal.openEvent(&e)
+			}
 			if err != nil {
 				return false, err
 			}

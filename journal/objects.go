@@ -123,14 +123,19 @@ func applyObject(tx storage.Tx, key []byte, e *Event) error {
 // trimmed record's object; see "Previous objects" at the top of the file).
 // A key whose latest event carried no object (pointer 0) gets no copy, so
 // that a stale object is never served as current. A damaged record is left
-// to go: its object could not be read.
-func keepTrimmed(tx storage.Tx, off uint64, rec []byte) error {
+// to go: its object could not be read. An object sealed under a key other
+// than s's primary is sealed again under the primary (seal.go, "Rotation"),
+// when s holds its key.
+func keepTrimmed(tx storage.Tx, off uint64, rec []byte, s *sealer) error {
 	key, obj, err := recordObject(off, rec)
 	if err != nil || obj == nil {
 		return nil
 	}
 	if v := tx.IndexGet(key); v == nil || indexObject(v) < off {
 		return nil
+	}
+	if resealed, err := s.reseal(string(key), obj); err == nil {
+		obj = resealed // else kept as it is: a read reports the damage
 	}
 	return tx.ObjectPut(clone(key), clone(obj))
 }
@@ -163,6 +168,7 @@ func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 type ObjectView struct {
 	tx   storage.Tx
 	head uint64
+	seal *sealer // opens sealed objects (seal.go)
 }
 
 // KeepObjects makes the file keep the latest object of every live key
@@ -192,7 +198,7 @@ func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
 		if !tx.HasObjects() {
 			return ErrObjectsNotKept
 		}
-		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1})
+		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1, seal: j.seal})
 	})
 }
 
@@ -202,7 +208,9 @@ func (v *ObjectView) Head() uint64 { return v.head }
 
 // Get returns key's object. An absent key is (nil, false, nil); a live key
 // without a stored object is (nil, false, *NoObjectError). A damaged
-// record is an error matching ErrBadRecord.
+// record is an error matching ErrBadRecord. A sealed object (seal.go) is
+// returned opened, in memory of its own, or as a *SealedError when the
+// journal lacks its key.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 	k := []byte(key)
 	iv := v.tx.IndexGet(k)
@@ -219,6 +227,9 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 	if b == nil {
 		return nil, false, &NoObjectError{Key: key}
 	}
+	if b, err = v.seal.open(key, b); err != nil {
+		return nil, false, err
+	}
 	return b, true, nil
 }
 
@@ -229,7 +240,15 @@ func (v *ObjectView) Get(key string) ([]byte, bool, error) {
 // and the objects bucket side by side, and reads each object from the
 // journal record its entry points at. A panic in fn propagates from Scan
 // with fn's value (it is not ErrCorrupt).
+//
+// A sealed object is passed opened; one whose key the journal lacks ends
+// the scan with a *SealedError.
 func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, error)) error {
+	return v.scan(prefix, true, fn)
+}
+
+// scan is Scan; open false passes sealed objects as they are stored.
+func (v *ObjectView) scan(prefix string, open bool, fn func(key string, obj []byte) (bool, error)) error {
 	return v.tx.ObjectScan([]byte(prefix), func(k, iv, copied []byte) (bool, error) {
 		o, err := objectAt(v.tx, k, iv)
 		if err != nil {
@@ -237,6 +256,11 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 		}
 		if o == nil {
 			o = copied
+		}
+		if open && o != nil {
+			if o, err = v.seal.open(string(k), o); err != nil {
+				return false, err
+			}
 		}
 		return fn(string(k), o)
 	})
@@ -255,7 +279,9 @@ func (v *ObjectView) Scan(prefix string, fn func(key string, obj []byte) (bool, 
 // event has no previous event, the previous event carried no object, or
 // neither the record nor a matching copy is held (a trim of the key's
 // later records overwrote the copy, or the file kept no objects when the
-// record went). A damaged record is an error matching ErrBadRecord.
+// record went). A damaged record is an error matching ErrBadRecord; a
+// sealed object (seal.go) is returned opened, or as a *SealedError when
+// the journal lacks its key.
 func (v *ObjectView) Previous(e Event) (obj []byte, ok bool, err error) {
 	if e.PrevOffset == 0 {
 		return nil, false, nil
@@ -269,11 +295,14 @@ func (v *ObjectView) Previous(e Event) (obj []byte, ok bool, err error) {
 		if string(pk) != e.Key || o == nil {
 			return nil, false, nil
 		}
+		if o, err = v.seal.open(e.Key, o); err != nil {
+			return nil, false, err
+		}
 		return o, true, nil
 	}
-	c := v.tx.ObjectGet(k)
-	if c == nil {
-		return nil, false, nil
+	c, err := v.seal.open(e.Key, v.tx.ObjectGet(k))
+	if c == nil || err != nil {
+		return nil, false, err
 	}
 	var m struct {
 		Metadata struct {
@@ -302,7 +331,7 @@ func (v *ObjectView) Previous(e Event) (obj []byte, ok bool, err error) {
 // stored object, in key order, until fn returns false or an error. On a
 // file that has kept objects since it was created it never calls fn.
 func (v *ObjectView) Missing(prefix string, fn func(key string) (bool, error)) error {
-	return v.Scan(prefix, func(k string, o []byte) (bool, error) {
+	return v.scan(prefix, false, func(k string, o []byte) (bool, error) {
 		if o != nil {
 			return true, nil
 		}

@@ -56,6 +56,9 @@ func recordObject(off uint64, rec []byte) (key, obj []byte, err error) {
 	if len(obj) == 0 {
 		obj = nil
 	}
+	if (rec[0]&sealedRecord != 0) != isSealed(obj) {
+		return nil, nil, fmt.Errorf("%w: offset %d: sealed mark and object disagree", ErrBadRecord, off)
+	}
 	return key, obj, nil
 }
 

@@ -68,7 +68,7 @@ func FuzzRecordObject(f *testing.F) {
 	}
 	f.Add([]byte{0x98, 0xc0, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev} {
+		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev, recordVersion | sealedRecord, recordVersionPrev | sealedRecord} {
 			rec := make([]byte, 5, 5+len(body))
 			rec[0] = v
 			binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(body, castagnoli))

@@ -104,7 +104,7 @@ func (r *Relist) Stage(evs []Event) error {
 		if r.direct {
 			continue
 		}
-		rec, err := encodeEvent(&evs[i])
+		rec, err := r.j.seal.encode(&evs[i]) // seal.go: the stage file holds no plaintext either
 		if err != nil {
 			return fmt.Errorf("journal: stage: %w", err)
 		}
@@ -145,7 +145,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 					return err
 				}
 				e.PrevOffset = 0 // an ADDED
-				rec, err := encodeEvent(e)
+				rec, err := r.j.seal.encode(e)
 				if err != nil {
 					return err
 				}

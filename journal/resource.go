@@ -37,7 +37,8 @@ type Resource struct {
 	// (without kubectl's last-applied annotation) in the journal. It is part
 	// of the file's identity, so one file never mixes full objects with
 	// metadata-only ones. For Secrets, package reconcile requires it unless
-	// its SecretPayloads option opts in.
+	// its SecretPayloads option opts in and the journal seals them
+	// (Options.Keyring, seal.go).
 	MetadataOnly bool `json:"metadataOnly,omitempty"`
 
 	// Kind and APIVersion are the kind and apiVersion of the objects, e.g.

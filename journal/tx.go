@@ -12,6 +12,7 @@ import (
 type Tx struct {
 	tx       storage.Tx
 	j        *Journal
+	seal     *sealer // seal.go
 	appended int
 }
 
@@ -27,7 +28,7 @@ type Tx struct {
 func (w *Writer) Update(fn func(*Tx) error) error {
 	var t *Tx
 	err := w.j.store.Update(func(tx storage.Tx) error {
-		t = &Tx{tx: tx, j: w.j}
+		t = &Tx{tx: tx, j: w.j, seal: w.j.seal}
 		return fn(t)
 	})
 	if err == nil && t.appended > 0 {
@@ -74,7 +75,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 		return 0, err
 	}
 	setPrevOffset(e, v)
-	rec, err := encodeEvent(e)
+	rec, err := t.seal.encode(e) // seal.go: encodeEvent, the Object sealed where the journal seals
 	if err != nil {
 		return 0, err
 	}

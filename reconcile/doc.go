@@ -86,7 +86,8 @@
 // Kind and apiVersion, which list items lack, are written into each stored
 // object, so every stored object decodes on its own. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads) asks for PartialObjectMetadata on lists and
+// Options.SecretPayloads with a journal that seals them, seal.go) asks
+// for PartialObjectMetadata on lists and
 // watches, without a fallback to full objects: a Secret's data never
 // leaves the apiserver, and a server that cannot serve metadata only
 // answers 406, which ends Run (ErrRejected); its objects are stored as the

@@ -92,6 +92,8 @@ type env struct {
 	proxy *controlplane.Proxy
 	path  string
 	res   journal.Resource
+	// keyring, when set, seals the journal's sensitive objects (start).
+	keyring *journal.Keyring
 
 	j      *journal.Journal
 	loop   *reconcile.Loop
@@ -154,7 +156,7 @@ func (e *env) start(cfg *rest.Config, opts reconcile.Options) {
 	if cfg == nil {
 		cfg = e.cp.ProxiedRESTConfig(e.proxy)
 	}
-	j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true})
+	j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true, Keyring: e.keyring})
 	if err != nil {
 		e.t.Fatalf("journal.Open: %v", err)
 	}

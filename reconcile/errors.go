@@ -54,9 +54,12 @@ var (
 	// ErrInvalidSelector is returned by New for a label or field selector
 	// that does not parse.
 	ErrInvalidSelector = errors.New("reconcile: invalid selector")
-	// ErrSecretPayloads is returned by New for a journal of Secrets that
-	// would keep their data: set journal.Resource.MetadataOnly, or opt in
-	// with Options.SecretPayloads.
+	// ErrSecretPayloads is returned by New for a journal of Secrets, or of
+	// another sensitive resource (journal.Options.SealResources), that would
+	// keep their data unsealed: set journal.Resource.MetadataOnly, or opt
+	// in with Options.SecretPayloads (Secrets) and open the journal with a
+	// journal.Options.Keyring so that the data is stored sealed. The
+	// returned error wraps it with which of the two is missing.
 	ErrSecretPayloads = errors.New("reconcile: a journal of Secrets keeps metadata only unless SecretPayloads opts in")
 	// ErrJournal is returned when the journal cannot be written. A full
 	// disk (journal.ErrNoSpace) is retried with backoff, nothing of the

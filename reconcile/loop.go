@@ -80,7 +80,10 @@ type Options struct {
 	// SecretPayloads is the explicit opt-in to journal the data of Secrets
 	// (core/v1 secrets). Without it New refuses a journal of Secrets whose
 	// Resource is not MetadataOnly: a Secret's data never reaches the disk
-	// by default.
+	// by default. With it, the journal must seal them (opened with a
+	// journal.Options.Keyring: the data is stored encrypted, journal/seal.go);
+	// New refuses a journal without a keyring (ErrSecretPayloads), as it
+	// refuses one of any other sensitive resource (journal.Options.SealResources).
 	SecretPayloads bool
 	// ListMode chooses how the loop lists. Zero: a streaming list (one
 	// watch request with sendInitialEvents, KEP-3157) where the server
@@ -378,8 +381,8 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, fmt.Errorf("%w: field selector %q: %v", ErrInvalidSelector, res.FieldSelector, err)
 	}
 	opts = opts.withDefaults()
-	if res.GVR.Group == "" && res.GVR.Resource == "secrets" && !res.MetadataOnly && !opts.SecretPayloads {
-		return nil, ErrSecretPayloads
+	if err := checkSealing(j, res, opts); err != nil {
+		return nil, err
 	}
 	c, err := newClient(cfg, res, res.MetadataOnly, opts.Wire, opts.Compression)
 	if err != nil {

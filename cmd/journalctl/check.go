@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -57,15 +59,15 @@ func runCheck(ctx context.Context, out io.Writer, f checkFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
-	r, err := checkFile(ctx, f.db)
+	r, sealed, err := checkFile(ctx, f.db)
 	if err != nil {
 		return err
 	}
 	if f.output == "json" {
-		if err := json.NewEncoder(out).Encode(toJSONCheckReport(r)); err != nil {
+		if err := json.NewEncoder(out).Encode(toJSONCheckReport(r, sealed)); err != nil {
 			return err
 		}
-	} else if err := printCheckReport(out, r); err != nil {
+	} else if err := printCheckReport(out, r, sealed); err != nil {
 		return err
 	}
 	if !r.OK() {
@@ -77,30 +79,35 @@ func runCheck(ctx context.Context, out io.Writer, f checkFlags) error {
 // checkFile opens path read-only for one Check: briefly, as the other
 // read-only commands, so that a watch can start once it is done. A file
 // that a writer holds is an error matching journal.ErrLocked that says
-// what to do instead.
-func checkFile(ctx context.Context, path string) (r journal.CheckReport, err error) {
+// what to do instead. sealed counts the sealed objects per key ID
+// (journal.Journal.SealKeyUse): what a key rotation waits for.
+func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed map[string]uint64, err error) {
 	j, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
 		sock := inspect.SocketPath(path)
 		if _, serr := inspect.NewClient(sock).Head(ctx); serr == nil {
-			return r, fmt.Errorf("%w: a watch is running on it (%s): stop the watch to verify the file; "+
+			return r, nil, fmt.Errorf("%w: a watch is running on it (%s): stop the watch to verify the file; "+
 				"use `journalctl relist` to check the index against the server", err, sock)
 		}
-		return r, fmt.Errorf("%w: stop the process that writes it to verify the file", err)
+		return r, nil, fmt.Errorf("%w: stop the process that writes it to verify the file", err)
 	}
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 	if r, err = j.Check(); err != nil {
-		return r, fmt.Errorf("verify: %w", err) // the store's errors name the file
+		return r, nil, fmt.Errorf("verify: %w", err) // the store's errors name the file
 	}
-	return r, nil
+	if sealed, err = j.SealKeyUse(); err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
+	}
+	return r, sealed, nil
 }
 
-// printCheckReport prints r as a table, then each problem on a line of
-// its own.
-func printCheckReport(out io.Writer, r journal.CheckReport) error {
+// printCheckReport prints r as a table (with a sealed row, the objects
+// per sealing key ID, when the file holds sealed objects), then each
+// problem on a line of its own.
+func printCheckReport(out io.Writer, r journal.CheckReport, sealed map[string]uint64) error {
 	replayed := "yes"
 	if !r.Replayed {
 		replayed = "no (the journal is trimmed or damaged: its replay was not compared with the index)"
@@ -114,6 +121,18 @@ func printCheckReport(out io.Writer, r journal.CheckReport) error {
 	fmt.Fprintf(tw, "objects\t%d\n", r.Objects)
 	fmt.Fprintf(tw, "replayed\t%s\n", replayed)
 	fmt.Fprintf(tw, "problems\t%s\n", problems)
+	if len(sealed) > 0 {
+		ids := make([]string, 0, len(sealed))
+		for id := range sealed {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		var parts []string
+		for _, id := range ids {
+			parts = append(parts, fmt.Sprintf("key %s: %d", id, sealed[id]))
+		}
+		fmt.Fprintf(tw, "sealed\t%s\n", strings.Join(parts, ", "))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -44,6 +44,8 @@ type eventsFlags struct {
 	// each set one; reason "none" matches events without a reason.
 	key, namespace, typ, origin, reason string
 	reverse, showManagedFields          bool
+	// sealKeyFiles are --seal-key-file's files (seal.go).
+	sealKeyFiles []string
 }
 
 // reasonValues are --reason's values: journal's Reasons, and none.
@@ -74,16 +76,23 @@ func newEventsCmd() *cobra.Command {
 			"unconfirmed, - for none), json (one JSON array; with -f one event a line), yaml, name\n" +
 			"(the keys). json and yaml leave out the objects' metadata.managedFields unless\n" +
 			"--show-managed-fields.\n\n" +
-			"-f stops when the reader of its output goes away (events -f | head -1).",
+			"-f stops when the reader of its output goes away (events -f | head -1).\n\n" +
+			"Objects sealed by watch --seal-key-file (Secrets) are opened with --seal-key-file; without\n" +
+			"the key that sealed them, reading them is an error that names the key's ID.",
 		Args: noArgsDB,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkEventsFlags(cmd, &f, since, until); err != nil {
 				return err
 			}
-			return runEvents(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			keys, err := loadKeyring(f.sealKeyFiles)
+			if err != nil {
+				return err
+			}
+			return runEvents(withKeyring(cmd.Context(), keys), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	addDBFlag(cmd, &f.db)
+	addSealKeyFlag(cmd, &f.sealKeyFiles, sealKeyFileUsage+"; opens the objects of a file whose objects are sealed (without it, reading one is an error naming its key)")
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(eventsFormats))
 	fl.Var(offsetValue{&f.from}, "from", "first `OFFSET` to print; 0 means the first retained")

@@ -7,11 +7,12 @@
 //	                 [--log-level LEVEL] [-v N] [--retain-events N] [--retain-bytes SIZE]
 //	                 [--retain-age DURATION] [--retain-hard-bytes SIZE]
 //	                 [--verify-interval DURATION] [--idle-timeout DURATION]
-//	                 [--request-timeout DURATION] [--secret-payloads]
+//	                 [--request-timeout DURATION] [--secret-payloads --seal-key-file FILE]
+//	                 [--seal-resource RESOURCE[.GROUP]]
 //	                 [--qps N] [--burst N]
 //	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r]
 //	                     [--since T] [--until T] [--key K] [--namespace NS] [--type T] [--origin O]
-//	                     [-o table|wide|json|yaml|name] [--show-managed-fields]
+//	                     [-o table|wide|json|yaml|name] [--show-managed-fields] [--seal-key-file FILE]
 //	journalctl index     --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]
 //	journalctl stats     --db FILE [-o table|json]
 //	journalctl consumers --db FILE [-o table|json|yaml|name]
@@ -39,7 +40,10 @@
 // SIGTERM (exit status 0); 401, 403 and a refused certificate end it at
 // once. The file records its resource: a watch of another resource into it
 // fails. A Secret's data never reaches the file without --secret-payloads:
-// Secrets keep metadata only. The other flags are described by
+// Secrets keep metadata only. With it, the data is stored sealed
+// (AES-256-GCM, journal/seal.go) under the first key of --seal-key-file,
+// which it requires; --seal-resource seals other resources' objects too,
+// and events --seal-key-file opens them. The other flags are described by
 // journalctl watch --help; the defaults of --qps and --burst are package
 // internal/clientrate's, which make bench uses too.
 //

@@ -262,12 +262,15 @@ type jsonCheckReport struct {
 	Replayed bool     `json:"replayed"`
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"`
+	// SealedKeys counts the sealed objects per sealing key ID
+	// (journal.Journal.SealKeyUse); absent when the file holds none.
+	SealedKeys map[string]uint64 `json:"sealedKeys,omitempty"`
 }
 
-func toJSONCheckReport(r journal.CheckReport) jsonCheckReport {
+func toJSONCheckReport(r journal.CheckReport, sealed map[string]uint64) jsonCheckReport {
 	return jsonCheckReport{
 		Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
-		Problems: append([]string{}, r.Problems...),
+		Problems: append([]string{}, r.Problems...), SealedKeys: sealed,
 	}
 }
 

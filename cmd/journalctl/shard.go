@@ -43,7 +43,7 @@ func addShardFlags(fl *pflag.FlagSet, f *shardFlags) {
 
 // runShardWatch journals resources[0] into f.db as a member of
 // f.shard.group until ctx is done.
-func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resources []journal.Resource, opts reconcile.Options, f watchFlags) (err error) {
+func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resources []journal.Resource, opts reconcile.Options, jopts journal.Options, f watchFlags) (err error) {
 	switch {
 	case f.db == "" || len(resources) != 1:
 		return errors.New("watch --shard-group: one resource into --db FILE")
@@ -54,7 +54,7 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 	m, err := shards.Open(cfg, f.db, resources[0], shards.Options{
 		Group: f.shard.group, Member: f.shard.member, Namespace: f.shard.namespace,
 		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave, IndexInterval: f.shard.index,
-		Loop: opts, Journal: journal.Options{Logger: lg}, Logger: lg,
+		Loop: opts, Journal: jopts, Logger: lg,
 	})
 	if errors.Is(err, journal.ErrLocked) {
 		if werr := runningWatch(ctx, f.db); werr != nil {

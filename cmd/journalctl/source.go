@@ -48,9 +48,11 @@ var pollInterval = time.Second
 
 // openSource returns a source for the journal file at path: the file itself
 // when a read-only open succeeds, else, when a writer holds the file, the
-// socket of the watch that holds it.
+// socket of the watch that holds it. The file source opens sealed objects
+// with the keyring ctx carries (withKeyring); the watch opens them with its
+// own.
 func openSource(ctx context.Context, path string) (source, error) {
-	f := fileSource{path: path}
+	f := fileSource{path: path, keys: keyringFrom(ctx)}
 	err := f.view(func(*journal.Journal) error { return nil })
 	if err == nil {
 		return f, nil
@@ -74,11 +76,14 @@ func handover(err error) bool {
 
 // fileSource reads the file directly. Each call is one short read-only
 // open, read and close: a shared lock held longer would keep a watch from
-// starting.
-type fileSource struct{ path string }
+// starting. keys opens sealed objects (nil: none).
+type fileSource struct {
+	path string
+	keys *journal.Keyring
+}
 
 func (f fileSource) view(fn func(*journal.Journal) error) (err error) {
-	j, err := journal.Open(f.path, &journal.Options{ReadOnly: true, Timeout: -1})
+	j, err := journal.Open(f.path, &journal.Options{ReadOnly: true, Timeout: -1, Keyring: f.keys})
 	if err != nil {
 		return err
 	}

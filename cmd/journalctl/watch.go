@@ -39,9 +39,12 @@ type watchFlags struct {
 	namespace, labelSelector, fieldSelector string
 	allNamespaces, metadataOnly             bool
 	secretPayloads                          bool
-	wire                                    string
-	compression                             bool
-	pageSize                                int64
+	// sealKeyFiles and sealResources are --seal-key-file and
+	// --seal-resource (seal.go).
+	sealKeyFiles, sealResources []string
+	wire                        string
+	compression                 bool
+	pageSize                    int64
 	// qps and burst are the client-side rate limit (--qps, --burst),
 	// clientrate's defaults unless set.
 	qps   float32
@@ -114,6 +117,9 @@ func newWatchCmd() *cobra.Command {
 			"enforced while the watch runs. Without them the watch enforces the retention FILE records.\n" +
 			"Retention keeps the events a consumer has not committed, up to --retain-hard-bytes.\n\n" +
 			"A Secret's data never reaches FILE without --secret-payloads: Secrets keep metadata only.\n" +
+			"With --secret-payloads the data is stored sealed (AES-256-GCM) under the first key of\n" +
+			"--seal-key-file, which it requires; --seal-resource seals other resources too. To rotate,\n" +
+			"put the new key first and keep the old one until no record sealed under it is left.\n" +
 			"--verify-interval (default 10m; 0: off) verifies that often while the watch is healthy\n" +
 			"and journals what the watch lost, with origin relist (anti-entropy); journalctl relist\n" +
 			"asks for one now.\n\n" +
@@ -160,7 +166,9 @@ func newWatchCmd() *cobra.Command {
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
 	fl.StringVar(&f.wire, "wire", "auto", "encoding of watches: `auto` (protobuf for built-in kinds, JSON for custom resources; objects are stored in JSON either way, without fields this build's types do not know) or json (every field as served)")
 	fl.BoolVar(&f.compression, "compression", false, "ask the apiserver to gzip its responses: fewer bytes over a slow or remote link, more CPU on both ends (off, as kube-controller-manager runs)")
-	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets; by default a Secret's data never reaches the journal: metadata only")
+	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets, sealed under --seal-key-file (required with it); by default a Secret's data never reaches the journal: metadata only")
+	addSealKeyFlag(cmd, &f.sealKeyFiles, sealKeyFileUsage+"; seals the objects of Secrets and of --seal-resource")
+	fl.StringSliceVar(&f.sealResources, "seal-resource", nil, "also seal the objects of `RESOURCE[.GROUP]` (comma-separated or repeated; Secrets always are): a watch of one without --seal-key-file or --metadata-only is refused")
 	fl.DurationVar(&f.verifyInterval, "verify-interval", reconcile.DefaultVerifyInterval, "verify against the server about every `DURATION` (a metadata-only list at the applied resourceVersion, jittered ±20%) and journal what the watch lost (anti-entropy); 0: off")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "replace a watch that delivers nothing for `DURATION`, on a new connection (0: 2m)")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "wait at most `DURATION` for each request to begin its response; a page body is bounded by its progress, not in total (0: 60s)")
@@ -258,6 +266,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if err != nil {
 		return err
 	}
+	keys, err := loadKeyring(f.sealKeyFiles)
+	if err != nil {
+		return err
+	}
+	sealed, err := parseSealResources(f.sealResources)
+	if err != nil {
+		return err
+	}
+	// jopts are the journals' options: the logger and sealing (seal.go).
+	jopts := journal.Options{Logger: lg, Keyring: keys, SealResources: sealed}
 	if len(args) > 1 && f.db != "" {
 		return fmt.Errorf("watch %s: several resources take --dir DIR (one file each), not --db", arg)
 	}
@@ -300,13 +318,15 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		Logger: lg,
 	}
 	if f.shard.group != "" {
-		return runShardWatch(ctx, log, cfg, resources, opts, f)
+		return runShardWatch(ctx, log, cfg, resources, opts, jopts, f)
 	}
 	var files []watched
 	var run func(context.Context) error
 	if f.db != "" {
 		res := resources[0]
-		j, oerr := journal.Open(f.db, &journal.Options{Resource: &res, Logger: lg})
+		o := jopts
+		o.Resource = &res
+		j, oerr := journal.Open(f.db, &o)
 		if errors.Is(oerr, journal.ErrLocked) {
 			if werr := runningWatch(ctx, f.db); werr != nil {
 				return werr
@@ -327,7 +347,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 				return err
 			}
 		}
-		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: journal.Options{Logger: lg}})
+		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: jopts})
 		if errors.Is(oerr, journal.ErrLocked) {
 			for _, res := range resources {
 				if werr := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); werr != nil {
