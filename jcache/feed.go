@@ -123,7 +123,8 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 // open opens res's journal file at path, keeping objects, and builds its
 // loop.
 func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*journal.Journal, *reconcile.Loop, error) {
-	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync})
+	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync,
+		Keyring: o.Keyring, SealResources: o.SealResources})
 	if err != nil {
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
@@ -140,7 +141,7 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*jou
 	if err != nil {
 		_ = j.Close()
 		if errors.Is(err, reconcile.ErrSecretPayloads) {
-			return nil, nil, fmt.Errorf("jcache: %s: %w (a Secret's data is written to the cache's files only with jcache.Options.SecretPayloads; or read Secrets as metav1.PartialObjectMetadata)", res, err)
+			return nil, nil, fmt.Errorf("jcache: %s: %w (a Secret's data is kept in the cache's files only sealed: set jcache.Options.SecretPayloads and a key, jcache.Options.KeyFiles (a mounted Secret of 32 random bytes or their base64) or Options.Keyring; or read Secrets as metav1.PartialObjectMetadata)", res, err)
 		}
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -34,12 +35,41 @@ type Options struct {
 	// second process's informer fails with journal.ErrLocked); within a
 	// process, caches on one directory share each file.
 	Dir string
-	// SecretPayloads opts in to writing the data of Secrets to the
-	// journal files (reconcile.Options.SecretPayloads). Without it, an
-	// informer of typed or unstructured Secrets is refused (GetInformer,
-	// Get and List return the error); metav1.PartialObjectMetadata
-	// Secrets keep only metadata and need no opt-in.
+	// SecretPayloads opts in to keeping the data of Secrets in the
+	// journal files (reconcile.Options.SecretPayloads), sealed: it needs
+	// a key (Keyring or KeyFiles), and every Secret's object is then
+	// stored encrypted with AES-256-GCM (journal/seal.go), in the file,
+	// its objects bucket and a relist's stage file alike. Without
+	// SecretPayloads, or with it but without a key, an informer of typed
+	// or unstructured Secrets is refused (GetInformer, Get and List
+	// return an error wrapping reconcile.ErrSecretPayloads that says how
+	// to enable it); metav1.PartialObjectMetadata Secrets keep only
+	// metadata and need neither.
 	SecretPayloads bool
+	// Keyring seals and opens the objects of sensitive resources (Secrets
+	// and SealResources) in the cache's files (journal.Options.Keyring):
+	// its first key seals, every key opens. Nil: the keys of KeyFiles, if
+	// any.
+	Keyring *journal.Keyring
+	// KeyFiles are read with journal.LoadKeyring when the cache is built
+	// (New fails on a missing or malformed file), when Keyring is nil:
+	// each file is 32 raw bytes, or one base64 key a line, the primary
+	// first, as a mounted Kubernetes Secret holds them (e.g. a Secret
+	// with a key "keys" mounted at /etc/my-operator/seal, KeyFiles:
+	// []string{"/etc/my-operator/seal/keys"}; make a key with
+	// `head -c 32 /dev/urandom | base64`). The files' first key is the
+	// primary. Rotation (journal/seal.go): put the new key first, keep
+	// the old one after it and restart; once retention has trimmed every
+	// record sealed before (journal.Journal.SealKeyUse reports no use of
+	// the old key; journalctl check shows the sealed row), remove the
+	// old key. A file is read once, when the cache is built: a changed
+	// mounted Secret takes effect at the next restart.
+	KeyFiles []string
+	// SealResources are resources sealed besides Secrets
+	// (journal.Options.SealResources, which extend
+	// journal.DefaultSealResources): their informers need a key too,
+	// unless metadata-only.
+	SealResources []schema.GroupResource
 	// NoSync skips fsync on each commit (journal.Options.NoSync): for
 	// tests and benchmarks only.
 	NoSync bool
@@ -180,6 +210,14 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if o.Logger.GetSink() == nil {
 		o.Logger = crlog.Log.WithName("jcache")
 	}
+	if o.Keyring == nil && len(o.KeyFiles) > 0 {
+		k, err := journal.LoadKeyring(o.KeyFiles...)
+		if err != nil {
+			return nil, fmt.Errorf("jcache: Options.KeyFiles: %w", err)
+		}
+		o.Keyring = k
+	}
+	o.SealResources = append([]schema.GroupResource(nil), o.SealResources...)
 	c := &Cache{dir: o.Dir}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
