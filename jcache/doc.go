@@ -65,8 +65,16 @@
 //   - NewInformer is refused (ErrNewInformer): the informers are the
 //     journal files.
 //   - Secrets: a typed or unstructured informer of Secrets is refused
-//     unless Options.SecretPayloads opts in; as PartialObjectMetadata they
-//     keep metadata only.
+//     unless Options.SecretPayloads opts in and the cache has a key
+//     (Options.KeyFiles, e.g. a mounted Secret of 32 random bytes or their
+//     base64; or Options.Keyring): then every Secret's object is stored
+//     sealed, encrypted with AES-256-GCM (journal/seal.go), in the files,
+//     their objects buckets and a relist's stage file alike, and opened
+//     on each read. Options.SealResources seals other resources too.
+//     Rotation: the new key first, the old one after it, until
+//     journal.Journal.SealKeyUse (journalctl check) no longer reports the
+//     old key. As PartialObjectMetadata, Secrets keep metadata only and
+//     need no key.
 //
 // # Files
 //

@@ -10,8 +10,8 @@ import (
 )
 
 // An operator keeps its builder calls; only NewCache changes. Owned
-// Secrets are watched as metadata (no Secret data on disk without
-// Options.SecretPayloads).
+// Secrets are watched as metadata (no Secret data on disk; with
+// Options.SecretPayloads and KeyFiles it would be stored sealed).
 func ExampleNewFunc() {
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
