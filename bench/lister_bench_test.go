@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sjson "sigs.k8s.io/json"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 )
@@ -67,7 +68,7 @@ func listerFixture(b *testing.B) (*journal.Journal, toolscache.Indexer) {
 	dec := scheme.Codecs.UniversalDeserializer()
 	total := listerN + listerOthers
 	for lo := 0; lo < total; lo += 1000 {
-		err := j.Writer().Update(func(tx *journal.Tx) error {
+		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 			for i := lo; i < min(lo+1000, total); i++ {
 				ns := "bench"
 				if i >= listerN {

@@ -335,7 +335,7 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).
-func (w *Writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
+func (w *writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		var keep func(uint64, []byte) error
 		if tx.HasObjects() {

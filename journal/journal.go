@@ -155,25 +155,6 @@ func (j *Journal) Close() error {
 // Path returns the file's path.
 func (j *Journal) Path() string { return j.store.Path() }
 
-// Writer is a journal's write side: write transactions (Update), the
-// staged relist (BeginRelist), retention trimming (Trim), the record of
-// the objects' kind (SetKind) and the meta entries of the packages above
-// (Meta). It is for the packages that write a journal: reconcile (the
-// events, the relist, the kind, its list mode) and compactor (trimming),
-// and for tools and tests that write one by hand. A program that reads and consumes a journal needs none of it.
-//
-// One writer per file: the file's exclusive lock keeps every other
-// process out, and within the process one reconcile.Loop appends the events (a
-// compactor beside it only trims). Two writers of events in one process
-// would each keep the journal consistent per transaction, but would race
-// each other's resourceVersions. Its methods return ErrReadOnly on a
-// journal opened read-only.
-type Writer struct{ j *Journal }
-
-// Writer returns the journal's write side, for package reconcile and
-// package compactor; see Writer.
-func (j *Journal) Writer() *Writer { return &Writer{j: j} }
-
 // Resource returns the resource the file records, and false when none is
 // recorded yet. A read that fails is an error, never "none recorded": the
 // store's error (ErrCorrupt for a corrupt page, ErrClosed for a closed

@@ -16,7 +16,7 @@ import (
 
 // Meta is one namespace of the file's meta entries, for a package that
 // keeps a small setting in the file beside the journal (Writer.Meta).
-type Meta struct {
+type metaNS struct {
 	j      *Journal
 	prefix string
 }
@@ -25,17 +25,17 @@ type Meta struct {
 // and hold no dot. The entry key of namespace ns is stored as "ns.key":
 // reconcile's list mode, ns "reconcile" and key "listMode", is the entry
 // "reconcile.listMode" that files written before Meta existed hold.
-func (w *Writer) Meta(ns string) *Meta {
+func (w *writer) Meta(ns string) metaAPI {
 	if ns == "" || strings.Contains(ns, ".") {
 		panic(fmt.Sprintf("journal: Meta namespace %q is empty or holds a dot", ns))
 	}
-	return &Meta{j: w.j, prefix: ns + "."}
+	return &metaNS{j: w.j, prefix: ns + "."}
 }
 
 // Get returns the value of the entry key, or nil when it is not set. A
 // read that fails is an error, never "not set": the store's (ErrCorrupt,
 // or ErrClosed for a closed journal).
-func (m *Meta) Get(key string) ([]byte, error) {
+func (m *metaNS) Get(key string) ([]byte, error) {
 	var v []byte
 	err := m.j.store.View(func(tx storage.Tx) error {
 		v = append([]byte(nil), tx.Meta(m.prefix+key)...)
@@ -52,7 +52,7 @@ func (m *Meta) Get(key string) ([]byte, error) {
 
 // Put sets the entry key to v, in a transaction of its own; a nil v
 // deletes it. It returns ErrReadOnly on a journal opened read-only.
-func (m *Meta) Put(key string, v []byte) error {
+func (m *metaNS) Put(key string, v []byte) error {
 	if err := m.j.store.Update(func(tx storage.Tx) error { return tx.SetMeta(m.prefix+key, v) }); err != nil {
 		return fmt.Errorf("journal: meta %s%s: %w", m.prefix, key, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/storage"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Ensure that a namespace's entry is the meta entry "ns.key" of the file,
@@ -14,7 +16,7 @@ import (
 // value deletes it.
 func TestWriter_Meta_NamespacedEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	m := j.Writer().Meta("reconcile")
+	m := journalwrite.Of(j).Meta("reconcile")
 	if v, err := m.Get("listMode"); v != nil || err != nil {
 		t.Fatalf("Get of an entry never set = %q, %v; want nil, nil", v, err)
 	}
@@ -22,7 +24,7 @@ func TestWriter_Meta_NamespacedEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var raw []byte
-	_ = j.Writer().Store().View(func(tx storage.Tx) error { raw = append(raw, tx.Meta("reconcile.listMode")...); return nil })
+	_ = journal.StoreOf(j).View(func(tx storage.Tx) error { raw = append(raw, tx.Meta("reconcile.listMode")...); return nil })
 	if !bytes.Equal(raw, []byte(`{"mode":"paginated"}`)) {
 		t.Fatalf("meta entry reconcile.listMode = %q; want the value Put", raw)
 	}

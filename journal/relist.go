@@ -46,7 +46,7 @@ const (
 // with no resourceVersion the next run lists again and diffs against
 // them, so nothing is lost or duplicated. It writes every object once
 // instead of twice (stage file, then journal).
-type Relist struct {
+type relist struct {
 	j      *Journal
 	w      *stageWriter // nil until the first event is staged
 	staged int
@@ -61,7 +61,7 @@ type Relist struct {
 // BeginRelist starts a relist. It first finishes a commit that an earlier
 // Relist began and could not complete (a full disk, say), and discards
 // whatever an unfinished relist staged.
-func (w *Writer) BeginRelist() (*Relist, error) {
+func (w *writer) BeginRelist() (relistAPI, error) {
 	j := w.j
 	if err := j.finishRelist(); err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (w *Writer) BeginRelist() (*Relist, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("journal: begin relist: %w", err)
 	}
-	return &Relist{j: j, direct: direct}, nil
+	return &relist{j: j, direct: direct}, nil
 }
 
 // Stage appends evs to the staging file, in order; in direct mode (a
@@ -81,7 +81,7 @@ func (w *Writer) BeginRelist() (*Relist, error) {
 // to the journal and the index instead, and sets their Offset. Their
 // Offset is otherwise ignored; a zero Time is set now. A full disk gives
 // an error matching ErrNoSpace.
-func (r *Relist) Stage(evs []Event) error {
+func (r *relist) Stage(evs []Event) error {
 	if r.done {
 		return fmt.Errorf("journal: relist already finished")
 	}
@@ -128,7 +128,7 @@ func (r *Relist) Stage(evs []Event) error {
 // empty), to the journal and the index: at most commitChunk events or
 // commitBytes of records a transaction, the first of which clears the
 // stored resourceVersion.
-func (r *Relist) appendDirect(evs []Event) error {
+func (r *relist) appendDirect(evs []Event) error {
 	for len(evs) > 0 {
 		var n int
 		var first uint64
@@ -181,11 +181,11 @@ func (r *Relist) appendDirect(evs []Event) error {
 }
 
 // Staged returns how many events have been staged.
-func (r *Relist) Staged() int { return r.staged }
+func (r *relist) Staged() int { return r.staged }
 
 // MarkSeen records keys as listed, for a relist whose pages did not come in
 // key order and so must find deletions by lookup (Unseen).
-func (r *Relist) MarkSeen(keys []string) error {
+func (r *relist) MarkSeen(keys []string) error {
 	for _, k := range keys {
 		if err := checkKey("key", k); err != nil {
 			return fmt.Errorf("journal: mark seen: %w", err)
@@ -202,7 +202,7 @@ func (r *Relist) MarkSeen(keys []string) error {
 }
 
 // Unseen returns the entries whose keys were not recorded by MarkSeen.
-func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
+func (r *relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 	var out []IndexEntry
 	err := r.j.store.View(func(tx storage.Tx) error {
 		for _, e := range entries {
@@ -223,8 +223,8 @@ func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 // half-applied once the marker is set. It returns the first and last
 // offsets assigned (0, 0 when nothing was staged). A chunk that finds the
 // marker changed since the previous one (another writer moved the commit
-// on) stops it with a *StageMarkerError.
-func (r *Relist) Commit(rv string) (first, last uint64, err error) {
+// on) stops it with a *stageMarkerError.
+func (r *relist) Commit(rv string) (first, last uint64, err error) {
 	if r.done {
 		return 0, 0, fmt.Errorf("journal: relist already finished")
 	}
@@ -260,7 +260,7 @@ func (r *Relist) Commit(rv string) (first, last uint64, err error) {
 
 // mark makes the staged events durable and sets the commit marker; from
 // here on the relist rolls forward. It returns the first offset.
-func (r *Relist) mark(rv string) (first uint64, err error) {
+func (r *relist) mark(rv string) (first uint64, err error) {
 	path := stagePath(r.j.Path())
 	if err := r.w.finish(r.j.noSync); err != nil {
 		r.w.discard(path)
@@ -282,7 +282,7 @@ func (r *Relist) mark(rv string) (first uint64, err error) {
 
 // Abort discards what was staged. A relist whose Commit failed after its
 // marker was set is not aborted: the next BeginRelist or Open finishes it.
-func (r *Relist) Abort() error {
+func (r *relist) Abort() error {
 	if r.done {
 		return nil
 	}
@@ -312,7 +312,7 @@ func decodeStageMeta(b []byte) (nonce uint64, size, pos int64, ok bool) {
 // is set, commitChunk per transaction with the stage file's position, then
 // sets the resourceVersion and clears the marker. Each chunk's transaction
 // first checks that the marker is the one it continues from (nonce, size,
-// position, resourceVersion) and stops with a *StageMarkerError when it is
+// position, resourceVersion) and stops with a *stageMarkerError when it is
 // not. Without a marker it only
 // removes a stage file that a crash left behind.
 func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
@@ -434,7 +434,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 // but the last: tests change the marker there, as another writer would.
 var afterRelistChunk func()
 
-// checkStageMarker returns a *StageMarkerError unless the commit marker in
+// checkStageMarker returns a *stageMarkerError unless the commit marker in
 // tx is the one the chunk about to move continues from: the relist's
 // resourceVersion rv, the stage file's nonce and size, and the position at.
 func checkStageMarker(tx storage.Tx, path string, rv []byte, nonce uint64, size, at int64) error {
@@ -443,7 +443,7 @@ func checkStageMarker(tx storage.Tx, path string, rv []byte, nonce uint64, size,
 	if ok && n == nonce && sz == size && pos == at && string(gotRV) == string(rv) {
 		return nil
 	}
-	e := &StageMarkerError{Path: path, Nonce: nonce, Pos: at, Present: gotRV != nil}
+	e := &stageMarkerError{Path: path, Nonce: nonce, Pos: at, Present: gotRV != nil}
 	if ok {
 		e.FoundNonce, e.FoundPos = n, pos
 	}

@@ -9,14 +9,14 @@ import (
 
 // stagedRelist opens a journal holding one object ("wj/old", rv 1), stages
 // n ADDED events and the DELETED of wj/old, and returns both.
-func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
+func stagedRelist(t *testing.T, n int) (string, *Journal, *relist) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Writer().Update(func(tx *Tx) error {
+	if err := j.writer().Update(func(tx txAPI) error {
 		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch})
 		if err != nil {
 			return err
@@ -25,10 +25,11 @@ func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := j.Writer().BeginRelist()
+	r, err := j.writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
+	rel := r.(*relist)
 	evs := make([]Event, 0, n+1)
 	for i := range n {
 		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
@@ -145,14 +146,14 @@ func TestRelist_LostStageFileForcesRelist(t *testing.T) {
 				t.Fatalf("LastOffset = %d; want the first chunk kept", st.LastOffset)
 			}
 			// The next relist works as usual.
-			rel, err := j2.Writer().BeginRelist()
+			next, err := j2.writer().BeginRelist()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := rel.Stage([]Event{{Type: Added, Key: "wj/z", UID: "z", ResourceVersion: "9", Origin: OriginRelist}}); err != nil {
+			if err := next.Stage([]Event{{Type: Added, Key: "wj/z", UID: "z", ResourceVersion: "9", Origin: OriginRelist}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := rel.Commit("9"); err != nil {
+			if _, _, err := next.Commit("9"); err != nil {
 				t.Fatal(err)
 			}
 			if rv, _ := j2.ResourceVersion(); rv != "9" {
@@ -174,7 +175,7 @@ func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
 	if err := j.finishRelistChunks(1); err != nil { // then the disk filled up
 		t.Fatal(err)
 	}
-	if _, err := j.Writer().BeginRelist(); err != nil {
+	if _, err := j.writer().BeginRelist(); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := j.Stats()

@@ -10,7 +10,7 @@ import (
 // Each chunk of a relist commit re-checks the commit marker it continues
 // from (nonce and position): when it changed between two chunks, as it
 // would if another writer moved the commit on, the commit stops with a
-// *StageMarkerError and appends nothing more (it would append again what
+// *stageMarkerError and appends nothing more (it would append again what
 // the other writer appended).
 func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
 	const n = 3 * commitChunk
@@ -52,12 +52,12 @@ func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
 			}
 			t.Cleanup(func() { afterRelistChunk = nil })
 			_, _, err := rel.Commit("7")
-			var me *StageMarkerError
+			var me *stageMarkerError
 			if !errors.As(err, &me) {
-				t.Fatalf("Commit after the marker changed between chunks = %v; want a *StageMarkerError", err)
+				t.Fatalf("Commit after the marker changed between chunks = %v; want a *stageMarkerError", err)
 			}
 			if me.Present != c.present {
-				t.Errorf("StageMarkerError.Present = %v; want %v (%v)", me.Present, c.present, me)
+				t.Errorf("stageMarkerError.Present = %v; want %v (%v)", me.Present, c.present, me)
 			}
 			if !tampered {
 				t.Fatal("the commit moved everything in one chunk: the test means nothing")

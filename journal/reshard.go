@@ -61,12 +61,12 @@ var afterReshardChunk func()
 
 // finishReshard runs the Reshard whose marker the file holds to its end,
 // and returns what its chunks did; with no marker it does nothing.
-func (j *Journal) finishReshard() (ReshardResult, error) { return j.finishReshardChunks(-1) }
+func (j *Journal) finishReshard() (reshardResult, error) { return j.finishReshardChunks(-1) }
 
 // finishReshardChunks is finishReshard running at most max chunks (all
 // when max < 0): tests stop there to stand for a crash.
-func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
-	var res ReshardResult
+func (j *Journal) finishReshardChunks(max int) (reshardResult, error) {
+	var res reshardResult
 	for done := false; !done; max-- {
 		if max == 0 {
 			return res, nil
@@ -74,11 +74,11 @@ func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
 		var moved int
 		err := j.store.Update(func(tx storage.Tx) error {
 			var err error
-			moved, done, err = reshardChunk(&Tx{tx: tx, j: j}, &res)
+			moved, done, err = reshardChunk(&wtx{tx: tx, j: j}, &res)
 			return err
 		})
 		if err != nil {
-			return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+			return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 		}
 		if moved > 0 {
 			j.wake()
@@ -93,7 +93,7 @@ func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
 // reshardChunk runs one chunk of the Reshard whose marker t holds, adding
 // what it did to res. done reports that the Reshard is over (or there was
 // none).
-func reshardChunk(t *Tx, res *ReshardResult) (moved int, done bool, err error) {
+func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) {
 	b := t.tx.Meta(metaReshard)
 	if b == nil {
 		return 0, true, nil
@@ -102,11 +102,11 @@ func reshardChunk(t *Tx, res *ReshardResult) (moved int, done bool, err error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
 	}
-	old, err := ShardSet(m.From)
+	old, err := shardSet(m.From)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
 	}
-	nw, err := ShardSet(m.To)
+	nw, err := shardSet(m.To)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
 	}

@@ -39,7 +39,7 @@ func TestJournal_Resource_ReadErrorIsAnError(t *testing.T) {
 	t.Run("record that does not decode", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "j.db")
 		j := open(t, path)
-		if err := j.Writer().Store().Update(func(tx storage.Tx) error { return tx.SetMeta("resource", []byte("{not json")) }); err != nil {
+		if err := journal.StoreOf(j).Update(func(tx storage.Tx) error { return tx.SetMeta("resource", []byte("{not json")) }); err != nil {
 			t.Fatal(err)
 		}
 		if r, ok, err := j.Resource(); !errors.Is(err, journal.ErrBadRecord) {

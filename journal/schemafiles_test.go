@@ -19,6 +19,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
@@ -123,7 +124,7 @@ func TestSchemaFiles_ReadBackExactly(t *testing.T) {
 				t.Fatalf("consumer %q resumes at %d, want %d", schemafile.ConsumerOps, c.Position(), schemafile.CommittedOps+1)
 			}
 			var off uint64
-			if err := j.Writer().Update(func(tx *journal.Tx) error {
+			if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 				e := journal.Event{Type: journal.Added, Key: "wj/new", UID: "uid-new", ResourceVersion: "99", Origin: journal.OriginWatch, Object: []byte(`{}`)}
 				if off, err = tx.Append(&e); err != nil {
 					return err

@@ -52,25 +52,13 @@ func shardSummary(s string) string {
 	return fmt.Sprintf("%.1f%%/%d-ranges", 100*set.Share(), len(set))
 }
 
-// ShardSet returns the hash ranges a shard selector selects: the whole
+// shardSet returns the hash ranges a shard selector selects: the whole
 // space for "" (unsharded). Errors match hashrange.ErrSyntax.
-func ShardSet(selector string) (hashrange.Set, error) {
+func shardSet(selector string) (hashrange.Set, error) {
 	if selector == "" {
 		return hashrange.Full(), nil
 	}
 	return hashrange.Parse(selector)
-}
-
-// ReshardResult is what a Reshard did.
-type ReshardResult struct {
-	// Left is how many keys left the range, each journaled as DELETED
-	// with reason moved.
-	Left int
-	// Entered is the part of the hash space the range gained, empty when
-	// it only shrank; its keys arrive with the next list.
-	Entered hashrange.Set
-	// First and Last are the offsets of the DELETED events, 0 when none.
-	First, Last uint64
 }
 
 // Reshard binds the file to the shard selector sel (KEP-5866 syntax;
@@ -95,10 +83,10 @@ type ReshardResult struct {
 //
 // Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a file
 // that records no resource, or the store's.
-func (w *Writer) Reshard(sel string) (ReshardResult, error) {
-	nw, err := ShardSet(sel)
+func (w *writer) Reshard(sel string) (reshardResult, error) {
+	nw, err := shardSet(sel)
 	if err != nil {
-		return ReshardResult{}, err
+		return reshardResult{}, err
 	}
 	canon := ""
 	if sel != "" {
@@ -108,10 +96,10 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 	// Open finishes them: a relist commit (its events were inferred at the
 	// old range), then a Reshard.
 	if err := w.j.finishRelist(); err != nil {
-		return ReshardResult{}, err
+		return reshardResult{}, err
 	}
 	if _, err := w.j.finishReshard(); err != nil {
-		return ReshardResult{}, err
+		return reshardResult{}, err
 	}
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		rec, ok, err := decodeResource(tx.Meta(metaResource))
@@ -121,17 +109,17 @@ func (w *Writer) Reshard(sel string) (ReshardResult, error) {
 		if !ok {
 			return fmt.Errorf("journal: Reshard: the file records no resource")
 		}
-		if _, err := ShardSet(rec.ShardSelector); err != nil {
+		if _, err := shardSet(rec.ShardSelector); err != nil {
 			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)
 		}
 		return setReshardMarker(tx, reshardMarker{From: rec.ShardSelector, To: canon})
 	})
 	if err != nil {
-		return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 	}
 	res, err := w.j.finishReshard()
 	if err != nil {
-		return ReshardResult{}, err
+		return reshardResult{}, err
 	}
 	return res, nil
 }
@@ -158,9 +146,9 @@ func setPending(tx storage.Tx, s hashrange.Set) error {
 // ShardPending returns the hash ranges a Reshard added whose keys no
 // list has journaled yet: package reconcile journals the ADDED of a list
 // for keys in them as moved. Empty when none.
-func (j *Journal) ShardPending() (hashrange.Set, error) {
+func (w *writer) ShardPending() (hashrange.Set, error) {
 	var s hashrange.Set
-	err := j.store.View(func(tx storage.Tx) error { s = pendingSet(tx); return nil })
+	err := w.j.store.View(func(tx storage.Tx) error { s = pendingSet(tx); return nil })
 	if err != nil {
 		return nil, fmt.Errorf("journal: shard pending: %w", err)
 	}
@@ -171,12 +159,12 @@ func (j *Journal) ShardPending() (hashrange.Set, error) {
 // bound to a shard range: the next list's ADDED for keys that hash into s
 // are journaled as moved in. A shard member calls it when it joins a group
 // with an empty file whose range others held. Errors: the store's.
-func (w *Writer) MarkShardPending(s hashrange.Set) error {
+func (w *writer) MarkShardPending(s hashrange.Set) error {
 	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
 }
 
 // ClearShardPending forgets the pending ranges (ShardPending), once a list
 // at the new range has committed.
-func (w *Writer) ClearShardPending() error {
+func (w *writer) ClearShardPending() error {
 	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, nil) })
 }

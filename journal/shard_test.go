@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -59,7 +60,7 @@ func TestWriter_Reshard(t *testing.T) {
 	low, _ := hashrange.Parse(lowHalf)
 	quarter, _ := hashrange.Parse("shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')")
 	var keep, leave []string
-	err = j.Writer().Update(func(tx *journal.Tx) error {
+	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 		for i := 0; len(keep) < 5 || len(leave) < 5; i++ {
 			uid := fmt.Sprintf("uid-%d", i)
 			if !low.ContainsUID(uid) {
@@ -81,7 +82,7 @@ func TestWriter_Reshard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Shrink to the first quarter: the second quarter's keys leave.
-	r, err := j.Writer().Reshard(quarter.Selector())
+	r, err := journalwrite.Of(j).Reshard(quarter.Selector())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +105,13 @@ func TestWriter_Reshard(t *testing.T) {
 	}
 	// Grow to the high half as well: pending, no resourceVersion.
 	grown := quarter.Union(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}})
-	if r, err = j.Writer().Reshard(grown.Selector()); err != nil {
+	if r, err = journalwrite.Of(j).Reshard(grown.Selector()); err != nil {
 		t.Fatal(err)
 	}
 	if r.Left != 0 || !r.Entered.Equal(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}}) {
 		t.Fatalf("Reshard(grown) = %+v; want nothing left, the high half entered", r)
 	}
-	if p, _ := j.ShardPending(); !p.Equal(r.Entered) {
+	if p, _ := journalwrite.Of(j).ShardPending(); !p.Equal(r.Entered) {
 		t.Errorf("ShardPending = %v; want %v", p, r.Entered)
 	}
 	if rv, _ := j.ResourceVersion(); rv != "" {
@@ -119,10 +120,10 @@ func TestWriter_Reshard(t *testing.T) {
 	if rec, _, _ := j.Resource(); rec.ShardSelector != grown.Selector() {
 		t.Errorf("recorded shard selector = %q; want %q", rec.ShardSelector, grown.Selector())
 	}
-	if err := j.Writer().ClearShardPending(); err != nil {
+	if err := journalwrite.Of(j).ClearShardPending(); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := j.ShardPending(); !p.Empty() {
+	if p, _ := journalwrite.Of(j).ShardPending(); !p.Empty() {
 		t.Errorf("ShardPending after ClearShardPending = %v; want none", p)
 	}
 }

@@ -118,12 +118,12 @@ type stageReader struct {
 	size int64
 }
 
-// StageRecordError is a stage-file record whose length runs past the end
+// stageRecordError is a stage-file record whose length runs past the end
 // of what the commit marker says the file holds (a corrupt length): the
 // record is refused before anything is allocated for it. It matches the
 // lost-stage case, so Open recovers as for a lost stage file (the next
 // run relists).
-type StageRecordError struct {
+type stageRecordError struct {
 	// Path is the stage file's path.
 	Path string
 	// Pos is the record's position in the file, in bytes.
@@ -135,15 +135,15 @@ type StageRecordError struct {
 }
 
 // Error returns the message, with the position and both lengths.
-func (e *StageRecordError) Error() string {
+func (e *stageRecordError) Error() string {
 	return fmt.Sprintf("journal: stage file %s: record at %d claims %d bytes, the file holds %d after it",
 		e.Path, e.Pos, e.Length, e.Left)
 }
 
 // Unwrap returns errStageLost: the stage file cannot be rolled forward.
-func (e *StageRecordError) Unwrap() error { return errStageLost }
+func (e *stageRecordError) Unwrap() error { return errStageLost }
 
-// StageMarkerError is returned by a relist commit (Relist.Commit, Open,
+// stageMarkerError is returned by a relist commit (Relist.Commit, Open,
 // BeginRelist) when the chunk it is about to move finds the commit marker
 // not as the previous chunk left it: another writer moved the commit on,
 // finished it (no marker) or began another (another nonce). Nothing of that
@@ -151,7 +151,7 @@ func (e *StageRecordError) Unwrap() error { return errStageLost }
 // the other writer appended. With one writer per file for the writer's
 // whole life (the writer's lock, LockWriter) it does not happen; the check turns a
 // breach of that into an error instead of duplicate events.
-type StageMarkerError struct {
+type stageMarkerError struct {
 	// Path is the stage file's path.
 	Path string
 	// Nonce and Pos are the stage file's nonce and the position, in bytes,
@@ -167,7 +167,7 @@ type StageMarkerError struct {
 }
 
 // Error returns the message, with what was expected and what was found.
-func (e *StageMarkerError) Error() string {
+func (e *stageMarkerError) Error() string {
 	if !e.Present {
 		return fmt.Sprintf("journal: relist commit from %s: the commit marker (nonce %x, position %d) is gone: another writer finished the commit",
 			e.Path, e.Nonce, e.Pos)
@@ -218,7 +218,7 @@ func (s *stageReader) next() ([]byte, int64, error) {
 	}
 	length := binary.BigEndian.Uint32(n[:])
 	if left := s.size - s.pos - 4; int64(length) > left {
-		return nil, s.pos, &StageRecordError{Path: s.f.Name(), Pos: s.pos, Length: length, Left: left}
+		return nil, s.pos, &stageRecordError{Path: s.f.Name(), Pos: s.pos, Length: length, Left: left}
 	}
 	rec := make([]byte, length)
 	if _, err := io.ReadFull(s.r, rec); err != nil {

@@ -12,7 +12,7 @@ import (
 
 // Ensure that a corrupt record length in the stage file is refused before
 // anything is allocated for it (it is bounded by what the file holds after
-// it), with a *StageRecordError, and that Open then recovers as for a lost
+// it), with a *stageRecordError, and that Open then recovers as for a lost
 // stage file: the resourceVersion is cleared so that the next run relists.
 func TestStage_CorruptLengthIsBoundedByTheFile(t *testing.T) {
 	path, j, rel := stagedRelist(t, 3*commitChunk)
@@ -54,9 +54,9 @@ func TestStage_CorruptLengthIsBoundedByTheFile(t *testing.T) {
 	_, _, err = sr.next()
 	runtime.ReadMemStats(&after)
 	sr.close()
-	var rerr *StageRecordError
+	var rerr *stageRecordError
 	if !errors.As(err, &rerr) || !errors.Is(err, errStageLost) || rerr.Length != 1<<32-1 || rerr.Left != size-pos-4 {
-		t.Fatalf("next() on a record claiming 4 GiB = %v; want a *StageRecordError (length 4294967295, %d left) matching errStageLost", err, size-pos-4)
+		t.Fatalf("next() on a record claiming 4 GiB = %v; want a *stageRecordError (length 4294967295, %d left) matching errStageLost", err, size-pos-4)
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 		t.Fatalf("next() on a record claiming 4 GiB allocated %d bytes; want it refused before allocating", got)
@@ -98,8 +98,8 @@ func TestStage_LengthPastTheMarkersSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sr.close()
-	var rerr *StageRecordError
+	var rerr *stageRecordError
 	if _, _, err := sr.next(); !errors.As(err, &rerr) {
-		t.Fatalf("next() on a record past the marker's size = %v; want a *StageRecordError", err)
+		t.Fatalf("next() on a record past the marker's size = %v; want a *stageRecordError", err)
 	}
 }

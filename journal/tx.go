@@ -9,7 +9,7 @@ import (
 // Tx is a write transaction: the index, the journal and the last synced
 // resourceVersion change together when it commits. It is valid only inside
 // the function given to Writer.Update.
-type Tx struct {
+type wtx struct {
 	tx       storage.Tx
 	j        *Journal
 	seal     *sealer // seal.go
@@ -25,10 +25,10 @@ type Tx struct {
 // from Update with fn's value: the file is untouched and stays healthy.
 // Only a panic inside the store (on a corrupt page, reached through a Tx
 // method) is returned as ErrCorrupt.
-func (w *Writer) Update(fn func(*Tx) error) error {
-	var t *Tx
+func (w *writer) Update(fn func(txAPI) error) error {
+	var t *wtx
 	err := w.j.store.Update(func(tx storage.Tx) error {
-		t = &Tx{tx: tx, j: w.j, seal: w.j.seal}
+		t = &wtx{tx: tx, j: w.j, seal: w.j.seal}
 		return fn(t)
 	})
 	if err == nil && t.appended > 0 {
@@ -38,7 +38,7 @@ func (w *Writer) Update(fn func(*Tx) error) error {
 }
 
 // Lookup returns the index entry for key as this transaction sees it.
-func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
+func (t *wtx) Lookup(key string) (IndexEntry, bool, error) {
 	v := t.tx.IndexGet([]byte(key))
 	if v == nil {
 		return IndexEntry{}, false, nil
@@ -62,7 +62,7 @@ func (t *Tx) Lookup(key string) (IndexEntry, bool, error) {
 // a *KeyStateError, ErrKeyState): ADDED only for an absent key, MODIFIED
 // and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
 // error nothing of e is stored; the transaction may go on.
-func (t *Tx) Append(e *Event) (uint64, error) {
+func (t *wtx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
@@ -98,7 +98,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 
 // check returns why e cannot be appended, nil when it can, and the key's
 // index value (nil when absent); key is e.Key's bytes.
-func (t *Tx) check(e *Event, key []byte) ([]byte, error) {
+func (t *wtx) check(e *Event, key []byte) ([]byte, error) {
 	switch {
 	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
 		return nil, fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
@@ -159,12 +159,12 @@ func applyIndex(tx storage.Tx, key []byte, e *Event) error {
 
 // SetResourceVersion records rv as the last synced resourceVersion, the
 // point a watch resumes from.
-func (t *Tx) SetResourceVersion(rv string) error {
+func (t *wtx) SetResourceVersion(rv string) error {
 	return t.tx.SetMeta(metaRV, []byte(rv))
 }
 
 // ResourceVersion returns the last synced resourceVersion as this
 // transaction sees it.
-func (t *Tx) ResourceVersion() string {
+func (t *wtx) ResourceVersion() string {
 	return string(t.tx.Meta(metaRV))
 }

@@ -48,7 +48,7 @@
 //   - the lister interface (lister.go): one list in ordered batches, read
 //     by streamLister (stream.go), pageLister (pages.go) or fullLister
 //     (listfull.go); the one relist consumer that diffs, stages and
-//     commits the batches into journal.Relist (relist.go).
+//     commits the batches into journalwrite.Relist (relist.go).
 //
 // # Server signals
 //

@@ -68,7 +68,7 @@ const (
 const DefaultStreamingRetry = time.Hour
 
 // metaNamespace is the loop's namespace of the journal file's meta
-// entries (journal.Writer.Meta).
+// entries (journalwrite.Writer.Meta).
 const metaNamespace = "reconcile"
 
 // listModeMeta is the meta entry that remembers a refusal: in the file,

@@ -2,7 +2,7 @@ package reconcile
 
 // The relist consumer: what every list does with the batches of its lister
 // (lister.go); doc.go's "Relist" section describes the whole. It holds one
-// journal.Relist. add diffs a batch against the index range it covers
+// journalwrite.Relist. add diffs a batch against the index range it covers
 // (Diff, diff.go) or, once a list broke key order, key by key (diffLookup,
 // with Relist.MarkSeen), asks the server the reasons of its DELETEDs
 // (reason.go) and stages the events (while the next batch is read, for a
@@ -15,6 +15,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -22,7 +23,7 @@ import (
 // relist is one list's consumer. Not safe for concurrent use.
 type relist struct {
 	l   *Loop
-	rel *journal.Relist
+	rel journalwrite.Relist
 	cf  *confirmer
 	// origin tags the events; unordered finds deletions by lookup.
 	origin    journal.Origin
@@ -150,7 +151,7 @@ func (e journalError) Error() string { return e.err.Error() }
 
 // commitList commits what rel staged, at the list's resourceVersion rv,
 // and returns the number of events and their offsets (0, 0 for none).
-func (l *Loop) commitList(rel *journal.Relist, rv string) (n int, first, last uint64, err error) {
+func (l *Loop) commitList(rel journalwrite.Relist, rv string) (n int, first, last uint64, err error) {
 	start := time.Now()
 	first, last, err = rel.Commit(rv)
 	l.committed(start, err)
@@ -167,7 +168,7 @@ func (l *Loop) indexEmpty() (bool, error) {
 }
 
 // stage prepares evs (prepareStage) and stages them in rel, now.
-func (l *Loop) stage(rel *journal.Relist, origin journal.Origin, evs []journal.Event) error {
+func (l *Loop) stage(rel journalwrite.Relist, origin journal.Origin, evs []journal.Event) error {
 	evs = l.prepareStage(origin, evs)
 	if err := rel.Stage(evs); err != nil {
 		return journalError{err}
@@ -233,7 +234,7 @@ func (l *Loop) diffRange(after string, items []Item) ([]journal.Event, error) {
 
 // diffLookup diffs a page in any order by looking each key up, and marks
 // the keys seen for the deletion pass.
-func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, error) {
+func (l *Loop) diffLookup(rel journalwrite.Relist, items []Item) ([]journal.Event, error) {
 	var out []journal.Event
 	keys := make([]string, 0, len(items))
 	for _, it := range items {
@@ -254,7 +255,7 @@ func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, e
 // tail stages DELETED for indexed keys the list did not contain: those after
 // the last listed key (ordered), or those not seen (unordered), with the
 // reason cf finds at the list's resourceVersion rv.
-func (l *Loop) tail(ctx context.Context, rel *journal.Relist, origin journal.Origin, unordered bool, last, rv string, cf *confirmer) error {
+func (l *Loop) tail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, unordered bool, last, rv string, cf *confirmer) error {
 	chunk := int(l.opts.PageSize)
 	cursor := ""
 	if !unordered {

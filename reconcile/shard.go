@@ -24,7 +24,7 @@ package reconcile
 // server mode it drops nothing, and the index holds only in-range keys
 // even if the server's answer were wider.
 //
-// The pending part of a range that grew (journal.Writer.Reshard) is read
+// The pending part of a range that grew (journalwrite.Writer.Reshard) is read
 // at the start of every list: that list's ADDED for keys that hash into it
 // are keys that moved in from another shard.
 //
@@ -61,6 +61,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -262,7 +263,7 @@ func (s *inheritState) find(key string) int {
 // no journal holds the inherited range's events yet.
 func (l *Loop) readPending() error {
 	var err error
-	if l.pending, err = l.j.ShardPending(); err != nil {
+	if l.pending, err = l.w.ShardPending(); err != nil {
 		return err
 	}
 	l.inherit = nil
@@ -320,7 +321,7 @@ func (l *Loop) inheritStage(evs []journal.Event) []journal.Event {
 // inheritTail stages, at the end of a list at rv, a tombstone for every
 // inherited key the list did not contain and the journal's index does not
 // hold, with the reason cf finds (reason.go).
-func (l *Loop) inheritTail(ctx context.Context, rel *journal.Relist, origin journal.Origin, rv string, cf *confirmer) error {
+func (l *Loop) inheritTail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, rv string, cf *confirmer) error {
 	s := l.inherit
 	if s == nil {
 		return nil

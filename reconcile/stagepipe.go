@@ -3,7 +3,7 @@ package reconcile
 // Writing one batch while the next is read.
 //
 // A streaming list reads its initial events, diffs a batch against the
-// index, encodes its objects, and stages it (journal.Relist.Stage: into the
+// index, encodes its objects, and stages it (journalwrite.Relist.Stage: into the
 // stage file, or straight into the journal and the index when the index was
 // empty). Profiled at 50,000 ConfigMaps into an empty journal, staging was
 // 43% of the client's CPU (bbolt puts, record encoding, page writes and
@@ -24,7 +24,10 @@ package reconcile
 //   - a Stage's error is returned by the next stage or wait, before the
 //     commit, so a failed write never commits.
 
-import "github.com/watchjournal/watchjournal/journal"
+import (
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
+	"github.com/watchjournal/watchjournal/journal"
+)
 
 // stagePipe stages batches of a relist one at a time on another goroutine.
 // The zero value is ready; it is not safe for concurrent use.
@@ -35,7 +38,7 @@ type stagePipe struct {
 
 // stage waits for the batch before it, then starts rel.Stage(evs) and
 // returns; evs must not be touched until the next stage or wait returns.
-func (p *stagePipe) stage(rel *journal.Relist, evs []journal.Event) error {
+func (p *stagePipe) stage(rel journalwrite.Relist, evs []journal.Event) error {
 	if err := p.wait(); err != nil {
 		return err
 	}

@@ -51,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -298,7 +299,7 @@ func newerFirst(a, b dead) int {
 // or when no dead member published an index there. A chunk that cannot be
 // found (deleted by hand) leaves its member's part uninherited, logged.
 func (m *Member) inheritance(ctx context.Context, gone []dead, others hashrange.Set) (*reconcile.Inheritance, error) {
-	pending, err := m.j.ShardPending()
+	pending, err := journalwrite.Of(m.j).ShardPending()
 	if err != nil || pending.Empty() {
 		return nil, err
 	}

@@ -36,7 +36,7 @@
 // # Handover
 //
 // A member's file records the range it holds (journal.Resource.ShardSelector)
-// and changes it only through journal.Writer.Reshard, with its loop
+// and changes it only through journalwrite.Writer.Reshard, with its loop
 // stopped. Each member publishes on its Lease, in the annotation
 // watchjournal.io/shard-selector, the range its journal holds and is synced
 // with (empty while its loop has not synced since the last change). On

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -315,7 +316,7 @@ func (m *Member) recorded() (hashrange.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return journal.ShardSet(rec.ShardSelector)
+	return journalwrite.ShardSet(rec.ShardSelector)
 }
 
 func (m *Member) set(fn func(*Status)) {
@@ -429,7 +430,7 @@ func (m *Member) tick(ctx context.Context) error {
 			// An empty file joining a running group: what it lists there,
 			// others hold, or held when they died: it moves in (from a
 			// dead member, with its index: start).
-			if err := m.j.Writer().MarkShardPending(in); err != nil {
+			if err := journalwrite.Of(m.j).MarkShardPending(in); err != nil {
 				return fmt.Errorf("shards: %w", err)
 			}
 		}
@@ -480,7 +481,7 @@ func (m *Member) fresh() (bool, error) {
 	if err != nil || len(keys) > 0 {
 		return false, err
 	}
-	p, err := m.j.ShardPending()
+	p, err := journalwrite.Of(m.j).ShardPending()
 	return p.Empty(), err
 }
 
@@ -489,7 +490,7 @@ func (m *Member) fresh() (bool, error) {
 func (m *Member) reshard(next hashrange.Set) error {
 	m.set(func(s *Status) { s.State = StateResharding; s.Published = nil })
 	m.halt()
-	r, err := m.j.Writer().Reshard(next.Selector())
+	r, err := journalwrite.Of(m.j).Reshard(next.Selector())
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
@@ -567,8 +568,8 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 	if l == nil || !l.HasSynced() {
 		return nil
 	}
-	if p, err := m.j.ShardPending(); err == nil && !p.Empty() {
-		if err := m.j.Writer().ClearShardPending(); err != nil {
+	if p, err := journalwrite.Of(m.j).ShardPending(); err == nil && !p.Empty() {
+		if err := journalwrite.Of(m.j).ClearShardPending(); err != nil {
 			return fmt.Errorf("shards: %w", err)
 		}
 	}

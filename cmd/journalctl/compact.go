@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
@@ -48,7 +49,7 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	// that the rename then replaces. The shared lock of the read-only open
 	// keeps out what does not know the writer's lock; the rewrite's own
 	// read-only opens share it.
-	unlock, err := journal.LockWriter(f.db, 0)
+	unlock, err := journalwrite.LockWriter(f.db, 0)
 	if err == nil {
 		defer unlock()
 	}

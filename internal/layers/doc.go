@@ -5,9 +5,11 @@
 //	crsource/..., jcache/..., shards/..., metrics/... on top of the loop
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
-//	internal/loopmetrics                and the loop's counters (Status embeds them)
+//	internal/loopmetrics,               the loop's counters (Status embeds them),
+//	internal/journalwrite               the journal's write side
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
-//	internal/storage                    the storage interface journal holds
+//	internal/storage,                   the storage interface journal holds,
+//	internal/journalhook                journal's hook for journalwrite
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

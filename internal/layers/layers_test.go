@@ -23,9 +23,9 @@ func rank(pkg string) (r int, ok bool) {
 	}
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	switch {
-	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage":
+	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/journalhook":
 		return 0, true
-	case under("journal"), p == "internal/loopmetrics":
+	case under("journal"), p == "internal/loopmetrics", p == "internal/journalwrite":
 		return 1, true
 	case under("reconcile"):
 		return 2, true

@@ -27,6 +27,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -140,7 +141,7 @@ func Write(path string) (err error) {
 	}
 	i := 0
 	for _, b := range batches {
-		if err := j.Writer().Update(func(tx *journal.Tx) error {
+		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 			for _, e := range b.events {
 				e.Time = base.Add(time.Duration(i) * time.Second)
 				i++
@@ -159,7 +160,7 @@ func Write(path string) (err error) {
 	if err := j.CommitConsumer(ConsumerOps, CommittedOps); err != nil {
 		return err
 	}
-	if n, _, err := j.Writer().Trim(TrimBefore, 100, 0); err != nil || n != TrimBefore-1 {
+	if n, _, err := journalwrite.Of(j).Trim(TrimBefore, 100, 0); err != nil || n != TrimBefore-1 {
 		return fmt.Errorf("schemafile: trim: %d events, %v", n, err)
 	}
 	_, err = j.Consumer(ConsumerLate)

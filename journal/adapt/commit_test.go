@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -31,7 +32,7 @@ import (
 // transaction (so one read takes them all).
 func appendAdded(t *testing.T, j *journal.Journal, rv string, names ...string) {
 	t.Helper()
-	if err := j.Writer().Update(func(tx *journal.Tx) error {
+	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 		for _, n := range names {
 			obj := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + n + `","namespace":"demo","uid":"u-` + n + `","resourceVersion":"` + rv + `"}}`)
 			e := journal.Event{Type: journal.Added, Key: "demo/" + n, UID: "u-" + n, ResourceVersion: rv, Object: obj, Origin: journal.OriginWatch}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
@@ -91,7 +92,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 	write := func(t *testing.T, j *journal.Journal, evs ...journal.Event) uint64 {
 		t.Helper()
 		var last uint64
-		if err := j.Writer().Update(func(tx *journal.Tx) error {
+		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 			for i := range evs {
 				off, err := tx.Append(&evs[i])
 				if err != nil {
@@ -190,7 +191,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 		j := open(t)
 		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Added, "b", "11", "", "web"))
 		write(t, j, ev(journal.Modified, "a", "12", "10", "db"))
-		if n, _, err := j.Writer().Trim(2, 1, 0); err != nil || n != 1 {
+		if n, _, err := journalwrite.Of(j).Trim(2, 1, 0); err != nil || n != 1 {
 			t.Fatalf("Trim = %d, %v; want 1 event trimmed", n, err)
 		}
 		got := updates(t, j, "h", typed, 1)

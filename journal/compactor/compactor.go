@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -145,7 +146,7 @@ func (c *Compactor) Trim() (Result, error) {
 // trim deletes below before, above minBytes, in steps.
 func (c *Compactor) trim(res *Result, before, minBytes uint64) error {
 	for {
-		n, size, err := c.j.Writer().Trim(before, c.opts.Step, minBytes)
+		n, size, err := journalwrite.Of(c.j).Trim(before, c.opts.Step, minBytes)
 		if err != nil {
 			return fmt.Errorf("compactor: trim: %w", err)
 		}

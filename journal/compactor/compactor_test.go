@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
@@ -37,7 +38,7 @@ func openJ(t *testing.T) (*journal.Journal, string) {
 func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
 	t.Helper()
 	payload := []byte(`{"data":"` + strings.Repeat("x", size) + `"}`)
-	err := j.Writer().Update(func(tx *journal.Tx) error {
+	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 		for i := 0; i < n; i++ {
 			h, _ := tx.ResourceVersion(), 0
 			key := fmt.Sprintf("wj/o%04d", i%keys)
