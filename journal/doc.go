@@ -20,7 +20,7 @@
 //     when its list is complete: a failed or partial list changes neither
 //     index nor journal. The one exception, the first list into an empty
 //     index, commits its ADDEDs as they come and clears the
-//     resourceVersion, so the next list diffs against them (Relist).
+//     resourceVersion, so the next list diffs against them (relist.go).
 //   - resourceVersions are opaque strings, compared only for equality
 //     (API concepts, "Resource versions").
 //
@@ -130,8 +130,9 @@
 //     DefaultBatch, a negative max is ErrBadMax.
 //   - Commits only move forward: Commit below the committed offset is
 //     ErrCommitBackwards; Consumer.Reset rewinds (or skips) on purpose.
-//   - Tx.Append takes only well-formed events (ErrBadEvent: a known Type, a
-//     Key, an Origin) that agree with the index (ErrKeyState, above).
+//   - The writer appends only well-formed events (ErrBadEvent: a known
+//     Type, a Key, an Origin) that agree with the index (ErrKeyState,
+//     above).
 //   - The file records the resource's kind and apiVersion
 //     (Resource.Kind, Journal.TypeMeta), so every event, a tombstone
 //     included, decodes from the file alone.
@@ -139,9 +140,12 @@
 // # Reading and writing
 //
 // Journal is the reader's API, with the settings a user chooses
-// (SetRetention, KeepObjects). The writer's machinery sits on Writer,
-// obtained by Journal.Writer, for package reconcile and package
-// compactor: one writer per file.
+// (SetRetention, KeepObjects). The writer's machinery (write
+// transactions, the staged relist, retention trimming, Reshard) is this
+// package's code but not its API: package reconcile, package compactor and
+// the module's other writers reach it through the module's
+// internal/journalwrite (write.go). A program writes a journal by running a
+// reconcile.Loop: one writer per file.
 //
 // # Concurrency
 //

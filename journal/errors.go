@@ -51,14 +51,15 @@ var (
 	ErrNoKind = errors.New("journal: the file records no kind")
 )
 
-// Errors returned by Tx.Append and Consumer.Commit.
+// Errors of appending an event (the writer, package reconcile) and of
+// Consumer.Commit.
 var (
 	// ErrKeyState matches a *KeyStateError: an event that contradicts the
 	// index (journal/doc.go, "Guarantees": no ADDED for a present key, no
 	// MODIFIED or DELETED for an absent one).
 	ErrKeyState = errors.New("journal: event contradicts the index")
-	// ErrBadEvent is returned by Tx.Append for an event that is not
-	// well-formed: an unknown Type, an empty Key or an empty Origin.
+	// ErrBadEvent is returned by the writer's append for an event that is
+	// not well-formed: an unknown Type, an empty Key or an empty Origin.
 	ErrBadEvent = errors.New("journal: malformed event")
 	// ErrCommitBackwards is returned by a Commit below the committed
 	// offset; rewinding on purpose is Consumer.Reset.

@@ -96,7 +96,7 @@ type Event struct {
 // one as ReasonGone.
 type Reason string
 
-// Reasons. Tx.Append accepts only these (ErrBadEvent): ReasonGone,
+// Reasons. The writer appends only these (ErrBadEvent): ReasonGone,
 // ReasonLeftSelector and ReasonUnconfirmed on DELETED only, ReasonMoved on
 // ADDED and DELETED.
 const (

@@ -8,7 +8,7 @@ package journal
 // AddIndexers before an informer runs. Each function maps an object's
 // bytes (as stored: JSON as served, or the metadata a metadata-only
 // journal keeps) to index values. Every write that changes a key's object
-// — Tx.Append of an ADDED, MODIFIED or DELETED, a relist's commit (its
+// — the writer's append (tx.go) of an ADDED, MODIFIED or DELETED, a relist's commit (its
 // tombstones included) and a first list's direct appends — calls every
 // registered function on the new object, in the write transaction, and
 // updates the bucket idx/<name> there: the index and the object commit or

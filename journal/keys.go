@@ -21,8 +21,8 @@ import (
 const MaxKeyBytes = 32768
 
 // ErrBadKey is returned for an object key or consumer name that is empty or
-// longer than MaxKeyBytes: by Tx.Append, Relist.Stage, Relist.MarkSeen and
-// Journal.Consumer, before anything is written.
+// longer than MaxKeyBytes: by Journal.Consumer, and by the writer's
+// append and relist (tx.go, relist.go), before anything is written.
 var ErrBadKey = errors.New("journal: key empty or too long")
 
 // checkKey returns an error matching ErrBadKey for an empty key or one

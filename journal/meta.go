@@ -14,8 +14,8 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// Meta is one namespace of the file's meta entries, for a package that
-// keeps a small setting in the file beside the journal (Writer.Meta).
+// metaNS is one namespace of the file's meta entries, for a package that
+// keeps a small setting in the file beside the journal (journalwrite.Writer.Meta).
 type metaNS struct {
 	j      *Journal
 	prefix string

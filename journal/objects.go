@@ -13,7 +13,7 @@ package journal
 // object is written once, in the journal record.
 //
 // The objects bucket, key → object bytes, holds only what the journal no
-// longer does: when retention trimming (Writer.Trim) deletes a record
+// longer does: when retention trimming (the writer's Trim) deletes a record
 // that is still a live key's latest object, it copies that object into
 // the bucket first, in the same transaction. A read prefers the record the
 // entry points at and falls back to the bucket, so:

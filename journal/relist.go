@@ -27,7 +27,7 @@ const (
 	commitBytes = 4 << 20
 )
 
-// Relist stages the events a relist infers, on disk, until the list is
+// relist stages the events a relist infers, on disk, until the list is
 // complete. Nothing staged is visible in the index or the journal before
 // Commit; Abort, an error, or a crash discards it all. Memory stays bounded
 // by what one call passes in. Not safe for concurrent use; one Relist at a

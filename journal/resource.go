@@ -31,7 +31,7 @@ type Resource struct {
 	// parameter where the apiserver serves it (feature gate
 	// ShardedListAndWatch), and filters on the client otherwise. Empty
 	// means unsharded. It is part of the file's identity, compared in
-	// canonical form, and changes only through Writer.Reshard.
+	// canonical form, and changes only through a Reshard (shard.go).
 	ShardSelector string `json:"shardSelector,omitempty"`
 	// MetadataOnly keeps only each object's kind, apiVersion and metadata
 	// (without kubectl's last-applied annotation) in the journal. It is part

@@ -6,9 +6,9 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// Tx is a write transaction: the index, the journal and the last synced
-// resourceVersion change together when it commits. It is valid only inside
-// the function given to Writer.Update.
+// wtx is a write transaction (journalwrite.Tx): the index, the journal and
+// the last synced resourceVersion change together when it commits. It is
+// valid only inside the function given to Update.
 type wtx struct {
 	tx       storage.Tx
 	j        *Journal
