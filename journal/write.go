@@ -64,14 +64,10 @@ type metaAPI = interface {
 	Put(key string, v []byte) error
 }
 
-// reshardResult is what a Reshard did (journalwrite.ReshardResult).
+// reshardResult is what a Reshard did; journalwrite.ReshardResult says
+// what each field holds.
 type reshardResult = struct {
-	// Left is how many keys left the range, each journaled as DELETED
-	// with reason moved.
-	Left int
-	// Entered is the part of the hash space the range gained, empty when
-	// it only shrank; its keys arrive with the next list.
-	Entered hashrange.Set
-	// First and Last are the offsets of the DELETED events, 0 when none.
+	Left        int
+	Entered     hashrange.Set
 	First, Last uint64
 }
