@@ -65,6 +65,12 @@ type Options struct {
 	MaxPending int
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
+	// Standby, when set, makes the source a warm standby under leader
+	// election (doc.go, "Leader election and a warm standby"; standby.go):
+	// call AddToManager, and the leader publishes its position on a Lease
+	// from which the next leader starts. Nil: the controller starts from
+	// this replica's own committed offset.
+	Standby *Standby
 }
 
 // Source is a source.TypedSyncingSource[reconcile.Request] over a journal.
@@ -81,6 +87,12 @@ type Source struct {
 	t           *tracker
 	log         logr.Logger
 	wrapped     atomic.Bool // Reconciler was called
+	sb          *standby    // nil without Options.Standby
+	resyncFirst bool        // the feeder resyncs before its first read (standby.go)
+
+	writerClaimed bool // the writer was started (by Start or the writer Runnable)
+	users         int  // running users of the journal (standby.go, acquire)
+	closed        bool // the last user released it, or Close closed it
 
 	mu      sync.Mutex
 	started bool
@@ -122,6 +134,12 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	}
 	s := newSource(c, nil, opts)
 	s.loop = loop
+	if opts.Standby != nil {
+		if s.sb, err = newStandby(cfg, opts); err != nil {
+			_ = j.Close()
+			return nil, err
+		}
+	}
 	// Synced only once the journal is known current with the server
 	// (reconcile.Loop.HasSynced): never before a restart's relist.
 	s.waitForSync = loop.WaitForSync
@@ -174,10 +192,16 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}
 	s.started = true
 	s.mu.Unlock()
+	if s.sb != nil && !s.sb.added {
+		return ErrStandbyNotAdded
+	}
+	if !s.acquire() {
+		return errors.New("crsource: the journal is closed")
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if s.loop != nil {
+	if s.loop != nil && s.claimWriter() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,10 +232,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	go func() {
 		wg.Wait()
 		cancel()
-		if s.loop != nil {
-			_ = s.j.Close()
+		if s.sb != nil {
+			close(s.sb.stopped)
 		}
-		close(s.done)
+		s.release()
 	}()
 	return nil
 }
@@ -302,6 +326,13 @@ func (s *Source) Close() error {
 	if started || s.loop == nil {
 		return nil
 	}
+	s.mu.Lock()
+	if s.users > 0 || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
 	return s.j.Close()
 }
 
@@ -322,6 +353,16 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	batch := s.batch
 	if batch <= 0 {
 		batch = journal.DefaultBatch
+	}
+	if s.sb != nil {
+		if err := s.standbyStart(ctx); err != nil {
+			return err
+		}
+		if s.resyncFirst {
+			if err := s.resync(ctx, q); err != nil {
+				return err
+			}
+		}
 	}
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -395,6 +436,15 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
 	s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	// Nothing queued before (a resync at start, standby.go): the keys'
+	// entries go right after the last offset fed, so that the commit stays
+	// there, below the trimmed events, until every key is reconciled.
+	at := head
+	if n, _ := s.t.openCount(); n == 0 {
+		if fed, _, _ := s.t.fedState(); fed < head {
+			at = fed + 1
+		}
+	}
 	after, keys := "", 0
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -407,7 +457,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		}
 		for _, e := range page {
 			r := request(e.Key)
-			s.t.add(head, r)
+			s.t.add(at, r)
 			q.Add(r)
 		}
 		keys += len(page)
@@ -438,6 +488,7 @@ func (s *Source) commitLoop(ctx context.Context) {
 			return
 		}
 		committed = p
+		s.noteCommit(p)
 	}
 	for {
 		select {
