@@ -105,10 +105,12 @@ type Source struct {
 var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
 
 // New opens (or creates) the journal at opts.Path for opts.Resource, and
-// prepares its writer and the named consumer. Nothing runs until Start;
-// the file is locked from New on (journal.ErrLocked if another process
-// holds it) and released when the source stops, or by Close if it is never
-// started.
+// prepares its writer and the named consumer. Nothing runs until Start
+// (or, with AddToManager, the manager's Start); the file is locked from
+// New on (an error matching journal.ErrLocked if another process holds
+// it: two replicas cannot share a file, see doc.go "Leader election and a
+// warm standby") and released when the source and its writer stop, or by
+// Close if neither is ever started.
 func New(cfg *rest.Config, opts Options) (*Source, error) {
 	if opts.Path == "" {
 		return nil, errors.New("crsource: Options.Path is empty")
@@ -305,7 +307,9 @@ func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
 func (s *Source) Committed() (uint64, error) { return s.c.Committed() }
 
 // Done is closed once the source has stopped after its context ended (and,
-// for New, the journal is closed and its file lock released).
+// for New, the journal is closed and its file lock released: with
+// AddToManager, once the writer Runnable has stopped too; on a replica
+// that never led, when the writer Runnable stops).
 func (s *Source) Done() <-chan struct{} { return s.done }
 
 // Err returns why the source stopped early: the writer's fatal error

@@ -266,6 +266,7 @@ func (p publisherRunnable) Start(ctx context.Context) error {
 			}
 			publish(ctx)
 		case <-timer.C:
+			s.refreshPosition()
 			publish(ctx)
 			timer.Reset(sb.opts.Interval)
 		}
@@ -363,23 +364,44 @@ func (sb *standby) put(ctx context.Context, pos string) error {
 // noteCommit records that the consumer committed offset p: the position
 // moves to what p covers (positionAt), never back.
 func (s *Source) noteCommit(p uint64) {
-	sb := s.sb
-	if sb == nil {
+	if s.sb == nil {
 		return
 	}
+	s.sb.mu.Lock()
+	s.sb.commits++
+	s.sb.mu.Unlock()
+	s.notePosition(p)
+}
+
+// notePosition moves the position to what committed offset p covers.
+func (s *Source) notePosition(p uint64) {
+	sb := s.sb
 	pos, err := sb.positionAt(s.j, p)
 	if err != nil || pos == "" {
 		return
 	}
 	sb.mu.Lock()
-	if sb.pos == "" || later(pos, sb.pos) {
+	moved := sb.pos == "" || later(pos, sb.pos)
+	if moved {
 		sb.pos = pos
 	}
-	sb.commits++
 	sb.mu.Unlock()
-	select {
-	case sb.moved <- true:
-	default:
+	if moved {
+		select {
+		case sb.moved <- true:
+		default:
+		}
+	}
+}
+
+// refreshPosition recomputes the position from the committed offset: with
+// the commit at the head, the journal's resourceVersion moves on with the
+// watch's bookmarks, and so does the position, though nothing is
+// committed (a quiet resource). A standby compares it with its own
+// journal's resourceVersion (startFor), so it keeps following.
+func (s *Source) refreshPosition() {
+	if c, err := s.c.Committed(); err == nil && c > 0 {
+		s.notePosition(c)
 	}
 }
 

@@ -3,6 +3,7 @@ package crsource_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -201,11 +202,11 @@ func after(a, b string) bool {
 // Two replicas, each with its own journal file, under leader election on
 // a real Lease. The leader (a) reconciles every object and publishes its
 // position; the standby (b) keeps its journal current without
-// reconciling. Mid-stream of changes the leader is stopped (its manager's
+// reconciling, and follows a's position with its consumer. Mid-stream of changes the leader is stopped (its manager's
 // context cancelled); the changes go on; b takes over and reconciles what
 // changed after the position a published last: every change after the
 // kill, and none of the 40 objects that did not change (a cold standby
-// would reconcile all 70).
+// would reconcile all 71).
 func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	cp := controlplane.StartT(t, controlplane.Options{})
@@ -224,7 +225,7 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 	for i := 0; i < 30; i++ {
 		changing = append(changing, fmt.Sprintf("c%02d", i))
 	}
-	for _, n := range append(append([]string{}, static...), changing...) {
+	for _, n := range append(append([]string{"w"}, static...), changing...) {
 		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -237,15 +238,11 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 	a.elected(t, 30*time.Second)
 	b := startReplica(t, cp, ns, "b", filepath.Join(dir, "b.db"), res, newReader(kube), log)
 
-	// a reconciles all 70 and publishes; b's journal syncs.
-	a.r.wait(t, "a reconciled all 70 and published its position", func() bool {
-		return len(a.r.names()) == 70 && published(t, ctx, kube, ns) != "" && b.src.Loop().HasSynced()
+	// a reconciles all 71 and publishes; b's journal syncs.
+	a.r.wait(t, "a reconciled all 71 and published its position", func() bool {
+		return len(a.r.names()) == 71 && published(t, ctx, kube, ns) != "" && b.src.Loop().HasSynced()
 	}, func() any { return map[string]any{"a": len(a.r.names()), "position": published(t, ctx, kube, ns)} })
-	if got := b.r.names(); len(got) != 0 {
-		t.Fatalf("the standby reconciled %v; want nothing before it leads", got)
-	}
 
-	// The stream: each changing object once, v=1; the leader stops half way.
 	rvs := map[string]string{}
 	update := func(n string) {
 		t.Helper()
@@ -260,6 +257,22 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 		}
 		rvs[n] = cm.ResourceVersion
 	}
+	// While it stands by, b commits its consumer behind a's position (so
+	// retention can trim its journal): w's change, once a reconciled and
+	// published it, moves b's commit past b's list (71 events).
+	update("w")
+	a.r.wait(t, "b's consumer following a's position past w's change", func() bool {
+		c, _ := b.src.Committed()
+		return c > 71
+	}, func() any {
+		c, _ := b.src.Committed()
+		return map[string]any{"b committed": c, "position": published(t, ctx, kube, ns)}
+	})
+	if got := b.r.names(); len(got) != 0 {
+		t.Fatalf("the standby reconciled %v; want nothing before it leads", got)
+	}
+
+	// The stream: each changing object once, v=1; the leader stops half way.
 	for _, n := range changing[:15] {
 		update(n)
 		time.Sleep(10 * time.Millisecond)
@@ -272,7 +285,7 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 	b.elected(t, 30*time.Second)
 
 	var changedAfter []string // changes past a's last position
-	for _, n := range changing {
+	for _, n := range append([]string{"w"}, changing...) {
 		if after(rvs[n], final) {
 			changedAfter = append(changedAfter, n)
 		}
@@ -407,6 +420,13 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 	b := startReplica(t, cp, ns, "b", bpath, res, newReader(kube), capture)
 	b.r.wait(t, "b reconciled every key", func() bool { return len(b.r.names()) == n },
 		func() any { return b.r.names() })
+
+	// A second replica on b's file cannot start: the file is locked.
+	if _, err := crsource.New(cp.RESTConfig(), crsource.Options{Path: bpath, Resource: res}); !errors.Is(err, journal.ErrLocked) {
+		t.Errorf("New on a file another replica runs = %v; want journal.ErrLocked", err)
+	} else {
+		t.Logf("New on a file another replica runs: %v", err)
+	}
 	logMu.Lock()
 	text := logs.String()
 	logMu.Unlock()
