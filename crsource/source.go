@@ -192,11 +192,12 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		s.mu.Unlock()
 		return errors.New("crsource: source already started")
 	}
-	s.started = true
-	s.mu.Unlock()
 	if s.sb != nil && !s.sb.added {
+		s.mu.Unlock()
 		return ErrStandbyNotAdded
 	}
+	s.started = true
+	s.mu.Unlock()
 	if !s.acquire() {
 		return errors.New("crsource: the journal is closed")
 	}

@@ -293,26 +293,42 @@ func (f followerRunnable) Start(ctx context.Context) error {
 	defer s.release()
 	t := time.NewTicker(sb.opts.Interval)
 	defer t.Stop()
+	var lastPos string
+	var lastHead uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
+		s.mu.Lock()
+		leading := s.started
+		s.mu.Unlock()
+		if leading {
+			return nil
+		}
 		pos, res, ok, err := sb.get(ctx)
 		if err != nil || !ok || pos == "" || res != sb.resource {
 			continue
 		}
-		start, _, ok, err := startFor(s.j, pos)
-		if err != nil || !ok || start == 0 {
+		head, err := s.j.Head()
+		if err != nil || (pos == lastPos && head == lastHead) {
+			continue // nothing new to place: no scan
+		}
+		lastPos, lastHead = pos, head
+		c, err := s.c.Committed()
+		if err != nil {
+			continue
+		}
+		// Only past the commit: the scan costs the events after it.
+		start, _, ok, err := startFor(s.j, pos, c)
+		if err != nil || !ok || start-1 <= c {
 			continue
 		}
 		s.mu.Lock()
 		if !s.started {
-			if c, err := s.c.Committed(); err == nil && start-1 > c {
-				if err := s.j.CommitConsumer(s.c.Name(), start-1); err != nil && !errors.Is(err, journal.ErrClosed) {
-					s.log.Error(err, "following the leader's position failed", "offset", start-1)
-				}
+			if err := s.j.CommitConsumer(s.c.Name(), start-1); err != nil && !errors.Is(err, journal.ErrClosed) {
+				s.log.Error(err, "following the leader's position failed", "offset", start-1)
 			}
 		}
 		s.mu.Unlock()
@@ -521,7 +537,8 @@ func firstRetained(j *journal.Journal) (uint64, error) {
 }
 
 // startFor returns the offset of j to start delivering at for the
-// published position pos: right after the last event that pos covers,
+// published position pos, looking at the events after offset floor only
+// (0: all): right after the last event that pos covers,
 // so that every change after pos is delivered and, of those before it,
 // only what the search cannot rule out. ok false means pos cannot be
 // placed in j, and why says why: the caller resyncs.
@@ -534,11 +551,12 @@ func firstRetained(j *journal.Journal) (uint64, error) {
 //     The relist events between it and the next watch event are
 //     delivered: their list's RV is unknown, so they may be past pos.
 //   - RVs that do not compare: the last watch event whose RV equals pos.
+//   - None found after floor > 0: not ok (the caller stays at floor).
 //   - None found and nothing trimmed (the first retained offset is 1):
 //     1, the whole journal.
 //   - None found and retention trimmed j: not ok, the events between pos
 //     and the first retained one are gone.
-func startFor(j *journal.Journal, pos string) (start uint64, why string, ok bool, err error) {
+func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why string, ok bool, err error) {
 	rv, err := j.ResourceVersion()
 	if err != nil {
 		return 0, "", false, err
@@ -553,7 +571,7 @@ func startFor(j *journal.Journal, pos string) (start uint64, why string, ok bool
 				return head + 1, "the journal's resourceVersion is at or before the position", true, nil
 			}
 		}
-		e, found, err := lastBefore(j, head, 0, func(e journal.Event) bool {
+		e, found, err := lastBefore(j, head, floor, func(e journal.Event) bool {
 			if e.Origin != journal.OriginWatch {
 				return false
 			}
@@ -567,7 +585,7 @@ func startFor(j *journal.Journal, pos string) (start uint64, why string, ok bool
 			return e.Offset + 1, "after the last watch event at or before the position, resourceVersion " + e.ResourceVersion, true, nil
 		}
 	} else {
-		e, found, err := lastBefore(j, head, 0, func(e journal.Event) bool {
+		e, found, err := lastBefore(j, head, floor, func(e journal.Event) bool {
 			return e.Origin == journal.OriginWatch && e.ResourceVersion == pos
 		})
 		if err != nil {
@@ -576,6 +594,9 @@ func startFor(j *journal.Journal, pos string) (start uint64, why string, ok bool
 		if found {
 			return e.Offset + 1, "after the watch event of the position's resourceVersion (resourceVersions that do not compare)", true, nil
 		}
+	}
+	if floor > 0 {
+		return 0, "no watch event at or before the position after offset " + strconv.FormatUint(floor, 10), false, nil
 	}
 	first, err := firstRetained(j)
 	if err != nil {
@@ -621,7 +642,7 @@ func (s *Source) standbyStart(ctx context.Context) error {
 	case res != sb.resource:
 		why = fmt.Sprintf("the position on Lease %s is for another resource (%s, not %s)", lease, res, sb.resource)
 	default:
-		start, how, ok, err := startFor(s.j, pos)
+		start, how, ok, err := startFor(s.j, pos, 0)
 		if err != nil {
 			return fmt.Errorf("crsource: placing the position %s: %w", pos, err)
 		}
