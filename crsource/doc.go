@@ -126,7 +126,7 @@
 // they happened, so they are delivered again). Failover reconciles what
 // changed since the old leader's last published position, not every
 // object: in the test, the 15 objects changed after the leader stopped,
-// of 70. After a crash (no graceful stop) it is up to Standby.Interval
+// of 71. After a crash (no graceful stop) it is up to Standby.Interval
 // more. When this replica's own commit is later, it starts there.
 //
 // A position it cannot place starts a resync (every key of the index is
