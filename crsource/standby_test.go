@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -118,9 +122,24 @@ const (
 	positionLease = "mirror-position"
 )
 
-func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path string, res journal.Resource, r *reader, log logr.Logger) *replica {
+// startReplica starts a replica. With cut non-nil, once cut is set, the
+// source's requests to the position Lease fail, as if the process had
+// died: its last publish is lost.
+func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path string, res journal.Resource, r *reader, log logr.Logger, cut *atomic.Bool) *replica {
 	t.Helper()
-	src, err := crsource.New(cp.RESTConfig(), crsource.Options{Path: path, Resource: res, NoSync: true,
+	cfg := cp.RESTConfig()
+	if cut != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if cut.Load() && strings.Contains(req.URL.Path, "/leases/"+positionLease) {
+					return nil, errors.New("cut: the process is dead")
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+	}
+	src, err := crsource.New(cfg, crsource.Options{Path: path, Resource: res, NoSync: true,
 		Loop:    crsource.LoopOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: log.WithValues("replica", id)},
 		Standby: &crsource.Standby{Namespace: ns, Name: positionLease, Identity: id, Interval: 200 * time.Millisecond}})
 	if err != nil {
@@ -168,6 +187,10 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path stri
 	return rep
 }
 
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // elected waits until the replica leads.
 func (rep *replica) elected(t *testing.T, within time.Duration) {
 	t.Helper()
@@ -207,13 +230,27 @@ func after(a, b string) bool {
 // changed after the position a published last: every change after the
 // kill, and none of the 40 objects that did not change (a cold standby
 // would reconcile all 71).
+//
+// "crash": the leader's last publish is lost (its requests to the position
+// Lease fail from the kill on), so b starts from the position a published
+// before, up to Interval earlier: b reconciles the changes past that one,
+// a few more, still exactly those past the position on the Lease.
 func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	cp := controlplane.StartT(t, controlplane.Options{})
+	for _, crash := range []bool{false, true} {
+		name := "graceful"
+		if crash {
+			name = "crash"
+		}
+		t.Run(name, func(t *testing.T) { testFailover(t, cp, "standby-"+name, crash) })
+	}
+}
+
+func testFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, crash bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ns := "standby"
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +271,10 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 	dir := t.TempDir()
 	log := testr.New(t)
 
-	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), log)
+	var cut atomic.Bool
+	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), log, &cut)
 	a.elected(t, 30*time.Second)
-	b := startReplica(t, cp, ns, "b", filepath.Join(dir, "b.db"), res, newReader(kube), log)
+	b := startReplica(t, cp, ns, "b", filepath.Join(dir, "b.db"), res, newReader(kube), log, nil)
 
 	// a reconciles all 71 and publishes; b's journal syncs.
 	a.r.wait(t, "a reconciled all 71 and published its position", func() bool {
@@ -277,7 +315,10 @@ func TestStandby_FailoverReconcilesWhatChangedSincePublishedPosition(t *testing.
 		update(n)
 		time.Sleep(10 * time.Millisecond)
 	}
-	a.stop() // graceful: a publishes its last position, then releases the election Lease
+	// Graceful: a publishes its last position, then releases the election
+	// Lease. Crash: its last publish fails.
+	cut.Store(crash)
+	a.stop()
 	final := published(t, ctx, kube, ns)
 	for _, n := range changing[15:] {
 		update(n)
@@ -353,7 +394,7 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 	dir := t.TempDir()
 
 	// a leads, reconciles all, publishes, stops.
-	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), testr.New(t))
+	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), testr.New(t), nil)
 	a.r.wait(t, "a reconciled all and published", func() bool {
 		return len(a.r.names()) == n && published(t, ctx, kube, ns) != ""
 	}, func() any { return a.r.names() })
@@ -417,7 +458,7 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 		fmt.Fprintln(&logs, prefix, args)
 		logMu.Unlock()
 	}, funcr.Options{})
-	b := startReplica(t, cp, ns, "b", bpath, res, newReader(kube), capture)
+	b := startReplica(t, cp, ns, "b", bpath, res, newReader(kube), capture, nil)
 	b.r.wait(t, "b reconciled every key", func() bool { return len(b.r.names()) == n },
 		func() any { return b.r.names() })
 
