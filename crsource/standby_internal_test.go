@@ -1,10 +1,16 @@
 package crsource
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -172,5 +178,29 @@ func TestPositionAt(t *testing.T) {
 	// From scratch (no earlier scan), far from the last watch event.
 	if pos, err := (&standby{}).positionAt(j, 8); err != nil || pos != "11" {
 		t.Errorf("positionAt(8) from scratch = %q, %v; want 11", pos, err)
+	}
+}
+
+// A source with Options.Standby whose AddToManager was never called
+// refuses to start, naming the call, instead of running as a cold standby
+// that never publishes.
+func TestStandby_NotAdded(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
+	src, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, Options{Path: filepath.Join(t.TempDir(), "j.db"), Resource: res, NoSync: true,
+		Standby: &Standby{Namespace: "wj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := src.Start(context.Background(), q); !errors.Is(err, ErrStandbyNotAdded) || !strings.Contains(err.Error(), "src.AddToManager(mgr)") {
+		t.Fatalf("Start = %v; want ErrStandbyNotAdded naming src.AddToManager(mgr)", err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatalf("Close of a source that did not start = %v", err)
+	}
+	if _, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, Options{Path: filepath.Join(t.TempDir(), "k.db"), Resource: res,
+		Standby: &Standby{}}); err == nil || !strings.Contains(err.Error(), "Namespace") {
+		t.Errorf("New with Standby.Namespace empty = %v; want an error naming Namespace", err)
 	}
 }
