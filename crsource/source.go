@@ -90,16 +90,17 @@ type Source struct {
 	sb          *standby    // nil without Options.Standby
 	resyncFirst bool        // the feeder resyncs before its first read (standby.go)
 
-	writerClaimed bool // the writer was started (by Start or the writer Runnable)
-	users         int  // running users of the journal (standby.go, acquire)
-	closed        bool // the last user released it, or Close closed it
-
 	mu      sync.Mutex
 	started bool
 	err     error
 	done    chan struct{}
 	synced  chan struct{} // closed when the writer has synced; never for a fatal error
 	failed  chan struct{} // closed when the writer stopped with an error
+
+	// Also under mu.
+	writerClaimed bool // the writer was started (by Start or the writer Runnable)
+	users         int  // running users of the journal (standby.go, acquire)
+	closed        bool // the last user released it, or Close closed it
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
@@ -367,6 +368,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 			if err := s.resync(ctx, q); err != nil {
 				return err
 			}
+			s.resyncFirst = false
 		}
 	}
 	for {
@@ -434,13 +436,18 @@ func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
 // after head may be queued twice (on its page and by its ADDED), which the
 // queue merges or the reconciler sees twice (at least once). Each key's
 // entry is at offset head: the commit stays below head until every key
-// is reconciled.
+// is reconciled; when nothing else is queued (a resync before the first
+// read, as standby.go starts one), right after the last offset fed, so the
+// commit does not move at all until every key is reconciled, and a crash
+// in between resyncs again.
 func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	head, err := s.j.Head()
 	if err != nil {
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
-	s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	if !s.resyncFirst { // else standbyStart said why
+		s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	}
 	// Nothing queued before (a resync at start, standby.go): the keys'
 	// entries go right after the last offset fed, so that the commit stays
 	// there, below the trimmed events, until every key is reconciled.
