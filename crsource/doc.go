@@ -126,8 +126,9 @@
 // they happened, so they are delivered again). Failover reconciles what
 // changed since the old leader's last published position, not every
 // object: in the test, the 15 objects changed after the leader stopped,
-// of 71. After a crash (no graceful stop) it is up to Standby.Interval
-// more. When this replica's own commit is later, it starts there.
+// of 71. After a crash (no final publish; the next leader waits out the
+// election Lease) it is up to Standby.Interval of changes more: 25 of 71
+// in the test. When this replica's own commit is later, it starts there.
 //
 // A position it cannot place starts a resync (every key of the index is
 // queued, as in "Bounds"), and the log says why: no position published
@@ -140,9 +141,9 @@
 // from New on, so the second replica's New fails, after journal.Options'
 // lock timeout of 1 s, with an error matching journal.ErrLocked
 // ("database file is locked by another process: ... (waited 1s)"), before
-// its manager starts. Without Options.Standby, AddToManager
-// adds the writer alone, and a new leader starts from its own committed
-// offset (a standby whose consumer never committed delivers every event it
+// its manager starts. Without Options.Standby, AddToManager adds the
+// writer alone, and a new leader starts from its own committed offset (a
+// standby whose consumer never committed delivers every event it
 // retains).
 //
 // # Shutdown
