@@ -102,16 +102,16 @@ type standby struct {
 	opts     Standby
 	resource string
 	leases   coordinationclient.LeaseInterface
-	added    bool // AddToManager was called
+	added    bool                  // AddToManager was called
+	written  *coordinationv1.Lease // the position Lease as last written (publisher only), nil when unknown
 
-	mu       sync.Mutex
-	pos      string    // position to publish, "" before one is known
-	scanned  uint64    // positionAt has looked at every event up to here
-	watchRV  string    // RV of the last watch event at or before scanned
-	commits  int       // commits since the last publish
-	moved    chan bool // buffered 1: pos moved
-	stopped  chan struct{}
-	stopOnce sync.Once
+	mu      sync.Mutex
+	pos     string    // position to publish, "" before one is known
+	scanned uint64    // positionAt has looked at every event up to here
+	watchRV string    // RV of the last watch event at or before scanned
+	commits int       // commits since the last publish
+	moved   chan bool // buffered 1: pos moved
+	stopped chan struct{}
 }
 
 func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
@@ -361,17 +361,25 @@ func (sb *standby) put(ctx context.Context, pos string) error {
 		l.Spec.HolderIdentity = &id
 		l.Spec.RenewTime = &now
 	}
+	// The Lease last written is updated in place (one request); a
+	// conflict, or none cached, reads it first.
 	for try := 0; ; try++ {
-		l, err := sb.leases.Get(ctx, sb.opts.Name, metav1.GetOptions{})
+		l, err := sb.written, error(nil)
+		if l == nil {
+			l, err = sb.leases.Get(ctx, sb.opts.Name, metav1.GetOptions{})
+		}
+		var out *coordinationv1.Lease
 		if apierrors.IsNotFound(err) {
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: sb.opts.Name, Namespace: sb.opts.Namespace}}
 			fill(l)
-			_, err = sb.leases.Create(ctx, l, metav1.CreateOptions{})
+			out, err = sb.leases.Create(ctx, l, metav1.CreateOptions{})
 		} else if err == nil {
+			l = l.DeepCopy()
 			fill(l)
-			_, err = sb.leases.Update(ctx, l, metav1.UpdateOptions{})
+			out, err = sb.leases.Update(ctx, l, metav1.UpdateOptions{})
 		}
-		if err == nil || try >= 2 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		sb.written = out
+		if err == nil || try >= 2 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
 			return err
 		}
 	}
