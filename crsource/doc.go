@@ -86,10 +86,72 @@
 // event journaled up to then has been queued, as an informer's HasSynced
 // implies its initial items were handed to the handlers.
 //
+// # Leader election and a warm standby
+//
+// With the manager's leader election, give each replica its own journal
+// file (its own volume or path) and set Options.Standby:
+//
+//	src, err := crsource.New(cfg, crsource.Options{Path: "/data/cm.db", Resource: res,
+//		Standby: &crsource.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+//	err = src.AddToManager(mgr) // the writer on every replica, the publisher on the leader
+//	err = ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(src).
+//		Complete(src.Reconciler(&MyReconciler{}))
+//
+// Every replica runs the journal's writer (a Runnable whose
+// NeedLeaderElection is false, like controller-runtime's cache), so a
+// standby's journal is current when it takes over; the controller, and
+// so the source, run on the leader only. The leader publishes how far it
+// has reconciled as a resourceVersion, the position, in the annotation
+// AnnotationPosition of a Lease of its own (Standby.Name in
+// Standby.Namespace; not the leader-election Lease, which client-go's
+// LeaseLock updates from the copy it last read: a foreign write would make
+// its renew conflict). The position is the resourceVersion of the last
+// committed event seen on a watch, or the journal's resourceVersion once
+// the commit reaches the head (which moves on with the watch's bookmarks
+// while nothing changes); it is written when it moved, at most every
+// Standby.Interval (or Standby.Commits commits), and once more on a
+// graceful stop, before the manager releases the election Lease (with
+// LeaderElectionReleaseOnCancel the next leader takes over at once and
+// reads it). RBAC: get, create and update on leases.coordination.k8s.io
+// in Standby.Namespace, as leader election needs.
+//
+// A new leader reads the position and delivers from its own journal right
+// after the last event seen on a watch whose resourceVersion is at or
+// before it (compared with CompareResourceVersion; where that refuses the
+// resourceVersions, the event whose resourceVersion equals it): every
+// change after the position is delivered, and of those before it only
+// what its journal cannot rule out, such as a relist's events (in key
+// order, with the objects' own resourceVersions, they do not say when
+// they happened, so they are delivered again). Failover reconciles what
+// changed since the old leader's last published position, not every
+// object: in the test, the 15 objects changed after the leader stopped,
+// of 71. After a crash (no final publish; the next leader waits out the
+// election Lease) it is up to Standby.Interval of changes more: 25 of 71
+// in the test. When this replica's own commit is later, it starts there.
+//
+// A position it cannot place starts a resync (every key of the index is
+// queued, as in "Bounds"), and the log says why: no position published
+// (the first leader), a position for another resource, or one older than
+// what retention left of this replica's journal. While a replica stands
+// by, it commits its consumer behind the published position, so retention
+// trims its journal as the leader's.
+//
+// Two replicas on one file is not supported: the journal file is locked
+// from New on, so the second replica's New fails, after journal.Options'
+// lock timeout of 1 s, with an error matching journal.ErrLocked
+// ("database file is locked by another process: ... (waited 1s)"), before
+// its manager starts. Without Options.Standby, AddToManager adds the
+// writer alone, and a new leader starts from its own committed offset (a
+// standby whose consumer never committed delivers every event it
+// retains).
+//
 // # Shutdown
 //
 // When the context given to Start is done, the writer, the feeder and the
-// committer stop and the journal closes; Done is closed after that. A clean
+// committer stop and the journal closes; Done is closed after that. With
+// AddToManager, the journal closes, and Done is closed, once the writer
+// Runnable has stopped too. A clean
 // shutdown is not an error (as controller-runtime's Start and
 // reconcile.Loop.Run): Err then returns nil.
 package crsource

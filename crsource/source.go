@@ -65,6 +65,12 @@ type Options struct {
 	MaxPending int
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
+	// Standby, when set, makes the source a warm standby under leader
+	// election (doc.go, "Leader election and a warm standby"; standby.go):
+	// call AddToManager, and the leader publishes its position on a Lease
+	// from which the next leader starts. Nil: the controller starts from
+	// this replica's own committed offset.
+	Standby *Standby
 }
 
 // Source is a source.TypedSyncingSource[reconcile.Request] over a journal.
@@ -81,6 +87,8 @@ type Source struct {
 	t           *tracker
 	log         logr.Logger
 	wrapped     atomic.Bool // Reconciler was called
+	sb          *standby    // nil without Options.Standby
+	resyncFirst bool        // the feeder resyncs before its first read (standby.go)
 
 	mu      sync.Mutex
 	started bool
@@ -88,15 +96,22 @@ type Source struct {
 	done    chan struct{}
 	synced  chan struct{} // closed when the writer has synced; never for a fatal error
 	failed  chan struct{} // closed when the writer stopped with an error
+
+	// Also under mu.
+	writerClaimed bool // the writer was started (by Start or the writer Runnable)
+	users         int  // running users of the journal (standby.go, acquire)
+	closed        bool // the last user released it, or Close closed it
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
 
 // New opens (or creates) the journal at opts.Path for opts.Resource, and
-// prepares its writer and the named consumer. Nothing runs until Start;
-// the file is locked from New on (journal.ErrLocked if another process
-// holds it) and released when the source stops, or by Close if it is never
-// started.
+// prepares its writer and the named consumer. Nothing runs until Start
+// (or, with AddToManager, the manager's Start); the file is locked from
+// New on (an error matching journal.ErrLocked if another process holds
+// it: two replicas cannot share a file, see doc.go "Leader election and a
+// warm standby") and released when the source and its writer stop, or by
+// Close if neither is ever started.
 func New(cfg *rest.Config, opts Options) (*Source, error) {
 	if opts.Path == "" {
 		return nil, errors.New("crsource: Options.Path is empty")
@@ -122,6 +137,12 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	}
 	s := newSource(c, nil, opts)
 	s.loop = loop
+	if opts.Standby != nil {
+		if s.sb, err = newStandby(cfg, opts); err != nil {
+			_ = j.Close()
+			return nil, err
+		}
+	}
 	// Synced only once the journal is known current with the server
 	// (reconcile.Loop.HasSynced): never before a restart's relist.
 	s.waitForSync = loop.WaitForSync
@@ -172,12 +193,19 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		s.mu.Unlock()
 		return errors.New("crsource: source already started")
 	}
+	if s.sb != nil && !s.sb.added {
+		s.mu.Unlock()
+		return ErrStandbyNotAdded
+	}
 	s.started = true
 	s.mu.Unlock()
+	if !s.acquire() {
+		return errors.New("crsource: the journal is closed")
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if s.loop != nil {
+	if s.loop != nil && s.claimWriter() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,10 +236,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	go func() {
 		wg.Wait()
 		cancel()
-		if s.loop != nil {
-			_ = s.j.Close()
+		if s.sb != nil {
+			close(s.sb.stopped)
 		}
-		close(s.done)
+		s.release()
 	}()
 	return nil
 }
@@ -281,7 +309,9 @@ func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
 func (s *Source) Committed() (uint64, error) { return s.c.Committed() }
 
 // Done is closed once the source has stopped after its context ended (and,
-// for New, the journal is closed and its file lock released).
+// for New, the journal is closed and its file lock released: with
+// AddToManager, once the writer Runnable has stopped too; on a replica
+// that never led, when the writer Runnable stops).
 func (s *Source) Done() <-chan struct{} { return s.done }
 
 // Err returns why the source stopped early: the writer's fatal error
@@ -302,6 +332,13 @@ func (s *Source) Close() error {
 	if started || s.loop == nil {
 		return nil
 	}
+	s.mu.Lock()
+	if s.users > 0 || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
 	return s.j.Close()
 }
 
@@ -322,6 +359,17 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	batch := s.batch
 	if batch <= 0 {
 		batch = journal.DefaultBatch
+	}
+	if s.sb != nil {
+		if err := s.standbyStart(ctx); err != nil {
+			return err
+		}
+		if s.resyncFirst {
+			if err := s.resync(ctx, q); err != nil {
+				return err
+			}
+			s.resyncFirst = false
+		}
 	}
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -388,13 +436,27 @@ func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
 // after head may be queued twice (on its page and by its ADDED), which the
 // queue merges or the reconciler sees twice (at least once). Each key's
 // entry is at offset head: the commit stays below head until every key
-// is reconciled.
+// is reconciled; when nothing else is queued (a resync before the first
+// read, as standby.go starts one), right after the last offset fed, so the
+// commit does not move at all until every key is reconciled, and a crash
+// in between resyncs again.
 func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	head, err := s.j.Head()
 	if err != nil {
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
-	s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	if !s.resyncFirst { // else standbyStart said why
+		s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	}
+	// Nothing queued before (a resync at start, standby.go): the keys'
+	// entries go right after the last offset fed, so that the commit stays
+	// there, below the trimmed events, until every key is reconciled.
+	at := head
+	if n, _ := s.t.openCount(); n == 0 {
+		if fed, _, _ := s.t.fedState(); fed < head {
+			at = fed + 1
+		}
+	}
 	after, keys := "", 0
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -407,7 +469,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		}
 		for _, e := range page {
 			r := request(e.Key)
-			s.t.add(head, r)
+			s.t.add(at, r)
 			q.Add(r)
 		}
 		keys += len(page)
@@ -438,6 +500,7 @@ func (s *Source) commitLoop(ctx context.Context) {
 			return
 		}
 		committed = p
+		s.noteCommit(p)
 	}
 	for {
 		select {
