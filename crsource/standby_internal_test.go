@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -50,7 +51,7 @@ func standbyJournal(t *testing.T) *journal.Journal {
 		{"17", []journal.Event{{Type: journal.Modified, Key: "wj/d", UID: "ud", ResourceVersion: "17", Origin: journal.OriginWatch}}},
 	}
 	for _, st := range steps {
-		if err := j.Writer().Update(func(tx *journal.Tx) error {
+		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 			for i := range st.evs {
 				if _, err := tx.Append(&st.evs[i]); err != nil {
 					return err
@@ -103,7 +104,7 @@ func TestStartFor(t *testing.T) {
 
 	// Retention trimmed the list and the first watch event: a position
 	// before what is left cannot be placed.
-	if n, _, err := j.Writer().Trim(5, 10, 0); err != nil || n != 4 {
+	if n, _, err := journalwrite.Of(j).Trim(5, 10, 0); err != nil || n != 4 {
 		t.Fatalf("Trim = %d, %v", n, err)
 	}
 	if start, why, ok, err := startFor(j, "10", 0); err != nil || ok {
@@ -131,7 +132,7 @@ func TestStartFor_ResourceVersionsThatDoNotCompare(t *testing.T) {
 		{Type: journal.Modified, Key: "wj/a", UID: "ua", ResourceVersion: "r-b", Origin: journal.OriginWatch},
 		{Type: journal.Modified, Key: "wj/a", UID: "ua", ResourceVersion: "r-c", Origin: journal.OriginWatch},
 	}
-	if err := j.Writer().Update(func(tx *journal.Tx) error {
+	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
 		for i := range evs {
 			if _, err := tx.Append(&evs[i]); err != nil {
 				return err
