@@ -8,7 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -132,4 +135,89 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 		t.Errorf("a second OnDelete: %#v", o)
 	default:
 	}
+}
+
+// TestCache_SecretRelistDeleteSealed: a Secret's relist-inferred delete
+// after its records were trimmed gives DeletedFinalStateUnknown with the
+// Secret's last data, and the DELETED that carries it is stored sealed: no
+// file of the cache's directory holds the value or its base64.
+func TestCache_SecretRelistDeleteSealed(t *testing.T) {
+	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
+	cp, kube, ns := setup(t)
+	dir := t.TempDir()
+	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, SecretPayloads: true, KeyFiles: []string{writeKeyFile(t)},
+		Retention: &journal.Retention{MaxEvents: 1}, Loop: reconcile.Options{MaxBackoff: 300 * time.Millisecond}})
+	opts := crcache.Options{Scheme: scheme.Scheme, Mapper: secretMapper()}
+	const value, other = "jdelete-last-value-4e91a7", "jdelete-other-value-0b3c52"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for name, v := range map[string]string{"s": value, "t": other} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"v": []byte(v)}}
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1 := startCache(t, newCache, opts, cp)
+	inf, err := r1.c.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(secretEvents(rec)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the adds", hasAll("add "+value, "add "+other))
+	// The list journaled in key order, s before t: retention keeps the
+	// last event only, so s's record is trimmed (its object kept sealed
+	// in the objects bucket).
+	waitOffsets(t, dir, "s's record trimmed", func(first, head uint64) bool { return head >= 2 && first == head })
+	r1.stop()
+	if err := kube.CoreV1().Secrets(ns).Delete(ctx, "s", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startCache(t, newCache, opts, cp)
+	defer r2.stop()
+	inf2, err := r2.c.GetInformer(ctx, &corev1.Secret{}, crcache.BlockUntilSynced(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan any, 10)
+	rec2 := newRecorder()
+	h := secretEvents(rec2)
+	h.DeleteFunc = func(o any) { deleted <- o }
+	if _, err := inf2.AddEventHandler(h); err != nil {
+		t.Fatal(err)
+	}
+	rec2.waitFor(t, "the replay from disk", hasAll("add "+value, "add "+other))
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got any
+	select {
+	case got = <-deleted:
+	case <-ctx.Done():
+		t.Fatal("no delete after the restart")
+	}
+	d, ok := got.(toolscache.DeletedFinalStateUnknown)
+	if !ok {
+		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown", got)
+	}
+	if s, ok := d.Obj.(*corev1.Secret); !ok || s.Name != "s" || string(s.Data["v"]) != value {
+		t.Fatalf("DeletedFinalStateUnknown.Obj = %#v; want Secret s with its last data", d.Obj)
+	}
+	grepDir(t, dir, value, other)
+}
+
+// secretMapper maps Secrets without discovery, so that a cache can start
+// while the apiserver is down.
+func secretMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
+	return m
 }
