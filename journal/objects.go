@@ -51,7 +51,10 @@ package journal
 // objects" below): the write the old design paid on every append is paid
 // at trim time, at most once per trimmed record
 // (bench.BenchmarkJournalTrim, every record copied, the worst case:
-// ~218,000 trimmed events/s without objects, ~63,000 with).
+// ~218,000 trimmed events/s without objects, ~63,000 with). A tombstone
+// (lastObject) costs an index decode and one record or bucket read in its
+// transaction, and its record holds the object's bytes, as a watch's
+// DELETED does.
 //
 // Previous objects. The bucket also gives an event's old object once the
 // record at its PrevOffset is trimmed (ObjectView.Previous): trimming
