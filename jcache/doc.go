@@ -102,8 +102,9 @@
 // retention), read through each open file's inspect socket, FILE.sock,
 // while the cache runs (Options.NoSocket turns it off). A handler that
 // falls behind an external trim (journalctl) stops, with the error logged.
-// A DELETED a relist inferred carries no object: when its key's last
-// record was trimmed, its DeletedFinalStateUnknown holds a metadata-only
-// object (the DELETED removes the kept copy; see "Retention" in
-// handler.go).
+// A DELETED a relist inferred (the object was deleted while the process
+// was down, or during a 410 gap) is stored with the key's last object,
+// read in the same transaction, so its DeletedFinalStateUnknown holds the
+// complete last object even when retention trimmed the key's records
+// (see "Retention" in handler.go).
 package jcache

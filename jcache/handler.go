@@ -23,11 +23,14 @@ package jcache
 //     or, when retention trimmed that record, the copy trimming kept of it
 //     (see Retention below); a metadata-only object (name, namespace, UID,
 //     previous resourceVersion) only when the file holds neither.
-//   - DELETED: OnDelete(last object): the event's own final object (a
-//     watch DELETED carries it), else the key's previous event's object;
-//     a DELETED a relist inferred (Event.Synthesized) is wrapped in
-//     toolscache.DeletedFinalStateUnknown, as an informer does for deletes
-//     it finds by relisting.
+//   - DELETED: OnDelete(last object): the event's own object (a watch
+//     DELETED carries the final object; a DELETED a relist inferred, a
+//     tombstone, carries the key's last stored object, which the journal
+//     stores with it in a file that keeps objects), else the key's
+//     previous event's object; a DELETED a relist inferred
+//     (Event.Synthesized) is wrapped in toolscache.DeletedFinalStateUnknown
+//     {Key, Obj: last object}, as an informer does for deletes it finds by
+//     relisting.
 //
 // Resync (a resync period > 0, from SyncPeriod or the handler's own): each
 // period, the stored objects are replayed as OnUpdate(obj, obj), chunk by
@@ -41,9 +44,12 @@ package jcache
 // the event). A handler behind a trim above the hard cap
 // (Retention.HardMaxBytes, off by default) or an external one (journalctl)
 // gets ErrTrimmed and stops, the error logged: which deletes it missed is
-// not known without the keys it saw. A relist-inferred DELETED without an
-// object whose previous record was trimmed gets a metadata-only object in
-// its DeletedFinalStateUnknown (the DELETED removes the key's copy).
+// not known without the keys it saw. A relist-inferred DELETED keeps the
+// key's last object though its records were trimmed: the journal stores
+// it with the DELETED, read in the same transaction, before the DELETED
+// removes the key's copy (journal.Event.Object). Only a DELETED written
+// before it did so, by an older build, whose previous record was trimmed
+// gets a metadata-only object in its DeletedFinalStateUnknown.
 //
 // HasSynced: the replay is done, the loop has synced (reconcile's true
 // HasSynced), and the handler has been given every event up to the

@@ -83,7 +83,8 @@
 // still a key's latest into an objects bucket first, so the objects
 // survive trimming as well as restarts and file rewrites, and follow
 // relists (a relist's ADDED/MODIFIED carries the object, a tombstone
-// removes it). ViewObjects reads them in one read transaction together
+// removes it, and is stored with the key's last object so its readers
+// keep the final state). ViewObjects reads them in one read transaction together
 // with the head the read is current with; package journal/cache serves
 // them as a controller-runtime client.Reader and a client-go-style lister.
 // What it costs: objects.go.

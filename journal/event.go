@@ -51,8 +51,12 @@ type Event struct {
 	// (for a DELETED seen on a watch, the deletion's), or for a synthesized
 	// DELETED the last resourceVersion the index held. Opaque.
 	ResourceVersion string
-	// Object is the object as served, in JSON. It is nil for a synthesized
-	// DELETED (a tombstone: only Key, UID and ResourceVersion are known) and
+	// Object is the object as served, in JSON. A synthesized DELETED (a
+	// tombstone: the deletion was inferred, no object was served) carries
+	// the key's last stored object in a file that keeps objects
+	// (Journal.KeepObjects), read in the transaction that stored the
+	// DELETED, so the final state survives retention trimming; elsewhere
+	// it is nil (only Key, UID and ResourceVersion are known). Nil also
 	// for journals that keep metadata only.
 	Object []byte
 	// Time is when the event was journaled, by the writer's wall clock,

@@ -24,6 +24,11 @@ package journal
 //   - a DELETED (a tombstone included) removes the key's copy, and so does
 //     an ADDED or MODIFIED without an object, so that a stale object is
 //     never served as current;
+//   - a DELETED without an object (a tombstone: a relist's inferred
+//     deletion) is stored with the key's last object, read from the
+//     record or the copy in the same transaction, before the copy goes
+//     (lastObject): the event keeps the final state even when retention
+//     trimmed every record of the key;
 //   - a relist's MODIFIED or ADDED carries the listed object and points
 //     the entry at it, like a watch event (applyIndex, for live appends
 //     and for a relist moved out of its stage file alike);
@@ -46,7 +51,10 @@ package journal
 // objects" below): the write the old design paid on every append is paid
 // at trim time, at most once per trimmed record
 // (bench.BenchmarkJournalTrim, every record copied, the worst case:
-// ~218,000 trimmed events/s without objects, ~63,000 with).
+// ~218,000 trimmed events/s without objects, ~63,000 with). A tombstone
+// (lastObject) costs an index decode and one record or bucket read in its
+// transaction, and its record holds the object's bytes, as a watch's
+// DELETED does.
 //
 // Previous objects. The bucket also gives an event's old object once the
 // record at its PrevOffset is trimmed (ObjectView.Previous): trimming
@@ -113,6 +121,38 @@ func applyObject(tx storage.Tx, key []byte, e *Event) error {
 		return nil
 	}
 	return tx.ObjectDelete(key)
+}
+
+// lastObject returns the object a DELETED without one (a tombstone: a
+// relist's inferred deletion, or a watch's for a UID the server no longer
+// has) is stored with in a file that keeps objects: the key's last stored
+// object, read as ObjectView.Get reads it (the record the index entry v
+// points at, else the objects bucket's copy), in the transaction that
+// appends the DELETED and before the DELETED removes the copy. So a
+// reader of the event gets the final object, as an informer's
+// DeletedFinalStateUnknown.Obj holds the last known state, even after
+// retention trimmed the key's records. The bytes are stored as they are
+// (an envelope stays sealed: seal.go binds it to the key, not the
+// offset); they alias the file's pages, valid only within tx. nil when e
+// is not such a DELETED, the file keeps no objects, the entry's UID is
+// not e's, or no object is held (the key's latest event carried none). A
+// damaged record gives nil too: the deletion is journaled all the same,
+// and a read of the damage is reported where it is read.
+func lastObject(tx storage.Tx, key, v []byte, e *Event) []byte {
+	if e.Type != Deleted || len(e.Object) > 0 || v == nil || !tx.HasObjects() {
+		return nil
+	}
+	if ie, err := decodeIndex(key, v); err != nil || ie.UID != e.UID {
+		return nil
+	}
+	obj, err := objectAt(tx, key, v)
+	if err != nil {
+		return nil
+	}
+	if obj == nil {
+		obj = tx.ObjectGet(key)
+	}
+	return obj
 }
 
 // keepTrimmed copies the object of the record rec at off, about to be

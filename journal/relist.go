@@ -377,8 +377,16 @@ func (j *Journal) finishRelistChunks(max int) error {
 				if err != nil {
 					return err
 				}
-				setPrevOffset(&e, tx.IndexGet([]byte(e.Key)))
-				if raised || e.PrevOffset != staged {
+				iv := tx.IndexGet([]byte(e.Key))
+				setPrevOffset(&e, iv)
+				if obj := lastObject(tx, []byte(e.Key), iv, &e); obj != nil {
+					// A tombstone, stored with the key's last object
+					// (objects.go), sealed where the journal seals.
+					e.Object = obj
+					if rec, err = j.seal.encode(&e); err != nil {
+						return err
+					}
+				} else if raised || e.PrevOffset != staged {
 					if rec, err = encodeEvent(&e); err != nil {
 						return err
 					}

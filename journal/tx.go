@@ -52,7 +52,9 @@ func (t *wtx) Lookup(key string) (IndexEntry, bool, error) {
 // e.Time is set to the current time, and a time earlier than the latest
 // event's is raised to it, so that times never decrease with offsets
 // (clock.go). e.PrevOffset is set from the index (see Event.PrevOffset).
-// It returns the offset assigned.
+// In a file that keeps objects (Journal.KeepObjects), a DELETED without an
+// Object is stored with the key's last stored object (see Event.Object);
+// e.Object is left as it is. It returns the offset assigned.
 //
 // e must be well-formed (else ErrBadEvent): Type one of ADDED, MODIFIED,
 // DELETED; Key non-empty; Origin non-empty (watch, relist or restart: the
@@ -75,7 +77,13 @@ func (t *wtx) Append(e *Event) (uint64, error) {
 		return 0, err
 	}
 	setPrevOffset(e, v)
-	rec, err := t.seal.encode(e) // seal.go: encodeEvent, the Object sealed where the journal seals
+	stored := e
+	if obj := lastObject(t.tx, key, v, e); obj != nil {
+		c := *e // a tombstone stored with the key's last object (objects.go); e keeps its own
+		c.Object = obj
+		stored = &c
+	}
+	rec, err := t.seal.encode(stored) // seal.go: encodeEvent, the Object sealed where the journal seals
 	if err != nil {
 		return 0, err
 	}

@@ -1,8 +1,9 @@
 package reconcile
 
 // The kind of the journaled objects, recorded in the file (issue 10, item
-// 1): a tombstone (a DELETED inferred by a relist) carries no object, so a
-// consumer in a fresh process can label it only from the file. New asks
+// 1): a tombstone (a DELETED inferred by a relist) carries no object in a
+// file that does not keep objects, so a consumer in a fresh process can
+// label it only from the file. New asks
 // discovery once per file, the way client-go's RESTMapper does
 // (/api/v1, /apis/<group>/<version>), and records the answer with
 // journalwrite.Writer.SetKind; a file that has it skips the request.

@@ -43,10 +43,12 @@
 // Stored objects are decoded with Options.Decode, a journal/cache
 // DecodeFunc[runtime.Object] (default: into *unstructured.Unstructured; a
 // function over a scheme's UniversalDeserializer().Decode gives typed
-// objects). A DELETED inferred by a relist has no final object;
-// it is delivered as a metadata-only object (name, namespace, UID, last
-// resourceVersion) labelled with the kind and apiVersion the file records
-// (journal.TypeMeta), and to a handler wrapped in
+// objects). A DELETED inferred by a relist has no final object: in a
+// file that keeps objects (journal.Journal.KeepObjects) it carries the
+// key's last stored object, elsewhere it is delivered as a metadata-only
+// object (name, namespace, UID, last resourceVersion) labelled with the
+// kind and apiVersion the file records (journal.TypeMeta); to a handler
+// either is wrapped in
 // cache.DeletedFinalStateUnknown, as an informer does for deletes it finds
 // by relisting. Nothing depends on objects seen earlier in the process: a
 // fresh process whose first event is such a tombstone decodes it.

@@ -47,7 +47,9 @@ type DeleteReasonHandler interface {
 //     and the previous resourceVersion, no labels, annotations or data.
 //   - DELETED seen live: OnDelete(obj) with the final object.
 //   - DELETED inferred by a relist: OnDelete(cache.DeletedFinalStateUnknown{
-//     Key, Obj}) with a metadata-only Obj, as an informer does.
+//     Key, Obj}), as an informer does; Obj is the key's last stored object
+//     in a file that keeps objects (journal.Event.Object), else
+//     metadata-only.
 //   - a DELETED whose journal.Reason is left-selector or moved (the object
 //     still exists, out of the journal's scope) is delivered as above, as
 //     an informer delivers an object leaving its selector; a handler that

@@ -1,0 +1,134 @@
+package jcache_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+// startIndexedAt is startIndexed with the cache's rest.Config given (a
+// proxied one).
+func startIndexedAt(t *testing.T, newCache crcache.NewCacheFunc, cfg *rest.Config, opts crcache.Options, calls *atomic.Int64) *running {
+	t.Helper()
+	c, err := newCache(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
+		calls.Add(1)
+		return []string{o.(*corev1.ConfigMap).Data["k"]}
+	}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !c.WaitForCacheSync(wctx) {
+		cancel()
+		t.Fatal("the cache did not start")
+	}
+	return &running{c: c, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	}}
+}
+
+// TestCache_IndexAfterLive410RelistAndRestart: a running cache loses its
+// connection (a proxy cut) while objects change and etcd is compacted;
+// healed, its watch resumes into 410 Gone and it relists in the same
+// process (its handler gets the relist's update, add and inferred delete:
+// DeletedFinalStateUnknown with the last object). An index lookup then
+// answers the relisted values from the index on disk; after a plain
+// restart (nothing changed) the lookups answer the same from the file,
+// the index not built again.
+func TestCache_IndexAfterLive410RelistAndRestart(t *testing.T) {
+	cp, kube, ns := setup(t)
+	p, err := controlplane.NewProxy(cp.APIServerAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	newCache := jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true,
+		Loop: reconcile.Options{MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}})
+	opts := crcache.Options{Mapper: staticMapper()}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
+	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
+	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+
+	var calls atomic.Int64
+	r1 := startIndexedAt(t, newCache, cp.ProxiedRESTConfig(p), opts, &calls)
+	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the adds", hasAll("add a labels=map[] data=map[k:1]", "add b labels=map[] data=map[k:b]", "add c labels=map[] data=map[k:1]"))
+	wantByIndex(t, r1.c, ns, "1", "a", "c")
+	wantByIndex(t, r1.c, ns, "b", "b")
+
+	// Cut off: the changes and the compaction happen while the cache's
+	// watch cannot reach the server.
+	p.Cut()
+	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Data["k"] = "3"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Heal()
+	// A watch would have delivered b's DELETED with its object; the
+	// DeletedFinalStateUnknown says a relist found it.
+	rec.waitFor(t, "the live relist after 410 Gone", hasAll(
+		"update a labels=map[] data=map[k:1] -> a labels=map[] data=map[k:3]",
+		"delete unknown(b labels=map[] data=map[k:b])",
+		"add d labels=map[] data=map[k:1]"))
+	wantByIndex(t, r1.c, ns, "1", "c", "d")
+	wantByIndex(t, r1.c, ns, "3", "a")
+	wantByIndex(t, r1.c, ns, "b")
+	r1.stop()
+
+	// A plain restart: the index is the file's, not built again (nothing
+	// changed, so the function is not called), and answers the same.
+	calls.Store(0)
+	r2 := startIndexedAt(t, newCache, cp.RESTConfig(), opts, &calls)
+	defer r2.stop()
+	if _, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	wantByIndex(t, r2.c, ns, "1", "c", "d")
+	wantByIndex(t, r2.c, ns, "3", "a")
+	wantByIndex(t, r2.c, ns, "b")
+	if n := calls.Load(); n != 0 {
+		t.Errorf("index function called %d times by a restart with nothing changed; want 0 (the index is the file's)", n)
+	}
+}
