@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/watchjournal/watchjournal/internal/delivery"
 	"github.com/watchjournal/watchjournal/journal"
 	wjreconcile "github.com/watchjournal/watchjournal/reconcile"
 )
@@ -78,9 +80,10 @@ type Source struct {
 	loop        *wjreconcile.Loop // nil for NewFromConsumer
 	waitForSync func(context.Context) error
 	batch, max  int
-	t           *tracker
+	t           *delivery.Tracker
+	out         *delivery.Outcomes // the wrapper's reports, the requeue timers
+	timersErr   error              // the timers file could not be read: Start fails
 	log         logr.Logger
-	wrapped     atomic.Bool // Reconciler was called
 
 	mu      sync.Mutex
 	started bool
@@ -138,6 +141,12 @@ func NewFromConsumer(c *journal.Consumer, waitForSync func(ctx context.Context) 
 	return newSource(c, waitForSync, opts)
 }
 
+// TimersPath is the file beside the journal at path that holds the
+// RequeueAfter timers of its consumer (doc.go, "Requeue timers").
+func TimersPath(path, consumer string) string {
+	return path + "." + url.PathEscape(consumer) + ".timers"
+}
+
 func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opts Options) *Source {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
@@ -147,8 +156,17 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 	if start > 0 {
 		start--
 	}
+	// A timers file that cannot be read fails Start (timersErr).
+	timers, timersErr := delivery.LoadTimers(TimersPath(c.Journal().Path(), c.Name()))
+	if timersErr != nil {
+		timers = delivery.EmptyTimers(TimersPath(c.Journal().Path(), c.Name()))
+		timersErr = fmt.Errorf("crsource: %w", timersErr)
+	}
+	t := delivery.NewTracker(start)
+	out := delivery.NewOutcomes(timers)
+	out.AddTracker(t)
 	return &Source{j: c.Journal(), c: c, waitForSync: waitForSync, batch: opts.Batch, max: opts.MaxPending,
-		t: newTracker(start), log: log.WithValues("consumer", c.Name()),
+		t: t, out: out, timersErr: timersErr, log: log.WithValues("consumer", c.Name()),
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 }
 
@@ -171,6 +189,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	if s.started {
 		s.mu.Unlock()
 		return errors.New("crsource: source already started")
+	}
+	if s.timersErr != nil {
+		s.mu.Unlock()
+		return s.timersErr
 	}
 	s.started = true
 	s.mu.Unlock()
@@ -196,6 +218,8 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			close(s.synced)
 		}
 	}()
+	// The RequeueAfter timers of the last run (doc.go, "Requeue timers").
+	s.out.Timers().Rearm(time.Now(), q.AddAfter)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -228,7 +252,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 // an unwrapped reconciler fails to start instead of stalling. A program
 // that drives the queue itself calls Reconciler before WaitForSync.
 func (s *Source) WaitForSync(ctx context.Context) error {
-	if !s.wrapped.Load() {
+	if !s.out.Wrapped() {
 		s.log.Error(ErrNotWrapped, "controller not started", "source", s.String())
 		return ErrNotWrapped
 	}
@@ -243,39 +267,17 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("crsource: %w", err)
 	}
-	for {
-		fed, full, ch := s.t.fedState()
-		if fed >= head || full {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-s.failed:
-			return s.Err()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.t.WaitFed(ctx, head, s.failed, s.Err)
 }
 
 // Reconciler wraps r so that the source learns each reconcile's outcome:
-// a success (nil error, no Requeue, no RequeueAfter) or a TerminalError
+// a success (nil error, no Requeue), a success with RequeueAfter (its
+// timer is kept durably: doc.go, "Requeue timers") or a TerminalError
 // lets the commit move past the request's events queued before the
 // reconcile began. Pass the wrapper to the controller (Complete, Build):
 // it is required, and WaitForSync returns ErrNotWrapped until Reconciler
 // has been called.
-func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
-	s.wrapped.Store(true)
-	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		upto := s.t.begin(req)
-		res, err := r.Reconcile(ctx, req)
-		//nolint:staticcheck // Requeue is deprecated but still honoured by controller-runtime.
-		if (err == nil && !res.Requeue && res.RequeueAfter == 0) || (err != nil && errors.Is(err, reconcile.TerminalError(nil))) {
-			s.t.succeeded(req, upto)
-		}
-		return res, err
-	})
-}
+func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler { return s.out.Wrap(r) }
 
 // Committed returns the consumer's committed offset.
 func (s *Source) Committed() (uint64, error) { return s.c.Committed() }
@@ -348,31 +350,17 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 				continue
 			}
 			req := request(e.Key)
-			s.t.add(e.Offset, req)
+			s.t.Add(e.Offset, req)
 			q.Add(req)
 		}
-		s.t.fedTo(evs[len(evs)-1].Offset)
+		s.t.FedTo(evs[len(evs)-1].Offset)
 	}
 }
 
 // waitRoom waits until fewer than MaxPending requests are tracked and
 // returns how many more may be; ok is false when ctx is done first. While
 // it waits, WaitForSync counts the feed as full.
-func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
-	for {
-		n, ch := s.t.openCount()
-		if n < s.max {
-			s.t.setFull(false)
-			return s.max - n, true
-		}
-		s.t.setFull(true)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, false
-		}
-	}
-}
+func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) { return s.t.WaitRoom(ctx, s.max) }
 
 // resync handles a consumer that retention has passed (the hard byte cap
 // overrides a consumer's hold): the events in between are gone, so every
@@ -407,7 +395,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		}
 		for _, e := range page {
 			r := request(e.Key)
-			s.t.add(head, r)
+			s.t.Add(head, r)
 			q.Add(r)
 		}
 		keys += len(page)
@@ -418,36 +406,18 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 	}
 	s.log.Info("resync queued every key", "keys", keys, "head", head)
 	s.c.Seek(head + 1)
-	s.t.fedTo(head)
+	s.t.FedTo(head)
 	return nil
 }
 
 // commitLoop commits the tracker's point whenever it moves, coalescing
-// bursts into one write, and once more at shutdown.
+// bursts into one write, the requeue timers saved first, and once more at
+// shutdown.
 func (s *Source) commitLoop(ctx context.Context) {
 	committed, _ := s.c.Committed()
-	commit := func() {
-		p := s.t.point()
-		if p <= committed {
-			return
-		}
-		if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
-			if !errors.Is(err, journal.ErrClosed) {
-				s.log.Error(err, "commit failed", "offset", p)
-			}
-			return
-		}
-		committed = p
-	}
-	for {
-		select {
-		case <-s.t.kick:
-			commit()
-		case <-ctx.Done():
-			commit()
-			return
-		}
-	}
+	delivery.CommitLoop(ctx, s.t, committed, s.out.Timers(),
+		func(p uint64) error { return s.j.CommitConsumer(s.c.Name(), p) },
+		func(err error) bool { return errors.Is(err, journal.ErrClosed) }, s.log, true)
 }
 
 // request turns a journal key (<namespace>/<name>, or <name>) into a

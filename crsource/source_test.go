@@ -146,11 +146,13 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cm.db")
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 
-	// First process: "rq" asks for a requeue, "bad" fails; the rest succeed.
+	// First process: "rq" asks for a requeue (Requeue: true, not done;
+	// RequeueAfter completes: TestSource_RequeueAfterDoesNotPin), "bad"
+	// fails; the rest succeed.
 	r1 := newRecorder(func(n string) (reconcile.Result, error) {
 		switch n {
 		case "rq":
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
+			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // Requeue is deprecated, still honoured
 		case "bad":
 			return reconcile.Result{}, errors.New("reconcile failed")
 		}
@@ -172,10 +174,10 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	for _, n := range []string{"rq", "bad", "c"} {
 		create(n)
 	}
-	waitFor(t, r1, "rq, bad, c reconciled, bad retried", func() bool {
+	waitFor(t, r1, "rq, bad, c reconciled, rq and bad retried", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
-		return r1.seen["rq"] > 0 && r1.seen["bad"] > 1 && r1.seen["c"] > 0
+		return r1.seen["rq"] > 1 && r1.seen["bad"] > 1 && r1.seen["c"] > 0
 	}, state)
 	if c, _ := src.Committed(); c != h0 {
 		t.Fatalf("committed = %d with rq (requeue) and bad (error) at %d and %d; want %d", c, h0+1, h0+2, h0)
