@@ -157,3 +157,19 @@ func (t *Tracker) Poke() {
 	default:
 	}
 }
+
+// Reset forgets every entry and sets the last offset fed to fed: for a
+// feed that starts over (a replay of every key after retention passed the
+// consumer, which queues every key again). Requests already queued
+// reconcile as usual; they close nothing.
+func (t *Tracker) Reset(fed uint64) {
+	t.mu.Lock()
+	t.fifo = nil
+	t.open = map[reconcile.Request][]*entry{}
+	t.fed = fed
+	close(t.fedCh)
+	t.fedCh = make(chan struct{})
+	close(t.room)
+	t.room = make(chan struct{})
+	t.mu.Unlock()
+}
