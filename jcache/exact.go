@@ -152,7 +152,9 @@ func Exact(c crcache.Cache, controller string) *ExactController {
 // error or Requeue: true does not). Pass the wrapper to the controller
 // (Complete, Build): it is required, and the sources' WaitForSync return
 // ErrExactNotWrapped when it was never called.
-func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconciler { return e.out.Wrap(r) }
+func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
+	return e.out.Wrap(r)
+}
 
 // Kind returns a source like source.Kind(cache, obj, h, preds...) whose
 // position survives restarts (see ExactSource). Give it to the
