@@ -33,11 +33,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // mirror reconciles ConfigMaps: each gets a Secret "<name>-child" it
@@ -397,5 +401,167 @@ func TestExact_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	}
 	if got := r.names(); len(got) != 0 {
 		t.Errorf("reconciled %v before the controller failed; want none", got)
+	}
+}
+
+// byHand runs an Exact source of ConfigMaps on cache c with a workqueue
+// and one worker calling the wrapped reconciler, which records the names
+// of namespace ns; stop ends both.
+type byHand struct {
+	src  *jcache.ExactSource
+	rec  *mirror
+	stop func()
+}
+
+func runByHand(t *testing.T, c crcache.Cache, ns string) *byHand {
+	t.Helper()
+	ex := jcache.Exact(c, "mirror")
+	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
+	rec := newMirror(ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	r := ex.Reconciler(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if req.Namespace != ns {
+			return reconcile.Result{}, nil
+		}
+		return rec.outcome(req.Name)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	if err := src.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := src.WaitForSync(wctx); err != nil {
+		t.Fatal(err)
+	}
+	worker := make(chan struct{})
+	go func() {
+		defer close(worker)
+		for {
+			req, shutdown := q.Get()
+			if shutdown {
+				return
+			}
+			if req.Namespace == ns {
+				rec.mu.Lock()
+				rec.seen[req.Name]++
+				close(rec.ch)
+				rec.ch = make(chan struct{})
+				rec.mu.Unlock()
+			}
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				q.AddRateLimited(req)
+			} else {
+				q.Forget(req)
+			}
+			q.Done(req)
+		}
+	}()
+	return &byHand{src: src, rec: rec, stop: func() {
+		cancel()
+		q.ShutDown()
+		<-worker
+		<-src.Done()
+	}}
+}
+
+// A consumer that retention's hard cap trimmed past (its events are gone)
+// is resynchronized as an informer relists: a create event for every
+// object, not only the changed ones, and a log line that says so; the
+// commit then reaches the head.
+func TestExact_TrimmedConsumerResyncs(t *testing.T) {
+	defer jcache.SetRetentionInterval(50 * time.Millisecond)()
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const n = 10
+	for i := range n {
+		createCM(t, kube, ns, fmt.Sprintf("cm%02d", i), nil, nil)
+	}
+	dir := t.TempDir()
+	all := func() []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("cm%02d", i))
+		}
+		return out
+	}()
+
+	// First run: every object, the commit at the head.
+	rc := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
+	h := runByHand(t, rc.c, ns)
+	h.rec.waitUntil(t, "all reconciled, the commit at the head", func() bool {
+		ok, _ := atHead(h.src)
+		return ok && len(h.rec.names()) == n
+	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	committed, _ := h.src.Committed()
+	h.stop()
+	rc.stop()
+
+	// Down: three objects change, each ten times with 2 KiB of data.
+	big := strings.Repeat("x", 2048)
+	for round := range 10 {
+		for _, name := range []string{"cm00", "cm01", "cm02"} {
+			patch := fmt.Sprintf(`{"data":{"v":"%d-%s"}}`, round, big)
+			if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Second run, with a hard cap of 8 KiB: the informer's loop journals
+	// the 30 changes and retention trims past the consumer before the
+	// source starts.
+	var logMu sync.Mutex
+	var logged []string
+	logger := funcr.New(func(prefix, args string) {
+		logMu.Lock()
+		logged = append(logged, args)
+		logMu.Unlock()
+	}, funcr.Options{})
+	rc = startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
+		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}), crcache.Options{}, cp)
+	defer rc.stop()
+	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(60 * time.Second)
+	for {
+		offs, err := jcache.FileOffsets(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed := false
+		for name, o := range offs {
+			if strings.HasPrefix(name, "configmaps.") && o[0] > committed+1 {
+				trimmed = true
+			}
+		}
+		if trimmed {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("retention did not trim past offset %d: %v", committed, offs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	h = runByHand(t, rc.c, ns)
+	defer h.stop()
+	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
+		ok, _ := atHead(h.src)
+		return ok && len(h.rec.names()) == n
+	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
+		t.Fatalf("after the trim reconciled %v; want every object %v", got, all)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	found := false
+	for _, l := range logged {
+		found = found || strings.Contains(l, "retention trimmed events this consumer had not committed")
+	}
+	if !found {
+		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged))
 	}
 }
