@@ -414,10 +414,15 @@ type byHand struct {
 }
 
 func runByHand(t *testing.T, c crcache.Cache, ns string) *byHand {
+	return runByHandWith(t, c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+}
+
+// runByHandWith is runByHand whose reconciler answers with outcome.
+func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error)) *byHand {
 	t.Helper()
 	ex := jcache.Exact(c, "mirror")
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
-	rec := newMirror(ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	rec := newMirror(ns, outcome)
 	r := ex.Reconciler(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		if req.Namespace != ns {
 			return reconcile.Result{}, nil
@@ -563,5 +568,53 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged))
+	}
+}
+
+// The first start's replay is crash-safe: the consumer is created only by
+// the commit after every replayed request reconciled, so a process that
+// stops before that (here cm02 keeps failing) replays every object again.
+func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
+	defer jcache.SetExactFinalCommit(false)()
+	cp, kube, ns := setup(t)
+	const n = 5
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("cm%02d", i))
+		createCM(t, kube, ns, all[i], nil, nil)
+	}
+	dir := t.TempDir()
+	rc := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
+	h := runByHandWith(t, rc.c, ns, func(name string) (reconcile.Result, error) {
+		if name == "cm02" {
+			return reconcile.Result{}, errors.New("not yet")
+		}
+		return reconcile.Result{}, nil
+	})
+	h.rec.waitUntil(t, "every object reconciled, cm02 retried", func() bool {
+		return len(h.rec.names()) == n && h.rec.count("cm02") > 1
+	}, func() any { return h.rec.names() })
+	cs, err := h.src.Journal().Consumers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if strings.HasPrefix(c.Name, "exact/") {
+			t.Fatalf("consumer %s (committed %d) exists while cm02 of the replay has not reconciled", c.Name, c.Committed)
+		}
+	}
+	h.stop()
+	rc.stop()
+
+	rc = startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
+	defer rc.stop()
+	h = runByHand(t, rc.c, ns)
+	defer h.stop()
+	h.rec.waitUntil(t, "every object reconciled again, the commit at the head", func() bool {
+		ok, _ := atHead(h.src)
+		return ok && len(h.rec.names()) == n
+	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
+		t.Fatalf("after the interrupted replay reconciled %v; want every object %v", got, all)
 	}
 }
