@@ -8,6 +8,7 @@
 //	internal/loopmetrics                and the loop's counters (Status embeds them)
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
 //	internal/storage                    the storage interface journal holds
+//	internal/delivery                   restart-exact bookkeeping of crsource and jcache
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own
