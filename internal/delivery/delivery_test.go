@@ -28,7 +28,7 @@ func TestCompletes(t *testing.T) {
 	}{
 		{"success", reconcile.Result{}, nil, true, 0},
 		{"RequeueAfter", reconcile.Result{RequeueAfter: time.Minute}, nil, true, time.Minute},
-		{"Requeue", reconcile.Result{Requeue: true}, nil, false, 0}, //nolint:staticcheck // Requeue is deprecated, still honoured
+		{"Requeue", reconcile.Result{Requeue: true}, nil, false, 0},                                                      //nolint:staticcheck // Requeue is deprecated, still honoured
 		{"Requeue and RequeueAfter", reconcile.Result{Requeue: true, RequeueAfter: time.Second}, nil, true, time.Second}, //nolint:staticcheck // as controller-runtime: RequeueAfter wins
 		{"error", reconcile.Result{}, errors.New("x"), false, 0},
 		{"error with RequeueAfter", reconcile.Result{RequeueAfter: time.Second}, errors.New("x"), false, 0},
