@@ -63,7 +63,10 @@
 // restart delivers only what is past the commit (changes and deletes,
 // those a relist inferred too), and the timers of RequeueAfter that are
 // due. The builder's WithEventFilter does not apply to raw sources
-// (controller-runtime's rule): give the predicates to Kind.
+// (controller-runtime's rule): give the predicates to Kind. Each source's
+// consumer holds its file's retention back, as any journal consumer does,
+// up to Retention.HardMaxBytes; a consumer trimmed past gets a create
+// event for every object again, with a log line.
 //
 // # Options that mean something else on disk
 //
