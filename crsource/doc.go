@@ -79,7 +79,9 @@
 // the committer writes them to a file beside the journal (TimersPath: the
 // journal's path, the consumer's name, ".timers"; replaced whole,
 // atomically) before each commit, so every commit that passes such an
-// event has its timer on disk. Start re-arms each stored timer on the
+// event has its timer on disk (a due time a later reconcile moved without
+// a commit is written within 10 s; unwritten, the timer fires earlier
+// after a restart, never later). Start re-arms each stored timer on the
 // controller's queue (AddAfter(due - now), at once when due): a restart
 // with nothing changed reconciles the keys whose timers are due, and
 // nothing else. A completion without RequeueAfter clears the key's timer;

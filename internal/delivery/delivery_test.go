@@ -152,3 +152,24 @@ func TestQueue_Records(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A reconcile that began before a Reset (a replay queued its request
+// again) closes nothing after it: it may have read the state before the
+// replay's.
+func TestTracker_ResetGeneration(t *testing.T) {
+	tr := NewTracker(0)
+	tr.Add(5, req("a"))
+	tr.FedTo(5)
+	m := tr.Begin(req("a"))
+	tr.Reset(0)
+	tr.Add(1, req("a"))
+	tr.FedTo(9)
+	tr.Succeeded(req("a"), m)
+	if p := tr.Point(); p != 0 {
+		t.Fatalf("point %d after a success begun before the Reset; want 0 (a's replay entry open)", p)
+	}
+	tr.Succeeded(req("a"), tr.Begin(req("a")))
+	if p := tr.Point(); p != 9 {
+		t.Fatalf("point %d; want 9", p)
+	}
+}

@@ -48,27 +48,42 @@ func (t *Tracker) WaitFed(ctx context.Context, head uint64, failed <-chan struct
 	}
 }
 
+// TimersSaveInterval is how often CommitLoop writes timers that changed
+// without a commit (a periodic reconcile moving its own due time): the
+// file is always written before a commit, and at most this often besides.
+// A timer not yet written fires earlier after a restart (its older due
+// time) or once more (a cleared one), never later.
+var TimersSaveInterval = 10 * time.Second
+
 // CommitLoop commits t's point whenever it moves, coalescing bursts into
 // one write, until ctx is done; then once more when final. Before each
 // commit it saves timers (nil: none), so that the file holds the timer of
 // every request whose events the commit passes; a failed save holds the
-// commit back and is tried again a second later. committed is the
+// commit back and is tried again a second later. Timers that changed
+// without a commit are saved every TimersSaveInterval. committed is the
 // consumer's committed offset at start; errors for which ignore is true
 // (a closed journal) are not logged.
 func CommitLoop(ctx context.Context, t *Tracker, committed uint64, timers *Timers, commit func(uint64) error,
 	ignore func(error) bool, log logr.Logger, final bool) {
 	var retry <-chan time.Time
+	save := func() bool {
+		if timers == nil {
+			return true
+		}
+		if err := timers.Save(); err != nil {
+			log.Error(err, "saving the requeue timers failed; the commit waits for them")
+			retry = time.After(time.Second)
+			return false
+		}
+		return true
+	}
 	step := func() {
 		retry = nil
-		if timers != nil {
-			if err := timers.Save(); err != nil {
-				log.Error(err, "saving the requeue timers failed; the commit waits for them")
-				retry = time.After(time.Second)
-				return
-			}
-		}
 		p := t.Point()
 		if p <= committed {
+			return
+		}
+		if !save() {
 			return
 		}
 		if err := commit(p); err != nil {
@@ -79,14 +94,23 @@ func CommitLoop(ctx context.Context, t *Tracker, committed uint64, timers *Timer
 		}
 		committed = p
 	}
+	var tick <-chan time.Time
+	if timers != nil {
+		tk := time.NewTicker(TimersSaveInterval)
+		defer tk.Stop()
+		tick = tk.C
+	}
 	for {
 		select {
 		case <-t.Kick():
 			step()
 		case <-retry:
 			step()
+		case <-tick:
+			save()
 		case <-ctx.Done():
 			if final {
+				save()
 				step()
 			}
 			return

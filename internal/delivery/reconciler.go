@@ -79,7 +79,7 @@ func (o *Outcomes) Wrap(r reconcile.Reconciler) reconcile.Reconciler {
 	o.wrapped.Store(true)
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		ts := o.list()
-		upto := make([]uint64, len(ts))
+		upto := make([]Mark, len(ts))
 		for i, t := range ts {
 			upto[i] = t.Begin(req)
 		}
@@ -97,7 +97,6 @@ func (o *Outcomes) Wrap(r reconcile.Reconciler) reconcile.Reconciler {
 		}
 		for i, t := range ts {
 			t.Succeeded(req, upto[i])
-			t.Poke() // the timers may have changed
 		}
 		return res, err
 	})

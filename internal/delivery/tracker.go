@@ -32,6 +32,7 @@ type entry struct {
 // workers begin and succeed, the committer reads the point.
 type Tracker struct {
 	mu    sync.Mutex
+	gen   uint64   // Reset count
 	fifo  []*entry // queued entries, oldest first, done ones popped from the front
 	open  map[reconcile.Request][]*entry
 	fed   uint64        // last offset queued
@@ -97,24 +98,38 @@ func (t *Tracker) OpenCount() (int, <-chan struct{}) {
 	return len(t.fifo), t.room
 }
 
-// Begin returns the newest offset queued for req (0: none): a completed
-// reconcile starting now covers the entries up to it.
-func (t *Tracker) Begin(req reconcile.Request) uint64 {
+// Mark is what a reconcile covers: the entries of its request up to an
+// offset, queued before the last Reset (a generation) or after it.
+type Mark struct {
+	gen uint64
+	off uint64 // 0: none
+}
+
+// Begin returns the newest entry queued for req: a completed reconcile
+// starting now covers the entries up to it.
+func (t *Tracker) Begin(req reconcile.Request) Mark {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	es := t.open[req]
 	if len(es) == 0 {
-		return 0
+		return Mark{gen: t.gen}
 	}
-	return es[len(es)-1].off
+	return Mark{gen: t.gen, off: es[len(es)-1].off}
 }
 
-// Succeeded closes req's entries up to offset upto (Begin's answer).
-func (t *Tracker) Succeeded(req reconcile.Request, upto uint64) {
-	if upto == 0 {
+// Succeeded closes req's entries up to m (Begin's answer). A mark from
+// before a Reset closes nothing: that reconcile began before the replay
+// queued the request again.
+func (t *Tracker) Succeeded(req reconcile.Request, m Mark) {
+	if m.off == 0 {
 		return
 	}
+	upto := m.off
 	t.mu.Lock()
+	if m.gen != t.gen {
+		t.mu.Unlock()
+		return
+	}
 	es := t.open[req]
 	n := 0
 	for n < len(es) && es[n].off <= upto {
@@ -147,7 +162,7 @@ func (t *Tracker) Point() uint64 {
 }
 
 // Kick returns a channel that receives when the commit point may have
-// moved (or a timer changed: Poke).
+// moved.
 func (t *Tracker) Kick() <-chan struct{} { return t.kick }
 
 // Poke wakes the committer.
@@ -164,6 +179,7 @@ func (t *Tracker) Poke() {
 // reconcile as usual; they close nothing.
 func (t *Tracker) Reset(fed uint64) {
 	t.mu.Lock()
+	t.gen++
 	t.fifo = nil
 	t.open = map[reconcile.Request][]*entry{}
 	t.fed = fed
