@@ -56,7 +56,7 @@ func ExampleExact() {
 		WatchesRawSource(ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{},
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["mirror"] == "yes" }))).
 		WatchesRawSource(ex.Kind(ownedSecrets,
-			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))).
+						handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))).
 		Complete(ex.Reconciler(r)) // required: unwrapped, the manager's Start fails with ErrExactNotWrapped
 	if err != nil {
 		panic(err)
