@@ -84,10 +84,10 @@ import (
 // by the controller's and the manager's Start, when the controller's
 // reconciler was not wrapped by ExactController.Reconciler: no
 // reconcile's outcome would reach the sources, nothing would be committed,
-// and requests would stop after DefaultExactMaxPending.
+// and requests would stop after ExactOptions.MaxPending.
 var ErrExactNotWrapped = errors.New("jcache: the controller's reconciler is not wrapped by the Exact controller's Reconciler: " +
 	"build the controller with Complete(ex.Reconciler(r)), not Complete(r); " +
-	"unwrapped, nothing is committed and requests stop after DefaultExactMaxPending")
+	"unwrapped, nothing is committed and requests stop after ExactOptions.MaxPending")
 
 // ErrExactCache is returned by an ExactSource's Start when its cache is not
 // a jcache cache (New, NewFunc) or the object's informer is not one
@@ -95,8 +95,8 @@ var ErrExactNotWrapped = errors.New("jcache: the controller's reconciler is not 
 // ByObject.Namespaces, has one informer per namespace).
 var ErrExactCache = errors.New("jcache: an Exact source needs a jcache cache whose informer of the object is one journal file (one namespace or all)")
 
-// DefaultExactMaxPending bounds the events an ExactSource has queued and
-// not yet seen reconciled (each a few dozen bytes in memory): its feed
+// DefaultExactMaxPending is the default ExactOptions.MaxPending: it bounds
+// the requests an ExactSource has queued and not yet seen reconciled (each a few dozen bytes in memory): its feed
 // waits for reconciles when it is reached, and its WaitForSync returns.
 // One event may queue several requests (a map function): the bound counts
 // requests, read a batch of events at a time, so it may be passed by one
@@ -114,6 +114,7 @@ var exactFinalCommit = true
 type ExactController struct {
 	cache crcache.Cache
 	name  string
+	max   int // ExactOptions.MaxPending
 	log   logr.Logger
 	out   *delivery.Outcomes
 	err   error // the timers file could not be read: every source's Start fails
@@ -123,12 +124,28 @@ type ExactController struct {
 	rearm sync.Once
 }
 
+// ExactOptions configure ExactWith.
+type ExactOptions struct {
+	// MaxPending bounds, per source, the requests queued and not yet
+	// seen reconciled (DefaultExactMaxPending when 0 or less).
+	MaxPending int
+}
+
 // Exact returns restart-exact delivery for the controller named controller
 // (its Named: the name is part of each source's consumer name and of the
 // timers file, so it must stay the same across restarts) over c, the
-// manager's cache (mgr.GetCache()), which must be a jcache cache.
+// manager's cache (mgr.GetCache()), which must be a jcache cache. A cache
+// of another kind fails each source's Start with ErrExactCache.
 func Exact(c crcache.Cache, controller string) *ExactController {
-	e := &ExactController{cache: c, name: controller, names: map[string]int{}}
+	return ExactWith(c, controller, ExactOptions{})
+}
+
+// ExactWith is Exact with options.
+func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactController {
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultExactMaxPending
+	}
+	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending}
 	jc, ok := c.(*Cache)
 	if !ok {
 		e.err = fmt.Errorf("%w: the cache is %T", ErrExactCache, c)
@@ -163,7 +180,7 @@ func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconcile
 func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
-	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: DefaultExactMaxPending,
+	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 }
 
@@ -294,7 +311,7 @@ func (s *ExactSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 
 // WaitForSync returns once the informer's loop has synced, a replay (when
 // there was no consumer) has queued every object, and every event
-// journaled up to then is queued (or DefaultExactMaxPending requests wait
+// journaled up to then is queued (or ExactOptions.MaxPending requests wait
 // for the workers, which start after it); or when ctx is done or the
 // source failed. It returns ErrExactNotWrapped, and logs it, when the
 // controller's reconciler was not wrapped.
@@ -443,7 +460,7 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 }
 
 // replay sends a create event for every object of the file, a page of at
-// most the room DefaultExactMaxPending leaves at a time, each request
+// most the room ExactOptions.MaxPending leaves at a time, each request
 // recorded at offset 1 (the commit point stays 0 until all are
 // reconciled), and returns the head read before the first page: the feed
 // goes on after it. The index is read in pages (Journal.ScanIndex): a key

@@ -414,13 +414,14 @@ type byHand struct {
 }
 
 func runByHand(t *testing.T, c crcache.Cache, ns string) *byHand {
-	return runByHandWith(t, c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	return runByHandWith(t, c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, 0)
 }
 
-// runByHandWith is runByHand whose reconciler answers with outcome.
-func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error)) *byHand {
+// runByHandWith is runByHand whose reconciler answers with outcome, with
+// ExactOptions.MaxPending maxPending.
+func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error), maxPending int) *byHand {
 	t.Helper()
-	ex := jcache.Exact(c, "mirror")
+	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{MaxPending: maxPending})
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 	rec := newMirror(ns, outcome)
 	r := ex.Reconciler(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -472,8 +473,8 @@ func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string
 
 // A consumer that retention's hard cap trimmed past (its events are gone)
 // is resynchronized as an informer relists: a create event for every
-// object, not only the changed ones, and a log line that says so; the
-// commit then reaches the head.
+// object, not only the changed ones (a few at a time: MaxPending), and a
+// log line that says so; the commit then reaches the head.
 func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	defer jcache.SetRetentionInterval(50 * time.Millisecond)()
 	cp, kube, ns := setup(t)
@@ -551,7 +552,8 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	h = runByHand(t, rc.c, ns)
+	// MaxPending 3: the replay queues its 10 objects 3 at a time.
+	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, 3)
 	defer h.stop()
 	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
 		ok, _ := atHead(h.src)
@@ -590,7 +592,7 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 			return reconcile.Result{}, errors.New("not yet")
 		}
 		return reconcile.Result{}, nil
-	})
+	}, 0)
 	h.rec.waitUntil(t, "every object reconciled, cm02 retried", func() bool {
 		return len(h.rec.names()) == n && h.rec.count("cm02") > 1
 	}, func() any { return h.rec.names() })
