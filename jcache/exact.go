@@ -13,9 +13,10 @@ package jcache
 // position survives a restart: it reads the journal file of its object's
 // informer in this cache (one file, one watch: the cache's; never a second
 // watch of the resource) with a durable journal consumer,
-// "exact/<controller>/<apiVersion>/<Kind>" (a second source of one
-// controller on the same file adds "/2", "/3" in the order the sources
-// start, the builder's order), and commits it only past events whose
+// "exact/<controller>/<apiVersion>/<Kind>" (an unstructured object adds
+// "/unstructured"; a second Kind of one controller with the same object
+// type adds "/2", in the order of the Kind calls: keep that order across
+// versions of the operator), and commits it only past events whose
 // requests all reconciled (package internal/delivery; the rules are
 // crsource's, doc.go there).
 //
@@ -66,6 +67,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -120,7 +122,7 @@ type ExactController struct {
 	err   error // the timers file could not be read: every source's Start fails
 
 	mu    sync.Mutex
-	names map[string]int // consumer names taken, by journal path and name
+	names map[string]int // Kind calls by object type (consumerName)
 	rearm sync.Once
 }
 
@@ -180,23 +182,32 @@ func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconcile
 func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
-	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max,
+	e.mu.Lock()
+	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
+	e.names[k]++
+	dup := e.names[k]
+	e.mu.Unlock()
+	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 }
 
-// consumerName returns the consumer of the next source on journal j.
-func (e *ExactController) consumerName(j *journal.Journal) (string, error) {
+// consumerName returns the consumer of source s on journal j:
+// "exact/<controller>/<apiVersion>/<Kind>", then "/unstructured" for an
+// unstructured object (typed and unstructured informers of a resource
+// share a file), then "/<n>" for the n-th Kind call of the controller
+// with the same object type, n > 1. Sources start concurrently, so the
+// name depends only on what the builder was given, in its order.
+func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (string, error) {
 	kind, apiVersion, err := j.TypeMeta()
 	if err != nil {
 		return "", err
 	}
 	name := "exact/" + e.name + "/" + apiVersion + "/" + kind
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := j.Path() + "\x00" + name
-	e.names[k]++
-	if n := e.names[k]; n > 1 {
-		name += "/" + strconv.Itoa(n)
+	if _, ok := s.obj.(*unstructured.Unstructured); ok {
+		name += "/unstructured"
+	}
+	if s.dup > 1 {
+		name += "/" + strconv.Itoa(s.dup)
 	}
 	return name, nil
 }
@@ -211,6 +222,7 @@ type ExactSource struct {
 	preds []predicate.Predicate
 	t     *delivery.Tracker
 	max   int
+	dup   int // the n-th Kind call of the controller with this object type
 
 	exists atomic.Bool // the consumer exists in the file
 
@@ -359,7 +371,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	if err := inf.f.loop.WaitForSync(ctx); err != nil {
 		return nil // ctx done
 	}
-	name, err := s.ctl.consumerName(j)
+	name, err := s.ctl.consumerName(j, s)
 	if err != nil {
 		return err
 	}
