@@ -374,15 +374,18 @@ func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) { return s.t.
 // snapshot: a key present at head is either on its page or was deleted
 // after head, and then the DELETED after head queues it; a key created
 // after head may be queued twice (on its page and by its ADDED), which the
-// queue merges or the reconciler sees twice (at least once). Each key's
-// entry is at offset head: the commit stays below head until every key
-// is reconciled.
+// queue merges or the reconciler sees twice (at least once). The tracker
+// starts over (the keys supersede its entries), and each key's entry is
+// at offset 1: the commit stays where it was, below the trimmed events,
+// until every key is reconciled, so a crash during the resync resyncs
+// again rather than skipping the keys not yet reconciled.
 func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	head, err := s.j.Head()
 	if err != nil {
 		return fmt.Errorf("crsource: resync: %w", err)
 	}
 	s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
+	s.t.Reset(0)
 	after, keys := "", 0
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -395,7 +398,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		}
 		for _, e := range page {
 			r := request(e.Key)
-			s.t.Add(head, r)
+			s.t.Add(1, r)
 			q.Add(r)
 		}
 		keys += len(page)
