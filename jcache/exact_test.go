@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -201,12 +202,36 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 		createCM(t, kube, ns, fmt.Sprintf("skip%d", i), map[string]string{"skip": "yes"}, nil)
 	}
 	notSkipped := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["skip"] != "yes" })
+	// seen records, per ConfigMap of ns, the last update or delete event
+	// the For source gave its predicates: the old object of an update and
+	// the last object of a delete come from the journal.
+	var seenMu sync.Mutex
+	seen := map[string]string{}
+	recordEvents := predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.ConfigMap), e.ObjectNew.(*corev1.ConfigMap)
+			if n.Namespace == ns {
+				seenMu.Lock()
+				seen[n.Name] = fmt.Sprintf("update v=%s -> v=%s", o.Data["v"], n.Data["v"])
+				seenMu.Unlock()
+			}
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			if o := e.Object.(*corev1.ConfigMap); o.Namespace == ns {
+				seenMu.Lock()
+				seen[o.Name] = fmt.Sprintf("delete unknown=%v v=%s", e.DeleteStateUnknown, o.Data["v"])
+				seenMu.Unlock()
+			}
+			return true
+		},
+	}
 	dir := t.TempDir()
 	var forSrc, ownsSrc *jcache.ExactSource
 	build := func(r *mirror) func(manager.Manager, *jcache.ExactController) error {
 		return func(mgr manager.Manager, ex *jcache.ExactController) error {
 			r.c = mgr.GetClient()
-			forSrc = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}, notSkipped)
+			forSrc = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}, recordEvents, notSkipped)
 			ownsSrc = ex.Kind(secretMeta(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))
 			return ctrl.NewControllerManagedBy(mgr).Named("mirror").
 				WatchesRawSource(forSrc).
@@ -268,6 +293,9 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	}
 
 	// Second process: exactly the changed keys.
+	seenMu.Lock()
+	clear(seen)
+	seenMu.Unlock()
 	r2 := newMirror(ns, nil)
 	stop = startExact(t, cp, dir, build(r2))
 	defer stop()
@@ -282,6 +310,22 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	sort.Strings(wantNames)
 	if got := r2.names(); strings.Join(got, ",") != strings.Join(wantNames, ",") {
 		t.Fatalf("after the restart reconciled %v; want exactly %v (of %d)", got, wantNames, n)
+	}
+	// The events behind them: updates with the complete old object, the
+	// deletes the relist inferred with DeleteStateUnknown and the last
+	// object.
+	seenMu.Lock()
+	defer seenMu.Unlock()
+	for i := range 5 {
+		name := fmt.Sprintf("cm%02d", i)
+		if got, want := seen[name], "update v=0 -> v=1"; got != want {
+			t.Errorf("%s: event %q; want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"cm18", "cm19"} {
+		if got, want := seen[name], "delete unknown=true v=0"; got != want {
+			t.Errorf("%s: event %q; want %q", name, got, want)
+		}
 	}
 }
 
