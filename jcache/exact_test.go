@@ -182,13 +182,14 @@ func secretMeta() *metav1.PartialObjectMetadata {
 }
 
 // TestExact_BuilderRestartReconcilesOnlyChanges: items 1 (a), (b), (c) of
-// issue 24. For(ConfigMap) with a predicate (label skip=yes filtered) and
-// the owned Secrets through EnqueueRequestForOwner, both Exact sources on
-// the cache's files. Stopped without a last commit; while down 5 of 20
-// ConfigMaps change, 2 are deleted, one owned Secret changes, a filtered
-// ConfigMap changes, and etcd is compacted (the restart relists: the
-// deletes are inferred). The restart reconciles exactly the 5 + 2 + the
-// Secret's owner, not the 20.
+// issue 24. For(ConfigMap) with a predicate (label skip=yes filtered), the
+// owned Secrets through EnqueueRequestForOwner and ServiceAccounts through
+// a map function, all Exact sources on the cache's files. Stopped without
+// a last commit; while down 5 of 20 ConfigMaps change, 2 are deleted, one
+// owned Secret changes, a ServiceAccount mapping to a ConfigMap is
+// created, a filtered ConfigMap changes, and etcd is compacted (the
+// restart relists: the deletes are inferred). The restart reconciles
+// exactly the 5 + 2 + the Secret's owner + the mapped one, not the 20.
 func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
@@ -226,16 +227,30 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 			return true
 		},
 	}
+	// ServiceAccounts "for-<name>" map to ConfigMap <name> (Watches with a
+	// map function).
+	bySA := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name, ok := strings.CutPrefix(o.GetName(), "for-")
+		if !ok || o.GetNamespace() != ns {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	})
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "for-cm15"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	var forSrc, ownsSrc *jcache.ExactSource
+	var forSrc, ownsSrc, saSrc *jcache.ExactSource
 	build := func(r *mirror) func(manager.Manager, *jcache.ExactController) error {
 		return func(mgr manager.Manager, ex *jcache.ExactController) error {
 			r.c = mgr.GetClient()
 			forSrc = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}, recordEvents, notSkipped)
 			ownsSrc = ex.Kind(secretMeta(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))
+			saSrc = ex.Kind(&corev1.ServiceAccount{}, bySA)
 			return ctrl.NewControllerManagedBy(mgr).Named("mirror").
 				WatchesRawSource(forSrc).
 				WatchesRawSource(ownsSrc).
+				WatchesRawSource(saSrc).
 				Complete(ex.Reconciler(r))
 		}
 	}
@@ -248,13 +263,13 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 		if len(r1.names()) < n {
 			return false
 		}
-		ok, _ := atHead(forSrc, ownsSrc)
+		ok, _ := atHead(forSrc, ownsSrc, saSrc)
 		if !ok {
 			return false
 		}
 		idx, err := ownsSrc.Journal().ScanIndex("", 1000)
 		return err == nil && len(idx) == n
-	}, func() any { _, s := atHead(forSrc, ownsSrc); return fmt.Sprint(r1.names(), s) })
+	}, func() any { _, s := atHead(forSrc, ownsSrc, saSrc); return fmt.Sprint(r1.names(), s) })
 	for _, name := range r1.names() {
 		if strings.HasPrefix(name, "skip") {
 			t.Errorf("%s reconciled: the predicate filters it", name)
@@ -285,6 +300,10 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["cm10"] = true
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "for-cm12"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want["cm12"] = true
 	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "skip0", types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -299,10 +318,10 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	r2 := newMirror(ns, nil)
 	stop = startExact(t, cp, dir, build(r2))
 	defer stop()
-	r2.waitUntil(t, "the changed keys reconciled, both sources at their heads", func() bool {
-		ok, _ := atHead(forSrc, ownsSrc)
+	r2.waitUntil(t, "the changed keys reconciled, the sources at their heads", func() bool {
+		ok, _ := atHead(forSrc, ownsSrc, saSrc)
 		return ok && len(r2.names()) >= len(want)
-	}, func() any { _, s := atHead(forSrc, ownsSrc); return fmt.Sprint(r2.names(), s) })
+	}, func() any { _, s := atHead(forSrc, ownsSrc, saSrc); return fmt.Sprint(r2.names(), s) })
 	var wantNames []string
 	for k := range want {
 		wantNames = append(wantNames, k)
