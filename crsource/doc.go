@@ -55,11 +55,12 @@
 //
 // The consumer's committed offset (journal.Consumer, named
 // Options.Consumer) moves past an event only once a reconcile of its key
-// that started after the event was queued returned success: a nil error,
-// no Requeue and no RequeueAfter. An error or a requeue holds the commit
-// back until a later reconcile of that key succeeds; a
-// reconcile.TerminalError counts as done (controller-runtime does not retry
-// it either). The wrapper returned by Reconciler records these outcomes,
+// that started after the event was queued completed: a nil error without
+// Requeue, with or without RequeueAfter (see "Requeue timers"). An error
+// or Requeue: true holds the commit back until a later reconcile of that
+// key completes (controller-runtime retries both, rate-limited: the
+// reconciler said it is not done); a reconcile.TerminalError counts as
+// done (controller-runtime does not retry it either). The wrapper returned by Reconciler records these outcomes,
 // and it is required: a reconciler not wrapped (Complete(r) in place of
 // Complete(src.Reconciler(r))) would leave the commit where it is and, once
 // MaxPending requests were outstanding, stall the feed without a word, so
@@ -68,6 +69,23 @@
 // it. After a crash or a restart, the events after the committed offset
 // are delivered again (at least once) and nothing before it is: a restart
 // reconciles what changed, not every object.
+//
+// # Requeue timers
+//
+// (Result{RequeueAfter: d}, nil) is, as controller-runtime reads it, "done,
+// look again in d": it completes the request's events, so a key that always
+// asks to be looked at again (a periodic check) never pins the commit. The
+// timer is kept durably instead: the wrapper records key → due time, and
+// the committer writes them to a file beside the journal (TimersPath: the
+// journal's path, the consumer's name, ".timers"; replaced whole,
+// atomically) before each commit, so every commit that passes such an
+// event has its timer on disk (a due time a later reconcile moved without
+// a commit is written within 10 s; unwritten, the timer fires earlier
+// after a restart, never later). Start re-arms each stored timer on the
+// controller's queue (AddAfter(due - now), at once when due): a restart
+// with nothing changed reconciles the keys whose timers are due, and
+// nothing else. A completion without RequeueAfter clears the key's timer;
+// an error or Requeue leaves it.
 //
 // # Bounds
 //

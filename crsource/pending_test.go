@@ -171,7 +171,7 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 // of the index, MaxPending at a time: with 50 keys and MaxPending 10 the
 // queue never holds more than 10 requests (before, all 50 at once: a
 // million for a million objects), every key is reconciled once, and the
-// commit reaches the head only after the last. Pure logic (a file trimmed
+// commit stays where it was until the last, then reaches the head. Pure logic (a file trimmed
 // by hand, a workqueue).
 func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
@@ -221,6 +221,11 @@ func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 		}
 		if off, _ := c.Committed(); off >= n && len(seen) < n {
 			t.Fatalf("committed %d with %d of %d keys reconciled; want the commit below %d until all are", off, len(seen), n, n)
+		}
+		// Where it was (0), not just below n: a crash during the resync
+		// must resync again, not skip the keys not yet reconciled.
+		if off, _ := c.Committed(); off != 0 && len(seen) < n {
+			t.Fatalf("committed %d with %d of %d keys reconciled; want 0 (where it was) until all are", off, len(seen), n)
 		}
 		req, shutdown := q.Get()
 		if shutdown {

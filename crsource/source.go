@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/watchjournal/watchjournal/internal/delivery"
 	"github.com/watchjournal/watchjournal/journal"
 	wjreconcile "github.com/watchjournal/watchjournal/reconcile"
 )
@@ -84,11 +86,12 @@ type Source struct {
 	loop        *wjreconcile.Loop // nil for NewFromConsumer
 	waitForSync func(context.Context) error
 	batch, max  int
-	t           *tracker
+	t           *delivery.Tracker
+	out         *delivery.Outcomes // the wrapper's reports, the requeue timers
+	timersErr   error              // the timers file could not be read: Start fails
 	log         logr.Logger
-	wrapped     atomic.Bool // Reconciler was called
-	sb          *standby    // nil without Options.Standby
-	resyncFirst bool        // the feeder resyncs before its first read (standby.go)
+	sb          *standby // nil without Options.Standby
+	resyncFirst bool     // the feeder resyncs before its first read (standby.go)
 
 	mu      sync.Mutex
 	started bool
@@ -159,6 +162,12 @@ func NewFromConsumer(c *journal.Consumer, waitForSync func(ctx context.Context) 
 	return newSource(c, waitForSync, opts)
 }
 
+// TimersPath is the file beside the journal at path that holds the
+// RequeueAfter timers of its consumer (doc.go, "Requeue timers").
+func TimersPath(path, consumer string) string {
+	return path + "." + url.PathEscape(consumer) + ".timers"
+}
+
 func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opts Options) *Source {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
@@ -168,8 +177,17 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 	if start > 0 {
 		start--
 	}
+	// A timers file that cannot be read fails Start (timersErr).
+	timers, timersErr := delivery.LoadTimers(TimersPath(c.Journal().Path(), c.Name()))
+	if timersErr != nil {
+		timers = delivery.EmptyTimers(TimersPath(c.Journal().Path(), c.Name()))
+		timersErr = fmt.Errorf("crsource: %w", timersErr)
+	}
+	t := delivery.NewTracker(start)
+	out := delivery.NewOutcomes(timers)
+	out.AddTracker(t)
 	return &Source{j: c.Journal(), c: c, waitForSync: waitForSync, batch: opts.Batch, max: opts.MaxPending,
-		t: newTracker(start), log: log.WithValues("consumer", c.Name()),
+		t: t, out: out, timersErr: timersErr, log: log.WithValues("consumer", c.Name()),
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 }
 
@@ -196,6 +214,10 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	if s.sb != nil && !s.sb.added {
 		s.mu.Unlock()
 		return ErrStandbyNotAdded
+	}
+	if s.timersErr != nil {
+		s.mu.Unlock()
+		return s.timersErr
 	}
 	s.started = true
 	s.mu.Unlock()
@@ -224,6 +246,8 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			close(s.synced)
 		}
 	}()
+	// The RequeueAfter timers of the last run (doc.go, "Requeue timers").
+	s.out.Timers().Rearm(time.Now(), q.AddAfter)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -256,7 +280,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 // an unwrapped reconciler fails to start instead of stalling. A program
 // that drives the queue itself calls Reconciler before WaitForSync.
 func (s *Source) WaitForSync(ctx context.Context) error {
-	if !s.wrapped.Load() {
+	if !s.out.Wrapped() {
 		s.log.Error(ErrNotWrapped, "controller not started", "source", s.String())
 		return ErrNotWrapped
 	}
@@ -271,39 +295,17 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("crsource: %w", err)
 	}
-	for {
-		fed, full, ch := s.t.fedState()
-		if fed >= head || full {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-s.failed:
-			return s.Err()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.t.WaitFed(ctx, head, s.failed, s.Err)
 }
 
 // Reconciler wraps r so that the source learns each reconcile's outcome:
-// a success (nil error, no Requeue, no RequeueAfter) or a TerminalError
+// a success (nil error, no Requeue), a success with RequeueAfter (its
+// timer is kept durably: doc.go, "Requeue timers") or a TerminalError
 // lets the commit move past the request's events queued before the
 // reconcile began. Pass the wrapper to the controller (Complete, Build):
 // it is required, and WaitForSync returns ErrNotWrapped until Reconciler
 // has been called.
-func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
-	s.wrapped.Store(true)
-	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		upto := s.t.begin(req)
-		res, err := r.Reconcile(ctx, req)
-		//nolint:staticcheck // Requeue is deprecated but still honoured by controller-runtime.
-		if (err == nil && !res.Requeue && res.RequeueAfter == 0) || (err != nil && errors.Is(err, reconcile.TerminalError(nil))) {
-			s.t.succeeded(req, upto)
-		}
-		return res, err
-	})
-}
+func (s *Source) Reconciler(r reconcile.Reconciler) reconcile.Reconciler { return s.out.Wrap(r) }
 
 // Committed returns the consumer's committed offset.
 func (s *Source) Committed() (uint64, error) { return s.c.Committed() }
@@ -396,31 +398,17 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 				continue
 			}
 			req := request(e.Key)
-			s.t.add(e.Offset, req)
+			s.t.Add(e.Offset, req)
 			q.Add(req)
 		}
-		s.t.fedTo(evs[len(evs)-1].Offset)
+		s.t.FedTo(evs[len(evs)-1].Offset)
 	}
 }
 
 // waitRoom waits until fewer than MaxPending requests are tracked and
 // returns how many more may be; ok is false when ctx is done first. While
 // it waits, WaitForSync counts the feed as full.
-func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
-	for {
-		n, ch := s.t.openCount()
-		if n < s.max {
-			s.t.setFull(false)
-			return s.max - n, true
-		}
-		s.t.setFull(true)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, false
-		}
-	}
-}
+func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) { return s.t.WaitRoom(ctx, s.max) }
 
 // resync handles a consumer that retention has passed (the hard byte cap
 // overrides a consumer's hold): the events in between are gone, so every
@@ -434,12 +422,11 @@ func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) {
 // snapshot: a key present at head is either on its page or was deleted
 // after head, and then the DELETED after head queues it; a key created
 // after head may be queued twice (on its page and by its ADDED), which the
-// queue merges or the reconciler sees twice (at least once). Each key's
-// entry is at offset head: the commit stays below head until every key
-// is reconciled; when nothing else is queued (a resync before the first
-// read, as standby.go starts one), right after the last offset fed, so the
-// commit does not move at all until every key is reconciled, and a crash
-// in between resyncs again.
+// queue merges or the reconciler sees twice (at least once). The tracker
+// starts over (the keys supersede its entries), and each key's entry is
+// at offset 1: the commit stays where it was, below the trimmed events,
+// until every key is reconciled, so a crash during the resync resyncs
+// again rather than skipping the keys not yet reconciled.
 func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	head, err := s.j.Head()
 	if err != nil {
@@ -448,15 +435,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 	if !s.resyncFirst { // else standbyStart said why
 		s.log.Info("retention trimmed events this consumer had not committed; queueing every key, MaxPending at a time", "head", head)
 	}
-	// Nothing queued before (a resync at start, standby.go): the keys'
-	// entries go right after the last offset fed, so that the commit stays
-	// there, below the trimmed events, until every key is reconciled.
-	at := head
-	if n, _ := s.t.openCount(); n == 0 {
-		if fed, _, _ := s.t.fedState(); fed < head {
-			at = fed + 1
-		}
-	}
+	s.t.Reset(0)
 	after, keys := "", 0
 	for {
 		room, ok := s.waitRoom(ctx)
@@ -469,7 +448,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		}
 		for _, e := range page {
 			r := request(e.Key)
-			s.t.add(at, r)
+			s.t.Add(1, r)
 			q.Add(r)
 		}
 		keys += len(page)
@@ -480,37 +459,24 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 	}
 	s.log.Info("resync queued every key", "keys", keys, "head", head)
 	s.c.Seek(head + 1)
-	s.t.fedTo(head)
+	s.t.FedTo(head)
 	return nil
 }
 
 // commitLoop commits the tracker's point whenever it moves, coalescing
-// bursts into one write, and once more at shutdown.
+// bursts into one write, the requeue timers saved first, and once more at
+// shutdown.
 func (s *Source) commitLoop(ctx context.Context) {
 	committed, _ := s.c.Committed()
-	commit := func() {
-		p := s.t.point()
-		if p <= committed {
-			return
-		}
-		if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
-			if !errors.Is(err, journal.ErrClosed) {
-				s.log.Error(err, "commit failed", "offset", p)
+	delivery.CommitLoop(ctx, s.t, committed, s.out.Timers(),
+		func(p uint64) error {
+			if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
+				return err
 			}
-			return
-		}
-		committed = p
-		s.noteCommit(p)
-	}
-	for {
-		select {
-		case <-s.t.kick:
-			commit()
-		case <-ctx.Done():
-			commit()
-			return
-		}
-	}
+			s.noteCommit(p)
+			return nil
+		},
+		func(err error) bool { return errors.Is(err, journal.ErrClosed) }, s.log, true)
 }
 
 // request turns a journal key (<namespace>/<name>, or <name>) into a

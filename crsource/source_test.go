@@ -2,8 +2,10 @@ package crsource_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -146,11 +148,13 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cm.db")
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 
-	// First process: "rq" asks for a requeue, "bad" fails; the rest succeed.
+	// First process: "rq" asks for a requeue (Requeue: true, not done;
+	// RequeueAfter completes: TestSource_RequeueAfterDoesNotPin), "bad"
+	// fails; the rest succeed.
 	r1 := newRecorder(func(n string) (reconcile.Result, error) {
 		switch n {
 		case "rq":
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
+			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // Requeue is deprecated, still honoured
 		case "bad":
 			return reconcile.Result{}, errors.New("reconcile failed")
 		}
@@ -172,10 +176,10 @@ func TestSource_CommitsOnlyReconciledRequests_AcrossRestart(t *testing.T) {
 	for _, n := range []string{"rq", "bad", "c"} {
 		create(n)
 	}
-	waitFor(t, r1, "rq, bad, c reconciled, bad retried", func() bool {
+	waitFor(t, r1, "rq, bad, c reconciled, rq and bad retried", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
-		return r1.seen["rq"] > 0 && r1.seen["bad"] > 1 && r1.seen["c"] > 0
+		return r1.seen["rq"] > 1 && r1.seen["bad"] > 1 && r1.seen["c"] > 0
 	}, state)
 	if c, _ := src.Committed(); c != h0 {
 		t.Fatalf("committed = %d with rq (requeue) and bad (error) at %d and %d; want %d", c, h0+1, h0+2, h0)
@@ -276,4 +280,115 @@ func TestSource_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 		t.Errorf("reconciled %v before the controller failed; want none", got)
 	}
 	<-src.Done()
+}
+
+// Issue 24, item 2: (Result{RequeueAfter: d}, nil) completes the events of
+// its request, so a key that always asks to be looked at again ("tick",
+// every 300 ms; "slow", in an hour) does not pin the commit, and its
+// timer is kept in the timers file. A restart with nothing changed
+// reconciles the due timer (tick) and nothing else.
+func TestSource_RequeueAfterDoesNotPin(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	cp := controlplane.StartT(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "rqa"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := kube.CoreV1().ConfigMaps(ns)
+	create := func(n string) {
+		t.Helper()
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a", "slow", "tick"} {
+		create(n)
+	}
+	path := filepath.Join(t.TempDir(), "cm.db")
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
+	outcome := func(n string) (reconcile.Result, error) {
+		switch n {
+		case "tick":
+			return reconcile.Result{RequeueAfter: 300 * time.Millisecond}, nil
+		case "slow":
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	}
+	r1 := newRecorder(outcome)
+	src, stop := startManager(t, cp, path, res, r1)
+	atHead := func() bool {
+		c, _ := src.Committed()
+		h, _ := src.Journal().Head()
+		return h > 0 && c == h
+	}
+	state := func(r *recorder) func() any {
+		return func() any {
+			c, _ := src.Committed()
+			h, _ := src.Journal().Head()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return fmt.Sprint(r.seen, " committed ", c, " head ", h)
+		}
+	}
+	waitFor(t, r1, "all reconciled, tick three times, the commit at the head", func() bool {
+		r1.mu.Lock()
+		n, ticks := len(r1.seen), r1.seen["tick"]
+		r1.mu.Unlock()
+		return n == 3 && ticks >= 3 && atHead()
+	}, state(r1))
+	create("b")
+	waitFor(t, r1, "b reconciled and committed", func() bool {
+		r1.mu.Lock()
+		b := r1.seen["b"]
+		r1.mu.Unlock()
+		return b > 0 && atHead()
+	}, state(r1))
+	stop()
+
+	tm, err := os.ReadFile(crsource.TimersPath(path, crsource.DefaultConsumer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Timers []struct {
+			Name string
+			Due  time.Time
+		}
+	}
+	if err := json.Unmarshal(tm, &f); err != nil {
+		t.Fatal(err)
+	}
+	due := map[string]time.Time{}
+	for _, e := range f.Timers {
+		due[e.Name] = e.Due
+	}
+	if len(due) != 2 || due["tick"].IsZero() || time.Until(due["slow"]) < 50*time.Minute {
+		t.Fatalf("timers file %s; want tick and slow (due in about an hour)", tm)
+	}
+	time.Sleep(time.Until(due["tick"])) // the condition is the clock
+
+	r2 := newRecorder(outcome)
+	src, stop = startManager(t, cp, path, res, r2)
+	defer stop()
+	waitFor(t, r2, "tick's timer fired", func() bool {
+		r2.mu.Lock()
+		defer r2.mu.Unlock()
+		return r2.seen["tick"] > 0
+	}, state(r2))
+	// A change after the start: once it is reconciled and committed,
+	// whatever the restart queued from the journal has been reconciled.
+	create("c")
+	waitFor(t, r2, "c reconciled and committed", func() bool {
+		r2.mu.Lock()
+		c := r2.seen["c"]
+		r2.mu.Unlock()
+		return c > 0 && atHead()
+	}, state(r2))
+	if got := r2.names(); !equal(got, []string{"c", "tick"}) {
+		t.Fatalf("after a restart with nothing changed but c (after the start) reconciled %v; want c and tick (timer due), not slow (due in an hour), a or b", got)
+	}
 }

@@ -670,7 +670,7 @@ func (s *Source) standbyStart(ctx context.Context) error {
 		sb.mu.Unlock()
 		s.log.Info("starting from the published position", "resourceVersion", pos, "offset", start, "how", how)
 		s.c.Seek(start)
-		s.t.fedTo(start - 1)
+		s.t.FedTo(start - 1)
 		return nil
 	}
 	s.log.Info("resync: queueing every key", "why", why)

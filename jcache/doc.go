@@ -44,6 +44,30 @@
 //   - RemoveInformer stops the informer; the last informer of a file stops
 //     its loop and closes the file (the file stays, for the next start).
 //
+// # Restart-exact delivery: Exact
+//
+// A controller built with For, Owns and Watches on this cache reconciles
+// every object after a restart, as with controller-runtime's cache: its
+// handlers get OnAdd for every stored object. Exact gives the builder's
+// sources a durable position in the cache's files instead (exact.go):
+//
+//	ex := jcache.Exact(mgr.GetCache(), "mirror")
+//	err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(ex.Kind(&v1.Foo{}, &handler.EnqueueRequestForObject{}, preds...)).
+//		WatchesRawSource(ex.Kind(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1.Foo{}, handler.OnlyControllerOwner()))).
+//		Complete(ex.Reconciler(r))
+//
+// Each Kind source reads its object's journal file (the informer's: one
+// watch) with a journal consumer named after the controller and the
+// kind, and commits only past events whose requests reconciled; a
+// restart delivers only what is past the commit (changes and deletes,
+// those a relist inferred too), and the timers of RequeueAfter that are
+// due. The builder's WithEventFilter does not apply to raw sources
+// (controller-runtime's rule): give the predicates to Kind. Each source's
+// consumer holds its file's retention back, as any journal consumer does,
+// up to Retention.HardMaxBytes; a consumer trimmed past gets a create
+// event for every object again, with a log line.
+//
 // # Options that mean something else on disk
 //
 //   - UnsafeDisableDeepCopy (default, per namespace, ByObject, per call)

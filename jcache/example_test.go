@@ -2,8 +2,12 @@ package jcache_test
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -25,6 +29,35 @@ func ExampleNewFunc() {
 		For(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		Complete(r)
+	if err != nil {
+		panic(err)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// Restart-exact delivery with the builder's shape: a For-like source with
+// its predicates and an Owns-like source of the owned Secrets (metadata
+// only), both on the cache's journal files, and the reconciler wrapped so
+// that both commit only past what reconciled. After a restart the
+// controller reconciles what changed while it was down (and the
+// RequeueAfter timers that are due), not every object.
+func ExampleExact() {
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: "/var/lib/my-operator"}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	var r reconcile.Reconciler // the operator's
+	ex := jcache.Exact(mgr.GetCache(), "mirror")
+	ownedSecrets := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+	err = ctrl.NewControllerManagedBy(mgr).Named("mirror").
+		// Predicates go here: WithEventFilter does not apply to raw sources.
+		WatchesRawSource(ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{},
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["mirror"] == "yes" }))).
+		WatchesRawSource(ex.Kind(ownedSecrets,
+						handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))).
+		Complete(ex.Reconciler(r)) // required: unwrapped, the manager's Start fails with ErrExactNotWrapped
 	if err != nil {
 		panic(err)
 	}

@@ -78,3 +78,12 @@ func ModifiedOffsets(dir string) ([]uint64, error) {
 // disk and how many by evaluating the index at read time, since the
 // process started.
 func IndexReads() (disk, scan int64) { return indexReads.disk.Load(), indexReads.scan.Load() }
+
+// SetExactFinalCommit sets whether an Exact source commits once more when
+// its context ends (false: a SIGKILL-like stop), for tests; it returns a
+// function that restores it.
+func SetExactFinalCommit(v bool) (restore func()) {
+	old := exactFinalCommit
+	exactFinalCommit = v
+	return func() { exactFinalCommit = old }
+}

@@ -361,44 +361,48 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 }
 
 // dispatch calls the handler for one event.
-func (r *registration) dispatch(e journal.Event) error {
+func (r *registration) dispatch(e journal.Event) error { return r.inf.dispatch(e, r.h) }
+
+// dispatch calls h for one event (see the top of the file): the Exact
+// sources (exact.go) use it too.
+func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) error {
 	switch e.Type {
 	case journal.Added:
-		o, err := r.object(e, e.Object, e.ResourceVersion)
+		o, err := i.object(e, e.Object, e.ResourceVersion)
 		if err != nil {
 			return err
 		}
-		r.h.OnAdd(o, false)
+		h.OnAdd(o, false)
 	case journal.Modified:
-		o, err := r.object(e, e.Object, e.ResourceVersion)
+		o, err := i.object(e, e.Object, e.ResourceVersion)
 		if err != nil {
 			return err
 		}
-		prev, err := r.previous(e)
+		prev, err := i.previous(e)
 		if err != nil {
 			return err
 		}
-		old, err := r.object(e, prev, e.PrevResourceVersion)
+		old, err := i.object(e, prev, e.PrevResourceVersion)
 		if err != nil {
 			return err
 		}
-		r.h.OnUpdate(old, o)
+		h.OnUpdate(old, o)
 	case journal.Deleted:
 		b := e.Object
 		if b == nil {
 			var err error
-			if b, err = r.previous(e); err != nil {
+			if b, err = i.previous(e); err != nil {
 				return err
 			}
 		}
-		o, err := r.object(e, b, e.ResourceVersion)
+		o, err := i.object(e, b, e.ResourceVersion)
 		if err != nil {
 			return err
 		}
 		if e.Synthesized() {
-			r.h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: e.Key, Obj: o})
+			h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: e.Key, Obj: o})
 		} else {
-			r.h.OnDelete(o)
+			h.OnDelete(o)
 		}
 	}
 	return nil
@@ -407,12 +411,12 @@ func (r *registration) dispatch(e journal.Event) error {
 // previous returns the object of e's key's previous event (PrevOffset):
 // the record, or the copy retention trimming kept of it
 // (ObjectView.Previous); nil when neither is held or it is not known.
-func (r *registration) previous(e journal.Event) ([]byte, error) {
+func (i *informer) previous(e journal.Event) ([]byte, error) {
 	if e.PrevOffset == 0 {
 		return nil, nil
 	}
 	var b []byte
-	err := r.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+	err := i.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		o, ok, err := v.Previous(e)
 		if ok {
 			b = append([]byte(nil), o...)
@@ -424,9 +428,9 @@ func (r *registration) previous(e journal.Event) ([]byte, error) {
 
 // object decodes b, or, when b is nil, a metadata-only object of e's key
 // at resourceVersion rv.
-func (r *registration) object(e journal.Event, b []byte, rv string) (runtime.Object, error) {
+func (i *informer) object(e journal.Event, b []byte, rv string) (runtime.Object, error) {
 	if b == nil {
-		kind, apiVersion, err := r.inf.f.j.TypeMeta()
+		kind, apiVersion, err := i.f.j.TypeMeta()
 		if err != nil {
 			return nil, err
 		}
@@ -439,7 +443,7 @@ func (r *registration) object(e journal.Event, b []byte, rv string) (runtime.Obj
 			"metadata": map[string]any{"name": name, "namespace": ns, "uid": e.UID, "resourceVersion": rv},
 		})
 	}
-	return r.inf.decode(b)
+	return i.decode(b)
 }
 
 // resyncAll replays the stored objects as OnUpdate(obj, obj), chunk by

@@ -132,6 +132,7 @@ type Cache struct {
 	crcache.Cache
 	dir       string
 	temporary bool
+	log       logr.Logger // Options.Logger (Exact's sources log with it)
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -218,7 +219,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		o.Keyring = k
 	}
 	o.SealResources = append([]schema.GroupResource(nil), o.SealResources...)
-	c := &Cache{dir: o.Dir}
+	c := &Cache{dir: o.Dir, log: o.Logger}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
 		if err != nil {

@@ -9,7 +9,8 @@
 //	internal/journalwrite               the journal's write side
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
 //	internal/storage,                   the storage interface journal holds,
-//	internal/journalhook                journal's hook for journalwrite
+//	internal/journalhook,               journal's hook for journalwrite,
+//	internal/delivery                   restart-exact bookkeeping of crsource and jcache
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

@@ -1,0 +1,595 @@
+package jcache
+
+// Exact: restart-exact delivery on the builder path, over the cache's own
+// journal files.
+//
+//	ex := jcache.Exact(mgr.GetCache(), "mirror")
+//	err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(ex.Kind(&v1.Foo{}, &handler.EnqueueRequestForObject{}, preds...)).
+//		WatchesRawSource(ex.Kind(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mapper, &v1.Foo{}, handler.OnlyControllerOwner()))).
+//		Complete(ex.Reconciler(r))
+//
+// An ExactSource is source.Kind (object, handler, predicates) whose
+// position survives a restart: it reads the journal file of its object's
+// informer in this cache (one file, one watch: the cache's; never a second
+// watch of the resource) with a durable journal consumer,
+// "exact/<controller>/<apiVersion>/<Kind>" (an unstructured object adds
+// "/unstructured"; a second Kind of one controller with the same object
+// type adds "/2", in the order of the Kind calls: keep that order across
+// versions of the operator), and commits it only past events whose
+// requests all reconciled (package internal/delivery; the rules are
+// crsource's, doc.go there).
+//
+// Events. Each journal event becomes the controller-runtime event an
+// informer handler would get (handler.go's dispatch, shared with the
+// cache's handlers): ADDED a CreateEvent, MODIFIED an UpdateEvent with the
+// complete old object, DELETED a DeleteEvent with the last object,
+// DeleteStateUnknown for a delete a relist inferred. The predicates
+// filter them, then the handler maps them to requests
+// (EnqueueRequestForObject, EnqueueRequestForOwner,
+// EnqueueRequestsFromMapFunc unchanged) on a queue that records which
+// requests came from which offset (delivery.Queue). An event whose
+// predicates or handler queue nothing is done at once.
+//
+// States of a source: built (Kind) → starting (Start: the informer is got
+// from the cache and its loop synced) → replaying (no consumer: a
+// CreateEvent for every stored object, IsInInitialList, as source.Kind's
+// informer gives them) → following (the events after the position) →
+// stopped (Start's context done: the committer commits once more, Done
+// closed). A follower that retention trimmed past (the hard cap) deletes
+// its consumer, says so in a log line, and replays again.
+//
+// Crash safety of a replay: the consumer is created only by the first
+// commit after every replayed request reconciled (the replay's entries sit
+// at offset 1, which keeps the commit point at 0 until they close), so a
+// process that dies during a replay has no consumer and replays again.
+// Until then the source holds no retention: events the replay has not yet
+// reached may be trimmed, which starts a new replay.
+//
+// Requeue timers: a reconcile returning RequeueAfter completes its events;
+// the controller's timers are kept in the cache directory, in the file
+// "exact.<controller>.timers", written before each commit, and re-armed
+// when the first of its sources starts (delivery.Timers).
+//
+// Builder-level predicates (WithEventFilter) do not apply to raw sources:
+// controller-runtime gives them only to the sources it builds for For,
+// Owns and Watches. Give an ExactSource its predicates in Kind.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/watchjournal/watchjournal/internal/delivery"
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// ErrExactNotWrapped is returned by an ExactSource's WaitForSync, and so
+// by the controller's and the manager's Start, when the controller's
+// reconciler was not wrapped by ExactController.Reconciler: no
+// reconcile's outcome would reach the sources, nothing would be committed,
+// and requests would stop after ExactOptions.MaxPending.
+var ErrExactNotWrapped = errors.New("jcache: the controller's reconciler is not wrapped by the Exact controller's Reconciler: " +
+	"build the controller with Complete(ex.Reconciler(r)), not Complete(r); " +
+	"unwrapped, nothing is committed and requests stop after ExactOptions.MaxPending")
+
+// ErrExactCache is returned by an ExactSource's Start when its cache is not
+// a jcache cache (New, NewFunc) or the object's informer is not one
+// journal file (a cache of several namespaces, DefaultNamespaces or
+// ByObject.Namespaces, has one informer per namespace).
+var ErrExactCache = errors.New("jcache: an Exact source needs a jcache cache whose informer of the object is one journal file (one namespace or all)")
+
+// DefaultExactMaxPending is the default ExactOptions.MaxPending: it bounds
+// the requests an ExactSource has queued and not yet seen reconciled (each a few dozen bytes in memory): its feed
+// waits for reconciles when it is reached, and its WaitForSync returns.
+// One event may queue several requests (a map function): the bound counts
+// requests, read a batch of events at a time, so it may be passed by one
+// batch's requests.
+const DefaultExactMaxPending = 10000
+
+// exactFinalCommit: a source commits once more when its context ends
+// (false in tests of a SIGKILL-like stop).
+var exactFinalCommit = true
+
+// ExactController is restart-exact delivery for one controller: it makes
+// the controller's sources (Kind) and wraps its reconciler (Reconciler),
+// which reports every reconcile's outcome to all of them. Create it with
+// Exact.
+type ExactController struct {
+	cache crcache.Cache
+	name  string
+	max   int // ExactOptions.MaxPending
+	log   logr.Logger
+	out   *delivery.Outcomes
+	err   error // the timers file could not be read: every source's Start fails
+
+	mu    sync.Mutex
+	names map[string]int // Kind calls by object type (consumerName)
+	rearm sync.Once
+}
+
+// ExactOptions configure ExactWith.
+type ExactOptions struct {
+	// MaxPending bounds, per source, the requests queued and not yet
+	// seen reconciled (DefaultExactMaxPending when 0 or less).
+	MaxPending int
+}
+
+// Exact returns restart-exact delivery for the controller named controller
+// (its Named: the name is part of each source's consumer name and of the
+// timers file, so it must stay the same across restarts) over c, the
+// manager's cache (mgr.GetCache()), which must be a jcache cache. A cache
+// of another kind fails each source's Start with ErrExactCache.
+func Exact(c crcache.Cache, controller string) *ExactController {
+	return ExactWith(c, controller, ExactOptions{})
+}
+
+// ExactWith is Exact with options.
+func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactController {
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultExactMaxPending
+	}
+	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending}
+	jc, ok := c.(*Cache)
+	if !ok {
+		e.err = fmt.Errorf("%w: the cache is %T", ErrExactCache, c)
+		e.out = delivery.NewOutcomes(nil)
+		return e
+	}
+	e.log = jc.log.WithValues("controller", controller)
+	path := filepath.Join(jc.dir, "exact."+url.PathEscape(controller)+".timers")
+	timers, err := delivery.LoadTimers(path)
+	if err != nil {
+		e.err = fmt.Errorf("jcache: controller %q: %w", controller, err)
+		timers = delivery.EmptyTimers(path)
+	}
+	e.out = delivery.NewOutcomes(timers)
+	return e
+}
+
+// Reconciler wraps r so that every source of the controller learns each
+// reconcile's outcome (delivery.Completes: a nil error, with or without
+// RequeueAfter, or a TerminalError completes the request's events; an
+// error or Requeue: true does not). Pass the wrapper to the controller
+// (Complete, Build): it is required, and the sources' WaitForSync return
+// ErrExactNotWrapped when it was never called.
+func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
+	return e.out.Wrap(r)
+}
+
+// Kind returns a source like source.Kind(cache, obj, h, preds...) whose
+// position survives restarts (see ExactSource). Give it to the
+// controller's builder with WatchesRawSource; the predicates filter its
+// events (the builder's WithEventFilter does not apply to raw sources).
+func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
+	t := delivery.NewTracker(0)
+	e.out.AddTracker(t)
+	e.mu.Lock()
+	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
+	e.names[k]++
+	dup := e.names[k]
+	e.mu.Unlock()
+	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
+		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
+}
+
+// consumerName returns the consumer of source s on journal j:
+// "exact/<controller>/<apiVersion>/<Kind>", then "/unstructured" for an
+// unstructured object (typed and unstructured informers of a resource
+// share a file), then "/<n>" for the n-th Kind call of the controller
+// with the same object type, n > 1. Sources start concurrently, so the
+// name depends only on what the builder was given, in its order.
+func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (string, error) {
+	kind, apiVersion, err := j.TypeMeta()
+	if err != nil {
+		return "", err
+	}
+	name := "exact/" + e.name + "/" + apiVersion + "/" + kind
+	if _, ok := s.obj.(*unstructured.Unstructured); ok {
+		name += "/unstructured"
+	}
+	if s.dup > 1 {
+		name += "/" + strconv.Itoa(s.dup)
+	}
+	return name, nil
+}
+
+// ExactSource is a source.TypedSyncingSource[reconcile.Request] like
+// source.Kind over the cache's journal file of its object (see the top of
+// exact.go). Make it with ExactController.Kind; it can be started once.
+type ExactSource struct {
+	ctl   *ExactController
+	obj   client.Object
+	h     handler.EventHandler
+	preds []predicate.Predicate
+	t     *delivery.Tracker
+	max   int
+	dup   int // the n-th Kind call of the controller with this object type
+
+	exists atomic.Bool // the consumer exists in the file
+
+	mu      sync.Mutex
+	started bool
+	j       *journal.Journal // set once the informer is got
+	name    string           // the consumer
+	log     logr.Logger
+	err     error
+	done    chan struct{}
+	synced  chan struct{} // closed once the feed follows (after a replay)
+	failed  chan struct{} // closed when the source stopped with an error
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*ExactSource)(nil)
+
+// String names the source in controller-runtime's logs.
+func (s *ExactSource) String() string {
+	return fmt.Sprintf("jcache.Exact(%s, %T)", s.ctl.name, s.obj)
+}
+
+// Consumer returns the name of the source's journal consumer ("" before
+// Start has got the informer).
+func (s *ExactSource) Consumer() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.name
+}
+
+// Journal returns the journal file the source reads (nil before Start has
+// got the informer).
+func (s *ExactSource) Journal() *journal.Journal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.j
+}
+
+// Committed returns the consumer's committed offset: 0 before the first
+// commit (a replay not yet reconciled).
+func (s *ExactSource) Committed() (uint64, error) {
+	j, name := s.Journal(), s.Consumer()
+	if j == nil {
+		return 0, nil
+	}
+	off, err := j.ConsumerCommitted(name)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		return 0, nil
+	}
+	return off, err
+}
+
+// Done is closed once the source has stopped after its context ended.
+func (s *ExactSource) Done() <-chan struct{} { return s.done }
+
+// Err returns why the source stopped early (the informer could not be
+// got, a journal read failed); nil while running and after a clean
+// shutdown.
+func (s *ExactSource) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *ExactSource) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+	s.mu.Unlock()
+	s.ctl.log.Error(err, "exact source stopped", "source", s.String())
+}
+
+// Start gets the object's informer from the cache, re-arms the
+// controller's stored RequeueAfter timers (once per controller), and runs
+// the feed (a replay first when there is no consumer) and the committer
+// until ctx is done. It returns at once, as source.Kind's Start.
+func (s *ExactSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("jcache: exact source already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+	if s.ctl.err != nil {
+		return s.ctl.err
+	}
+	s.ctl.rearm.Do(func() { s.ctl.out.Timers().Rearm(time.Now(), q.AddAfter) })
+	go func() {
+		defer close(s.done)
+		if err := s.run(ctx, q); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
+			s.fail(err)
+		}
+	}()
+	return nil
+}
+
+// WaitForSync returns once the informer's loop has synced, a replay (when
+// there was no consumer) has queued every object, and every event
+// journaled up to then is queued (or ExactOptions.MaxPending requests wait
+// for the workers, which start after it); or when ctx is done or the
+// source failed. It returns ErrExactNotWrapped, and logs it, when the
+// controller's reconciler was not wrapped.
+func (s *ExactSource) WaitForSync(ctx context.Context) error {
+	if !s.ctl.out.Wrapped() {
+		s.ctl.log.Error(ErrExactNotWrapped, "controller not started", "source", s.String())
+		return ErrExactNotWrapped
+	}
+	select {
+	case <-s.synced:
+	case <-s.failed:
+		return s.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	head, err := s.Journal().Head()
+	if err != nil {
+		return fmt.Errorf("jcache: %w", err)
+	}
+	return s.t.WaitFed(ctx, head, s.failed, s.Err)
+}
+
+// informer returns the cache's informer of the object, one journal file.
+func (s *ExactSource) informer(ctx context.Context) (*informer, error) {
+	i, err := s.ctl.cache.GetInformer(ctx, s.obj)
+	if err != nil {
+		return nil, fmt.Errorf("jcache: exact source of %T: %w", s.obj, err)
+	}
+	inf, ok := i.(*informer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the informer of %T is a %T", ErrExactCache, s.obj, i)
+	}
+	if inf.f == nil {
+		return nil, inf.err
+	}
+	return inf, nil
+}
+
+func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	inf, err := s.informer(ctx)
+	if err != nil {
+		return err
+	}
+	j := inf.f.j
+	if err := inf.f.loop.WaitForSync(ctx); err != nil {
+		return nil // ctx done
+	}
+	name, err := s.ctl.consumerName(j, s)
+	if err != nil {
+		return err
+	}
+	log := s.ctl.log.WithValues("consumer", name, "file", j.Path())
+	s.mu.Lock()
+	s.j, s.name, s.log = j, name, log
+	s.mu.Unlock()
+	committed, err := j.ConsumerCommitted(name)
+	switch {
+	case err == nil:
+		s.exists.Store(true)
+	case errors.Is(err, journal.ErrNoConsumer):
+	default:
+		return err
+	}
+	s.t.Reset(committed)
+
+	tq := delivery.NewQueue(q, s.t)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx) // the committer stops when run returns
+	defer cancel()
+	eh := &exactHandler{ctx: ctx, h: s.h, preds: s.preds, q: tq.Interface(), log: log}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
+			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, exactFinalCommit)
+	}()
+
+	pos := committed
+	if !s.exists.Load() {
+		log.Info("no consumer: a create event for every object, as an informer's initial list")
+		if pos, err = s.replay(ctx, inf, j, tq, eh); err != nil {
+			return err
+		}
+	}
+	close(s.synced)
+	for {
+		room, ok := s.t.WaitRoom(ctx, s.max)
+		if !ok {
+			return nil
+		}
+		evs, err := j.Read(pos+1, min(journal.DefaultBatch, room))
+		if errors.Is(err, journal.ErrTrimmed) {
+			log.Info("retention trimmed events this consumer had not committed (the hard byte cap): "+
+				"deleting the consumer and sending a create event for every object, as an informer's relist; deletes among the trimmed events are not seen",
+				"position", pos, "error", err.Error())
+			s.exists.Store(false)
+			if err := j.DeleteConsumer(name); err != nil {
+				return err
+			}
+			if pos, err = s.replay(ctx, inf, j, tq, eh); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			if err := j.Wait(ctx, pos); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
+		for _, e := range evs {
+			if ctx.Err() != nil {
+				return nil
+			}
+			tq.SetOffset(e.Offset)
+			if err := inf.dispatch(e, eh); err != nil {
+				return err
+			}
+			pos = e.Offset
+		}
+		s.t.FedTo(pos)
+	}
+}
+
+// commit commits p for the consumer, creating it on the first commit (see
+// "Crash safety of a replay" at the top of the file).
+func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
+	if s.exists.Load() {
+		return j.CommitConsumer(name, p)
+	}
+	err := j.CreateConsumer(name, p+1)
+	if errors.Is(err, journal.ErrConsumerExists) {
+		err = j.CommitConsumer(name, p)
+	}
+	if err == nil {
+		s.exists.Store(true)
+	}
+	return err
+}
+
+// replay sends a create event for every object of the file, a page of at
+// most the room ExactOptions.MaxPending leaves at a time, each request
+// recorded at offset 1 (the commit point stays 0 until all are
+// reconciled), and returns the head read before the first page: the feed
+// goes on after it. The index is read in pages (Journal.ScanIndex): a key
+// present at head is on its page or was deleted after head (its DELETED
+// follows); an object may be newer than head (its later events are then
+// delivered too: at least once).
+func (s *ExactSource) replay(ctx context.Context, inf *informer, j *journal.Journal, tq *delivery.Queue, eh *exactHandler) (uint64, error) {
+	s.t.Reset(0)
+	head, err := j.Head()
+	if err != nil {
+		return 0, err
+	}
+	after, n := "", 0
+	for {
+		room, ok := s.t.WaitRoom(ctx, s.max)
+		if !ok {
+			return head, nil
+		}
+		page, err := j.ScanIndex(after, room)
+		if err != nil {
+			return 0, err
+		}
+		var objs [][]byte
+		if err := j.ViewObjects(func(v *journal.ObjectView) error {
+			for _, e := range page {
+				b, ok, err := v.Get(e.Key)
+				if err != nil {
+					return err
+				}
+				if ok {
+					objs = append(objs, append([]byte(nil), b...))
+				}
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		tq.SetOffset(1)
+		for _, b := range objs {
+			o, err := inf.decode(b)
+			if err != nil {
+				return 0, err
+			}
+			eh.OnAdd(o, true)
+		}
+		n += len(objs)
+		if len(page) < room {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	s.log.Info("replay queued every object", "objects", n, "head", head)
+	s.t.FedTo(head)
+	return head, nil
+}
+
+// exactHandler turns informer callbacks into controller-runtime events,
+// filters them with the predicates and calls the handler, as
+// controller-runtime's own informer event handler
+// (pkg/internal/source/event_handler.go) does for source.Kind.
+type exactHandler struct {
+	ctx   context.Context
+	h     handler.EventHandler
+	preds []predicate.Predicate
+	q     workqueue.TypedRateLimitingInterface[reconcile.Request]
+	log   logr.Logger
+}
+
+var _ toolscache.ResourceEventHandler = (*exactHandler)(nil)
+
+func (x *exactHandler) OnAdd(obj any, initial bool) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		x.log.Error(nil, "OnAdd missing Object", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	e := event.CreateEvent{Object: o, IsInInitialList: initial}
+	for _, p := range x.preds {
+		if !p.Create(e) {
+			return
+		}
+	}
+	x.h.Create(x.ctx, e, x.q)
+}
+
+func (x *exactHandler) OnUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(client.Object)
+	n, ok2 := newObj.(client.Object)
+	if !ok1 || !ok2 {
+		x.log.Error(nil, "OnUpdate missing Object", "old", fmt.Sprintf("%T", oldObj), "new", fmt.Sprintf("%T", newObj))
+		return
+	}
+	e := event.UpdateEvent{ObjectOld: o, ObjectNew: n}
+	for _, p := range x.preds {
+		if !p.Update(e) {
+			return
+		}
+	}
+	x.h.Update(x.ctx, e, x.q)
+}
+
+func (x *exactHandler) OnDelete(obj any) {
+	var e event.DeleteEvent
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		e.DeleteStateUnknown = true
+		obj = t.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		x.log.Error(nil, "OnDelete missing Object", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	e.Object = o
+	for _, p := range x.preds {
+		if !p.Delete(e) {
+			return
+		}
+	}
+	x.h.Delete(x.ctx, e, x.q)
+}
