@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,6 +64,15 @@ type Options struct {
 	// way, MaxPending at a time), and WaitForSync returns once it is
 	// reached. Default DefaultMaxPending.
 	MaxPending int
+	// Retention bounds the journal of a source made by New: a compactor
+	// runs beside the writer (retention.go). Nil means DefaultRetention
+	// (64 MiB of events beyond the consumer's commit); a pointer to the
+	// zero journal.Retention runs none. Ignored by NewFromConsumer.
+	Retention *journal.Retention
+	// FailingBound is how long the writer may meet only errors (in
+	// backoff, Status.LastError set) before ReadyzCheck reports the source
+	// not ready (health.go). Default reconcile.DefaultFailingBound.
+	FailingBound time.Duration
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
 }
@@ -76,6 +86,9 @@ type Source struct {
 	j           *journal.Journal
 	c           *journal.Consumer
 	loop        *wjreconcile.Loop // nil for NewFromConsumer
+	retention   journal.Retention // run by Start when retains (retention.go)
+	retains     bool
+	failing     time.Duration // Options.FailingBound
 	waitForSync func(context.Context) error
 	batch, max  int
 	t           *tracker
@@ -122,6 +135,8 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	}
 	s := newSource(c, nil, opts)
 	s.loop = loop
+	s.retention, s.retains = retention(opts)
+	s.failing = opts.FailingBound
 	// Synced only once the journal is known current with the server
 	// (reconcile.Loop.HasSynced): never before a restart's relist.
 	s.waitForSync = loop.WaitForSync
@@ -183,6 +198,16 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			defer wg.Done()
 			if err := s.loop.Run(ctx); err != nil {
 				s.fail(fmt.Errorf("crsource: journal writer: %w", err))
+				cancel()
+			}
+		}()
+	}
+	if s.loop != nil && s.retains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.retain(ctx, s.retention); err != nil && ctx.Err() == nil {
+				s.fail(fmt.Errorf("crsource: retention: %w", err))
 				cancel()
 			}
 		}()
