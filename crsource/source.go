@@ -46,7 +46,11 @@ type Options struct {
 	// Path is the journal file, created (mode 0600) when missing.
 	Path string
 	// Resource is what the journal watches (journal.Resource: GVR,
-	// namespace, selectors). An existing file must record the same one.
+	// namespace, selectors). An existing file must record the same one,
+	// but for its label and field selectors: when only those changed, the
+	// file takes the new ones (journal.Options.MigrateSelectors) and the
+	// start relists; keys that left the selectors arrive as DELETED with
+	// reason left-selector, keys that came in as ADDED.
 	Resource journal.Resource
 	// Consumer names the durable consumer whose committed offset is the
 	// controller's position. Default DefaultConsumer. Two controllers on
@@ -115,7 +119,9 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 		return nil, errors.New("crsource: Options.Path is empty")
 	}
 	res := opts.Resource
-	j, err := journal.Open(opts.Path, &journal.Options{Resource: &res, NoSync: opts.NoSync, Logger: opts.Loop.Logger})
+	// A changed selector migrates (journal/migrate.go): the start relists,
+	// and keys that left it are delivered as DELETED, reason left-selector.
+	j, err := journal.Open(opts.Path, &journal.Options{Resource: &res, MigrateSelectors: true, NoSync: opts.NoSync, Logger: opts.Loop.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
