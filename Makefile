@@ -2,6 +2,7 @@
 # kube-apiserver ones included), make bench (benchmarks, not part of test).
 
 include controlplane.mk
+include monitoring.mk
 
 GO        ?= go
 BIN       := $(CURDIR)/.cache/bin
@@ -24,7 +25,8 @@ vet:
 
 ## test: builds the local control plane if needed, then runs all tests,
 ## then the race detector on RACE_PKGS, then controller-runtime's cache conformance
-## suite against jcache (conformance). Tests that need kube-apiserver fail
+## suite against jcache (conformance), then promtool check rules on
+## deploy/monitoring (monitoring, monitoring.mk). Tests that need kube-apiserver fail
 ## (not skip) when it is missing; tests that need root (a size-limited
 ## tmpfs, a memory cgroup) fail when they cannot run, unless
 ## REQUIRE_PRIVILEGED=0 (then they skip and say so with -v). CI runs it as
@@ -35,6 +37,7 @@ test: controlplane vet fuzz
 	$(TESTENV) $(GO) test $(TESTFLAGS) ./...
 	$(MAKE) --no-print-directory race
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory monitoring
 
 ## race: the tests of RACE_PKGS under the race detector (part of test).
 ## RACE_PKGS are the packages whose -race run fits CI's budget (90 min on 2

@@ -43,9 +43,14 @@
 //     the object still exists on the server, out of the selector. A
 //     reconciler that reads through the journal (journal/cache) gets
 //     NotFound; one that reads the server gets the object with its new
-//     labels. Neither should run deletion logic for it on NotFound alone:
-//     in the controller-runtime idiom, cleanup runs on deletionTimestamp
-//     (finalizers), which an object leaving a selector does not have.
+//     labels. For a controller whose scope is its selector, NotFound
+//     means out of scope, and cleaning up what it made for the object is
+//     right for gone and left-selector alike; one whose scope is the
+//     object whatever its labels asks the server (the manager's
+//     APIReader): NotFound there is a deletion, found is left-selector.
+//     Cleanup that must precede the object's removal runs on
+//     deletionTimestamp (finalizers), which an object leaving a selector
+//     never has (README, "A delete is not always a deletion").
 //   - moved (package shards): not queued. The key moved to another
 //     replica's range; that replica journals ADDED with reason moved and
 //     reconciles it. Reconciling here too would race the new owner, and

@@ -47,7 +47,11 @@ type Options struct {
 	// Path is the journal file, created (mode 0600) when missing.
 	Path string
 	// Resource is what the journal watches (journal.Resource: GVR,
-	// namespace, selectors). An existing file must record the same one.
+	// namespace, selectors). An existing file must record the same one,
+	// but for its label and field selectors: when only those changed, the
+	// file takes the new ones (journal.Options.MigrateSelectors) and the
+	// start relists; keys that left the selectors arrive as DELETED with
+	// reason left-selector, keys that came in as ADDED.
 	Resource journal.Resource
 	// Consumer names the durable consumer whose committed offset is the
 	// controller's position. Default DefaultConsumer. Two controllers on
@@ -65,6 +69,15 @@ type Options struct {
 	// way, MaxPending at a time), and WaitForSync returns once it is
 	// reached. Default DefaultMaxPending.
 	MaxPending int
+	// Retention bounds the journal of a source made by New: a compactor
+	// runs beside the writer (retention.go). Nil means DefaultRetention
+	// (64 MiB of events beyond the consumer's commit); a pointer to the
+	// zero journal.Retention runs none. Ignored by NewFromConsumer.
+	Retention *journal.Retention
+	// FailingBound is how long the writer may meet only errors (in
+	// backoff, Status.LastError set) before ReadyzCheck reports the source
+	// not ready (health.go). Default reconcile.DefaultFailingBound.
+	FailingBound time.Duration
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
 	// Standby, when set, makes the source a warm standby under leader
@@ -84,6 +97,9 @@ type Source struct {
 	j           *journal.Journal
 	c           *journal.Consumer
 	loop        *wjreconcile.Loop // nil for NewFromConsumer
+	retention   journal.Retention // run by Start when retains (retention.go)
+	retains     bool
+	failing     time.Duration // Options.FailingBound
 	waitForSync func(context.Context) error
 	batch, max  int
 	t           *delivery.Tracker
@@ -120,7 +136,9 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 		return nil, errors.New("crsource: Options.Path is empty")
 	}
 	res := opts.Resource
-	j, err := journal.Open(opts.Path, &journal.Options{Resource: &res, NoSync: opts.NoSync, Logger: opts.Loop.Logger})
+	// A changed selector migrates (journal/migrate.go): the start relists,
+	// and keys that left it are delivered as DELETED, reason left-selector.
+	j, err := journal.Open(opts.Path, &journal.Options{Resource: &res, MigrateSelectors: true, NoSync: opts.NoSync, Logger: opts.Loop.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
@@ -146,6 +164,8 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 			return nil, err
 		}
 	}
+	s.retention, s.retains = retention(opts)
+	s.failing = opts.FailingBound
 	// Synced only once the journal is known current with the server
 	// (reconcile.Loop.HasSynced): never before a restart's relist.
 	s.waitForSync = loop.WaitForSync
@@ -231,8 +251,8 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.loop.Run(ctx); err != nil {
-				s.fail(fmt.Errorf("crsource: journal writer: %w", err))
+			if err := s.runWriter(ctx); err != nil {
+				s.fail(err)
 				cancel()
 			}
 		}()

@@ -195,8 +195,7 @@ func (w writerRunnable) Start(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	if err := s.loop.Run(ctx); err != nil {
-		err = fmt.Errorf("crsource: journal writer: %w", err)
+	if err := s.runWriter(ctx); err != nil { // the loop and its retention
 		s.fail(err)
 		return err
 	}

@@ -117,9 +117,12 @@ const (
 	// The apiserver sends this as a DELETED on a watch, whose Object is
 	// the object as it was before the change (labels that still match)
 	// with the change's resourceVersion; a relist finds the key absent
-	// from the list (a tombstone, no Object). Not a deletion: a consumer that owns objects
-	// by selector stops tracking the key, and must not run deletion logic
-	// (finalizers, cleanup of external resources) for it.
+	// from the list (a tombstone, no Object). Not a deletion of the
+	// object, but it left the journal's scope: a consumer whose scope is
+	// the selector (it manages what matches) cleans up what it made for
+	// the object as for a deletion; one whose scope is the object whatever
+	// its labels must not run deletion logic for it (README, "A delete is
+	// not always a deletion").
 	ReasonLeftSelector Reason = "left-selector"
 	// ReasonMoved: the key's UID hash moved out of (DELETED) or into
 	// (ADDED) this journal's shard range (package shards): another

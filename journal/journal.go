@@ -26,6 +26,13 @@ type Options struct {
 	// Resource, when set on a writable open, is recorded in a new file and
 	// checked against an existing one (ErrResourceMismatch on a difference).
 	Resource *Resource
+	// MigrateSelectors lets a writable Open take a Resource that differs
+	// from the file's only in its label or field selector: the file then
+	// records the new selectors and forgets its resourceVersion, so the
+	// writer's next start relists and journals the difference (keys that
+	// leave the selectors as DELETED with reason left-selector; migrate.go).
+	// Without it such an Open fails with ErrResourceMismatch.
+	MigrateSelectors bool
 	// Logger receives the journal's logs (logr, as client-go and
 	// controller-runtime): errors it recovers from, through Error. The
 	// zero Logger discards.
@@ -96,7 +103,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	}
 	j := &Journal{store: s, log: o.Logger, noSync: o.NoSync, notify: make(chan struct{})}
 	if !o.ReadOnly {
-		if err := j.bindResource(o.Resource); err != nil {
+		if err := j.bindResource(o.Resource, o.MigrateSelectors); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -114,11 +121,17 @@ func Open(path string, opts *Options) (*Journal, error) {
 			_ = s.Close()
 			return nil, err
 		}
+		if o.MigrateSelectors && o.Resource != nil {
+			if err := j.migrateSelectors(o.Resource); err != nil { // migrate.go
+				_ = s.Close()
+				return nil, err
+			}
+		}
 	}
 	return j, nil
 }
 
-func (j *Journal) bindResource(r *Resource) error {
+func (j *Journal) bindResource(r *Resource, migrate bool) error {
 	if r == nil {
 		return nil
 	}
@@ -131,7 +144,10 @@ func (j *Journal) bindResource(r *Resource) error {
 			return tx.SetMeta(metaResource, r.encode())
 		}
 		if !have.identity().sameAs(r.identity()) {
-			return fmt.Errorf("%w: file has %q, asked for %q", ErrResourceMismatch, have, *r)
+			if migrate && onlySelectorsDiffer(have, *r) {
+				return nil // Open migrates once a crash's relist is finished (migrate.go)
+			}
+			return mismatch(have, *r)
 		}
 		if have.Kind == "" && r.Kind != "" && r.APIVersion != "" {
 			have.Kind, have.APIVersion = r.Kind, r.APIVersion

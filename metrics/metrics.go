@@ -11,9 +11,14 @@
 //
 // Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/):
 // the prefix watchjournal_, base units (seconds, bytes), _total on
-// counters. Counters count from the Loop's creation. A program with more
-// than one journal on one registry registers each with RegisterResource,
-// which adds a resource label (the journal's Resource) to every metric.
+// counters. Counters count from the Loop's creation.
+//
+// Every series carries the label resource (ResourceLabel: the journal's
+// Resource in its String form, such as "configmaps.v1 -n wj"), so that one
+// registry takes any number of journals, registered at any time: the
+// second journal's collector has the same metric names and label names as
+// the first's, only another resource value. Alert rules and dashboards
+// (deploy/monitoring) aggregate or select by it.
 package metrics
 
 import (
@@ -89,33 +94,41 @@ func NewCollector(j *journal.Journal, l *reconcile.Loop) *Collector {
 	})}
 }
 
-// Register registers a collector of j and l (l may be nil) on reg. It
-// returns reg's error: prometheus.AlreadyRegisteredError when the same
-// names are registered twice on reg (use prometheus.WrapRegistererWith for
-// a second journal).
-func Register(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
-	return reg.Register(NewCollector(j, l))
-}
-
-// ResourceLabel is the label RegisterResource adds to every metric.
-const ResourceLabel = "resource"
-
-// RegisterResource registers a collector of j and l (l may be nil) on reg
-// as Register does, with the const label resource="<j's Resource>" (its
+// Register registers a collector of j and l (l may be nil) on reg, with
+// the const label resource="<j's Resource>" (ResourceLabel; the Resource's
 // String form, such as "configmaps.v1 -n wj" or "secrets.v1 -n wj
-// --metadata-only") on every metric, so that
-// several journals share one registry. It fails with j.Resource's error,
-// with an error when j has no recorded resource, and with reg's error
-// (prometheus.AlreadyRegisteredError for the same resource twice).
-func RegisterResource(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
+// --metadata-only") on every metric. Journals of other resources register
+// on the same reg at any time, before or after its first scrape. A
+// journal that records no resource is labeled resource="" (one such
+// journal per registry). It fails with j.Resource's error and with reg's
+// error: prometheus.AlreadyRegisteredError when a journal of the same
+// resource is registered twice on reg.
+func Register(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
 	res, ok, err := j.Resource()
 	if err != nil {
 		return err
 	}
-	if !ok {
+	label := ""
+	if ok {
+		label = res.String()
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{ResourceLabel: label}, reg).Register(NewCollector(j, l))
+}
+
+// ResourceLabel is the label Register adds to every metric.
+const ResourceLabel = "resource"
+
+// RegisterResource is Register for a journal that must record its
+// resource: it fails with an error when j records none. Register labels
+// every metric with the resource too; RegisterResource remains for the
+// programs written before it did.
+func RegisterResource(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
+	if _, ok, err := j.Resource(); err != nil {
+		return err
+	} else if !ok {
 		return errors.New("metrics: the journal records no resource to label its metrics with")
 	}
-	return Register(prometheus.WrapRegistererWith(prometheus.Labels{ResourceLabel: res.String()}, reg), j, l)
+	return Register(reg, j, l)
 }
 
 // Describe sends the descriptors of every metric Collect may send.

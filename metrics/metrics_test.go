@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/go-logr/logr/testr"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,5 +233,51 @@ func TestRegisterResource_TwoJournals(t *testing.T) {
 	}
 	if err := metrics.RegisterResource(reg, js[0], nil); !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		t.Errorf("RegisterResource of the same journal again = %v; want an AlreadyRegisteredError", err)
+	}
+}
+
+// Ensure Register takes journals one after another on one registry, at
+// different times, with scrapes in between (the second and third join a
+// registry already gathered): every series is labeled with its journal's
+// resource, a scrape after each join shows every journal registered so
+// far, and the same resource twice is refused.
+func TestRegister_JournalsJoinLater(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	open := func(name string) *journal.Journal {
+		res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: name}, Namespace: "wj"}
+		j, err := journal.Open(filepath.Join(t.TempDir(), name+".db"), &journal.Options{Resource: &res, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = j.Close() })
+		return j
+	}
+	var want []string
+	for i, name := range []string{"configmaps", "secrets", "services"} {
+		j := open(name)
+		if err := metrics.Register(reg, j, nil); err != nil {
+			t.Fatalf("Register of journal %d (%s): %v", i+1, name, err)
+		}
+		want = append(want, fmt.Sprintf("watchjournal_index_objects{resource=%q} 0", name+".v1 -n wj"))
+		exp := "# HELP watchjournal_index_objects Objects in the journal's index (the resource's current state).\n" +
+			"# TYPE watchjournal_index_objects gauge\n" + strings.Join(want, "\n") + "\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "watchjournal_index_objects"); err != nil {
+			t.Errorf("after registering %d journals: %v", i+1, err)
+		}
+		if n, err := testutil.GatherAndCount(reg, "watchjournal_scrape_errors_total"); err != nil || n != i+1 {
+			t.Errorf("watchjournal_scrape_errors_total series after %d journals = %d, %v; want %d", i+1, n, err, i+1)
+		}
+		if i == 0 {
+			if err := metrics.Register(reg, j, nil); !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				t.Errorf("Register of the same journal again = %v; want an AlreadyRegisteredError", err)
+			}
+		}
+	}
+	probs, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range probs {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }

@@ -205,6 +205,10 @@ type Status struct {
 	// ErrWatchStart, ErrWatch, ErrDecode) and with apierrors.IsForbidden /
 	// IsNotFound / IsTooManyRequests for the cause.
 	LastError error
+	// FailingSince is when the current run of failures began: the time
+	// (Options.Clock) LastError was set after a success; zero while
+	// LastError is nil. Ready uses it to tell a loop stuck in backoff.
+	FailingSince time.Time
 	// Lists counts completed lists (initial and relists); Watches counts
 	// watch requests that opened; Gone counts 410s seen, in any shape,
 	// and the 500 "PrevKv=nil" of a watch from just below etcd's
@@ -582,6 +586,12 @@ func (l *Loop) WaitFor(ctx context.Context, cond func(Status) bool) error {
 func (l *Loop) update(fn func(*Status)) {
 	l.mu.Lock()
 	fn(&l.status)
+	switch st := &l.status; {
+	case st.LastError == nil:
+		st.FailingSince = time.Time{}
+	case st.FailingSince.IsZero():
+		st.FailingSince = l.opts.Clock.Now()
+	}
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()

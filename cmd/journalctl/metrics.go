@@ -22,8 +22,7 @@ import (
 
 // serveMetrics serves the metrics of files' journals and loops on addr
 // (host:port; port 0 picks one, logged) at /metrics until stop is called:
-// one file's unlabeled (metrics.Register), several files' each with its
-// resource label (metrics.RegisterResource). An empty addr serves
+// each file's with its resource label (metrics.Register). An empty addr serves
 // nothing. The address is bound before it returns: a port in use is its
 // error.
 func serveMetrics(addr string, files []watched, log *zap.Logger) (stop func(), err error) {
@@ -33,11 +32,7 @@ func serveMetrics(addr string, files []watched, log *zap.Logger) (stop func(), e
 	reg := prometheus.NewRegistry()
 	var errs []error
 	for _, w := range files {
-		if len(files) == 1 {
-			errs = append(errs, metrics.Register(reg, w.j, w.loop))
-		} else {
-			errs = append(errs, metrics.RegisterResource(reg, w.j, w.loop))
-		}
+		errs = append(errs, metrics.Register(reg, w.j, w.loop))
 	}
 	if err := errors.Join(
 		errors.Join(errs...),

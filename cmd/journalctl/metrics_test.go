@@ -32,7 +32,8 @@ func TestWatch_MetricsAddr(t *testing.T) {
 	if url == "" {
 		t.Fatalf("no metrics URL logged:\n%s", stderr)
 	}
-	want := []string{"watchjournal_synced 1", "watchjournal_index_objects 1", `watchjournal_lists_total{cause="initial"} 1`, "go_goroutines"}
+	want := []string{`watchjournal_synced{resource="configmaps.v1 -n wj"} 1`, `watchjournal_index_objects{resource="configmaps.v1 -n wj"} 1`,
+		`watchjournal_lists_total{cause="initial",resource="configmaps.v1 -n wj"} 1`, "go_goroutines"}
 	var body string
 	deadline := time.Now().Add(20 * time.Second)
 	for {

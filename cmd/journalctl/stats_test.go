@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
@@ -108,6 +110,37 @@ func TestStats_Retention(t *testing.T) {
 		serveJournal(t, openJournal(t, path), maxWait)
 		check(t, path)
 	})
+}
+
+// Ensure stats shows the retention of a compactor running in the process
+// that holds the file (an operator: crsource runs one by default), read
+// through its socket: the compactor records its policy in the file, so
+// stats does not say "none" while one trims.
+func TestStats_RetentionOfARunningCompactor(t *testing.T) {
+	path := writeStatsJournal(t)
+	j := openJournal(t, path)
+	serveJournal(t, j, maxWait)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- compactor.New(j, bounded, compactor.Options{}).Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("compactor Run = %v", err)
+		}
+	}()
+	const line = "retention        events 10000, bytes 64Mi, age 24h0m0s, hard bytes 1Gi\n"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stdout, stderr, code := runCLI("stats", "--db", path)
+		if code == 0 && strings.Contains(stdout, line) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats with a compactor running: exit %d, stdout\n%s\nstderr %q; want 0 with\n%s", code, stdout, stderr, line)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Ensure that stats on a directory (a jcache cache directory) prints one

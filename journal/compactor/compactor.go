@@ -63,10 +63,15 @@ func New(j *journal.Journal, p Policy, opts Options) *Compactor {
 	return &Compactor{j: j, p: p, opts: opts}
 }
 
-// Run trims after appends (woken by the writer) and at least every
-// Interval, until ctx is done; then it returns nil. It returns early on a
-// journal error.
+// Run records its policy in the file (Journal.SetRetention: journalctl
+// stats and the inspect socket show the retention in effect, read from
+// there), then trims after appends (woken by the writer) and at least
+// every Interval, until ctx is done; then it returns nil. It returns early
+// on a journal error.
 func (c *Compactor) Run(ctx context.Context) error {
+	if err := c.j.SetRetention(c.p); err != nil {
+		return fmt.Errorf("compactor: record the retention: %w", err)
+	}
 	for {
 		// Head first: an append during the trim then wakes the next one.
 		head, err := c.j.Head()

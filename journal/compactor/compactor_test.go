@@ -200,6 +200,38 @@ func TestRun_HoldsBoundWhileWriting(t *testing.T) {
 	}
 }
 
+// Ensure Run records its policy in the file, so that journalctl stats and
+// the inspect socket (which read Journal.Retention) show the retention a
+// running compactor applies, not "none".
+func TestRun_RecordsPolicy(t *testing.T) {
+	j, _ := openJ(t)
+	if r, err := j.Retention(); err != nil || r != (journal.Retention{}) {
+		t.Fatalf("Retention before Run = %+v, %v; want none", r, err)
+	}
+	p := compactor.Policy{MaxBytes: 64 << 20, MaxAge: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- compactor.New(j, p, compactor.Options{}).Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := j.Retention()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == p {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Retention while Run runs = %+v; want %+v", r, p)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCompactFile_GivesSpaceBack(t *testing.T) {
 	j, path := openJ(t)
 	write(t, j, 3000, 100, 1000, time.Now())

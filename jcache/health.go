@@ -1,0 +1,109 @@
+package jcache
+
+// Health and read-your-writes over a cache's journals, found through the
+// cache's informer for an object's kind (GetInformer, which creates it if
+// needed, without waiting for its sync):
+//
+//	mgr.AddReadyzCheck("cache", jcache.ReadyzCheck(mgr.GetCache(), 0, &corev1.ConfigMap{}))
+//	mgr.AddHealthzCheck("cache", jcache.HealthzCheck(mgr.GetCache(), &corev1.ConfigMap{}))
+//	err = jcache.WaitFor(ctx, mgr.GetCache(), patched) // after the controller's own write
+//
+// They follow crsource's (crsource/health.go, readyourwrites.go): ready is
+// each journal's loop synced, running and not failing past a bound
+// (reconcile.Loop.Ready); healthy is no loop stopped on a fatal error
+// (reconcile.Loop.Alive); WaitFor is journal.Journal.WaitForResourceVersion
+// for the object's key and resourceVersion.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+)
+
+// ErrNotJournal is returned when the cache's informer for an object is not
+// one of jcache's (a cache made by another NewCacheFunc), or could not be
+// built.
+var ErrNotJournal = errors.New("jcache: the informer is not a journal cache's")
+
+// feedOf returns the feed behind c's informer for obj.
+func feedOf(ctx context.Context, c crcache.Cache, obj client.Object) (*feed, error) {
+	inf, err := c.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, err
+	}
+	i, ok := inf.(*informer)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", ErrNotJournal, inf)
+	}
+	if i.f == nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotJournal, i.err)
+	}
+	return i.f, nil
+}
+
+// WaitFor blocks until the journal of obj's kind in c has applied obj's
+// resourceVersion, so that a read through c (Get, List) sees obj as
+// written or newer: read-your-writes after the controller's own Create,
+// Update or Patch, with obj the object the write returned. Give ctx a
+// deadline: when it ends first, the error is a *journal.NotAppliedError
+// (journal.ErrNotApplied, and ctx's error). ErrNotJournal for a cache
+// that is not jcache's.
+func WaitFor(ctx context.Context, c crcache.Cache, obj client.Object) error {
+	f, err := feedOf(ctx, c, obj)
+	if err != nil {
+		return err
+	}
+	key := obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	return f.j.WaitForResourceVersion(ctx, key, obj.GetResourceVersion())
+}
+
+// probeTimeout bounds a checker's GetInformer.
+const probeTimeout = 5 * time.Second
+
+// ReadyzCheck returns a readiness checker of the journals of objs' kinds in
+// c: nil when each loop is running, synced and not failing for longer
+// than failingBound (0: reconcile.DefaultFailingBound); otherwise the
+// first loop's reconcile.Loop.Ready error (reconcile.ErrNotReady), or
+// ErrNotJournal.
+func ReadyzCheck(c crcache.Cache, failingBound time.Duration, objs ...client.Object) healthz.Checker {
+	return func(req *http.Request) error {
+		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Ready(failingBound) })
+	}
+}
+
+// HealthzCheck returns a liveness checker of the journals of objs' kinds
+// in c: an error once a loop stopped on a fatal error
+// (reconcile.Loop.Alive: ErrJournal, ErrRejected), or ErrNotJournal.
+func HealthzCheck(c crcache.Cache, objs ...client.Object) healthz.Checker {
+	return func(req *http.Request) error {
+		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Alive() })
+	}
+}
+
+func eachFeed(req *http.Request, c crcache.Cache, objs []client.Object, fn func(*feed) error) error {
+	ctx := context.Background()
+	if req != nil {
+		ctx = req.Context()
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	for _, obj := range objs {
+		f, err := feedOf(ctx, c, obj)
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			return fmt.Errorf("%T: %w", obj, err)
+		}
+	}
+	return nil
+}
