@@ -1,5 +1,16 @@
 package journal
 
+// Reasons.
+//
+// A DELETED means the key left the journal, not always that the object was
+// deleted: Event.Reason says which (ReasonGone, ReasonLeftSelector,
+// ReasonMoved, ReasonUnconfirmed; empty for ordinary events and for files
+// written before reasons, schema 1), and Event.IsDeletion says whether a
+// consumer should act on it as a deletion. An ADDED with ReasonMoved
+// arrived from another shard. The reason is stored with the event (record
+// version 2, event.go), so every reader of the file, journalctl and the
+// adapters included, sees the reason the writer found.
+
 import (
 	"bytes"
 	"encoding/binary"
