@@ -285,8 +285,8 @@ type Status struct {
 	// Network, Other: adding up to Backoffs); Journaled (Events by origin,
 	// then type: Journaled.Watch.Added, …); CommitLatency (the loop's
 	// journal commits: Count, Sum in seconds, Counts per bucket of
-	// 1 ms to 10 s). The fields' full documentation is in
-	// internal/loopmetrics.
+	// 1 ms to 10 s). All start at 0 when the Loop is created; a user
+	// reads them as Status fields and never names the embedded type.
 	loopmetrics.Counters
 }
 
