@@ -48,7 +48,7 @@ package journal
 // and ObjectView.Lookup read keys and objects of one commit. The file
 // records the names; a name registered for the first time is built from
 // the stored objects, a write made while a recorded name is not registered
-// drops it (indexes.go).
+// drops it.
 
 import (
 	"encoding/binary"

@@ -3,9 +3,7 @@ package journal
 // Key shape.
 //
 // An index key is exactly the bytes <namespace>/<name> for a namespaced
-// object and <name> for a cluster-scoped one. Keys and consumer names are
-// keys of the file: an empty one or one longer than MaxKeyBytes (32 KiB) is
-// refused with ErrBadKey where it enters.
+// object and <name> for a cluster-scoped one.
 //
 // Object keys and consumer names become bbolt keys (the index, the relist's
 // seen set, the consumers bucket), and bbolt refuses an empty key and one

@@ -72,9 +72,9 @@ package journal
 // keyring; without the key that sealed one, a read of its object is a
 // *SealedError (ErrSealed) naming the key's ID, while the index, offsets,
 // resourceVersions and UIDs stay readable. Keys rotate: the first key of
-// the keyring seals, every key opens (seal.go, with the record mark that
-// older builds refuse and the additional data that binds an object to its
-// key and resource).
+// the keyring seals, every key opens (above: the record mark that older
+// builds refuse and the additional data that binds an object to its key
+// and resource).
 
 import (
 	"bytes"

@@ -1,11 +1,6 @@
 package journal
 
-// Identity.
-//
 // A file records its Resource; Open refuses another (ErrResourceMismatch).
-// Selectors are compared in canonical form, so "tier=web,app=x" and
-// "app = x, tier == web" are the same resource (selector.go).
-//
 // A file records its resource's selectors as the caller spelled them, and
 // Open compares them in canonical form: "tier=web,app=x", "app=x,tier=web",
 // "app = x, tier == web" and "app in (x),tier=web" select the same objects

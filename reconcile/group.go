@@ -1,13 +1,5 @@
 package reconcile
 
-// Several resources, in short.
-//
-// A Group (OpenGroup) keeps several resources, one journal file each in
-// one directory (FileName: configmaps.v1.db), under one Run, one
-// HasSynced and WaitForSync, and one Status per resource. One file per
-// resource keeps each journal's guarantees, lock and writer as package
-// journal states them; group.go says why.
-//
 // Several resources in one process (issue 10, item 7). An operator watches
 // a handful of kinds; a Group keeps one journal per resource, each in its
 // own file in one directory, and runs their Loops under one lifecycle: one

@@ -1,19 +1,8 @@
 package reconcile
 
-// Reasons, in short.
-//
-// Every DELETED the loop journals carries a journal.Reason. A name taken by
-// a new UID gives the old one ReasonGone. Otherwise, for a journal with a
-// label or field selector, kube-apiserver's DELETED (and a relist's
-// absence) look the same whether the object was deleted or left the
-// selector, so the loop asks: the key's name, metadata only, at exactly
-// the event's (the list's) resourceVersion; the same UID there means
-// ReasonLeftSelector, else ReasonGone; failures and more than 64 lookups
-// in one batch or relist give ReasonUnconfirmed. A journal without a
-// selector asks nothing: ReasonGone. Details in reason.go.
-//
 // Why a DELETED happened (journal.Reason): gone from the server, or only
-// out of the journal's label or field selector.
+// out of the journal's label or field selector. A name taken by a new UID
+// gives the old one ReasonGone without asking.
 //
 // kube-apiserver (v1.37, watch cache off and on; selectorexit_test.go)
 // sends a key that leaves a watch's selector as DELETED carrying the object

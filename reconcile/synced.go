@@ -1,12 +1,5 @@
 package reconcile
 
-// Synced, in short.
-//
-// Status.Synced (HasSynced, WaitForSync) turns true once and stays true,
-// on something the server said (Status.SyncedBy: a complete list, or a
-// resumed watch the server proved current), never on a quiet interval: a
-// 410 however late comes first. Details in synced.go.
-//
 // When the journal is known current with the server (Status.Synced,
 // HasSynced, WaitForSync). Synced turns true once, and stays true for the
 // life of the Loop (the shape of client-go's HasSynced: the first sync),

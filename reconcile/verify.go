@@ -1,17 +1,8 @@
 package reconcile
 
-// Verify, in short.
-//
-// A verify lists at exactly the resourceVersion the journal applied, so
-// index and list describe the same moment, and resumes the watch from it;
-// its deadline is wall-clock, kept across watches. One more runs soon
-// after every restart that resumed from the stored resourceVersion, once
-// the resume is proven (a restored etcd the resume check cannot see).
-// Details in verify.go.
-//
 // Anti-entropy: the verify (when it runs: Options.VerifyInterval, a
-// deadline kept on the Loop across watches, and Loop.Verify). The loop
-// leaves a healthy watch, lists and diffs the list against the index;
+// wall-clock deadline kept on the Loop across watches, and Loop.Verify).
+// The loop leaves a healthy watch, lists and diffs the list against the index;
 // every difference is an event the watch lost (kubernetes/kubernetes#123072).
 //
 // Like with like: the index holds the state at the resourceVersion the
