@@ -81,7 +81,7 @@ package journal
 // Every live key's latest object (JSON as served; metadata for a
 // metadata-only journal) is readable from the file: its index entry holds
 // the offset of its last event with an object, and a read follows it into
-// the journal record (objects.go). With KeepObjects (opt-in; journal/
+// the journal record. With KeepObjects (opt-in; journal/
 // cache's NewReader calls it) retention trimming copies a record that is
 // still a key's latest into an objects bucket first, so the objects
 // survive trimming as well as restarts and file rewrites, and follow
