@@ -16,7 +16,7 @@ package journal
 //  2. the consumer replaces its own state with the snapshot: keys it holds
 //     that the snapshot lacks were deleted; keys whose UID or
 //     resourceVersion differ changed (read their objects with
-//     ViewObjects, see "Objects");
+//     ViewObjects, objects.go);
 //  3. c.Seek(head + 1), then Next and Commit as usual.
 
 import (

@@ -8,7 +8,7 @@ package journal
 // written before reasons, schema 1), and Event.IsDeletion says whether a
 // consumer should act on it as a deletion. An ADDED with ReasonMoved
 // arrived from another shard. The reason is stored with the event (record
-// version 2, event.go), so every reader of the file, journalctl and the
+// version 2, below), so every reader of the file, journalctl and the
 // adapters included, sees the reason the writer found.
 
 import (

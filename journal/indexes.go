@@ -39,7 +39,7 @@ package journal
 // client-go's store, which panics on one): the transaction is rolled back
 // whole and the error matches ErrIndexFunc.
 //
-// Secondary indexes, as the package overview states them.
+// Secondary indexes, in short.
 //
 // Named index functions over the objects (AddIndexes, registered before
 // the writer starts) are kept in buckets idx/<name>, updated by every

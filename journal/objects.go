@@ -76,7 +76,7 @@ package journal
 // they change. A relist does not fill keys that did not change (it
 // journals nothing for them).
 //
-// Objects, as the package overview states them.
+// Objects, in short.
 //
 // Every live key's latest object (JSON as served; metadata for a
 // metadata-only journal) is readable from the file: its index entry holds

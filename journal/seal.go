@@ -63,7 +63,7 @@ package journal
 // it. A file rewrite (compactor) copies records as they are: it neither
 // opens nor re-seals them.
 //
-// Sealing, as the package overview states them.
+// Sealing, in short.
 //
 // The objects of sensitive resources (Secrets, DefaultSealResources, and
 // Options.SealResources) are stored sealed with AES-256-GCM when the file

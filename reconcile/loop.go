@@ -3,10 +3,10 @@ package reconcile
 // Server signals.
 //
 // The backoff (Options.MinBackoff) is never shorter than the delay the
-// server asks for. A watch the
-// server refuses for any reason but a gone resourceVersion is retried as a
-// watch, from the same resourceVersion, however often: a relist is the most
-// expensive request a client can send to a server that sheds load
+// server asks for. A watch the server refuses for any reason but a gone
+// resourceVersion is retried as a watch, from the same resourceVersion,
+// however often: a relist is the most expensive request a client can send
+// to a server that sheds load
 // (kubernetes/kubernetes#100878). The one refusal that relists besides 410
 // is the apiserver's 500 "etcd event received with PrevKv=nil", its answer
 // (watch cache off) to a watch from the revision just below etcd's

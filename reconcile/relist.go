@@ -11,7 +11,7 @@ package reconcile
 // abort drops the stage. fresh (the first paginated list of an empty
 // index): every item an ADDED, no tail.
 //
-// Lists and relists, the whole.
+// Lists and relists.
 //
 // A list, the first one or a relist, is a streaming list where the server
 // serves it (KEP-3157): one watch request with sendInitialEvents=true,
