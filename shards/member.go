@@ -189,8 +189,9 @@ type Options struct {
 	// published, and a dead member's deletes in the gap are lost (as
 	// before issue 21).
 	IndexInterval time.Duration
-	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
-	// a group must use the same.
+	// Buckets is how many buckets the hash space is cut into for the
+	// rendezvous hashing that assigns them (0: 256; member.go,
+	// "Assignment"). Every member of a group must use the same.
 	Buckets int
 	// Loop configures each reconcile loop the member runs.
 	Loop reconcile.Options
