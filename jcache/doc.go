@@ -33,14 +33,9 @@
 //   - HasSynced is the loop's: true once the file is current with the
 //     server (a complete list, or a resume the server proved).
 //   - IndexField: the index is kept in the journal file, written in the
-//     same transaction as the object (journal.AddIndexes): the loop
-//     decodes each changed object into the informer's type and calls the
-//     index function once per change, at write time, so that
-//     client.MatchingFields is a lookup that decodes only the objects it
-//     returns (diskindex.go). Registered before Start, as a manager does;
-//     a restart registering the same index finds it current, a new one is
-//     built once from the file's objects. An index function that fails
-//     fails the write (the loop retries it).
+//     same transaction as the object (journal.AddIndexes), so that
+//     client.MatchingFields decodes only the objects it returns
+//     (diskindex.go: when it is built, and what a failing function does).
 //   - RemoveInformer stops the informer; the last informer of a file stops
 //     its loop and closes the file (the file stays, for the next start).
 //
@@ -111,24 +106,16 @@
 //
 // Each file's events are trimmed (package compactor) under
 // Options.Retention, by default DefaultRetention: 64 MiB of encoded events
-// beyond what the handlers have been given. A file then holds at most
-// about those 64 MiB of events plus the latest object of every live key
-// (~1.3–2× their JSON, bbolt's pages included), as long as the handlers
-// keep up: trimming never removes an event a running handler has not
-// been given (the file's handlers hold it back as the journal consumer
-// "jcache"), so a stuck handler holds the file's growth; set
-// Retention.HardMaxBytes to cap it anyway (that handler then stops, the
-// error logged). OnUpdate's old object stays complete when its record
-// was trimmed: trimming keeps a copy of it (retention.go). A zero
-// journal.Retention turns trimming off. Freed pages are reused; the file
-// does not shrink (journalctl compact, offline). journalctl stats --db DIR
-// shows each file of a cache directory (resource, objects, events, sizes,
-// retention), read through each open file's inspect socket, FILE.sock,
-// while the cache runs (Options.NoSocket turns it off). A handler that
-// falls behind an external trim (journalctl) stops, with the error logged.
+// beyond what the handlers have been given; a zero journal.Retention turns
+// trimming off. A file then holds about those events plus the latest
+// object of every live key (~1.3–2× their JSON, bbolt's pages included). A
+// stuck handler holds the file's growth unless Retention.HardMaxBytes caps
+// it (retention.go; what a handler gets after a trim: handler.go). Freed
+// pages are reused; the file does not shrink (journalctl compact, offline).
+// journalctl stats --db DIR shows each file of a cache directory through
+// its inspect socket, FILE.sock, while the cache runs (Options.NoSocket).
 // A DELETED a relist inferred (the object was deleted while the process
-// was down, or during a 410 gap) is stored with the key's last object,
-// read in the same transaction, so its DeletedFinalStateUnknown holds the
-// complete last object even when retention trimmed the key's records
-// (see "Retention" in handler.go).
+// was down, or during a 410 gap) is stored with the key's last object, so
+// its DeletedFinalStateUnknown holds the complete last object even when
+// retention trimmed the key's records.
 package jcache

@@ -1,5 +1,24 @@
 package journal
 
+// Consumers.
+//
+// A Consumer reads from its own durable position: its committed offset is
+// stored in the same file, so after a crash it resumes right after its last
+// Commit (at-least-once). Registered consumers hold retention back.
+//
+// When retention has passed a consumer (a read returns a *TrimmedError,
+// matching ErrTrimmed) the events in between are gone, and the consumer
+// rebuilds its state instead of replaying:
+//
+//  1. head, err := j.Snapshot(fn): fn receives every index entry (key, UID,
+//     resourceVersion), all read in one transaction that also gives head,
+//     the offset the snapshot is exactly current with;
+//  2. the consumer replaces its own state with the snapshot: keys it holds
+//     that the snapshot lacks were deleted; keys whose UID or
+//     resourceVersion differ changed (read their objects with
+//     ViewObjects, objects.go);
+//  3. c.Seek(head + 1), then Next and Commit as usual.
+
 import (
 	"context"
 	"errors"

@@ -1,8 +1,20 @@
 package journal
 
+// Reasons.
+//
+// A DELETED means the key left the journal, not always that the object was
+// deleted: Event.Reason says which (ReasonGone, ReasonLeftSelector,
+// ReasonMoved, ReasonUnconfirmed; empty for ordinary events and for files
+// written before reasons, schema 1), and Event.IsDeletion says whether a
+// consumer should act on it as a deletion. An ADDED with ReasonMoved
+// arrived from another shard. The reason is stored with the event (record
+// version 2, below), so every reader of the file, journalctl and the
+// adapters included, sees the reason the writer found.
+
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"time"
@@ -178,10 +190,10 @@ func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 // The first byte of every encoded record is its version; four bytes of
 // CRC-32C (Castagnoli, big-endian) of the msgpack body follow it. A
 // version 1 body is record (eight fields); a version 2 body is
-// recordReason (record and the Reason, nine fields), written only for an
+// record and the Reason (nine fields), written only for an
 // event with a non-empty Reason, so an ordinary event is stored exactly as
 // before reasons existed and an old record decodes with an empty Reason.
-// A version 3 body is recordPrev (recordReason's nine fields, the Reason
+// A version 3 body is version 2's nine fields (the Reason
 // possibly empty, then PrevOffset; every integer in its shortest msgpack
 // form), written only for an event with a non-zero PrevOffset; a version 1
 // or 2 record decodes with PrevOffset 0.
@@ -217,7 +229,9 @@ func recordFieldCount(v byte) int {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// record is the msgpack form of an Event (the offset is the bbolt key).
+// record is an Event's body as decodeBody reads it (the offset is the
+// bbolt key): the eight fields of a version 1 record, in their order (a
+// msgpack array, as tests marshal it).
 type record struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Type     uint8
@@ -230,85 +244,61 @@ type record struct {
 	PrevRV   string
 }
 
-// recordReason is the msgpack form of an Event with a Reason: record's
-// fields, then the Reason as its string.
-type recordReason struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Type     uint8
-	Key      string
-	UID      string
-	RV       string
-	Time     int64 // Unix nanoseconds
-	Origin   uint8
-	Object   []byte
-	PrevRV   string
-	Reason   string
-}
-
-// recordPrev is the msgpack form of an Event with a PrevOffset:
-// recordReason's fields (the Reason may be empty), then the PrevOffset.
-type recordPrev struct {
-	_msgpack   struct{} `msgpack:",as_array"`
-	Type       uint8
-	Key        string
-	UID        string
-	RV         string
-	Time       int64 // Unix nanoseconds
-	Origin     uint8
-	Object     []byte
-	PrevRV     string
-	Reason     string
-	PrevOffset uint64
-}
-
 var typeCodes = map[EventType]uint8{Added: 1, Modified: 2, Deleted: 3}
 var typeNames = [...]EventType{0: "", 1: Added, 2: Modified, 3: Deleted}
 var originCodes = map[Origin]uint8{OriginWatch: 1, OriginRelist: 2, OriginRestart: 3}
 var originNames = [...]Origin{0: "", 1: OriginWatch, 2: OriginRelist, 3: OriginRestart}
 
 // encodeEvent returns the stored form of e: one version byte, the body's
-// CRC-32C, then the msgpack body.
+// CRC-32C, then the msgpack body, a msgpack array of record's eight fields,
+// then the Reason (version 2, 3) and the PrevOffset (version 3).
 func encodeEvent(e *Event) ([]byte, error) {
-	r := record{
-		Type: typeCodes[e.Type], Key: e.Key, UID: e.UID, RV: e.ResourceVersion,
-		Time: e.Time.UnixNano(), Origin: originCodes[e.Origin], Object: e.Object,
-		PrevRV: e.PrevResourceVersion,
-	}
-	if r.Type == 0 {
+	typ, origin := typeCodes[e.Type], originCodes[e.Origin]
+	if typ == 0 {
 		return nil, fmt.Errorf("journal: unknown event type %q", e.Type)
 	}
-	if r.Origin == 0 {
+	if origin == 0 {
 		return nil, fmt.Errorf("journal: unknown origin %q", e.Origin)
 	}
-	version := byte(recordVersion)
-	var v any = &r
+	version, fields := byte(recordVersion), 8
 	switch {
 	case e.PrevOffset != 0:
-		version = recordVersionPrev
-		v = &recordPrev{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
-			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason), PrevOffset: e.PrevOffset}
+		version, fields = recordVersionPrev, 10
 	case e.Reason != "":
-		version = recordVersionReason
-		v = &recordReason{Type: r.Type, Key: r.Key, UID: r.UID, RV: r.RV, Time: r.Time, Origin: r.Origin,
-			Object: r.Object, PrevRV: r.PrevRV, Reason: string(e.Reason)}
+		version, fields = recordVersionReason, 9
 	}
-	var b []byte
-	var err error
-	if version == recordVersionPrev {
-		// Integers in their shortest msgpack form: an offset below 2^32
-		// takes 5 bytes, not 9 (decodeBody and recordObject read every
-		// integer form).
-		var buf bytes.Buffer
-		enc := msgpack.NewEncoder(&buf)
-		enc.UseCompactInts(true)
-		err = enc.Encode(v)
-		b = buf.Bytes()
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	// Version 1 and 2 write integers in msgpack's fixed-size forms (uint 8,
+	// int 64), as they always have; version 3 in their shortest forms: an
+	// offset below 2^32 takes 5 bytes, not 9 (decodeBody and recordObject
+	// read every integer form).
+	compact := version == recordVersionPrev
+	small := func(n uint8) error {
+		if compact {
+			return enc.EncodeUint(uint64(n))
+		}
+		return enc.EncodeUint8(n)
+	}
+	t := e.Time.UnixNano()
+	err := errors.Join(enc.EncodeArrayLen(fields), small(typ), enc.EncodeString(e.Key),
+		enc.EncodeString(e.UID), enc.EncodeString(e.ResourceVersion))
+	if compact {
+		err = errors.Join(err, enc.EncodeInt(t))
 	} else {
-		b, err = msgpack.Marshal(v)
+		err = errors.Join(err, enc.EncodeInt64(t))
+	}
+	err = errors.Join(err, small(origin), enc.EncodeBytes(e.Object), enc.EncodeString(e.PrevResourceVersion))
+	if fields > 8 {
+		err = errors.Join(err, enc.EncodeString(string(e.Reason)))
+	}
+	if fields > 9 {
+		err = errors.Join(err, enc.EncodeUint(e.PrevOffset))
 	}
 	if err != nil {
 		return nil, err
 	}
+	b := buf.Bytes()
 	if isSealed(e.Object) {
 		version |= sealedRecord // seal.go: an older build refuses the record
 	}

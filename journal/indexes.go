@@ -38,6 +38,17 @@ package journal
 // later builds it again. An index function's error fails the write (as
 // client-go's store, which panics on one): the transaction is rolled back
 // whole and the error matches ErrIndexFunc.
+//
+// Secondary indexes, in short.
+//
+// Named index functions over the objects (AddIndexes, registered before
+// the writer starts) are kept in buckets idx/<name>, updated by every
+// write that changes a key's object in the same transaction as the object
+// (appends, relist commits, a first list's direct appends): LookupIndex
+// and ObjectView.Lookup read keys and objects of one commit. The file
+// records the names; a name registered for the first time is built from
+// the stored objects, a write made while a recorded name is not registered
+// drops it.
 
 import (
 	"encoding/binary"

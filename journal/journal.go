@@ -1,5 +1,39 @@
 package journal
 
+// Conventions of the whole API.
+//
+//   - Shutdown: a call that runs until its context is done
+//     (reconcile.Loop.Run, adapt.Handle, crsource.Source) returns nil when
+//     it ends because the context was cancelled: a clean shutdown is not an
+//     error, as for controller-runtime's Runnable.Start and the loop. A call
+//     that waits for one thing (Wait, Consumer.Next, a WaitForSync) returns
+//     ctx.Err(): its caller did not get what it waited for. An
+//     adapt.Watcher closes ResultChan on Stop without an error event.
+//   - A journal used after Close (or closed under a blocked call) returns
+//     an error matching ErrClosed, from every read, write and wait.
+//   - Batch sizes (Read, Consumer.TryNext, Consumer.Next): max 0 means
+//     DefaultBatch, a negative max is ErrBadMax.
+//   - Commits only move forward: Commit below the committed offset is
+//     ErrCommitBackwards; Consumer.Reset rewinds (or skips) on purpose.
+//   - The writer appends only well-formed events (ErrBadEvent: a known
+//     Type, a Key, an Origin) that agree with the index (ErrKeyState,
+//     doc.go's guarantees).
+//   - The file records the resource's kind and apiVersion
+//     (Resource.Kind, Journal.TypeMeta), so every event, a tombstone
+//     included, decodes from the file alone.
+//
+// Concurrency.
+//
+// One process writes a file at a time (an exclusive file lock; a second
+// writer gets ErrLocked), for the writer's whole life. Within that process
+// any number of goroutines may read while the writer runs; reads use short
+// read transactions. The writer closes and reopens the file after every
+// 4,096 pages it writes (at most once a second), to give back the
+// store's per-page bookkeeping (the store's refresh.go); it holds a lock
+// of its own, on <path>.lock, across the reopen (the store's lock.go), so
+// another writer's Open fails with ErrLocked then too. The lock file
+// exists while a writer has the file open.
+
 import (
 	"context"
 	"fmt"

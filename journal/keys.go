@@ -1,5 +1,10 @@
 package journal
 
+// Key shape.
+//
+// An index key is exactly the bytes <namespace>/<name> for a namespaced
+// object and <name> for a cluster-scoped one.
+//
 // Object keys and consumer names become bbolt keys (the index, the relist's
 // seen set, the consumers bucket), and bbolt refuses an empty key and one
 // longer than bbolt.MaxKeySize (32,768 bytes: MaxKeyBytes, a number here so

@@ -188,6 +188,21 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 	}
 }
 
+// recordReason is the msgpack form of a version 2 record: record's fields,
+// then the Reason as its string.
+type recordReason struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Type     uint8
+	Key      string
+	UID      string
+	RV       string
+	Time     int64 // Unix nanoseconds
+	Origin   uint8
+	Object   []byte
+	PrevRV   string
+	Reason   string
+}
+
 // A record of version 1 or 2, written before PrevOffset existed, decodes
 // with PrevOffset 0 and the rest as written.
 func TestPrevOffset_OldRecordsDecode(t *testing.T) {

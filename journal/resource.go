@@ -25,9 +25,9 @@ type Resource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 	// ShardSelector binds the file to a set of ranges of the 64-bit FNV-1a
 	// hash of its objects' UIDs, in KEP-5866's shardSelector syntax
-	// (shardRange(object.metadata.uid, '0x…', '0x…') terms joined by ||;
-	// package internal/hashrange): the index and journal hold only keys whose
-	// UID hashes into it. Package reconcile sends it as the shardSelector
+	// (shardRange(object.metadata.uid, '0x…', '0x…') terms joined by ||,
+	// as package shards writes it): the index and journal hold only keys
+	// whose UID hashes into it. Package reconcile sends it as the shardSelector
 	// parameter where the apiserver serves it (feature gate
 	// ShardedListAndWatch), and filters on the client otherwise. Empty
 	// means unsharded. It is part of the file's identity, compared in

@@ -1,5 +1,6 @@
 package journal
 
+// A file records its Resource; Open refuses another (ErrResourceMismatch).
 // A file records its resource's selectors as the caller spelled them, and
 // Open compares them in canonical form: "tier=web,app=x", "app=x,tier=web",
 // "app = x, tier == web" and "app in (x),tier=web" select the same objects

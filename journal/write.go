@@ -1,5 +1,15 @@
 package journal
 
+// Reading and writing.
+//
+// Journal is the reader's API, with the settings a user chooses
+// (SetRetention, KeepObjects). The writer's machinery (write
+// transactions, the staged relist, retention trimming, Reshard) is this
+// package's code but not its API: package reconcile, package compactor and
+// the module's other writers reach it through the module's
+// internal/journalwrite (write.go). A program writes a journal by running a
+// reconcile.Loop: one writer per file.
+//
 // The write side of a journal is kept out of this package's API (issue
 // 22): a program that reads and consumes a journal needs none of it. The
 // packages of this module that write a file (reconcile, compactor, shards,

@@ -11,8 +11,31 @@ package reconcile
 // fields are parsed, and kind and apiVersion are written as fields when it
 // has none (list items) — never by searching its bytes.
 //
-// A metadata-only journal asks for PartialObjectMetadata (doc.go,
-// "Transport").
+// A metadata-only journal asks for PartialObjectMetadata ("Transport",
+// below).
+//
+// Transport.
+//
+// Protobuf for the watches and streaming lists of built-in kinds, JSON
+// for the rest and for every stored object (wire.go); no gzip unless
+// Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
+// and the caller's Timeout on every request but watches: New says why.
+// Kind and apiVersion, which list items lack, are written into each stored
+// object, so every stored object decodes on its own. A metadata-only
+// journal (Resource.MetadataOnly, required for Secrets unless
+// Options.SecretPayloads with a journal that seals them, seal.go) asks
+// for PartialObjectMetadata on lists and
+// watches, without a fallback to full objects: a Secret's data never
+// leaves the apiserver, and a server that cannot serve metadata only
+// answers 406, which ends Run (ErrRejected); its objects are stored as the
+// resource's kind (found by discovery). kubectl's
+// last-applied-configuration annotation is dropped before anything is
+// stored.
+//
+// A watch marked "check" first runs the resume check (probe.go): a
+// one-item consistent list for the server's current resourceVersion, and,
+// when it differs from the stored one, a one-item list at exactly the
+// stored one. A rewind counts in Status.Rewinds; a 410 in Status.Gone.
 
 import (
 	"bufio"

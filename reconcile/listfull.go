@@ -1,6 +1,6 @@
 package reconcile
 
-// The first paginated list of an empty index (doc.go, "Relist"): nothing
+// The first paginated list of an empty index (relist.go, "Lists and relists"): nothing
 // to diff, so no metadata page first; each page is read once, in full, and
 // handed over as it streams in, in batches of at most fillBytes (one object
 // more when one is larger) or PageSize objects. The relist consumer takes

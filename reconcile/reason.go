@@ -1,7 +1,8 @@
 package reconcile
 
 // Why a DELETED happened (journal.Reason): gone from the server, or only
-// out of the journal's label or field selector.
+// out of the journal's label or field selector. A name taken by a new UID
+// gives the old one ReasonGone without asking.
 //
 // kube-apiserver (v1.37, watch cache off and on; selectorexit_test.go)
 // sends a key that leaves a watch's selector as DELETED carrying the object

@@ -1,9 +1,40 @@
 package reconcile
 
 // The loop's states. Each holds only what it needs; step moves between them
-// (transition table in doc.go). No flags stand in for a state. Each state
+// (transition table below). No flags stand in for a state. Each state
 // has one function that runs it and returns the next state (doc.go, "Where
 // to find it", names them).
+//
+// The transition table.
+//
+// The loop is the list/watch protocol of the API concepts page ("Efficient
+// detection of changes"), written as an explicit state machine (this file),
+// one function per state that makes its request and returns the next
+// state, the backoff a state of its own (as kube-rs's watcher steps):
+//
+//	start     → watch(stored RV, check)     when the file holds a resourceVersion
+//	start     → list                        otherwise
+//	watch     → list (restart)              check: the server's RV compares below the stored one (rewound)
+//	watch     → list (restart)              check: a list at exactly the stored RV answers 410
+//	watch     → watch(last RV, check)       the watch request got no answer (an outage)
+//	list      → watch(list RV, same conn.)  a streaming list reached its initial-events-end bookmark
+//	list      → list (paginated)            the server refused a streaming list: remembered in the file (listmode.go)
+//	list      → list (lookups)              a page or batch broke key order
+//	list      → list (full pages)           the server serves no metadata-only lists
+//	list      → list                        a streaming list answered 410: again, at most 3 times in a row
+//	list      → backoff → list              a streaming list broke or failed before its bookmark: nothing committed
+//	list      → watch(list RV)              after a complete paginated list
+//	list      → list                        a continue token expired (410): from page one
+//	watch     → watch(last RV)              the server ended the watch normally, or its connection ended (EOF, probable EOF, timeout)
+//	watch     → list                        410 Gone, in either shape
+//	watch     → list                        500 "PrevKv=nil": the RV is just below etcd's compaction revision
+//	watch     → list                        a frame shows the server replaying from scratch (replay.go)
+//	watch     → verify                      Verify, the VerifyInterval deadline (anti-entropy), or a restart's resume proven (once)
+//	verify    → list(verify at applied RV)  the applied RV is still served (a one-item list at exactly it)
+//	verify    → list(verify at current RV)  it answered 410
+//	watch     → watch(last RV)              nothing for IdleTimeout: a stalled connection
+//	watch     → backoff → watch(last RV)    429, 5xx, network error, undecodable frame: never a relist
+//	any       → backoff → same state        any other error (jittered, capped, floored by Retry-After)
 
 import (
 	"github.com/watchjournal/watchjournal/journal"

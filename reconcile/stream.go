@@ -1,7 +1,7 @@
 package reconcile
 
 // The streaming lister (KEP-3157). What the request is and when it runs:
-// doc.go, "Relist"; the choice and the fallback: listmode.go; what a failure
+// relist.go, "Lists and relists"; the choice and the fallback: listmode.go; what a failure
 // leads to: listFailed (list.go). The ADDEDs before the
 // k8s.io/initial-events-end bookmark are handed over in batches of PageSize
 // objects or fillBytes, whichever fills first, to the relist consumer

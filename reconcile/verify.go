@@ -1,8 +1,8 @@
 package reconcile
 
 // Anti-entropy: the verify (when it runs: Options.VerifyInterval, a
-// deadline kept on the Loop across watches, and Loop.Verify). The loop
-// leaves a healthy watch, lists and diffs the list against the index;
+// wall-clock deadline kept on the Loop across watches, and Loop.Verify).
+// The loop leaves a healthy watch, lists and diffs the list against the index;
 // every difference is an event the watch lost (kubernetes/kubernetes#123072).
 //
 // Like with like: the index holds the state at the resourceVersion the

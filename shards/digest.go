@@ -1,7 +1,52 @@
 package shards
 
+// Takeover.
+//
+// Whoever takes a dead member's range over must learn what it held, or a
+// key deleted while no journal watched it is never journaled DELETED: the
+// survivor never had it (issue 21). So every member publishes its index
+// (key, UID, resourceVersion of each key its file holds) after its loop
+// synced and whenever its journal moved, at most every IndexInterval: in
+// Leases of the group's namespace named <group>-<member>-idx-<hash>, one
+// per chunk of at most 128 KiB compressed, written once and named by
+// their content, with a manifest on the member's Lease (AnnotationIndex)
+// that names them; digest.go gives the format and the write order that
+// keeps a reader's snapshot consistent. The group needs no permission
+// beyond the Leases it already holds.
+//
+// A member whose range grows into a dead member's published range (the
+// dead member's Lease is expired, not leaving, and no live member holds
+// that part) reads that index, for the part it takes (the newest index
+// where two overlap, by their Leases' resourceVersions), and its first list
+// at the grown range diffs against it (reconcile.Options.Inherited): a key
+// the dead member held as listed is journaled ADDED, reason moved; one
+// listed at another resourceVersion MODIFIED; one no longer listed DELETED
+// (the reason asked of the server, gone for a deleted object); one listed
+// that it did not hold ADDED without a reason. Once the live members'
+// published ranges cover the dead member's, any of them deletes its Lease
+// and its index. A member that stops with LeaveTimeout negative while
+// others are live publishes its final index and leaves its Lease to expire,
+// so its range is taken over the same way; one that leaves cleanly, or
+// alone, deletes its Lease and index.
+//
+// Exactness rests on the index being current when the member died: what
+// it journaled after its last publication is journaled again by the new
+// owner (a MODIFIED or DELETED twice, in two journals), and a key it added
+// after that publication and that is deleted before the takeover is never
+// journaled DELETED. IndexInterval (default RenewInterval) bounds that
+// window; a publication scans the whole index (one read transaction) and
+// writes the chunks that changed.
+//
+// A member that comes back on its old file after others took (part of)
+// its range over hands that part back at once: its keys there are
+// journaled DELETED, reason moved, and its next list brings them back as
+// ADDED, moved; so it does not journal again the changes the others
+// journaled while it was away. A member that had handed its range over on
+// leaving does the same when it comes back: it lists its range instead of
+// resuming its watch.
+//
 // A member publishes its index so that whoever takes its range over after
-// it dies learns what it held (issue 21, item 6; doc.go, "Takeover").
+// it dies learns what it held (issue 21, item 6; "Takeover", above).
 //
 // The index (key, UID, resourceVersion of every key the member's file
 // holds) is cut into chunks by the FNV-1a hash of the key, so that each
@@ -23,8 +68,8 @@ package shards
 // follows the manifest on a Lease reads one consistent snapshot, whenever
 // the writer died.
 //
-// When a member republishes, and what a takeover misses: doc.go,
-// "Takeover". A publication takes at most a tenth of the time (indexDuty)
+// When a member republishes, and what a takeover misses: "Takeover",
+// above. A publication takes at most a tenth of the time (indexDuty)
 // and holds the index's entries in memory, some 100 bytes each; so does
 // the taker, for the part it takes, for its loop's life
 // (reconcile.Inheritance).

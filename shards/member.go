@@ -1,5 +1,80 @@
 package shards
 
+// Membership.
+//
+// Each member holds one Lease, <group>-<member> in Options.Namespace,
+// labelled watchjournal.io/shard-group=<group>, with holderIdentity
+// <member>_<random instance id> and leaseDurationSeconds, and renews it
+// every RenewInterval (a third of LeaseDuration by default). The live set
+// is the group's Leases renewed within leaseDurationSeconds as this
+// replica saw it: the local time at which it first saw a Lease's current
+// renewal (holder, renewTime, duration), plus the duration, is still
+// ahead, as client-go's leader election judges a record (observe.go).
+// Another replica's clock never enters: its renewTime only tells renewals
+// apart, so replicas whose clocks disagree by more than LeaseDuration
+// still agree on the live set. A Lease first seen counts as renewed then:
+// a member that starts waits one LeaseDuration before it takes a Lease
+// found expired. A member that cannot renew before its Lease expires
+// stops journaling (StateLost): its loop stops, its file keeps what it
+// holds, untouched, until it holds its Lease again. A Lease another
+// instance holds and keeps renewing (the same member name started twice)
+// is not taken over: the second instance waits (StateJoining).
+//
+// Assignment.
+//
+// Every member computes the same split from the same live set:
+// hashrange.Assign, rendezvous hashing over 256 buckets, which moves only
+// the leaving member's buckets when one leaves and about 1/N of the space
+// when one joins (hashrange's package comment says why not an even split).
+//
+// Handover.
+//
+// A member's file records the range it holds (journal.Resource.ShardSelector)
+// and changes it only through journalwrite.Writer.Reshard, with its loop
+// stopped. Each member publishes on its Lease, in the annotation
+// watchjournal.io/shard-selector, the range its journal holds and is synced
+// with (empty while its loop has not synced since the last change). On
+// every renewal a member compares its range cur with its target T:
+//
+//   - grow first: if T holds hashes cur lacks, the range becomes cur ∪ T
+//     (Reshard records the part that entered as pending and the next loop
+//     lists; the keys it finds there are journaled ADDED, reason moved);
+//   - shrink only what others hold: the part of cur outside T is dropped
+//     (its keys journaled DELETED, reason moved) only where another live
+//     member's published range covers it.
+//
+// So a key that moves between live members is in the gaining member's
+// journal (after its list) before it leaves the losing one's: consumers
+// that read the union of the group's journals see it twice for a moment,
+// never zero times, and each copy's ADDED/DELETED says moved. When a
+// member dies, its range is in no live journal from the moment it stopped
+// until the survivors see its Lease expire (LeaseDuration after they last
+// saw it renewed, plus up to one RenewInterval) and their lists at the
+// grown range commit; those lists diff against the index the dead member
+// published (digest.go, "Takeover"), so what changed in the meantime is journaled
+// once, as the dead member would have journaled it.
+// A member that leaves cleanly (Run's context ends) hands over without a
+// gap: it marks its Lease leaving (annotation watchjournal.io/shard-leaving),
+// which takes it out of the others' split and out of the holders they
+// shrink against, keeps journaling until the others publish ranges that
+// cover its own (or Options.LeaveTimeout passes), then deletes its Lease.
+//
+// A file new to the group (empty, never synced) takes its target at
+// once; its first list journals ADDED with reason moved for the keys
+// another live member holds (a replica joining a running group), and
+// without a reason otherwise (the group's first members).
+//
+// States.
+//
+//	Joining   → Syncing    the Lease is held (created, or taken after expiry)
+//	Syncing   → Serving    the loop synced at the recorded range; it is published
+//	Serving   → Resharding the target differs (grow, or a shrink others cover)
+//	Resharding→ Syncing    Reshard committed; a new loop runs at the new range
+//	any       → Lost       the Lease could not be renewed before it expired
+//	Lost      → Syncing    the Lease is held again
+//	any       → Leaving    Run's context is done: the others take the range
+//	Leaving   → Stopped    they hold it (or LeaveTimeout); the Lease is deleted
+
 import (
 	"context"
 	"crypto/rand"
@@ -38,7 +113,7 @@ const (
 	AnnotationSelector = "watchjournal.io/shard-selector"
 	// AnnotationLeaving is "true" on the Lease of a member that is
 	// stopping: the others take its range as if it had left, and it keeps
-	// journaling until they hold it (doc.go, "Handover").
+	// journaling until they hold it (member.go, "Handover").
 	AnnotationLeaving = "watchjournal.io/shard-leaving"
 	// AnnotationIndex is the manifest of the index the member publishes
 	// (digest.go): JSON {"range", "head", "keys", "chunks"}, the chunks
@@ -60,7 +135,7 @@ const (
 	DefaultLeaveTimeout  = 30 * time.Second
 )
 
-// State is a member's state (doc.go, "States").
+// State is a member's state (member.go, "States").
 type State string
 
 // States.
@@ -98,24 +173,25 @@ type Options struct {
 	// the group. Default LeaseDuration/3.
 	RenewInterval time.Duration
 	// LeaveTimeout bounds how long Run, once its context is done, keeps
-	// journaling while the others take the member's range (doc.go,
+	// journaling while the others take the member's range (member.go,
 	// "Handover"). Default 30 s; negative: none, the member stops at once;
 	// with other members live it publishes its index and leaves its Lease
 	// to expire, so that they take the range over with the index a Lease
-	// duration later ("Takeover"); alone, or without an index
+	// duration later (digest.go, "Takeover"); alone, or without an index
 	// (IndexInterval negative), it deletes the Lease.
 	LeaveTimeout time.Duration
 	// IndexInterval is how often, at most, the member republishes its
 	// index (keys, UIDs, resourceVersions) when its journal moved, for
-	// whoever takes its range over if it dies (doc.go, "Takeover"): the
+	// whoever takes its range over if it dies (digest.go, "Takeover"): the
 	// longer, the more of what it journaled last is journaled again by
 	// the new owner. A publication also waits ten times as long as the
 	// last one took (a large index). Default RenewInterval; negative: never
 	// published, and a dead member's deletes in the gap are lost (as
 	// before issue 21).
 	IndexInterval time.Duration
-	// Buckets is hashrange.Assign's bucket count (0: 256). Every member of
-	// a group must use the same.
+	// Buckets is how many buckets the hash space is cut into for the
+	// rendezvous hashing that assigns them (0: 256; member.go,
+	// "Assignment"). Every member of a group must use the same.
 	Buckets int
 	// Loop configures each reconcile loop the member runs.
 	Loop reconcile.Options
@@ -332,7 +408,7 @@ func (m *Member) set(fn func(*Status)) {
 
 // Run takes part in the group until ctx is done: it renews the member's
 // Lease every RenewInterval, follows the live set, changes the file's
-// range (doc.go, "Handover") and runs the reconcile loop of the current
+// range (member.go, "Handover") and runs the reconcile loop of the current
 // range. Once ctx is done it leaves: it marks its Lease leaving and keeps
 // journaling until the other live members publish ranges that cover its
 // own, or LeaveTimeout passes; then it stops the loop, deletes the Lease
@@ -410,7 +486,7 @@ func (m *Member) tick(ctx context.Context) error {
 		// Back after others took (part of) the file's range over while it
 		// journaled nothing: what the file holds there, they journaled
 		// since; it moves out now and comes back with the next list
-		// (doc.go, "Takeover").
+		// (digest.go, "Takeover").
 		keep := cur.Minus(taken)
 		if keep.Empty() {
 			keep = noKeys
@@ -453,7 +529,7 @@ func (m *Member) tick(ctx context.Context) error {
 var noKeys = hashrange.Set{{First: 0, Last: 0}}
 
 // nextRange returns the range a member whose file holds cur moves to
-// next, nil to stay (doc.go, "Handover"): an empty (fresh) file takes its
+// next, nil to stay (member.go, "Handover"): an empty (fresh) file takes its
 // target at once; otherwise it grows first, to cur ∪ target, and shrinks
 // only the part of cur outside target that others (the union of the other
 // live members' published ranges) hold, never to nothing.
@@ -790,7 +866,7 @@ func (m *Member) leave() {
 // With LeaveTimeout negative and other members live, it keeps the Lease
 // instead, and publishes the index once more, final now that the loop has
 // stopped: the others take the range over when the Lease expires, with
-// that index (doc.go, "Takeover"), instead of at once without it.
+// that index (digest.go, "Takeover"), instead of at once without it.
 func (m *Member) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -24,13 +24,9 @@ import (
 // status 3. Its text is unchanged from when the command was verify.
 var errProblems = errors.New("verify: problems found")
 
-type checkFlags struct {
-	db, output string
-}
-
 // newCheckCmd returns the check command; verify is its alias.
 func newCheckCmd() *cobra.Command {
-	var f checkFlags
+	var f fileFlags
 	cmd := &cobra.Command{
 		Use:     "check --db FILE [-o table|json]",
 		Aliases: []string{"verify"},
@@ -55,7 +51,7 @@ func newCheckCmd() *cobra.Command {
 
 // runCheck checks f.db and prints the report. It returns an error
 // matching errProblems when the report lists problems.
-func runCheck(ctx context.Context, out io.Writer, f checkFlags) error {
+func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}

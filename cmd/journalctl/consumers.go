@@ -9,12 +9,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
-type consumersFlags struct {
-	db, output string
-}
-
 func newConsumersCmd() *cobra.Command {
-	var f consumersFlags
+	var f fileFlags
 	cmd := &cobra.Command{
 		Use:   "consumers --db FILE [-o table|json|yaml|name]",
 		Short: "Print the journal's consumers: committed offset and lag",
@@ -34,7 +30,7 @@ func newConsumersCmd() *cobra.Command {
 }
 
 // runConsumers prints the consumers with their committed offsets and lag.
-func runConsumers(ctx context.Context, out io.Writer, f consumersFlags) error {
+func runConsumers(ctx context.Context, out io.Writer, f fileFlags) error {
 	if err := checkFormat(f.output, listFormats...); err != nil {
 		return err
 	}

@@ -206,6 +206,12 @@ func exitCode(err error) int {
 	return 1
 }
 
+// fileFlags are the flags of a command that reads one file and prints
+// what it found: --db and -o.
+type fileFlags struct {
+	db, output string
+}
+
 // addDBFlag adds the required --db flag.
 func addDBFlag(cmd *cobra.Command, db *string) {
 	cmd.Flags().StringVar(db, "db", "", "journal `FILE` (required)")

@@ -17,12 +17,8 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-type statsFlags struct {
-	db, output string
-}
-
 func newStatsCmd() *cobra.Command {
-	var f statsFlags
+	var f fileFlags
 	cmd := &cobra.Command{
 		Use:   "stats --db FILE|DIR [-o table|json]",
 		Short: "Print the journal's resource, size, offsets, retention and consumers, and a running watch's status; for a directory (a jcache cache directory), one line per file",
@@ -39,7 +35,7 @@ func newStatsCmd() *cobra.Command {
 // runStats prints the file's statistics, its retention and its consumers'
 // lag and, when a watch holds the file, the watch's status: its phase, last
 // error and the reconcile loop's counters (reconcile.Status).
-func runStats(ctx context.Context, out io.Writer, f statsFlags) error {
+func runStats(ctx context.Context, out io.Writer, f fileFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
@@ -160,7 +156,7 @@ type dirFileStats struct {
 // running writer holds is read through its inspect socket; one held by a
 // writer that serves none is listed with the reason, and the command then
 // fails after printing the others.
-func runDirStats(ctx context.Context, out io.Writer, f statsFlags) error {
+func runDirStats(ctx context.Context, out io.Writer, f fileFlags) error {
 	paths, err := filepath.Glob(filepath.Join(f.db, "*.db"))
 	if err != nil {
 		return err

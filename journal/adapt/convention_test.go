@@ -12,7 +12,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal/adapt"
 )
 
-// One convention (journal/doc.go, "Conventions"): Handle, like
+// One convention (journal/journal.go, "Conventions"): Handle, like
 // reconcile.Loop.Run and controller-runtime's Start, returns nil when its
 // context ends (it returned ctx.Err()), and a closed journal is ErrClosed.
 func TestHandle_NilOnCancel_ErrClosedOnClose(t *testing.T) {

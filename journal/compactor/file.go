@@ -30,9 +30,10 @@ type RewriteOptions struct {
 // <path>.compact) and renames the copy over it, with the file's
 // permissions, then syncs the directory; it returns both sizes in bytes.
 // The writer must be stopped, as for CompactFile; a caller that must keep
-// writers out through the rename holds journalwrite.LockWriter. A <path>.compact
-// left by a rewrite that was killed is removed first, unless a running
-// rewrite still writes it (an error). On any later error the copy is
+// writers out through the rename holds the file's writer lock
+// (bolt.LockWriter, package journal/bolt). A <path>.compact left by a
+// rewrite that was killed is removed first, unless a running rewrite still
+// writes it (an error). On any later error the copy is
 // removed and the file is as it was, unless the rename happened.
 func Rewrite(path string, opts *RewriteOptions) (before, after int64, err error) {
 	var o bolt.RewriteOptions
