@@ -353,7 +353,9 @@ func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 // source committed, it reconciles on restart exactly the ConfigMaps whose
 // events it missed — two changed, one deleted, one whose owned Secret was
 // deleted, one a new ServiceAccount maps to — and neither the untouched
-// ones nor an unlabeled one that changed (its predicate filters it).
+// ones nor an unlabeled one that changed (its predicate filters it). Twice:
+// the second time etcd is compacted while the operator is down, so its
+// watches resume with 410 Gone and the journals relist.
 func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -385,33 +387,69 @@ func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	// it started creates its consumer with its first event's commit (until
 	// then a start replays its journal, which is empty).
 	o.waitCommitted(t, "first start: every consumer committed", exactConsumers[:2]...)
-	o.kill()
 
-	// While the operator is down.
-	for _, name := range []string{"cm-1", "cm-2", "plain"} {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"data":{"changed":"yes"}}`), metav1.PatchOptions{}); err != nil {
+	for _, round := range []struct {
+		name                        string
+		changed                     []int // patched
+		deleted, secretDeleted, sas int   // cm-<n> deleted; cm-<n>-secret deleted; sa-<n> created
+		compact                     bool
+	}{
+		{name: "restart", changed: []int{1, 2}, deleted: 3, secretDeleted: 4, sas: 5},
+		{name: "restart after etcd compaction", changed: []int{6, 7}, deleted: 8, secretDeleted: 9, sas: 0, compact: true},
+	} {
+		o.kill()
+		// While the operator is down.
+		patch := []byte(fmt.Sprintf(`{"data":{"changed":%q}}`, round.name))
+		want := []string{}
+		for _, i := range round.changed {
+			if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "plain", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm-3", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().Secrets(ns).Delete(ctx, "cm-4-secret", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-5"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, fmt.Sprintf("cm-%d", round.deleted), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.CoreV1().Secrets(ns).Delete(ctx, fmt.Sprintf("cm-%d-secret", round.secretDeleted), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sa-%d", round.sas)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if round.compact {
+			if _, err := cp.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, i := range append(slices.Clone(round.changed), round.deleted, round.secretDeleted, round.sas) {
+			want = append(want, fmt.Sprintf("%s/cm-%d", ns, i))
+		}
+		slices.Sort(want)
 
-	o = startOperator(t, cp, dir, "")
-	o.waitReady(t)
-	want := []string{ns + "/cm-1", ns + "/cm-2", ns + "/cm-3", ns + "/cm-4", ns + "/cm-5"}
-	for _, k := range want {
-		o.waitReconciled(t, k, 0, "restart")
-	}
-	waitSecret(t, kube, ns, "cm-4-secret") // Owns: recreated
-	o.waitCommitted(t, "restart: every consumer committed", exactConsumers...)
-	if got := o.keys(); !slices.Equal(got, want) {
-		t.Errorf("reconciled after the restart: %v; want exactly %v", got, want)
+		o = startOperator(t, cp, dir, "")
+		o.waitReady(t)
+		for _, k := range want {
+			o.waitReconciled(t, k, 0, round.name)
+		}
+		waitSecret(t, kube, ns, fmt.Sprintf("cm-%d-secret", round.secretDeleted)) // Owns: made again
+		o.waitCommitted(t, round.name+": every consumer committed", exactConsumers...)
+		if got := o.keys(); !slices.Equal(got, want) {
+			t.Errorf("%s: reconciled %v; want exactly %v", round.name, got, want)
+		}
+		if round.compact {
+			mfs, err := o.scrape()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone := 0.0
+			for _, m := range mfs["watchjournal_gone_total"].GetMetric() {
+				gone += m.GetCounter().GetValue()
+			}
+			if gone == 0 {
+				t.Errorf("%s: watchjournal_gone_total is 0; want the resumed watches to have met 410 Gone", round.name)
+			}
+		}
 	}
 }
