@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -452,4 +453,46 @@ func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			}
 		}
 	}
+}
+
+// term stops the operator with SIGTERM (a graceful stop: the leader
+// releases its Lease) and waits for it.
+func (c *child) term() { _ = c.cmd.Process.Signal(syscall.SIGTERM); <-c.exited }
+
+// Two replicas with leader election, each with its own cache directory:
+// the second is ready (its cache runs and is synced) but reconciles
+// nothing while the first leads; once the first stops, the second takes
+// the Lease and reconciles.
+func TestCacheOperator_LeaderElection(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "le"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string) {
+		t.Helper()
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{label: "true"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("a")
+	leader := startOperator(t, cp, filepath.Join(t.TempDir(), "one"), ns)
+	leader.waitReconciled(t, ns+"/a", 0, "leader")
+	standby := startOperator(t, cp, filepath.Join(t.TempDir(), "two"), ns)
+	standby.waitReady(t)
+	create("b")
+	leader.waitReconciled(t, ns+"/b", 0, "leader, a ConfigMap created with a standby running")
+	waitSecret(t, kube, ns, "b-secret")
+	if got := standby.keys(); len(got) != 0 {
+		t.Errorf("the standby reconciled %v; want nothing while the other replica leads", got)
+	}
+
+	leader.term()
+	create("c")
+	standby.waitReconciled(t, ns+"/c", 0, "the new leader")
+	waitSecret(t, kube, ns, "c-secret")
 }
