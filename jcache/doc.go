@@ -115,7 +115,17 @@
 // journalctl stats --db DIR shows each file of a cache directory through
 // its inspect socket, FILE.sock, while the cache runs (Options.NoSocket).
 // A DELETED a relist inferred (the object was deleted while the process
-// was down, or during a 410 gap) is stored with the key's last object, so
-// its DeletedFinalStateUnknown holds the complete last object even when
-// retention trimmed the key's records.
+// was down, or during a 410 gap) is stored with the key's last object,
+// read in the same transaction, so its DeletedFinalStateUnknown holds the
+// complete last object even when retention trimmed the key's records
+// (see "Retention" in handler.go).
+//
+// # Metrics and probes
+//
+// RegisterMetrics(ctrlmetrics.Registry, mgr.GetCache()) serves package
+// metrics' watchjournal_* series of every file the cache has open, each
+// labeled resource, found at each scrape (metrics.go). HealthzCheck and
+// ReadyzCheck are the manager's probes of the files of given kinds,
+// WaitFor is read-your-writes (health.go). examples/cacheoperator has the
+// whole production setup.
 package jcache
