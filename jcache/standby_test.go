@@ -25,8 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -373,4 +375,24 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 		p := exPublished(t, ctx, kube, ns)
 		return p != "" && rvAfter(p, final)
 	}, func() any { return exPublished(t, ctx, kube, ns) })
+}
+
+// ExactOptions.Standby without AddToManager, or without a namespace,
+// fails the source's Start (and so the manager's) instead of running a
+// cold standby that publishes nothing.
+func TestExactStandby_NotAdded(t *testing.T) {
+	c, err := jcache.NewFunc(jcache.Options{Dir: t.TempDir()})(&rest.Config{Host: "http://127.0.0.1:1"}, crcache.Options{Mapper: staticMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{Standby: &jcache.Standby{Namespace: "mirror-system"}})
+	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); !errors.Is(err, jcache.ErrStandbyNotAdded) {
+		t.Errorf("Start without AddToManager = %v; want ErrStandbyNotAdded", err)
+	}
+	ex = jcache.ExactWith(c, "other", jcache.ExactOptions{Standby: &jcache.Standby{}})
+	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); err == nil || !strings.Contains(err.Error(), "Standby.Namespace") {
+		t.Errorf("Start with Standby.Namespace empty = %v; want an error naming it", err)
+	}
 }
