@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,6 +46,7 @@ const (
 	sbElection = "mirror-leader"
 	sbPosition = "mirror-position"
 	sbConsumer = "exact/mirror/v1/ConfigMap"
+	sbSAs      = "exact/mirror/v1/ServiceAccount"
 )
 
 // valueReader records, per ConfigMap name of namespace ns, the data value
@@ -172,7 +175,12 @@ func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 		t.Fatal(err)
 	}
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
-	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).Complete(ex.Reconciler(r)); err != nil {
+	// A Watches-style second source, on the same position Lease: a
+	// ServiceAccount maps to the ConfigMap of its name.
+	sas := ex.Kind(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+	}))
+	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).WatchesRawSource(sas).Complete(ex.Reconciler(r)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -208,6 +216,13 @@ func (rep *exReplica) elected(t *testing.T, within time.Duration) {
 // Lease, "" when none.
 func exPublished(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns string) string {
 	t.Helper()
+	return exPublishedFor(t, ctx, kube, ns, sbConsumer)
+}
+
+// exPublishedFor returns consumer's position on the position Lease, ""
+// when none.
+func exPublishedFor(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, consumer string) string {
+	t.Helper()
 	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, sbPosition, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return ""
@@ -226,7 +241,7 @@ func exPublished(t *testing.T, ctx context.Context, kube kubernetes.Interface, n
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
 		t.Fatalf("annotation %s = %q: %v", jcache.AnnotationExactPositions, raw, err)
 	}
-	return m[sbConsumer].ResourceVersion
+	return m[consumer].ResourceVersion
 }
 
 func rvAfter(a, b string) bool {
@@ -283,6 +298,12 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 		}
 	}
 	const all = 71 // the test's control plane runs no controller-manager: no kube-root-ca.crt
+	// The ServiceAccount "w" (no controller-manager: no "default" one)
+	// changes with the ConfigMap w, before the stream: the new leader
+	// must not reconcile w for it (it would, replaying the second source).
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	var cut atomic.Bool
 	a := startExactReplica(t, cp, ns, "a", newValueReader(kube, ns), &cut)
@@ -290,7 +311,7 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	b := startExactReplica(t, cp, ns, "b", newValueReader(kube, ns), nil)
 
 	a.r.wait(t, "a reconciled every ConfigMap and published its position", func() bool {
-		return len(a.r.names()) == all && exPublished(t, ctx, kube, ns) != ""
+		return len(a.r.names()) == all && exPublished(t, ctx, kube, ns) != "" && exPublishedFor(t, ctx, kube, ns, sbSAs) != ""
 	}, func() any { return map[string]any{"a": len(a.r.names()), "position": exPublished(t, ctx, kube, ns)} })
 
 	rvs := map[string]string{}
@@ -315,6 +336,14 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 		t.Fatal(err)
 	}
 	update("w")
+	saBefore := exPublishedFor(t, ctx, kube, ns, sbSAs)
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Patch(ctx, "w", types.MergePatchType, []byte(`{"metadata":{"labels":{"v":"1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.r.wait(t, "a published the ServiceAccount source's position past w's change", func() bool {
+		p := exPublishedFor(t, ctx, kube, ns, sbSAs)
+		return p != saBefore && rvAfter(p, saBefore)
+	}, func() any { return exPublishedFor(t, ctx, kube, ns, sbSAs) })
 	a.r.wait(t, "b's consumer following a's position past w's change", func() bool {
 		c, _, err := jcache.StandbyCommitted(ctx, b.src)
 		return err == nil && c > h0
