@@ -34,19 +34,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/watchjournal/watchjournal/internal/position"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -62,7 +57,7 @@ const (
 )
 
 // DefaultPublishInterval is the default Standby.Interval.
-const DefaultPublishInterval = 5 * time.Second
+const DefaultPublishInterval = position.DefaultInterval
 
 // ErrStandbyNotAdded is returned by Start (and so by the controller's and
 // the manager's Start) for a source with Options.Standby whose
@@ -97,21 +92,17 @@ type Standby struct {
 	Commits int
 }
 
-// standby is the state of a source with Options.Standby.
+// standby is the state of a source with Options.Standby. The position's
+// computation, the Lease, the publisher and the follower are
+// internal/position's (shared with jcache.Exact).
 type standby struct {
 	opts     Standby
 	resource string
-	leases   coordinationclient.LeaseInterface
-	added    bool                  // AddToManager was called
-	written  *coordinationv1.Lease // the position Lease as last written (publisher only), nil when unknown
-
-	mu      sync.Mutex
-	pos     string    // position to publish, "" before one is known
-	scanned uint64    // positionAt has looked at every event up to here
-	watchRV string    // RV of the last watch event at or before scanned
-	commits int       // commits since the last publish
-	moved   chan bool // buffered 1: pos moved
-	stopped chan struct{}
+	lease    *position.Lease
+	added    bool // AddToManager was called
+	signal   *position.Signal
+	tracker  position.Tracker // the position to publish
+	stopped  chan struct{}
 }
 
 func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
@@ -136,17 +127,15 @@ func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
-	return &standby{opts: so, resource: positionResource(opts.Resource),
-		leases: cs.CoordinationV1().Leases(so.Namespace), moved: make(chan bool, 1), stopped: make(chan struct{})}, nil
+	sig := position.NewSignal()
+	return &standby{opts: so, resource: positionResource(opts.Resource), signal: sig, tracker: position.Tracker{Signal: sig},
+		lease:   &position.Lease{Client: cs.CoordinationV1().Leases(so.Namespace), Namespace: so.Namespace, Name: so.Name, Identity: so.Identity},
+		stopped: make(chan struct{})}, nil
 }
 
-// positionResource names the resource a position belongs to: the watch's
-// GVR, namespace and selectors (not the shard range, nor the
-// metadata-only choice, which do not change resourceVersions).
-func positionResource(r journal.Resource) string {
-	r.ShardSelector, r.MetadataOnly, r.Kind, r.APIVersion = "", false, "", ""
-	return r.String()
-}
+// positionResource names the resource a position belongs to
+// (position.Resource).
+func positionResource(r journal.Resource) string { return position.Resource(r) }
 
 // AddToManager adds to mgr what a source with Options.Standby needs
 // besides the controller: the journal's writer, run on every replica
@@ -210,66 +199,26 @@ func (publisherRunnable) NeedLeaderElection() bool { return true }
 
 // Start publishes the position when it moves, at most every Interval (or
 // Commits), until ctx is done; then it waits for the source's last commit
-// and publishes once more.
+// and publishes once more (position.Publisher).
 func (p publisherRunnable) Start(ctx context.Context) error {
 	s, sb := p.s, p.s.sb
-	var last string
-	lastAt := time.Time{}
-	publish := func(ctx context.Context) {
-		sb.mu.Lock()
-		pos := sb.pos
-		sb.mu.Unlock()
-		if pos == "" || pos == last {
-			return
-		}
-		if err := sb.put(ctx, pos); err != nil {
-			if ctx.Err() == nil {
-				s.log.Error(err, "publishing the position failed", "lease", sb.opts.Namespace+"/"+sb.opts.Name, "resourceVersion", pos)
+	pub := &position.Publisher{Lease: sb.lease, Signal: sb.signal, Interval: sb.opts.Interval, Commits: sb.opts.Commits, Log: s.log,
+		Annotations: func() map[string]string {
+			pos := sb.tracker.Position()
+			if pos == "" {
+				return nil
 			}
-			return
-		}
-		last, lastAt = pos, time.Now()
-		sb.mu.Lock()
-		sb.commits = 0
-		sb.mu.Unlock()
-	}
-	timer := time.NewTimer(sb.opts.Interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// The source's final commit, then the final publish, before the
-			// manager releases the election Lease. Bounded: a stuck source
-			// costs the next leader a longer replay, never a lost event.
+			return map[string]string{AnnotationPosition: pos, AnnotationPositionResource: sb.resource}
+		},
+		Refresh: s.refreshPosition,
+		Stopped: func(ctx context.Context) {
 			select {
 			case <-sb.stopped:
-			case <-time.After(10 * time.Second):
+			case <-ctx.Done():
 			}
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			publish(fctx)
-			cancel()
-			return nil
-		case <-sb.moved:
-			sb.mu.Lock()
-			many := sb.opts.Commits > 0 && sb.commits >= sb.opts.Commits
-			sb.mu.Unlock()
-			if wait := sb.opts.Interval - time.Since(lastAt); !many && wait > 0 {
-				if !timer.Stop() {
-					select {
-					case <-timer.C:
-					default:
-					}
-				}
-				timer.Reset(wait)
-				continue
-			}
-			publish(ctx)
-		case <-timer.C:
-			s.refreshPosition()
-			publish(ctx)
-			timer.Reset(sb.opts.Interval)
-		}
+		},
 	}
+	return pub.Run(ctx)
 }
 
 // followerRunnable moves a standby's consumer behind the leader's
@@ -290,98 +239,35 @@ func (f followerRunnable) Start(ctx context.Context) error {
 		return nil
 	}
 	defer s.release()
-	t := time.NewTicker(sb.opts.Interval)
-	defer t.Stop()
-	var lastPos string
-	var lastHead uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	fo := &position.Follower{Journal: s.j, Committed: s.c.Committed, Log: s.log,
+		Commit: func(p uint64) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.started {
+				return nil
+			}
+			return s.j.CommitConsumer(s.c.Name(), p)
+		}}
+	position.Follow(ctx, sb.lease, sb.opts.Interval, func(ann map[string]string) bool {
 		s.mu.Lock()
 		leading := s.started
 		s.mu.Unlock()
 		if leading {
-			return nil
+			return false
 		}
-		pos, res, ok, err := sb.get(ctx)
-		if err != nil || !ok || pos == "" || res != sb.resource {
-			continue
+		if ann[AnnotationPositionResource] == sb.resource {
+			fo.Step(ann[AnnotationPosition])
 		}
-		head, err := s.j.Head()
-		if err != nil || (pos == lastPos && head == lastHead) {
-			continue // nothing new to place: no scan
-		}
-		lastPos, lastHead = pos, head
-		c, err := s.c.Committed()
-		if err != nil {
-			continue
-		}
-		// Only past the commit: the scan costs the events after it.
-		start, _, ok, err := startFor(s.j, pos, c)
-		if err != nil || !ok || start-1 <= c {
-			continue
-		}
-		s.mu.Lock()
-		if !s.started {
-			if err := s.j.CommitConsumer(s.c.Name(), start-1); err != nil && !errors.Is(err, journal.ErrClosed) {
-				s.log.Error(err, "following the leader's position failed", "offset", start-1)
-			}
-		}
-		s.mu.Unlock()
-	}
+		return true
+	})
+	return nil
 }
 
 // get reads the position Lease: the position and its resource, false when
 // there is no Lease.
 func (sb *standby) get(ctx context.Context) (pos, res string, ok bool, err error) {
-	l, err := sb.leases.Get(ctx, sb.opts.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", "", false, nil
-	}
-	if err != nil {
-		return "", "", false, err
-	}
-	return l.Annotations[AnnotationPosition], l.Annotations[AnnotationPositionResource], true, nil
-}
-
-// put writes pos on the position Lease, creating it when missing.
-func (sb *standby) put(ctx context.Context, pos string) error {
-	now := metav1.NewMicroTime(time.Now())
-	fill := func(l *coordinationv1.Lease) {
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations[AnnotationPosition] = pos
-		l.Annotations[AnnotationPositionResource] = sb.resource
-		id := sb.opts.Identity
-		l.Spec.HolderIdentity = &id
-		l.Spec.RenewTime = &now
-	}
-	// The Lease last written is updated in place (one request); a
-	// conflict, or none cached, reads it first.
-	for try := 0; ; try++ {
-		l, err := sb.written, error(nil)
-		if l == nil {
-			l, err = sb.leases.Get(ctx, sb.opts.Name, metav1.GetOptions{})
-		}
-		var out *coordinationv1.Lease
-		if apierrors.IsNotFound(err) {
-			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: sb.opts.Name, Namespace: sb.opts.Namespace}}
-			fill(l)
-			out, err = sb.leases.Create(ctx, l, metav1.CreateOptions{})
-		} else if err == nil {
-			l = l.DeepCopy()
-			fill(l)
-			out, err = sb.leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-		sb.written = out
-		if err == nil || try >= 2 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
-			return err
-		}
-	}
+	ann, ok, err := sb.lease.Get(ctx)
+	return ann[AnnotationPosition], ann[AnnotationPositionResource], ok, err
 }
 
 // noteCommit records that the consumer committed offset p: the position
@@ -390,31 +276,7 @@ func (s *Source) noteCommit(p uint64) {
 	if s.sb == nil {
 		return
 	}
-	s.sb.mu.Lock()
-	s.sb.commits++
-	s.sb.mu.Unlock()
-	s.notePosition(p)
-}
-
-// notePosition moves the position to what committed offset p covers.
-func (s *Source) notePosition(p uint64) {
-	sb := s.sb
-	pos, err := sb.positionAt(s.j, p)
-	if err != nil || pos == "" {
-		return
-	}
-	sb.mu.Lock()
-	moved := sb.pos == "" || later(pos, sb.pos)
-	if moved {
-		sb.pos = pos
-	}
-	sb.mu.Unlock()
-	if moved {
-		select {
-		case sb.moved <- true:
-		default:
-		}
-	}
+	s.sb.tracker.NoteCommit(s.j, p)
 }
 
 // refreshPosition recomputes the position from the committed offset: with
@@ -424,195 +286,19 @@ func (s *Source) notePosition(p uint64) {
 // journal's resourceVersion (startFor), so it keeps following.
 func (s *Source) refreshPosition() {
 	if c, err := s.c.Committed(); err == nil && c > 0 {
-		s.notePosition(c)
+		s.sb.tracker.Note(s.j, c)
 	}
 }
 
-// later reports whether resourceVersion a is past b. RVs that do not
-// compare (CompareResourceVersion refuses them) count as later when they
-// differ: the newest commit's position is the one to publish.
-func later(a, b string) bool {
-	n, err := resourceversion.CompareResourceVersion(a, b)
-	if err != nil {
-		return a != b
-	}
-	return n > 0
-}
-
-// positionAt returns the position that committed offset p covers: a
-// resourceVersion every change at or before which is reconciled.
-//
-//   - The journal's resourceVersion R, read before its head H, when p is
-//     at or past H: every event reflecting the state at R is at or before
-//     H (a relist sets R in the transaction that appends its last chunk).
-//   - Otherwise the RV of the last event at or before p that was seen on a
-//     watch. Watch events' RVs grow with their offsets (a watch resumes
-//     after the last one, a relist's list is newer), and the state after
-//     such an event is the state at its RV. A relist's events are not
-//     used: they are in key order, an ADDED carries the object's RV and a
-//     synthesized DELETED the last one the index held, so a relist's event
-//     committed before the rest of its relist says nothing of the others.
-//
-// "" when p covers no such event (the caller keeps its last position).
+// positionAt returns the position that committed offset p covers
+// (position.Tracker.At).
 func (sb *standby) positionAt(j *journal.Journal, p uint64) (string, error) {
-	rv, err := j.ResourceVersion()
-	if err != nil {
-		return "", err
-	}
-	head, err := j.Head()
-	if err != nil {
-		return "", err
-	}
-	if p >= head && rv != "" {
-		return rv, nil
-	}
-	sb.mu.Lock()
-	from, found := sb.scanned, sb.watchRV
-	sb.mu.Unlock()
-	if p > from {
-		e, ok, err := lastBefore(j, p, from, func(e journal.Event) bool { return e.Origin == journal.OriginWatch })
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			found = e.ResourceVersion
-		}
-		sb.mu.Lock()
-		sb.scanned, sb.watchRV = p, found
-		sb.mu.Unlock()
-	}
-	return found, nil
+	return sb.tracker.At(j, p)
 }
 
-// lastBefore scans j backwards from offset hi down to offset lo+1 and
-// returns the last event that match accepts; false when none does (or
-// retention trimmed the rest of the range).
-func lastBefore(j *journal.Journal, hi, lo uint64, match func(journal.Event) bool) (journal.Event, bool, error) {
-	const window = journal.DefaultBatch
-	for hi > lo {
-		from := lo + 1
-		if hi-lo > window {
-			from = hi - window + 1
-		}
-		var evs []journal.Event
-		for at := from; at <= hi; {
-			got, err := j.Read(at, int(hi-at+1))
-			if errors.Is(err, journal.ErrTrimmed) {
-				var te *journal.TrimmedError
-				if errors.As(err, &te) && te.First > at && te.First <= hi {
-					at = te.First
-					from = te.First
-					continue
-				}
-				break
-			}
-			if err != nil {
-				return journal.Event{}, false, err
-			}
-			if len(got) == 0 {
-				break
-			}
-			evs = append(evs, got...)
-			at = got[len(got)-1].Offset + 1
-		}
-		for i := len(evs) - 1; i >= 0; i-- {
-			if evs[i].Offset <= hi && match(evs[i]) {
-				return evs[i], true, nil
-			}
-		}
-		if first, err := firstRetained(j); err != nil {
-			return journal.Event{}, false, err
-		} else if from <= first {
-			return journal.Event{}, false, nil
-		}
-		hi = from - 1
-	}
-	return journal.Event{}, false, nil
-}
-
-// firstRetained returns the first retained offset, head + 1 when none is.
-func firstRetained(j *journal.Journal) (uint64, error) {
-	evs, err := j.Read(0, 1)
-	if err != nil {
-		return 0, err
-	}
-	if len(evs) == 0 {
-		h, err := j.Head()
-		return h + 1, err
-	}
-	return evs[0].Offset, nil
-}
-
-// startFor returns the offset of j to start delivering at for the
-// published position pos, looking at the events after offset floor only
-// (0: all): right after the last event that pos covers,
-// so that every change after pos is delivered and, of those before it,
-// only what the search cannot rule out. ok false means pos cannot be
-// placed in j, and why says why: the caller resyncs.
-//
-//   - j's resourceVersion, read before its head H, is at or before pos:
-//     H + 1 (all j holds is covered).
-//   - Otherwise the last event seen on a watch whose RV is at or before
-//     pos (CompareResourceVersion; scanning back from the head, the first
-//     found, as watch events' RVs grow with offsets): the offset after it.
-//     The relist events between it and the next watch event are
-//     delivered: their list's RV is unknown, so they may be past pos.
-//   - RVs that do not compare: the last watch event whose RV equals pos.
-//   - None found after floor > 0: not ok (the caller stays at floor).
-//   - None found and nothing trimmed (the first retained offset is 1):
-//     1, the whole journal.
-//   - None found and retention trimmed j: not ok, the events between pos
-//     and the first retained one are gone.
+// startFor places the published position pos in j (position.StartFor).
 func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why string, ok bool, err error) {
-	rv, err := j.ResourceVersion()
-	if err != nil {
-		return 0, "", false, err
-	}
-	head, err := j.Head()
-	if err != nil {
-		return 0, "", false, err
-	}
-	if _, err := resourceversion.CompareResourceVersion(pos, pos); err == nil {
-		if rv != "" {
-			if n, err := resourceversion.CompareResourceVersion(rv, pos); err == nil && n <= 0 {
-				return head + 1, "the journal's resourceVersion is at or before the position", true, nil
-			}
-		}
-		e, found, err := lastBefore(j, head, floor, func(e journal.Event) bool {
-			if e.Origin != journal.OriginWatch {
-				return false
-			}
-			n, err := resourceversion.CompareResourceVersion(e.ResourceVersion, pos)
-			return err == nil && n <= 0
-		})
-		if err != nil {
-			return 0, "", false, err
-		}
-		if found {
-			return e.Offset + 1, "after the last watch event at or before the position, resourceVersion " + e.ResourceVersion, true, nil
-		}
-	} else {
-		e, found, err := lastBefore(j, head, floor, func(e journal.Event) bool {
-			return e.Origin == journal.OriginWatch && e.ResourceVersion == pos
-		})
-		if err != nil {
-			return 0, "", false, err
-		}
-		if found {
-			return e.Offset + 1, "after the watch event of the position's resourceVersion (resourceVersions that do not compare)", true, nil
-		}
-	}
-	if floor > 0 {
-		return 0, "no watch event at or before the position after offset " + strconv.FormatUint(floor, 10), false, nil
-	}
-	first, err := firstRetained(j)
-	if err != nil {
-		return 0, "", false, err
-	}
-	if first <= 1 {
-		return 1, "no watch event at or before the position and nothing trimmed: the whole journal", true, nil
-	}
-	return 0, "the position is older than this journal's retention (first retained offset " + strconv.FormatUint(first, 10) + ")", false, nil
+	return position.StartFor(j, pos, floor)
 }
 
 // standbyStart positions the consumer of a new leader (doc.go, "Leader
@@ -664,9 +350,7 @@ func (s *Source) standbyStart(ctx context.Context) error {
 		if committed+1 > start {
 			start, how = committed+1, "this replica's own commit is later: "+how
 		}
-		sb.mu.Lock()
-		sb.pos = pos // publishes never go below where this leader starts
-		sb.mu.Unlock()
+		sb.tracker.Set(pos) // publishes never go below where this leader starts
 		s.log.Info("starting from the published position", "resourceVersion", pos, "offset", start, "how", how)
 		s.c.Seek(start)
 		s.t.FedTo(start - 1)

@@ -63,6 +63,36 @@
 // up to Retention.HardMaxBytes; a consumer trimmed past gets a create
 // event for every object again, with a log line.
 //
+// # Leader election and a warm standby
+//
+// The cache runs on every replica (it needs no leader election), so each
+// replica's journal files are current; the controller, and so its Exact
+// sources, runs on the leader only. With ExactOptions.Standby the leader
+// publishes how far each source has reconciled, as a resourceVersion, on
+// a Lease of its own (annotation AnnotationExactPositions, at most every
+// Standby.Interval and once more on a graceful stop), and a new leader's
+// sources start from their own journals after the last event those
+// positions cover: a failover reconciles what changed since the old
+// leader's last publish, not every object (standby.go):
+//
+//	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
+//		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+//	if err := ex.AddToManager(mgr); err != nil { // publisher (leader), follower (every replica)
+//		return err
+//	}
+//	err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(ex.Kind(&v1.Foo{}, &handler.EnqueueRequestForObject{})).
+//		Complete(ex.Reconciler(r))
+//
+// Each replica needs its own cache Dir (a volume per pod) and the RBAC
+// get, create, update on leases.coordination.k8s.io in Standby.Namespace.
+// After a crash (no final publish) the next leader also reconciles what
+// was committed in the last Interval. A position it cannot place (none
+// published, older than its journal's retention) starts from the
+// replica's own consumer when it has one, else replays every object as a
+// first start; so does a quiet resource whose position has not reached
+// the standby's own list yet (conservative: more, never less).
+//
 // # Options that mean something else on disk
 //
 //   - UnsafeDisableDeepCopy (default, per namespace, ByObject, per call)

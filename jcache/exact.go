@@ -79,6 +79,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/watchjournal/watchjournal/internal/delivery"
+	"github.com/watchjournal/watchjournal/internal/position"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -121,8 +122,11 @@ type ExactController struct {
 	out   *delivery.Outcomes
 	err   error // the timers file could not be read: every source's Start fails
 
+	sb *exactStandby // nil without ExactOptions.Standby (standby.go)
+
 	mu    sync.Mutex
 	names map[string]int // Kind calls by object type (consumerName)
+	srcs  []*ExactSource // Kind calls, in order
 	rearm sync.Once
 }
 
@@ -131,6 +135,13 @@ type ExactOptions struct {
 	// MaxPending bounds, per source, the requests queued and not yet
 	// seen reconciled (DefaultExactMaxPending when 0 or less).
 	MaxPending int
+	// Standby, when set, makes the controller's sources a warm standby
+	// under leader election (standby.go; jcache/doc.go, "Leader election
+	// and a warm standby"): the leader publishes each source's position
+	// as a resourceVersion on a Lease, and a new leader's sources start
+	// from their own journals at those positions instead of replaying
+	// every object. Requires ExactController.AddToManager.
+	Standby *Standby
 }
 
 // Exact returns restart-exact delivery for the controller named controller
@@ -155,6 +166,13 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 		return e
 	}
 	e.log = jc.log.WithValues("controller", controller)
+	if o.Standby != nil {
+		sb, err := newExactStandby(controller, *o.Standby)
+		if err != nil {
+			e.err = err
+		}
+		e.sb = sb
+	}
 	path := filepath.Join(jc.dir, "exact."+url.PathEscape(controller)+".timers")
 	timers, err := delivery.LoadTimers(path)
 	if err != nil {
@@ -187,8 +205,15 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 	e.names[k]++
 	dup := e.names[k]
 	e.mu.Unlock()
-	return &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
+	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
+	if e.sb != nil {
+		s.tracker.Signal = e.sb.signal
+	}
+	e.mu.Lock()
+	e.srcs = append(e.srcs, s)
+	e.mu.Unlock()
+	return s
 }
 
 // consumerName returns the consumer of source s on journal j:
@@ -224,17 +249,19 @@ type ExactSource struct {
 	max   int
 	dup   int // the n-th Kind call of the controller with this object type
 
-	exists atomic.Bool // the consumer exists in the file
+	exists  atomic.Bool      // the consumer exists in the file
+	tracker position.Tracker // the position published for a standby (ExactOptions.Standby)
 
-	mu      sync.Mutex
-	started bool
-	j       *journal.Journal // set once the informer is got
-	name    string           // the consumer
-	log     logr.Logger
-	err     error
-	done    chan struct{}
-	synced  chan struct{} // closed once the feed follows (after a replay)
-	failed  chan struct{} // closed when the source stopped with an error
+	mu       sync.Mutex
+	started  bool
+	j        *journal.Journal // set once the informer is got
+	name     string           // the consumer
+	resource string           // position.Resource of the journal (ExactOptions.Standby)
+	log      logr.Logger
+	err      error
+	done     chan struct{}
+	synced   chan struct{} // closed once the feed follows (after a replay)
+	failed   chan struct{} // closed when the source stopped with an error
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*ExactSource)(nil)
@@ -311,6 +338,14 @@ func (s *ExactSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 	if s.ctl.err != nil {
 		return s.ctl.err
 	}
+	if sb := s.ctl.sb; sb != nil {
+		s.ctl.mu.Lock()
+		added := sb.added
+		s.ctl.mu.Unlock()
+		if !added {
+			return ErrStandbyNotAdded
+		}
+	}
 	s.ctl.rearm.Do(func() { s.ctl.out.Timers().Rearm(time.Now(), q.AddAfter) })
 	go func() {
 		defer close(s.done)
@@ -376,8 +411,12 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 		return err
 	}
 	log := s.ctl.log.WithValues("consumer", name, "file", j.Path())
+	r, _, err := j.Resource()
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
-	s.j, s.name, s.log = j, name, log
+	s.j, s.name, s.log, s.resource = j, name, log, position.Resource(r)
 	s.mu.Unlock()
 	committed, err := j.ConsumerCommitted(name)
 	switch {
@@ -386,6 +425,13 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	case errors.Is(err, journal.ErrNoConsumer):
 	default:
 		return err
+	}
+	if s.ctl.sb != nil {
+		exists := s.exists.Load()
+		if committed, exists, err = s.standbyStart(ctx, j, name, committed, exists); err != nil {
+			return err
+		}
+		s.exists.Store(exists)
 	}
 	s.t.Reset(committed)
 
@@ -458,15 +504,20 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 // commit commits p for the consumer, creating it on the first commit (see
 // "Crash safety of a replay" at the top of the file).
 func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
+	var err error
 	if s.exists.Load() {
-		return j.CommitConsumer(name, p)
-	}
-	err := j.CreateConsumer(name, p+1)
-	if errors.Is(err, journal.ErrConsumerExists) {
 		err = j.CommitConsumer(name, p)
+	} else {
+		err = j.CreateConsumer(name, p+1)
+		if errors.Is(err, journal.ErrConsumerExists) {
+			err = j.CommitConsumer(name, p)
+		}
+		if err == nil {
+			s.exists.Store(true)
+		}
 	}
-	if err == nil {
-		s.exists.Store(true)
+	if err == nil && s.ctl.sb != nil {
+		s.tracker.NoteCommit(j, p)
 	}
 	return err
 }

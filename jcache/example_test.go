@@ -63,3 +63,34 @@ func ExampleExact() {
 	}
 	_ = mgr.Start(ctrl.SetupSignalHandler())
 }
+
+// Leader election with a warm standby: every replica (its own volume for
+// the cache Dir) keeps its cache's files current; the leader publishes
+// each Exact source's position on the Lease "mirror-position", and a new
+// leader starts from its own files there, reconciling what changed since
+// the old leader's last publish instead of every object.
+func ExampleExactController_AddToManager() {
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		NewCache:                      jcache.NewFunc(jcache.Options{Dir: "/var/lib/my-operator"}),
+		LeaderElection:                true,
+		LeaderElectionID:              "mirror-leader",
+		LeaderElectionNamespace:       "mirror-system",
+		LeaderElectionReleaseOnCancel: true, // a graceful stop publishes the final position, then releases
+	})
+	if err != nil {
+		panic(err)
+	}
+	var r reconcile.Reconciler // the operator's
+	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
+		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+	if err := ex.AddToManager(mgr); err != nil { // the publisher (leader) and follower (every replica)
+		panic(err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("mirror").
+		WatchesRawSource(ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})).
+		Complete(ex.Reconciler(r))
+	if err != nil {
+		panic(err)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}

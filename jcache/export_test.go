@@ -1,6 +1,8 @@
 package jcache
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"time"
 
@@ -86,4 +88,26 @@ func SetExactFinalCommit(v bool) (restore func()) {
 	old := exactFinalCommit
 	exactFinalCommit = v
 	return func() { exactFinalCommit = old }
+}
+
+// StandbyCommitted returns the committed offset of s's consumer in its
+// informer's journal on this replica, where s has not started (the
+// follower's commits), 0 with no consumer, and the journal's head.
+func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint64, err error) {
+	inf, err := s.informer(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	name, err := s.ctl.consumerName(inf.f.j, s)
+	if err != nil {
+		return 0, 0, err
+	}
+	if head, err = inf.f.j.Head(); err != nil {
+		return 0, 0, err
+	}
+	c, err := inf.f.j.ConsumerCommitted(name)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		return 0, head, nil
+	}
+	return c, head, err
 }

@@ -41,6 +41,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +71,17 @@ type flags struct {
 	leaderElect            bool
 	leaderElectionNS       string
 	metricsAddr, probeAddr string
+}
+
+// positionNS is the namespace of the warm standby's position Lease: the
+// leader election Lease's, which in a cluster defaults to the pod's own
+// (the service account's namespace file, as controller-runtime reads it).
+func (f flags) positionNS() string {
+	if f.leaderElectionNS != "" {
+		return f.leaderElectionNS
+	}
+	b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(b))
 }
 
 func main() {
@@ -114,10 +126,19 @@ func run(ctx context.Context, f flags) error {
 	}
 	// Restart-exact sources over the cache's journal files: each commits
 	// its position only past events whose requests reconciled.
-	ex := jcache.Exact(mgr.GetCache(), "secrets")
-	// STANDBY (warm standby under leader election, wired at the merge of
-	// jcache.ExactOptions.Standby): ex := jcache.ExactWith(mgr.GetCache(), "secrets",
-	// jcache.ExactOptions{Standby: ...}) and its AddToManager(mgr) go here.
+	// Under leader election every replica is a warm standby: the leader
+	// publishes each source's position on a Lease of its own, and the next
+	// leader starts from its own cache's files there.
+	opts := jcache.ExactOptions{}
+	if f.leaderElect {
+		opts.Standby = &jcache.Standby{Namespace: f.positionNS(), Name: "cacheoperator-position"}
+	}
+	ex := jcache.ExactWith(mgr.GetCache(), "secrets", opts)
+	if f.leaderElect {
+		if err := ex.AddToManager(mgr); err != nil {
+			return err
+		}
+	}
 	secret := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("secrets").
 		// For(&corev1.ConfigMap{}, builder.WithPredicates(labeled))

@@ -6,7 +6,8 @@
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
 //	internal/loopmetrics,               the loop's counters (Status embeds them),
-//	internal/journalwrite               the journal's write side
+//	internal/journalwrite,              the journal's write side,
+//	internal/position                   a consumer's position across replicas (warm standby)
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
 //	internal/storage,                   the storage interface journal holds,
 //	internal/journalhook,               journal's hook for journalwrite,
