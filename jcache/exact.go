@@ -94,9 +94,10 @@ var ErrExactNotWrapped = errors.New("jcache: the controller's reconciler is not 
 
 // ErrExactCache is returned by an ExactSource's Start when its cache is not
 // a jcache cache (New, NewFunc) or the object's informer is not one
-// journal file (a cache of several namespaces, DefaultNamespaces or
-// ByObject.Namespaces, has one informer per namespace).
-var ErrExactCache = errors.New("jcache: an Exact source needs a jcache cache whose informer of the object is one journal file (one namespace or all)")
+// journal file (a cache with DefaultNamespaces, even of one namespace, or
+// ByObject.Namespaces has one informer per namespace: controller-runtime
+// builds its multi-namespace cache for them).
+var ErrExactCache = errors.New("jcache: an Exact source needs a jcache cache whose informer of the object is one journal file (a cache of all namespaces: controller-runtime gives a cache with DefaultNamespaces, even one, an informer per namespace)")
 
 // DefaultExactMaxPending is the default ExactOptions.MaxPending: it bounds
 // the requests an ExactSource has queued and not yet seen reconciled (each a few dozen bytes in memory): its feed
