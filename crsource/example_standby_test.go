@@ -15,8 +15,7 @@ import (
 
 // Leader election with a warm standby: each replica its own journal file
 // (its own volume), the writer on every replica, the controller on the
-// leader, the position on a Lease of its own (doc.go, "Leader election
-// and a warm standby").
+// leader, the position on a Lease of its own (standby.go, at the top).
 func ExampleSource_AddToManager() {
 	var cfg *rest.Config // e.g. ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

@@ -1,5 +1,102 @@
 package crsource
 
+// Source: a journal's events as reconcile.Requests on a controller's queue,
+// committed as they reconcile.
+//
+// The name: controller-runtime calls this kind of thing a source (package
+// sigs.k8s.io/controller-runtime/pkg/source), and operator code imports
+// that package as source; crsource ("controller-runtime source") sits beside
+// it without an import alias. The package owns the journal's writer (a
+// watchjournal reconcile.Loop, run by Start), so operator code imports
+// controller-runtime's reconcile package and never ours: no alias for the
+// two packages named reconcile either.
+//
+// Delivery. Every journal event becomes a reconcile.Request for its key
+// (namespace and name), added to the controller's queue: ADDED, MODIFIED,
+// DELETED seen live and DELETED inferred by a relist (objects deleted while
+// the process was down) alike. The queue merges requests for one key, as
+// for source.Kind.
+//
+// Reasons. A request carries no event type, so the reconciler learns what
+// happened by reading the object, as with source.Kind. What a DELETED's
+// journal.Reason changes:
+//
+//   - gone, unconfirmed, or none: queued. The object is deleted (or may be):
+//     the reconciler's Get answers NotFound.
+//   - left-selector: queued, as source.Kind's informer queues the DELETED it
+//     gets when an object leaves its label selector: the controller must
+//     reconcile to notice the object left its scope. It is not a deletion:
+//     the object still exists on the server, out of the selector. A
+//     reconciler that reads through the journal (journal/cache) gets
+//     NotFound; one that reads the server gets the object with its new
+//     labels. For a controller whose scope is its selector, NotFound
+//     means out of scope, and cleaning up what it made for the object is
+//     right for gone and left-selector alike; one whose scope is the
+//     object whatever its labels asks the server (the manager's
+//     APIReader): NotFound there is a deletion, found is left-selector.
+//     Cleanup that must precede the object's removal runs on
+//     deletionTimestamp (finalizers), which an object leaving a selector
+//     never has (README, "A delete is not always a deletion").
+//   - moved (package shards): not queued. The key moved to another
+//     replica's range; that replica journals ADDED with reason moved and
+//     reconciles it. Reconciling here too would race the new owner, and
+//     the object was not deleted. The consumer's position moves past it.
+//     An ADDED with reason moved is queued like any ADDED: this replica
+//     owns the key now.
+//
+// Commit. The consumer's committed offset (journal.Consumer, named
+// Options.Consumer) moves past an event only once a reconcile of its key
+// that started after the event was queued completed: a nil error without
+// Requeue, with or without RequeueAfter (see "Requeue timers"). An error
+// or Requeue: true holds the commit back until a later reconcile of that
+// key completes (controller-runtime retries both, rate-limited: the
+// reconciler said it is not done); a reconcile.TerminalError counts as
+// done (controller-runtime does not retry it either). The wrapper returned
+// by Reconciler records these outcomes, and it is required: a reconciler
+// not wrapped (Complete(r) in place of Complete(src.Reconciler(r))) would
+// leave the commit where it is and, once MaxPending requests were
+// outstanding, stall the feed without a word, so WaitForSync returns
+// ErrNotWrapped (and logs it) when Reconciler was never called, and the
+// controller, and the manager's Start, fail with it. After a crash or a
+// restart, the events after the committed offset are delivered again (at
+// least once) and nothing before it is: a restart reconciles what changed,
+// not every object.
+//
+// Requeue timers. (Result{RequeueAfter: d}, nil) is, as controller-runtime
+// reads it, "done, look again in d": it completes the request's events, so
+// a key that always asks to be looked at again (a periodic check) never
+// pins the commit. The timer is kept durably instead: the wrapper records
+// key → due time, and the committer writes them to a file beside the
+// journal (TimersPath: the journal's path, the consumer's name, ".timers";
+// replaced whole, atomically) before each commit, so every commit that
+// passes such an event has its timer on disk (a due time a later reconcile
+// moved without a commit is written within 10 s; unwritten, the timer
+// fires earlier after a restart, never later). Start re-arms each stored
+// timer on the controller's queue (AddAfter(due - now), at once when due):
+// a restart with nothing changed reconciles the keys whose timers are due,
+// and nothing else. A completion without RequeueAfter clears the key's
+// timer; an error or Requeue leaves it.
+//
+// Bounds. At most Options.MaxPending events are queued and not yet
+// reconciled: the source reads no more than the room left and waits for
+// reconciles to free it. A consumer that retention's hard byte cap passed
+// (its events are gone) is resynchronized as an informer restarts: every
+// key of the index is queued, a page of at most the room left at a time,
+// and the feed goes on after the head read when it began; deletes among
+// the trimmed events are not seen.
+//
+// Sync. WaitForSync (called by the controller before it starts its
+// workers) returns once the journal's writer is synced with the server and
+// every event journaled up to then has been queued, as an informer's
+// HasSynced implies its initial items were handed to the handlers.
+//
+// Shutdown. When the context given to Start is done, the writer, the
+// feeder and the committer stop and the journal closes; Done is closed
+// after that. With AddToManager, the journal closes, and Done is closed,
+// once the writer Runnable has stopped too. A clean shutdown is not an
+// error (as controller-runtime's Start and reconcile.Loop.Run): Err then
+// returns nil.
+
 import (
 	"context"
 	"errors"
@@ -81,7 +178,7 @@ type Options struct {
 	// NoSync skips fsync on commit: for tests only.
 	NoSync bool
 	// Standby, when set, makes the source a warm standby under leader
-	// election (doc.go, "Leader election and a warm standby"; standby.go):
+	// election (standby.go, at the top):
 	// call AddToManager, and the leader publishes its position on a Lease
 	// from which the next leader starts. Nil: the controller starts from
 	// this replica's own committed offset.
@@ -128,8 +225,7 @@ var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
 // prepares its writer and the named consumer. Nothing runs until Start
 // (or, with AddToManager, the manager's Start); the file is locked from
 // New on (an error matching journal.ErrLocked if another process holds
-// it: two replicas cannot share a file, see doc.go "Leader election and a
-// warm standby") and released when the source and its writer stop, or by
+// it: two replicas cannot share a file, see standby.go, at the top) and released when the source and its writer stop, or by
 // Close if neither is ever started.
 func New(cfg *rest.Config, opts Options) (*Source, error) {
 	if opts.Path == "" {
@@ -183,7 +279,7 @@ func NewFromConsumer(c *journal.Consumer, waitForSync func(ctx context.Context) 
 }
 
 // TimersPath is the file beside the journal at path that holds the
-// RequeueAfter timers of its consumer (doc.go, "Requeue timers").
+// RequeueAfter timers of its consumer (top of this file, "Requeue timers").
 func TimersPath(path, consumer string) string {
 	return path + "." + url.PathEscape(consumer) + ".timers"
 }
@@ -266,7 +362,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			close(s.synced)
 		}
 	}()
-	// The RequeueAfter timers of the last run (doc.go, "Requeue timers").
+	// The RequeueAfter timers of the last run (top of this file, "Requeue timers").
 	s.out.Timers().Rearm(time.Now(), q.AddAfter)
 	wg.Add(2)
 	go func() {
@@ -320,7 +416,7 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 
 // Reconciler wraps r so that the source learns each reconcile's outcome:
 // a success (nil error, no Requeue), a success with RequeueAfter (its
-// timer is kept durably: doc.go, "Requeue timers") or a TerminalError
+// timer is kept durably: top of this file, "Requeue timers") or a TerminalError
 // lets the commit move past the request's events queued before the
 // reconcile began. Pass the wrapper to the controller (Complete, Build):
 // it is required, and WaitForSync returns ErrNotWrapped until Reconciler
@@ -414,7 +510,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		for _, e := range evs {
 			if e.Type == journal.Deleted && e.Reason == journal.ReasonMoved {
 				// Another replica owns the key now and reconciles it
-				// (doc.go, "Reasons"): nothing to queue, nothing to wait for.
+				// (top of this file, "Reasons"): nothing to queue, nothing to wait for.
 				continue
 			}
 			req := request(e.Key)

@@ -1,33 +1,72 @@
 package crsource
 
-// Warm standby (doc.go, "Leader election and a warm standby").
+// Warm standby under the manager's leader election (Options.Standby).
 //
-// Every replica runs the journal's writer (the writer Runnable, which does
-// not need leader election), each on its own file; only the leader runs the
-// controller and so the Source (feeder and committer). The position that
-// matters moves across replicas as a resourceVersion:
+// Give each replica its own journal file (its own volume or path) and set
+// Options.Standby:
 //
-//   - The leader publishes P, how far it has reconciled, on a Lease of its
-//     own (Standby.Name in Standby.Namespace; never the leader-election
-//     Lease, which client-go's LeaseLock updates from the copy it last
-//     read, so a foreign write makes its renew conflict). P is the
-//     resourceVersion of the last committed event seen on a watch, or the
-//     journal's resourceVersion when the commit reached the head (see
-//     positionAt for why not a relist's events). The publisher Runnable
-//     (needs leader election) writes it at most every Standby.Interval (or
-//     Standby.Commits commits) and once more on a graceful stop: the
-//     manager stops its leader-election Runnables before it releases the
-//     election Lease, so the next leader reads the final P.
+//	src, err := crsource.New(cfg, crsource.Options{Path: "/data/cm.db", Resource: res,
+//		Standby: &crsource.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+//	err = src.AddToManager(mgr) // the writer on every replica, the publisher on the leader
+//	err = ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(src).
+//		Complete(src.Reconciler(&MyReconciler{}))
+//
+// Every replica runs the journal's writer (the writer Runnable, whose
+// NeedLeaderElection is false, like controller-runtime's cache), each on
+// its own file, so a standby's journal is current when it takes over; only
+// the leader runs the controller and so the Source (feeder and committer).
+// The position that matters moves across replicas as a resourceVersion:
+//
+//   - The leader publishes P, how far it has reconciled, in the annotation
+//     AnnotationPosition of a Lease of its own (Standby.Name in
+//     Standby.Namespace; never the leader-election Lease, which client-go's
+//     LeaseLock updates from the copy it last read, so a foreign write makes
+//     its renew conflict). P is the resourceVersion of the last committed
+//     event seen on a watch, or the journal's resourceVersion when the
+//     commit reached the head (which moves on with the watch's bookmarks
+//     while nothing changes; see positionAt for why not a relist's events).
+//     The publisher Runnable (needs leader election) writes it when it
+//     moved, at most every Standby.Interval (or Standby.Commits commits),
+//     and once more on a graceful stop: the manager stops its
+//     leader-election Runnables before it releases the election Lease, so
+//     the next leader reads the final P (with LeaderElectionReleaseOnCancel
+//     it takes over at once). RBAC: get, create and update on
+//     leases.coordination.k8s.io in Standby.Namespace, as leader election
+//     needs.
 //   - A new leader reads P and starts its consumer right after the last
-//     event of its own journal that P covers (startFor), conservatively: it
-//     replays more, never less. A P it cannot place (none published,
-//     another resource's, older than its journal's retention) starts a
-//     resync: every key of the index is queued.
+//     event of its own journal seen on a watch whose resourceVersion is at
+//     or before P (startFor; compared with CompareResourceVersion; where
+//     that refuses the resourceVersions, the event whose resourceVersion
+//     equals it), conservatively: it replays more, never less. Every change
+//     after P is delivered, and of those before it only what its journal
+//     cannot rule out, such as a relist's events (in key order, with the
+//     objects' own resourceVersions, they do not say when they happened, so
+//     they are delivered again). Failover reconciles what changed since the
+//     old leader's last published position, not every object: in the test,
+//     the 15 objects changed after the leader stopped, of 71. After a crash
+//     (no final publish; the next leader waits out the election Lease) it is
+//     up to Standby.Interval of changes more: 25 of 71 in the test. When
+//     this replica's own commit is later, it starts there.
+//   - A P it cannot place starts a resync (every key of the index is
+//     queued, as in source.go, "Bounds"), and the log says why: no position
+//     published (the first leader), a position for another resource, or one
+//     older than what retention left of this replica's journal.
 //
 // States of one replica: standby (writer only; the follower commits its
-// consumer behind the leader's P, so retention is not held back) → leader
-// (writer, source, publisher) → stopped. controller-runtime ends the
-// process when leadership is lost, so there is no way back to standby.
+// consumer behind the leader's P, so retention trims its journal as the
+// leader's and is not held back) → leader (writer, source, publisher) →
+// stopped. controller-runtime ends the process when leadership is lost, so
+// there is no way back to standby.
+//
+// Two replicas on one file is not supported: the journal file is locked
+// from New on, so the second replica's New fails, after journal.Options'
+// lock timeout of 1 s, with an error matching journal.ErrLocked
+// ("database file is locked by another process: ... (waited 1s)"), before
+// its manager starts. Without Options.Standby, AddToManager adds the
+// writer alone, and a new leader starts from its own committed offset (a
+// standby whose consumer never committed delivers every event it
+// retains).
 
 import (
 	"context"
@@ -67,7 +106,7 @@ var ErrStandbyNotAdded = errors.New("crsource: Options.Standby is set but src.Ad
 	"it adds the journal's writer (on every replica) and the position publisher (on the leader)")
 
 // Standby configures the warm standby of a source under leader election
-// (doc.go, "Leader election and a warm standby"). Namespace is required.
+// (standby.go, at the top). Namespace is required.
 type Standby struct {
 	// Namespace is where the position Lease lives: the operator's own
 	// namespace, as for its leader-election Lease.
@@ -301,8 +340,8 @@ func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 	return position.StartFor(j, pos, floor)
 }
 
-// standbyStart positions the consumer of a new leader (doc.go, "Leader
-// election and a warm standby"): right after what the published position
+// standbyStart positions the consumer of a new leader (top of this
+// file): right after what the published position
 // covers, or after this replica's own commit when that is later; a
 // resync when the position cannot be placed. It runs in the feeder before
 // its first read.
