@@ -3,6 +3,13 @@ package jcache
 // Exact: restart-exact delivery on the builder path, over the cache's own
 // journal files.
 //
+// A controller built with For, Owns and Watches on this cache reconciles
+// every object after a restart, as with controller-runtime's cache: its
+// handlers get OnAdd for every stored object. Exact gives the builder's
+// sources a durable position in the cache's files instead: a restart
+// delivers only what is past the commit (changes and deletes, those a
+// relist inferred too), and the timers of RequeueAfter that are due.
+//
 //	ex := jcache.Exact(mgr.GetCache(), "mirror")
 //	err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
 //		WatchesRawSource(ex.Kind(&v1.Foo{}, &handler.EnqueueRequestForObject{}, preds...)).
@@ -18,7 +25,9 @@ package jcache
 // type adds "/2", in the order of the Kind calls: keep that order across
 // versions of the operator), and commits it only past events whose
 // requests all reconciled (package internal/delivery; the rules are
-// crsource's, doc.go there).
+// crsource's, source.go there, "Commit"). Each source's consumer holds its
+// file's retention back, as any journal consumer does, up to
+// Retention.HardMaxBytes.
 //
 // Events. Each journal event becomes the controller-runtime event an
 // informer handler would get (handler.go's dispatch, shared with the
@@ -137,8 +146,7 @@ type ExactOptions struct {
 	// seen reconciled (DefaultExactMaxPending when 0 or less).
 	MaxPending int
 	// Standby, when set, makes the controller's sources a warm standby
-	// under leader election (standby.go; jcache/doc.go, "Leader election
-	// and a warm standby"): the leader publishes each source's position
+	// under leader election (standby.go, at the top): the leader publishes each source's position
 	// as a resourceVersion on a Lease, and a new leader's sources start
 	// from their own journals at those positions instead of replaying
 	// every object. Requires ExactController.AddToManager.

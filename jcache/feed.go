@@ -18,6 +18,14 @@ package jcache
 // (Run's goroutine, with the file's retention and its inspect socket,
 // FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
 // closed, out of the registry).
+//
+// Files. Options.Dir holds one file per resource and scope (fileName). New
+// uses DefaultDir, else $WATCHJOURNAL_CACHE_DIR, else a temporary directory
+// per cache, removed when Start returns. A scope no longer asked for (a
+// changed selector) leaves its file behind; so does a feed that closed,
+// for the next start. journalctl stats --db DIR shows each file of a cache
+// directory through its inspect socket, FILE.sock, while the cache runs
+// (Options.NoSocket).
 
 import (
 	"context"

@@ -1,5 +1,67 @@
 package jcache
 
+// The cache: controller-runtime's own, with journal files for informers.
+//
+// controller-runtime's own cache (its options, DefaultNamespaces and
+// per-namespace configs, ByObject, selectors, ReaderFailOnMissingInformer,
+// its Reader and IndexField) is kept as it is; jcache replaces the one
+// thing underneath, the informer (cache.Options.NewInformer). Each
+// informer is a journal file (package journal, objects kept:
+// journal.KeepObjects) written by a reconcile.Loop (list, watch, relist
+// by diff against the file, resume after a restart), one per resource and
+// scope: GVR, namespace, label and field selectors, metadata-only. Which
+// scope an informer has is read from the list request controller-runtime
+// built for it (probe.go). Typed and unstructured informers of one scope
+// share one file (feed.go).
+//
+//   - Get and List read the file (indexer.go): one bbolt read transaction,
+//     objects decoded fresh on each call, transformed (DefaultTransform,
+//     ByObject.Transform), nothing kept on the heap between calls.
+//   - Handlers (AddEventHandler, AddEventHandlerWithOptions) first get
+//     OnAdd for every stored object, read from disk before the server is
+//     reached, then the journal's events: OnUpdate with the complete old
+//     object (the key's previous event in the file), OnDelete with the
+//     last object, DeletedFinalStateUnknown for deletes a relist inferred
+//     (handler.go). RemoveEventHandler stops a handler.
+//   - HasSynced is the loop's: true once the file is current with the
+//     server (a complete list, or a resume the server proved).
+//   - IndexField: the index is kept in the journal file, written in the
+//     same transaction as the object (diskindex.go).
+//   - RemoveInformer stops the informer; the last informer of a file stops
+//     its loop and closes the file (the file stays, for the next start).
+//
+// Options that mean something else on disk:
+//
+//   - UnsafeDisableDeepCopy (default, per namespace, ByObject, per call)
+//     is accepted and always in effect: every read decodes fresh objects
+//     from the file, which are the caller's own, so jcache turns
+//     controller-runtime's deep copy off for all of them; changing a
+//     returned object never changes the cache, and two reads never share
+//     memory.
+//   - DefaultWatchErrorHandler gets each new error of the loop
+//     (reconcile.Status.LastError) with a zero *Reflector: there is none.
+//   - HTTPClient is used by controller-runtime's discovery (the
+//     RESTMapper); each journal's loop builds its own transport from the
+//     rest.Config (package reconcile says how and why).
+//   - EnableWatchBookmarks: true (the default) is what the loop does
+//     anyway; false, anywhere in the options, is refused (ErrNoBookmarks):
+//     the loop always asks for bookmarks.
+//   - SyncPeriod resyncs handlers from disk (OnUpdate(obj, obj) for every
+//     stored object each period).
+//   - NewInformer is refused (ErrNewInformer): the informers are the
+//     journal files.
+//   - Secrets: a typed or unstructured informer of Secrets is refused
+//     unless Options.SecretPayloads opts in and the cache has a key
+//     (Options.KeyFiles, e.g. a mounted Secret of 32 random bytes or their
+//     base64; or Options.Keyring): then every Secret's object is stored
+//     sealed, encrypted with AES-256-GCM (journal/seal.go), in the files,
+//     their objects buckets and a relist's stage file alike, and opened
+//     on each read. Options.SealResources seals other resources too.
+//     Rotation: the new key first, the old one after it, until
+//     journal.Journal.SealKeyUse (journalctl check) no longer reports the
+//     old key. As PartialObjectMetadata, Secrets keep metadata only and
+//     need no key.
+
 import (
 	"context"
 	"errors"

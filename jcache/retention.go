@@ -1,8 +1,9 @@
 package jcache
 
 // Retention: each file's events are trimmed (package compactor) under
-// Options.Retention, DefaultRetention unless set, and never past what a
-// handler of the file has not yet been given.
+// Options.Retention, DefaultRetention unless set (a zero journal.Retention
+// turns trimming off), and never past what a handler of the file has not
+// yet been given.
 //
 // Hold. The feed's handlers (registrations of every informer on the file)
 // are its holders while they run. The hold is the lowest offset a holder

@@ -2,6 +2,20 @@ package jcache
 
 // Warm standby of Exact under leader election (ExactOptions.Standby).
 //
+//	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
+//		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+//	if err := ex.AddToManager(mgr); err != nil { // publisher (leader), follower (every replica)
+//		return err
+//	}
+//	err := ctrl.NewControllerManagedBy(mgr).Named("mirror").
+//		WatchesRawSource(ex.Kind(&v1.Foo{}, &handler.EnqueueRequestForObject{})).
+//		Complete(ex.Reconciler(r))
+//
+// A failover reconciles what changed since the old leader's last publish,
+// not every object. Each replica needs its own cache Dir (a volume per
+// pod) and the RBAC get, create, update on leases.coordination.k8s.io in
+// Standby.Namespace.
+//
 // controller-runtime's cache runs on every replica (NeedLeaderElection
 // false), so each replica's journal files are already current; only the
 // leader runs the controller and so its ExactSources. What has to move
@@ -23,7 +37,11 @@ package jcache
 //     event the position covers, or after its own commit when that is
 //     later. A source with no entry (none published, another resource's,
 //     older than the journal's retention) starts from its own consumer
-//     when it has one, else replays every object as a first start does.
+//     when it has one, else replays every object as a first start does;
+//     so does a quiet resource whose position has not reached the
+//     standby's own list yet (conservative: more, never less). After a
+//     crash (no final publish) the next leader also reconciles what was
+//     committed in the last Interval.
 //   - The follower (a Runnable on every replica) gets each source's
 //     informer from the cache (so a standby's journals exist and follow
 //     the watch even before anything else reads them) and commits each

@@ -5,7 +5,7 @@
 // reconciler wrapper that reports each reconcile's outcome to them.
 //
 // It is internal because it is plumbing: operators meet its rules through
-// the sources' documentation (crsource/doc.go, jcache/exact.go).
+// the sources' documentation (crsource/source.go, jcache/exact.go).
 //
 // # Tracker
 //
