@@ -225,8 +225,9 @@ var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
 // prepares its writer and the named consumer. Nothing runs until Start
 // (or, with AddToManager, the manager's Start); the file is locked from
 // New on (an error matching journal.ErrLocked if another process holds
-// it: two replicas cannot share a file, see standby.go, at the top) and released when the source and its writer stop, or by
-// Close if neither is ever started.
+// it: two replicas cannot share a file, see standby.go, at the top) and
+// released when the source and its writer stop, or by Close if neither is
+// ever started.
 func New(cfg *rest.Config, opts Options) (*Source, error) {
 	if opts.Path == "" {
 		return nil, errors.New("crsource: Options.Path is empty")
@@ -279,7 +280,7 @@ func NewFromConsumer(c *journal.Consumer, waitForSync func(ctx context.Context) 
 }
 
 // TimersPath is the file beside the journal at path that holds the
-// RequeueAfter timers of its consumer (top of this file, "Requeue timers").
+// RequeueAfter timers of its consumer ("Requeue timers", above).
 func TimersPath(path, consumer string) string {
 	return path + "." + url.PathEscape(consumer) + ".timers"
 }
@@ -362,7 +363,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			close(s.synced)
 		}
 	}()
-	// The RequeueAfter timers of the last run (top of this file, "Requeue timers").
+	// The RequeueAfter timers of the last run ("Requeue timers", above).
 	s.out.Timers().Rearm(time.Now(), q.AddAfter)
 	wg.Add(2)
 	go func() {
@@ -416,7 +417,7 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 
 // Reconciler wraps r so that the source learns each reconcile's outcome:
 // a success (nil error, no Requeue), a success with RequeueAfter (its
-// timer is kept durably: top of this file, "Requeue timers") or a TerminalError
+// timer is kept durably: "Requeue timers", above) or a TerminalError
 // lets the commit move past the request's events queued before the
 // reconcile began. Pass the wrapper to the controller (Complete, Build):
 // it is required, and WaitForSync returns ErrNotWrapped until Reconciler
@@ -510,7 +511,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		for _, e := range evs {
 			if e.Type == journal.Deleted && e.Reason == journal.ReasonMoved {
 				// Another replica owns the key now and reconciles it
-				// (top of this file, "Reasons"): nothing to queue, nothing to wait for.
+				// ("Reasons", above): nothing to queue, nothing to wait for.
 				continue
 			}
 			req := request(e.Key)

@@ -146,10 +146,10 @@ type ExactOptions struct {
 	// seen reconciled (DefaultExactMaxPending when 0 or less).
 	MaxPending int
 	// Standby, when set, makes the controller's sources a warm standby
-	// under leader election (standby.go, at the top): the leader publishes each source's position
-	// as a resourceVersion on a Lease, and a new leader's sources start
-	// from their own journals at those positions instead of replaying
-	// every object. Requires ExactController.AddToManager.
+	// under leader election (standby.go, at the top): the leader
+	// publishes each source's position as a resourceVersion on a Lease,
+	// and a new leader's sources start from their own journals at those
+	// positions instead of replaying every object. Requires ExactController.AddToManager.
 	Standby *Standby
 }
 
