@@ -7,15 +7,19 @@ package jcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,6 +32,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // startManager runs a manager on the journal cache in dir with what build
@@ -239,5 +244,59 @@ func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
 	}, func() any { _, s := atHead(src); return fmt.Sprint(r2.names(), s) })
 	if got := r2.names(); strings.Join(got, ",") != "z" {
 		t.Fatalf("after a restart reconciled %v; want z only (slow's change was reconciled, its timer is an hour away)", got)
+	}
+}
+
+// TestBreak_ReadYourDelete: after the controller's own Delete, a wait on
+// the journal ends only once the delete is applied, so that a Get
+// through the cache says NotFound. WaitFor given the object read before
+// the Delete (crsource.Source.WaitFor's advice) returns at once: the
+// key's index entry is at that object's resourceVersion. WaitForDeleted
+// waits for the key to be gone (or taken by another UID).
+func TestBreak_ReadYourDelete(t *testing.T) {
+	cp, kube, ns := setup(t)
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range 5 {
+		name := fmt.Sprintf("d%d", i)
+		created := createCM(t, kube, ns, name, nil, nil)
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := jcache.WaitFor(wctx, r.c, created); err != nil {
+			t.Fatalf("WaitFor after a Create: %v", err)
+		}
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := jcache.WaitForDeleted(wctx, r.c, created); err != nil {
+			t.Fatalf("WaitForDeleted after a Delete: %v", err)
+		}
+		wcancel()
+		var cm corev1.ConfigMap
+		if err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get through the cache after the Delete and WaitForDeleted = %v (resourceVersion %q); want NotFound", err, cm.ResourceVersion)
+		}
+	}
+	// A name taken again by a new object (another UID) counts as deleted.
+	old := createCM(t, kube, ns, "again", nil, nil)
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "again", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createCM(t, kube, ns, "again", nil, nil)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := jcache.WaitForDeleted(wctx, r.c, old); err != nil {
+		t.Fatalf("WaitForDeleted of a name recreated: %v", err)
+	}
+	// An object not deleted: the wait times out with ErrNotApplied.
+	kept := createCM(t, kube, ns, "kept", nil, nil)
+	if err := jcache.WaitFor(wctx, r.c, kept); err != nil {
+		t.Fatal(err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer fcancel()
+	if err := jcache.WaitForDeleted(fctx, r.c, kept); !errors.Is(err, journal.ErrNotApplied) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForDeleted of an object not deleted = %v; want ErrNotApplied and DeadlineExceeded", err)
 	}
 }
