@@ -300,3 +300,33 @@ func TestBreak_ReadYourDelete(t *testing.T) {
 		t.Fatalf("WaitForDeleted of an object not deleted = %v; want ErrNotApplied and DeadlineExceeded", err)
 	}
 }
+
+// TestBreak_FailingKeyDoesNotStopTheFeed: one key whose reconcile keeps
+// failing holds the commit (it must be reconciled again after a restart),
+// but not the other keys: events after it keep flowing past MaxPending,
+// as controller-runtime keeps reconciling other keys while one backs off.
+// MaxPending bounds requests not yet reconciled; those reconciled behind
+// the failing one do not count.
+func TestBreak_FailingKeyDoesNotStopTheFeed(t *testing.T) {
+	cp, kube, ns := setup(t)
+	rc := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
+	defer rc.stop()
+	h := runByHandWith(t, rc.c, ns, func(name string) (reconcile.Result, error) {
+		if name == "bad" {
+			return reconcile.Result{}, fmt.Errorf("bad fails")
+		}
+		return reconcile.Result{}, nil
+	}, 3)
+	defer h.stop()
+	createCM(t, kube, ns, "bad", nil, nil)
+	h.rec.waitUntil(t, "bad tried twice", func() bool { return h.rec.count("bad") >= 2 }, func() any { return h.rec.names() })
+	const n = 12
+	for i := range n {
+		createCM(t, kube, ns, fmt.Sprintf("c%02d", i), nil, nil)
+	}
+	h.rec.waitUntil(t, "every key after bad reconciled", func() bool { return len(h.rec.names()) == n+1 },
+		func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	if at, s := atHead(h.src); at {
+		t.Fatalf("committed at the head while bad keeps failing: %s", s)
+	}
+}
