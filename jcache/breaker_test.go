@@ -330,3 +330,76 @@ func TestBreak_FailingKeyDoesNotStopTheFeed(t *testing.T) {
 		t.Fatalf("committed at the head while bad keeps failing: %s", s)
 	}
 }
+
+// TestBreak_OwnedRecreatedWithAnotherOwnerWhileDown: while the process is
+// down, an owned Secret is deleted and created again under the same name,
+// controlled by another ConfigMap, and etcd is compacted (the restart
+// relists: the old Secret is a tombstone of another UID, without its
+// object). EnqueueRequestForOwner must reconcile both the old owner (from
+// the old Secret) and the new one, and nothing else.
+func TestBreak_OwnedRecreatedWithAnotherOwnerWhileDown(t *testing.T) {
+	defer jcache.SetExactFinalCommit(false)()
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var cmB *corev1.ConfigMap
+	for _, name := range []string{"a", "b", "c"} {
+		cm := createCM(t, kube, ns, name, nil, nil)
+		if name == "b" {
+			cmB = cm
+		}
+	}
+	dir := t.TempDir()
+	var forSrc, ownsSrc *jcache.ExactSource
+	build := func(r *mirror) func(manager.Manager) error {
+		return func(mgr manager.Manager) error {
+			r.c = mgr.GetClient()
+			ex := jcache.Exact(mgr.GetCache(), "mirror")
+			forSrc = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
+			ownsSrc = ex.Kind(secretMeta(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))
+			return ctrl.NewControllerManagedBy(mgr).Named("mirror").WatchesRawSource(forSrc).WatchesRawSource(ownsSrc).Complete(ex.Reconciler(r))
+		}
+	}
+	r1 := newMirror(ns, nil)
+	stop := startManager(t, cp, dir, build(r1))
+	r1.waitUntil(t, "3 reconciled, 3 Secrets, both sources at their heads", func() bool {
+		if len(r1.names()) < 3 {
+			return false
+		}
+		if ok, _ := atHead(forSrc, ownsSrc); !ok {
+			return false
+		}
+		idx, err := ownsSrc.Journal().ScanIndex(ns+"/", 1000)
+		n := 0
+		for _, e := range idx {
+			if strings.HasPrefix(e.Key, ns+"/") {
+				n++
+			}
+		}
+		return err == nil && n == 3
+	}, func() any { _, s := atHead(forSrc, ownsSrc); return fmt.Sprint(r1.names(), s) })
+	stop()
+
+	if err := kube.CoreV1().Secrets(ns).Delete(ctx, "a-child", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a-child", Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "b", UID: cmB.UID, Controller: ptr.To(true)}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r2 := newMirror(ns, nil)
+	stop = startManager(t, cp, dir, build(r2))
+	defer stop()
+	r2.waitUntil(t, "a and b reconciled, both sources at their heads", func() bool {
+		ok, _ := atHead(forSrc, ownsSrc)
+		return ok && r2.count("a") > 0 && r2.count("b") > 0
+	}, func() any { _, s := atHead(forSrc, ownsSrc); return fmt.Sprint(r2.names(), s) })
+	if got := r2.names(); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("after the restart reconciled %v; want a (its Secret gone) and b (now owns a-child), not c", got)
+	}
+}
