@@ -21,15 +21,29 @@ import (
 //	err = reader.Get(ctx, client.ObjectKeyFromObject(cm), &fresh)
 //
 // It returns a *journal.NotAppliedError (errors.Is journal.ErrNotApplied
-// and ctx's error) when ctx ends first: give ctx a deadline. After a
-// Delete, pass the deleted object as the Delete's answer or the
-// object read before: the wait ends once the journal's resourceVersion
-// passes it (the next event of any object or the next bookmark, about
-// once a minute on a quiet resource).
+// and ctx's error) when ctx ends first: give ctx a deadline. Not for a
+// Delete: the Delete returns no resourceVersion of the deletion, and the
+// object read before it holds one already applied, so the wait ends at
+// once; use WaitForDeleted.
 func (s *Source) WaitFor(ctx context.Context, obj metav1.Object) error {
 	key := obj.GetName()
 	if ns := obj.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
 	return s.j.WaitForResourceVersion(ctx, key, obj.GetResourceVersion())
+}
+
+// WaitForDeleted blocks until the source's journal has applied the delete
+// of obj (its namespace, name and UID; the UID may be empty): its key gone
+// from the index, or taken by an object of another UID
+// (journal.Journal.WaitForDeleted), so that a read through the journal no
+// longer finds it: read-your-deletes after the controller's own Delete.
+// It returns a *journal.NotAppliedError (errors.Is journal.ErrNotApplied
+// and ctx's error) when ctx ends first: give ctx a deadline.
+func (s *Source) WaitForDeleted(ctx context.Context, obj metav1.Object) error {
+	key := obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	return s.j.WaitForDeleted(ctx, key, string(obj.GetUID()))
 }

@@ -66,6 +66,28 @@ func WaitFor(ctx context.Context, c crcache.Cache, obj client.Object) error {
 	return f.j.WaitForResourceVersion(ctx, key, obj.GetResourceVersion())
 }
 
+// WaitForDeleted blocks until the journal of obj's kind in c has applied
+// obj's delete, so that a read through c (Get) no longer finds it:
+// read-your-deletes after the controller's own Delete, with obj the
+// object deleted (its namespace, name and UID; the UID may be empty).
+// The key gone, or taken by an object of another UID, counts as deleted
+// (journal.Journal.WaitForDeleted). WaitFor cannot be used for a delete:
+// the Delete returns no resourceVersion, and the object's own is already
+// applied, so WaitFor returns at once. Give ctx a deadline: when it ends
+// first, the error is a *journal.NotAppliedError (journal.ErrNotApplied,
+// and ctx's error). ErrNotJournal for a cache that is not jcache's.
+func WaitForDeleted(ctx context.Context, c crcache.Cache, obj client.Object) error {
+	f, err := feedOf(ctx, c, obj)
+	if err != nil {
+		return err
+	}
+	key := obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	return f.j.WaitForDeleted(ctx, key, string(obj.GetUID()))
+}
+
 // probeTimeout bounds a checker's GetInformer.
 const probeTimeout = 5 * time.Second
 

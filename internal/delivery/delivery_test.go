@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,8 @@ func TestTimers_SaveLoadRearm(t *testing.T) {
 	}
 	if _, err := LoadTimers(path); err == nil {
 		t.Fatal("a malformed file loaded without an error")
+	} else if !strings.Contains(err.Error(), "removing it starts without the stored timers") {
+		t.Errorf("a malformed file's error %q does not say what removing it costs", err)
 	}
 }
 

@@ -52,8 +52,12 @@ type timerEntry struct {
 	Due       time.Time `json:"due"`
 }
 
+// timersFix is what an unreadable timers file's error tells the operator.
+const timersFix = "the file is replaced atomically, so only a disk fault or a hand edit breaks it; " +
+	"removing it starts without the stored timers: keys waiting on a RequeueAfter are then reconciled again only when they change"
+
 // LoadTimers reads the timers file at path; a missing file holds no
-// timers.
+// timers. An unreadable file's error says what removing it costs.
 func LoadTimers(path string) (*Timers, error) {
 	t := EmptyTimers(path)
 	b, err := os.ReadFile(path)
@@ -65,10 +69,10 @@ func LoadTimers(path string) (*Timers, error) {
 	}
 	var f timerFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("requeue timers %s: %w", path, err)
+		return nil, fmt.Errorf("requeue timers %s: %w (%s)", path, err, timersFix)
 	}
 	if f.Version != 1 {
-		return nil, fmt.Errorf("requeue timers %s: version %d, want 1", path, f.Version)
+		return nil, fmt.Errorf("requeue timers %s: version %d, want 1 (%s)", path, f.Version, timersFix)
 	}
 	for _, e := range f.Timers {
 		t.due[reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}}] = e.Due

@@ -15,6 +15,12 @@
 // open entry (or the last offset fed when none is open). Entries for one
 // key are closed together: the workqueue merges requests for a key, so one
 // completed reconcile covers them all.
+//
+// Room (MaxPending) counts open entries only: a request that keeps failing
+// holds the commit point, not the feed, so the other keys go on being
+// reconciled, as with controller-runtime's own sources. Closed entries
+// behind an open one are dropped once they outnumber the open ones, so
+// memory stays proportional to the open entries.
 package delivery
 
 import (
@@ -33,7 +39,8 @@ type entry struct {
 type Tracker struct {
 	mu    sync.Mutex
 	gen   uint64   // Reset count
-	fifo  []*entry // queued entries, oldest first, done ones popped from the front
+	fifo  []*entry // queued entries, oldest first, done ones popped from the front (and dropped by compact)
+	nopen int      // entries in fifo not done
 	open  map[reconcile.Request][]*entry
 	fed   uint64        // last offset queued
 	full  bool          // the feeder waits for open entries to close (MaxPending)
@@ -55,6 +62,7 @@ func (t *Tracker) Add(off uint64, req reconcile.Request) {
 	t.mu.Lock()
 	e := &entry{off: off}
 	t.fifo = append(t.fifo, e)
+	t.nopen++
 	t.open[req] = append(t.open[req], e)
 	t.mu.Unlock()
 }
@@ -95,7 +103,7 @@ func (t *Tracker) FedState() (uint64, bool, <-chan struct{}) {
 func (t *Tracker) OpenCount() (int, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.fifo), t.room
+	return t.nopen, t.room
 }
 
 // Mark is what a reconcile covers: the entries of its request up to an
@@ -134,6 +142,7 @@ func (t *Tracker) Succeeded(req reconcile.Request, m Mark) {
 	n := 0
 	for n < len(es) && es[n].off <= upto {
 		es[n].done = true
+		t.nopen--
 		n++
 	}
 	if n == len(es) {
@@ -145,10 +154,27 @@ func (t *Tracker) Succeeded(req reconcile.Request, m Mark) {
 		t.fifo[0] = nil
 		t.fifo = t.fifo[1:]
 	}
+	t.compact()
 	close(t.room)
 	t.room = make(chan struct{})
 	t.mu.Unlock()
 	t.Poke()
+}
+
+// compact drops the closed entries behind an open one when they are most
+// of fifo (and more than a few): amortized constant time per entry. The
+// order of the open ones, and so the front, stays.
+func (t *Tracker) compact() {
+	if len(t.fifo) < 32 || t.nopen*2 > len(t.fifo) {
+		return
+	}
+	kept := make([]*entry, 0, t.nopen)
+	for _, e := range t.fifo {
+		if !e.done {
+			kept = append(kept, e)
+		}
+	}
+	t.fifo = kept
 }
 
 // Point returns the offset the consumer may commit.
@@ -181,6 +207,7 @@ func (t *Tracker) Reset(fed uint64) {
 	t.mu.Lock()
 	t.gen++
 	t.fifo = nil
+	t.nopen = 0
 	t.open = map[reconcile.Request][]*entry{}
 	t.fed = fed
 	close(t.fedCh)
