@@ -175,6 +175,13 @@ type cacheStart struct {
 	// ctrl.NewManager call to the same.
 	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"`
 	InProcessSeconds      float64 `json:"inProcessSeconds"`
+	// SyncedSeconds is from the parent's exec until the informer's
+	// HasSynced was seen true (polled every 5 ms): crcache, its store
+	// holds the list; jcache, its journal is current with the server,
+	// before the replay of the stored objects to the controller's handler
+	// (the handler's own HasSynced, which the controller waits for) may
+	// have ended. 0: not seen.
+	SyncedSeconds float64 `json:"syncedSeconds"`
 	// AllSeconds is from the parent's exec until every object was
 	// reconciled once (the queue the start filled has drained); CPU the
 	// process's CPU time (user + system) until then.
@@ -207,6 +214,7 @@ type cacheReads struct {
 type cacheReport struct {
 	NewManagerUnixNano     int64      `json:"newManagerUnixNano,omitempty"`
 	FirstReconcileUnixNano int64      `json:"firstReconcileUnixNano,omitempty"`
+	SyncedUnixNano         int64      `json:"syncedUnixNano,omitempty"` // the informer's HasSynced (0: not seen)
 	AllUnixNano            int64      `json:"allUnixNano,omitempty"`
 	CPU                    float64    `json:"cpuSeconds,omitempty"`
 	Reconciles             int64      `json:"reconciles,omitempty"`
@@ -283,10 +291,14 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 		FirstReconcileSeconds: time.Unix(0, cr.FirstReconcileUnixNano).Sub(began).Seconds(),
 		InProcessSeconds:      time.Duration(cr.FirstReconcileUnixNano - cr.NewManagerUnixNano).Seconds(),
 		AllSeconds:            time.Unix(0, cr.AllUnixNano).Sub(began).Seconds(),
+		SyncedSeconds:         time.Unix(0, cr.SyncedUnixNano).Sub(began).Seconds(),
 		CPU:                   cr.CPU, Reconciles: cr.Reconciles, Base: cr.Base, Steady: cr.Steady,
 	}
-	logf("N=%d %s: %s start: first reconcile %.2f s after exec (%.2f s after NewManager), all %d reconciled %.2f s (CPU %.2f s), heap %s, RSS %s",
-		n, kind, phase, st.FirstReconcileSeconds, st.InProcessSeconds, st.Reconciles, st.AllSeconds, st.CPU,
+	if cr.SyncedUnixNano == 0 {
+		st.SyncedSeconds = 0
+	}
+	logf("N=%d %s: %s start: informer synced %.2f s, first reconcile %.2f s after exec (%.2f s after NewManager), all %d reconciled %.2f s (CPU %.2f s), heap %s, RSS %s",
+		n, kind, phase, st.SyncedSeconds, st.FirstReconcileSeconds, st.InProcessSeconds, st.Reconciles, st.AllSeconds, st.CPU,
 		mib(st.Steady.HeapInuse), mib(st.Steady.RSS))
 	if phase == "first" {
 		x, err := c.await("cache-reads", 10*time.Minute)
@@ -411,6 +423,26 @@ func cacheChildMain(kind string, send func(report)) error {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(ctx) }()
+	// When the informer (the one the controller watches) says it has
+	// synced: crcache, its store holds the list; jcache, the journal is
+	// current with the server (the replay to the handler may still run).
+	var syncedAt atomic.Int64
+	go func() {
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+		if err != nil {
+			return
+		}
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for !inf.HasSynced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		syncedAt.Store(time.Now().UnixNano())
+	}()
 	timeout := time.After(syncTimeout(n) + 2*time.Minute)
 	select {
 	case <-rec.all:
@@ -424,7 +456,7 @@ func cacheChildMain(kind string, send func(report)) error {
 	st := steady()
 	prof.heap("heap-steady")
 	send(report{Event: "cache-synced", Cache: &cacheReport{
-		NewManagerUnixNano: newManager.UnixNano(), FirstReconcileUnixNano: rec.first.Load(), AllUnixNano: all.UnixNano(),
+		NewManagerUnixNano: newManager.UnixNano(), FirstReconcileUnixNano: rec.first.Load(), AllUnixNano: all.UnixNano(), SyncedUnixNano: syncedAt.Load(),
 		CPU: cpu.Seconds(), Reconciles: rec.n.Load(), Base: base, Steady: st,
 	}})
 

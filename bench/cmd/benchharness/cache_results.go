@@ -184,21 +184,21 @@ func (r *results) cacheSection() string {
 			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
 		}
 	}
-	b.WriteString("\n\n| N | subject | objects | load | heap MiB | RSS MiB | anon RSS MiB | first reconcile s (in process) | all reconciled s | start CPU s | restart: first reconcile s (in process) | restart: all reconciled s | restart CPU s | restart heap MiB | restart RSS MiB | disk MiB |\n")
-	b.WriteString("|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("\n\n| N | subject | objects | load | heap MiB | RSS MiB | anon RSS MiB | informer synced s | first reconcile s (in process) | all reconciled s | start CPU s | restart: informer synced s | restart: first reconcile s (in process) | restart: all reconciled s | restart CPU s | restart heap MiB | restart RSS MiB | disk MiB |\n")
+	b.WriteString("|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.caches {
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
 			continue
 		}
 		disk := "–"
 		if x.Restart.DiskBytes > 0 {
 			disk = fmt.Sprintf("%.1f", float64(x.Restart.DiskBytes)/(1<<20))
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %.2f (%.2f) | %.2f | %.2f | %.2f (%.2f) | %.2f | %.2f | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %.2f (%.2f) | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s | %s |\n",
 			x.N, x.Subject, x.Objects, x.Load, mb(x.First.Steady.HeapInuse), mb(x.First.Steady.RSS), mb(x.First.Steady.RSSAnon),
-			x.First.FirstReconcileSeconds, x.First.InProcessSeconds, x.First.AllSeconds, x.First.CPU,
-			x.Restart.FirstReconcileSeconds, x.Restart.InProcessSeconds, x.Restart.AllSeconds, x.Restart.CPU,
+			secs(x.First.SyncedSeconds), x.First.FirstReconcileSeconds, x.First.InProcessSeconds, x.First.AllSeconds, x.First.CPU,
+			secs(x.Restart.SyncedSeconds), x.Restart.FirstReconcileSeconds, x.Restart.InProcessSeconds, x.Restart.AllSeconds, x.Restart.CPU,
 			mb(x.Restart.Steady.HeapInuse), mb(x.Restart.Steady.RSS), disk)
 	}
 	fmt.Fprintf(&b, "\nReads through mgr.GetClient() after the first start's reconciles: Get of a random object of the N (%d times), List with client.MatchingFields on the group index (%d objects in %d namespaces; %d times), List with client.InNamespace(%q) (%d objects; median of %d).\n",
@@ -214,7 +214,7 @@ func (r *results) cacheSection() string {
 	b.WriteString(`
 - **The process**: this binary as a child, one per start: ctrl.NewManager with cache.Options{DefaultLabelSelector: ` + cacheLabel + `=true} (one cluster-wide informer of ConfigMaps, the apiserver filters), metrics and probes off, a field index on the group label (mgr.GetFieldIndexer().IndexField, before Start), one controller For(&corev1.ConfigMap{}) whose reconciler Gets the object through mgr.GetClient(). **crcache**: NewCache = cache.New (controller-runtime's default; reads deep-copy). **jcache**: NewCache = jcache.NewFunc(jcache.Options{Dir}), default options (fsync on, default retention, inspect socket on), ConfigMaps (Secrets would be sealed, with a key).
 - **heap / RSS**: as the other subjects (HeapInuse and VmRSS after runtime.GC and debug.FreeOSMemory), once every object was reconciled once (the workqueue the start filled has drained; its maps keep the size they grew to, as Go maps do not shrink: BenchmarkControllerQueueRetained in bench/queue_bench_test.go measures that part, the same in both subjects, and the targets show the heap less it when the run has that benchmark's output, -gobench); **anon RSS**: RssAnon (jcache's RSS also counts bbolt's mapped file pages).
-- **first reconcile s**: from the parent's exec of the process to the reconciler's first call (in parentheses: from ctrl.NewManager in the process); **all reconciled**: from exec until every one of the objects was reconciled once; **start CPU**: the process's CPU time until then. **restart**: a new process on the same directory, nothing changed meanwhile (for crcache the same as a first start). **disk**: the directory's files after the restart's process exited. **load**: the 1-minute load average when the first start began (2 cores; other work may have run).
+- **informer synced s**: from the parent's exec until the informer the controller watches (mgr.GetCache().GetInformer) reported HasSynced, polled every 5 ms: crcache, its store holds the list; jcache, its journal is current with the server (a list committed, or a resume the server proved), while the replay of the stored objects to the controller's handler, which the controller waits for (the handler registration's HasSynced), may still run. **first reconcile s**: from the parent's exec of the process to the reconciler's first call (in parentheses: from ctrl.NewManager in the process); **all reconciled**: from exec until every one of the objects was reconciled once; **start CPU**: the process's CPU time until then. **restart**: a new process on the same directory, nothing changed meanwhile (for crcache the same as a first start). **disk**: the directory's files after the restart's process exited. **load**: the 1-minute load average when the first start began (2 cores; other work may have run).
 `)
 	b.WriteString("\n| target (issue 23) | measured | |\n|---|---|---|\n")
 	for _, t := range r.cacheTargets() {
