@@ -86,6 +86,9 @@ type report struct {
 
 	// reads (a reader child, lister.go)
 	Reader *readerStats `json:"reader,omitempty"`
+
+	// cache-synced, cache-reads (a cache subject's child, cache.go)
+	Cache *cacheReport `json:"cache,omitempty"`
 }
 
 func childMain(kind string) int {
@@ -99,6 +102,9 @@ func childMain(kind string) int {
 	run := runChild
 	if isReader(kind) {
 		run = readerChildMain
+	}
+	if isCache(kind) {
+		run = cacheChildMain
 	}
 	if err := run(kind, send); err != nil {
 		send(report{Event: "error", Err: err.Error()})

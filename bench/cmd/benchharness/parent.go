@@ -39,8 +39,10 @@ type parent struct {
 	cp      *controlplane.ControlPlane
 	kube    kubernetes.Interface
 	created int
-	gen     int // burst generation, written into each updated object
-	exe     string
+	// cacheCreated counts the cache subjects' ConfigMaps created (cache.go).
+	cacheCreated int
+	gen          int // burst generation, written into each updated object
+	exe          string
 	// pending is a gap's change still in place (restart.go).
 	pending *changeSet
 }
@@ -91,16 +93,27 @@ func run(ctx context.Context, o options) (*results, error) {
 			return nil, err
 		}
 	}
+	// The namespace bench only when a subject other than the cache
+	// subjects, or the readers, will read it.
+	classic := o.readers
+	for _, s := range o.subjectList {
+		classic = classic || !isCache(s)
+	}
 	for _, n := range o.ns {
-		c, err := p.create(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		res.creations = append(res.creations, c)
-		if res.objectBytes == 0 {
-			res.objectBytes = p.objectSize(ctx)
+		if classic {
+			c, err := p.create(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			res.creations = append(res.creations, c)
+			if res.objectBytes == 0 {
+				res.objectBytes = p.objectSize(ctx)
+			}
 		}
 		for _, s := range o.subjectList {
+			if isCache(s) {
+				continue
+			}
 			r := p.runSubject(ctx, n, s)
 			if r.Err != "" {
 				logf("N=%d %s: %s", n, s, r.Err)
@@ -109,6 +122,21 @@ func run(ctx context.Context, o options) (*results, error) {
 		}
 		if o.readers {
 			p.readers(ctx, n, res)
+		}
+		if slices.ContainsFunc(o.subjectList, isCache) {
+			c, err := p.createCacheObjects(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			res.cacheCreations = append(res.cacheCreations, c)
+			if res.cacheObjectBytes == 0 {
+				res.cacheObjectBytes = p.cacheObjectSize(ctx)
+			}
+			for _, s := range o.subjectList {
+				if isCache(s) {
+					res.caches = append(res.caches, p.runCacheSubject(ctx, n, s))
+				}
+			}
 		}
 	}
 	if o.gobench != "" {

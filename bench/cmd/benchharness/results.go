@@ -36,6 +36,11 @@ type results struct {
 	took        time.Duration
 	readers     []readerRow // lister.go
 
+	// The cache subjects (cache.go): rows, creations, one object's size.
+	caches           []cacheRow
+	cacheCreations   []creation
+	cacheObjectBytes int
+
 	date                  time.Time
 	cpu, kernel           string
 	nproc                 int
@@ -334,10 +339,19 @@ func parseGobench(out []byte) map[string]map[string]float64 {
 // write writes the results file, keeping its hand-written part.
 func (r *results) write(path string) error {
 	var kept []byte
-	if old, err := os.ReadFile(path); err == nil {
+	old, err := os.ReadFile(path)
+	if err == nil {
 		if i := bytes.Index(old, []byte(handWritten)); i >= 0 {
 			kept = old[i+len(handWritten):]
 		}
+	}
+	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && len(r.caches) > 0 {
+		// Only the cache subjects ran: their section is all that changes.
+		return os.WriteFile(path, spliceCacheSection(old, r.cacheSection()), 0o644)
+	}
+	cacheText := r.cacheSection()
+	if len(r.caches) == 0 { // not run: keep the last run's section
+		cacheText = string(oldCacheSection(old))
 	}
 	var b strings.Builder
 	b.WriteString("# Benchmarks\n\n")
@@ -374,6 +388,7 @@ func (r *results) write(path string) error {
 	b.WriteString(r.restartSection())
 	b.WriteString("\n## Targets\n")
 	b.WriteString(r.targetsText())
+	b.WriteString(cacheText)
 	b.WriteString("\n## In process (no apiserver)\n\n")
 	b.WriteString("`go test -run '^$' -bench . -benchmem ./bench/` (bench/journal_bench_test.go). events/s, objects/s and B/obj are custom metrics.\n\n")
 	if len(r.gobench) > 0 {

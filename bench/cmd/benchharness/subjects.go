@@ -54,7 +54,7 @@ const (
 	subjWatchListMeta = "bare-watch-list-meta"
 )
 
-var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl}
+var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl, subjCRCache, subjJCache}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.

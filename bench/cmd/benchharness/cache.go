@@ -1,0 +1,546 @@
+package main
+
+// The cache subjects (issue 23, "Measured"): a small operator process, a
+// controller-runtime manager with one controller For(&corev1.ConfigMap{})
+// whose reconciler reads the object it was given through mgr.GetClient(),
+// on one of two caches:
+//
+//   - crcache: controller-runtime's default cache (cache.New), objects in
+//     memory, every read deep-copied;
+//   - jcache: jcache.NewFunc(jcache.Options{Dir: ...}), objects in journal
+//     files, every read decoded from disk (fsync on, default retention).
+//
+// The objects: N ConfigMaps of about 1 KiB spread over cacheNamespaces
+// namespaces (object i in cache-<i mod 100>), plus cacheListN in
+// cacheListNS, each labelled cacheLabel=true and with a group label
+// (groupLabel) shared by 100 objects. Both caches select cacheLabel
+// (cache.Options.DefaultLabelSelector, one cluster-wide informer, filtered
+// by the apiserver), so that the other subjects' ConfigMaps in the same
+// control plane are not theirs; they hold N + cacheListN objects. The
+// manager registers a field index on the group label
+// (mgr.GetFieldIndexer().IndexField) before it starts.
+//
+// Each subject runs twice on one directory, each time in a process of its
+// own: a first start (empty directory) and a restart with nothing changed
+// (the same directory; for crcache the same as a first start). Measured,
+// each time: from the parent's exec to the first reconcile, and until
+// every object was reconciled once; then the steady heap and RSS (as the
+// other subjects: after runtime.GC and debug.FreeOSMemory). After the
+// first start also the reads through mgr.GetClient(): Get of random
+// objects (p50, p99), List through the index (client.MatchingFields, 100
+// objects), and a full List of cacheListNS (client.InNamespace, 1,000).
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/watchjournal/watchjournal/jcache"
+)
+
+// The cache subjects.
+const (
+	subjCRCache = "crcache"
+	subjJCache  = "jcache"
+)
+
+// cacheSubjects are the subjects run by runCacheSubject, not runSubject.
+var cacheSubjects = []string{subjCRCache, subjJCache}
+
+// isCache reports whether a subject is one of the cache subjects.
+func isCache(kind string) bool { return slices.Contains(cacheSubjects, kind) }
+
+// The cache subjects' objects.
+const (
+	cacheNamespaces = 100          // namespaces cache-00 .. cache-99
+	cacheListNS     = "cache-list" // the namespace of the full List
+	cacheListN      = 1000         // ConfigMaps in cacheListNS
+	cacheGroupSize  = 100          // objects sharing one group label value
+	cacheLabel      = "bench.watchjournal.io/cache"
+	groupLabel      = "bench.watchjournal.io/group"
+	groupIndex      = "group" // the field index's name
+	cacheGets       = 20000   // Gets timed
+	cacheIndexLists = 500     // Lists through the index timed
+	cacheNSLists    = 30      // Lists of cacheListNS timed
+	envCachePhase   = "BENCH_CACHE_PHASE"
+)
+
+func cacheNS(i int) string { return fmt.Sprintf("cache-%02d", i%cacheNamespaces) }
+
+func group(i int) string { return fmt.Sprintf("g%05d", i/cacheGroupSize) }
+
+// cacheObject is ConfigMap i of the N (ns = "") or of cacheListNS.
+func cacheObject(i int, ns, payload string) *corev1.ConfigMap {
+	g := group(i)
+	if ns == "" {
+		ns = cacheNS(i)
+	} else {
+		g = "list-" + g
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns, Labels: map[string]string{cacheLabel: "true", groupLabel: g}},
+		Data:       map[string]string{"payload": payload},
+	}
+}
+
+// createCacheObjects creates the namespaces and cacheListNS's objects the
+// first time, and the cache subjects' ConfigMaps p.cacheCreated .. n-1.
+func (p *parent) createCacheObjects(ctx context.Context, n int) (creation, error) {
+	payload := strings.Repeat("0123456789abcdef", payloadSize/16+1)[:payloadSize]
+	create := func(ctx context.Context, cm *corev1.ConfigMap) error {
+		return retry(ctx, func() error {
+			_, err := p.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+	}
+	if p.cacheCreated == 0 {
+		for i := range cacheNamespaces + 1 {
+			ns := cacheNS(i)
+			if i == cacheNamespaces {
+				ns = cacheListNS
+			}
+			_, err := p.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return creation{}, err
+			}
+		}
+		logf("creating %d ConfigMaps in %s", cacheListN, cacheListNS)
+		err := parallel(ctx, p.o.workers, 0, cacheListN, func(ctx context.Context, i int) error {
+			return create(ctx, cacheObject(i, cacheListNS, payload))
+		})
+		if err != nil {
+			return creation{}, fmt.Errorf("creating ConfigMaps in %s: %w", cacheListNS, err)
+		}
+	}
+	from := p.cacheCreated
+	c := creation{From: from, To: n}
+	if n <= from {
+		return c, nil
+	}
+	logf("creating ConfigMaps %d..%d in %d namespaces with %d writers", from, n-1, cacheNamespaces, p.o.workers)
+	began := time.Now()
+	var done atomic.Int64
+	err := parallel(ctx, p.o.workers, from, n, func(ctx context.Context, i int) error {
+		err := create(ctx, cacheObject(i, "", payload))
+		if d := done.Add(1); d%20000 == 0 {
+			logf("created %d of %d", from+int(d), n)
+		}
+		return err
+	})
+	c.Seconds = time.Since(began).Seconds()
+	if err != nil {
+		return c, fmt.Errorf("creating ConfigMaps: %w", err)
+	}
+	p.cacheCreated = n
+	logf("created %d ConfigMaps in %.1f s (%.0f/s)", n-from, c.Seconds, float64(n-from)/c.Seconds)
+	return c, nil
+}
+
+// cacheObjectSize returns the size of one cache subject's ConfigMap's JSON
+// as served.
+func (p *parent) cacheObjectSize(ctx context.Context) int {
+	b, err := p.kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", cacheNS(0), "configmaps", name(0)).DoRaw(ctx)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// cacheStart is what one process of a cache subject measured.
+type cacheStart struct {
+	// FirstReconcileSeconds is from the parent's exec of the process to
+	// the reconciler's first call; InProcessSeconds from the child's
+	// ctrl.NewManager call to the same.
+	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"`
+	InProcessSeconds      float64 `json:"inProcessSeconds"`
+	// SyncedSeconds is from the parent's exec until the informer's
+	// HasSynced was seen true (polled every 5 ms): crcache, its store
+	// holds the list; jcache, its journal is current with the server,
+	// before the replay of the stored objects to the controller's handler
+	// (the handler's own HasSynced, which the controller waits for) may
+	// have ended. 0: not seen.
+	SyncedSeconds float64 `json:"syncedSeconds"`
+	// AllSeconds is from the parent's exec until every object was
+	// reconciled once (the queue the start filled has drained); CPU the
+	// process's CPU time (user + system) until then.
+	AllSeconds float64 `json:"allSeconds"`
+	CPU        float64 `json:"cpuSeconds"`
+	Reconciles int64   `json:"reconciles"`
+	// Base is the steady memory before the manager was built; Steady once
+	// every object was reconciled.
+	Base   memory `json:"base"`
+	Steady memory `json:"steady"`
+	// DiskBytes is the size of the cache's directory after the process
+	// exited (jcache: its journal files).
+	DiskBytes int64 `json:"diskBytes,omitempty"`
+}
+
+// cacheReads is what the reads through mgr.GetClient() measured.
+type cacheReads struct {
+	GetP50      float64 `json:"getP50Seconds"`
+	GetP99      float64 `json:"getP99Seconds"`
+	IndexP50    float64 `json:"indexListP50Seconds"`
+	IndexP99    float64 `json:"indexListP99Seconds"`
+	IndexListed int     `json:"indexListed"`
+	NSListP50   float64 `json:"nsListP50Seconds"`
+	NSListed    int     `json:"nsListed"`
+	// After is the steady memory after the reads.
+	After memory `json:"after"`
+}
+
+// cacheReport is a cache child's report ("cache-synced" or "cache-reads").
+type cacheReport struct {
+	NewManagerUnixNano     int64      `json:"newManagerUnixNano,omitempty"`
+	FirstReconcileUnixNano int64      `json:"firstReconcileUnixNano,omitempty"`
+	SyncedUnixNano         int64      `json:"syncedUnixNano,omitempty"` // the informer's HasSynced (0: not seen)
+	AllUnixNano            int64      `json:"allUnixNano,omitempty"`
+	CPU                    float64    `json:"cpuSeconds,omitempty"`
+	Reconciles             int64      `json:"reconciles,omitempty"`
+	Base                   memory     `json:"base"`
+	Steady                 memory     `json:"steady"`
+	Reads                  cacheReads `json:"reads"`
+}
+
+// cacheRow is one cache subject's results at one N.
+type cacheRow struct {
+	N       int        `json:"n"`
+	Subject string     `json:"subject"`
+	Err     string     `json:"err,omitempty"`
+	Objects int        `json:"objects"` // N + cacheListN
+	Load    string     `json:"load"`    // 1-minute load average at the first start
+	First   cacheStart `json:"first"`
+	Restart cacheStart `json:"restart"`
+	Reads   cacheReads `json:"reads"`
+}
+
+// runCacheSubject runs a cache subject's first start (with the reads) and
+// its restart, each in a child of its own, on one directory.
+func (p *parent) runCacheSubject(ctx context.Context, n int, kind string) cacheRow {
+	r := cacheRow{N: n, Subject: kind, Objects: n + cacheListN}
+	dir, err := os.MkdirTemp("", "benchharness-"+kind+"-")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil && len(strings.Fields(string(b))) > 0 {
+		r.Load = strings.Fields(string(b))[0]
+	}
+	for _, phase := range []string{"first", "restart"} {
+		st, reads, err := p.cacheProcess(n, kind, dir, phase)
+		if err != nil {
+			r.Err = fmt.Sprintf("%s start: %v", phase, err)
+			logf("N=%d %s: %s", n, kind, r.Err)
+			return r
+		}
+		if phase == "first" {
+			r.First, r.Reads = st, reads
+		} else {
+			r.Restart = st
+		}
+	}
+	return r
+}
+
+// cacheProcess runs one process of a cache subject: until every object
+// was reconciled, then (first start) the reads, then exit.
+func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cacheReads, error) {
+	var st cacheStart
+	var reads cacheReads
+	logf("N=%d %s: %s start", n, kind, phase)
+	began := time.Now()
+	// Straight to the apiserver: no proxy, no relist forced.
+	c, err := p.startChild(n, kind, p.cp.RESTConfig().Host, dir, envCachePhase+"="+phase,
+		fmt.Sprintf("%s=N%d-%s-%s", envTag, n, kind, phase))
+	if err != nil {
+		return st, reads, err
+	}
+	defer c.close()
+	fail := func(err error) (cacheStart, cacheReads, error) {
+		_ = c.cmd.Process.Kill()
+		return st, reads, err
+	}
+	x, err := c.await("cache-synced", syncTimeout(n)+3*time.Minute)
+	if err != nil || x.Cache == nil {
+		return fail(fmt.Errorf("waiting for the reconciles: %v", err))
+	}
+	cr := x.Cache
+	st = cacheStart{
+		FirstReconcileSeconds: time.Unix(0, cr.FirstReconcileUnixNano).Sub(began).Seconds(),
+		InProcessSeconds:      time.Duration(cr.FirstReconcileUnixNano - cr.NewManagerUnixNano).Seconds(),
+		AllSeconds:            time.Unix(0, cr.AllUnixNano).Sub(began).Seconds(),
+		SyncedSeconds:         time.Unix(0, cr.SyncedUnixNano).Sub(began).Seconds(),
+		CPU:                   cr.CPU, Reconciles: cr.Reconciles, Base: cr.Base, Steady: cr.Steady,
+	}
+	if cr.SyncedUnixNano == 0 {
+		st.SyncedSeconds = 0
+	}
+	logf("N=%d %s: %s start: informer synced %.2f s, first reconcile %.2f s after exec (%.2f s after NewManager), all %d reconciled %.2f s (CPU %.2f s), heap %s, RSS %s",
+		n, kind, phase, st.SyncedSeconds, st.FirstReconcileSeconds, st.InProcessSeconds, st.Reconciles, st.AllSeconds, st.CPU,
+		mib(st.Steady.HeapInuse), mib(st.Steady.RSS))
+	if phase == "first" {
+		x, err := c.await("cache-reads", 10*time.Minute)
+		if err != nil || x.Cache == nil {
+			return fail(fmt.Errorf("reads: %v", err))
+		}
+		reads = x.Cache.Reads
+		logf("N=%d %s: Get p50 %.1f µs p99 %.1f µs; List through the index (%d) p50 %.2f ms p99 %.2f ms; List of %s (%d) %.2f ms; heap after %s",
+			n, kind, 1e6*reads.GetP50, 1e6*reads.GetP99, reads.IndexListed, 1e3*reads.IndexP50, 1e3*reads.IndexP99,
+			cacheListNS, reads.NSListed, 1e3*reads.NSListP50, mib(reads.After.HeapInuse))
+	}
+	if err := c.send(command{Cmd: "exit"}); err != nil {
+		return fail(err)
+	}
+	if _, err := c.await("bye", 2*time.Minute); err != nil {
+		return fail(err)
+	}
+	st.DiskBytes = dirSize(dir)
+	return st, reads, nil
+}
+
+// dirSize returns the bytes of the regular files under dir.
+func dirSize(dir string) int64 {
+	var total int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+// countingReconciler is the operator's reconciler: it reads the object it
+// was given through the manager's client and counts the reconciles.
+type countingReconciler struct {
+	c           client.Client
+	want        int64
+	n           atomic.Int64
+	first       atomic.Int64 // UnixNano of the first call
+	firstc, all chan struct{}
+}
+
+func (r *countingReconciler) Reconcile(ctx context.Context, req ctrlreconcile.Request) (ctrlreconcile.Result, error) {
+	if r.first.CompareAndSwap(0, time.Now().UnixNano()) {
+		close(r.firstc)
+	}
+	var cm corev1.ConfigMap
+	if err := r.c.Get(ctx, req.NamespacedName, &cm); err != nil {
+		return ctrlreconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.n.Add(1) == r.want {
+		close(r.all)
+	}
+	return ctrlreconcile.Result{}, nil
+}
+
+// errorSink is a logr.LogSink that writes errors to stderr and drops the
+// rest (controller-runtime's start-up chatter).
+type errorSink struct{ name string }
+
+func (errorSink) Init(logr.RuntimeInfo)            {}
+func (errorSink) Enabled(int) bool                 { return false }
+func (errorSink) Info(int, string, ...any)         {}
+func (s errorSink) WithValues(...any) logr.LogSink { return s }
+func (s errorSink) WithName(n string) logr.LogSink {
+	return errorSink{name: strings.TrimPrefix(s.name+"/"+n, "/")}
+}
+func (s errorSink) Error(err error, msg string, kv ...any) {
+	fmt.Fprintf(os.Stderr, "%s benchharness child %s: %s: %v %v\n", time.Now().Format("15:04:05"), s.name, msg, err, kv)
+}
+
+// cacheChildMain runs a cache subject's process: the manager, the
+// controller, the reads on a first start, exit when told.
+func cacheChildMain(kind string, send func(report)) error {
+	n, cfg, err := childConfig()
+	if err != nil {
+		return err
+	}
+	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
+	ctrl.SetLogger(logr.New(errorSink{}))
+	base := steady()
+
+	stopCPU := prof.cpu("cpu-start")
+	cpu0 := cpuTime()
+	newManager := time.Now()
+	var newCache crcache.NewCacheFunc
+	switch kind {
+	case subjCRCache:
+		newCache = crcache.New
+	case subjJCache:
+		newCache = jcache.NewFunc(jcache.Options{Dir: os.Getenv(envDir)})
+	default:
+		return fmt.Errorf("unknown cache subject %q", kind)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		NewCache:               newCache,
+		Cache:                  crcache.Options{DefaultLabelSelector: labels.SelectorFromSet(labels.Set{cacheLabel: "true"})},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, groupIndex, func(o client.Object) []string {
+		if g, ok := o.GetLabels()[groupLabel]; ok {
+			return []string{g}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rec := &countingReconciler{c: mgr.GetClient(), want: int64(n + cacheListN), firstc: make(chan struct{}), all: make(chan struct{})}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("bench").For(&corev1.ConfigMap{}).Complete(rec); err != nil {
+		return err
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	// When the informer (the one the controller watches) says it has
+	// synced: crcache, its store holds the list; jcache, the journal is
+	// current with the server (the replay to the handler may still run).
+	var syncedAt atomic.Int64
+	go func() {
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+		if err != nil {
+			return
+		}
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for !inf.HasSynced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		syncedAt.Store(time.Now().UnixNano())
+	}()
+	timeout := time.After(syncTimeout(n) + 2*time.Minute)
+	select {
+	case <-rec.all:
+	case err := <-stopped:
+		return fmt.Errorf("manager stopped: %v", err)
+	case <-timeout:
+		return fmt.Errorf("%d of %d objects reconciled after %v", rec.n.Load(), rec.want, syncTimeout(n)+2*time.Minute)
+	}
+	all, cpu := time.Now(), cpuTime()-cpu0
+	stopCPU()
+	st := steady()
+	prof.heap("heap-steady")
+	send(report{Event: "cache-synced", Cache: &cacheReport{
+		NewManagerUnixNano: newManager.UnixNano(), FirstReconcileUnixNano: rec.first.Load(), AllUnixNano: all.UnixNano(), SyncedUnixNano: syncedAt.Load(),
+		CPU: cpu.Seconds(), Reconciles: rec.n.Load(), Base: base, Steady: st,
+	}})
+
+	if os.Getenv(envCachePhase) == "first" {
+		stopCPU := prof.cpu("cpu-reads")
+		reads, err := cacheReadsOf(ctx, mgr.GetClient(), n)
+		stopCPU()
+		if err != nil {
+			return err
+		}
+		send(report{Event: "cache-reads", Cache: &cacheReport{Reads: reads}})
+	}
+
+	buf := make([]byte, 4096)
+	for { // wait for exit (or the parent closing stdin)
+		k, err := os.Stdin.Read(buf)
+		if err != nil || k == 0 || string(buf[:k]) == `{"cmd":"exit"}`+"\n" {
+			break
+		}
+	}
+	cancel()
+	select { // the manager stops the cache: jcache closes its files
+	case err := <-stopped:
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+	case <-time.After(time.Minute):
+		return fmt.Errorf("the manager did not stop within a minute")
+	}
+	send(report{Event: "bye"})
+	return nil
+}
+
+// cacheReadsOf times the reads through the manager's client c.
+func cacheReadsOf(ctx context.Context, c client.Client, n int) (cacheReads, error) {
+	var st cacheReads
+	rng := rand.New(rand.NewPCG(uint64(n), 23))
+	gets := make([]time.Duration, 0, cacheGets)
+	for range cacheGets {
+		i := rng.IntN(n)
+		var cm corev1.ConfigMap
+		t0 := time.Now()
+		err := c.Get(ctx, client.ObjectKey{Namespace: cacheNS(i), Name: name(i)}, &cm)
+		gets = append(gets, time.Since(t0))
+		if err != nil {
+			return st, fmt.Errorf("get %s/%s: %w", cacheNS(i), name(i), err)
+		}
+	}
+	groups := max(1, n/cacheGroupSize)
+	idx := make([]time.Duration, 0, cacheIndexLists)
+	for range cacheIndexLists {
+		g := group(rng.IntN(groups) * cacheGroupSize)
+		var l corev1.ConfigMapList
+		t0 := time.Now()
+		err := c.List(ctx, &l, client.MatchingFields{groupIndex: g})
+		idx = append(idx, time.Since(t0))
+		if err != nil {
+			return st, fmt.Errorf("list %s=%s: %w", groupIndex, g, err)
+		}
+		if want := min(n, cacheGroupSize); len(l.Items) != want {
+			return st, fmt.Errorf("list %s=%s: %d items; want %d", groupIndex, g, len(l.Items), want)
+		}
+		st.IndexListed = len(l.Items)
+	}
+	lists := make([]time.Duration, 0, cacheNSLists)
+	for range cacheNSLists {
+		var l corev1.ConfigMapList
+		t0 := time.Now()
+		err := c.List(ctx, &l, client.InNamespace(cacheListNS))
+		lists = append(lists, time.Since(t0))
+		if err != nil {
+			return st, fmt.Errorf("list %s: %w", cacheListNS, err)
+		}
+		if len(l.Items) != cacheListN {
+			return st, fmt.Errorf("list %s: %d items; want %d", cacheListNS, len(l.Items), cacheListN)
+		}
+		st.NSListed = len(l.Items)
+	}
+	for _, d := range [][]time.Duration{gets, idx, lists} {
+		slices.Sort(d)
+	}
+	st.GetP50, st.GetP99 = gets[len(gets)/2].Seconds(), gets[len(gets)*99/100].Seconds()
+	st.IndexP50, st.IndexP99 = idx[len(idx)/2].Seconds(), idx[len(idx)*99/100].Seconds()
+	st.NSListP50 = lists[len(lists)/2].Seconds()
+	st.After = steady()
+	return st, nil
+}

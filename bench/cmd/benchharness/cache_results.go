@@ -1,0 +1,225 @@
+package main
+
+// The cache subjects' section of the results file (cache.go): its tables,
+// issue 23's targets, and how a run of only those subjects rewrites that
+// section and keeps the rest of the file.
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The cache section's markers: a run of only the cache subjects replaces
+// what is between them (inclusive) and nothing else.
+const (
+	cacheBegin = "<!-- cache subjects: begin (benchharness writes this section; a run of only crcache and jcache rewrites only it) -->"
+	cacheEnd   = "<!-- cache subjects: end -->"
+)
+
+// spliceCacheSection returns file with its cache section replaced by
+// section; a file without one gets it before the hand-written part (or at
+// its end).
+func spliceCacheSection(file []byte, section string) []byte {
+	if i := bytes.Index(file, []byte(cacheBegin)); i >= 0 {
+		if j := bytes.Index(file[i:], []byte(cacheEnd)); j >= 0 {
+			end := i + j + len(cacheEnd)
+			if end < len(file) && file[end] == '\n' {
+				end++
+			}
+			return append(append(append([]byte{}, file[:i]...), section...), file[end:]...)
+		}
+	}
+	if i := bytes.Index(file, []byte(handWritten)); i >= 0 {
+		return append(append(append([]byte{}, file[:i]...), section+"\n"...), file[i:]...)
+	}
+	return append(append([]byte{}, file...), "\n"+section...)
+}
+
+// oldCacheSection returns file's cache section, markers included, with a
+// newline after it; nil when it has none.
+func oldCacheSection(file []byte) []byte {
+	i := bytes.Index(file, []byte(cacheBegin))
+	if i < 0 {
+		return nil
+	}
+	j := bytes.Index(file[i:], []byte(cacheEnd))
+	if j < 0 {
+		return nil
+	}
+	return append(append([]byte{}, file[i:i+j+len(cacheEnd)]...), '\n')
+}
+
+func (r *results) findCache(n int, subject string) (cacheRow, bool) {
+	for _, x := range r.caches {
+		if x.N == n && x.Subject == subject && x.Err == "" {
+			return x, true
+		}
+	}
+	return cacheRow{}, false
+}
+
+// ratio formats a / b.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// cacheTargets evaluates issue 23's targets on the cache subjects' rows.
+func (r *results) cacheTargets() []target {
+	var ts []target
+	var ns []int
+	for _, x := range r.caches {
+		if len(ns) == 0 || ns[len(ns)-1] != x.N {
+			ns = append(ns, x.N)
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	// The controller's queue keeps heap per object queued at start-up
+	// (bench/queue_bench_test.go), in both subjects: shown beside.
+	queuePerObject := parseGobench(r.gobench)["BenchmarkControllerQueueRetained/priorityqueue/N=200000"]["retained-B/obj"]
+	lessQueue := func(heap uint64, objects int) string {
+		q := uint64(queuePerObject * float64(objects))
+		if queuePerObject == 0 || q >= heap {
+			return ""
+		}
+		return mb(heap - q)
+	}
+	for _, n := range ns {
+		j, ok1 := r.findCache(n, subjJCache)
+		c, ok2 := r.findCache(n, subjCRCache)
+		t := target{name: fmt.Sprintf("jcache steady heap ≤ 5%% of crcache's (N=%d)", n), state: "not measured"}
+		if ok1 && ok2 {
+			a, b := float64(j.First.Steady.HeapInuse), float64(c.First.Steady.HeapInuse)
+			t.measured = fmt.Sprintf("%s / %s MiB = %.1f%% (after the restart: %s / %s MiB = %.1f%%)", mb(j.First.Steady.HeapInuse), mb(c.First.Steady.HeapInuse), 100*a/b,
+				mb(j.Restart.Steady.HeapInuse), mb(c.Restart.Steady.HeapInuse), 100*float64(j.Restart.Steady.HeapInuse)/float64(c.Restart.Steady.HeapInuse))
+			if x, y := lessQueue(j.First.Steady.HeapInuse, j.Objects), lessQueue(c.First.Steady.HeapInuse, c.Objects); x != "" && y != "" {
+				t.measured += fmt.Sprintf("; less the controller's priority queue's %.0f B an object (BenchmarkControllerQueueRetained): %s / %s MiB", queuePerObject, x, y)
+			}
+			t.state = check(a <= 0.05*b)
+		}
+		ts = append(ts, t)
+	}
+	lo, hi := ns[0], ns[len(ns)-1]
+	t := target{name: fmt.Sprintf("jcache steady heap flat in N: heap at N=%d within ±10%% of heap at N=%d", hi, lo), state: "not measured"}
+	if a, ok := r.findCache(lo, subjJCache); ok && lo != hi {
+		if b, ok := r.findCache(hi, subjJCache); ok {
+			x := float64(b.First.Steady.HeapInuse) / float64(a.First.Steady.HeapInuse)
+			t.measured = fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.First.Steady.HeapInuse), mb(a.First.Steady.HeapInuse), x)
+			if x, y := lessQueue(b.First.Steady.HeapInuse, b.Objects), lessQueue(a.First.Steady.HeapInuse, a.Objects); x != "" && y != "" {
+				t.measured += fmt.Sprintf(" (less the controller's priority queue's %.0f B an object: %s / %s MiB)", queuePerObject, x, y)
+			}
+			t.state = check(x >= 0.9 && x <= 1.1)
+		}
+	}
+	ts = append(ts, t)
+	ref := hi
+	for _, n := range ns {
+		if n == 200_000 {
+			ref = n
+		}
+	}
+	t = target{name: fmt.Sprintf("jcache RSS ≤ 15%% of crcache's (N=%d)", ref), state: "not measured"}
+	if j, ok := r.findCache(ref, subjJCache); ok {
+		if c, ok := r.findCache(ref, subjCRCache); ok {
+			a, b := float64(j.First.Steady.RSS), float64(c.First.Steady.RSS)
+			t.measured = fmt.Sprintf("%s / %s MiB = %.1f%% (anon %s MiB)", mb(j.First.Steady.RSS), mb(c.First.Steady.RSS), 100*a/b, mb(j.First.Steady.RSSAnon))
+			t.state = check(a <= 0.15*b)
+		}
+	}
+	ts = append(ts, t)
+	for _, n := range ns {
+		j, ok1 := r.findCache(n, subjJCache)
+		c, ok2 := r.findCache(n, subjCRCache)
+		t := target{name: fmt.Sprintf("first start (empty directory): exec to the first reconcile ≤ 1.0× crcache's (N=%d)", n), state: "not measured"}
+		if ok1 && ok2 {
+			t.measured = fmt.Sprintf("%.2f / %.2f s = %s (every object reconciled: %.2f / %.2f s = %s)",
+				j.First.FirstReconcileSeconds, c.First.FirstReconcileSeconds, ratio(j.First.FirstReconcileSeconds, c.First.FirstReconcileSeconds),
+				j.First.AllSeconds, c.First.AllSeconds, ratio(j.First.AllSeconds, c.First.AllSeconds))
+			t.state = check(j.First.FirstReconcileSeconds <= c.First.FirstReconcileSeconds)
+		}
+		ts = append(ts, t)
+		t = target{name: fmt.Sprintf("restart, nothing changed: exec to the first reconcile ≤ 0.1× crcache's (N=%d)", n), state: "not measured"}
+		if ok1 && ok2 {
+			t.measured = fmt.Sprintf("%.2f / %.2f s = %s (every object reconciled: %.2f / %.2f s = %s)",
+				j.Restart.FirstReconcileSeconds, c.Restart.FirstReconcileSeconds, ratio(j.Restart.FirstReconcileSeconds, c.Restart.FirstReconcileSeconds),
+				j.Restart.AllSeconds, c.Restart.AllSeconds, ratio(j.Restart.AllSeconds, c.Restart.AllSeconds))
+			t.state = check(j.Restart.FirstReconcileSeconds <= 0.1*c.Restart.FirstReconcileSeconds)
+		}
+		ts = append(ts, t)
+		t = target{name: fmt.Sprintf("reads through mgr.GetClient(), jcache / crcache (N=%d)", n), state: "not measured"}
+		if ok1 && ok2 {
+			t.measured = fmt.Sprintf("Get p50 %s, p99 %s; List through the index of %d p50 %s, p99 %s; List of a namespace of %d %s",
+				ratio(j.Reads.GetP50, c.Reads.GetP50), ratio(j.Reads.GetP99, c.Reads.GetP99), cacheGroupSize,
+				ratio(j.Reads.IndexP50, c.Reads.IndexP50), ratio(j.Reads.IndexP99, c.Reads.IndexP99), cacheListN,
+				ratio(j.Reads.NSListP50, c.Reads.NSListP50))
+			t.state = "reported"
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// cacheSection returns the cache subjects' section of the results file,
+// markers included; "" when none ran.
+func (r *results) cacheSection() string {
+	if len(r.caches) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(cacheBegin + "\n\n")
+	b.WriteString("## controller-runtime's cache against jcache: an operator process (issue 23)\n\n")
+	fmt.Fprintf(&b, "Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n",
+		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc)
+	fmt.Fprintf(&b, "    %s\n\n", r.o.command)
+	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, object i in namespace cache-<i mod %d> (N/%d a namespace), plus %d in %s, each labelled %s=true and %s=<i/%d>. ",
+		r.cacheObjectBytes, cacheNamespaces, cacheNamespaces, cacheListN, cacheListNS, cacheLabel, groupLabel, cacheGroupSize)
+	for _, c := range r.cacheCreations {
+		if c.To > c.From {
+			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
+		}
+	}
+	b.WriteString("\n\n| N | subject | objects | load | heap MiB | RSS MiB | anon RSS MiB | informer synced s | first reconcile s (in process) | all reconciled s | start CPU s | restart: informer synced s | restart: first reconcile s (in process) | restart: all reconciled s | restart CPU s | restart heap MiB | restart RSS MiB | disk MiB |\n")
+	b.WriteString("|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, x := range r.caches {
+		if x.Err != "" {
+			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			continue
+		}
+		disk := "–"
+		if x.Restart.DiskBytes > 0 {
+			disk = fmt.Sprintf("%.1f", float64(x.Restart.DiskBytes)/(1<<20))
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %.2f (%.2f) | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s | %s |\n",
+			x.N, x.Subject, x.Objects, x.Load, mb(x.First.Steady.HeapInuse), mb(x.First.Steady.RSS), mb(x.First.Steady.RSSAnon),
+			secs(x.First.SyncedSeconds), x.First.FirstReconcileSeconds, x.First.InProcessSeconds, x.First.AllSeconds, x.First.CPU,
+			secs(x.Restart.SyncedSeconds), x.Restart.FirstReconcileSeconds, x.Restart.InProcessSeconds, x.Restart.AllSeconds, x.Restart.CPU,
+			mb(x.Restart.Steady.HeapInuse), mb(x.Restart.Steady.RSS), disk)
+	}
+	fmt.Fprintf(&b, "\nReads through mgr.GetClient() after the first start's reconciles: Get of a random object of the N (%d times), List with client.MatchingFields on the group index (%d objects in %d namespaces; %d times), List with client.InNamespace(%q) (%d objects; median of %d).\n",
+		cacheGets, cacheGroupSize, cacheNamespaces, cacheIndexLists, cacheListNS, cacheListN, cacheNSLists)
+	b.WriteString("\n| N | subject | Get p50 µs | Get p99 µs | List by index p50 ms | List by index p99 ms | List of a namespace ms | heap after reads MiB |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, x := range r.caches {
+		if x.Err != "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %s |\n", x.N, x.Subject,
+			1e6*x.Reads.GetP50, 1e6*x.Reads.GetP99, 1e3*x.Reads.IndexP50, 1e3*x.Reads.IndexP99, 1e3*x.Reads.NSListP50, mb(x.Reads.After.HeapInuse))
+	}
+	b.WriteString(`
+- **The process**: this binary as a child, one per start: ctrl.NewManager with cache.Options{DefaultLabelSelector: ` + cacheLabel + `=true} (one cluster-wide informer of ConfigMaps, the apiserver filters), metrics and probes off, a field index on the group label (mgr.GetFieldIndexer().IndexField, before Start), one controller For(&corev1.ConfigMap{}) whose reconciler Gets the object through mgr.GetClient(). **crcache**: NewCache = cache.New (controller-runtime's default; reads deep-copy). **jcache**: NewCache = jcache.NewFunc(jcache.Options{Dir}), default options (fsync on, default retention, inspect socket on), ConfigMaps (Secrets would be sealed, with a key).
+- **heap / RSS**: as the other subjects (HeapInuse and VmRSS after runtime.GC and debug.FreeOSMemory), once every object was reconciled once (the workqueue the start filled has drained; its maps keep the size they grew to, as Go maps do not shrink: BenchmarkControllerQueueRetained in bench/queue_bench_test.go measures that part, the same in both subjects, and the targets show the heap less it when the run has that benchmark's output, -gobench); **anon RSS**: RssAnon (jcache's RSS also counts bbolt's mapped file pages).
+- **informer synced s**: from the parent's exec until the informer the controller watches (mgr.GetCache().GetInformer) reported HasSynced, polled every 5 ms: crcache, its store holds the list; jcache, its journal is current with the server (a list committed, or a resume the server proved), while the replay of the stored objects to the controller's handler, which the controller waits for (the handler registration's HasSynced), may still run. **first reconcile s**: from the parent's exec of the process to the reconciler's first call (in parentheses: from ctrl.NewManager in the process); **all reconciled**: from exec until every one of the objects was reconciled once; **start CPU**: the process's CPU time until then. **restart**: a new process on the same directory, nothing changed meanwhile (for crcache the same as a first start). **disk**: the directory's files after the restart's process exited. **load**: the 1-minute load average when the first start began (2 cores; other work may have run).
+`)
+	b.WriteString("\n| target (issue 23) | measured | |\n|---|---|---|\n")
+	for _, t := range r.cacheTargets() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
+	}
+	b.WriteString("\n" + cacheEnd + "\n")
+	return b.String()
+}
