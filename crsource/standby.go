@@ -81,6 +81,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchjournal/watchjournal/internal/position"
+	"github.com/watchjournal/watchjournal/jcache"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -95,9 +96,6 @@ const (
 	AnnotationPositionResource = "watchjournal.io/position-resource"
 )
 
-// DefaultPublishInterval is the default Standby.Interval.
-const DefaultPublishInterval = position.DefaultInterval
-
 // ErrStandbyNotAdded is returned by Start (and so by the controller's and
 // the manager's Start) for a source with Options.Standby whose
 // AddToManager was never called: without it the writer would run only on
@@ -106,30 +104,11 @@ var ErrStandbyNotAdded = errors.New("crsource: Options.Standby is set but src.Ad
 	"it adds the journal's writer (on every replica) and the position publisher (on the leader)")
 
 // Standby configures the warm standby of a source under leader election
-// (standby.go, at the top). Namespace is required.
-type Standby struct {
-	// Namespace is where the position Lease lives: the operator's own
-	// namespace, as for its leader-election Lease.
-	Namespace string
-	// Name is the position Lease's name. Default "<consumer>-position"
-	// (Options.Consumer, default DefaultConsumer); two controllers, or two
-	// operators, in one namespace need two names. Never the
-	// leader-election Lease's name.
-	Name string
-	// Identity is written as the Lease's holderIdentity (who published
-	// last). Default the host name.
-	Identity string
-	// Interval is the least time between two publishes: the leader writes
-	// the Lease when its position moved and Interval has passed since the
-	// last write. Default DefaultPublishInterval. After a crash of the
-	// leader (no graceful stop), the next leader replays at most what was
-	// committed in the last Interval, plus what was not committed.
-	Interval time.Duration
-	// Commits, when above 0, also publishes once the commit has moved
-	// Commits times since the last write, before Interval has passed. Each
-	// publish is one Lease update on the apiserver.
-	Commits int
-}
+// (standby.go, at the top): the same settings as jcache.Exact's
+// (jcache.Standby). Namespace is required; Name defaults to
+// "<consumer>-position" (Options.Consumer, default DefaultConsumer);
+// Interval to jcache.DefaultStandbyInterval.
+type Standby = jcache.Standby
 
 // standby is the state of a source with Options.Standby. The position's
 // computation, the Lease, the publisher and the follower are
@@ -160,7 +139,7 @@ func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
 		so.Identity, _ = os.Hostname()
 	}
 	if so.Interval <= 0 {
-		so.Interval = DefaultPublishInterval
+		so.Interval = jcache.DefaultStandbyInterval
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

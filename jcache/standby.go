@@ -85,15 +85,17 @@ const DefaultStandbyInterval = position.DefaultInterval
 var ErrStandbyNotAdded = errors.New("jcache: ExactOptions.Standby is set but ex.AddToManager(mgr) was not called: " +
 	"it adds the position publisher (on the leader) and follower (on every replica)")
 
-// Standby configures the warm standby of an Exact controller under leader
-// election (see ExactOptions.Standby). Namespace is required.
+// Standby configures a warm standby under leader election: of an Exact
+// controller (ExactOptions.Standby) and of a crsource.Source
+// (crsource.Options.Standby, the same type). Namespace is required.
 type Standby struct {
 	// Namespace is where the position Lease lives: the operator's own
 	// namespace, as for its leader-election Lease.
 	Namespace string
-	// Name is the position Lease's name. Default "<controller>-position".
-	// Two operators in one namespace with controllers of the same name
-	// need two names. Never the leader-election Lease's name.
+	// Name is the position Lease's name. Default "<controller>-position"
+	// for Exact, "<consumer>-position" for crsource. Two controllers, or
+	// two operators, in one namespace with the same name need two names.
+	// Never the leader-election Lease's name.
 	Name string
 	// Identity is written as the Lease's holderIdentity (who published
 	// last). Default the host name.
