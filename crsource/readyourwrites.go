@@ -4,6 +4,7 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // WaitFor blocks until the source's journal has applied obj's
@@ -26,10 +27,7 @@ import (
 // object read before it holds one already applied, so the wait ends at
 // once; use WaitForDeleted.
 func (s *Source) WaitFor(ctx context.Context, obj metav1.Object) error {
-	key := obj.GetName()
-	if ns := obj.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
+	key := toolscache.MetaObjectToName(obj).String() // the journal's key: <namespace>/<name>, or <name>
 	return s.j.WaitForResourceVersion(ctx, key, obj.GetResourceVersion())
 }
 
@@ -41,9 +39,6 @@ func (s *Source) WaitFor(ctx context.Context, obj metav1.Object) error {
 // It returns a *journal.NotAppliedError (errors.Is journal.ErrNotApplied
 // and ctx's error) when ctx ends first: give ctx a deadline.
 func (s *Source) WaitForDeleted(ctx context.Context, obj metav1.Object) error {
-	key := obj.GetName()
-	if ns := obj.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
+	key := toolscache.MetaObjectToName(obj).String() // the journal's key: <namespace>/<name>, or <name>
 	return s.j.WaitForDeleted(ctx, key, string(obj.GetUID()))
 }

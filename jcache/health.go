@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -59,10 +61,7 @@ func WaitFor(ctx context.Context, c crcache.Cache, obj client.Object) error {
 	if err != nil {
 		return err
 	}
-	key := obj.GetName()
-	if ns := obj.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
+	key := toolscache.MetaObjectToName(obj).String() // the journal's key: <namespace>/<name>, or <name>
 	return f.j.WaitForResourceVersion(ctx, key, obj.GetResourceVersion())
 }
 
@@ -81,10 +80,7 @@ func WaitForDeleted(ctx context.Context, c crcache.Cache, obj client.Object) err
 	if err != nil {
 		return err
 	}
-	key := obj.GetName()
-	if ns := obj.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
+	key := toolscache.MetaObjectToName(obj).String() // the journal's key: <namespace>/<name>, or <name>
 	return f.j.WaitForDeleted(ctx, key, string(obj.GetUID()))
 }
 
