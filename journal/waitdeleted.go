@@ -27,27 +27,12 @@ func (j *Journal) WaitForDeleted(ctx context.Context, key, uid string) error {
 	if key == "" {
 		return errors.New("journal: WaitForDeleted: empty key")
 	}
-	for {
-		head, err := j.Head()
-		if err != nil {
-			return err
-		}
+	return j.waitApplied(ctx, func() (bool, NotAppliedError, error) {
 		e, ok, err := j.Lookup(key)
 		if err != nil {
-			return err
+			return false, NotAppliedError{}, err
 		}
-		if !ok || (uid != "" && e.UID != uid) {
-			return nil
-		}
-		wctx, cancel := context.WithTimeout(ctx, rvPollInterval)
-		err = j.Wait(wctx, head)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			applied, _ := j.ResourceVersion()
-			return &NotAppliedError{Key: key, Applied: applied, KeyResourceVersion: e.ResourceVersion, Err: ctx.Err()}
-		case errors.Is(err, ErrClosed):
-			return err
-		}
-	}
+		applied, _ := j.ResourceVersion()
+		return !ok || (uid != "" && e.UID != uid), NotAppliedError{Key: key, Applied: applied, KeyResourceVersion: e.ResourceVersion}, nil
+	})
 }

@@ -79,12 +79,23 @@ func (j *Journal) WaitForResourceVersion(ctx context.Context, key, rv string) er
 	if rv == "" {
 		return errors.New("journal: WaitForResourceVersion: empty resourceVersion")
 	}
+	return j.waitApplied(ctx, func() (bool, NotAppliedError, error) {
+		applied, keyRV, done, err := j.appliedRV(key, rv)
+		return done, NotAppliedError{Key: key, ResourceVersion: rv, Applied: applied, KeyResourceVersion: keyRV}, err
+	})
+}
+
+// waitApplied is the wait of WaitForResourceVersion and WaitForDeleted:
+// check reads whether what they wait for is applied (and what the
+// *NotAppliedError would say if ctx ended now) after each append of this
+// process, or every rvPollInterval without one.
+func (j *Journal) waitApplied(ctx context.Context, check func() (bool, NotAppliedError, error)) error {
 	for {
 		head, err := j.Head()
 		if err != nil {
 			return err
 		}
-		applied, keyRV, done, err := j.appliedRV(key, rv)
+		done, na, err := check()
 		if err != nil {
 			return err
 		}
@@ -96,7 +107,8 @@ func (j *Journal) WaitForResourceVersion(ctx context.Context, key, rv string) er
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return &NotAppliedError{Key: key, ResourceVersion: rv, Applied: applied, KeyResourceVersion: keyRV, Err: ctx.Err()}
+			na.Err = ctx.Err()
+			return &na
 		case errors.Is(err, ErrClosed):
 			return err
 		}
