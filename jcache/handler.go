@@ -9,6 +9,8 @@ package jcache
 // held while the handler runs: a long one would hold back the writer's
 // remap). Chunks cover consecutive key ranges, so after the replay the
 // handler has seen key k as of the head of the chunk whose range holds k.
+// The chunks are read ahead and decoded on all cores, the handler called
+// in key order from one goroutine (replaypipe.go).
 //
 // Follow. Then it reads the journal from the first chunk's head + 1 and
 // skips an event at offset o for key k when o ≤ h_c of k's chunk (the
@@ -251,31 +253,26 @@ func (r *registration) run(ctx context.Context) {
 func (r *registration) feed(ctx context.Context) error {
 	// Replay.
 	var chunks []chunk
-	after, first := "", true
-	for {
-		objs, head, end, err := r.readChunk(after, first)
-		if err != nil {
-			return err
-		}
-		for _, s := range objs {
+	err := r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+		for i := range job.objs {
+			o, err := job.object(pctx, i)
 			if ctx.Err() != nil {
 				return nil
 			}
-			o, err := r.inf.decode(s.obj)
 			if err != nil {
 				return err
 			}
 			r.h.OnAdd(o, true)
 		}
-		c := chunk{head: head}
-		if !end && len(objs) > 0 {
-			c.last = objs[len(objs)-1].key
-			after, first = c.last, false
+		c := chunk{head: job.head}
+		if !job.end {
+			c.last = job.lastKey()
 		}
 		chunks = append(chunks, c)
-		if end || len(objs) == 0 {
-			break
-		}
+		return nil
+	})
+	if err != nil || ctx.Err() != nil {
+		return err
 	}
 	r.pos.Store(chunks[0].head)
 	r.replayed.Store(true)
@@ -447,30 +444,23 @@ func (i *informer) object(e journal.Event, b []byte, rv string) (runtime.Object,
 }
 
 // resyncAll replays the stored objects as OnUpdate(obj, obj), chunk by
-// chunk, delivering the events up to each chunk's head first.
+// chunk (read ahead and decoded on all cores, replaypipe.go), delivering
+// the events up to each chunk's head first.
 func (r *registration) resyncAll(ctx context.Context, skip func(journal.Event) bool) error {
-	after, first := "", true
-	for {
-		objs, head, end, err := r.readChunk(after, first)
-		if err != nil {
+	return r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+		if err := r.deliver(ctx, job.head, skip); err != nil {
 			return err
 		}
-		if err := r.deliver(ctx, head, skip); err != nil {
-			return err
-		}
-		for _, s := range objs {
+		for i := range job.objs {
+			o, err := job.object(pctx, i)
 			if ctx.Err() != nil {
 				return nil
 			}
-			o, err := r.inf.decode(s.obj)
 			if err != nil {
 				return err
 			}
 			r.h.OnUpdate(o, o)
 		}
-		if end || len(objs) == 0 {
-			return nil
-		}
-		after, first = objs[len(objs)-1].key, false
-	}
+		return nil
+	})
 }

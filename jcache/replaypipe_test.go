@@ -1,0 +1,218 @@
+package jcache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// replayFile opens a journal keeping objects with n ConfigMaps ns/oNNNN
+// and returns it with the keys in key order.
+func replayFile(t *testing.T, n int) (*journal.Journal, []string) { return replayFileB(t, n) }
+
+func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+	t.Helper()
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, n)
+	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		for i := range n {
+			cm := &corev1.ConfigMap{}
+			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
+			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%04d", i)
+			cm.UID, cm.ResourceVersion = types.UID(fmt.Sprint("u", i)), fmt.Sprint(i+1)
+			cm.Data = map[string]string{"v": fmt.Sprint(i)}
+			b, err := json.Marshal(cm)
+			if err != nil {
+				return err
+			}
+			keys[i] = "ns/" + cm.Name
+			if _, err := tx.Append(&journal.Event{Type: journal.Added, Key: keys[i], UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Object: b, Origin: journal.OriginWatch}); err != nil {
+				return err
+			}
+		}
+		return tx.SetResourceVersion(fmt.Sprint(n))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, keys
+}
+
+// recorder records the keys a handler is given, and whether two calls
+// ever overlapped.
+type recorder struct {
+	mu       sync.Mutex
+	adds     []string
+	updates  []string
+	initial  bool
+	inFlight atomic.Int32
+	overlap  atomic.Bool
+}
+
+func (h *recorder) enter() func() {
+	if h.inFlight.Add(1) > 1 {
+		h.overlap.Store(true)
+	}
+	return func() { h.inFlight.Add(-1) }
+}
+
+func (h *recorder) OnAdd(o any, initial bool) {
+	defer h.enter()()
+	cm := o.(*corev1.ConfigMap)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.adds = append(h.adds, cm.Namespace+"/"+cm.Name)
+	h.initial = h.initial || !initial
+}
+
+func (h *recorder) OnUpdate(_, o any) {
+	defer h.enter()()
+	cm := o.(*corev1.ConfigMap)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.updates = append(h.updates, cm.Namespace+"/"+cm.Name)
+}
+
+func (h *recorder) OnDelete(any) {}
+
+func replayRegistration(j *journal.Journal, h *recorder) *registration {
+	inf := newInformer(&feed{j: j}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
+	return newRegistration(inf, h, 0)
+}
+
+func sameKeys(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d keys, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: key %d is %s, want %s", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestReplay_ParallelDecodeKeepsOrder: a replay decoded on all cores, in
+// many chunks (of 37 objects, the last partial), gives the handler every
+// stored object as OnAdd(obj, true) in key order, one call at a time;
+// then a resync gives every object as OnUpdate in key order.
+func TestReplay_ParallelDecodeKeepsOrder(t *testing.T) {
+	defer SetReplayChunk(37)()
+	j, keys := replayFile(t, 1000)
+	h := &recorder{}
+	r := replayRegistration(j, h)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.feed(ctx) }()
+	for !r.replayed.Load() {
+		r.mu.Lock()
+		p := r.progress
+		r.mu.Unlock()
+		if r.replayed.Load() {
+			break
+		}
+		select {
+		case <-p:
+		case err := <-done:
+			t.Fatalf("feed returned before the replay was done: %v", err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	sameKeys(t, "replay", h.adds, keys)
+	h.mu.Unlock()
+	if h.initial {
+		t.Error("a replayed object was given as OnAdd(obj, false)")
+	}
+	if h.overlap.Load() {
+		t.Error("two handler calls overlapped")
+	}
+
+	if err := r.resyncAll(t.Context(), func(journal.Event) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	sameKeys(t, "resync", h.updates, keys)
+	if h.overlap.Load() {
+		t.Error("two handler calls overlapped in the resync")
+	}
+}
+
+// TestReplay_DecodeErrorSurfaces: an object that does not decode (here
+// its transform fails) ends the replay with that error, after the
+// objects before it were delivered in order and none after it; the
+// registration never reports the replay done.
+func TestReplay_DecodeErrorSurfaces(t *testing.T) {
+	defer SetReplayChunk(37)()
+	j, keys := replayFile(t, 1000)
+	h := &recorder{}
+	r := replayRegistration(j, h)
+	bad := errors.New("this object does not decode")
+	r.inf.transform = func(o any) (any, error) {
+		if o.(*corev1.ConfigMap).Name == "o0500" {
+			return nil, bad
+		}
+		return o, nil
+	}
+	if err := r.feed(t.Context()); !errors.Is(err, bad) {
+		t.Fatalf("feed returned %v, want the decode error", err)
+	}
+	sameKeys(t, "replay up to the bad object", h.adds, keys[:500])
+	if r.replayed.Load() {
+		t.Error("the replay is reported done after a decode error")
+	}
+	head, err := j.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pos.Store(head) // the events are delivered: the resync is of the objects alone
+	if err := r.resyncAll(t.Context(), func(journal.Event) bool { return false }); !errors.Is(err, bad) {
+		t.Fatalf("resyncAll returned %v, want the decode error", err)
+	}
+	sameKeys(t, "resync up to the bad object", h.updates, keys[:500])
+}
+
+// BenchmarkReplay: a replay of 20,000 stored ConfigMaps to a handler that
+// does nothing, from chunks read and decoded as a restart does.
+func BenchmarkReplay(b *testing.B) {
+	j, _ := replayFileB(b, 20000)
+	for b.Loop() {
+		h := &recorder{}
+		r := replayRegistration(j, h)
+		if err := r.eachChunk(b.Context(), func(ctx context.Context, job *replayJob) error {
+			for i := range job.objs {
+				o, err := job.object(ctx, i)
+				if err != nil {
+					return err
+				}
+				h.OnAdd(o, true)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
