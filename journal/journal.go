@@ -363,6 +363,17 @@ func (j *Journal) wake() {
 	j.mu.Unlock()
 }
 
+// ReleaseMapped gives back the process's resident pages of the file:
+// the store reads it through a memory map, and every page a read touches
+// stays resident (RSS, as file-backed pages) until the kernel reclaims it,
+// so a reader that walked every object leaves the whole file resident.
+// The pages stay in the page cache (a cgroup counts them until they are
+// reclaimed; the kubelet's working set, usage less inactive file pages,
+// drops as they age); the next read of a page faults it in again. It
+// returns how many bytes of the file it covered, 0 where the platform
+// has no madvise. Errors: ErrClosed. See journal/bolt/unmap.go.
+func (j *Journal) ReleaseMapped() (int64, error) { return j.store.ReleaseMapped() }
+
 // Stats describes a journal file at one moment (one read transaction).
 type Stats struct {
 	// Resource is the watched resource, zero when none is recorded.

@@ -60,6 +60,12 @@ type Store interface {
 	// Size returns the file's size on disk in bytes (0 if it cannot be
 	// read).
 	Size() int64
+	// ReleaseMapped gives back the process's resident pages of the file
+	// (a memory-mapped store's map, which every read faults in): they
+	// stay in the page cache, and the next read of a page faults it in
+	// again. It returns how many bytes of the file it covered (0 where
+	// there is nothing to release). Errors: ErrClosed.
+	ReleaseMapped() (int64, error)
 }
 
 // Tx is a read or write transaction over the buckets. Its methods are not

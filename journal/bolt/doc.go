@@ -35,4 +35,6 @@
 // page allocations, at most once a second, to give back bbolt's per-page
 // bookkeeping (refresh.go), and bbolt's lock is released for that moment,
 // but the writer's is not, so no other writer gets in (ErrLocked).
+// Every page a read touches stays resident in the process through the
+// map; ReleaseMapped drops them (madvise, unmap.go).
 package bolt
