@@ -123,6 +123,7 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 	}
 	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		return v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
+			x.inf.f.readObject(len(b))
 			o, err := x.inf.decodeRead(b)
 			if err != nil {
 				return false, err

@@ -15,8 +15,8 @@ package jcache
 // States of a feed: opening (the file opens, the loop asks discovery for
 // the kind; the registry's lock is not held) → open (file open, loop
 // built, not running) → running
-// (Run's goroutine, with the file's retention and its inspect socket,
-// FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
+// (Run's goroutine, with the file's retention, its pager (pages.go) and
+// its inspect socket, FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
 // closed, out of the registry).
 //
 // Files. Options.Dir holds one file per resource and scope (fileName). New
@@ -62,6 +62,8 @@ type feed struct {
 	hmu     sync.Mutex
 	holders map[*registration]struct{} // handlers holding retention (retention.go)
 	opts    *Options
+
+	pages pages // resident pages given back (pages.go)
 }
 
 // registry holds the process's open feeds by path.
@@ -186,6 +188,11 @@ func (f *feed) start() {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.pager(ctx)
+	}()
 	if !f.opts.NoSocket {
 		wg.Add(1)
 		go func() {

@@ -277,6 +277,7 @@ func (r *registration) feed(ctx context.Context) error {
 	r.pos.Store(chunks[0].head)
 	r.replayed.Store(true)
 	r.advanced()
+	r.inf.f.releaseMapped("a replay")
 	skip := func(e journal.Event) bool {
 		if len(chunks) == 0 || e.Offset > chunks[len(chunks)-1].head {
 			return false

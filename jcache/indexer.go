@@ -71,6 +71,7 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
 			}
+			x.inf.f.readObject(len(b))
 			obj, err := x.inf.decodeRead(b)
 			if err != nil {
 				return false, err
@@ -120,6 +121,7 @@ func (x *indexer) GetByKey(key string) (any, bool, error) {
 		if err != nil || !ok {
 			return err
 		}
+		x.inf.f.readObject(len(b))
 		out, err = x.inf.decodeRead(b)
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,11 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// replayFile opens a journal keeping objects with n ConfigMaps ns/oNNNN
+// replayPayload is the size of a data entry replayFile adds to every
+// ConfigMap (0: none).
+var replayPayload = 0
+
+// replayFile opens a journal keeping objects with n ConfigMaps ns/oNNNNNN
 // and returns it with the keys in key order.
 func replayFile(t *testing.T, n int) (*journal.Journal, []string) { return replayFileB(t, n) }
 
@@ -39,9 +44,12 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 		for i := range n {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
-			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%04d", i)
+			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%06d", i)
 			cm.UID, cm.ResourceVersion = types.UID(fmt.Sprint("u", i)), fmt.Sprint(i+1)
 			cm.Data = map[string]string{"v": fmt.Sprint(i)}
+			if replayPayload > 0 {
+				cm.Data["payload"] = strings.Repeat("x", replayPayload)
+			}
 			b, err := json.Marshal(cm)
 			if err != nil {
 				return err
@@ -97,7 +105,7 @@ func (h *recorder) OnUpdate(_, o any) {
 func (h *recorder) OnDelete(any) {}
 
 func replayRegistration(j *journal.Journal, h *recorder) *registration {
-	inf := newInformer(&feed{j: j}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
+	inf := newInformer(&feed{j: j, opts: &Options{}}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
 	return newRegistration(inf, h, 0)
 }
 
@@ -172,7 +180,7 @@ func TestReplay_DecodeErrorSurfaces(t *testing.T) {
 	r := replayRegistration(j, h)
 	bad := errors.New("this object does not decode")
 	r.inf.transform = func(o any) (any, error) {
-		if o.(*corev1.ConfigMap).Name == "o0500" {
+		if o.(*corev1.ConfigMap).Name == "o000500" {
 			return nil, bad
 		}
 		return o, nil
