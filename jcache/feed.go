@@ -127,6 +127,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		return nil, err
 	}
 	f.j, f.loop, f.opts = j, loop, o
+	f.pages.kick = make(chan struct{}, 1)
 	return f, nil
 }
 
@@ -191,7 +192,7 @@ func (f *feed) start() {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f.pager(ctx)
+		f.pager(ctx, f.pages.kick)
 	}()
 	if !f.opts.NoSocket {
 		wg.Add(1)

@@ -13,8 +13,10 @@ package jcache
 //   - after each handler's replay (handler.go);
 //   - after each completed list or anti-entropy verify, once the loop is
 //     watching again (a first start's list, a relist after 410 Gone);
-//   - when the objects read through the informers' indexers since the last
-//     drop reach unmapReadBytes, checked every unmapInterval.
+//   - whenever the objects read since the last drop, through the
+//     informers' indexers (Get, List) and by the handlers (the events
+//     they are given), reach unmapReadBytes: so at most about that much of
+//     the objects stays resident from reads, whatever the file's size.
 //
 // What it does and does not do: the pages stay in the page cache. The
 // process's RSS (VmRSS, RssFile) drops; a cgroup's memory usage counts the
@@ -26,27 +28,32 @@ package jcache
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// unmapInterval is how often a feed checks how much was read since the
-// last drop; unmapReadBytes how much makes it drop the pages (variables
-// for tests).
-var (
-	unmapInterval        = time.Second
-	unmapReadBytes int64 = 32 << 20
-)
+// unmapReadBytes is how many bytes of objects read make a feed drop the
+// file's pages (a variable for tests).
+var unmapReadBytes int64 = 8 << 20
 
 // pages counts what a feed's readers read since its last drop.
 type pages struct {
-	read atomic.Int64 // bytes of stored objects read since the last drop
+	read atomic.Int64  // bytes of stored objects read since the last drop
+	kick chan struct{} // signalled when read reaches unmapReadBytes
 }
 
 // readObject counts n bytes of a stored object read.
-func (f *feed) readObject(n int) { f.pages.read.Add(int64(n)) }
+func (f *feed) readObject(n int) {
+	if f.pages.read.Add(int64(n)) < unmapReadBytes || f.pages.kick == nil {
+		return
+	}
+	select {
+	case f.pages.kick <- struct{}{}:
+	default:
+	}
+}
 
 // releaseMapped drops the file's resident pages (see the top of the
 // file); an error is logged, as the drop changes nothing on disk.
@@ -61,25 +68,31 @@ func (f *feed) releaseMapped(why string) {
 }
 
 // pager drops the file's pages after each completed list or verify and
-// when enough was read, until ctx is done.
-func (f *feed) pager(ctx context.Context) {
+// when enough was read, until ctx is done. kick is f.pages.kick.
+func (f *feed) pager(ctx context.Context, kick <-chan struct{}) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				f.releaseMapped("reads")
+			}
+		}
+	})
 	var seen int
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithTimeout(ctx, unmapInterval)
+	for {
 		var done int
-		err := f.loop.WaitFor(wctx, func(s reconcile.Status) bool {
+		err := f.loop.WaitFor(ctx, func(s reconcile.Status) bool {
 			done = s.Lists + s.Verifies
 			return s.Phase == reconcile.PhaseWatching && done != seen
 		})
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		if err != nil {
 			return
-		case err == nil:
-			seen = done
-			f.releaseMapped("a list")
-		case f.pages.read.Load() >= unmapReadBytes:
-			f.releaseMapped("reads")
 		}
+		seen = done
+		f.releaseMapped("a list")
 	}
 }
