@@ -92,6 +92,9 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 			if err != nil {
 				return nil, err
 			}
+			if i.hasHandlers() {
+				i.decoded.put(b, o) // for the handlers' dispatch (decoded.go)
+			}
 			return fn(o)
 		}
 		names[name] = i.diskName(name)

@@ -338,6 +338,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			return err
 		}
 		if len(evs) == 0 {
+			r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
 			return nil
 		}
 		for _, e := range evs {
@@ -348,6 +349,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 				return nil
 			}
 			if !skip(e) {
+				r.inf.f.readObject(len(e.Object))
 				if err := r.dispatch(e); err != nil {
 					return err
 				}
@@ -424,9 +426,15 @@ func (i *informer) previous(e journal.Event) ([]byte, error) {
 	return b, err
 }
 
-// object decodes b, or, when b is nil, a metadata-only object of e's key
-// at resourceVersion rv.
+// object decodes b (or takes the object an index function decoded from
+// the same bytes, decoded.go), or, when b is nil, a metadata-only object
+// of e's key at resourceVersion rv.
 func (i *informer) object(e journal.Event, b []byte, rv string) (runtime.Object, error) {
+	if b != nil {
+		if o := i.decoded.take(b); o != nil {
+			return o, nil
+		}
+	}
 	if b == nil {
 		kind, apiVersion, err := i.f.j.TypeMeta()
 		if err != nil {

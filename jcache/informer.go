@@ -54,6 +54,15 @@ type informer struct {
 	stopped    bool
 	errHandler toolscache.WatchErrorHandlerWithContext
 	handlersWG sync.WaitGroup
+
+	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+}
+
+// hasHandlers reports whether a handler is registered.
+func (i *informer) hasHandlers() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.handlers) > 0
 }
 
 var _ toolscache.SharedIndexInformer = (*informer)(nil)
@@ -169,7 +178,11 @@ func (i *informer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegi
 	_, known := i.handlers[r]
 	delete(i.handlers, r)
 	cancel := r.cancel
+	last := len(i.handlers) == 0
 	i.mu.Unlock()
+	if last {
+		i.decoded.clear()
+	}
 	if known && cancel != nil {
 		cancel()
 		<-r.done
