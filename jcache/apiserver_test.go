@@ -190,20 +190,34 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
+	reg2, err := inf.AddEventHandler(rec)
+	if err != nil {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "the replay from disk", hasAll("add a labels=map[v:1] data=map[k:1]", "add b labels=map[] data=map[k:b]"))
 	if inf.HasSynced() {
 		t.Fatal("HasSynced with the apiserver down")
 	}
+	// The replay done, the apiserver back, nothing changed: the loop's
+	// proof is all the registration waits for, and its HasSyncedChecker
+	// (controller-runtime's multi-namespace cache and read consistency
+	// wait on it) closes, though no event follows.
+	checker := reg2.HasSyncedChecker()
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-checker.Done():
+	case <-ctx.Done():
+		t.Fatal("the registration's HasSyncedChecker never closed after a quiet resume")
+	}
+	if !reg2.HasSynced() {
+		t.Fatal("HasSyncedChecker closed before HasSynced")
+	}
 	r2.stop()
 
 	// Changed while no cache runs: the next process gets the update with
 	// the complete old object, read from the file.
-	if err := cp.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
-	}
 	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,21 @@ func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 		return doneChecker{name: "jcache handler", ch: ch}
 	}
 	go func() {
+		// The loop's sync first (it changes no pos when no event
+		// follows it: a quiet resume), then the handler's progress.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.done:
+			case <-r.inf.f.closed:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		if r.inf.f.loop.WaitForSync(ctx) != nil {
+			return
+		}
 		for {
 			r.mu.Lock()
 			p := r.progress
@@ -133,9 +148,7 @@ func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 			}
 			select {
 			case <-p:
-			case <-r.done:
-				return
-			case <-r.inf.f.closed:
+			case <-ctx.Done():
 				return
 			}
 		}
