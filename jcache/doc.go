@@ -22,6 +22,10 @@
 //     complete old object, OnDelete with the last object,
 //     DeletedFinalStateUnknown for deletes a relist inferred (handler.go).
 //   - HasSynced is true once the file is current with the server.
+//   - The file's pages that replays, lists and reads make resident in the
+//     process are given back after each (pages.go): RSS stays near the
+//     process's own memory, not the file's size (the pages stay in the
+//     page cache).
 //   - Exact gives the builder's sources a durable position: a restart
 //     reconciles what changed, not every object (exact.go); with
 //     ExactOptions.Standby a new leader starts where the old one's
