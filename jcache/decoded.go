@@ -4,13 +4,19 @@ package jcache
 //
 // An informer with an index on disk (diskindex.go) decodes every object
 // the writer stores, to call the index function; a handler then decodes
-// the same stored bytes again when it is given the event (dispatch). On a
-// first start that is two decodes of every listed object where one does.
-// So the index function leaves the object it decoded here, keyed by the
-// stored bytes, and the handler's decode of identical bytes takes it
-// instead of decoding (decode is a function of the bytes and the
-// transform, so the object is the same; handlers share it as client-go's
-// handlers and indexers share the store's object, read-only).
+// the same stored bytes again when it is given the event (dispatch): two
+// decodes of every event where one does. So the index function leaves the
+// object it decoded here, keyed by the stored bytes, and the handler's
+// decode of identical bytes takes it instead of decoding (decode is a
+// function of the bytes and the transform, so the object is the same;
+// handlers share it as client-go's handlers and indexers share the
+// store's object, read-only).
+//
+// Where it applies: events that reach a registered handler (watch events,
+// a relist's events). Not a first start's list under controller-runtime:
+// the manager starts the controllers, which add their handlers, only
+// after the cache synced, so the listed objects reach the handler by the
+// replay from disk (a decode of its own), after the list was committed.
 //
 // Bounded: at most decodedMax objects, the oldest dropped first; an
 // object is taken once (a second handler decodes its own); everything
