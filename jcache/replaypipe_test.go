@@ -224,3 +224,38 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// cancelAfter cancels a context at its n-th OnAdd.
+type cancelAfter struct {
+	recorder
+	n      int
+	cancel context.CancelFunc
+}
+
+func (h *cancelAfter) OnAdd(o any, initial bool) {
+	h.recorder.OnAdd(o, initial)
+	if len(h.adds) == h.n {
+		h.cancel()
+	}
+}
+
+// TestReplay_StopsWithItsContext: a replay whose context ends stops
+// handing objects to the handler at once (none after the cancel, though
+// later chunks were read and decoded ahead), returns nil, and is not
+// reported done.
+func TestReplay_StopsWithItsContext(t *testing.T) {
+	defer SetReplayChunk(37)()
+	j, keys := replayFile(t, 1000)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h := &cancelAfter{n: 100, cancel: cancel}
+	inf := newInformer(&feed{j: j, opts: &Options{}}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
+	r := newRegistration(inf, h, 0)
+	if err := r.feed(ctx); err != nil {
+		t.Fatalf("feed returned %v after its context ended, want nil", err)
+	}
+	sameKeys(t, "replay until the cancel", h.adds, keys[:100])
+	if r.replayed.Load() {
+		t.Error("a cancelled replay is reported done")
+	}
+}
