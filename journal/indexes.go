@@ -62,8 +62,9 @@ import (
 )
 
 // IndexFunc computes the index values of one stored object: obj is the
-// object's bytes as the file stores them (JSON as served; the metadata, for
-// a metadata-only journal), valid only during the call. It is called by the
+// object's bytes as the file stores them (Event.Object: JSON or Kubernetes
+// protobuf as served, ObjectJSON converts; the metadata, for a
+// metadata-only journal, in JSON), valid only during the call. It is called by the
 // writer, once per change of the key, inside the write transaction: it must
 // not use the journal. Duplicate values count once; nil means none.
 type IndexFunc func(obj []byte) ([]string, error)
