@@ -4,7 +4,7 @@ package journal
 //
 // Design (schema 2). Each index entry holds, beside the UID and the
 // resourceVersion, the offset of the key's last event that carried an
-// object (its ADDED or MODIFIED, JSON as served; for a metadata-only
+// object (its ADDED or MODIFIED, as served: JSON or protobuf, Event.Object; for a metadata-only
 // journal the metadata that was stored). Get and List follow it into the
 // journal record and return the object's bytes from bbolt's memory-mapped
 // page (record.go: the record is checked and walked to its Object field,
@@ -86,7 +86,7 @@ package journal
 //
 // Objects, in short.
 //
-// Every live key's latest object (JSON as served; metadata for a
+// Every live key's latest object (as served, JSON or protobuf; metadata for a
 // metadata-only journal) is readable from the file: its index entry holds
 // the offset of its last event with an object, and a read follows it into
 // the journal record. With KeepObjects (opt-in; journal/

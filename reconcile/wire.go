@@ -71,8 +71,9 @@ const (
 	// WireAuto is protobuf for the built-in kinds client-go's scheme
 	// knows, JSON for the rest.
 	WireAuto Wire = ""
-	// WireJSON is JSON always: every field is stored as served, also
-	// fields this build's types do not know.
+	// WireJSON is JSON always, on the wire and on disk: every field is
+	// stored and read as served, also fields this build's types do not
+	// know.
 	WireJSON Wire = "json"
 )
 
