@@ -2,7 +2,7 @@ package cache
 
 // Selection: which stored objects a List returns. Namespaces are key
 // prefixes ("<namespace>/"); label and field selectors are matched against
-// the object's metadata, parsed from the stored JSON for each candidate
+// the object's metadata, parsed from the stored object for each candidate
 // and dropped after the match (nothing kept). Field selectors support
 // metadata.name and metadata.namespace, as controller-runtime's cache does
 // without an index; any other field is ErrUnsupportedField.
