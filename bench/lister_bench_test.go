@@ -12,6 +12,11 @@ package bench
 //	                      reader makes (its floor per object)
 //	BenchmarkReaderList   ns/op of Reader.List of the namespace (typed) vs
 //	                      the lister's List + DeepCopy of each item
+//
+// journal/... reads a file whose objects are stored in JSON (custom
+// resources, WireJSON, files before schema 4), journal-protobuf/... one
+// holding the same objects as a protobuf watch delivers them (the
+// Kubernetes protobuf envelope, what reconcile stores for built-in kinds).
 
 import (
 	"context"
@@ -55,8 +60,10 @@ func replaceOnce(s, old, new string) string {
 }
 
 // listerFixture returns a journal and an informer indexer holding the same
-// objects: listerN in "bench", listerOthers in "other-<i%10>".
-func listerFixture(b *testing.B) (*journal.Journal, toolscache.Indexer) {
+// objects: listerN in "bench", listerOthers in "other-<i%10>"; the journal
+// stores them in protobuf (the apiserver's envelope) when pb is set, else
+// in JSON.
+func listerFixture(b *testing.B, pb bool) (*journal.Journal, toolscache.Indexer) {
 	b.Helper()
 	fixture()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
@@ -82,6 +89,9 @@ func listerFixture(b *testing.B) (*journal.Journal, toolscache.Indexer) {
 				if err := idx.Add(o); err != nil {
 					return err
 				}
+				if pb {
+					obj = protoEnvelope(b, o.(*corev1.ConfigMap))
+				}
 				e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("%s/cm-%06d", ns, i), UID: uids[i], ResourceVersion: rv(i), Object: obj, Origin: journal.OriginRelist}
 				if _, err := tx.Append(&e); err != nil {
 					return err
@@ -96,6 +106,20 @@ func listerFixture(b *testing.B) (*journal.Journal, toolscache.Indexer) {
 	return j, idx
 }
 
+// protoEnvelope is cm as the apiserver sends it in protobuf: "k8s\x00",
+// then a runtime.Unknown with apiVersion, kind and the message.
+func protoEnvelope(b *testing.B, cm *corev1.ConfigMap) []byte {
+	raw, err := cm.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := (&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Raw: raw}).Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append([]byte("k8s\x00"), env...)
+}
+
 func openJournalRes(b *testing.B, res journal.Resource) *journal.Journal {
 	b.Helper()
 	j, err := journal.Open(b.TempDir()+"/journal.db", &journal.Options{Resource: &res, NoSync: true})
@@ -107,31 +131,50 @@ func openJournalRes(b *testing.B, res journal.Resource) *journal.Journal {
 }
 
 func BenchmarkReaderGet(b *testing.B) {
-	j, idx := listerFixture(b)
+	j, idx := listerFixture(b, false)
+	jpb, _ := listerFixture(b, true)
 	ctx := context.Background()
 	name := func(n int) string { return fmt.Sprintf("cm-%06d", n%listerN) }
-	b.Run("journal/typed", func(b *testing.B) {
-		r := cache.NewReader(j, scheme.Scheme)
-		n := 0
+	for _, f := range []struct {
+		name string
+		j    *journal.Journal
+	}{{"journal", j}, {"journal-protobuf", jpb}} {
+		b.Run(f.name+"/typed", func(b *testing.B) {
+			r := cache.NewReader(f.j, scheme.Scheme)
+			n := 0
+			for b.Loop() {
+				var cm corev1.ConfigMap
+				if err := r.Get(ctx, client.ObjectKey{Namespace: "bench", Name: name(n)}, &cm); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+		})
+		b.Run(f.name+"/unstructured", func(b *testing.B) {
+			r := cache.NewReader(f.j, scheme.Scheme)
+			n := 0
+			for b.Loop() {
+				u := &unstructured.Unstructured{}
+				u.SetAPIVersion("v1")
+				u.SetKind("ConfigMap")
+				if err := r.Get(ctx, client.ObjectKey{Namespace: "bench", Name: name(n)}, u); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+		})
+	}
+	b.Run("decode-only/protobuf", func(b *testing.B) {
+		o, _, err := scheme.Codecs.UniversalDeserializer().Decode(listerObject(0, "bench"), nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		obj := protoEnvelope(b, o.(*corev1.ConfigMap))
 		for b.Loop() {
 			var cm corev1.ConfigMap
-			if err := r.Get(ctx, client.ObjectKey{Namespace: "bench", Name: name(n)}, &cm); err != nil {
+			if err := cache.DecodeInto(obj, &cm); err != nil {
 				b.Fatal(err)
 			}
-			n++
-		}
-	})
-	b.Run("journal/unstructured", func(b *testing.B) {
-		r := cache.NewReader(j, scheme.Scheme)
-		n := 0
-		for b.Loop() {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("v1")
-			u.SetKind("ConfigMap")
-			if err := r.Get(ctx, client.ObjectKey{Namespace: "bench", Name: name(n)}, u); err != nil {
-				b.Fatal(err)
-			}
-			n++
 		}
 	})
 	b.Run("decode-only/sigs.k8s.io-json", func(b *testing.B) {
@@ -167,17 +210,23 @@ func BenchmarkReaderGet(b *testing.B) {
 }
 
 func BenchmarkReaderList(b *testing.B) {
-	j, idx := listerFixture(b)
+	j, idx := listerFixture(b, false)
+	jpb, _ := listerFixture(b, true)
 	ctx := context.Background()
-	b.Run("journal/typed", func(b *testing.B) {
-		r := cache.NewReader(j, scheme.Scheme)
-		for b.Loop() {
-			var l corev1.ConfigMapList
-			if err := r.List(ctx, &l, client.InNamespace("bench")); err != nil || len(l.Items) != listerN {
-				b.Fatal(len(l.Items), err)
+	for _, f := range []struct {
+		name string
+		j    *journal.Journal
+	}{{"journal", j}, {"journal-protobuf", jpb}} {
+		b.Run(f.name+"/typed", func(b *testing.B) {
+			r := cache.NewReader(f.j, scheme.Scheme)
+			for b.Loop() {
+				var l corev1.ConfigMapList
+				if err := r.List(ctx, &l, client.InNamespace("bench")); err != nil || len(l.Items) != listerN {
+					b.Fatal(len(l.Items), err)
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("informer/list+deepcopy", func(b *testing.B) {
 		l := listersv1.NewConfigMapLister(idx)
 		for b.Loop() {

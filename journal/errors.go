@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // Errors returned by Open. They match with errors.Is; the returned error
@@ -49,6 +50,10 @@ var (
 	ErrTrimmed = errors.New("journal: requested offset was trimmed by retention")
 	// ErrBadRecord is returned when a stored record cannot be decoded.
 	ErrBadRecord = errors.New("journal: bad record")
+	// ErrBadObject is returned when a stored object does not decode as
+	// its encoding says (ObjectJSON; journal/cache's decoders), or not into
+	// the Go type asked for (a protobuf object of another kind).
+	ErrBadObject = storedobj.ErrBadObject
 	// ErrClosed is returned by every read, write, Wait and Consumer.Next
 	// on a journal after Close (or blocked in them when Close is called).
 	ErrClosed = storage.ErrClosed

@@ -63,7 +63,13 @@ type Event struct {
 	// (for a DELETED seen on a watch, the deletion's), or for a synthesized
 	// DELETED the last resourceVersion the index held. Opaque.
 	ResourceVersion string
-	// Object is the object as served, in JSON. A synthesized DELETED (a
+	// Object is the object as served: JSON with kind and apiVersion, or,
+	// for a built-in kind that package reconcile received in protobuf (a
+	// watch or a streaming list with reconcile.WireAuto), the Kubernetes
+	// protobuf envelope as the apiserver sent it ("k8s\x00", then a
+	// runtime.Unknown with apiVersion, kind and the message). The first
+	// bytes tell: '{' or "k8s\x00"; one file may hold both. ObjectJSON
+	// returns either as JSON. A synthesized DELETED (a
 	// tombstone: the deletion was inferred, no object was served) carries
 	// the key's last stored object in a file that keeps objects
 	// (Journal.KeepObjects), read in the transaction that stored the

@@ -6,8 +6,8 @@ package journal
 // Design. A process registers index functions on a writable journal
 // (Journal.AddIndexes) before its writer starts, as client-go's
 // AddIndexers before an informer runs. Each function maps an object's
-// bytes (as stored: JSON as served, or the metadata a metadata-only
-// journal keeps) to index values. Every write that changes a key's object
+// bytes (as stored: JSON or protobuf as served, or the metadata a
+// metadata-only journal keeps) to index values. Every write that changes a key's object
 // — the writer's append (tx.go) of an ADDED, MODIFIED or DELETED, a relist's commit (its
 // tombstones included) and a first list's direct appends — calls every
 // registered function on the new object, in the write transaction, and
@@ -62,8 +62,9 @@ import (
 )
 
 // IndexFunc computes the index values of one stored object: obj is the
-// object's bytes as the file stores them (JSON as served; the metadata, for
-// a metadata-only journal), valid only during the call. It is called by the
+// object's bytes as the file stores them (Event.Object: JSON or Kubernetes
+// protobuf as served, ObjectJSON converts; the metadata, for a
+// metadata-only journal, in JSON), valid only during the call. It is called by the
 // writer, once per change of the key, inside the write transaction: it must
 // not use the journal. Duplicate values count once; nil means none.
 type IndexFunc func(obj []byte) ([]string, error)

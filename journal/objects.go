@@ -4,7 +4,7 @@ package journal
 //
 // Design (schema 2). Each index entry holds, beside the UID and the
 // resourceVersion, the offset of the key's last event that carried an
-// object (its ADDED or MODIFIED, JSON as served; for a metadata-only
+// object (its ADDED or MODIFIED, as served: JSON or protobuf, Event.Object; for a metadata-only
 // journal the metadata that was stored). Get and List follow it into the
 // journal record and return the object's bytes from bbolt's memory-mapped
 // page (record.go: the record is checked and walked to its Object field,
@@ -86,7 +86,7 @@ package journal
 //
 // Objects, in short.
 //
-// Every live key's latest object (JSON as served; metadata for a
+// Every live key's latest object (as served, JSON or protobuf; metadata for a
 // metadata-only journal) is readable from the file: its index entry holds
 // the offset of its last event with an object, and a read follows it into
 // the journal record. With KeepObjects (opt-in; journal/
@@ -104,13 +104,13 @@ package journal
 // lists such keys).
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // ErrObjectsNotKept: the file does not keep objects (KeepObjects was
@@ -363,24 +363,19 @@ func (v *ObjectView) Previous(e Event) (obj []byte, ok bool, err error) {
 	if c == nil || err != nil {
 		return nil, false, err
 	}
-	var m struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-			UID             string `json:"uid"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(c, &m) != nil || (e.UID != "" && m.Metadata.UID != e.UID) {
+	m, err := storedobj.ReadMeta(c)
+	if err != nil || (e.UID != "" && m.UID != e.UID) {
 		return nil, false, nil
 	}
 	if e.PrevResourceVersion != "" {
-		if m.Metadata.ResourceVersion != e.PrevResourceVersion {
+		if m.ResourceVersion != e.PrevResourceVersion {
 			return nil, false, nil
 		}
 		return c, true, nil
 	}
 	// A watch MODIFIED does not carry PrevResourceVersion: the copy must
 	// at least be older than e.
-	if n, err := resourceversion.CompareResourceVersion(m.Metadata.ResourceVersion, e.ResourceVersion); err != nil || n >= 0 {
+	if n, err := resourceversion.CompareResourceVersion(m.ResourceVersion, e.ResourceVersion); err != nil || n >= 0 {
 		return nil, false, nil
 	}
 	return c, true, nil
@@ -439,3 +434,13 @@ func checkObjects(tx storage.Tx, problem func(format string, args ...any)) error
 		return true, nil
 	})
 }
+
+// ObjectJSON returns a stored object (Event.Object, Journal.Object, an
+// ObjectView's bytes) as the apiserver would have served it in JSON, with
+// kind and apiVersion: JSON as it is (b itself, not a copy), Kubernetes
+// protobuf decoded into its Go type from client-go's scheme and encoded
+// with encoding/json, as the apiserver's JSON serializer does. Protobuf
+// that does not decode, or of a kind the scheme does not know, is an error
+// matching ErrBadObject. A sealed object (seal.go) is neither: open it
+// first (Journal reads open it when they hold the key).
+func ObjectJSON(b []byte) ([]byte, error) { return storedobj.JSON(b) }

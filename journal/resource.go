@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // Resource names what a journal file watches: one GVR, optionally one
@@ -157,12 +158,8 @@ func (j *Journal) TypeMeta() (kind, apiVersion string, err error) {
 			if e.Object == nil {
 				continue
 			}
-			var tm struct {
-				Kind       string `json:"kind"`
-				APIVersion string `json:"apiVersion"`
-			}
-			if json.Unmarshal(e.Object, &tm) == nil && tm.Kind != "" && tm.APIVersion != "" {
-				return tm.Kind, tm.APIVersion, nil
+			if apiVersion, kind, err := storedobj.TypeMeta(e.Object); err == nil && kind != "" && apiVersion != "" {
+				return kind, apiVersion, nil
 			}
 		}
 		n += len(evs)

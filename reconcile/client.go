@@ -739,8 +739,16 @@ type watchEvent struct {
 	Type   string
 	Object []byte
 	// proto is the object of an ADDED, MODIFIED or DELETED frame of a
-	// protobuf stream read lazily (stream.lazy): Object is nil.
+	// protobuf stream: Object is nil (protoItem reads it).
 	proto *protoObject
+}
+
+// size is the bytes of the event's object, in either encoding.
+func (ev watchEvent) size() int {
+	if ev.proto != nil {
+		return len(ev.proto.env)
+	}
+	return len(ev.Object)
 }
 
 // stream is an open watch, in JSON or protobuf (wire.go): the first byte
@@ -756,11 +764,7 @@ type stream struct {
 	// buf is the size of the read buffer.
 	buf int
 	// max bounds a protobuf frame, in bytes.
-	max int64
-	// lazy leaves the objects of a protobuf stream's ADDED, MODIFIED and
-	// DELETED frames undecoded (watchEvent.proto): a streaming list
-	// decodes only those that become events.
-	lazy   bool
+	max    int64
 	cancel context.CancelFunc
 }
 
@@ -937,10 +941,8 @@ func (s *stream) nextProto() (watchEvent, error) {
 	ev := watchEvent{Type: typ}
 	switch typ {
 	case "ADDED", "MODIFIED", "DELETED":
-		if s.lazy {
-			ev.proto = &o
-			return ev, nil
-		}
+		ev.proto = &o
+		return ev, nil
 	}
 	if ev.Object, err = protoJSON(o); err != nil {
 		return watchEvent{}, err

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -16,15 +15,10 @@ type Item struct {
 	UID string
 	// ResourceVersion is metadata.resourceVersion, opaque.
 	ResourceVersion string
-	// Object is the object as served, in JSON (metadata only for a
-	// metadata-only journal).
+	// Object is the object as served: JSON (metadata only for a
+	// metadata-only journal), or a built-in kind's protobuf envelope from
+	// a protobuf watch or streaming list (wire.go).
 	Object []byte
-
-	// proto is the object's protobuf message while Object is nil, as a
-	// streaming list's protobuf frame carried it, of kind gvk (wire.go):
-	// it is encoded to JSON only if it becomes an event.
-	proto []byte
-	gvk   schema.GroupVersionKind
 }
 
 // Diff compares the index entries of a key range with the objects listed in

@@ -52,9 +52,9 @@ type batch struct {
 	rv string
 	// stage, when set, completes the objects of evs (the diff of items)
 	// and stages them, in order, through stage: a metadata page reads the
-	// page again in full (pages.go), a streaming list decodes the
-	// protobuf of the objects that became events (wire.go). Nil: the
-	// items carry their objects, and evs are staged as they are.
+	// page again in full (pages.go). Nil: the items carry their objects
+	// (a streaming list's protobuf ones as sent, wire.go), and evs are
+	// staged as they are.
 	stage func(ctx context.Context, evs []journal.Event, stage func([]journal.Event) error) error
 }
 

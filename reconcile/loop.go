@@ -126,10 +126,11 @@ type Options struct {
 	StreamingRetry time.Duration
 	// Wire chooses the encoding of watches and streaming lists. Zero
 	// (WireAuto): protobuf for the built-in kinds of client-go's scheme,
-	// as client-go's typed informers ask for it, and JSON for the rest;
-	// objects are stored in JSON either way (wire.go says how, and what
-	// it costs: fields this build's types do not know are not kept).
-	// WireJSON: JSON always, every field as served.
+	// as client-go's typed informers ask for it, stored as sent (the
+	// Kubernetes protobuf envelope), and JSON for the rest (wire.go says
+	// what is stored for which kind, and what it costs: decoders drop
+	// fields this build's types do not know). WireJSON: JSON always, on
+	// the wire and on disk, every field as served.
 	Wire Wire
 	// Compression asks the apiserver to gzip its responses
 	// (Accept-Encoding: gzip). Default false: no compression, as
@@ -356,14 +357,13 @@ type Loop struct {
 //     requests' http.Client.Timeout). A watch is never cut by it: a watch
 //     lives for its timeoutSeconds (Options.WatchTimeout), and a stalled one
 //     is found by Options.IdleTimeout.
-//   - Content type: the journal stores each object in JSON, so that every
-//     reader (journalctl, the adapters, any language) decodes it without
-//     a scheme. Watches and streaming lists of built-in kinds travel in
-//     protobuf (Options.Wire; wire.go): the apiserver encodes it with about
-//     half the CPU, and only the objects that become events are decoded
-//     and encoded to JSON. List pages (paginated lists, lookups,
-//     verifies) are JSON, decoded as they stream, field by field; custom
-//     resources are served in JSON only.
+//   - Content type: watches and streaming lists of built-in kinds travel
+//     in protobuf (Options.Wire; wire.go): the apiserver encodes it with
+//     about half the CPU, and the journal stores each object as sent,
+//     without decoding it (journal.ObjectJSON gives JSON to readers
+//     without a scheme). List pages (paginated lists, lookups, verifies)
+//     are JSON, decoded as they stream, field by field, and stored in
+//     JSON; custom resources are served and stored in JSON only.
 //   - Compression: none unless Options.Compression (cfg.DisableCompression
 //     is set on the copy the loop uses), as kube-controller-manager and
 //     kube-scheduler run.

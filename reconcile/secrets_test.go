@@ -88,12 +88,13 @@ func TestLoop_Secrets_MetadataOnlyByDefault(t *testing.T) {
 			e.waitHead(2)
 			_, evs := e.eventsFrom(1)
 			for _, ev := range evs {
-				leaked := bytes.Contains(ev.Object, []byte("aHVudGVyMg==")) // base64 of hunter2
+				obj := objectJSON(t, ev.Object)                       // protobuf, when opted in, as served
+				leaked := bytes.Contains(obj, []byte("aHVudGVyMg==")) // base64 of hunter2
 				if leaked != optIn {
-					t.Errorf("%s event holds the secret's data: %v; want %v\n%s", ev.Type, leaked, optIn, ev.Object)
+					t.Errorf("%s event holds the secret's data: %v; want %v\n%s", ev.Type, leaked, optIn, obj)
 				}
-				if !bytes.Contains(ev.Object, []byte(`"app":"x"`)) {
-					t.Errorf("%s event lost the metadata: %s", ev.Type, ev.Object)
+				if !bytes.Contains(obj, []byte(`"app":"x"`)) {
+					t.Errorf("%s event lost the metadata: %s", ev.Type, obj)
 				}
 			}
 		})
@@ -216,7 +217,7 @@ func TestLoop_Secrets_Sealed(t *testing.T) {
 	e.compact()
 	e.proxy.Heal()
 	e.waitHead(h + 2)
-	if _, evs := e.eventsFrom(h + 2); len(evs) != 1 || evs[0].Origin != journal.OriginRelist || !bytes.Contains(evs[0].Object, []byte(base64.StdEncoding.EncodeToString([]byte(valueC)))) {
+	if _, evs := e.eventsFrom(h + 2); len(evs) != 1 || evs[0].Origin != journal.OriginRelist || !bytes.Contains(objectJSON(t, evs[0].Object), []byte(base64.StdEncoding.EncodeToString([]byte(valueC)))) {
 		t.Fatalf("events after the relist = %+v; want c's ADDED from the relist, opened", evs)
 	}
 	for name, want := range map[string]string{"a": valueA, "b": valueB, "c": valueC} {

@@ -18,8 +18,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/watchjournal/watchjournal/journal"
 )
 
 // initialEventsEnd is the annotation of the bookmark that ends a
@@ -57,9 +55,6 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 		return "", err
 	}
 	sl.st, sl.pr = st, pr
-	// Protobuf objects are decoded only where they become events
-	// (wire.go); the watch that follows decodes every one.
-	st.lazy = true
 
 	var items []Item
 	held, counted := 0, int64(0)
@@ -67,14 +62,7 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 		if len(items) == 0 {
 			return nil
 		}
-		b := items
-		err := fn(batch{items: b, stage: func(_ context.Context, evs []journal.Event, stage func([]journal.Event) error) error {
-			if err := fillObjects(evs, b); err != nil {
-				return fmt.Errorf("%w: %w", ErrDecode, err)
-			}
-			return stage(evs)
-		}})
-		if err != nil {
+		if err := fn(batch{items: items}); err != nil {
 			return err
 		}
 		size := st.frames.total - counted
@@ -107,7 +95,7 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 				continue // another shard's key (shard.go)
 			}
 			items = append(items, it)
-			held += len(it.Object) + len(it.proto)
+			held += len(it.Object)
 			if len(items) >= int(l.opts.PageSize) || held >= fillBytes {
 				if err := flush(); err != nil {
 					return "", err
@@ -137,7 +125,6 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 func (sl *streamLister) handover() *stream {
 	st := sl.st
 	sl.st = nil
-	st.lazy = false
 	sl.l.update(func(x *Status) { x.Encoding = st.encoding() })
 	// From here on the connection is the watch: a quiet watch may pass no
 	// byte for long (IdleTimeout bounds it).

@@ -83,7 +83,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	go func() { // exits when the stream ends or errors, which close() forces
 		for {
 			ev, err := st.next()
-			w := min(int64(len(ev.Object)), watchBytes)
+			w := min(int64(ev.size()), watchBytes)
 			if budget.Acquire(done, w) != nil {
 				return
 			}
@@ -240,7 +240,13 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			}
 			n++
 		case "ADDED", "MODIFIED", "DELETED":
-			it, err := l.c.item(f.ev.Object, "", "")
+			var it Item
+			var err error
+			if f.ev.proto != nil {
+				it, err = protoItem(*f.ev.proto)
+			} else {
+				it, err = l.c.item(f.ev.Object, "", "")
+			}
 			if err != nil {
 				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break

@@ -1,6 +1,6 @@
 package reconcile
 
-// Protobuf on the wire, JSON on disk.
+// Protobuf on the wire and on disk for built-in kinds; JSON for the rest.
 //
 // For the built-in kinds client-go knows (its kubernetes/scheme), watches
 // and streaming lists ask for protobuf, as client-go's typed clients and
@@ -10,28 +10,41 @@ package reconcile
 // without compression: 1.5 s in JSON, 0.75-0.96 s in protobuf (0.8 MB/s
 // of apiserver CPU is the bound, not the client).
 //
-// The journal still stores JSON (Item.Object): every reader decodes it
-// without a scheme. A frame is a watch event (metav1.WatchEvent,
-// length-delimited: 4 bytes big-endian, then the message) whose object is
-// the protobuf envelope ("k8s\x00", runtime.Unknown with apiVersion and
-// kind). Its key, UID and resourceVersion are read from the bytes of
-// metadata (field 1 of every built-in kind, checked per kind by
-// reflection) without decoding the object; only an object that becomes an
-// event is decoded into its Go type and encoded to JSON with
-// encoding/json, as the apiserver's JSON serializer does. A relist in
-// which little changed therefore decodes little.
+// A frame is a watch event (metav1.WatchEvent, length-delimited: 4 bytes
+// big-endian, then the message) whose object is the protobuf envelope
+// ("k8s\x00", runtime.Unknown with apiVersion and kind). Its key, UID and
+// resourceVersion are read from the bytes of metadata (field 1 of every
+// built-in kind, checked per kind by reflection) without decoding the
+// object, and the journal stores the envelope as the server sent it
+// (Item.Object, journal.Event.Object): nothing is decoded or converted on
+// the way in. Readers decode it with the generated protobuf code
+// (journal/internal/storedobj: typed, PartialObjectMetadata from the
+// metadata bytes only, unstructured through the typed object), and
+// journal.ObjectJSON gives the JSON the apiserver would have served
+// (journalctl prints that). The first bytes of a stored object say which
+// encoding it is ("k8s\x00" or '{'), so one file may hold both; a file
+// that may hold protobuf has schema 4 (journal/bolt), which older builds
+// refuse.
+//
+// What is stored, by kind:
+//
+//   - built-in kinds (client-go's scheme) from a watch or a streaming
+//     list, with Options.Wire = WireAuto: protobuf;
+//   - the same kinds from a paginated list, a lookup or a verify: JSON
+//     (their decoder reads pages field by field as they stream,
+//     client.go); a file therefore mixes both after such a list;
+//   - custom resources and aggregated APIs (served in JSON only),
+//     metadata-only journals (PartialObjectMetadata), and everything with
+//     Options.Wire = WireJSON: JSON, every field as served.
 //
 // What it costs: fields the compiled-in types do not know (a server newer
-// than this client-go) are not kept, as a typed informer does not keep
-// them; Options.Wire = WireJSON keeps every field as served. Custom
-// resources and aggregated APIs are served in JSON only and get JSON;
-// metadata-only journals get JSON (PartialObjectMetadata). A server that
-// answers a protobuf request in JSON is read as JSON: the first byte of
-// the body tells (a protobuf frame's length starts with 0x00 below 16 MiB,
-// JSON with '{').
-//
-// List requests (paginated lists, lookups, verifies) stay JSON: their
-// decoder reads pages field by field as they stream (client.go).
+// than this client-go) are kept in the bytes but dropped by every decode,
+// as a typed informer drops them; WireJSON keeps them readable. A server
+// that answers a protobuf request in JSON is read as JSON: the first byte
+// of the body tells (a protobuf frame's length starts with 0x00 below 16
+// MiB, JSON with '{'). BOOKMARK and ERROR frames are converted to JSON
+// (protoJSON), which bookmarkRV and decodeStatus read; they never enter
+// the journal.
 
 import (
 	"bytes"
@@ -48,8 +61,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Wire chooses the encoding of watch responses (Options.Wire).
@@ -60,8 +71,9 @@ const (
 	// WireAuto is protobuf for the built-in kinds client-go's scheme
 	// knows, JSON for the rest.
 	WireAuto Wire = ""
-	// WireJSON is JSON always: every field is stored as served, also
-	// fields this build's types do not know.
+	// WireJSON is JSON always, on the wire and on disk: every field is
+	// stored and read as served, also fields this build's types do not
+	// know.
 	WireJSON Wire = "json"
 )
 
@@ -79,11 +91,12 @@ func servesProto(gvr schema.GroupVersionResource) bool {
 	return scheme.Scheme.IsVersionRegistered(gvr.GroupVersion())
 }
 
-// protoObject is an object as a protobuf frame carried it: its kind and
-// the bytes of its message (without the envelope).
+// protoObject is an object as a protobuf frame carried it: its kind, the
+// bytes of its message, and the whole envelope (what the journal stores).
 type protoObject struct {
 	gvk schema.GroupVersionKind
 	raw []byte
+	env []byte
 }
 
 // readProtoEvent reads one length-delimited protobuf watch frame from r.
@@ -172,7 +185,7 @@ func unwrapProto(b []byte) (protoObject, error) {
 	if err != nil || kind == "" {
 		return protoObject{}, fmt.Errorf("reconcile: decode protobuf object: apiVersion %q, kind %q", apiVersion, kind)
 	}
-	return protoObject{gvk: gv.WithKind(kind), raw: raw}, nil
+	return protoObject{gvk: gv.WithKind(kind), raw: raw, env: b}, nil
 }
 
 // eachField calls fn with the number and bytes of each length-delimited
@@ -206,7 +219,8 @@ func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
 
 // protoJSON decodes o into its Go type from client-go's scheme and
 // returns it in JSON, with kind and apiVersion, as the apiserver's JSON
-// serializer would have sent it (encoding/json).
+// serializer would have sent it (encoding/json). Only BOOKMARK and ERROR
+// frames go through it; objects are stored as protobuf.
 func protoJSON(o protoObject) ([]byte, error) {
 	obj, err := scheme.Scheme.New(o.gvk)
 	if err != nil {
@@ -228,8 +242,8 @@ func protoJSON(o protoObject) ([]byte, error) {
 }
 
 // protoItem reads the key, UID and resourceVersion of o from the bytes of
-// its metadata, without decoding the object; the Item's Object is nil
-// until fillObjects (or proto is kept for it).
+// its metadata, without decoding the object; the Item's Object is o's
+// envelope, as the server sent it.
 func protoItem(o protoObject) (Item, error) {
 	if !metaFirst(o.gvk) {
 		return Item{}, fmt.Errorf("reconcile: decode protobuf object: %v has no metadata at field 1", o.gvk)
@@ -266,7 +280,7 @@ func protoItem(o protoObject) (Item, error) {
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	return Item{Key: key, UID: uid, ResourceVersion: rv, proto: o.raw, gvk: o.gvk}, nil
+	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: o.env}, nil
 }
 
 // metaFirstKinds caches metaFirst: schema.GroupVersionKind to bool.
@@ -291,32 +305,4 @@ func metaFirst(gvk schema.GroupVersionKind) bool {
 	}
 	metaFirstKinds.Store(gvk, ok)
 	return ok
-}
-
-// fillObjects sets the Object of each ADDED or MODIFIED event in evs that
-// has none from the item of the same key in items, encoding protobuf
-// items to JSON (protoJSON): only objects that become events are decoded.
-func fillObjects(evs []journal.Event, items []Item) error {
-	var at map[string]int
-	for i := range evs {
-		if evs[i].Type == journal.Deleted || evs[i].Object != nil {
-			continue
-		}
-		if at == nil {
-			at = make(map[string]int, len(items))
-			for j := range items {
-				at[items[j].Key] = j
-			}
-		}
-		j, ok := at[evs[i].Key]
-		if !ok || items[j].proto == nil {
-			return fmt.Errorf("reconcile: %s event of %s without its object", evs[i].Type, evs[i].Key)
-		}
-		b, err := protoJSON(protoObject{gvk: items[j].gvk, raw: items[j].proto})
-		if err != nil {
-			return err
-		}
-		evs[i].Object = b
-	}
-	return nil
 }

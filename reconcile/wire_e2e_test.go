@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,12 +11,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/cache"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -63,14 +67,16 @@ func (r *wireRun) wait(t *testing.T, what string, cond func(reconcile.Status) bo
 }
 
 // Built-in kinds travel in protobuf by default, and the journal stores
-// what the apiserver serves in JSON: for ConfigMaps (data, binaryData,
-// HTML-escaped and non-ASCII text), Services (ports, intstr) and
-// Deployments (a pod template with quantities and a null
-// creationTimestamp), a protobuf loop and a JSON one (Options.Wire =
-// WireJSON) journal the same events, whose objects equal, as JSON values,
-// each other and the server's JSON GET of the object. It covers the
-// initial streaming list, watch events, and a relist after a 410 (the
-// lazy path: only changed objects are decoded).
+// the protobuf as served, which reads back as what the apiserver serves in
+// JSON: for ConfigMaps (data, binaryData, HTML-escaped and non-ASCII
+// text), Services (ports, intstr) and Deployments (a pod template with
+// quantities and a null creationTimestamp), a protobuf loop and a JSON one
+// (Options.Wire = WireJSON) journal the same events, whose objects
+// (journal.ObjectJSON for the protobuf ones) equal, as JSON values, each
+// other and the server's JSON GET of the object; and decode, typed, as
+// PartialObjectMetadata and unstructured (journal/cache), to equal
+// objects. It covers the initial streaming list, watch events, and a
+// relist after a 410 (nothing is decoded on the way in).
 func TestLoop_Protobuf_StoresTheServedJSON(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -182,6 +188,11 @@ func TestLoop_Protobuf_StoresTheServedJSON(t *testing.T) {
 		}
 	}
 
+	typedOf := []func() runtime.Object{
+		func() runtime.Object { return &corev1.ConfigMap{} },
+		func() runtime.Object { return &corev1.Service{} },
+		func() runtime.Object { return &appsv1.Deployment{} },
+	}
 	for i, r := range runs {
 		pb, err := readAll(r.pb.j, 1)
 		if err != nil {
@@ -194,6 +205,7 @@ func TestLoop_Protobuf_StoresTheServedJSON(t *testing.T) {
 		if len(pb) != len(js) {
 			t.Fatalf("%v: protobuf journal has %d events, JSON journal %d", resources[i], len(pb), len(js))
 		}
+		protobuf := 0
 		for k := range pb {
 			a, b := pb[k], js[k]
 			if a.Type != b.Type || a.Key != b.Key || a.ResourceVersion != b.ResourceVersion || a.UID != b.UID {
@@ -206,9 +218,16 @@ func TestLoop_Protobuf_StoresTheServedJSON(t *testing.T) {
 				}
 				continue // a relist's tombstone: no object
 			}
-			if !sameJSON(t, a.Object, b.Object) {
-				t.Errorf("%v event %d (%s %s): objects differ\nprotobuf %s\n    JSON %s", resources[i], k, a.Type, a.Key, a.Object, b.Object)
+			if bytes.HasPrefix(a.Object, []byte("k8s\x00")) {
+				protobuf++
 			}
+			if aj := objectJSON(t, a.Object); !sameJSON(t, aj, b.Object) {
+				t.Errorf("%v event %d (%s %s): objects differ\nprotobuf %s\n    JSON %s", resources[i], k, a.Type, a.Key, aj, b.Object)
+			}
+			sameDecoded(t, fmt.Sprintf("%v event %d (%s %s)", resources[i], k, a.Type, a.Key), a.Object, b.Object, typedOf[i])
+		}
+		if protobuf == 0 {
+			t.Errorf("%v: no object of the protobuf loop's journal is stored in protobuf", resources[i])
 		}
 		// The last event of each live key against the server's JSON.
 		last := map[string]journal.Event{}
@@ -230,8 +249,8 @@ func TestLoop_Protobuf_StoresTheServedJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameJSON(t, ev.Object, raw) {
-				t.Errorf("%v %s: journal (protobuf) differs from the server's JSON\njournal %s\n server %s", gvr, key, ev.Object, raw)
+			if obj := objectJSON(t, ev.Object); !sameJSON(t, obj, raw) {
+				t.Errorf("%v %s: journal (protobuf) differs from the server's JSON\njournal %s\n server %s", gvr, key, obj, raw)
 			}
 		}
 	}
@@ -257,4 +276,52 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 		t.Fatalf("%v: %s", err, b)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// objectJSON is journal.ObjectJSON, failing t on an error.
+func objectJSON(t *testing.T, b []byte) []byte {
+	t.Helper()
+	j, err := journal.ObjectJSON(b)
+	if err != nil {
+		t.Fatalf("ObjectJSON: %v", err)
+	}
+	return j
+}
+
+// sameDecoded fails t unless the stored objects pb and js (the same object
+// in two encodings) decode to equal objects through journal/cache: typed
+// (a new one from newTyped), PartialObjectMetadata and unstructured.
+func sameDecoded(t *testing.T, what string, pb, js []byte, newTyped func() runtime.Object) {
+	t.Helper()
+	a, b := newTyped(), newTyped()
+	if err := cache.DecodeInto(pb, a); err != nil {
+		t.Fatalf("%s: DecodeInto(protobuf): %v", what, err)
+	}
+	if err := cache.DecodeInto(js, b); err != nil {
+		t.Fatalf("%s: DecodeInto(JSON): %v", what, err)
+	}
+	if !apiequality.Semantic.DeepEqual(a, b) || a.GetObjectKind().GroupVersionKind() != b.GetObjectKind().GroupVersionKind() {
+		t.Errorf("%s: typed objects differ\nprotobuf %+v\n    JSON %+v", what, a, b)
+	}
+	var ma, mb metav1.PartialObjectMetadata
+	if err := cache.DecodeInto(pb, &ma); err != nil {
+		t.Fatalf("%s: DecodeInto(protobuf, metadata): %v", what, err)
+	}
+	if err := cache.DecodeInto(js, &mb); err != nil {
+		t.Fatalf("%s: DecodeInto(JSON, metadata): %v", what, err)
+	}
+	if !apiequality.Semantic.DeepEqual(ma, mb) {
+		t.Errorf("%s: metadata differ\nprotobuf %+v\n    JSON %+v", what, ma, mb)
+	}
+	ua, err := cache.Unstructured(pb)
+	if err != nil {
+		t.Fatalf("%s: Unstructured(protobuf): %v", what, err)
+	}
+	ub, err := cache.Unstructured(js)
+	if err != nil {
+		t.Fatalf("%s: Unstructured(JSON): %v", what, err)
+	}
+	if !reflect.DeepEqual(ua.Object, ub.Object) {
+		t.Errorf("%s: unstructured objects differ\nprotobuf %v\n    JSON %v", what, ua.Object, ub.Object)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -52,10 +51,12 @@ func testConfigMap() *corev1.ConfigMap {
 
 // A protobuf watch stream reads frame by frame like a JSON one: io.EOF at
 // an end between frames, io.ErrUnexpectedEOF inside one, ErrFrameTooLarge
-// past the bound, the connection's error as it is. An eager stream gives
-// each object in JSON equal to encoding/json's of the typed object (what
-// the apiserver's JSON serializer writes); a lazy one gives the protobuf
-// message, whose key, UID and resourceVersion protoItem reads.
+// past the bound, the connection's error as it is. Each object comes as
+// its protobuf envelope, whose key, UID and resourceVersion protoItem
+// reads; the Item's Object is the envelope as sent (what the journal
+// stores), and journal.ObjectJSON turns it into JSON equal to
+// encoding/json's of the typed object (what the apiserver's JSON
+// serializer writes).
 func TestStream_NextProto(t *testing.T) {
 	cm := testConfigMap()
 	frame := protoFrame(t, "ADDED", "v1", "ConfigMap", cm)
@@ -84,52 +85,49 @@ func TestStream_NextProto(t *testing.T) {
 			return io.MultiReader(bytes.NewReader(frame), bytes.NewReader(frame[:10]), iotest.ErrReader(reset))
 		}, 1, reset},
 	} {
-		for _, lazy := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/lazy=%v", tc.name, lazy), func(t *testing.T) {
-				s := newStreamSize(io.NopCloser(tc.body()), func() {}, 1<<20, 16)
-				s.lazy = lazy
-				n := 0
-				for {
-					ev, err := s.next()
-					if err != nil {
-						if n != tc.frames || !errors.Is(err, tc.err) {
-							t.Fatalf("lazy %v: next = %v after %d frames; want %v after %d", lazy, err, n, tc.err, tc.frames)
-						}
-						break
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStreamSize(io.NopCloser(tc.body()), func() {}, 1<<20, 16)
+			n := 0
+			for {
+				ev, err := s.next()
+				if err != nil {
+					if n != tc.frames || !errors.Is(err, tc.err) {
+						t.Fatalf("next = %v after %d frames; want %v after %d", err, n, tc.err, tc.frames)
 					}
-					if ev.Type != "ADDED" {
-						t.Fatalf("frame %d: type %q", n, ev.Type)
-					}
-					if lazy {
-						if ev.Object != nil || ev.proto == nil {
-							t.Fatalf("lazy frame %d: Object %q, proto %v; want the protobuf object only", n, ev.Object, ev.proto)
-						}
-						it, err := protoItem(*ev.proto)
-						if err != nil || it.Key != "ns/a" || it.UID != string(cm.UID) || it.ResourceVersion != "42" {
-							t.Fatalf("protoItem = %+v, %v", it, err)
-						}
-						evs := []journal.Event{{Type: journal.Added, Key: it.Key}}
-						if err := fillObjects(evs, []Item{it}); err != nil || !bytes.Equal(evs[0].Object, wantJSON) {
-							t.Fatalf("fillObjects: %v\n got %s\nwant %s", err, evs[0].Object, wantJSON)
-						}
-					} else if !bytes.Equal(ev.Object, wantJSON) {
-						t.Fatalf("frame %d:\n got %s\nwant %s", n, ev.Object, wantJSON)
-					}
-					n++
+					break
 				}
-			})
-		}
+				if ev.Type != "ADDED" {
+					t.Fatalf("frame %d: type %q", n, ev.Type)
+				}
+				if ev.Object != nil || ev.proto == nil {
+					t.Fatalf("frame %d: Object %q, proto %v; want the protobuf object only", n, ev.Object, ev.proto)
+				}
+				it, err := protoItem(*ev.proto)
+				if err != nil || it.Key != "ns/a" || it.UID != string(cm.UID) || it.ResourceVersion != "42" {
+					t.Fatalf("protoItem = %+v, %v", it, err)
+				}
+				// The envelope as the frame carried it: WatchEvent field 2
+				// (RawExtension), its field 1.
+				if env := frame[len(frame)-len(it.Object):]; !bytes.HasPrefix(it.Object, protoMagic) || !bytes.Equal(it.Object, env) {
+					t.Fatalf("frame %d: Item.Object is not the envelope as sent:\n got %q\nwant %q", n, it.Object, env)
+				}
+				got, err := journal.ObjectJSON(it.Object)
+				if err != nil || !bytes.Equal(got, wantJSON) {
+					t.Fatalf("frame %d: ObjectJSON: %v\n got %s\nwant %s", n, err, got, wantJSON)
+				}
+				n++
+			}
+		})
 	}
 }
 
-// BOOKMARK and ERROR frames come in JSON even on a lazy stream: the
+// BOOKMARK and ERROR frames come in JSON: the
 // initial-events-end annotation and a 410 Status read as before.
 func TestStream_ProtoBookmarkAndError(t *testing.T) {
 	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77", Annotations: map[string]string{initialEventsEnd: "true"}}}
 	st := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 1 (77)"}
 	body := append(protoFrame(t, "BOOKMARK", "v1", "ConfigMap", bm), protoFrame(t, "ERROR", "v1", "Status", st)...)
 	s := newStream(io.NopCloser(bytes.NewReader(body)), func() {})
-	s.lazy = true
 	ev, err := s.next()
 	if err != nil || ev.Type != "BOOKMARK" {
 		t.Fatalf("next = %+v, %v", ev, err)
@@ -166,9 +164,6 @@ func TestProtoItem_Errors(t *testing.T) {
 	if _, err := protoJSON(protoObject{gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"), raw: []byte{0x0a, 0xff}}); err == nil {
 		t.Error("protoJSON of truncated bytes: no error")
 	}
-	if err := fillObjects([]journal.Event{{Type: journal.Modified, Key: "ns/b"}}, []Item{{Key: "ns/a"}}); err == nil {
-		t.Error("fillObjects without the item: no error")
-	}
 }
 
 // Every kind of client-go's scheme whose Go type has ObjectMeta keeps it
@@ -185,7 +180,8 @@ func TestMetaFirst(t *testing.T) {
 }
 
 // FuzzProtoFrame: any bytes as a protobuf watch stream end in an error or
-// in frames whose objects decode to an item and JSON or to an error; never
+// in frames whose objects decode to an item and JSON (protoJSON, and
+// journal.ObjectJSON of the stored envelope) or to an error; never
 // a panic, never an item without a key, UID and resourceVersion.
 func FuzzProtoFrame(f *testing.F) {
 	f.Add(protoFrame(f, "ADDED", "v1", "ConfigMap", testConfigMap()))
@@ -193,7 +189,6 @@ func FuzzProtoFrame(f *testing.F) {
 	f.Add(protoFrame(f, "ERROR", "v1", "Status", &metav1.Status{Code: 410}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := newStreamSize(io.NopCloser(bytes.NewReader(append([]byte{0}, b...))), func() {}, 1<<20, 64)
-		s.lazy = true
 		for i := 0; i < 16; i++ {
 			ev, err := s.next()
 			if err != nil {
@@ -210,6 +205,7 @@ func FuzzProtoFrame(f *testing.F) {
 				t.Fatalf("protoItem = %+v without error", it)
 			}
 			_, _ = protoJSON(*ev.proto)
+			_, _ = journal.ObjectJSON(it.Object)
 		}
 	})
 }

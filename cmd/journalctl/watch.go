@@ -164,7 +164,7 @@ func newWatchCmd() *cobra.Command {
 	fl.StringVar(&f.fieldSelector, "field-selector", "", "field `SELECTOR`, as kubectl's --field-selector")
 	fl.Int64Var(&f.pageSize, "page-size", 500, "objects per list page, 1 to 10000")
 	fl.BoolVar(&f.metadataOnly, "metadata-only", false, "keep only kind, apiVersion and metadata of each object (recorded in the file; always on for Secrets without --secret-payloads)")
-	fl.StringVar(&f.wire, "wire", "auto", "encoding of watches: `auto` (protobuf for built-in kinds, JSON for custom resources; objects are stored in JSON either way, without fields this build's types do not know) or json (every field as served)")
+	fl.StringVar(&f.wire, "wire", "auto", "encoding of watches: `auto` (protobuf for built-in kinds, stored as sent and decoded with this build's types, which drop fields they do not know; JSON for custom resources) or json (JSON on the wire and on disk, every field as served)")
 	fl.BoolVar(&f.compression, "compression", false, "ask the apiserver to gzip its responses: fewer bytes over a slow or remote link, more CPU on both ends (off, as kube-controller-manager runs)")
 	fl.BoolVar(&f.secretPayloads, "secret-payloads", false, "journal the data of Secrets, sealed under --seal-key-file (required with it); by default a Secret's data never reaches the journal: metadata only")
 	addSealKeyFlag(cmd, &f.sealKeyFiles, sealKeyFileUsage+"; seals the objects of Secrets and of --seal-resource")

@@ -9,7 +9,9 @@
 //
 // Write puts into a file what a long-running journal accumulates: events of
 // every type, origin and reason (a name recreated with a new UID included),
-// kept objects (since schema 2, a trimmed one among them),
+// kept objects (since schema 2, a trimmed one among them; since schema 4,
+// the watch events' objects in Kubernetes protobuf, as package reconcile
+// stores them),
 // retention settings, retention trimming (the first retained offset is not
 // 1), two durable consumers, a resource with a namespace and label and field
 // selectors, and the last synced resourceVersion. Dump reads all of it back
@@ -25,7 +27,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
@@ -51,6 +57,27 @@ func obj(name, uid, rv, v string) []byte {
 	return []byte(fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"wj","uid":%q,"resourceVersion":%q,"labels":{"app":"web","tier":"a"},"annotations":{"note":"ünïcode 日本"}},"data":{"v":%q}}`, name, uid, rv, v))
 }
 
+// pbObj is obj in Kubernetes protobuf ("k8s\x00" and a runtime.Unknown),
+// as a protobuf watch delivers it and package reconcile stores it (since
+// schema 4).
+func pbObj(name, uid, rv, v string) []byte {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "wj", UID: types.UID(uid), ResourceVersion: rv,
+			Labels: map[string]string{"app": "web", "tier": "a"}, Annotations: map[string]string{"note": "ünïcode 日本"}},
+		Data: map[string]string{"v": v},
+	}
+	raw, err := cm.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Raw: raw}
+	b, err := u.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte("k8s\x00"), b...)
+}
+
 // batches are the fixture's write transactions: the events of each and the
 // resourceVersion it records.
 var batches = []struct {
@@ -65,13 +92,13 @@ var batches = []struct {
 		{Type: journal.Added, Key: "wj/b", UID: "uid-b1", ResourceVersion: "9", Origin: journal.OriginRelist, Object: obj("b", "uid-b1", "9", "0")},
 	}},
 	{"11", []journal.Event{
-		{Type: journal.Modified, Key: "wj/a", UID: "uid-a1", ResourceVersion: "11", PrevResourceVersion: "8", Origin: journal.OriginWatch, Object: obj("a", "uid-a1", "11", "1")},
+		{Type: journal.Modified, Key: "wj/a", UID: "uid-a1", ResourceVersion: "11", PrevResourceVersion: "8", Origin: journal.OriginWatch, Object: pbObj("a", "uid-a1", "11", "1")},
 	}},
 	{"12", []journal.Event{
-		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b1", ResourceVersion: "12", Origin: journal.OriginWatch, Object: obj("b", "uid-b1", "12", "0")},
+		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b1", ResourceVersion: "12", Origin: journal.OriginWatch, Object: pbObj("b", "uid-b1", "12", "0")},
 	}},
 	{"13", []journal.Event{
-		{Type: journal.Added, Key: "wj/c", UID: "uid-c1", ResourceVersion: "13", Origin: journal.OriginWatch, Object: obj("c", "uid-c1", "13", "0")},
+		{Type: journal.Added, Key: "wj/c", UID: "uid-c1", ResourceVersion: "13", Origin: journal.OriginWatch, Object: pbObj("c", "uid-c1", "13", "0")},
 	}},
 	// A relist after a 410: b came back with a new UID, a changed, c gone.
 	{"20", []journal.Event{
@@ -84,18 +111,18 @@ var batches = []struct {
 		{Type: journal.Added, Key: "wj/c", UID: "uid-c2", ResourceVersion: "24", Origin: journal.OriginRestart, Object: obj("c", "uid-c2", "24", "0")},
 	}},
 	{"26", []journal.Event{
-		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b2", ResourceVersion: "26", Origin: journal.OriginWatch, Object: obj("b", "uid-b2", "26", "0")},
-		{Type: journal.Added, Key: "wj/b", UID: "uid-b3", ResourceVersion: "26", Origin: journal.OriginWatch, Object: obj("b", "uid-b3", "26", "1")},
+		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b2", ResourceVersion: "26", Origin: journal.OriginWatch, Object: pbObj("b", "uid-b2", "26", "0")},
+		{Type: journal.Added, Key: "wj/b", UID: "uid-b3", ResourceVersion: "26", Origin: journal.OriginWatch, Object: pbObj("b", "uid-b3", "26", "1")},
 	}},
 	// Reasons (schema 2): a moves out of the selector and back, b is
 	// deleted, c's relist delete could not be confirmed, then c arrives
 	// from another shard.
 	{"30", []journal.Event{
-		{Type: journal.Deleted, Key: "wj/a", UID: "uid-a1", ResourceVersion: "30", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector, Object: obj("a", "uid-a1", "30", "2")},
+		{Type: journal.Deleted, Key: "wj/a", UID: "uid-a1", ResourceVersion: "30", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector, Object: pbObj("a", "uid-a1", "30", "2")},
 	}},
 	{"31", []journal.Event{
-		{Type: journal.Added, Key: "wj/a", UID: "uid-a1", ResourceVersion: "31", Origin: journal.OriginWatch, Object: obj("a", "uid-a1", "31", "2")},
-		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b3", ResourceVersion: "31", Origin: journal.OriginWatch, Reason: journal.ReasonGone, Object: obj("b", "uid-b3", "31", "1")},
+		{Type: journal.Added, Key: "wj/a", UID: "uid-a1", ResourceVersion: "31", Origin: journal.OriginWatch, Object: pbObj("a", "uid-a1", "31", "2")},
+		{Type: journal.Deleted, Key: "wj/b", UID: "uid-b3", ResourceVersion: "31", Origin: journal.OriginWatch, Reason: journal.ReasonGone, Object: pbObj("b", "uid-b3", "31", "1")},
 	}},
 	{"35", []journal.Event{
 		{Type: journal.Deleted, Key: "wj/c", UID: "uid-c2", ResourceVersion: "24", Origin: journal.OriginRelist, Reason: journal.ReasonUnconfirmed},
@@ -185,13 +212,15 @@ type Content struct {
 	LatestObjects []Object `json:",omitempty"`
 }
 
-// Object is a live key's latest object, as a string for readable JSON.
+// Object is a live key's latest object, in JSON (journal.ObjectJSON), as a
+// string for readable JSON.
 type Object struct {
 	Key    string
 	Object string
 }
 
-// Event is a journal.Event with the object as a string, for readable JSON.
+// Event is a journal.Event with the object in JSON (journal.ObjectJSON) as
+// a string, for readable JSON.
 type Event struct {
 	Offset              uint64
 	Type                journal.EventType
@@ -230,6 +259,11 @@ func Dump(j *journal.Journal) (Content, error) {
 			break
 		}
 		for _, e := range evs {
+			// Objects as JSON (journal.ObjectJSON: JSON as it is,
+			// protobuf converted), so that the .json stays readable.
+			if e.Object, err = journal.ObjectJSON(e.Object); err != nil {
+				return c, err
+			}
 			c.Events = append(c.Events, Event{Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
 				PrevResourceVersion: e.PrevResourceVersion, Origin: e.Origin, Reason: e.Reason, PrevOffset: e.PrevOffset,
 				Time: e.Time.UTC(), Object: string(e.Object)})
@@ -244,6 +278,10 @@ func Dump(j *journal.Journal) (Content, error) {
 	}
 	err = j.ViewObjects(func(v *journal.ObjectView) error {
 		return v.Scan("", func(k string, o []byte) (bool, error) {
+			o, err := journal.ObjectJSON(o)
+			if err != nil {
+				return false, err
+			}
 			c.LatestObjects = append(c.LatestObjects, Object{Key: k, Object: string(o)})
 			return true, nil
 		})

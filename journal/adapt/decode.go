@@ -9,14 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // unstructuredObject decodes into *unstructured.Unstructured
 // (journal/cache's Unstructured as a runtime.Object): Options.Decode's
 // default.
 func unstructuredObject(b []byte) (runtime.Object, error) {
-	u, err := storedjson.Unstructured(b)
+	u, err := storedobj.Unstructured(b)
 	if err != nil {
 		return nil, err // not a typed nil
 	}

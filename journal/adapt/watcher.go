@@ -16,8 +16,9 @@ import (
 
 // Options configure Watcher and Handle.
 type Options struct {
-	// Decode turns an object as stored (JSON as served, with kind and
-	// apiVersion; valid only during the call) into a fresh runtime.Object:
+	// Decode turns an object as stored (journal.Event.Object: JSON as
+	// served, with kind and apiVersion, or Kubernetes protobuf; valid only
+	// during the call) into a fresh runtime.Object:
 	// the shape of journal/cache's DecodeFunc[runtime.Object], whose
 	// values it takes. Nil means into *unstructured.Unstructured.
 	Decode func(stored []byte) (runtime.Object, error)

@@ -40,7 +40,12 @@ var _ storage.Store = (*store)(nil)
 //     to 2, the migration from 2 only records the new number, so that an
 //     older build refuses the file (storage.ErrNewerSchema) instead of reading
 //     those records as damaged.
-const SchemaVersion = 3
+//   - 4: stored objects may be in Kubernetes protobuf ("k8s\x00" first)
+//     as well as JSON (package reconcile's wire.go; journal.Event.Object).
+//     Records and buckets are those of 3, so the migration from 3 only
+//     records the new number, so that an older build, which would hand
+//     protobuf to JSON decoders, refuses the file (storage.ErrNewerSchema).
+const SchemaVersion = 4
 
 // magic identifies a watchjournal file in the meta bucket.
 var magic = []byte("watchjournal")
@@ -311,7 +316,7 @@ func (s *store) init() (err error) {
 }
 
 // migrate brings a file of schema from (older than SchemaVersion) to
-// SchemaVersion, in one transaction. From 1 and from 2 nothing but the
+// SchemaVersion, in one transaction. From 1, 2 and 3 nothing but the
 // number changes (see SchemaVersion).
 func (s *store) migrate(from uint32) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {

@@ -35,11 +35,14 @@
 // Objects are decoded straight from bbolt's memory-mapped pages into the
 // caller's object (into a typed list's items in place): nothing is kept on
 // the heap between calls, and each call returns fresh objects the caller
-// may change (as a DeepCopy would). Built-in API types decode with
-// encoding/json/v2, others with sigs.k8s.io/json, both with client-go's
-// case-sensitive rules (journal/internal/storedjson).
+// may change (as a DeepCopy would). Objects stored in Kubernetes protobuf
+// (built-in kinds from a protobuf watch) decode with their generated
+// Unmarshal; JSON into built-in API types with encoding/json/v2, others
+// with sigs.k8s.io/json, both with client-go's case-sensitive rules
+// (journal/internal/storedobj). Unstructured from protobuf converts the
+// typed object (runtime.DefaultUnstructuredConverter): slower than typed.
 //
-// Objects are the JSON as served; a metadata-only journal serves the
+// Objects are as served (JSON or protobuf); a metadata-only journal serves the
 // metadata it stored (decode into metav1.PartialObjectMetadata or
 // unstructured). A live key the file holds no object for (a file written
 // before objects were kept) is an error matching journal.ErrNoObject from

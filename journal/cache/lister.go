@@ -15,22 +15,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/internal/storedjson"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // DecodeFunc turns an object as stored (JSON as served, with kind and
-// apiVersion; valid only during the call) into a fresh T. Unstructured and
+// apiVersion, or Kubernetes protobuf: journal.Event.Object; valid only
+// during the call) into a fresh T. Unstructured and
 // Typed make one; a DecodeFunc[runtime.Object] also serves as
 // journal/adapt's Options.Decode.
 type DecodeFunc[T any] func([]byte) (T, error)
 
 // Unstructured decodes into *unstructured.Unstructured.
 func Unstructured(b []byte) (*unstructured.Unstructured, error) {
-	return storedjson.Unstructured(b)
+	return storedobj.Unstructured(b)
 }
 
 // Typed returns a DecodeFunc into a new T (a pointer to a struct, e.g.
 // *corev1.ConfigMap); scheme gives its kind when the stored JSON has none.
+// A protobuf object of another kind than T's is an error matching
+// journal.ErrBadObject.
 func Typed[T runtime.Object](scheme *runtime.Scheme) DecodeFunc[T] {
 	typ := reflect.TypeOf((*T)(nil)).Elem().Elem()
 	var gvk schema.GroupVersionKind
@@ -50,9 +53,9 @@ func Typed[T runtime.Object](scheme *runtime.Scheme) DecodeFunc[T] {
 	}
 }
 
-// decodeTyped is storedjson.Typed with the type in its error.
+// decodeTyped is storedobj.Typed with the type in its error.
 func decodeTyped(b []byte, out runtime.Object) error {
-	if err := storedjson.Typed(b, out); err != nil {
+	if err := storedobj.Typed(b, out); err != nil {
 		return fmt.Errorf("cache: decode %T: %w", out, err)
 	}
 	return nil

@@ -104,7 +104,7 @@ func (r *Reader) checkKind(obj runtime.Object, list bool) (schema.GroupVersionKi
 	return want, nil
 }
 
-// decode decodes stored JSON into a fresh object of obj's type.
+// decode decodes a stored object into a fresh object of obj's type.
 func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Object) (runtime.Object, error) {
 	if _, ok := like.(runtime.Unstructured); ok {
 		u, err := Unstructured(b)

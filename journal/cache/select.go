@@ -2,13 +2,12 @@ package cache
 
 // Selection: which stored objects a List returns. Namespaces are key
 // prefixes ("<namespace>/"); label and field selectors are matched against
-// the object's metadata, parsed from the stored JSON for each candidate
+// the object's metadata, parsed from the stored object for each candidate
 // and dropped after the match (nothing kept). Field selectors support
 // metadata.name and metadata.namespace, as controller-runtime's cache does
 // without an index; any other field is ErrUnsupportedField.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/internal/storedobj"
 )
 
 // ErrUnsupportedField: a field selector names a field other than
@@ -50,27 +50,18 @@ func (s *selection) prefix() string {
 	return s.namespace + "/"
 }
 
-// objMeta is the part of an object a selector reads.
-type objMeta struct {
-	Metadata struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-}
-
 func (s *selection) matches(obj []byte) (bool, error) {
 	if (s.labels == nil || s.labels.Empty()) && (s.fields == nil || s.fields.Empty()) {
 		return true, nil
 	}
-	var m objMeta
-	if err := json.Unmarshal(obj, &m); err != nil {
+	m, err := storedobj.ReadMeta(obj)
+	if err != nil {
 		return false, err
 	}
-	if s.labels != nil && !s.labels.Matches(labels.Set(m.Metadata.Labels)) {
+	if s.labels != nil && !s.labels.Matches(labels.Set(m.Labels)) {
 		return false, nil
 	}
-	if s.fields != nil && !s.fields.Matches(fields.Set{"metadata.name": m.Metadata.Name, "metadata.namespace": m.Metadata.Namespace}) {
+	if s.fields != nil && !s.fields.Matches(fields.Set{"metadata.name": m.Name, "metadata.namespace": m.Namespace}) {
 		return false, nil
 	}
 	return true, nil

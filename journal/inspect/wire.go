@@ -12,8 +12,11 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Event is a journal.Event as JSON (GET /events). Object is the object as
-// stored, or null for a tombstone or a metadata-only journal. Reason is the
+// Event is a journal.Event as JSON (GET /events). Object is the object in
+// JSON (journal.ObjectJSON: as stored, or converted from the Kubernetes
+// protobuf the journal stores for built-in kinds), or null for a tombstone
+// or a metadata-only journal; ObjectError says why it is null when the
+// stored object did not convert (journal.ErrBadObject). Reason is the
 // event's journal.Reason, absent when empty (an ordinary event).
 type Event struct {
 	Offset          uint64            `json:"offset"`
@@ -28,15 +31,24 @@ type Event struct {
 	Reason              journal.Reason  `json:"reason,omitempty"`
 	Synthesized         bool            `json:"synthesized"`
 	Object              json.RawMessage `json:"object"`
+	ObjectError         string          `json:"objectError,omitempty"`
 }
 
-// NewEvent returns e as JSON, its time in UTC.
+// NewEvent returns e as JSON, its time in UTC and its object in JSON
+// (journal.ObjectJSON).
 func NewEvent(e journal.Event) Event {
-	return Event{
+	je := Event{
 		Offset: e.Offset, Type: e.Type, Key: e.Key, UID: e.UID, ResourceVersion: e.ResourceVersion,
 		PrevResourceVersion: e.PrevResourceVersion, Time: e.Time.UTC(), Origin: e.Origin,
-		Reason: e.Reason, Synthesized: e.Synthesized(), Object: e.Object,
+		Reason: e.Reason, Synthesized: e.Synthesized(),
 	}
+	obj, err := journal.ObjectJSON(e.Object)
+	if err != nil {
+		je.ObjectError = err.Error()
+	} else {
+		je.Object = obj
+	}
+	return je
 }
 
 // event returns je as a journal.Event: a null object becomes none.

@@ -1,13 +1,26 @@
-// Package storedjson decodes the objects a journal stores (JSON as the
-// apiserver served it, with kind and apiVersion) into Go objects, for
-// journal/cache and journal/adapt: typed (Typed) or unstructured
-// (Unstructured).
+// Package storedobj decodes the objects a journal stores into Go objects,
+// for journal/cache, journal/adapt and package journal itself: typed
+// (Typed), unstructured (Unstructured), or back to the JSON the apiserver
+// would have served (JSON). It is the one place stored objects are
+// decoded.
 //
-// The apiserver's rules (what sigs.k8s.io/json implements for client-go):
-// field names match case-sensitively, unknown fields are ignored, a
-// duplicate name's last value wins, invalid UTF-8 becomes U+FFFD, and
-// numbers decoded into an interface{} stay int64 when integral. Two paths
-// follow them:
+// A stored object is in one of two encodings, and its first bytes say
+// which (IsProto):
+//
+//   - JSON as the apiserver served it, with kind and apiVersion ('{'
+//     first): custom resources, aggregated APIs, metadata-only journals,
+//     paginated lists, lookups and verifies, reconcile.WireJSON, and every
+//     file written before schema 4.
+//   - Kubernetes protobuf as the apiserver sent it on a watch or a
+//     streaming list ("k8s\x00", then a runtime.Unknown holding apiVersion,
+//     kind and the object's message): the built-in kinds of client-go's
+//     scheme (k8s.io/client-go/kubernetes/scheme). proto.go decodes it.
+//
+// JSON follows the apiserver's rules (what sigs.k8s.io/json implements
+// for client-go): field names match case-sensitively, unknown fields are
+// ignored, a duplicate name's last value wins, invalid UTF-8 becomes
+// U+FFFD, and numbers decoded into an interface{} stay int64 when
+// integral. Two paths follow them:
 //
 //   - Kubernetes' built-in API types (packages under k8s.io/api/, and
 //     k8s.io/apimachinery/pkg/apis/meta/v1 for PartialObjectMetadata)
@@ -20,13 +33,13 @@
 //     faster on a 1 KiB ConfigMap, with half the allocations. The API
 //     conventions keep interface{} and time.Duration, where the two
 //     packages differ, out of these types (they use RawExtension, JSON and
-//     metav1.Duration, whose own UnmarshalJSON both call); decode_test.go
+//     metav1.Duration, whose own UnmarshalJSON both call); json_test.go
 //     checks the two paths agree on recorded apiserver objects and on
 //     case, duplicates and encoding.
 //   - Every other type (custom resources' Go types may hold interface{}
 //     or time.Duration) decodes with sigs.k8s.io/json, as client-go does.
 
-package storedjson
+package storedobj
 
 import (
 	"reflect"
@@ -86,19 +99,28 @@ func isBuiltin(t reflect.Type) bool {
 	return ok
 }
 
-// Typed decodes stored JSON into out, a pointer to a typed object that
+// Typed decodes a stored object into out, a pointer to a typed object that
 // holds its zero value. The stored object's kind is the journal's
-// (checked by the caller), so it skips the serializer's first pass that
-// reads kind and apiVersion: one JSON pass per object.
+// (checked by the caller), so JSON skips the serializer's first pass that
+// reads kind and apiVersion: one JSON pass per object. Protobuf decodes as
+// typedProto says; an error there matches ErrBadObject.
 func Typed(b []byte, out runtime.Object) error {
+	if IsProto(b) {
+		return typedProto(b, out)
+	}
 	if isBuiltin(reflect.TypeOf(out).Elem()) {
 		return jsonv2.Unmarshal(b, out, v2Options)
 	}
 	return sjson.UnmarshalCaseSensitivePreserveInts(b, out)
 }
 
-// Unstructured decodes stored JSON into a new *unstructured.Unstructured.
+// Unstructured decodes a stored object into a new
+// *unstructured.Unstructured. Protobuf goes through its Go type
+// (unstructuredProto: correct, but slower than from JSON).
 func Unstructured(b []byte) (*unstructured.Unstructured, error) {
+	if IsProto(b) {
+		return unstructuredProto(b)
+	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(b); err != nil {
 		return nil, err

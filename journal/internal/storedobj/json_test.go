@@ -1,4 +1,4 @@
-package storedjson
+package storedobj
 
 import (
 	"encoding/json"
