@@ -406,6 +406,11 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err := checkSealing(j, res, opts); err != nil {
 		return nil, err
 	}
+	if in := opts.Inherited; in != nil && in.Range != "" {
+		if _, err := hashrange.Parse(in.Range); err != nil {
+			return nil, fmt.Errorf("%w: Options.Inherited.Range %q: %v", ErrInvalidSelector, in.Range, err)
+		}
+	}
 	c, err := newClient(cfg, res, res.MetadataOnly, opts.Wire, opts.Compression)
 	if err != nil {
 		return nil, err
