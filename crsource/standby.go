@@ -146,14 +146,10 @@ func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
 	sig := position.NewSignal()
-	return &standby{opts: so, resource: positionResource(opts.Resource), signal: sig, tracker: position.Tracker{Signal: sig},
+	return &standby{opts: so, resource: position.Resource(opts.Resource), signal: sig, tracker: position.Tracker{Signal: sig},
 		lease:   &position.Lease{Client: cs.CoordinationV1().Leases(so.Namespace), Namespace: so.Namespace, Name: so.Name, Identity: so.Identity},
 		stopped: make(chan struct{})}, nil
 }
-
-// positionResource names the resource a position belongs to
-// (position.Resource).
-func positionResource(r journal.Resource) string { return position.Resource(r) }
 
 // AddToManager adds to mgr what a source with Options.Standby needs
 // besides the controller: the journal's writer, run on every replica
@@ -281,13 +277,6 @@ func (f followerRunnable) Start(ctx context.Context) error {
 	return nil
 }
 
-// get reads the position Lease: the position and its resource, false when
-// there is no Lease.
-func (sb *standby) get(ctx context.Context) (pos, res string, ok bool, err error) {
-	ann, ok, err := sb.lease.Get(ctx)
-	return ann[AnnotationPosition], ann[AnnotationPositionResource], ok, err
-}
-
 // noteCommit records that the consumer committed offset p: the position
 // moves to what p covers (positionAt), never back.
 func (s *Source) noteCommit(p uint64) {
@@ -326,11 +315,11 @@ func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 // its first read.
 func (s *Source) standbyStart(ctx context.Context) error {
 	sb := s.sb
-	var pos, res string
+	var ann map[string]string // the position Lease's annotations
 	var found bool
 	for {
 		var err error
-		pos, res, found, err = sb.get(ctx)
+		ann, found, err = sb.lease.Get(ctx)
 		if err == nil {
 			break
 		}
@@ -346,6 +335,7 @@ func (s *Source) standbyStart(ctx context.Context) error {
 		}
 	}
 	lease := sb.opts.Namespace + "/" + sb.opts.Name
+	pos, res := ann[AnnotationPosition], ann[AnnotationPositionResource]
 	var why string
 	switch {
 	case !found || pos == "":
