@@ -5,7 +5,7 @@
 //	journalctl watch RESOURCE[,RESOURCE...] (--db FILE | --dir DIR) [-n NS | -A] [-l SELECTOR] [flags]
 //	journalctl events    --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r] [filters] [-o FORMAT]
 //	journalctl index     --db FILE [KEY [--prefix]] [-n NS] [-o table|json|yaml|name]
-//	journalctl stats     --db FILE [-o table|json]
+//	journalctl stats     --db FILE|DIR [-o table|json]
 //	journalctl consumers --db FILE [-o table|json|yaml|name]
 //	journalctl consumers create|reset|delete NAME --db FILE [position flags]
 //	journalctl completion bash|zsh|fish|powershell
