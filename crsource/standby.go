@@ -25,7 +25,8 @@ package crsource
 //     its renew conflict). P is the resourceVersion of the last committed
 //     event seen on a watch, or the journal's resourceVersion when the
 //     commit reached the head (which moves on with the watch's bookmarks
-//     while nothing changes; see positionAt for why not a relist's events).
+//     while nothing changes; see position.Tracker.At for why not a
+//     relist's events).
 //     The publisher Runnable (needs leader election) writes it when it
 //     moved, at most every Standby.Interval (or Standby.Commits commits),
 //     and once more on a graceful stop: the manager stops its
@@ -36,9 +37,9 @@ package crsource
 //     needs.
 //   - A new leader reads P and starts its consumer right after the last
 //     event of its own journal seen on a watch whose resourceVersion is at
-//     or before P (startFor; compared with CompareResourceVersion; where
-//     that refuses the resourceVersions, the event whose resourceVersion
-//     equals it), conservatively: it replays more, never less. Every change
+//     or before P (position.StartFor; compared with
+//     CompareResourceVersion; where that refuses the resourceVersions, the
+//     event whose resourceVersion equals it), conservatively: it replays more, never less. Every change
 //     after P is delivered, and of those before it only what its journal
 //     cannot rule out, such as a relist's events (in key order, with the
 //     objects' own resourceVersions, they do not say when they happened, so
@@ -72,11 +73,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -110,45 +107,55 @@ var ErrStandbyNotAdded = errors.New("crsource: Options.Standby is set but src.Ad
 // Interval to jcache.DefaultStandbyInterval.
 type Standby = jcache.Standby
 
-// standby is the state of a source with Options.Standby. The position's
-// computation, the Lease, the publisher and the follower are
-// internal/position's (shared with jcache.Exact).
+// standby is the state of a source with Options.Standby: its one source
+// in internal/position's Standby (shared with jcache.Exact), whose
+// entry is the two annotations above.
 type standby struct {
-	opts     Standby
+	*position.Standby
 	resource string
-	lease    *position.Lease
-	added    bool // AddToManager was called
-	signal   *position.Signal
 	tracker  position.Tracker // the position to publish
-	stopped  chan struct{}
+	stopped  chan struct{}    // closed when the source stopped (its final commit made)
 }
 
-func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
-	so := *opts.Standby
-	if so.Namespace == "" {
-		return nil, errors.New("crsource: Options.Standby.Namespace is empty")
+func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
+	name := opts.Consumer
+	if name == "" {
+		name = DefaultConsumer
 	}
-	if so.Name == "" {
-		name := opts.Consumer
-		if name == "" {
-			name = DefaultConsumer
-		}
-		so.Name = name + "-position"
-	}
-	if so.Identity == "" {
-		so.Identity, _ = os.Hostname()
-	}
-	if so.Interval <= 0 {
-		so.Interval = jcache.DefaultStandbyInterval
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	ps, err := position.NewStandby(position.Config(*opts.Standby), "crsource", "Options.Standby", name+"-position")
 	if err != nil {
-		return nil, fmt.Errorf("crsource: %w", err)
+		return nil, err
 	}
-	sig := position.NewSignal()
-	return &standby{opts: so, resource: position.Resource(opts.Resource), signal: sig, tracker: position.Tracker{Signal: sig},
-		lease:   &position.Lease{Client: cs.CoordinationV1().Leases(so.Namespace), Namespace: so.Namespace, Name: so.Name, Identity: so.Identity},
-		stopped: make(chan struct{})}, nil
+	if err := ps.NewLease(cfg); err != nil {
+		return nil, err
+	}
+	sb := &standby{Standby: ps, resource: position.Resource(opts.Resource), stopped: make(chan struct{})}
+	sb.tracker.Signal = ps.Signal
+	ps.NoPosition, ps.Log = "no position published on Lease ", s.log
+	ps.Codec = position.Codec{
+		Encode: func(m map[string]position.Entry) map[string]string {
+			for _, e := range m { // one entry, this source's
+				return map[string]string{AnnotationPosition: e.ResourceVersion, AnnotationPositionResource: e.Resource}
+			}
+			return nil
+		},
+		Decode: func(ann map[string]string) (map[string]position.Entry, error) {
+			return map[string]position.Entry{s.c.Name(): {ResourceVersion: ann[AnnotationPosition], Resource: ann[AnnotationPositionResource]}}, nil
+		},
+	}
+	ps.Sources = func() []position.Source { return []position.Source{standbySource{s}} }
+	return sb, nil
+}
+
+// standbySource is the source as internal/position sees it.
+type standbySource struct{ s *Source }
+
+func (p standbySource) Entry() (string, string)    { return p.s.c.Name(), p.s.sb.resource }
+func (p standbySource) Tracker() *position.Tracker { return &p.s.sb.tracker }
+func (p standbySource) Stopped() <-chan struct{}   { return p.s.sb.stopped }
+func (p standbySource) Committed() (*journal.Journal, uint64, error) {
+	c, err := p.s.c.Committed()
+	return p.s.j, c, err
 }
 
 // AddToManager adds to mgr what a source with Options.Standby needs
@@ -171,14 +178,7 @@ func (s *Source) AddToManager(mgr manager.Manager) error {
 	if s.sb == nil {
 		return nil
 	}
-	if err := mgr.Add(publisherRunnable{s}); err != nil {
-		return err
-	}
-	if err := mgr.Add(followerRunnable{s}); err != nil {
-		return err
-	}
-	s.sb.added = true
-	return nil
+	return s.sb.AddToManager(mgr, s.follow)
 }
 
 // writerRunnable runs the journal's writer on every replica.
@@ -205,54 +205,21 @@ func (w writerRunnable) Start(ctx context.Context) error {
 	return nil
 }
 
-// publisherRunnable publishes the leader's position.
-type publisherRunnable struct{ s *Source }
-
-// NeedLeaderElection returns true: only the leader publishes.
-func (publisherRunnable) NeedLeaderElection() bool { return true }
-
-// Start publishes the position when it moves, at most every Interval (or
-// Commits), until ctx is done; then it waits for the source's last commit
-// and publishes once more (position.Publisher).
-func (p publisherRunnable) Start(ctx context.Context) error {
-	s, sb := p.s, p.s.sb
-	pub := &position.Publisher{Lease: sb.lease, Signal: sb.signal, Interval: sb.opts.Interval, Commits: sb.opts.Commits, Log: s.log,
-		Annotations: func() map[string]string {
-			pos := sb.tracker.Position()
-			if pos == "" {
-				return nil
-			}
-			return map[string]string{AnnotationPosition: pos, AnnotationPositionResource: sb.resource}
-		},
-		Refresh: s.refreshPosition,
-		Stopped: func(ctx context.Context) {
-			select {
-			case <-sb.stopped:
-			case <-ctx.Done():
-			}
-		},
-	}
-	return pub.Run(ctx)
-}
-
-// followerRunnable moves a standby's consumer behind the leader's
-// published position.
-type followerRunnable struct{ s *Source }
-
-// NeedLeaderElection returns false: it runs on standbys (and stops
-// touching the consumer once this replica's source starts).
-func (followerRunnable) NeedLeaderElection() bool { return false }
-
-// Start reads the published position every Interval and commits this
-// replica's consumer up to the events it covers, while the source has not
-// started here. A registered consumer holds retention back (until the hard
-// byte cap): without this, a standby's journal would never be trimmed.
-func (f followerRunnable) Start(ctx context.Context) error {
-	s, sb := f.s, f.s.sb
+// follow, the follower Runnable, reads the published position every
+// Interval and commits this replica's consumer up to the events it
+// covers, while the source has not started here. A registered consumer
+// holds retention back (until the hard byte cap): without this, a
+// standby's journal would never be trimmed.
+func (s *Source) follow(ctx context.Context) error {
 	if !s.acquire() {
 		return nil
 	}
 	defer s.release()
+	started := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.started
+	}
 	fo := &position.Follower{Journal: s.j, Committed: s.c.Committed, Log: s.log,
 		Commit: func(p uint64) error {
 			s.mu.Lock()
@@ -262,50 +229,17 @@ func (f followerRunnable) Start(ctx context.Context) error {
 			}
 			return s.j.CommitConsumer(s.c.Name(), p)
 		}}
-	position.Follow(ctx, sb.lease, sb.opts.Interval, func(ann map[string]string) bool {
-		s.mu.Lock()
-		leading := s.started
-		s.mu.Unlock()
-		if leading {
-			return false
-		}
-		if ann[AnnotationPositionResource] == sb.resource {
-			fo.Step(ann[AnnotationPosition])
-		}
-		return true
-	})
+	s.sb.Follow(ctx, []position.Target{{Name: s.c.Name(), Resource: s.sb.resource, Follower: fo, Started: started}})
 	return nil
 }
 
 // noteCommit records that the consumer committed offset p: the position
-// moves to what p covers (positionAt), never back.
+// moves to what p covers (position.Tracker.At), never back.
 func (s *Source) noteCommit(p uint64) {
 	if s.sb == nil {
 		return
 	}
 	s.sb.tracker.NoteCommit(s.j, p)
-}
-
-// refreshPosition recomputes the position from the committed offset: with
-// the commit at the head, the journal's resourceVersion moves on with the
-// watch's bookmarks, and so does the position, though nothing is
-// committed (a quiet resource). A standby compares it with its own
-// journal's resourceVersion (startFor), so it keeps following.
-func (s *Source) refreshPosition() {
-	if c, err := s.c.Committed(); err == nil && c > 0 {
-		s.sb.tracker.Note(s.j, c)
-	}
-}
-
-// positionAt returns the position that committed offset p covers
-// (position.Tracker.At).
-func (sb *standby) positionAt(j *journal.Journal, p uint64) (string, error) {
-	return sb.tracker.At(j, p)
-}
-
-// startFor places the published position pos in j (position.StartFor).
-func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why string, ok bool, err error) {
-	return position.StartFor(j, pos, floor)
 }
 
 // standbyStart positions the consumer of a new leader (top of this
@@ -314,55 +248,17 @@ func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 // resync when the position cannot be placed. It runs in the feeder before
 // its first read.
 func (s *Source) standbyStart(ctx context.Context) error {
-	sb := s.sb
-	var ann map[string]string // the position Lease's annotations
-	var found bool
-	for {
-		var err error
-		ann, found, err = sb.lease.Get(ctx)
-		if err == nil {
-			break
-		}
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("crsource: reading the position Lease %s/%s (RBAC: get, create, update on leases.coordination.k8s.io in %s): %w",
-				sb.opts.Namespace, sb.opts.Name, sb.opts.Namespace, err)
-		}
-		s.log.Error(err, "reading the position Lease failed; retrying", "lease", sb.opts.Namespace+"/"+sb.opts.Name)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	committed, err := s.c.Committed()
+	if err != nil {
+		return fmt.Errorf("crsource: %w", err)
 	}
-	lease := sb.opts.Namespace + "/" + sb.opts.Name
-	pos, res := ann[AnnotationPosition], ann[AnnotationPositionResource]
-	var why string
-	switch {
-	case !found || pos == "":
-		why = "no position published on Lease " + lease
-	case res != sb.resource:
-		why = fmt.Sprintf("the position on Lease %s is for another resource (%s, not %s)", lease, res, sb.resource)
-	default:
-		start, how, ok, err := startFor(s.j, pos, 0)
-		if err != nil {
-			return fmt.Errorf("crsource: placing the position %s: %w", pos, err)
-		}
-		if !ok {
-			why = how
-			break
-		}
-		committed, err := s.c.Committed()
-		if err != nil {
-			return fmt.Errorf("crsource: %w", err)
-		}
-		if committed+1 > start {
-			start, how = committed+1, "this replica's own commit is later: "+how
-		}
-		sb.tracker.Set(pos) // publishes never go below where this leader starts
-		s.log.Info("starting from the published position", "resourceVersion", pos, "offset", start, "how", how)
+	why, err := s.sb.Start(ctx, s.log, s.j, &s.sb.tracker, s.c.Name(), s.sb.resource, committed, true, func(start uint64) error {
 		s.c.Seek(start)
 		s.t.FedTo(start - 1)
 		return nil
+	})
+	if err != nil || why == "" {
+		return err
 	}
 	s.log.Info("resync: queueing every key", "why", why)
 	s.resyncFirst = true
