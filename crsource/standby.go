@@ -14,51 +14,28 @@ package crsource
 //
 // Every replica runs the journal's writer (the writer Runnable, whose
 // NeedLeaderElection is false, like controller-runtime's cache), each on
-// its own file, so a standby's journal is current when it takes over; only
-// the leader runs the controller and so the Source (feeder and committer).
-// The position that matters moves across replicas as a resourceVersion:
+// its own file, so a standby's journal is current when it takes over;
+// only the leader runs the controller and so the Source (feeder and
+// committer). How the position moves across replicas (the publisher on
+// the leader, the follower on every replica, where a new leader starts)
+// is internal/position's Standby, shared with jcache.Exact (see the top
+// of internal/position/standby.go). What is crsource's:
 //
-//   - The leader publishes P, how far it has reconciled, in the annotation
-//     AnnotationPosition of a Lease of its own (Standby.Name in
-//     Standby.Namespace; never the leader-election Lease, which client-go's
-//     LeaseLock updates from the copy it last read, so a foreign write makes
-//     its renew conflict). P is the resourceVersion of the last committed
-//     event seen on a watch, or the journal's resourceVersion when the
-//     commit reached the head (which moves on with the watch's bookmarks
-//     while nothing changes; see position.Tracker.At for why not a
-//     relist's events).
-//     The publisher Runnable (needs leader election) writes it when it
-//     moved, at most every Standby.Interval (or Standby.Commits commits),
-//     and once more on a graceful stop: the manager stops its
-//     leader-election Runnables before it releases the election Lease, so
-//     the next leader reads the final P (with LeaderElectionReleaseOnCancel
-//     it takes over at once). RBAC: get, create and update on
-//     leases.coordination.k8s.io in Standby.Namespace, as leader election
-//     needs.
-//   - A new leader reads P and starts its consumer right after the last
-//     event of its own journal seen on a watch whose resourceVersion is at
-//     or before P (position.StartFor; compared with
-//     CompareResourceVersion; where that refuses the resourceVersions, the
-//     event whose resourceVersion equals it), conservatively: it replays more, never less. Every change
-//     after P is delivered, and of those before it only what its journal
-//     cannot rule out, such as a relist's events (in key order, with the
-//     objects' own resourceVersions, they do not say when they happened, so
-//     they are delivered again). Failover reconciles what changed since the
-//     old leader's last published position, not every object: in the test,
-//     the 15 objects changed after the leader stopped, of 71. After a crash
-//     (no final publish; the next leader waits out the election Lease) it is
-//     up to Standby.Interval of changes more: 25 of 71 in the test. When
-//     this replica's own commit is later, it starts there.
+//   - The position P is this source's, in two annotations of the
+//     position Lease (Standby.Name in Standby.Namespace; RBAC: get,
+//     create and update on leases.coordination.k8s.io there):
+//     AnnotationPosition and AnnotationPositionResource.
+//   - A new leader starts its consumer (Seek) right after the last event
+//     of its own journal P covers: failover reconciles what changed since
+//     the old leader's last published position, not every object. In the
+//     test, the 15 objects changed after the leader stopped, of 71; after
+//     a crash (no final publish; the next leader waits out the election
+//     Lease) up to Standby.Interval of changes more: 25 of 71.
 //   - A P it cannot place starts a resync (every key of the index is
-//     queued, as in source.go, "Bounds"), and the log says why: no position
-//     published (the first leader), a position for another resource, or one
-//     older than what retention left of this replica's journal.
-//
-// States of one replica: standby (writer only; the follower commits its
-// consumer behind the leader's P, so retention trims its journal as the
-// leader's and is not held back) → leader (writer, source, publisher) →
-// stopped. controller-runtime ends the process when leadership is lost, so
-// there is no way back to standby.
+//     queued, as in source.go, "Bounds"), and the log says why: no
+//     position published (the first leader), a position for another
+//     resource, or one older than what retention left of this replica's
+//     journal.
 //
 // Two replicas on one file is not supported: the journal file is locked
 // from New on, so the second replica's New fails, after journal.Options'
@@ -79,7 +56,6 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/position"
 	"github.com/watchjournal/watchjournal/jcache"
-	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Annotations of the position Lease (Standby).
@@ -143,19 +119,10 @@ func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
 			return map[string]position.Entry{s.c.Name(): {ResourceVersion: ann[AnnotationPosition], Resource: ann[AnnotationPositionResource]}}, nil
 		},
 	}
-	ps.Sources = func() []position.Source { return []position.Source{standbySource{s}} }
+	ps.Sources = func() []position.Source {
+		return []position.Source{{Name: s.c.Name(), Resource: sb.resource, Tracker: &sb.tracker, Journal: s.j, Committed: s.c.Committed, Stopped: sb.stopped}}
+	}
 	return sb, nil
-}
-
-// standbySource is the source as internal/position sees it.
-type standbySource struct{ s *Source }
-
-func (p standbySource) Entry() (string, string)    { return p.s.c.Name(), p.s.sb.resource }
-func (p standbySource) Tracker() *position.Tracker { return &p.s.sb.tracker }
-func (p standbySource) Stopped() <-chan struct{}   { return p.s.sb.stopped }
-func (p standbySource) Committed() (*journal.Journal, uint64, error) {
-	c, err := p.s.c.Committed()
-	return p.s.j, c, err
 }
 
 // AddToManager adds to mgr what a source with Options.Standby needs
@@ -215,12 +182,12 @@ func (s *Source) follow(ctx context.Context) error {
 		return nil
 	}
 	defer s.release()
-	started := func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.started
-	}
-	fo := &position.Follower{Journal: s.j, Committed: s.c.Committed, Log: s.log,
+	s.sb.Follow(ctx, []*position.Follower{{Name: s.c.Name(), Resource: s.sb.resource, Journal: s.j, Committed: s.c.Committed, Log: s.log,
+		Started: func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.started
+		},
 		Commit: func(p uint64) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -228,8 +195,7 @@ func (s *Source) follow(ctx context.Context) error {
 				return nil
 			}
 			return s.j.CommitConsumer(s.c.Name(), p)
-		}}
-	s.sb.Follow(ctx, []position.Target{{Name: s.c.Name(), Resource: s.sb.resource, Follower: fo, Started: started}})
+		}}})
 	return nil
 }
 

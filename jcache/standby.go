@@ -18,40 +18,25 @@ package jcache
 //
 // controller-runtime's cache runs on every replica (NeedLeaderElection
 // false), so each replica's journal files are already current; only the
-// leader runs the controller and so its ExactSources. What has to move
-// across replicas is the position, as a resourceVersion per source
-// (internal/position, shared with crsource):
+// leader runs the controller and so its ExactSources. How the positions
+// move across replicas (the publisher on the leader, the follower on
+// every replica, where a new leader starts) is internal/position's
+// Standby, shared with crsource (see the top of
+// internal/position/standby.go). What is jcache's:
 //
-//   - The leader's publisher (ExactController.AddToManager; a
-//     leader-election Runnable) writes, on a Lease of its own
-//     (Standby.Name, default "<controller>-position"; never the
-//     leader-election Lease), one annotation, AnnotationExactPositions: a
-//     JSON object from each source's consumer name to its position (the
-//     resourceVersion up to which its events are reconciled) and the
-//     resource the position belongs to. At most every Standby.Interval
-//     while positions move, and once more on a graceful stop, after the
-//     sources' final commits (the manager stops leader-election Runnables
-//     before it releases the election Lease).
-//   - A new leader's ExactSource places its entry in its own journal
-//     (position.StartFor) and starts its consumer right after the last
-//     event the position covers, or after its own commit when that is
-//     later. A source with no entry (none published, another resource's,
-//     older than the journal's retention) starts from its own consumer
-//     when it has one, else replays every object as a first start does;
-//     so does a quiet resource whose position has not reached the
-//     standby's own list yet (conservative: more, never less). After a
-//     crash (no final publish) the next leader also reconciles what was
-//     committed in the last Interval.
-//   - The follower (a Runnable on every replica) gets each source's
-//     informer from the cache (so a standby's journals exist and follow
-//     the watch even before anything else reads them) and commits each
-//     source's consumer behind the published position (creating it), so
-//     a standby's consumers do not hold retention back and a failover
-//     starts from them; it stops touching a source once it started here.
-//
-// States of a replica: standby (cache, follower) → leader (cache,
-// sources, publisher) → stopped; controller-runtime ends the process
-// when leadership is lost.
+//   - One annotation, AnnotationExactPositions, holds every source's
+//     position (Standby.Name defaults to "<controller>-position"); the
+//     entries of sources that have not started yet are published as
+//     read.
+//   - A new leader's source creates or commits its consumer where its
+//     entry places it. A source with no entry (none published, another
+//     resource's, older than the journal's retention) starts from its own
+//     consumer when it has one, else replays every object as a first
+//     start does; so does a quiet resource whose position has not reached
+//     the standby's own list yet (conservative: more, never less).
+//   - The follower gets each source's informer from the cache (so a
+//     standby's journals exist and follow the watch even before anything
+//     else reads them) and creates each source's consumer as it commits.
 
 import (
 	"context"
@@ -140,41 +125,17 @@ func newExactStandby(e *ExactController, so Standby) (*position.Standby, error) 
 	sb.Sources = func() []position.Source {
 		var out []position.Source
 		for _, s := range e.sources() {
-			out = append(out, exactStandbySource{s})
+			s.mu.Lock()
+			src := position.Source{Name: s.name, Resource: s.resource, Tracker: &s.tracker, Journal: s.j, Committed: s.Committed}
+			if s.started { // wait for the sources that started here
+				src.Stopped = s.done
+			}
+			s.mu.Unlock()
+			out = append(out, src)
 		}
 		return out
 	}
 	return sb, nil
-}
-
-// exactStandbySource is an ExactSource as internal/position sees it.
-type exactStandbySource struct{ s *ExactSource }
-
-func (p exactStandbySource) Entry() (string, string) {
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
-	return p.s.name, p.s.resource
-}
-
-func (p exactStandbySource) Tracker() *position.Tracker { return &p.s.tracker }
-
-func (p exactStandbySource) Committed() (*journal.Journal, uint64, error) {
-	j := p.s.Journal()
-	if j == nil {
-		return nil, 0, nil
-	}
-	c, err := p.s.Committed()
-	return j, c, err
-}
-
-// Stopped waits for the sources that started here.
-func (p exactStandbySource) Stopped() <-chan struct{} {
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
-	if !p.s.started {
-		return nil
-	}
-	return p.s.done
 }
 
 // AddToManager adds to mgr what ExactOptions.Standby needs besides the
@@ -205,7 +166,7 @@ func (e *ExactController) sources() []*ExactSource {
 // Interval commits each source that has not started here up to what its
 // published position covers.
 func (e *ExactController) follow(ctx context.Context) error {
-	var ts []position.Target
+	var fs []*position.Follower
 	for _, s := range e.sources() {
 		inf, err := s.informer(ctx)
 		if err != nil {
@@ -227,34 +188,33 @@ func (e *ExactController) follow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ts = append(ts, position.Target{Name: name, Resource: position.Resource(r),
+		fs = append(fs, &position.Follower{Name: name, Resource: position.Resource(r), Journal: j, Log: e.log.WithValues("consumer", name),
 			Started: func() bool {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				return s.started
 			},
-			Follower: &position.Follower{Journal: j, Log: e.log.WithValues("consumer", name),
-				Committed: func() (uint64, error) {
-					c, err := j.ConsumerCommitted(name)
-					if errors.Is(err, journal.ErrNoConsumer) {
-						return 0, nil
-					}
-					return c, err
-				},
-				Commit: func(p uint64) error {
-					s.mu.Lock()
-					defer s.mu.Unlock()
-					if s.started {
-						return nil
-					}
-					err := j.CommitConsumer(name, p)
-					if errors.Is(err, journal.ErrNoConsumer) {
-						err = j.CreateConsumer(name, p+1)
-					}
-					return err
-				}}})
+			Committed: func() (uint64, error) {
+				c, err := j.ConsumerCommitted(name)
+				if errors.Is(err, journal.ErrNoConsumer) {
+					return 0, nil
+				}
+				return c, err
+			},
+			Commit: func(p uint64) error {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.started {
+					return nil
+				}
+				err := j.CommitConsumer(name, p)
+				if errors.Is(err, journal.ErrNoConsumer) {
+					err = j.CreateConsumer(name, p+1)
+				}
+				return err
+			}})
 	}
-	e.sb.Follow(ctx, ts)
+	e.sb.Follow(ctx, fs)
 	return nil
 }
 

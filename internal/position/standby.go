@@ -1,28 +1,50 @@
 package position
 
-// The warm standby of a controller's sources, the one implementation
-// behind crsource's (Options.Standby: one source, two annotations) and
-// jcache.Exact's (ExactOptions.Standby: every source of a controller in
-// one JSON annotation). The adapters say what differs (Codec, the
-// Sources, the error prefix); the rest is here:
+// The warm standby under the manager's leader election, the one
+// implementation behind crsource's (Options.Standby: one source, two
+// annotations) and jcache.Exact's (ExactOptions.Standby: every source of
+// a controller in one JSON annotation). The adapters say what differs:
+// the Codec of the annotations, the Sources, the error prefix, and what a
+// new leader's source does with where it starts.
 //
-//   - the settings' defaults (NewStandby) and the Lease (NewLease);
-//   - the Runnables (AddToManager): the publisher on the leader only
-//     (Publisher over every source's Tracker), the follower on every
-//     replica (Follow: each source not started here follows its entry);
-//   - where a new leader's source starts (Start): its entry placed in
-//     its own journal (StartFor), or after its own commit when that is
-//     later; an entry it cannot place is the adapter's to handle (a
-//     resync, a replay, or the source's own commit), with why.
+// Every replica keeps its own journal current (crsource's writer, the
+// jcache cache: NeedLeaderElection false); only the leader runs the
+// controller and so the sources. What moves across replicas is each
+// source's position P, a resourceVersion:
 //
-// States of a replica: standby (writer or cache, follower) → leader
-// (sources, publisher) → stopped; controller-runtime ends the process
-// when leadership is lost, so there is no way back to standby.
+//   - The leader's publisher (a leader-election Runnable) writes the
+//     sources' P (Tracker: the RV of the last committed watch event, or
+//     the journal's resourceVersion once the commit reached the head,
+//     which moves on with bookmarks) on a Lease of its own (Config.Name
+//     in Config.Namespace; never the leader-election Lease): when they
+//     moved, at most every Interval (or after Commits commits), on every
+//     Interval tick after a refresh, and once more on a graceful stop,
+//     after the sources' final commits: the manager stops its
+//     leader-election Runnables before it releases the election Lease, so
+//     the next leader reads the final P. After a crash (no final publish)
+//     the next leader replays up to Interval of changes more. RBAC: get,
+//     create and update on leases.coordination.k8s.io in the namespace.
+//   - A new leader's source places its P in its own journal (Start,
+//     StartFor) and starts right after the last event P covers, or after
+//     its own commit when that is later: conservatively, more, never
+//     less. A P it cannot place (none published, another resource's,
+//     older than the journal's retention) is the adapter's to handle,
+//     with why: crsource resyncs, jcache starts from its own consumer or
+//     replays every object.
+//   - The follower (a Runnable on every replica) reads the Lease every
+//     Interval and commits each source's consumer behind its P (Follower),
+//     so a standby's registered consumers do not hold retention back; it
+//     stops touching a source once it started here.
+//
+// States of a replica: standby (journal, follower) → leader (sources,
+// publisher) → stopped; controller-runtime ends the process when
+// leadership is lost, so there is no way back to standby.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -39,11 +61,9 @@ import (
 // Config is a standby's settings: the fields of jcache.Standby (which
 // crsource.Standby is), in its order, so that one converts to the other.
 type Config struct {
-	Namespace string
-	Name      string
-	Identity  string
-	Interval  time.Duration
-	Commits   int
+	Namespace, Name, Identity string
+	Interval                  time.Duration
+	Commits                   int
 }
 
 // Entry is one source's published position: the resourceVersion up to
@@ -55,49 +75,37 @@ type Entry struct {
 }
 
 // Codec is how the position Lease's annotations hold the entries, by
-// consumer name.
+// consumer name: Encode is given at least one; Decode returns nil for
+// none, an error when they do not parse.
 type Codec struct {
-	// Encode returns the annotations for entries (never empty).
-	Encode func(entries map[string]Entry) map[string]string
-	// Decode returns the entries of the annotations; nil when there are
-	// none, an error when they do not parse.
+	Encode func(map[string]Entry) map[string]string
 	Decode func(ann map[string]string) (map[string]Entry, error)
 }
 
-// Source is what a Standby needs of one of its sources.
-type Source interface {
-	// Entry returns the source's consumer name and Resource, "" before
-	// they are known.
-	Entry() (name, resource string)
-	// Tracker returns the position of the source's consumer.
-	Tracker() *Tracker
-	// Committed returns the source's journal (nil before it is known)
-	// and its consumer's committed offset.
-	Committed() (*journal.Journal, uint64, error)
-	// Stopped returns a channel closed once the source made its final
-	// commit; nil when there is none to wait for.
-	Stopped() <-chan struct{}
+// Source is what the publisher needs of one source, as it is now.
+type Source struct {
+	Name, Resource string // the consumer and Resource, "" before known
+	Tracker        *Tracker
+	Journal        *journal.Journal // nil before known
+	// Committed returns the consumer's committed offset.
+	Committed func() (uint64, error)
+	// Stopped is closed once the source made its final commit; nil when
+	// there is none to wait for.
+	Stopped <-chan struct{}
 }
 
 // Standby is the warm standby of one controller's sources. Make it with
 // NewStandby; set Codec, Sources and Log before AddToManager.
 type Standby struct {
 	Config
-	// Prefix starts its errors ("crsource", "jcache").
-	Prefix string
-	Codec  Codec
-	// NoPosition is why a source starts without one, followed by the
-	// Lease's name ("no position published on Lease ").
-	NoPosition string
-	// Carry publishes the entries read at start for the sources that
-	// have no position of their own yet (jcache: sources not started).
-	Carry bool
-	// Sources returns the sources whose positions are published.
-	Sources func() []Source
-	// Log is the publisher's logger.
-	Log    logr.Logger
-	Signal *Signal
-	Lease  *Lease // set by NewLease
+	Prefix     string // of its errors: "crsource", "jcache"
+	NoPosition string // why a source has no entry, before the Lease's name
+	Carry      bool   // publish the entries read at start of sources with no position yet
+	Codec      Codec
+	Sources    func() []Source
+	Log        logr.Logger // the publisher's
+	Signal     *Signal
+	Lease      *Lease // set by NewLease
 
 	mu    sync.Mutex
 	added bool             // AddToManager was called
@@ -106,8 +114,7 @@ type Standby struct {
 
 // NewStandby returns a Standby for c with the defaults filled in: Name
 // defaultName, Identity the host name, Interval DefaultInterval. field
-// names the option in the error for an empty Namespace
-// ("crsource: Options.Standby.Namespace is empty").
+// names the option in the error for an empty Namespace.
 func NewStandby(c Config, prefix, field, defaultName string) (*Standby, error) {
 	if c.Namespace == "" {
 		return nil, fmt.Errorf("%s: %s.Namespace is empty", prefix, field)
@@ -143,9 +150,8 @@ type runnable struct {
 func (r runnable) NeedLeaderElection() bool        { return r.leader }
 func (r runnable) Start(ctx context.Context) error { return r.run(ctx) }
 
-// AddToManager adds the publisher (on the leader only) and follow (on
-// every replica: NeedLeaderElection false) to mgr, and marks the standby
-// added.
+// AddToManager adds the publisher (on the leader only) and the follower
+// follow (on every replica) to mgr, and marks the standby added.
 func (sb *Standby) AddToManager(mgr manager.Manager, follow func(context.Context) error) error {
 	if err := mgr.Add(runnable{leader: true, run: sb.publish}); err != nil {
 		return err
@@ -166,102 +172,163 @@ func (sb *Standby) Added() bool {
 	return sb.added
 }
 
-// entries returns what to publish: with Carry, the entries read at start,
-// overlaid with every source's current position.
-func (sb *Standby) entries() map[string]Entry {
+// annotations returns what to publish, nil before any position is known:
+// with Carry, the entries read at start, overlaid with every source's
+// current position.
+func (sb *Standby) annotations() map[string]string {
 	out := map[string]Entry{}
 	if sb.Carry {
 		sb.mu.Lock()
-		for k, v := range sb.read {
-			out[k] = v
-		}
+		maps.Copy(out, sb.read)
 		sb.mu.Unlock()
 	}
 	for _, s := range sb.Sources() {
-		name, res := s.Entry()
-		if pos := s.Tracker().Position(); name != "" && res != "" && pos != "" {
-			out[name] = Entry{ResourceVersion: pos, Resource: res}
+		if pos := s.Tracker.Position(); s.Name != "" && s.Resource != "" && pos != "" {
+			out[s.Name] = Entry{ResourceVersion: pos, Resource: s.Resource}
 		}
 	}
-	return out
+	if len(out) == 0 {
+		return nil
+	}
+	return sb.Codec.Encode(out)
 }
 
-// publish publishes until ctx is done, then once more after the sources'
-// final commits (Publisher).
+// publish writes the positions until ctx is done, then once more (see the
+// top of this file).
 func (sb *Standby) publish(ctx context.Context) error {
-	pub := &Publisher{Lease: sb.Lease, Signal: sb.Signal, Interval: sb.Interval, Commits: sb.Commits, Log: sb.Log,
-		Annotations: func() map[string]string {
-			m := sb.entries()
-			if len(m) == 0 {
-				return nil
+	var last map[string]string
+	var lastAt time.Time
+	write := func(ctx context.Context) {
+		ann := sb.annotations()
+		if len(ann) == 0 || maps.Equal(ann, last) {
+			return
+		}
+		if err := sb.Lease.Put(ctx, ann); err != nil {
+			if ctx.Err() == nil {
+				sb.Log.Error(err, "publishing the position failed", "lease", sb.Lease.String(), "position", ann)
 			}
-			return sb.Codec.Encode(m)
-		},
-		// With the commit at the head, the journal's resourceVersion
-		// moves on with the watch's bookmarks, and so does the
-		// position, though nothing is committed (a quiet resource).
-		Refresh: func() {
-			for _, s := range sb.Sources() {
-				if j, c, err := s.Committed(); err == nil && j != nil && c > 0 {
-					s.Tracker().Note(j, c)
-				}
-			}
-		},
-		Stopped: func(ctx context.Context) {
-			for _, s := range sb.Sources() {
-				if ch := s.Stopped(); ch != nil {
+			return
+		}
+		last, lastAt = ann, time.Now()
+		sb.Signal.mu.Lock()
+		sb.Signal.commits = 0
+		sb.Signal.mu.Unlock()
+	}
+	timer := time.NewTimer(sb.Interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Bounded: a stuck source costs the next leader a longer
+			// replay, never a lost event.
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			sb.stopped(sctx)
+			cancel()
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			write(fctx)
+			cancel()
+			return nil
+		case <-sb.Signal.moved:
+			sb.Signal.mu.Lock()
+			many := sb.Commits > 0 && sb.Signal.commits >= sb.Commits
+			sb.Signal.mu.Unlock()
+			if wait := sb.Interval - time.Since(lastAt); !many && wait > 0 {
+				if !timer.Stop() {
 					select {
-					case <-ch:
-					case <-ctx.Done():
-						return
+					case <-timer.C:
+					default:
 					}
 				}
+				timer.Reset(wait)
+				continue
 			}
-		},
+			write(ctx)
+		case <-timer.C:
+			sb.refresh()
+			write(ctx)
+			timer.Reset(sb.Interval)
+		}
 	}
-	return pub.Run(ctx)
 }
 
-// Target is one source a follower moves behind its published entry.
-type Target struct {
-	Name     string // the consumer, the entry's key
-	Resource string // Resource of its journal
-	Follower *Follower
-	// Started reports whether the source started on this replica: then
-	// it is not touched any more.
-	Started func() bool
+// refresh recomputes the positions from the committed offsets: with the
+// commit at the head, the journal's resourceVersion moves on with the
+// watch's bookmarks, and so does the position, though nothing is
+// committed (a quiet resource).
+func (sb *Standby) refresh() {
+	for _, s := range sb.Sources() {
+		if s.Journal == nil {
+			continue
+		}
+		if c, err := s.Committed(); err == nil && c > 0 {
+			s.Tracker.Note(s.Journal, c)
+		}
+	}
 }
 
-// Follow reads the Lease every Interval and steps each target that has
-// not started here to its entry (when the entry is of its resource),
-// until ctx is done or every target started.
-func (sb *Standby) Follow(ctx context.Context, ts []Target) {
-	Follow(ctx, sb.Lease, sb.Interval, func(ann map[string]string) bool {
+// stopped returns once every source made its final commit, or ctx is
+// done.
+func (sb *Standby) stopped(ctx context.Context) {
+	for _, s := range sb.Sources() {
+		if s.Stopped != nil {
+			select {
+			case <-s.Stopped:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Follow reads the Lease every Interval and steps each follower whose
+// source has not started here to its entry, when that is of its
+// resource; until ctx is done or every source started.
+func (sb *Standby) Follow(ctx context.Context, fs []*Follower) {
+	t := time.NewTicker(sb.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ann, ok, err := sb.Lease.Get(ctx)
+		if err != nil || !ok {
+			continue
+		}
 		m, err := sb.Codec.Decode(ann)
 		if err != nil {
-			return true
+			continue
 		}
 		waiting := false
-		for _, t := range ts {
-			if t.Started() {
+		for _, f := range fs {
+			if f.Started() {
 				continue
 			}
 			waiting = true
-			if e, ok := m[t.Name]; ok && e.Resource == t.Resource {
-				t.Follower.Step(e.ResourceVersion)
+			if e, ok := m[f.Name]; ok && e.Resource == f.Resource {
+				f.Step(e.ResourceVersion)
 			}
 		}
-		return waiting
-	})
+		if !waiting {
+			return
+		}
+	}
 }
 
-// read reads the Lease's entries, again every second while that fails but
-// for a refusal (RBAC); nil and ctx's error when ctx ends first.
-func (sb *Standby) readEntries(ctx context.Context, log logr.Logger) (map[string]Entry, error) {
+// entries reads the Lease's entries, again every second while that fails but
+// for a refusal (RBAC); ctx's error when ctx ends first.
+func (sb *Standby) entries(ctx context.Context, log logr.Logger) (map[string]Entry, error) {
 	for {
-		m, err := sb.get(ctx)
+		ann, ok, err := sb.Lease.Get(ctx)
+		if err == nil && !ok {
+			return nil, nil
+		}
 		if err == nil {
-			return m, nil
+			var m map[string]Entry
+			if m, err = sb.Codec.Decode(ann); err == nil {
+				return m, nil
+			}
 		}
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			return nil, fmt.Errorf("%s: reading the position Lease %s (RBAC: get, create, update on leases.coordination.k8s.io in %s): %w",
@@ -276,14 +343,6 @@ func (sb *Standby) readEntries(ctx context.Context, log logr.Logger) (map[string
 	}
 }
 
-func (sb *Standby) get(ctx context.Context) (map[string]Entry, error) {
-	ann, ok, err := sb.Lease.Get(ctx)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return sb.Codec.Decode(ann)
-}
-
 // Start places the published entry of a new leader's source name (of
 // resource, on journal j, whose consumer has committed committed when it
 // exists) and, when it can, calls seek with the offset to start at: right
@@ -293,7 +352,7 @@ func (sb *Standby) get(ctx context.Context) (map[string]Entry, error) {
 // as it would without a standby); why is "" when ctx ended first.
 func (sb *Standby) Start(ctx context.Context, log logr.Logger, j *journal.Journal, t *Tracker, name, resource string,
 	committed uint64, exists bool, seek func(start uint64) error) (why string, err error) {
-	m, err := sb.readEntries(ctx, log)
+	m, err := sb.entries(ctx, log)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return "", nil
