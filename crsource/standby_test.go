@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -33,11 +32,10 @@ import (
 // replica is one process of an operator with a warm standby: its own
 // journal file, a manager with leader election on a real Lease.
 type replica struct {
-	src     *crsource.Source
-	mgr     manager.Manager
-	r       *standbytest.Reader
-	stopped chan struct{}
-	stop    func()
+	src  *crsource.Source
+	mgr  manager.Manager
+	r    *standbytest.Reader
+	stop func()
 }
 
 const (
@@ -70,24 +68,13 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path stri
 	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).Complete(src.Reconciler(r)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rep := &replica{src: src, mgr: mgr, r: r, stopped: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx); close(rep.stopped) }()
-	var once sync.Once
-	rep.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: manager Start = %v", id, err)
-			}
-			<-src.Done()
-			if err := src.Err(); err != nil {
-				t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
-			}
-		})
-	}
-	t.Cleanup(rep.stop)
+	rep := &replica{src: src, mgr: mgr, r: r}
+	rep.stop = standbytest.Run(t, mgr, id, func() {
+		<-src.Done()
+		if err := src.Err(); err != nil {
+			t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
+		}
+	})
 	return rep
 }
 
@@ -100,21 +87,14 @@ func (rep *replica) elected(t *testing.T, within time.Duration) {
 // published returns the position on the position Lease, "" when none.
 func published(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns string) string {
 	t.Helper()
-	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, positionLease, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Annotations[crsource.AnnotationPosition]
+	return standbytest.Annotation(t, ctx, kube, ns, positionLease, crsource.AnnotationPosition)
 }
 
 // Two replicas, each with its own journal file, under leader election on
 // a real Lease. The leader (a) reconciles every object and publishes its
 // position; the standby (b) keeps its journal current without
-// reconciling, and follows a's position with its consumer. Mid-stream of changes the leader is stopped (its manager's
-// context cancelled); the changes go on; b takes over and reconciles what
+// reconciling, and follows a's position with its consumer. Mid-stream of
+// changes the leader is stopped (its manager's context cancelled); the changes go on; b takes over and reconciles what
 // changed after the position a published last: every change after the
 // kill, and none of the 40 objects that did not change (a cold standby
 // would reconcile all 71).

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -83,23 +81,12 @@ func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).WatchesRawSource(sas).Complete(ex.Reconciler(r)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
 	rep := &exReplica{mgr: mgr, src: src, r: r}
-	rep.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: manager Start = %v", id, err)
-			}
-			if err := src.Err(); err != nil {
-				t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
-			}
-		})
-	}
-	t.Cleanup(rep.stop)
+	rep.stop = standbytest.Run(t, mgr, id, func() {
+		if err := src.Err(); err != nil {
+			t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
+		}
+	})
 	return rep
 }
 
@@ -119,14 +106,7 @@ func exPublished(t *testing.T, ctx context.Context, kube kubernetes.Interface, n
 // when none.
 func exPublishedFor(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, consumer string) string {
 	t.Helper()
-	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, sbPosition, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := l.Annotations[jcache.AnnotationExactPositions]
+	raw := standbytest.Annotation(t, ctx, kube, ns, sbPosition, jcache.AnnotationExactPositions)
 	if raw == "" {
 		return ""
 	}

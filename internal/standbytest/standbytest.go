@@ -292,3 +292,39 @@ func (w *Workload) Failover(cut *atomic.Bool, crash bool, a, b Replica) {
 		return p != "" && After(p, final)
 	}, func() any { return b.Publish() })
 }
+
+// Run starts mgr and returns stop, also registered with t.Cleanup and
+// idempotent: it cancels the manager's context, fails the test when
+// Start returned an error, then calls after (the sources' own checks of a
+// clean shutdown), for the replica id.
+func Run(t *testing.T, mgr manager.Manager, id string, after func()) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("replica %s: manager Start = %v", id, err)
+			}
+			after()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Annotation returns the annotation key of the Lease lease in ns, ""
+// when the Lease does not exist.
+func Annotation(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, lease, key string) string {
+	t.Helper()
+	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Annotations[key]
+}
