@@ -182,20 +182,7 @@ func (s *Source) follow(ctx context.Context) error {
 		return nil
 	}
 	defer s.release()
-	s.sb.Follow(ctx, []*position.Follower{{Name: s.c.Name(), Resource: s.sb.resource, Journal: s.j, Committed: s.c.Committed, Log: s.log,
-		Started: func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.started
-		},
-		Commit: func(p uint64) error {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.started {
-				return nil
-			}
-			return s.j.CommitConsumer(s.c.Name(), p)
-		}}})
+	s.sb.Follow(ctx, []*position.Follower{{Name: s.c.Name(), Resource: s.sb.resource, Journal: s.j, Mu: &s.mu, Started: &s.started, Log: s.log}})
 	return nil
 }
 

@@ -188,31 +188,8 @@ func (e *ExactController) follow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fs = append(fs, &position.Follower{Name: name, Resource: position.Resource(r), Journal: j, Log: e.log.WithValues("consumer", name),
-			Started: func() bool {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				return s.started
-			},
-			Committed: func() (uint64, error) {
-				c, err := j.ConsumerCommitted(name)
-				if errors.Is(err, journal.ErrNoConsumer) {
-					return 0, nil
-				}
-				return c, err
-			},
-			Commit: func(p uint64) error {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if s.started {
-					return nil
-				}
-				err := j.CommitConsumer(name, p)
-				if errors.Is(err, journal.ErrNoConsumer) {
-					err = j.CreateConsumer(name, p+1)
-				}
-				return err
-			}})
+		fs = append(fs, &position.Follower{Name: name, Resource: position.Resource(r), Journal: j, Mu: &s.mu, Started: &s.started,
+			Log: e.log.WithValues("consumer", name)})
 	}
 	e.sb.Follow(ctx, fs)
 	return nil

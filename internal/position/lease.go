@@ -10,7 +10,9 @@ package position
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -90,26 +92,43 @@ func (l *Lease) Put(ctx context.Context, ann map[string]string) error {
 }
 
 // Follower moves one standby consumer behind a published position: Step
-// commits it up to the events of its journal the position covers, only
-// past its commit, and does nothing when the position and the head have
-// not changed since the last Step.
+// commits it up to the events of its journal the position covers (creating
+// it when needed), only past its commit, and does nothing when the
+// position and the head have not changed since the last Step.
 type Follower struct {
 	Name     string // the consumer, the key of its entry
 	Resource string // Resource of Journal: entries of another are not followed
 	Journal  *journal.Journal
-	// Committed returns the consumer's committed offset (0 with no
-	// consumer).
-	Committed func() (uint64, error)
-	// Commit commits the consumer at offset p (creating it when needed),
-	// unless the source started on this replica meanwhile.
-	Commit func(p uint64) error
-	// Started reports whether the source started on this replica: then
-	// the follower does not touch it any more.
-	Started func() bool
+	// Mu guards *Started, true once the source started on this replica:
+	// then the follower does not touch its consumer any more.
+	Mu      sync.Locker
+	Started *bool
 	Log     logr.Logger
 
+	commit   func(p uint64) error // nil: commitLocked (tests count commits)
 	lastPos  string
 	lastHead uint64
+}
+
+func (f *Follower) started() bool {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return *f.Started
+}
+
+// commitLocked commits the consumer at offset p, creating it when
+// missing, unless the source started meanwhile.
+func (f *Follower) commitLocked(p uint64) error {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if *f.Started {
+		return nil
+	}
+	err := f.Journal.CommitConsumer(f.Name, p)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		err = f.Journal.CreateConsumer(f.Name, p+1)
+	}
+	return err
 }
 
 // Step follows pos once.
@@ -122,7 +141,10 @@ func (f *Follower) Step(pos string) {
 		return
 	}
 	f.lastPos, f.lastHead = pos, head
-	c, err := f.Committed()
+	c, err := f.Journal.ConsumerCommitted(f.Name)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		c, err = 0, nil
+	}
 	if err != nil {
 		return
 	}
@@ -130,7 +152,11 @@ func (f *Follower) Step(pos string) {
 	if err != nil || !ok || start-1 <= c {
 		return
 	}
-	if err := f.Commit(start - 1); err != nil && !errorsIsClosed(err) {
+	commit := f.commit
+	if commit == nil {
+		commit = f.commitLocked
+	}
+	if err := commit(start - 1); err != nil && !errors.Is(err, journal.ErrClosed) {
 		f.Log.Error(err, "following the leader's position failed", "offset", start-1)
 	}
 }

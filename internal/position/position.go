@@ -298,5 +298,3 @@ func StartFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 	}
 	return 0, "the position is older than this journal's retention (first retained offset " + strconv.FormatUint(first, 10) + ")", false, nil
 }
-
-func errorsIsClosed(err error) bool { return errors.Is(err, journal.ErrClosed) }

@@ -1,7 +1,9 @@
 package position
 
 import (
+	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -92,34 +94,56 @@ func TestTracker_MovesForwardOnlyAndSignals(t *testing.T) {
 	}
 }
 
-// A Follower commits up to what a position covers, only forward, and
-// does not scan again for an unchanged position and head.
+// A Follower commits up to what a position covers (creating its
+// consumer), only forward, does not scan again for an unchanged position
+// and head, and leaves a consumer whose source started alone.
 func TestFollower_Step(t *testing.T) {
 	j := testJournal(t)
-	var committed uint64
+	var mu sync.Mutex
+	var started bool
 	var calls int
-	f := &Follower{Journal: j, Log: logr.Discard(),
-		Committed: func() (uint64, error) { return committed, nil },
-		Commit:    func(p uint64) error { calls++; committed = p; return nil }}
+	f := &Follower{Name: "standby", Journal: j, Mu: &mu, Started: &started, Log: logr.Discard()}
+	f.commit = func(p uint64) error { calls++; return f.commitLocked(p) }
+	committed := func() uint64 {
+		t.Helper()
+		c, err := j.ConsumerCommitted("standby")
+		if errors.Is(err, journal.ErrNoConsumer) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	f.Step("5") // no watch event at or before 5: start 1, nothing to commit
-	if committed != 0 || calls != 0 {
-		t.Fatalf("Step(5): committed %d (%d calls); want 0", committed, calls)
+	if c := committed(); c != 0 || calls != 0 {
+		t.Fatalf("Step(5): committed %d (%d calls); want 0", c, calls)
 	}
 	f.Step("7")
-	if committed != 3 || calls != 1 {
-		t.Fatalf("Step(7): committed %d (%d calls); want 3", committed, calls)
+	if c := committed(); c != 3 || calls != 1 {
+		t.Fatalf("Step(7): committed %d (%d calls); want 3", c, calls)
 	}
 	f.Step("7")
 	if calls != 1 {
 		t.Fatalf("Step(7) again: %d calls; want none more", calls)
 	}
 	f.Step("9")
-	if committed != 4 || calls != 2 {
-		t.Fatalf("Step(9): committed %d (%d calls); want 4 (the head)", committed, calls)
+	if c := committed(); c != 4 || calls != 2 {
+		t.Fatalf("Step(9): committed %d (%d calls); want 4 (the head)", c, calls)
 	}
 	f.Step("6") // behind the commit: nothing
-	if committed != 4 || calls != 2 {
-		t.Fatalf("Step(6): committed %d (%d calls); want 4", committed, calls)
+	if c := committed(); c != 4 || calls != 2 {
+		t.Fatalf("Step(6): committed %d (%d calls); want 4", c, calls)
+	}
+
+	// The source started here: the consumer is its own from now on.
+	if err := j.ResetConsumer("standby", 0); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	f.Step("8")
+	if c := committed(); c != 0 {
+		t.Fatalf("Step(8) after the source started: committed %d; want 0, untouched", c)
 	}
 }
 

@@ -233,13 +233,7 @@ func (sb *Standby) publish(ctx context.Context) error {
 			many := sb.Commits > 0 && sb.Signal.commits >= sb.Commits
 			sb.Signal.mu.Unlock()
 			if wait := sb.Interval - time.Since(lastAt); !many && wait > 0 {
-				if !timer.Stop() {
-					select {
-					case <-timer.C:
-					default:
-					}
-				}
-				timer.Reset(wait)
+				timer.Reset(wait) // no stale tick since Go 1.23
 				continue
 			}
 			write(ctx)
@@ -302,7 +296,7 @@ func (sb *Standby) Follow(ctx context.Context, fs []*Follower) {
 		}
 		waiting := false
 		for _, f := range fs {
-			if f.Started() {
+			if f.started() {
 				continue
 			}
 			waiting = true
