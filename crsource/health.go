@@ -60,7 +60,7 @@ func (s *Source) ReadyzCheck() healthz.Checker {
 		s.mu.Lock()
 		started := s.started
 		s.mu.Unlock()
-		if !started && !(s.sb != nil && s.sb.added) {
+		if !started && !(s.sb != nil && s.sb.Added()) {
 			return ErrNotStarted
 		}
 		if err := s.Err(); err != nil {

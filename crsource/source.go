@@ -256,7 +256,7 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 	s := newSource(c, nil, opts)
 	s.loop = loop
 	if opts.Standby != nil {
-		if s.sb, err = newStandby(cfg, opts); err != nil {
+		if s.sb, err = newStandby(cfg, s, opts); err != nil {
 			_ = j.Close()
 			return nil, err
 		}
@@ -328,7 +328,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		s.mu.Unlock()
 		return errors.New("crsource: source already started")
 	}
-	if s.sb != nil && !s.sb.added {
+	if s.sb != nil && !s.sb.Added() {
 		s.mu.Unlock()
 		return ErrStandbyNotAdded
 	}

@@ -14,50 +14,28 @@ package crsource
 //
 // Every replica runs the journal's writer (the writer Runnable, whose
 // NeedLeaderElection is false, like controller-runtime's cache), each on
-// its own file, so a standby's journal is current when it takes over; only
-// the leader runs the controller and so the Source (feeder and committer).
-// The position that matters moves across replicas as a resourceVersion:
+// its own file, so a standby's journal is current when it takes over;
+// only the leader runs the controller and so the Source (feeder and
+// committer). How the position moves across replicas (the publisher on
+// the leader, the follower on every replica, where a new leader starts)
+// is internal/position's Standby, shared with jcache.Exact (see the top
+// of internal/position/standby.go). What is crsource's:
 //
-//   - The leader publishes P, how far it has reconciled, in the annotation
-//     AnnotationPosition of a Lease of its own (Standby.Name in
-//     Standby.Namespace; never the leader-election Lease, which client-go's
-//     LeaseLock updates from the copy it last read, so a foreign write makes
-//     its renew conflict). P is the resourceVersion of the last committed
-//     event seen on a watch, or the journal's resourceVersion when the
-//     commit reached the head (which moves on with the watch's bookmarks
-//     while nothing changes; see positionAt for why not a relist's events).
-//     The publisher Runnable (needs leader election) writes it when it
-//     moved, at most every Standby.Interval (or Standby.Commits commits),
-//     and once more on a graceful stop: the manager stops its
-//     leader-election Runnables before it releases the election Lease, so
-//     the next leader reads the final P (with LeaderElectionReleaseOnCancel
-//     it takes over at once). RBAC: get, create and update on
-//     leases.coordination.k8s.io in Standby.Namespace, as leader election
-//     needs.
-//   - A new leader reads P and starts its consumer right after the last
-//     event of its own journal seen on a watch whose resourceVersion is at
-//     or before P (startFor; compared with CompareResourceVersion; where
-//     that refuses the resourceVersions, the event whose resourceVersion
-//     equals it), conservatively: it replays more, never less. Every change
-//     after P is delivered, and of those before it only what its journal
-//     cannot rule out, such as a relist's events (in key order, with the
-//     objects' own resourceVersions, they do not say when they happened, so
-//     they are delivered again). Failover reconciles what changed since the
-//     old leader's last published position, not every object: in the test,
-//     the 15 objects changed after the leader stopped, of 71. After a crash
-//     (no final publish; the next leader waits out the election Lease) it is
-//     up to Standby.Interval of changes more: 25 of 71 in the test. When
-//     this replica's own commit is later, it starts there.
+//   - The position P is this source's, in two annotations of the
+//     position Lease (Standby.Name in Standby.Namespace; RBAC: get,
+//     create and update on leases.coordination.k8s.io there):
+//     AnnotationPosition and AnnotationPositionResource.
+//   - A new leader starts its consumer (Seek) right after the last event
+//     of its own journal P covers: failover reconciles what changed since
+//     the old leader's last published position, not every object. In the
+//     test, the 15 objects changed after the leader stopped, of 71; after
+//     a crash (no final publish; the next leader waits out the election
+//     Lease) up to Standby.Interval of changes more: 25 of 71.
 //   - A P it cannot place starts a resync (every key of the index is
-//     queued, as in source.go, "Bounds"), and the log says why: no position
-//     published (the first leader), a position for another resource, or one
-//     older than what retention left of this replica's journal.
-//
-// States of one replica: standby (writer only; the follower commits its
-// consumer behind the leader's P, so retention trims its journal as the
-// leader's and is not held back) → leader (writer, source, publisher) →
-// stopped. controller-runtime ends the process when leadership is lost, so
-// there is no way back to standby.
+//     queued, as in source.go, "Bounds"), and the log says why: no
+//     position published (the first leader), a position for another
+//     resource, or one older than what retention left of this replica's
+//     journal.
 //
 // Two replicas on one file is not supported: the journal file is locked
 // from New on, so the second replica's New fails, after journal.Options'
@@ -72,17 +50,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchjournal/watchjournal/internal/position"
 	"github.com/watchjournal/watchjournal/jcache"
-	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Annotations of the position Lease (Standby).
@@ -110,50 +83,47 @@ var ErrStandbyNotAdded = errors.New("crsource: Options.Standby is set but src.Ad
 // Interval to jcache.DefaultStandbyInterval.
 type Standby = jcache.Standby
 
-// standby is the state of a source with Options.Standby. The position's
-// computation, the Lease, the publisher and the follower are
-// internal/position's (shared with jcache.Exact).
+// standby is the state of a source with Options.Standby: its one source
+// in internal/position's Standby (shared with jcache.Exact), whose
+// entry is the two annotations above.
 type standby struct {
-	opts     Standby
+	*position.Standby
 	resource string
-	lease    *position.Lease
-	added    bool // AddToManager was called
-	signal   *position.Signal
 	tracker  position.Tracker // the position to publish
-	stopped  chan struct{}
+	stopped  chan struct{}    // closed when the source stopped (its final commit made)
 }
 
-func newStandby(cfg *rest.Config, opts Options) (*standby, error) {
-	so := *opts.Standby
-	if so.Namespace == "" {
-		return nil, errors.New("crsource: Options.Standby.Namespace is empty")
+func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
+	name := opts.Consumer
+	if name == "" {
+		name = DefaultConsumer
 	}
-	if so.Name == "" {
-		name := opts.Consumer
-		if name == "" {
-			name = DefaultConsumer
-		}
-		so.Name = name + "-position"
-	}
-	if so.Identity == "" {
-		so.Identity, _ = os.Hostname()
-	}
-	if so.Interval <= 0 {
-		so.Interval = jcache.DefaultStandbyInterval
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	ps, err := position.NewStandby(position.Config(*opts.Standby), "crsource", "Options.Standby", name+"-position")
 	if err != nil {
-		return nil, fmt.Errorf("crsource: %w", err)
+		return nil, err
 	}
-	sig := position.NewSignal()
-	return &standby{opts: so, resource: positionResource(opts.Resource), signal: sig, tracker: position.Tracker{Signal: sig},
-		lease:   &position.Lease{Client: cs.CoordinationV1().Leases(so.Namespace), Namespace: so.Namespace, Name: so.Name, Identity: so.Identity},
-		stopped: make(chan struct{})}, nil
+	if err := ps.NewLease(cfg); err != nil {
+		return nil, err
+	}
+	sb := &standby{Standby: ps, resource: position.Resource(opts.Resource), stopped: make(chan struct{})}
+	sb.tracker.Signal = ps.Signal
+	ps.NoPosition, ps.Log = "no position published on Lease ", s.log
+	ps.Codec = position.Codec{
+		Encode: func(m map[string]position.Entry) map[string]string {
+			for _, e := range m { // one entry, this source's
+				return map[string]string{AnnotationPosition: e.ResourceVersion, AnnotationPositionResource: e.Resource}
+			}
+			return nil
+		},
+		Decode: func(ann map[string]string) (map[string]position.Entry, error) {
+			return map[string]position.Entry{s.c.Name(): {ResourceVersion: ann[AnnotationPosition], Resource: ann[AnnotationPositionResource]}}, nil
+		},
+	}
+	ps.Sources = func() []position.Source {
+		return []position.Source{{Name: s.c.Name(), Resource: sb.resource, Tracker: &sb.tracker, Journal: s.j, Committed: s.c.Committed, Stopped: sb.stopped}}
+	}
+	return sb, nil
 }
-
-// positionResource names the resource a position belongs to
-// (position.Resource).
-func positionResource(r journal.Resource) string { return position.Resource(r) }
 
 // AddToManager adds to mgr what a source with Options.Standby needs
 // besides the controller: the journal's writer, run on every replica
@@ -175,14 +145,7 @@ func (s *Source) AddToManager(mgr manager.Manager) error {
 	if s.sb == nil {
 		return nil
 	}
-	if err := mgr.Add(publisherRunnable{s}); err != nil {
-		return err
-	}
-	if err := mgr.Add(followerRunnable{s}); err != nil {
-		return err
-	}
-	s.sb.added = true
-	return nil
+	return s.sb.AddToManager(mgr, s.follow)
 }
 
 // writerRunnable runs the journal's writer on every replica.
@@ -209,114 +172,27 @@ func (w writerRunnable) Start(ctx context.Context) error {
 	return nil
 }
 
-// publisherRunnable publishes the leader's position.
-type publisherRunnable struct{ s *Source }
-
-// NeedLeaderElection returns true: only the leader publishes.
-func (publisherRunnable) NeedLeaderElection() bool { return true }
-
-// Start publishes the position when it moves, at most every Interval (or
-// Commits), until ctx is done; then it waits for the source's last commit
-// and publishes once more (position.Publisher).
-func (p publisherRunnable) Start(ctx context.Context) error {
-	s, sb := p.s, p.s.sb
-	pub := &position.Publisher{Lease: sb.lease, Signal: sb.signal, Interval: sb.opts.Interval, Commits: sb.opts.Commits, Log: s.log,
-		Annotations: func() map[string]string {
-			pos := sb.tracker.Position()
-			if pos == "" {
-				return nil
-			}
-			return map[string]string{AnnotationPosition: pos, AnnotationPositionResource: sb.resource}
-		},
-		Refresh: s.refreshPosition,
-		Stopped: func(ctx context.Context) {
-			select {
-			case <-sb.stopped:
-			case <-ctx.Done():
-			}
-		},
-	}
-	return pub.Run(ctx)
-}
-
-// followerRunnable moves a standby's consumer behind the leader's
-// published position.
-type followerRunnable struct{ s *Source }
-
-// NeedLeaderElection returns false: it runs on standbys (and stops
-// touching the consumer once this replica's source starts).
-func (followerRunnable) NeedLeaderElection() bool { return false }
-
-// Start reads the published position every Interval and commits this
-// replica's consumer up to the events it covers, while the source has not
-// started here. A registered consumer holds retention back (until the hard
-// byte cap): without this, a standby's journal would never be trimmed.
-func (f followerRunnable) Start(ctx context.Context) error {
-	s, sb := f.s, f.s.sb
+// follow, the follower Runnable, reads the published position every
+// Interval and commits this replica's consumer up to the events it
+// covers, while the source has not started here. A registered consumer
+// holds retention back (until the hard byte cap): without this, a
+// standby's journal would never be trimmed.
+func (s *Source) follow(ctx context.Context) error {
 	if !s.acquire() {
 		return nil
 	}
 	defer s.release()
-	fo := &position.Follower{Journal: s.j, Committed: s.c.Committed, Log: s.log,
-		Commit: func(p uint64) error {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.started {
-				return nil
-			}
-			return s.j.CommitConsumer(s.c.Name(), p)
-		}}
-	position.Follow(ctx, sb.lease, sb.opts.Interval, func(ann map[string]string) bool {
-		s.mu.Lock()
-		leading := s.started
-		s.mu.Unlock()
-		if leading {
-			return false
-		}
-		if ann[AnnotationPositionResource] == sb.resource {
-			fo.Step(ann[AnnotationPosition])
-		}
-		return true
-	})
+	s.sb.Follow(ctx, []*position.Follower{{Name: s.c.Name(), Resource: s.sb.resource, Journal: s.j, Mu: &s.mu, Started: &s.started, Log: s.log}})
 	return nil
 }
 
-// get reads the position Lease: the position and its resource, false when
-// there is no Lease.
-func (sb *standby) get(ctx context.Context) (pos, res string, ok bool, err error) {
-	ann, ok, err := sb.lease.Get(ctx)
-	return ann[AnnotationPosition], ann[AnnotationPositionResource], ok, err
-}
-
 // noteCommit records that the consumer committed offset p: the position
-// moves to what p covers (positionAt), never back.
+// moves to what p covers (position.Tracker.At), never back.
 func (s *Source) noteCommit(p uint64) {
 	if s.sb == nil {
 		return
 	}
 	s.sb.tracker.NoteCommit(s.j, p)
-}
-
-// refreshPosition recomputes the position from the committed offset: with
-// the commit at the head, the journal's resourceVersion moves on with the
-// watch's bookmarks, and so does the position, though nothing is
-// committed (a quiet resource). A standby compares it with its own
-// journal's resourceVersion (startFor), so it keeps following.
-func (s *Source) refreshPosition() {
-	if c, err := s.c.Committed(); err == nil && c > 0 {
-		s.sb.tracker.Note(s.j, c)
-	}
-}
-
-// positionAt returns the position that committed offset p covers
-// (position.Tracker.At).
-func (sb *standby) positionAt(j *journal.Journal, p uint64) (string, error) {
-	return sb.tracker.At(j, p)
-}
-
-// startFor places the published position pos in j (position.StartFor).
-func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why string, ok bool, err error) {
-	return position.StartFor(j, pos, floor)
 }
 
 // standbyStart positions the consumer of a new leader (top of this
@@ -325,54 +201,17 @@ func startFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 // resync when the position cannot be placed. It runs in the feeder before
 // its first read.
 func (s *Source) standbyStart(ctx context.Context) error {
-	sb := s.sb
-	var pos, res string
-	var found bool
-	for {
-		var err error
-		pos, res, found, err = sb.get(ctx)
-		if err == nil {
-			break
-		}
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("crsource: reading the position Lease %s/%s (RBAC: get, create, update on leases.coordination.k8s.io in %s): %w",
-				sb.opts.Namespace, sb.opts.Name, sb.opts.Namespace, err)
-		}
-		s.log.Error(err, "reading the position Lease failed; retrying", "lease", sb.opts.Namespace+"/"+sb.opts.Name)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	committed, err := s.c.Committed()
+	if err != nil {
+		return fmt.Errorf("crsource: %w", err)
 	}
-	lease := sb.opts.Namespace + "/" + sb.opts.Name
-	var why string
-	switch {
-	case !found || pos == "":
-		why = "no position published on Lease " + lease
-	case res != sb.resource:
-		why = fmt.Sprintf("the position on Lease %s is for another resource (%s, not %s)", lease, res, sb.resource)
-	default:
-		start, how, ok, err := startFor(s.j, pos, 0)
-		if err != nil {
-			return fmt.Errorf("crsource: placing the position %s: %w", pos, err)
-		}
-		if !ok {
-			why = how
-			break
-		}
-		committed, err := s.c.Committed()
-		if err != nil {
-			return fmt.Errorf("crsource: %w", err)
-		}
-		if committed+1 > start {
-			start, how = committed+1, "this replica's own commit is later: "+how
-		}
-		sb.tracker.Set(pos) // publishes never go below where this leader starts
-		s.log.Info("starting from the published position", "resourceVersion", pos, "offset", start, "how", how)
+	why, err := s.sb.Start(ctx, s.log, s.j, &s.sb.tracker, s.c.Name(), s.sb.resource, committed, true, func(start uint64) error {
 		s.c.Seek(start)
 		s.t.FedTo(start - 1)
 		return nil
+	})
+	if err != nil || why == "" {
+		return err
 	}
 	s.log.Info("resync: queueing every key", "why", why)
 	s.resyncFirst = true

@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,104 +15,27 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/crsource"
 	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
+	"github.com/watchjournal/watchjournal/internal/standbytest"
 	"github.com/watchjournal/watchjournal/journal"
 )
-
-// reader is a Reconciler that reads each request's ConfigMap from the
-// server and records the data value "v" it saw ("-" for NotFound), per
-// name, in order.
-type reader struct {
-	kube    kubernetes.Interface
-	mu      sync.Mutex
-	seen    map[string][]string
-	changed chan struct{}
-}
-
-func newReader(kube kubernetes.Interface) *reader {
-	return &reader{kube: kube, seen: map[string][]string{}, changed: make(chan struct{}, 1)}
-}
-
-func (r *reader) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	v := "-"
-	cm, err := r.kube.CoreV1().ConfigMaps(req.Namespace).Get(ctx, req.Name, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		v = cm.Data["v"]
-	case !apierrors.IsNotFound(err):
-		return reconcile.Result{}, err
-	}
-	time.Sleep(5 * time.Millisecond) // a reconcile takes a moment: the kill finds some in flight
-	r.mu.Lock()
-	r.seen[req.Name] = append(r.seen[req.Name], v)
-	r.mu.Unlock()
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
-	return reconcile.Result{}, nil
-}
-
-// names returns the names reconciled, sorted.
-func (r *reader) names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.seen))
-	for n := range r.seen {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// last returns the value the last reconcile of name saw, "" when none.
-func (r *reader) last(name string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	vs := r.seen[name]
-	if len(vs) == 0 {
-		return ""
-	}
-	return vs[len(vs)-1]
-}
-
-func (r *reader) wait(t *testing.T, what string, cond func() bool, state func() any) {
-	t.Helper()
-	deadline := time.After(90 * time.Second)
-	for !cond() {
-		select {
-		case <-r.changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; last state %v", what, state())
-		}
-	}
-}
 
 // replica is one process of an operator with a warm standby: its own
 // journal file, a manager with leader election on a real Lease.
 type replica struct {
-	src     *crsource.Source
-	mgr     manager.Manager
-	r       *reader
-	stopped chan struct{}
-	stop    func()
+	src  *crsource.Source
+	mgr  manager.Manager
+	r    *standbytest.Reader
+	stop func()
 }
 
 const (
@@ -126,19 +46,11 @@ const (
 // startReplica starts a replica. With cut non-nil, once cut is set, the
 // source's requests to the position Lease fail, as if the process had
 // died: its last publish is lost.
-func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path string, res journal.Resource, r *reader, log logr.Logger, cut *atomic.Bool) *replica {
+func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path string, res journal.Resource, r *standbytest.Reader, log logr.Logger, cut *atomic.Bool) *replica {
 	t.Helper()
 	cfg := cp.RESTConfig()
 	if cut != nil {
-		cfg = rest.CopyConfig(cfg)
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				if cut.Load() && strings.Contains(req.URL.Path, "/leases/"+positionLease) {
-					return nil, errors.New("cut: the process is dead")
-				}
-				return rt.RoundTrip(req)
-			})
-		})
+		cfg = standbytest.Cut(cfg, cut, positionLease)
 	}
 	src, err := crsource.New(cfg, crsource.Options{Path: path, Resource: res, NoSync: true,
 		Loop:    crsource.LoopOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: log.WithValues("replica", id)},
@@ -146,18 +58,7 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := manager.New(cp.RESTConfig(), manager.Options{
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                true,
-		LeaderElectionID:              electionLease,
-		LeaderElectionNamespace:       ns,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(3 * time.Second),
-		RenewDeadline:                 ptr.To(2 * time.Second),
-		RetryPeriod:                   ptr.To(200 * time.Millisecond),
-	})
+	mgr, err := manager.New(cp.RESTConfig(), standbytest.ManagerOptions(ns, electionLease))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,67 +68,33 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id, path stri
 	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).Complete(src.Reconciler(r)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rep := &replica{src: src, mgr: mgr, r: r, stopped: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx); close(rep.stopped) }()
-	var once sync.Once
-	rep.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: manager Start = %v", id, err)
-			}
-			<-src.Done()
-			if err := src.Err(); err != nil {
-				t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
-			}
-		})
-	}
-	t.Cleanup(rep.stop)
+	rep := &replica{src: src, mgr: mgr, r: r}
+	rep.stop = standbytest.Run(t, mgr, id, func() {
+		<-src.Done()
+		if err := src.Err(); err != nil {
+			t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
+		}
+	})
 	return rep
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // elected waits until the replica leads.
 func (rep *replica) elected(t *testing.T, within time.Duration) {
 	t.Helper()
-	select {
-	case <-rep.mgr.Elected():
-	case <-time.After(within):
-		t.Fatalf("replica not elected within %v", within)
-	}
+	standbytest.Elected(t, rep.mgr, within)
 }
 
 // published returns the position on the position Lease, "" when none.
 func published(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns string) string {
 	t.Helper()
-	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, positionLease, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Annotations[crsource.AnnotationPosition]
-}
-
-func after(a, b string) bool {
-	n, err := resourceversion.CompareResourceVersion(a, b)
-	if err != nil {
-		panic(err)
-	}
-	return n > 0
+	return standbytest.Annotation(t, ctx, kube, ns, positionLease, crsource.AnnotationPosition)
 }
 
 // Two replicas, each with its own journal file, under leader election on
 // a real Lease. The leader (a) reconciles every object and publishes its
 // position; the standby (b) keeps its journal current without
-// reconciling, and follows a's position with its consumer. Mid-stream of changes the leader is stopped (its manager's
-// context cancelled); the changes go on; b takes over and reconciles what
+// reconciling, and follows a's position with its consumer. Mid-stream of
+// changes the leader is stopped (its manager's context cancelled); the changes go on; b takes over and reconciles what
 // changed after the position a published last: every change after the
 // kill, and none of the 40 objects that did not change (a cold standby
 // would reconcile all 71).
@@ -252,123 +119,40 @@ func testFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, crash 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := kube.CoreV1().ConfigMaps(ns)
-	var static, changing []string
-	for i := 0; i < 40; i++ {
-		static = append(static, fmt.Sprintf("s%02d", i))
-	}
-	for i := 0; i < 30; i++ {
-		changing = append(changing, fmt.Sprintf("c%02d", i))
-	}
-	for _, n := range append(append([]string{"w"}, static...), changing...) {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := standbytest.NewWorkload(t, ctx, kube, ns)
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 	dir := t.TempDir()
 	log := testr.New(t)
 
 	var cut atomic.Bool
-	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), log, &cut)
+	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, standbytest.NewReader(kube, ns), log, &cut)
 	a.elected(t, 30*time.Second)
-	b := startReplica(t, cp, ns, "b", filepath.Join(dir, "b.db"), res, newReader(kube), log, nil)
+	b := startReplica(t, cp, ns, "b", filepath.Join(dir, "b.db"), res, standbytest.NewReader(kube, ns), log, nil)
 
 	// a reconciles all 71 and publishes; b's journal syncs.
-	a.r.wait(t, "a reconciled all 71 and published its position", func() bool {
-		return len(a.r.names()) == 71 && published(t, ctx, kube, ns) != "" && b.src.Loop().HasSynced()
-	}, func() any { return map[string]any{"a": len(a.r.names()), "position": published(t, ctx, kube, ns)} })
+	a.r.Wait(t, "a reconciled all 71 and published its position", func() bool {
+		return len(a.r.Names()) == standbytest.All && published(t, ctx, kube, ns) != "" && b.src.Loop().HasSynced()
+	}, func() any { return map[string]any{"a": len(a.r.Names()), "position": published(t, ctx, kube, ns)} })
 
-	rvs := map[string]string{}
-	update := func(n string) {
-		t.Helper()
-		cm, err := cms.Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["v"] = "1"
-		cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rvs[n] = cm.ResourceVersion
-	}
 	// While it stands by, b commits its consumer behind a's position (so
 	// retention can trim its journal): w's change, once a reconciled and
 	// published it, moves b's commit past b's list (71 events).
-	update("w")
-	a.r.wait(t, "b's consumer following a's position past w's change", func() bool {
+	w.Update("w")
+	a.r.Wait(t, "b's consumer following a's position past w's change", func() bool {
 		c, _ := b.src.Committed()
-		return c > 71
+		return c > standbytest.All
 	}, func() any {
 		c, _ := b.src.Committed()
 		return map[string]any{"b committed": c, "position": published(t, ctx, kube, ns)}
 	})
-	if got := b.r.names(); len(got) != 0 {
+	if got := b.r.Names(); len(got) != 0 {
 		t.Fatalf("the standby reconciled %v; want nothing before it leads", got)
 	}
 
-	// The stream: each changing object once, v=1; the leader stops half way.
-	for _, n := range changing[:15] {
-		update(n)
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Graceful: a publishes its last position, then releases the election
-	// Lease. Crash: its last publish fails.
-	cut.Store(crash)
-	a.stop()
-	final := published(t, ctx, kube, ns)
-	for _, n := range changing[15:] {
-		update(n)
-	}
-	b.elected(t, 30*time.Second)
-
-	var changedAfter []string // changes past a's last position
-	for _, n := range append([]string{"w"}, changing...) {
-		if after(rvs[n], final) {
-			changedAfter = append(changedAfter, n)
-		}
-	}
-	b.r.wait(t, "b reconciled every change past a's last position", func() bool {
-		for _, n := range changedAfter {
-			if b.r.last(n) != "1" {
-				return false
-			}
-		}
-		return true
-	}, func() any { return map[string]any{"b": b.r.names(), "want": changedAfter, "position": final} })
-	// Every change after the kill is among them: nothing lost.
-	for _, n := range changing[15:] {
-		if b.r.last(n) != "1" {
-			t.Errorf("b did not reconcile %s after its change (last saw v=%q)", n, b.r.last(n))
-		}
-	}
-	// And nothing else: b starts after the last event of its journal that
-	// a's position covers; its journal holds only watch events since its
-	// list, so that is exactly the changes past the position.
-	want := map[string]bool{}
-	for _, n := range changedAfter {
-		want[n] = true
-	}
-	for _, n := range b.r.names() {
-		if !want[n] {
-			t.Errorf("b reconciled %s, which did not change after a's last position %s (rv %s)", n, final, rvs[n])
-		}
-	}
-	t.Logf("a reconciled %d, %d changes, a stopped after %d; a's last position %s; b reconciled %d: %v",
-		len(a.r.names()), len(changing), 15, final, len(b.r.names()), b.r.names())
-	if len(b.r.names()) > len(changing) {
-		t.Fatalf("b reconciled %d objects; want at most the %d that changed", len(b.r.names()), len(changing))
-	}
-
-	// b publishes its own position as it goes.
-	b.r.wait(t, "b published a position past a's", func() bool {
-		p := published(t, ctx, kube, ns)
-		return p != "" && after(p, final)
-	}, func() any { return published(t, ctx, kube, ns) })
+	pub := func() string { return published(t, ctx, kube, ns) }
+	w.Failover(&cut, crash,
+		standbytest.Replica{R: a.r, Stop: a.stop, Publish: pub},
+		standbytest.Replica{R: b.r, Elected: func() { b.elected(t, 30*time.Second) }, Publish: pub})
 }
 
 // A position the new leader cannot place starts a resync: a's position is
@@ -395,10 +179,10 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 	dir := t.TempDir()
 
 	// a leads, reconciles all, publishes, stops.
-	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, newReader(kube), testr.New(t), nil)
-	a.r.wait(t, "a reconciled all and published", func() bool {
-		return len(a.r.names()) == n && published(t, ctx, kube, ns) != ""
-	}, func() any { return a.r.names() })
+	a := startReplica(t, cp, ns, "a", filepath.Join(dir, "a.db"), res, standbytest.NewReader(kube, ns), testr.New(t), nil)
+	a.r.Wait(t, "a reconciled all and published", func() bool {
+		return len(a.r.Names()) == n && published(t, ctx, kube, ns) != ""
+	}, func() any { return a.r.Names() })
 	a.stop()
 	pos := published(t, ctx, kube, ns)
 
@@ -441,7 +225,7 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, err := j.Read(n+1, 1)
-	if err != nil || len(evs) != 1 || evs[0].Origin != journal.OriginWatch || !after(evs[0].ResourceVersion, pos) {
+	if err != nil || len(evs) != 1 || evs[0].Origin != journal.OriginWatch || !standbytest.After(evs[0].ResourceVersion, pos) {
 		t.Fatalf("b's first change = %+v, %v; want a watch event past a's position %s", evs, err, pos)
 	}
 	if trimmed, _, err := journalwrite.Of(j).Trim(n+6, n+5, 0); err != nil || trimmed != n+5 {
@@ -459,9 +243,9 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 		fmt.Fprintln(&logs, prefix, args)
 		logMu.Unlock()
 	}, funcr.Options{})
-	b := startReplica(t, cp, ns, "b", bpath, res, newReader(kube), capture, nil)
-	b.r.wait(t, "b reconciled every key", func() bool { return len(b.r.names()) == n },
-		func() any { return b.r.names() })
+	b := startReplica(t, cp, ns, "b", bpath, res, standbytest.NewReader(kube, ns), capture, nil)
+	b.r.Wait(t, "b reconciled every key", func() bool { return len(b.r.Names()) == n },
+		func() any { return b.r.Names() })
 
 	// A second replica on b's file cannot start: the file is locked.
 	if _, err := crsource.New(cp.RESTConfig(), crsource.Options{Path: bpath, Resource: res}); !errors.Is(err, journal.ErrLocked) {
@@ -481,7 +265,7 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 		if i < 10 {
 			want = "1"
 		}
-		if got := b.r.last(name); got != want {
+		if got := b.r.Last(name); got != want {
 			t.Errorf("b's reconcile of %s saw v=%q; want %q", name, got, want)
 		}
 	}

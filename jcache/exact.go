@@ -132,7 +132,7 @@ type ExactController struct {
 	out   *delivery.Outcomes
 	err   error // the timers file could not be read: every source's Start fails
 
-	sb *exactStandby // nil without ExactOptions.Standby (standby.go)
+	sb *position.Standby // nil without ExactOptions.Standby (standby.go)
 
 	mu    sync.Mutex
 	names map[string]int // Kind calls by object type (consumerName)
@@ -176,7 +176,7 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	}
 	e.log = jc.log.WithValues("controller", controller)
 	if o.Standby != nil {
-		sb, err := newExactStandby(controller, *o.Standby)
+		sb, err := newExactStandby(e, *o.Standby)
 		if err != nil {
 			e.err = err
 		}
@@ -217,7 +217,7 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 	if e.sb != nil {
-		s.tracker.Signal = e.sb.signal
+		s.tracker.Signal = e.sb.Signal
 	}
 	e.mu.Lock()
 	e.srcs = append(e.srcs, s)
@@ -347,13 +347,8 @@ func (s *ExactSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 	if s.ctl.err != nil {
 		return s.ctl.err
 	}
-	if sb := s.ctl.sb; sb != nil {
-		s.ctl.mu.Lock()
-		added := sb.added
-		s.ctl.mu.Unlock()
-		if !added {
-			return ErrStandbyNotAdded
-		}
+	if sb := s.ctl.sb; sb != nil && !sb.Added() {
+		return ErrStandbyNotAdded
 	}
 	s.ctl.rearm.Do(func() { s.ctl.out.Timers().Rearm(time.Now(), q.AddAfter) })
 	go func() {

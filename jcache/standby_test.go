@@ -8,11 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,25 +16,21 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/standbytest"
 	"github.com/watchjournal/watchjournal/jcache"
 )
 
@@ -49,79 +41,6 @@ const (
 	sbSAs      = "exact/mirror/v1/ServiceAccount"
 )
 
-// valueReader records, per ConfigMap name of namespace ns, the data value
-// "v" each reconcile read from the server ("-" for NotFound). The cache
-// holds every namespace (a cache of one namespace has one informer per
-// namespace, which Exact refuses): other namespaces' requests succeed
-// unrecorded.
-type valueReader struct {
-	kube    kubernetes.Interface
-	ns      string
-	mu      sync.Mutex
-	seen    map[string][]string
-	changed chan struct{}
-}
-
-func newValueReader(kube kubernetes.Interface, ns string) *valueReader {
-	return &valueReader{kube: kube, ns: ns, seen: map[string][]string{}, changed: make(chan struct{}, 1)}
-}
-
-func (r *valueReader) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if req.Namespace != r.ns {
-		return reconcile.Result{}, nil
-	}
-	v := "-"
-	cm, err := r.kube.CoreV1().ConfigMaps(req.Namespace).Get(ctx, req.Name, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		v = cm.Data["v"]
-	case !apierrors.IsNotFound(err):
-		return reconcile.Result{}, err
-	}
-	time.Sleep(5 * time.Millisecond) // a reconcile takes a moment: the stop finds some in flight
-	r.mu.Lock()
-	r.seen[req.Name] = append(r.seen[req.Name], v)
-	r.mu.Unlock()
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
-	return reconcile.Result{}, nil
-}
-
-func (r *valueReader) names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.seen))
-	for n := range r.seen {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (r *valueReader) last(name string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if vs := r.seen[name]; len(vs) > 0 {
-		return vs[len(vs)-1]
-	}
-	return ""
-}
-
-func (r *valueReader) wait(t *testing.T, what string, cond func() bool, state func() any) {
-	t.Helper()
-	deadline := time.After(90 * time.Second)
-	for !cond() {
-		select {
-		case <-r.changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; last state %v", what, state())
-		}
-	}
-}
-
 // exReplica is one process of an operator: a manager with a jcache cache
 // in its own directory, leader election on a real Lease, and the
 // controller "mirror" with one Exact source (For-like: ConfigMaps,
@@ -129,43 +48,22 @@ func (r *valueReader) wait(t *testing.T, what string, cond func() bool, state fu
 type exReplica struct {
 	mgr  manager.Manager
 	src  *jcache.ExactSource
-	r    *valueReader
+	r    *standbytest.Reader
 	stop func()
 }
-
-type rtFunc func(*http.Request) (*http.Response, error)
-
-func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // startExactReplica starts a replica; with cut non-nil, once cut is set
 // its requests to the position Lease fail (a dead process's last publish
 // is lost).
-func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *valueReader, cut *atomic.Bool) *exReplica {
+func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *standbytest.Reader, cut *atomic.Bool) *exReplica {
 	t.Helper()
 	cfg := rest.CopyConfig(cp.RESTConfig())
 	if cut != nil {
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return rtFunc(func(req *http.Request) (*http.Response, error) {
-				if cut.Load() && strings.Contains(req.URL.Path, "/leases/"+sbPosition) {
-					return nil, errors.New("cut: the process is dead")
-				}
-				return rt.RoundTrip(req)
-			})
-		})
+		cfg = standbytest.Cut(cfg, cut, sbPosition)
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		NewCache:                      jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t).WithValues("replica", id)}),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                true,
-		LeaderElectionID:              sbElection,
-		LeaderElectionNamespace:       ns,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(3 * time.Second),
-		RenewDeadline:                 ptr.To(2 * time.Second),
-		RetryPeriod:                   ptr.To(200 * time.Millisecond),
-	})
+	opts := standbytest.ManagerOptions(ns, sbElection)
+	opts.NewCache = jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t).WithValues("replica", id)})
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,33 +81,18 @@ func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 	if err := builder.ControllerManagedBy(mgr).Named("mirror").WatchesRawSource(src).WatchesRawSource(sas).Complete(ex.Reconciler(r)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
 	rep := &exReplica{mgr: mgr, src: src, r: r}
-	rep.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: manager Start = %v", id, err)
-			}
-			if err := src.Err(); err != nil {
-				t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
-			}
-		})
-	}
-	t.Cleanup(rep.stop)
+	rep.stop = standbytest.Run(t, mgr, id, func() {
+		if err := src.Err(); err != nil {
+			t.Errorf("replica %s: source Err = %v after a clean shutdown", id, err)
+		}
+	})
 	return rep
 }
 
 func (rep *exReplica) elected(t *testing.T, within time.Duration) {
 	t.Helper()
-	select {
-	case <-rep.mgr.Elected():
-	case <-time.After(within):
-		t.Fatalf("replica not elected within %v", within)
-	}
+	standbytest.Elected(t, rep.mgr, within)
 }
 
 // exPublished returns the ConfigMap source's position on the position
@@ -223,14 +106,7 @@ func exPublished(t *testing.T, ctx context.Context, kube kubernetes.Interface, n
 // when none.
 func exPublishedFor(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, consumer string) string {
 	t.Helper()
-	l, err := kube.CoordinationV1().Leases(ns).Get(ctx, sbPosition, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := l.Annotations[jcache.AnnotationExactPositions]
+	raw := standbytest.Annotation(t, ctx, kube, ns, sbPosition, jcache.AnnotationExactPositions)
 	if raw == "" {
 		return ""
 	}
@@ -242,14 +118,6 @@ func exPublishedFor(t *testing.T, ctx context.Context, kube kubernetes.Interface
 		t.Fatalf("annotation %s = %q: %v", jcache.AnnotationExactPositions, raw, err)
 	}
 	return m[consumer].ResourceVersion
-}
-
-func rvAfter(a, b string) bool {
-	n, err := resourceversion.CompareResourceVersion(a, b)
-	if err != nil {
-		panic(err)
-	}
-	return n > 0
 }
 
 // Issue 24 item 3 on the builder path: the leader (a) reconciles every
@@ -281,24 +149,10 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := kube.CoreV1().ConfigMaps(ns)
-	var static, changing []string
-	for i := 0; i < 40; i++ {
-		static = append(static, fmt.Sprintf("s%02d", i))
-	}
-	for i := 0; i < 30; i++ {
-		changing = append(changing, fmt.Sprintf("c%02d", i))
-	}
-	for _, n := range append(append([]string{"w"}, static...), changing...) {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const all = 71 // the test's control plane runs no controller-manager: no kube-root-ca.crt
-	// The ServiceAccount "w" (no controller-manager: no "default" one)
+	w := standbytest.NewWorkload(t, ctx, kube, ns)
+	// standbytest.All ConfigMaps: the test's control plane runs no
+	// controller-manager, so no kube-root-ca.crt joins them. The
+	// ServiceAccount "w" (no controller-manager: no "default" one)
 	// changes with the ConfigMap w, before the stream: the new leader
 	// must not reconcile w for it (it would, replaying the second source).
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, metav1.CreateOptions{}); err != nil {
@@ -306,28 +160,14 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	}
 
 	var cut atomic.Bool
-	a := startExactReplica(t, cp, ns, "a", newValueReader(kube, ns), &cut)
+	a := startExactReplica(t, cp, ns, "a", standbytest.NewReader(kube, ns), &cut)
 	a.elected(t, 30*time.Second)
-	b := startExactReplica(t, cp, ns, "b", newValueReader(kube, ns), nil)
+	b := startExactReplica(t, cp, ns, "b", standbytest.NewReader(kube, ns), nil)
 
-	a.r.wait(t, "a reconciled every ConfigMap and published its position", func() bool {
-		return len(a.r.names()) == all && exPublished(t, ctx, kube, ns) != "" && exPublishedFor(t, ctx, kube, ns, sbSAs) != ""
-	}, func() any { return map[string]any{"a": len(a.r.names()), "position": exPublished(t, ctx, kube, ns)} })
+	a.r.Wait(t, "a reconciled every ConfigMap and published its position", func() bool {
+		return len(a.r.Names()) == standbytest.All && exPublished(t, ctx, kube, ns) != "" && exPublishedFor(t, ctx, kube, ns, sbSAs) != ""
+	}, func() any { return map[string]any{"a": len(a.r.Names()), "position": exPublished(t, ctx, kube, ns)} })
 
-	rvs := map[string]string{}
-	update := func(n string) {
-		t.Helper()
-		cm, err := cms.Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["v"] = "1"
-		cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rvs[n] = cm.ResourceVersion
-	}
 	// While it stands by, b's follower commits b's consumer behind a's
 	// position: w's change, once a reconciled and published it, moves
 	// b's commit past b's list.
@@ -335,75 +175,30 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	update("w")
+	w.Update("w")
 	saBefore := exPublishedFor(t, ctx, kube, ns, sbSAs)
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Patch(ctx, "w", types.MergePatchType, []byte(`{"metadata":{"labels":{"v":"1"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a.r.wait(t, "a published the ServiceAccount source's position past w's change", func() bool {
+	a.r.Wait(t, "a published the ServiceAccount source's position past w's change", func() bool {
 		p := exPublishedFor(t, ctx, kube, ns, sbSAs)
-		return p != saBefore && rvAfter(p, saBefore)
+		return p != saBefore && standbytest.After(p, saBefore)
 	}, func() any { return exPublishedFor(t, ctx, kube, ns, sbSAs) })
-	a.r.wait(t, "b's consumer following a's position past w's change", func() bool {
+	a.r.Wait(t, "b's consumer following a's position past w's change", func() bool {
 		c, _, err := jcache.StandbyCommitted(ctx, b.src)
 		return err == nil && c > h0
 	}, func() any {
 		c, h, err := jcache.StandbyCommitted(ctx, b.src)
 		return map[string]any{"b committed": c, "b head": h, "b head before w": h0, "err": err, "position": exPublished(t, ctx, kube, ns)}
 	})
-	if got := b.r.names(); len(got) != 0 {
+	if got := b.r.Names(); len(got) != 0 {
 		t.Fatalf("the standby reconciled %v; want nothing before it leads", got)
 	}
 
-	for _, n := range changing[:15] {
-		update(n)
-		time.Sleep(10 * time.Millisecond)
-	}
-	cut.Store(crash)
-	a.stop()
-	final := exPublished(t, ctx, kube, ns)
-	for _, n := range changing[15:] {
-		update(n)
-	}
-	b.elected(t, 30*time.Second)
-
-	var changedAfter []string
-	for _, n := range append([]string{"w"}, changing...) {
-		if rvAfter(rvs[n], final) {
-			changedAfter = append(changedAfter, n)
-		}
-	}
-	b.r.wait(t, "b reconciled every change past a's last position", func() bool {
-		for _, n := range changedAfter {
-			if b.r.last(n) != "1" {
-				return false
-			}
-		}
-		return true
-	}, func() any { return map[string]any{"b": b.r.names(), "want": changedAfter, "position": final} })
-	for _, n := range changing[15:] {
-		if b.r.last(n) != "1" {
-			t.Errorf("b did not reconcile %s after its change (last saw v=%q)", n, b.r.last(n))
-		}
-	}
-	want := map[string]bool{}
-	for _, n := range changedAfter {
-		want[n] = true
-	}
-	for _, n := range b.r.names() {
-		if !want[n] {
-			t.Errorf("b reconciled %s, which did not change after a's last position %s (rv %s)", n, final, rvs[n])
-		}
-	}
-	t.Logf("a reconciled %d; %d changes, a stopped after 15; a's last position %s; b reconciled %d: %v",
-		len(a.r.names()), len(changing), final, len(b.r.names()), b.r.names())
-	if len(b.r.names()) > len(changing) {
-		t.Fatalf("b reconciled %d objects; want at most the %d that changed", len(b.r.names()), len(changing))
-	}
-	b.r.wait(t, "b published a position past a's", func() bool {
-		p := exPublished(t, ctx, kube, ns)
-		return p != "" && rvAfter(p, final)
-	}, func() any { return exPublished(t, ctx, kube, ns) })
+	pub := func() string { return exPublished(t, ctx, kube, ns) }
+	w.Failover(&cut, crash,
+		standbytest.Replica{R: a.r, Stop: a.stop, Publish: pub},
+		standbytest.Replica{R: b.r, Elected: func() { b.elected(t, 30*time.Second) }, Publish: pub})
 }
 
 // ExactOptions.Standby without AddToManager, or without a namespace,

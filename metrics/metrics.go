@@ -26,7 +26,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -176,7 +175,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	for _, o := range []struct {
 		origin journal.Origin
-		n      loopmetrics.TypeCounts
+		n      reconcile.TypeCounts
 	}{{journal.OriginWatch, s.Journaled.Watch}, {journal.OriginRelist, s.Journaled.Relist}, {journal.OriginRestart, s.Journaled.Restart}} {
 		counter(ch, eventsDesc, o.n.Added, string(journal.Added), string(o.origin))
 		counter(ch, eventsDesc, o.n.Modified, string(journal.Modified), string(o.origin))
@@ -229,9 +228,9 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 		gauge(ch, listModeDesc, v, string(m))
 	}
 	h := s.CommitLatency
-	buckets := make(map[float64]uint64, len(loopmetrics.CommitBuckets))
+	buckets := make(map[float64]uint64, len(h.Counts))
 	cum := uint64(0)
-	for i, ub := range loopmetrics.CommitBuckets {
+	for i, ub := range h.Bounds() {
 		cum += h.Counts[i]
 		buckets[ub] = cum
 	}

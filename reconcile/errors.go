@@ -51,8 +51,8 @@ var (
 	// same request cannot help. It wraps the server's Status, so
 	// apierrors.IsBadRequest and the message work on it.
 	ErrRejected = errors.New("reconcile: request rejected by the apiserver")
-	// ErrInvalidSelector is returned by New for a label or field selector
-	// that does not parse.
+	// ErrInvalidSelector is returned by New for a label or field selector,
+	// or an Options.Inherited.Range, that does not parse.
 	ErrInvalidSelector = errors.New("reconcile: invalid selector")
 	// ErrSecretPayloads is returned by New for a journal of Secrets, or of
 	// another sensitive resource (journal.Options.SealResources), that would

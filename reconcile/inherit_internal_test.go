@@ -11,7 +11,7 @@ import (
 
 // A takeover list's ADDED, against what the previous owner held (shard.go).
 func TestInheritStage(t *testing.T) {
-	inh := &Inheritance{Range: hashrange.Full(), Entries: []journal.IndexEntry{
+	inh := &Inheritance{Range: hashrange.Full().Selector(), Entries: []journal.IndexEntry{
 		{Key: "ns/a", UID: "ua", ResourceVersion: "10"},
 		{Key: "ns/b", UID: "ub", ResourceVersion: "11"},
 		{Key: "ns/c", UID: "uc", ResourceVersion: "12"},

@@ -159,7 +159,7 @@ func (l *Loop) listed(s stateList, start time.Time, rv string, staged int, first
 		x.countList(s, x.ResourceVersion == "")
 		x.Lists++
 		x.ResourceVersion = rv
-		x.Journaled.Add(s.origin, l.staging)
+		x.Journaled.add(s.origin, l.staging)
 		x.Events += staged
 		if s.verify {
 			x.Verifies++

@@ -44,7 +44,6 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -280,19 +279,10 @@ type Status struct {
 	// ShardUnknown before the first list or watch; ShardNone unsharded
 	// (shard.go).
 	ShardMode ShardMode
-	// Counters by cause, list progress and commit latency, read as
-	// Status fields: ListsInitial, ListsGone, ListsRestart, ListsVerify
-	// (completed lists by cause, adding up to Lists); ListPages and
-	// ListObjects (the current or last list's progress); PagesTotal,
-	// ObjectsListed and ListBytes (over the loop's life); Requests and
-	// BytesReceived (HTTP requests to the apiserver and their response
-	// bytes); BackoffsByReason (Forbidden, NotFound, Throttled, Server,
-	// Network, Other: adding up to Backoffs); Journaled (Events by origin,
-	// then type: Journaled.Watch.Added, …); CommitLatency (the loop's
-	// journal commits: Count, Sum in seconds, Counts per bucket of
-	// 1 ms to 10 s). All start at 0 when the Loop is created; a user
-	// reads them as Status fields and never names the embedded type.
-	loopmetrics.Counters
+	// Counters by cause, list progress and commit latency (see
+	// Counters), read as Status fields: ListsInitial, BackoffsByReason,
+	// Journaled.Watch.Added, CommitLatency, ….
+	Counters
 }
 
 // Loop keeps one journal in step with one resource. Create it with New and
@@ -339,9 +329,9 @@ type Loop struct {
 	// a verify runs once the resume is proven (verify.go).
 	restartVerify bool
 
-	backoff    *wait.Backoff          // current backoff; nil after a success
-	staging    loopmetrics.TypeCounts // events staged by the current list (counters.go)
-	lastLogged string                 // failureKey of the last failure logged at V(0) or Error
+	backoff    *wait.Backoff // current backoff; nil after a success
+	staging    TypeCounts    // events staged by the current list (counters.go)
+	lastLogged string        // failureKey of the last failure logged at V(0) or Error
 }
 
 // New returns a Loop that keeps j in step with the resource j records, read
@@ -415,6 +405,11 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	opts = opts.withDefaults()
 	if err := checkSealing(j, res, opts); err != nil {
 		return nil, err
+	}
+	if in := opts.Inherited; in != nil && in.Range != "" {
+		if _, err := hashrange.Parse(in.Range); err != nil {
+			return nil, fmt.Errorf("%w: Options.Inherited.Range %q: %v", ErrInvalidSelector, in.Range, err)
+		}
 	}
 	c, err := newClient(cfg, res, res.MetadataOnly, opts.Wire, opts.Compression)
 	if err != nil {

@@ -42,7 +42,6 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -72,7 +71,7 @@ func (l *Loop) beginRelist(s stateList) (*relist, error) {
 		return nil, journalError{err}
 	}
 	r := &relist{l: l, rel: rel, origin: s.origin, unordered: s.unordered}
-	l.staging = loopmetrics.TypeCounts{}
+	l.staging = TypeCounts{}
 	if err := l.readPending(); err != nil { // shard.go
 		r.abort()
 		return nil, journalError{err}
@@ -212,7 +211,7 @@ func (l *Loop) prepareStage(origin journal.Origin, evs []journal.Event) []journa
 		if evs[i].Type == journal.Added && evs[i].Reason == "" && !l.pending.Empty() && l.pending.ContainsUID(evs[i].UID) && !l.inherit.covers(evs[i].UID) {
 			evs[i].Reason = journal.ReasonMoved // entered by a range change (shard.go)
 		}
-		l.staging.Add(evs[i].Type)
+		l.staging.add(evs[i].Type)
 	}
 	return evs
 }

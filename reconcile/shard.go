@@ -228,9 +228,11 @@ func refusesShardSelector(err error) bool {
 // from their published index): the first list of a Loop that begins at an
 // empty resourceVersion diffs against it (this file's comment).
 type Inheritance struct {
-	// Range is the part of the hash space Entries cover: every key the
-	// previous owners held there, and no key outside it.
-	Range hashrange.Set
+	// Range is the part of the UID hash space Entries cover, as a
+	// KEP-5866 shardSelector (shardRange(object.metadata.uid, '0x…',
+	// '0x…') terms joined by ||, as shards publishes it): every key the
+	// previous owners held there, and no key outside it. Empty: none.
+	Range string
 	// Entries are the previous owners' index entries in Range, sorted by
 	// key, strictly increasing.
 	Entries []journal.IndexEntry
@@ -239,13 +241,14 @@ type Inheritance struct {
 // inheritState is an Inheritance as one list uses it.
 type inheritState struct {
 	*Inheritance
-	seen []bool // by entry: listed, or its tombstone staged
+	set  hashrange.Set // Range parsed
+	seen []bool        // by entry: listed, or its tombstone staged
 }
 
 // covers reports whether uid hashes into the inherited range; false for a
 // nil state.
 func (s *inheritState) covers(uid string) bool {
-	return s != nil && s.Range.ContainsUID(uid)
+	return s != nil && s.set.ContainsUID(uid)
 }
 
 // find returns the index of key's entry, -1 when none.
@@ -267,13 +270,14 @@ func (l *Loop) readPending() error {
 		return err
 	}
 	l.inherit = nil
-	if in := l.opts.Inherited; in != nil && len(in.Range) > 0 {
+	if in := l.opts.Inherited; in != nil && in.Range != "" {
 		rv, err := l.j.ResourceVersion()
 		if err != nil {
 			return err
 		}
 		if rv == "" {
-			l.inherit = &inheritState{Inheritance: in, seen: make([]bool, len(in.Entries))}
+			set, _ := hashrange.Parse(in.Range) // checked by New
+			l.inherit = &inheritState{Inheritance: in, set: set, seen: make([]bool, len(in.Entries))}
 		}
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/loopmetrics"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -277,12 +276,12 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		return nil, 0, nil // ctx ended: the caller returns
 	}
 	appended := 0
-	var counts loopmetrics.TypeCounts
+	var counts TypeCounts
 	var rv string
 	replayAt := -1
 	start := time.Now()
 	err = l.w.Update(func(tx journalwrite.Tx) error {
-		appended, counts, rv, replayAt = 0, loopmetrics.TypeCounts{}, s.rv, -1
+		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
 		for i, op := range ops {
 			if op.item < 0 {
 				if op.event && !s.fromList && atOrBelow(op.rv, rv) {
@@ -310,7 +309,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 					return err
 				}
 				appended++
-				counts.Add(e.Type)
+				counts.add(e.Type)
 			}
 			rv = later(rv, op.rv)
 		}
@@ -335,7 +334,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	l.update(func(x *Status) {
 		x.ResourceVersion = rv
 		x.Events += appended
-		x.Journaled.Add(journal.OriginWatch, counts)
+		x.Journaled.add(journal.OriginWatch, counts)
 		if b, ok := next.(stateBackoff); ok {
 			x.LastError = b.err
 		}

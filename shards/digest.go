@@ -354,6 +354,7 @@ func (m *Member) inheritance(ctx context.Context, gone []dead, others hashrange.
 	gone = slices.Clone(gone)
 	slices.SortFunc(gone, newerFirst)
 	var in reconcile.Inheritance
+	var rng hashrange.Set // in.Range
 	for _, d := range gone {
 		if d.index == nil {
 			continue
@@ -362,7 +363,7 @@ func (m *Member) inheritance(ctx context.Context, gone []dead, others hashrange.
 		if err != nil {
 			continue
 		}
-		part := had.Intersect(pending).Minus(others).Minus(in.Range)
+		part := had.Intersect(pending).Minus(others).Minus(rng)
 		if part.Empty() {
 			continue
 		}
@@ -375,13 +376,14 @@ func (m *Member) inheritance(ctx context.Context, gone []dead, others hashrange.
 			return nil, fmt.Errorf("shards: read the index of %s: %w", d.member, err)
 		}
 		in.Entries = append(in.Entries, entries...)
-		in.Range = in.Range.Union(part)
+		rng = rng.Union(part)
 		m.log.Info("taking over a dead member's range with its index", "dead", d.member, "keys", len(entries),
 			"share", fmt.Sprintf("%.1f%%", 100*part.Share()))
 	}
-	if in.Range.Empty() {
+	if rng.Empty() {
 		return nil, nil
 	}
+	in.Range = rng.Selector()
 	slices.SortStableFunc(in.Entries, func(a, b journal.IndexEntry) int { return strings.Compare(a.Key, b.Key) })
 	in.Entries = slices.CompactFunc(in.Entries, func(a, b journal.IndexEntry) bool { return a.Key == b.Key })
 	return &in, nil

@@ -251,6 +251,12 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	return o
 }
 
+// status is Status with the ranges as Sets (their fields shadow Status's).
+type status struct {
+	Status
+	Range, Target, Published hashrange.Set
+}
+
 // Status is a member's state as last seen.
 type Status struct {
 	State  State
@@ -258,10 +264,12 @@ type Status struct {
 	// Members is the live set last seen, sorted, this member included.
 	Members []string
 	// Range is the range the file records; Target the member's share of
-	// the live set.
-	Range, Target hashrange.Set
-	// Published is the range announced on the Lease (empty: none).
-	Published hashrange.Set
+	// the live set. Both are KEP-5866 shardSelectors (shardRange terms of
+	// object.metadata.uid joined by ||, as AnnotationSelector carries
+	// them), canonical: two that select the same hashes are equal.
+	Range, Target string
+	// Published is the range announced on the Lease ("": none).
+	Published string
 	// Reshards counts range changes; MovedOut the keys they journaled as
 	// DELETED (moved).
 	Reshards, MovedOut int
@@ -285,7 +293,7 @@ type Member struct {
 	mine   *coordinationv1.Lease
 
 	mu        sync.Mutex
-	st        Status
+	st        status
 	loop      *reconcile.Loop
 	stopLoop  func()
 	renewedAt time.Time
@@ -362,7 +370,7 @@ func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*M
 		wake:   make(chan struct{}, 1),
 		fatal:  make(chan error, 1),
 	}
-	m.st = Status{State: StateJoining, Member: opts.Member}
+	m.st = status{Status: Status{State: StateJoining, Member: opts.Member}}
 	if m.st.Range, err = m.recorded(); err != nil {
 		_ = j.Close()
 		return nil, err
@@ -378,8 +386,9 @@ func (m *Member) Journal() *journal.Journal { return m.j }
 func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.st
+	st := m.st.Status
 	st.Members = slices.Clone(st.Members)
+	st.Range, st.Target, st.Published = m.st.Range.Selector(), m.st.Target.Selector(), m.st.Published.Selector()
 	return st
 }
 
@@ -395,7 +404,7 @@ func (m *Member) recorded() (hashrange.Set, error) {
 	return journalwrite.ShardSet(rec.ShardSelector)
 }
 
-func (m *Member) set(fn func(*Status)) {
+func (m *Member) set(fn func(*status)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before := m.st.State
@@ -418,7 +427,7 @@ func (m *Member) Run(ctx context.Context) error {
 	defer func() {
 		m.halt()
 		m.release()
-		m.set(func(s *Status) { s.State = StateStopped; s.Published = nil })
+		m.set(func(s *status) { s.State = StateStopped; s.Published = nil })
 	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -443,7 +452,7 @@ func (m *Member) Run(ctx context.Context) error {
 func (m *Member) tick(ctx context.Context) error {
 	now := time.Now()
 	if err := m.renew(ctx, now); err != nil {
-		m.set(func(s *Status) { s.LastError = err })
+		m.set(func(s *status) { s.LastError = err })
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -454,13 +463,13 @@ func (m *Member) tick(ctx context.Context) error {
 		if expired && state != StateJoining && state != StateLost {
 			m.log.Info("lost the Lease: stopping the journal's loop", "error", err.Error())
 			m.halt()
-			m.set(func(s *Status) { s.State = StateLost; s.Published = nil })
+			m.set(func(s *status) { s.State = StateLost; s.Published = nil })
 		}
 		return nil
 	}
 	live, held, err := m.view(ctx, now)
 	if err != nil {
-		m.set(func(s *Status) { s.LastError = err })
+		m.set(func(s *status) { s.LastError = err })
 		return nil
 	}
 	target := hashrange.Assign(live, m.opts.Buckets)[m.opts.Member]
@@ -468,7 +477,7 @@ func (m *Member) tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	m.set(func(s *Status) { s.Members, s.Target, s.Range, s.LastError = live, target, cur, nil })
+	m.set(func(s *status) { s.Members, s.Target, s.Range, s.LastError = live, target, cur, nil })
 	fresh, err := m.fresh()
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
@@ -516,7 +525,7 @@ func (m *Member) tick(ctx context.Context) error {
 	m.mu.Unlock()
 	if !running {
 		if err := m.start(ctx); err != nil {
-			m.set(func(s *Status) { s.LastError = err })
+			m.set(func(s *status) { s.LastError = err })
 			return nil
 		}
 	}
@@ -564,7 +573,7 @@ func (m *Member) fresh() (bool, error) {
 // reshard stops the loop and binds the file to next; the caller starts a
 // new loop.
 func (m *Member) reshard(next hashrange.Set) error {
-	m.set(func(s *Status) { s.State = StateResharding; s.Published = nil })
+	m.set(func(s *status) { s.State = StateResharding; s.Published = nil })
 	m.halt()
 	r, err := journalwrite.Of(m.j).Reshard(next.Selector())
 	if err != nil {
@@ -572,7 +581,7 @@ func (m *Member) reshard(next hashrange.Set) error {
 	}
 	m.log.Info("range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "ranges", len(next),
 		"left", r.Left, "entered", fmt.Sprintf("%.1f%%", 100*r.Entered.Share()))
-	m.set(func(s *Status) { s.Range = next; s.Reshards++; s.MovedOut += r.Left })
+	m.set(func(s *status) { s.Range = next; s.Reshards++; s.MovedOut += r.Left })
 	return nil
 }
 
@@ -617,7 +626,7 @@ func (m *Member) start(ctx context.Context) error {
 	m.mu.Lock()
 	m.loop, m.stopLoop = l, func() { cancel(); <-done }
 	m.mu.Unlock()
-	m.set(func(s *Status) { s.State = StateSyncing })
+	m.set(func(s *status) { s.State = StateSyncing })
 	return nil
 }
 
@@ -649,16 +658,16 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("shards: %w", err)
 		}
 	}
-	m.set(func(s *Status) { s.State = StateServing })
+	m.set(func(s *status) { s.State = StateServing })
 	if !pub.Equal(cur) {
-		m.set(func(s *Status) { s.Published = cur })
+		m.set(func(s *status) { s.Published = cur })
 		if err := m.renew(ctx, now); err != nil {
-			m.set(func(s *Status) { s.LastError = err })
+			m.set(func(s *status) { s.LastError = err })
 			return nil
 		}
 	}
 	if err := m.publishIndex(ctx, cur); err != nil { // digest.go
-		m.set(func(s *Status) { s.LastError = err })
+		m.set(func(s *status) { s.LastError = err })
 	}
 	m.collect(ctx, m.gone, m.held)
 	return nil
@@ -827,7 +836,7 @@ func (m *Member) leave() {
 		return
 	}
 	m.leaving = true
-	m.set(func(s *Status) { s.State = StateLeaving })
+	m.set(func(s *status) { s.State = StateLeaving })
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LeaveTimeout)
 	defer cancel()
 	for {

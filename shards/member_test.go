@@ -63,7 +63,7 @@ func TestMember_LosesAndRegainsLease(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	waitMember(t, m, "serving the whole space", 30*time.Second, func(st shards.Status, ls reconcile.Status) bool {
-		return st.State == shards.StateServing && st.Published.Equal(hashrange.Full()) && ls.ShardMode == reconcile.ShardClient
+		return st.State == shards.StateServing && st.Published == hashrange.Full().Selector() && ls.ShardMode == reconcile.ShardClient
 	})
 	if keys, _ := m.Journal().ScanIndex("", 100); len(keys) < 20 {
 		t.Fatalf("index holds %d keys; want the 20 ConfigMaps at least", len(keys))

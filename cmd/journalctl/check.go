@@ -11,7 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -118,13 +119,8 @@ func printCheckReport(out io.Writer, r journal.CheckReport, sealed map[string]ui
 	fmt.Fprintf(tw, "replayed\t%s\n", replayed)
 	fmt.Fprintf(tw, "problems\t%s\n", problems)
 	if len(sealed) > 0 {
-		ids := make([]string, 0, len(sealed))
-		for id := range sealed {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
 		var parts []string
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(sealed)) {
 			parts = append(parts, fmt.Sprintf("key %s: %d", id, sealed[id]))
 		}
 		fmt.Fprintf(tw, "sealed\t%s\n", strings.Join(parts, ", "))

@@ -8,8 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-logr/zapr"
@@ -18,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 	"github.com/watchjournal/watchjournal/shards"
@@ -65,35 +62,16 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 		return fileError{err}
 	}
 	defer func() { err = errors.Join(err, m.Close()) }() // the named result
-	policy, err := retention(m.Journal(), f.retention, log)
-	if err != nil {
-		return err
-	}
-	srv := &server{j: m.Journal(), loop: m.Loops(), maxWait: maxWait, pid: os.Getpid()}
-	stop, err := inspect.Listen(inspect.SocketPath(f.db), srv.handler(), lg)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	compacted := make(chan error, 1)
+	stop, err := serveFile(runCtx, cancel, m.Journal(), m.Loops(), f.db, f.retention, log, compacted)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	st := m.Status()
 	log.Info("watching as a shard member", zap.Stringer("resource", resources[0]), zap.String("db", f.db),
-		zap.String("group", f.shard.group), zap.String("member", st.Member), zap.String("socket", inspect.SocketPath(f.db)))
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	compacted := make(chan error, 1)
-	if policy == (journal.Retention{}) {
-		compacted <- nil
-	} else {
-		c := compactor.New(m.Journal(), policy, compactor.Options{Logger: lg})
-		go func() { // exits when runCtx is done or on a journal error
-			err := c.Run(runCtx)
-			if err != nil {
-				err = fmt.Errorf("retention of %s: %w", f.db, err)
-				cancel()
-			}
-			compacted <- err
-		}()
-	}
+		zap.String("group", f.shard.group), zap.String("member", m.Status().Member), zap.String("socket", inspect.SocketPath(f.db)))
 	err = m.Run(runCtx)
 	cancel()
 	if err = errors.Join(err, <-compacted); err != nil {

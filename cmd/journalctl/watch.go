@@ -379,30 +379,12 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	defer cancel()
 	compacted := make(chan error, len(files))
 	for _, w := range files {
-		policy, rerr := retention(w.j, f.retention, log)
-		if rerr != nil {
-			return rerr
-		}
-		srv := &server{j: w.j, loop: w.loop, maxWait: maxWait, pid: os.Getpid()}
-		stop, serr := inspect.Listen(inspect.SocketPath(w.path), srv.handler(), lg)
+		stop, serr := serveFile(runCtx, cancel, w.j, w.loop, w.path, f.retention, log, compacted)
 		if serr != nil {
 			return serr
 		}
 		defer stop() // before the journal closes: long polls end first
 		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", inspect.SocketPath(w.path)))
-		if policy == (journal.Retention{}) {
-			compacted <- nil
-			continue
-		}
-		c := compactor.New(w.j, policy, compactor.Options{Logger: lg})
-		go func() { // exits when runCtx is done or on a journal error
-			err := c.Run(runCtx)
-			if err != nil {
-				err = fmt.Errorf("retention of %s: %w", w.path, err)
-				cancel()
-			}
-			compacted <- err
-		}()
 	}
 	// A list's progress: on a terminal one status line for a single
 	// resource, log lines otherwise (progress.go).
@@ -430,6 +412,37 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		log.Info("stopped", zap.String("db", w.path))
 	}
 	return nil
+}
+
+// serveFile records the retention r (nil: keeps the one j records) and
+// serves j's socket, path.sock, until stop is called (before j closes:
+// long polls end first); it runs j's compactor until ctx is done, sending
+// its result to compacted (nil at once when there is no retention to
+// enforce) and calling cancel on a journal error.
+func serveFile(ctx context.Context, cancel context.CancelFunc, j *journal.Journal, loop inspect.Loop, path string, r *journal.Retention, log *zap.Logger, compacted chan<- error) (stop func(), err error) {
+	policy, err := retention(j, r, log)
+	if err != nil {
+		return nil, err
+	}
+	lg := zapr.NewLogger(log)
+	srv := &server{j: j, loop: loop, maxWait: maxWait, pid: os.Getpid()}
+	if stop, err = inspect.Listen(inspect.SocketPath(path), srv.handler(), lg); err != nil {
+		return nil, err
+	}
+	if policy == (journal.Retention{}) {
+		compacted <- nil
+		return stop, nil
+	}
+	c := compactor.New(j, policy, compactor.Options{Logger: lg})
+	go func() { // exits when ctx is done or on a journal error
+		err := c.Run(ctx)
+		if err != nil {
+			err = fmt.Errorf("retention of %s: %w", path, err)
+			cancel()
+		}
+		compacted <- err
+	}()
+	return stop, nil
 }
 
 // splitResources splits watch's RESOURCE argument at commas.

@@ -43,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -169,7 +170,7 @@ func (m *mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 
 // reportCommits prints the consumer's committed offset and the journal's
 // head whenever either moves.
-func reportCommits(src *crsource.Source) ctrlRunnable {
+func reportCommits(src *crsource.Source) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		var last string
 		t := time.NewTicker(100 * time.Millisecond)
@@ -212,8 +213,3 @@ func printGets(rt http.RoundTripper) http.RoundTripper {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// ctrlRunnable is a manager.Runnable as a function.
-type ctrlRunnable func(context.Context) error
-
-func (f ctrlRunnable) Start(ctx context.Context) error { return f(ctx) }

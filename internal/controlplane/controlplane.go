@@ -32,13 +32,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,12 +402,7 @@ func (c *ControlPlane) writeFiles() error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	_ = w.Write([]string{c.token, "admin", "admin", "system:masters"})
-	tokens := make([]string, 0, len(c.opts.ExtraTokens))
-	for tok := range c.opts.ExtraTokens {
-		tokens = append(tokens, tok)
-	}
-	sort.Strings(tokens)
-	for i, tok := range tokens {
+	for i, tok := range slices.Sorted(maps.Keys(c.opts.ExtraTokens)) {
 		user := c.opts.ExtraTokens[tok]
 		for _, s := range []string{tok, user} {
 			if s == "" || strings.ContainsAny(s, ",\"\r\n") {

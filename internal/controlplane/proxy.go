@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,10 +168,7 @@ func (p *Proxy) openGateLocked() {
 }
 
 func (p *Proxy) takeConnsLocked() []*proxyConn {
-	conns := make([]*proxyConn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(p.conns))
 	clear(p.conns)
 	return conns
 }

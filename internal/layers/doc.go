@@ -5,7 +5,6 @@
 //	crsource/..., jcache/..., shards/..., metrics/... on top of the loop
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
-//	internal/loopmetrics,               the loop's counters (Status embeds them),
 //	internal/journalwrite,              the journal's write side,
 //	internal/position                   a consumer's position across replicas (warm standby)
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,

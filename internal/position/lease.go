@@ -1,7 +1,6 @@
 package position
 
-// The position Lease, its publisher (the leader) and its follower (the
-// standbys).
+// The position Lease and the follower of a standby's consumer.
 //
 // The Lease is one of the operator's own, never the leader-election
 // Lease: client-go's LeaseLock updates that one from the copy it last
@@ -11,7 +10,9 @@ package position
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -90,110 +91,44 @@ func (l *Lease) Put(ctx context.Context, ann map[string]string) error {
 	}
 }
 
-// Publisher writes the leader's positions on the Lease: when they moved
-// (Signal), at most every Interval, or earlier once Commits commits were
-// noted; on every Interval tick after Refresh (a quiet resource's
-// position follows bookmarks); and once more when its context ends,
-// after Stopped (the sources' final commits, waited for at most 10 s).
-type Publisher struct {
-	Lease    *Lease
-	Signal   *Signal
-	Interval time.Duration // DefaultInterval when 0
-	Commits  int           // > 0: publish after that many commits, before Interval
-	Log      logr.Logger
-	// Annotations returns what to write; nil or empty: nothing known yet.
-	Annotations func() map[string]string
-	// Refresh recomputes the positions from the committed offsets (each
-	// tick); may be nil.
-	Refresh func()
-	// Stopped returns once the sources made their final commit, or ctx is
-	// done; may be nil.
-	Stopped func(ctx context.Context)
-}
-
-// Run publishes until ctx is done, then once more (see Publisher).
-// controller-runtime stops leader-election Runnables before it releases
-// the election Lease, so the next leader reads the final positions.
-func (p *Publisher) Run(ctx context.Context) error {
-	interval := p.Interval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	var last map[string]string
-	var lastAt time.Time
-	publish := func(ctx context.Context) {
-		ann := p.Annotations()
-		if len(ann) == 0 || maps.Equal(ann, last) {
-			return
-		}
-		if err := p.Lease.Put(ctx, ann); err != nil {
-			if ctx.Err() == nil {
-				p.Log.Error(err, "publishing the position failed", "lease", p.Lease.String(), "position", ann)
-			}
-			return
-		}
-		last, lastAt = ann, time.Now()
-		p.Signal.mu.Lock()
-		p.Signal.commits = 0
-		p.Signal.mu.Unlock()
-	}
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// Bounded: a stuck source costs the next leader a longer
-			// replay, never a lost event.
-			if p.Stopped != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				p.Stopped(sctx)
-				cancel()
-			}
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			publish(fctx)
-			cancel()
-			return nil
-		case <-p.Signal.moved:
-			p.Signal.mu.Lock()
-			many := p.Commits > 0 && p.Signal.commits >= p.Commits
-			p.Signal.mu.Unlock()
-			if wait := interval - time.Since(lastAt); !many && wait > 0 {
-				if !timer.Stop() {
-					select {
-					case <-timer.C:
-					default:
-					}
-				}
-				timer.Reset(wait)
-				continue
-			}
-			publish(ctx)
-		case <-timer.C:
-			if p.Refresh != nil {
-				p.Refresh()
-			}
-			publish(ctx)
-			timer.Reset(interval)
-		}
-	}
-}
-
 // Follower moves one standby consumer behind a published position: Step
-// commits it up to the events of its journal the position covers, only
-// past its commit, and does nothing when the position and the head have
-// not changed since the last Step.
+// commits it up to the events of its journal the position covers (creating
+// it when needed), only past its commit, and does nothing when the
+// position and the head have not changed since the last Step.
 type Follower struct {
-	Journal *journal.Journal
-	// Committed returns the consumer's committed offset (0 with no
-	// consumer).
-	Committed func() (uint64, error)
-	// Commit commits the consumer at offset p (creating it when needed),
-	// unless the source started on this replica meanwhile.
-	Commit func(p uint64) error
-	Log    logr.Logger
+	Name     string // the consumer, the key of its entry
+	Resource string // Resource of Journal: entries of another are not followed
+	Journal  *journal.Journal
+	// Mu guards *Started, true once the source started on this replica:
+	// then the follower does not touch its consumer any more.
+	Mu      sync.Locker
+	Started *bool
+	Log     logr.Logger
 
+	commit   func(p uint64) error // nil: commitLocked (tests count commits)
 	lastPos  string
 	lastHead uint64
+}
+
+func (f *Follower) started() bool {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return *f.Started
+}
+
+// commitLocked commits the consumer at offset p, creating it when
+// missing, unless the source started meanwhile.
+func (f *Follower) commitLocked(p uint64) error {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if *f.Started {
+		return nil
+	}
+	err := f.Journal.CommitConsumer(f.Name, p)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		err = f.Journal.CreateConsumer(f.Name, p+1)
+	}
+	return err
 }
 
 // Step follows pos once.
@@ -206,7 +141,10 @@ func (f *Follower) Step(pos string) {
 		return
 	}
 	f.lastPos, f.lastHead = pos, head
-	c, err := f.Committed()
+	c, err := f.Journal.ConsumerCommitted(f.Name)
+	if errors.Is(err, journal.ErrNoConsumer) {
+		c, err = 0, nil
+	}
 	if err != nil {
 		return
 	}
@@ -214,32 +152,11 @@ func (f *Follower) Step(pos string) {
 	if err != nil || !ok || start-1 <= c {
 		return
 	}
-	if err := f.Commit(start - 1); err != nil && !errorsIsClosed(err) {
+	commit := f.commit
+	if commit == nil {
+		commit = f.commitLocked
+	}
+	if err := commit(start - 1); err != nil && !errors.Is(err, journal.ErrClosed) {
 		f.Log.Error(err, "following the leader's position failed", "offset", start-1)
-	}
-}
-
-// Follow reads the Lease every interval (DefaultInterval when 0) and
-// calls step with its annotations, until ctx is done or step returns
-// false (the source started on this replica).
-func Follow(ctx context.Context, l *Lease, interval time.Duration, step func(ann map[string]string) bool) {
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ann, ok, err := l.Get(ctx)
-		if err != nil || !ok {
-			continue
-		}
-		if !step(ann) {
-			return
-		}
 	}
 }

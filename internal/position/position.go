@@ -1,10 +1,10 @@
-// Package position moves a consumer's position across replicas under
-// leader election, for the warm standbys of crsource and jcache.Exact.
+// Package position is the one warm standby under leader election, that
+// of crsource and jcache.Exact (Standby; standby.go says how it works).
 //
 // A position is a resourceVersion P: every change at or before P is
 // reconciled. The leader computes P from its journal and its committed
 // offset (Tracker, At), publishes it on a Lease of its own (Lease,
-// Publisher), and a new leader places P in its own journal (StartFor): it
+// Standby), and a new leader places P in its own journal (StartFor): it
 // starts right after the last event P covers, conservatively (it replays
 // more, never less). A standby's Follower commits its consumer behind
 // the published P, so its registered consumer does not hold retention
@@ -31,9 +31,9 @@ func Resource(r journal.Resource) string {
 	return r.String()
 }
 
-// Signal tells a Publisher that a position moved, and counts commits
-// (for Standby.Commits-style early publishes). The zero value is not
-// usable; make it with NewSignal.
+// Signal tells a Standby's publisher that a position moved, and counts
+// commits (for Config.Commits). The zero value is not usable; make it
+// with NewSignal.
 type Signal struct {
 	mu      sync.Mutex
 	commits int
@@ -298,5 +298,3 @@ func StartFor(j *journal.Journal, pos string, floor uint64) (start uint64, why s
 	}
 	return 0, "the position is older than this journal's retention (first retained offset " + strconv.FormatUint(first, 10) + ")", false, nil
 }
-
-func errorsIsClosed(err error) bool { return errors.Is(err, journal.ErrClosed) }
