@@ -3,8 +3,8 @@ package main
 // The workloads (issue 25, "Benchmarks on real shapes"): besides the 1 KiB
 // ConfigMaps of parent.go, the objects operators really watch.
 //
-//   - pods: Pods of 4–8 KiB as served (2–4 containers with env, ports,
-//     probes, resources and mounts; volumes; annotations), in one
+//   - pods: Pods of 4–8 KiB as served (two containers with env, ports,
+//     resources and a mount; a volume; annotations), in one
 //     namespace, each with a nodeName so that nothing schedules them (only
 //     etcd and the apiserver run: the Pods are stored, never started). The
 //     churn is what a kubelet writes: merge patches of the status
@@ -140,44 +140,38 @@ func meta(w, ns string, i int, extra map[string]any) map[string]any {
 // filler is s repeated to n bytes.
 func filler(s string, n int) string { return strings.Repeat(s, n/len(s)+1)[:n] }
 
-// podContainers is how many containers Pod i has: 2, 3 or 4.
-func podContainers(i int) int { return 2 + i%3 }
+// podContainers is how many containers Pod i has: an application and a
+// sidecar.
+func podContainers(int) int { return 2 }
 
-// podObject is Pod i: 2–4 containers and a size between about 4 and 8 KiB
-// as served, by i.
+// podObject is Pod i: two containers, env and annotations of a size by i,
+// so that the Pods are about 5 to 8 KiB as served with their status and
+// managedFields.
 func podObject(i int) *unstructured.Unstructured {
 	const ns = "bench-pods"
-	k := podContainers(i)
-	var containers, volumes []any
-	for c := range k {
+	var containers []any
+	for c := range podContainers(i) {
 		var env []any
-		for e := range 8 + 2*(i%4) {
+		for e := range 1 + i%3 {
 			env = append(env, map[string]any{"name": fmt.Sprintf("SETTING_%02d", e), "value": fmt.Sprintf("value-%d-%d-%s", c, e, filler("abcdefgh", 24))})
 		}
-		env = append(env, map[string]any{"name": "POD_NAME", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}})
-		vol := fmt.Sprintf("data-%d", c)
-		volumes = append(volumes, map[string]any{"name": vol, "configMap": map[string]any{"name": fmt.Sprintf("config-%03d-%d", i%200, c)}})
-		containers = append(containers, map[string]any{
-			"name":    fmt.Sprintf("c%d", c),
-			"image":   fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
-			"command": []any{"/bin/server"},
-			"args":    []any{"--port=8080", "--log-level=info", fmt.Sprintf("--shard=%d", i%16), "--config=/etc/config/config.yaml"},
-			"env":     env,
-			"ports":   []any{map[string]any{"name": fmt.Sprintf("http-%d", c), "containerPort": int64(8080 + c), "protocol": "TCP"}},
-			"resources": map[string]any{
-				"requests": map[string]any{"cpu": "100m", "memory": "128Mi"},
-				"limits":   map[string]any{"cpu": "500m", "memory": "512Mi"},
-			},
-			"volumeMounts":   []any{map[string]any{"name": vol, "mountPath": "/etc/config", "readOnly": true}},
-			"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": int64(8080 + c)}, "periodSeconds": int64(10)},
-			"livenessProbe":  map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": int64(8080 + c)}, "periodSeconds": int64(20)},
-		})
+		ctr := map[string]any{
+			"name":      fmt.Sprintf("c%d", c),
+			"image":     fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
+			"args":      []any{fmt.Sprintf("--shard=%d", i%16), "--config=/etc/config/config.yaml"},
+			"env":       env,
+			"ports":     []any{map[string]any{"name": fmt.Sprintf("http-%d", c), "containerPort": int64(8080 + c), "protocol": "TCP"}},
+			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}},
+		}
+		if c == 0 {
+			ctr["volumeMounts"] = []any{map[string]any{"name": "config", "mountPath": "/etc/config", "readOnly": true}}
+		}
+		containers = append(containers, ctr)
 	}
 	annotations := map[string]any{
 		"prometheus.io/scrape":             "true",
-		"prometheus.io/port":               "8080",
 		"bench.watchjournal.io/config-sum": filler("0123456789abcdef", 64),
-		"bench.watchjournal.io/notes":      filler("notes on this pod ", 200+300*(i%5)),
+		"bench.watchjournal.io/notes":      filler("notes on this pod ", 1+300*(i%4)),
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
@@ -186,8 +180,7 @@ func podObject(i int) *unstructured.Unstructured {
 			"nodeName":                     fmt.Sprintf("node-%03d", i%100),
 			"automountServiceAccountToken": false,
 			"containers":                   containers,
-			"volumes":                      volumes,
-			"tolerations":                  []any{map[string]any{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int64(300)}},
+			"volumes":                      []any{map[string]any{"name": "config", "configMap": map[string]any{"name": fmt.Sprintf("config-%03d", i%200)}}},
 		},
 	}}
 }
@@ -200,11 +193,10 @@ func podStatus(i, gen int) (string, []byte) {
 	var cs []any
 	for c := range podContainers(i) {
 		cs = append(cs, map[string]any{
-			"name": fmt.Sprintf("c%d", c), "ready": ready, "restartCount": int64(0), "started": true,
-			"image":       fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
-			"imageID":     "registry.example.com/team/service@sha256:" + filler("0123456789abcdef", 64),
-			"containerID": fmt.Sprintf("containerd://%s%04d", filler("fedcba9876543210", 60), gen%10000),
-			"state":       map[string]any{"running": map[string]any{"startedAt": t}},
+			"name": fmt.Sprintf("c%d", c), "ready": ready, "restartCount": int64(0),
+			"image":   fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
+			"imageID": "registry.example.com/team/service@sha256:" + filler("0123456789abcdef", 64),
+			"state":   map[string]any{"running": map[string]any{"startedAt": t}},
 		})
 	}
 	status := fmt.Sprint(ready)
@@ -235,7 +227,7 @@ func widgetObject(i int) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"replicas": int64(1 + i%5), "image": fmt.Sprintf("registry.example.com/widgets/widget:v2.%d", i%30),
 			"rules":  rules,
-			"config": map[string]any{"mode": "active", "window": "5m", "tags": []any{"a", "b", "c"}, "description": filler("a widget of the benchmark ", 500)},
+			"config": map[string]any{"mode": "active", "window": "5m", "tags": []any{"a", "b", "c"}, "description": filler("a widget of the benchmark ", 300)},
 		},
 	}}
 }
@@ -380,7 +372,7 @@ func (p *parent) churnOne(ctx context.Context, w *workload, i, gen int) error {
 
 // servedBytes sums the sizes of the workload's objects as served: each
 // item's JSON in the pages (500 a page) of a list of the selector.
-func (p *parent) servedBytes(ctx context.Context, w *workload) (objects int, bytes int64, err error) {
+func (p *parent) servedBytes(ctx context.Context, w *workload) (sv served, err error) {
 	rc := p.kube.CoreV1().RESTClient()
 	cont := ""
 	for {
@@ -390,21 +382,25 @@ func (p *parent) servedBytes(ctx context.Context, w *workload) (objects int, byt
 		}
 		b, err := req.DoRaw(ctx)
 		if err != nil {
-			return objects, bytes, err
+			return sv, err
 		}
 		var page struct {
-			Metadata metav1.ListMeta  `json:"metadata"`
+			Metadata metav1.ListMeta   `json:"metadata"`
 			Items    []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(b, &page); err != nil {
-			return objects, bytes, err
+			return sv, err
 		}
 		for _, it := range page.Items {
-			objects++
-			bytes += int64(len(it))
+			if sv.Objects == 0 || len(it) < sv.Min {
+				sv.Min = len(it)
+			}
+			sv.Max = max(sv.Max, len(it))
+			sv.Objects++
+			sv.Bytes += int64(len(it))
 		}
 		if cont = page.Metadata.Continue; cont == "" {
-			return objects, bytes, nil
+			return sv, nil
 		}
 	}
 }
@@ -492,11 +488,13 @@ type workloadResult struct {
 
 // served is the size of a workload's objects as served at one N, after
 // the subjects' bursts (so with the status the churn wrote on the first
-// burst-size objects).
+// burst-size objects): their number, the sum of their sizes, the smallest
+// and the largest.
 type served struct {
-	N       int   `json:"n"`
-	Objects int   `json:"objects"`
-	Bytes   int64 `json:"bytes"`
+	N        int   `json:"n"`
+	Objects  int   `json:"objects"`
+	Bytes    int64 `json:"bytes"`
+	Min, Max int   `json:"min,omitempty"`
 }
 
 // subjectsOf returns the workload subjects that -subjects names.
@@ -541,13 +539,15 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 			}
 			res.wlRows = append(res.wlRows, r)
 		}
-		objects, bytes, err := p.servedBytes(ctx, w)
+		sv, err := p.servedBytes(ctx, w)
 		if err != nil {
 			logf("%s N=%d: the objects' size as served: %v", w.name, n, err)
 		} else {
-			logf("%s N=%d: %d objects, %s as served (%.0f B an object)", w.name, n, objects, mib(uint64(bytes)), float64(bytes)/float64(max(1, objects)))
+			logf("%s N=%d: %d objects, %s as served (%.0f B an object, %d to %d)", w.name, n, sv.Objects, mib(uint64(sv.Bytes)),
+				float64(sv.Bytes)/float64(max(1, sv.Objects)), sv.Min, sv.Max)
 		}
-		wr.Served = append(wr.Served, served{N: n, Objects: objects, Bytes: bytes})
+		sv.N = n
+		wr.Served = append(wr.Served, sv)
 	}
 	return nil
 }

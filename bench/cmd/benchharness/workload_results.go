@@ -164,7 +164,7 @@ func (r *results) workloadSection() string {
 		fmt.Fprintf(&b, "\n### %s: %s\n\n", wr.Name, workloadTitles[wr.Name])
 		for _, sv := range wr.Served {
 			if sv.Objects > 0 {
-				fmt.Fprintf(&b, "N=%d: %d objects, %.0f bytes an object of JSON as served (after the bursts). ", sv.N, sv.Objects, float64(sv.Bytes)/float64(sv.Objects))
+				fmt.Fprintf(&b, "N=%d: %d objects, %.0f bytes an object of JSON as served (%d to %d; after the bursts). ", sv.N, sv.Objects, float64(sv.Bytes)/float64(sv.Objects), sv.Min, sv.Max)
 			}
 		}
 		for _, c := range wr.Creations {
