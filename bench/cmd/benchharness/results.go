@@ -39,6 +39,7 @@ type results struct {
 	// The workloads other than the ConfigMaps (workload.go): their
 	// subjects' rows and what the parent measured of each.
 	wlRows    []row
+	wlCaches  []cacheRow
 	workloads []workloadResult
 
 	// The cache subjects (cache.go): rows, creations, one object's size.
@@ -353,13 +354,13 @@ func (r *results) write(path string) error {
 			kept = old[i+len(handWritten):]
 		}
 	}
-	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && (len(r.caches) > 0 || len(r.wlRows) > 0) {
+	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && (len(r.caches) > 0 || len(r.workloads) > 0) {
 		// Only the cache subjects or the workloads (or both) ran: their
 		// sections are all that changes.
 		if len(r.caches) > 0 {
 			old = spliceCacheSection(old, r.cacheSection())
 		}
-		if len(r.wlRows) > 0 {
+		if len(r.workloads) > 0 {
 			old = spliceSection(old, workloadsBegin, workloadsEnd, r.workloadSection())
 		}
 		return os.WriteFile(path, old, 0o644)
@@ -369,7 +370,7 @@ func (r *results) write(path string) error {
 		cacheText = string(oldCacheSection(old))
 	}
 	wlText := r.workloadSection()
-	if len(r.wlRows) == 0 { // not run: keep the last run's section
+	if len(r.workloads) == 0 { // not run: keep the last run's section
 		wlText = string(oldSection(old, workloadsBegin, workloadsEnd))
 	}
 	var b strings.Builder

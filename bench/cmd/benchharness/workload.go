@@ -64,7 +64,7 @@ var allWorkloads = []string{wlConfigMaps, wlPods, wlCRs, wlSecrets}
 
 // workloadSubjects are the subjects a workload other than configmaps runs
 // (those of them that -subjects names), in this order.
-var workloadSubjects = []string{subjWatchjournal, subjInformer, subjWatchList}
+var workloadSubjects = []string{subjWatchjournal, subjInformer, subjWatchList, subjCRCache, subjJCache}
 
 // workloadLabel marks every object of a workload; its value is the
 // workload's name.
@@ -128,8 +128,8 @@ func workloadByName(name string) (*workload, error) {
 // not a secret).
 func benchKey() []byte { k := sha256.Sum256([]byte("watchjournal benchharness seal key")); return k[:] }
 
-func meta(w, ns string, i int, extra map[string]any) map[string]any {
-	labels := map[string]any{workloadLabel: w, "app.kubernetes.io/name": fmt.Sprintf("app-%03d", i%200), "app.kubernetes.io/instance": fmt.Sprintf("inst-%05d", i/10)}
+func objectMeta(w, ns string, i int, extra map[string]any) map[string]any {
+	labels := map[string]any{workloadLabel: w, groupLabel: group(i), "app.kubernetes.io/name": fmt.Sprintf("app-%03d", i%200), "app.kubernetes.io/instance": fmt.Sprintf("inst-%05d", i/10)}
 	m := map[string]any{"name": name(i), "namespace": ns, "labels": labels}
 	for k, v := range extra {
 		m[k] = v
@@ -175,7 +175,7 @@ func podObject(i int) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
-		"metadata": meta(wlPods, ns, i, map[string]any{"annotations": annotations}),
+		"metadata": objectMeta(wlPods, ns, i, map[string]any{"annotations": annotations}),
 		"spec": map[string]any{
 			"nodeName":                     fmt.Sprintf("node-%03d", i%100),
 			"automountServiceAccountToken": false,
@@ -223,7 +223,7 @@ func widgetObject(i int) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": widgets.Group + "/" + widgets.Version, "kind": "Widget",
-		"metadata": meta(wlCRs, ns, i, nil),
+		"metadata": objectMeta(wlCRs, ns, i, nil),
 		"spec": map[string]any{
 			"replicas": int64(1 + i%5), "image": fmt.Sprintf("registry.example.com/widgets/widget:v2.%d", i%30),
 			"rules":  rules,
@@ -248,7 +248,7 @@ func secretNS(i int) string { return fmt.Sprintf("bench-secrets-%02d", i%secretN
 func secretObject(i int) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-		"metadata": meta(wlSecrets, secretNS(i), i, nil),
+		"metadata": objectMeta(wlSecrets, secretNS(i), i, nil),
 		"stringData": map[string]any{
 			"username": fmt.Sprintf("user-%06d", i),
 			"password": filler(fmt.Sprintf("p%06d", i), 32),
@@ -491,10 +491,11 @@ type workloadResult struct {
 // burst-size objects): their number, the sum of their sizes, the smallest
 // and the largest.
 type served struct {
-	N        int   `json:"n"`
-	Objects  int   `json:"objects"`
-	Bytes    int64 `json:"bytes"`
-	Min, Max int   `json:"min,omitempty"`
+	N       int   `json:"n"`
+	Objects int   `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	Min     int   `json:"min,omitempty"`
+	Max     int   `json:"max,omitempty"`
 }
 
 // subjectsOf returns the workload subjects that -subjects names.
@@ -532,6 +533,11 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 		}
 		wr.Creations = append(wr.Creations, c)
 		for _, s := range subjects {
+			if isCache(s) {
+				x := p.runCacheSubject(ctx, n, s)
+				res.wlCaches = append(res.wlCaches, x)
+				continue
+			}
 			r := p.runSubject(ctx, n, s)
 			r.Workload = w.name
 			if r.Err != "" {

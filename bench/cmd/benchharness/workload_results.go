@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -100,6 +101,43 @@ func (r *results) wlRestartTable(w string) string {
 	return b.String()
 }
 
+func (r *results) wlFindCache(w string, n int, subject string) (cacheRow, bool) {
+	for _, x := range r.wlCaches {
+		if x.Workload == w && x.N == n && x.Subject == subject && x.Err == "" {
+			return x, true
+		}
+	}
+	return cacheRow{}, false
+}
+
+// wlCacheTable returns the cache subjects' rows of one workload.
+func (r *results) wlCacheTable(wr workloadResult) string {
+	var b strings.Builder
+	b.WriteString("| N | subject | heap MiB | RSS MiB | first reconcile s | all reconciled s | start CPU s | restart: first reconcile s | restart: all reconciled s | restart heap MiB | Get p50 µs | Get p99 µs | List by index p50 ms | disk MiB | disk ÷ served |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, x := range r.wlCaches {
+		if x.Workload != wr.Name {
+			continue
+		}
+		if x.Err != "" {
+			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			continue
+		}
+		disk, dr := "–", "–"
+		if x.Restart.DiskBytes > 0 {
+			disk = mb(uint64(x.Restart.DiskBytes))
+			if sv, ok := wr.servedAt(x.N); ok {
+				dr = ratio(float64(x.Restart.DiskBytes), float64(sv.Bytes))
+			}
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.2f | %s | %s |\n", x.N, x.Subject,
+			mb(x.First.Steady.HeapInuse), mb(x.First.Steady.RSS), x.First.FirstReconcileSeconds, x.First.AllSeconds, x.First.CPU,
+			x.Restart.FirstReconcileSeconds, x.Restart.AllSeconds, mb(x.Restart.Steady.HeapInuse),
+			1e6*x.Reads.GetP50, 1e6*x.Reads.GetP99, 1e3*x.Reads.IndexP50, disk, dr)
+	}
+	return b.String()
+}
+
 // workloadTargets evaluates issue 25's targets on the workloads' rows.
 func (r *results) workloadTargets() []target {
 	var ts []target
@@ -140,6 +178,26 @@ func (r *results) workloadTargets() []target {
 				t.state = check(a <= 1.1*c)
 			}
 			ts = append(ts, t)
+			j, ok1 := r.wlFindCache(w, n, subjJCache)
+			c, ok2 := r.wlFindCache(w, n, subjCRCache)
+			if !ok1 && !ok2 {
+				continue
+			}
+			t = target{name: fmt.Sprintf("%s: jcache's files ≤ 1.5× the objects' served bytes (N=%d)", w, n), state: "not measured"}
+			if sv, ok := wr.servedAt(n); ok1 && ok && j.Restart.DiskBytes > 0 {
+				x := float64(j.Restart.DiskBytes) / float64(sv.Bytes)
+				t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (after the restart; no churn)", mb(uint64(j.Restart.DiskBytes)), mb(uint64(sv.Bytes)), x)
+				t.state = check(x <= 1.5)
+			}
+			ts = append(ts, t)
+			t = target{name: fmt.Sprintf("%s: jcache Get p50 ≤ 2× crcache's, List through the index of %d ≤ 3× (N=%d)", w, cacheGroupSize, n), state: "not measured"}
+			if ok1 && ok2 && c.Reads.GetP50 > 0 && c.Reads.IndexP50 > 0 {
+				g, l := j.Reads.GetP50/c.Reads.GetP50, j.Reads.IndexP50/c.Reads.IndexP50
+				t.measured = fmt.Sprintf("Get %.1f / %.1f µs = %.2f×; List by index %.2f / %.2f ms = %.2f×", 1e6*j.Reads.GetP50, 1e6*c.Reads.GetP50, g,
+					1e3*j.Reads.IndexP50, 1e3*c.Reads.IndexP50, l)
+				t.state = check(g <= 2 && l <= 3)
+			}
+			ts = append(ts, t)
 		}
 	}
 	return ts
@@ -148,7 +206,7 @@ func (r *results) workloadTargets() []target {
 // workloadSection returns the workloads' section of the results file,
 // markers included; "" when none ran.
 func (r *results) workloadSection() string {
-	if len(r.wlRows) == 0 {
+	if len(r.wlRows) == 0 && len(r.wlCaches) == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -184,10 +242,14 @@ func (r *results) workloadSection() string {
 		b.WriteString(r.wlRestartTable(wr.Name))
 		b.WriteString("\nwatchjournal's disk cost over the burst:\n\n")
 		b.WriteString(r.diskTable(wr))
+		if slices.ContainsFunc(r.wlCaches, func(x cacheRow) bool { return x.Workload == wr.Name }) {
+			b.WriteString("\nThe operator process (the cache subjects, as in the cache section) on this workload's objects:\n\n")
+			b.WriteString(r.wlCacheTable(wr))
+		}
 	}
 	b.WriteString(`
 - **Pods**: 2–4 containers (env, ports, probes, resources, mounts), volumes, annotations, a nodeName (nothing schedules them and no kubelet runs: the apiserver only stores them); the churn is a merge patch of the status subresource (phase, conditions, containerStatuses), as a kubelet writes. **crs**: a CRD with a structural schema (x-kubernetes-preserve-unknown-fields in spec and status) and the status subresource; the churn patches status (observedGeneration, conditions); the informer is a dynamic informer (unstructured), JSON on the wire for every subject. **secrets**: watched across all namespaces; watchjournal opens its file with a keyring (journal.Options.Keyring, reconcile.Options.SecretPayloads): every object stored sealed (AES-256-GCM); the churn patches data.
-- **Subjects**: watchjournal, informer (typed for Pods and Secrets, client-go's defaults; dynamic for the custom resource) and bare-watch-list (the streaming list read and thrown away: the reference for the relist's peak heap), as in the ConfigMaps' table.
+- **Subjects**: watchjournal, informer (typed for Pods and Secrets, client-go's defaults; dynamic for the custom resource) and bare-watch-list (the streaming list read and thrown away: the reference for the relist's peak heap), as in the ConfigMaps' table; crcache and jcache, the operator process of the cache section with For(the workload's type) (unstructured for the custom resource; jcache with jcache.Options{KeyFiles, SecretPayloads} for the Secrets), selecting the workload's label, a field index on its group label (` + groupLabel + `, 100 objects a value), reads as there but without the List of a namespace; **disk** is the cache directory after the restart, against the objects' served bytes.
 - **disk cost**: **file** is journal.Stats().FileSize once the burst was seen (default retention); **served** the sum of the objects' JSON as served (a paginated list's items), after the subjects' bursts; **written B / event** the child's /proc/self/io write_bytes over the burst ÷ the burst's updates; **commits** the loop's journal commits over the burst (reconcile.Status.CommitLatency.Count; bbolt fsyncs twice a commit: the pages, then the meta page), **commits/s** over the burst's time (first write to the last seen).
 `)
 	b.WriteString("\n| target (issue 25) | measured | |\n|---|---|---|\n")
