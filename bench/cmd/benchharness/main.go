@@ -46,10 +46,10 @@
 // above ("configmaps": the subjects, the readers, the cache subjects),
 // Pods of 4–8 KiB whose status churns, a custom resource (JSON only) and
 // Secrets across 100 namespaces (sealed in watchjournal's file), each run
-// by watchjournal, the informer and the bare watch-list (those of them
-// -subjects names) at every N, with watchjournal's disk cost during the
-// churn: file size against the objects' size as served, bytes written
-// and commits per event. Their tables go to a section of their own
+// by watchjournal, the informer, the bare watch-list, crcache and jcache
+// (those of them -subjects names) at every N, with watchjournal's disk
+// cost during the churn: file size against the objects' size as served,
+// bytes written and commits per event. Their tables go to a section of their own
 // (between workloadsBegin and workloadsEnd); a run without the ConfigMaps
 // rewrites only that section (and the cache section, when it ran).
 //

@@ -25,7 +25,8 @@ package main
 // the other workloads' objects). A workload runs the subjects of
 // workloadSubjects (those -subjects names) at each N, in children as
 // parent.go runs them: sync, burst of churn with the disk cost
-// (workload_results.go), forced relists, a restart with nothing changed.
+// (workload_results.go), forced relists, a restart with nothing changed;
+// and crcache and jcache as cache.go runs them, on the workload's objects.
 // Then its objects are deleted and etcd is compacted and defragmented, so
 // that the next workload starts from a small etcd (200,000 Pods are over
 // 1 GB in etcd; its quota is 4 GiB, internal/controlplane).
