@@ -46,19 +46,20 @@ func (wr workloadResult) servedAt(n int) (served, bool) {
 // diskTable returns watchjournal's disk cost per N of one workload.
 func (r *results) diskTable(wr workloadResult) string {
 	var b strings.Builder
-	b.WriteString("| N | objects as served MiB | B an object | file MiB after the churn | file ÷ served | retained events MiB | events | written B / event | commits | commits/s | events / commit |\n")
-	b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| N | objects as served MiB | B an object | file MiB after the churn | file ÷ served | allocated MiB | allocated ÷ served | retained events MiB | events | written B / event | commits | commits/s | events / commit |\n")
+	b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.wlRows {
 		if x.Workload != wr.Name || x.Subject != subjWatchjournal || x.Err != "" || x.Disk == nil {
 			continue
 		}
 		d := x.Disk
 		sv, ok := wr.servedAt(x.N)
-		servedMiB, perObject, ratioText := "–", "–", "–"
+		servedMiB, perObject, ratioText, allocRatio := "–", "–", "–", "–"
 		if ok {
 			servedMiB = mb(uint64(sv.Bytes))
 			perObject = fmt.Sprintf("%.0f", float64(sv.Bytes)/float64(sv.Objects))
 			ratioText = ratio(float64(d.FileSize), float64(sv.Bytes))
+			allocRatio = ratio(float64(d.Allocated), float64(sv.Bytes))
 		}
 		perEvent, perSecond, perCommit := "–", "–", "–"
 		if d.Events > 0 {
@@ -70,8 +71,8 @@ func (r *results) diskTable(wr workloadResult) string {
 		if d.Commits > 0 {
 			perCommit = fmt.Sprintf("%.1f", float64(d.Events)/float64(d.Commits))
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %d | %s | %d | %s | %s |\n", x.N, servedMiB, perObject,
-			mb(uint64(d.FileSize)), ratioText, mb(d.JournalBytes), d.Events, perEvent, d.Commits, perSecond, perCommit)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %d | %s | %d | %s | %s |\n", x.N, servedMiB, perObject,
+			mb(uint64(d.FileSize)), ratioText, mb(uint64(d.Allocated)), allocRatio, mb(d.JournalBytes), d.Events, perEvent, d.Commits, perSecond, perCommit)
 	}
 	return b.String()
 }
@@ -149,8 +150,9 @@ func (r *results) workloadTargets() []target {
 			t := target{name: fmt.Sprintf("%s: steady file size ≤ 1.5× the objects' served bytes (N=%d)", w, n), state: "not measured"}
 			if sv, ok := wr.servedAt(n); ok1 && ok && wj.Disk != nil {
 				x := float64(wj.Disk.FileSize) / float64(sv.Bytes)
-				t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (after a burst of %d updates, default retention; the retained events %s MiB)",
-					mb(uint64(wj.Disk.FileSize)), mb(uint64(sv.Bytes)), x, wj.Disk.Events, mb(wj.Disk.JournalBytes))
+				t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (after a burst of %d updates, default retention; allocated %s MiB = %s; the retained events %s MiB)",
+					mb(uint64(wj.Disk.FileSize)), mb(uint64(sv.Bytes)), x, wj.Disk.Events, mb(uint64(wj.Disk.Allocated)),
+					ratio(float64(wj.Disk.Allocated), float64(sv.Bytes)), mb(wj.Disk.JournalBytes))
 				t.state = check(x <= 1.5)
 			}
 			ts = append(ts, t)
@@ -217,7 +219,7 @@ func (r *results) workloadSection() string {
 	fmt.Fprintf(&b, "    %s\n\n", r.o.command)
 	b.WriteString("Each workload's objects are labelled " + workloadLabel + "=<workload>, and every subject watches with that label selector. " +
 		"The subjects and their measures are those of the ConfigMaps' table above (sync, burst, forced relists through a 410 Gone, a restart with nothing changed), " +
-		"with the burst being the workload's churn. After a workload its objects are deleted (DeleteCollection, grace period 0) and etcd compacted and defragmented.\n")
+		"with the burst being the workload's churn. After a workload its objects are deleted (in etcd, by key prefix) and etcd compacted and defragmented.\n")
 	for _, wr := range r.workloads {
 		fmt.Fprintf(&b, "\n### %s: %s\n\n", wr.Name, workloadTitles[wr.Name])
 		for _, sv := range wr.Served {
@@ -250,7 +252,7 @@ func (r *results) workloadSection() string {
 	b.WriteString(`
 - **Pods**: 2–4 containers (env, ports, probes, resources, mounts), volumes, annotations, a nodeName (nothing schedules them and no kubelet runs: the apiserver only stores them); the churn is a merge patch of the status subresource (phase, conditions, containerStatuses), as a kubelet writes. **crs**: a CRD with a structural schema (x-kubernetes-preserve-unknown-fields in spec and status) and the status subresource; the churn patches status (observedGeneration, conditions); the informer is a dynamic informer (unstructured), JSON on the wire for every subject. **secrets**: watched across all namespaces; watchjournal opens its file with a keyring (journal.Options.Keyring, reconcile.Options.SecretPayloads): every object stored sealed (AES-256-GCM); the churn patches data.
 - **Subjects**: watchjournal, informer (typed for Pods and Secrets, client-go's defaults; dynamic for the custom resource) and bare-watch-list (the streaming list read and thrown away: the reference for the relist's peak heap), as in the ConfigMaps' table; crcache and jcache, the operator process of the cache section with For(the workload's type) (unstructured for the custom resource; jcache with jcache.Options{KeyFiles, SecretPayloads} for the Secrets), selecting the workload's label, a field index on its group label (` + groupLabel + `, 100 objects a value), reads as there but without the List of a namespace; **disk** is the cache directory after the restart, against the objects' served bytes.
-- **disk cost**: **file** is journal.Stats().FileSize once the burst was seen (default retention); **served** the sum of the objects' JSON as served (a paginated list's items), after the subjects' bursts; **written B / event** the child's /proc/self/io write_bytes over the burst ÷ the burst's updates; **commits** the loop's journal commits over the burst (reconcile.Status.CommitLatency.Count; bbolt fsyncs twice a commit: the pages, then the meta page), **commits/s** over the burst's time (first write to the last seen).
+- **disk cost**: **file** is journal.Stats().FileSize once the burst was seen (default retention); **allocated** its allocated blocks (st_blocks × 512: bbolt grows the file by doubling it, up to 1 GiB steps, sparse until written, so at small N the file size is mostly room not yet used); **served** the sum of the objects' JSON as served (a paginated list's items), after the subjects' bursts; **written B / event** the child's /proc/self/io write_bytes over the burst ÷ the burst's updates; **commits** the loop's journal commits over the burst (reconcile.Status.CommitLatency.Count; bbolt fsyncs twice a commit: the pages, then the meta page), **commits/s** over the burst's time (first write to the last seen).
 `)
 	b.WriteString("\n| target (issue 25) | measured | |\n|---|---|---|\n")
 	for _, t := range r.workloadTargets() {

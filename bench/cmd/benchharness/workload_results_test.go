@@ -17,7 +17,7 @@ func workloadResultsFixture() *results {
 	wj.RestartSame = &restartResult{Seconds: 0.05, restartReport: restartReport{Bytes: 4096, CPU: 0.02, PeakHeap: 4 << 20}}
 	// 1,000 events in 2 s, 250 commits, 8 MiB written; the file 9 MiB
 	// against 6 MiB served: 1.5×.
-	wj.Disk = &diskCost{Events: 1000, Commits: 250, WriteBytes: 8 << 20, FileSize: 9 << 20, JournalBytes: 3 << 20, Objects: n, BurstSeconds: 2}
+	wj.Disk = &diskCost{Events: 1000, Commits: 250, WriteBytes: 8 << 20, FileSize: 9 << 20, Allocated: 3 << 20, JournalBytes: 3 << 20, Objects: n, BurstSeconds: 2}
 	inf := row{N: n, Subject: subjInformer, Workload: wlPods}
 	inf.Synced.SyncSeconds, inf.Synced.SyncCPU = 1.0, 1.0
 	inf.Synced.Steady = memory{HeapInuse: 100 << 20, HeapLive: 80 << 20}
@@ -43,7 +43,7 @@ func workloadResultsFixture() *results {
 func TestWorkloadDiskTable(t *testing.T) {
 	r := workloadResultsFixture()
 	got := r.diskTable(r.workloads[0])
-	want := "| 1000 | 6.0 | 6291 | 9.0 | 1.50× | 3.0 | 1000 | 8389 | 250 | 125 | 4.0 |"
+	want := "| 1000 | 6.0 | 6291 | 9.0 | 1.50× | 3.0 | 0.50× | 3.0 | 1000 | 8389 | 250 | 125 | 4.0 |"
 	if !strings.Contains(got, want) {
 		t.Errorf("disk table:\n%s\nwant a row %s", got, want)
 	}
