@@ -414,9 +414,12 @@ func cacheChildMain(kind string, send func(report)) error {
 		return fmt.Errorf("unknown cache subject %q", kind)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		NewCache:               newCache,
-		Cache:                  crcache.Options{DefaultLabelSelector: k.selector},
+		Scheme:   scheme.Scheme,
+		NewCache: newCache,
+		Cache:    crcache.Options{DefaultLabelSelector: k.selector},
+		// Reads of unstructured objects (the custom resource) from the
+		// cache too, not from the apiserver (controller-runtime's default).
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
