@@ -440,14 +440,22 @@ func (p *parent) cleanupWorkload(ctx context.Context, w *workload) {
 		deleted += k
 	}
 	p.wlCreated = 0
+	logf("%s: %d objects deleted in etcd; etcd's database %s", w.name, deleted, mib(uint64(before)))
+	p.compactDefrag(ctx, w.name+": after")
+}
+
+// compactDefrag compacts etcd at its current revision and defragments it,
+// and logs its database's size before and after.
+func (p *parent) compactDefrag(ctx context.Context, what string) {
+	before, _ := p.etcdDBSize(ctx)
 	if _, err := p.cp.Compact(ctx); err != nil {
-		logf("%s: compacting etcd: %v", w.name, err)
+		logf("%s: compacting etcd: %v", what, err)
 	}
 	if err := p.etcdDefrag(ctx); err != nil {
-		logf("%s: defragmenting etcd: %v", w.name, err)
+		logf("%s: defragmenting etcd: %v", what, err)
 	}
 	after, _ := p.etcdDBSize(ctx)
-	logf("%s: %d objects deleted in etcd; etcd's database %s before, %s after compaction and defragmentation", w.name, deleted, mib(uint64(before)), mib(uint64(after)))
+	logf("%s: etcd's database %s, %s after compaction and defragmentation", what, mib(uint64(before)), mib(uint64(after)))
 }
 
 // etcdDeletePrefix deletes every key under prefix (the gRPC gateway's
@@ -555,6 +563,10 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 	}
 	p.wl = w
 	defer func() { p.wl = nil }()
+	// What the runs before left in etcd's history goes first: the
+	// ConfigMaps' bursts and relists at 200,000, then this workload's
+	// objects, must fit etcd's quota (4 GiB).
+	p.compactDefrag(ctx, w.name+": before")
 	if err := p.setupWorkload(ctx, w); err != nil {
 		return err
 	}
