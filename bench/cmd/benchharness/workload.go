@@ -11,11 +11,11 @@ package main
 //     subresource (phase, conditions, containerStatuses).
 //   - crs: a custom resource, widgets.bench.watchjournal.io (a CRD with a
 //     structural schema, x-kubernetes-preserve-unknown-fields in spec and
-//     status, the status subresource), objects of ~1.5 KiB, in one
+//     status, the status subresource), objects of about 2 KiB, in one
 //     namespace: JSON only on the wire (no protobuf for custom resources).
 //     The churn patches status (observedGeneration, conditions). The
 //     informer subject is a dynamic informer (unstructured).
-//   - secrets: Secrets of ~1 KiB across secretNamespaces namespaces,
+//   - secrets: Secrets of about 1.4 KiB across secretNamespaces namespaces,
 //     watched across all namespaces; watchjournal seals them
 //     (journal.Options.Keyring with reconcile.Options.SecretPayloads). The
 //     churn patches data.
@@ -88,7 +88,7 @@ type workload struct {
 	gvr  schema.GroupVersionResource
 	// ns is the namespace the subjects watch; "" for all namespaces.
 	ns string
-	// sealed: watchjournal stores the objects sealed (benchKeyring).
+	// sealed: watchjournal and jcache store the objects sealed (benchKey).
 	sealed bool
 	// nsOf is the namespace of object i.
 	nsOf func(i int) string
@@ -99,6 +99,7 @@ type workload struct {
 	churn func(i, gen int) (subresource string, patch []byte)
 }
 
+// selector is the label selector of the workload's objects.
 func (w *workload) selector() string { return workloadLabel + "=" + w.name }
 
 // listPath is the URL path of the workload's collection in namespace ns
@@ -114,6 +115,7 @@ func listPath(gvr schema.GroupVersionResource, ns string) string {
 	return p + "/" + gvr.Resource
 }
 
+// workloadByName returns the workload of that name (not configmaps).
 func workloadByName(name string) (*workload, error) {
 	switch name {
 	case wlPods:
@@ -129,11 +131,14 @@ func workloadByName(name string) (*workload, error) {
 	return nil, fmt.Errorf("unknown workload %q", name)
 }
 
-// benchKeyring's one key seals the Secrets workload's objects in
-// watchjournal's file: 32 bytes derived from a fixed string (a benchmark,
-// not a secret).
+// benchKey is the one key that seals the Secrets workload's objects in
+// watchjournal's and jcache's files: 32 bytes derived from a fixed string
+// (a benchmark, not a secret).
 func benchKey() []byte { k := sha256.Sum256([]byte("watchjournal benchharness seal key")); return k[:] }
 
+// objectMeta is the metadata of object i of workload w in namespace ns:
+// the workload and group labels (cache.go's field index), two more, and
+// extra's fields.
 func objectMeta(w, ns string, i int, extra map[string]any) map[string]any {
 	labels := map[string]any{workloadLabel: w, groupLabel: group(i), "app.kubernetes.io/name": fmt.Sprintf("app-%03d", i%200), "app.kubernetes.io/instance": fmt.Sprintf("inst-%05d", i/10)}
 	m := map[string]any{"name": name(i), "namespace": ns, "labels": labels}
@@ -218,9 +223,10 @@ func podStatus(i, gen int) (string, []byte) {
 	return "status", b
 }
 
+// capital is s with its first letter upper-cased ("true" → "True").
 func capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
-// widgetObject is custom resource i, about 1.5 KiB as served.
+// widgetObject is custom resource i, about 2 KiB as served.
 func widgetObject(i int) *unstructured.Unstructured {
 	const ns = "bench-widgets"
 	var rules []any
@@ -248,9 +254,10 @@ func widgetStatus(i, gen int) (string, []byte) {
 	return "status", b
 }
 
+// secretNS is the namespace of Secret i.
 func secretNS(i int) string { return fmt.Sprintf("bench-secrets-%02d", i%secretNamespaces) }
 
-// secretObject is Secret i, about 1 KiB as served.
+// secretObject is Secret i, about 1.4 KiB as served.
 func secretObject(i int) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -263,6 +270,7 @@ func secretObject(i int) *unstructured.Unstructured {
 	}}
 }
 
+// secretChurn is update gen of Secret i: a new password.
 func secretChurn(i, gen int) (string, []byte) {
 	return "", []byte(fmt.Sprintf(`{"stringData":{"password":%q}}`, filler(fmt.Sprintf("g%d-%06d", gen, i), 32)))
 }
