@@ -145,9 +145,10 @@ func main() {
 		if err == nil {
 			err = os.WriteFile(o.jsonOut, b, 0o644)
 		}
-		if err == nil && len(res.caches) > 0 {
-			// The cache subjects' rows beside: FILE-cache.json.
-			b, err = json.MarshalIndent(res.caches, "", "  ")
+		if caches := append(slices.Clip(res.caches), res.wlCaches...); err == nil && len(caches) > 0 {
+			// The cache subjects' rows beside: FILE-cache.json (a
+			// workload's with its name in workload).
+			b, err = json.MarshalIndent(caches, "", "  ")
 			if err == nil {
 				err = os.WriteFile(strings.TrimSuffix(o.jsonOut, ".json")+"-cache.json", b, 0o644)
 			}
