@@ -45,7 +45,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -225,20 +227,25 @@ type cacheReport struct {
 
 // cacheRow is one cache subject's results at one N.
 type cacheRow struct {
-	N       int        `json:"n"`
-	Subject string     `json:"subject"`
-	Err     string     `json:"err,omitempty"`
-	Objects int        `json:"objects"` // N + cacheListN
-	Load    string     `json:"load"`    // 1-minute load average at the first start
-	First   cacheStart `json:"first"`
-	Restart cacheStart `json:"restart"`
-	Reads   cacheReads `json:"reads"`
+	N       int    `json:"n"`
+	Subject string `json:"subject"`
+	Err     string `json:"err,omitempty"`
+	Objects int    `json:"objects"` // N + cacheListN (a workload's: N)
+	// Workload is the workload (workload.go); empty for the ConfigMaps.
+	Workload string     `json:"workload,omitempty"`
+	Load     string     `json:"load"` // 1-minute load average at the first start
+	First    cacheStart `json:"first"`
+	Restart  cacheStart `json:"restart"`
+	Reads    cacheReads `json:"reads"`
 }
 
 // runCacheSubject runs a cache subject's first start (with the reads) and
 // its restart, each in a child of its own, on one directory.
 func (p *parent) runCacheSubject(ctx context.Context, n int, kind string) cacheRow {
 	r := cacheRow{N: n, Subject: kind, Objects: n + cacheListN}
+	if p.wl != nil {
+		r.Objects, r.Workload = n, p.wl.name
+	}
 	dir, err := os.MkdirTemp("", "benchharness-"+kind+"-")
 	if err != nil {
 		r.Err = err.Error()
@@ -338,6 +345,7 @@ func dirSize(dir string) int64 {
 // was given through the manager's client and counts the reconciles.
 type countingReconciler struct {
 	c           client.Client
+	newObj      func() client.Object
 	want        int64
 	n           atomic.Int64
 	first       atomic.Int64 // UnixNano of the first call
@@ -348,8 +356,7 @@ func (r *countingReconciler) Reconcile(ctx context.Context, req ctrlreconcile.Re
 	if r.first.CompareAndSwap(0, time.Now().UnixNano()) {
 		close(r.firstc)
 	}
-	var cm corev1.ConfigMap
-	if err := r.c.Get(ctx, req.NamespacedName, &cm); err != nil {
+	if err := r.c.Get(ctx, req.NamespacedName, r.newObj()); err != nil {
 		return ctrlreconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.n.Add(1) == r.want {
@@ -383,6 +390,7 @@ func cacheChildMain(kind string, send func(report)) error {
 	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
 	ctrl.SetLogger(logr.New(errorSink{}))
 	base := steady()
+	k := cacheKindOf(childWorkload(), n)
 
 	stopCPU := prof.cpu("cpu-start")
 	cpu0 := cpuTime()
@@ -392,14 +400,26 @@ func cacheChildMain(kind string, send func(report)) error {
 	case subjCRCache:
 		newCache = crcache.New
 	case subjJCache:
-		newCache = jcache.NewFunc(jcache.Options{Dir: os.Getenv(envDir)})
+		jo := jcache.Options{Dir: os.Getenv(envDir)}
+		if k.sealed { // Secrets: kept sealed, with a key file as a mounted Secret gives it
+			keyFile := filepath.Clean(os.Getenv(envDir)) + ".key"
+			if err := os.WriteFile(keyFile, benchKey(), 0o600); err != nil {
+				return err
+			}
+			defer os.Remove(keyFile)
+			jo.KeyFiles, jo.SecretPayloads = []string{keyFile}, true
+		}
+		newCache = jcache.NewFunc(jo)
 	default:
 		return fmt.Errorf("unknown cache subject %q", kind)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		NewCache:               newCache,
-		Cache:                  crcache.Options{DefaultLabelSelector: labels.SelectorFromSet(labels.Set{cacheLabel: "true"})},
+		Scheme:   scheme.Scheme,
+		NewCache: newCache,
+		Cache:    crcache.Options{DefaultLabelSelector: k.selector},
+		// Reads of unstructured objects (the custom resource) from the
+		// cache too, not from the apiserver (controller-runtime's default).
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -408,7 +428,7 @@ func cacheChildMain(kind string, send func(report)) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err = mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, groupIndex, func(o client.Object) []string {
+	err = mgr.GetFieldIndexer().IndexField(ctx, k.newObj(), groupIndex, func(o client.Object) []string {
 		if g, ok := o.GetLabels()[groupLabel]; ok {
 			return []string{g}
 		}
@@ -417,8 +437,8 @@ func cacheChildMain(kind string, send func(report)) error {
 	if err != nil {
 		return err
 	}
-	rec := &countingReconciler{c: mgr.GetClient(), want: int64(n + cacheListN), firstc: make(chan struct{}), all: make(chan struct{})}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("bench").For(&corev1.ConfigMap{}).Complete(rec); err != nil {
+	rec := &countingReconciler{c: mgr.GetClient(), newObj: k.newObj, want: int64(k.want), firstc: make(chan struct{}), all: make(chan struct{})}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("bench").For(k.newObj()).Complete(rec); err != nil {
 		return err
 	}
 	stopped := make(chan error, 1)
@@ -428,7 +448,7 @@ func cacheChildMain(kind string, send func(report)) error {
 	// current with the server (the replay to the handler may still run).
 	var syncedAt atomic.Int64
 	go func() {
-		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+		inf, err := mgr.GetCache().GetInformer(ctx, k.newObj(), crcache.BlockUntilSynced(false))
 		if err != nil {
 			return
 		}
@@ -462,7 +482,7 @@ func cacheChildMain(kind string, send func(report)) error {
 
 	if os.Getenv(envCachePhase) == "first" {
 		stopCPU := prof.cpu("cpu-reads")
-		reads, err := cacheReadsOf(ctx, mgr.GetClient(), n)
+		reads, err := cacheReadsOf(ctx, mgr.GetClient(), n, k)
 		stopCPU()
 		if err != nil {
 			return err
@@ -491,35 +511,44 @@ func cacheChildMain(kind string, send func(report)) error {
 }
 
 // cacheReadsOf times the reads through the manager's client c.
-func cacheReadsOf(ctx context.Context, c client.Client, n int) (cacheReads, error) {
+func cacheReadsOf(ctx context.Context, c client.Client, n int, k cacheKind) (cacheReads, error) {
 	var st cacheReads
 	rng := rand.New(rand.NewPCG(uint64(n), 23))
 	gets := make([]time.Duration, 0, cacheGets)
 	for range cacheGets {
 		i := rng.IntN(n)
-		var cm corev1.ConfigMap
+		obj := k.newObj()
 		t0 := time.Now()
-		err := c.Get(ctx, client.ObjectKey{Namespace: cacheNS(i), Name: name(i)}, &cm)
+		err := c.Get(ctx, client.ObjectKey{Namespace: k.nsOf(i), Name: name(i)}, obj)
 		gets = append(gets, time.Since(t0))
 		if err != nil {
-			return st, fmt.Errorf("get %s/%s: %w", cacheNS(i), name(i), err)
+			return st, fmt.Errorf("get %s/%s: %w", k.nsOf(i), name(i), err)
 		}
 	}
 	groups := max(1, n/cacheGroupSize)
 	idx := make([]time.Duration, 0, cacheIndexLists)
 	for range cacheIndexLists {
 		g := group(rng.IntN(groups) * cacheGroupSize)
-		var l corev1.ConfigMapList
+		l := k.newList()
 		t0 := time.Now()
-		err := c.List(ctx, &l, client.MatchingFields{groupIndex: g})
+		err := c.List(ctx, l, client.MatchingFields{groupIndex: g})
 		idx = append(idx, time.Since(t0))
 		if err != nil {
 			return st, fmt.Errorf("list %s=%s: %w", groupIndex, g, err)
 		}
-		if want := min(n, cacheGroupSize); len(l.Items) != want {
-			return st, fmt.Errorf("list %s=%s: %d items; want %d", groupIndex, g, len(l.Items), want)
+		if want := min(n, cacheGroupSize); meta.LenList(l) != want {
+			return st, fmt.Errorf("list %s=%s: %d items; want %d", groupIndex, g, meta.LenList(l), want)
 		}
-		st.IndexListed = len(l.Items)
+		st.IndexListed = meta.LenList(l)
+	}
+	if !k.listNS { // a workload's objects: no namespace of cacheListN
+		for _, d := range [][]time.Duration{gets, idx} {
+			slices.Sort(d)
+		}
+		st.GetP50, st.GetP99 = gets[len(gets)/2].Seconds(), gets[len(gets)*99/100].Seconds()
+		st.IndexP50, st.IndexP99 = idx[len(idx)/2].Seconds(), idx[len(idx)*99/100].Seconds()
+		st.After = steady()
+		return st, nil
 	}
 	lists := make([]time.Duration, 0, cacheNSLists)
 	for range cacheNSLists {
@@ -543,4 +572,45 @@ func cacheReadsOf(ctx context.Context, c client.Client, n int) (cacheReads, erro
 	st.NSListP50 = lists[len(lists)/2].Seconds()
 	st.After = steady()
 	return st, nil
+}
+
+// cacheKind is what a cache subject's process watches and reads: the
+// ConfigMaps of cacheObject, or a workload's objects (workload.go: typed
+// Pods and Secrets, unstructured widgets), selected by their label.
+type cacheKind struct {
+	newObj   func() client.Object
+	newList  func() client.ObjectList
+	nsOf     func(i int) string
+	selector labels.Selector
+	// want is how many objects the cache holds; listNS whether they
+	// include cacheListNS's (the List of a namespace); sealed whether
+	// jcache keeps them sealed (Secrets).
+	want   int
+	listNS bool
+	sealed bool
+}
+
+func cacheKindOf(w *workload, n int) cacheKind {
+	if w == nil {
+		return cacheKind{
+			newObj: func() client.Object { return &corev1.ConfigMap{} }, newList: func() client.ObjectList { return &corev1.ConfigMapList{} },
+			nsOf: cacheNS, selector: labels.SelectorFromSet(labels.Set{cacheLabel: "true"}), want: n + cacheListN, listNS: true,
+		}
+	}
+	k := cacheKind{nsOf: w.nsOf, selector: labels.SelectorFromSet(labels.Set{workloadLabel: w.name}), want: n, sealed: w.sealed}
+	switch w.name {
+	case wlPods:
+		k.newObj, k.newList = func() client.Object { return &corev1.Pod{} }, func() client.ObjectList { return &corev1.PodList{} }
+	case wlSecrets:
+		k.newObj, k.newList = func() client.Object { return &corev1.Secret{} }, func() client.ObjectList { return &corev1.SecretList{} }
+	default: // the custom resource: unstructured
+		gvk := w.gvr.GroupVersion().WithKind("Widget")
+		k.newObj = func() client.Object { u := &unstructured.Unstructured{}; u.SetGroupVersionKind(gvk); return u }
+		k.newList = func() client.ObjectList {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gvk.GroupVersion().WithKind("WidgetList"))
+			return l
+		}
+	}
+	return k
 }

@@ -22,13 +22,24 @@ const (
 // section; a file without one gets it before the hand-written part (or at
 // its end).
 func spliceCacheSection(file []byte, section string) []byte {
-	if i := bytes.Index(file, []byte(cacheBegin)); i >= 0 {
-		if j := bytes.Index(file[i:], []byte(cacheEnd)); j >= 0 {
-			end := i + j + len(cacheEnd)
-			if end < len(file) && file[end] == '\n' {
-				end++
+	return spliceSection(file, cacheBegin, cacheEnd, section)
+}
+
+// oldCacheSection returns file's cache section, markers included, with a
+// newline after it; nil when it has none.
+func oldCacheSection(file []byte) []byte { return oldSection(file, cacheBegin, cacheEnd) }
+
+// spliceSection returns file with the section between the markers begin
+// and end (inclusive) replaced by section; a file without one gets it
+// before the hand-written part (or at its end).
+func spliceSection(file []byte, begin, end, section string) []byte {
+	if i := bytes.Index(file, []byte(begin)); i >= 0 {
+		if j := bytes.Index(file[i:], []byte(end)); j >= 0 {
+			k := i + j + len(end)
+			if k < len(file) && file[k] == '\n' {
+				k++
 			}
-			return append(append(append([]byte{}, file[:i]...), section...), file[end:]...)
+			return append(append(append([]byte{}, file[:i]...), section...), file[k:]...)
 		}
 	}
 	if i := bytes.Index(file, []byte(handWritten)); i >= 0 {
@@ -37,18 +48,18 @@ func spliceCacheSection(file []byte, section string) []byte {
 	return append(append([]byte{}, file...), "\n"+section...)
 }
 
-// oldCacheSection returns file's cache section, markers included, with a
-// newline after it; nil when it has none.
-func oldCacheSection(file []byte) []byte {
-	i := bytes.Index(file, []byte(cacheBegin))
+// oldSection returns file's section between the markers begin and end,
+// markers included, with a newline after it; nil when it has none.
+func oldSection(file []byte, begin, end string) []byte {
+	i := bytes.Index(file, []byte(begin))
 	if i < 0 {
 		return nil
 	}
-	j := bytes.Index(file[i:], []byte(cacheEnd))
+	j := bytes.Index(file[i:], []byte(end))
 	if j < 0 {
 		return nil
 	}
-	return append(append([]byte{}, file[i:i+j+len(cacheEnd)]...), '\n')
+	return append(append([]byte{}, file[i:i+j+len(end)]...), '\n')
 }
 
 func (r *results) findCache(n int, subject string) (cacheRow, bool) {

@@ -30,6 +30,8 @@ const (
 	envDir   = "BENCH_DIR"   // scratch directory (watchjournal's file)
 	envTag   = "BENCH_TAG"   // prefix of profile file names
 	envPprof = "BENCH_PPROF" // directory for CPU and heap profiles; unset: none
+	// envWorkload is the workload (workload.go); unset: the ConfigMaps.
+	envWorkload = "BENCH_WORKLOAD"
 )
 
 // command is a line from the parent.
@@ -54,8 +56,10 @@ type report struct {
 	SyncSeconds float64 `json:"syncSeconds,omitempty"`
 	SyncCPU     float64 `json:"syncCPUSeconds,omitempty"` // CPU time (user + system) the sync took
 
-	// burst-done: when the last of the K updates was seen.
-	DoneUnixNano int64 `json:"doneUnixNano,omitempty"`
+	// burst-done: when the last of the K updates was seen; the disk cost
+	// over the burst (watchjournal).
+	DoneUnixNano int64     `json:"doneUnixNano,omitempty"`
+	Disk         *diskCost `json:"disk,omitempty"`
 
 	// relisted
 	RelistSeconds   float64 `json:"relistSeconds,omitempty"`    // the successful list request to done
@@ -120,6 +124,9 @@ func childConfig() (int, *rest.Config, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s: %v", envN, err)
 	}
+	if w := childWorkload(); w != nil {
+		collection = "/" + w.gvr.Resource
+	}
 	return n, &rest.Config{
 		Host: os.Getenv(envHost), BearerToken: os.Getenv(envToken),
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 1000, Burst: 2000,
@@ -164,6 +171,7 @@ func runChild(kind string, send func(report)) error {
 		switch c.Cmd {
 		case "burst":
 			target := sub.updates() + c.K
+			disk0, hasDisk := diskNow(sub)
 			send(report{Event: "burst-armed"})
 			bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 			err := sub.waitUpdates(bctx, target)
@@ -171,7 +179,13 @@ func runChild(kind string, send func(report)) error {
 			if err != nil {
 				return fmt.Errorf("burst: saw %d of %d updates: %w", sub.updates()-(target-c.K), c.K, err)
 			}
-			send(report{Event: "burst-done", DoneUnixNano: time.Now().UnixNano()})
+			done := report{Event: "burst-done", DoneUnixNano: time.Now().UnixNano()}
+			if d, ok := diskNow(sub); ok && hasDisk {
+				d.Events, d.Commits = c.K, d.Commits-disk0.Commits
+				d.WriteBytes, d.WChar = d.WriteBytes-disk0.WriteBytes, d.WChar-disk0.WChar
+				done.Disk = &d
+			}
+			send(done)
 		case "relist":
 			// The bare list relists when told to ("go"), after the parent
 			// has restarted the apiserver, as the others relist after it.

@@ -172,7 +172,10 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// scrape reads the unlabeled samples of a Prometheus text exposition.
+// scrape reads the unlabeled samples of a Prometheus text exposition, and
+// those whose only label is resource (package metrics labels every
+// journal's series with its resource, since 3f20a87), under their bare
+// names: journalctl watch serves one journal.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -193,8 +196,16 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" || line[0] == '#' || strings.Contains(line, "{") {
+		if line == "" || line[0] == '#' {
 			continue
+		}
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.IndexByte(line, '}')
+			labels := line[i+1 : max(i+1, j)]
+			if j < 0 || !strings.HasPrefix(labels, `resource="`) || strings.Count(labels, `="`) != 1 {
+				continue
+			}
+			line = line[:i] + line[j+1:]
 		}
 		f := strings.Fields(line)
 		if len(f) < 2 {

@@ -42,7 +42,19 @@
 // objects, skips the readers, and rewrites only the cache section of the
 // results file (between cacheBegin and cacheEnd), keeping the rest.
 //
+// The workloads (workload.go, issue 25), -workload: besides the ConfigMaps
+// above ("configmaps": the subjects, the readers, the cache subjects),
+// Pods of 4–8 KiB whose status churns, a custom resource (JSON only) and
+// Secrets across 100 namespaces (sealed in watchjournal's file), each run
+// by watchjournal, the informer, the bare watch-list, crcache and jcache
+// (those of them -subjects names) at every N, with watchjournal's disk
+// cost during the churn: file size against the objects' size as served,
+// bytes written and commits per event. Their tables go to a section of their own
+// (between workloadsBegin and workloadsEnd); a run without the ConfigMaps
+// rewrites only that section (and the cache section, when it ran).
+//
 // Environment: BENCH_N (object counts), BENCH_SUBJECTS (the subjects,
+// comma-separated; default all), BENCH_WORKLOADS (the workloads,
 // comma-separated; default all), BENCH_PPROF (a directory: children
 // write CPU and heap profiles there), BENCH_COMMAND (the command recorded
 // in the results file).
@@ -70,6 +82,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.counts, "n", envOr("BENCH_N", "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
 	flag.StringVar(&o.subjects, "subjects", envOr("BENCH_SUBJECTS", strings.Join(allSubjects, ",")), "subjects to run, comma-separated (default $BENCH_SUBJECTS or all)")
+	flag.StringVar(&o.workloadNames, "workload", envOr("BENCH_WORKLOADS", strings.Join(allWorkloads, ",")), "workloads to run, comma-separated: "+strings.Join(allWorkloads, ", ")+" (default $BENCH_WORKLOADS or all)")
 	flag.IntVar(&o.burst, "burst", 5000, "updates in the burst")
 	flag.IntVar(&o.workers, "workers", 32, "parallel writers for creation and the burst")
 	flag.IntVar(&o.relists, "relists", 3, "forced relists per subject; the table shows the median time and the largest peaks")
@@ -99,9 +112,16 @@ func main() {
 		}
 		o.subjectList = append(o.subjectList, s)
 	}
+	for _, w := range strings.Split(o.workloadNames, ",") {
+		w = strings.TrimSpace(w)
+		if !slices.Contains(allWorkloads, w) {
+			fatalf("unknown workload %q (known: %s)", w, strings.Join(allWorkloads, ", "))
+		}
+		o.workloads = append(o.workloads, w)
+	}
 	// The readers belong to the other subjects' run: a run of the cache
 	// subjects alone (e.g. BENCH_SUBJECTS=crcache,jcache) skips them.
-	o.readers = o.readers && slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
+	o.readers = o.readers && slices.Contains(o.workloads, wlConfigMaps) && slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
 	if o.relistMode != "restart" && o.relistMode != "cut" {
 		fatalf("-relist must be restart or cut")
 	}
@@ -119,14 +139,16 @@ func main() {
 	fmt.Print(res.readerTable())
 	fmt.Print(res.targetsText())
 	fmt.Print(res.cacheSection())
+	fmt.Print(res.workloadSection())
 	if o.jsonOut != "" {
-		b, err := json.MarshalIndent(res.rows, "", "  ")
+		b, err := json.MarshalIndent(append(slices.Clip(res.rows), res.wlRows...), "", "  ")
 		if err == nil {
 			err = os.WriteFile(o.jsonOut, b, 0o644)
 		}
-		if err == nil && len(res.caches) > 0 {
-			// The cache subjects' rows beside: FILE-cache.json.
-			b, err = json.MarshalIndent(res.caches, "", "  ")
+		if caches := append(slices.Clip(res.caches), res.wlCaches...); err == nil && len(caches) > 0 {
+			// The cache subjects' rows beside: FILE-cache.json (a
+			// workload's with its name in workload).
+			b, err = json.MarshalIndent(caches, "", "  ")
 			if err == nil {
 				err = os.WriteFile(strings.TrimSuffix(o.jsonOut, ".json")+"-cache.json", b, 0o644)
 			}
@@ -147,6 +169,8 @@ type options struct {
 	counts, subjects string
 	ns               []int
 	subjectList      []string
+	workloadNames    string
+	workloads        []string
 	burst, workers   int
 	relists          int
 	relistMode       string

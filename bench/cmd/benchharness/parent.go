@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
@@ -38,7 +39,12 @@ type parent struct {
 	o       options
 	cp      *controlplane.ControlPlane
 	kube    kubernetes.Interface
+	dyn     dynamic.Interface
 	created int
+	// wl is the workload being run (workload.go); nil for the ConfigMaps.
+	// wlCreated counts its objects created.
+	wl        *workload
+	wlCreated int
 	// cacheCreated counts the cache subjects' ConfigMaps created (cache.go).
 	cacheCreated int
 	gen          int // burst generation, written into each updated object
@@ -82,7 +88,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parent{o: o, cp: cp, kube: kube, exe: exe}
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	p := &parent{o: o, cp: cp, kube: kube, dyn: dyn, exe: exe}
 	res := &results{o: o}
 	if err := res.describe(ctx, cp, kube); err != nil {
 		logf("describing the machine: %v", err)
@@ -99,7 +109,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	for _, s := range o.subjectList {
 		classic = classic || !isCache(s)
 	}
+	configMaps := slices.Contains(o.workloads, wlConfigMaps)
 	for _, n := range o.ns {
+		if !configMaps {
+			break
+		}
 		if classic {
 			c, err := p.create(ctx, n)
 			if err != nil {
@@ -137,6 +151,18 @@ func run(ctx context.Context, o options) (*results, error) {
 					res.caches = append(res.caches, p.runCacheSubject(ctx, n, s))
 				}
 			}
+		}
+	}
+	for _, name := range o.workloads {
+		if name == wlConfigMaps {
+			continue
+		}
+		w, err := workloadByName(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.runWorkload(ctx, w, res); err != nil {
+			return nil, fmt.Errorf("workload %s: %w", name, err)
 		}
 	}
 	if o.gobench != "" {
@@ -275,6 +301,11 @@ type row struct {
 
 	// The relist with 1% changed, the restarts, journalctl (restart.go).
 	restartResults
+
+	// Workload is the workload of the row (workload.go); empty for the
+	// ConfigMaps. Disk is watchjournal's disk cost over the burst.
+	Workload string    `json:"workload,omitempty"`
+	Disk     *diskCost `json:"disk,omitempty"`
 }
 
 // aggregate sums up several relists of one subject.
@@ -362,9 +393,14 @@ func (c *child) await(want string, timeout time.Duration) (report, error) {
 
 func (p *parent) startChild(n int, kind string, host, dir string, env ...string) (*child, error) {
 	cmd := exec.Command(p.exe)
+	ns, tag := benchNS, fmt.Sprintf("N%d-%s", n, kind)
+	if p.wl != nil {
+		ns, tag = p.wl.ns, p.wl.name+"-"+tag
+		env = append(env, envWorkload+"="+p.wl.name)
+	}
 	cmd.Env = append(os.Environ(),
-		envChild+"="+kind, envHost+"="+host, envToken+"="+p.cp.AdminToken(), envNS+"="+benchNS,
-		fmt.Sprintf("%s=%d", envN, n), envDir+"="+dir, fmt.Sprintf("%s=N%d-%s", envTag, n, kind))
+		envChild+"="+kind, envHost+"="+host, envToken+"="+p.cp.AdminToken(), envNS+"="+ns,
+		fmt.Sprintf("%s=%d", envN, n), envDir+"="+dir, envTag+"="+tag)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -468,7 +504,9 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 			x.Lists, x.WatchLists, x.Gone)
 	}
 	r.Relisted = aggregate(r.Relists)
-	p.changedRelist(ctx, c, proxy, dir, r)
+	if p.wl == nil { // the 1% change sets are ConfigMaps' (restart.go)
+		p.changedRelist(ctx, c, proxy, dir, r)
+	}
 	if err := c.send(command{Cmd: "exit"}); err != nil {
 		return fail(err)
 	}
@@ -485,7 +523,8 @@ func (p *parent) burst(ctx context.Context, c *child, r *row) error {
 	k := min(p.o.burst, r.N)
 	r.BurstK = k
 	p.gen++
-	patch := []byte(fmt.Sprintf(`{"data":{"gen":"%d"}}`, p.gen))
+	gen := p.gen
+	patch := []byte(fmt.Sprintf(`{"data":{"gen":"%d"}}`, gen))
 	if err := c.send(command{Cmd: "burst", K: int64(k)}); err != nil {
 		return err
 	}
@@ -494,6 +533,9 @@ func (p *parent) burst(ctx context.Context, c *child, r *row) error {
 	}
 	first := time.Now()
 	err := parallel(ctx, p.o.workers, 0, k, func(ctx context.Context, i int) error {
+		if p.wl != nil {
+			return p.churnOne(ctx, p.wl, i, gen)
+		}
 		return retry(ctx, func() error {
 			_, err := p.kube.CoreV1().ConfigMaps(benchNS).Patch(ctx, name(i), types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
@@ -511,6 +553,11 @@ func (p *parent) burst(ctx context.Context, c *child, r *row) error {
 	r.EventsPerS = float64(k) / seen.Sub(first).Seconds()
 	r.WritesPerS = float64(k) / last.Sub(first).Seconds()
 	r.LagSeconds = seen.Sub(last).Seconds()
+	if done.Disk != nil {
+		d := *done.Disk
+		d.BurstSeconds = seen.Sub(first).Seconds()
+		r.Disk = &d
+	}
 	return nil
 }
 
@@ -541,6 +588,9 @@ func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) err
 		defer cancel()
 		if err := p.cp.RestartAPIServer(rctx); err != nil {
 			return err
+		}
+		if p.wl != nil {
+			return p.waitServed(rctx, p.wl, 3*time.Minute)
 		}
 		// Wait until the apiserver serves lists of the namespace again.
 		for {

@@ -36,6 +36,12 @@ type results struct {
 	took        time.Duration
 	readers     []readerRow // lister.go
 
+	// The workloads other than the ConfigMaps (workload.go): their
+	// subjects' rows and what the parent measured of each.
+	wlRows    []row
+	wlCaches  []cacheRow
+	workloads []workloadResult
+
 	// The cache subjects (cache.go): rows, creations, one object's size.
 	caches           []cacheRow
 	cacheCreations   []creation
@@ -159,11 +165,14 @@ func relistSeen(r row) string {
 }
 
 // table returns the results as one Markdown table.
-func (r *results) table() string {
+func (r *results) table() string { return rowsTable(r.rows) }
+
+// rowsTable returns rows as one Markdown table.
+func rowsTable(rows []row) string {
 	var b strings.Builder
 	b.WriteString("| N | subject | heap MiB | RSS MiB | peak heap MiB | peak RSS MiB | sync s | relist s | events/s | lag ms | sync CPU s | relist CPU s | peak live MiB | anon RSS MiB | relist VmHWM MiB | base heap MiB | relist seen |\n")
 	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, x := range r.rows {
+	for _, x := range rows {
 		if x.Err != "" {
 			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
 			continue
@@ -345,13 +354,24 @@ func (r *results) write(path string) error {
 			kept = old[i+len(handWritten):]
 		}
 	}
-	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && len(r.caches) > 0 {
-		// Only the cache subjects ran: their section is all that changes.
-		return os.WriteFile(path, spliceCacheSection(old, r.cacheSection()), 0o644)
+	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && (len(r.caches) > 0 || len(r.workloads) > 0) {
+		// Only the cache subjects or the workloads (or both) ran: their
+		// sections are all that changes.
+		if len(r.caches) > 0 {
+			old = spliceCacheSection(old, r.cacheSection())
+		}
+		if len(r.workloads) > 0 {
+			old = spliceSection(old, workloadsBegin, workloadsEnd, r.workloadSection())
+		}
+		return os.WriteFile(path, old, 0o644)
 	}
 	cacheText := r.cacheSection()
 	if len(r.caches) == 0 { // not run: keep the last run's section
 		cacheText = string(oldCacheSection(old))
+	}
+	wlText := r.workloadSection()
+	if len(r.workloads) == 0 { // not run: keep the last run's section
+		wlText = string(oldSection(old, workloadsBegin, workloadsEnd))
 	}
 	var b strings.Builder
 	b.WriteString("# Benchmarks\n\n")
@@ -389,6 +409,9 @@ func (r *results) write(path string) error {
 	b.WriteString("\n## Targets\n")
 	b.WriteString(r.targetsText())
 	b.WriteString(cacheText)
+	if wlText != "" {
+		b.WriteString("\n" + wlText)
+	}
 	b.WriteString("\n## In process (no apiserver)\n\n")
 	b.WriteString("`go test -run '^$' -bench . -benchmem ./bench/` (bench/journal_bench_test.go). events/s, objects/s and B/obj are custom metrics.\n\n")
 	if len(r.gobench) > 0 {

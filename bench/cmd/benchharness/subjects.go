@@ -17,6 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -64,6 +67,10 @@ func bare(subject string) bool {
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
+// collection is the path suffix of the watched collection, which requests
+// counts: the ConfigMaps, or a child's workload's resource (childConfig).
+var collection = "/configmaps"
+
 // subject is one way of keeping up with the ConfigMaps of a namespace.
 type subject interface {
 	// sync starts the subject and returns once it holds all n objects.
@@ -103,7 +110,7 @@ type requests struct {
 }
 
 func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, collection) {
 		q := req.URL.Query()
 		startsList := false
 		switch {
@@ -168,7 +175,19 @@ type wjSubject struct {
 
 func newWatchjournal(kind string, cfg *rest.Config, ns, dir string, n int) (*wjSubject, error) {
 	res := journal.Resource{GVR: configMaps, Namespace: ns}
-	j, err := journal.Open(filepath.Join(dir, "journal.db"), &journal.Options{Resource: &res})
+	jopts := journal.Options{Resource: &res}
+	var opts reconcile.Options
+	if w := childWorkload(); w != nil {
+		res = journal.Resource{GVR: w.gvr, Namespace: w.ns, LabelSelector: w.selector()}
+		if w.sealed { // Secrets: sealed with a key, as an operator keeping their data must
+			kr, err := journal.NewKeyring(benchKey())
+			if err != nil {
+				return nil, err
+			}
+			jopts.Keyring, opts.SecretPayloads = kr, true
+		}
+	}
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), &jopts)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +195,6 @@ func newWatchjournal(kind string, cfg *rest.Config, ns, dir string, n int) (*wjS
 	// the harness's QPS 1000, so that its numbers are what a CLI user gets.
 	cfg, reqs := counted(cfg)
 	clientrate.Apply(cfg, clientrate.QPS, clientrate.Burst)
-	var opts reconcile.Options
 	if kind == subjWatchjournalPaged {
 		opts.ListMode = reconcile.ListModePaginated
 	}
@@ -330,8 +348,33 @@ func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubj
 	cfg, reqs := counted(cfg)
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	var inf cache.SharedIndexInformer
-	switch kind {
-	case subjInformer, subjTransform, subjInformerNoGzip:
+	w := childWorkload()
+	switch {
+	case w != nil && kind == subjInformer:
+		// A workload's objects, by its label: typed (client-go's defaults,
+		// protobuf) for built-in resources, unstructured (JSON) for the
+		// custom resource.
+		tweak := func(o *metav1.ListOptions) { o.LabelSelector = w.selector() }
+		if w.gvr.Group != "" {
+			dc, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return nil, err
+			}
+			inf = dynamicinformer.NewFilteredDynamicInformer(dc, w.gvr, w.ns, 0, indexers, tweak).Informer()
+			break
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		gi, err := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(w.ns), informers.WithTweakListOptions(tweak)).ForResource(w.gvr)
+		if err != nil {
+			return nil, err
+		}
+		inf = gi.Informer()
+	case w != nil:
+		return nil, fmt.Errorf("workload %s has no subject %q", w.name, kind)
+	case kind == subjInformer || kind == subjTransform || kind == subjInformerNoGzip:
 		cfg.DisableCompression = kind == subjInformerNoGzip
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -343,7 +386,7 @@ func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubj
 				return nil, err
 			}
 		}
-	case subjMetadata:
+	case kind == subjMetadata:
 		mc, err := metadata.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -412,6 +455,9 @@ type listSubject struct {
 	ns    string
 	reqs  *requests
 	start time.Time
+	// path is the collection's URL path; selector the labelSelector
+	// parameter (a workload's, workload.go; empty for the ConfigMaps).
+	path, selector string
 }
 
 func newList(cfg *rest.Config, ns string, n int) (*listSubject, error) {
@@ -426,7 +472,11 @@ func newList(cfg *rest.Config, ns string, n int) (*listSubject, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &listSubject{n: n, rc: rc, ns: ns, reqs: reqs}, nil
+	s := &listSubject{n: n, rc: rc, ns: ns, reqs: reqs, path: listPath(configMaps, ns)}
+	if w := childWorkload(); w != nil {
+		s.path, s.selector = listPath(w.gvr, w.ns), w.selector()
+	}
+	return s, nil
 }
 
 // listAll lists every page (500 a page, resourceVersion unset, JSON as
@@ -437,7 +487,10 @@ func newList(cfg *rest.Config, ns string, n int) (*listSubject, error) {
 func (s *listSubject) listAll(ctx context.Context) (int, error) {
 	cont, total := "", 0
 	for {
-		req := s.rc.Get().AbsPath("/api/v1/namespaces", s.ns, "configmaps").Param("limit", "500")
+		req := s.rc.Get().AbsPath(s.path).Param("limit", "500")
+		if s.selector != "" {
+			req = req.Param("labelSelector", s.selector)
+		}
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
@@ -536,11 +589,14 @@ func newWatchList(cfg *rest.Config, ns string, n int) (*watchListSubject, error)
 // that ends the initial events, reading only each event's type and the
 // object's name. It returns how many objects there were.
 func (s *watchListSubject) watchList(ctx context.Context) (int, error) {
-	req := s.rc.Get().AbsPath("/api/v1/namespaces", s.ns, "configmaps").
+	req := s.rc.Get().AbsPath(s.path).
 		Param("watch", "true").Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan").
 		Param("allowWatchBookmarks", "true").Param("timeoutSeconds", "600")
 	if s.accept != "" {
 		req = req.SetHeader("Accept", s.accept)
+	}
+	if s.selector != "" {
+		req = req.Param("labelSelector", s.selector)
 	}
 	body, err := req.Stream(ctx)
 	if err != nil {
