@@ -336,12 +336,13 @@ func (v *ObjectView) scan(prefix string, open bool, fn func(key string, obj []by
 		if o == nil {
 			o = copied
 		}
+		key := string(k)
 		if open && o != nil {
-			if o, err = v.seal.open(string(k), o); err != nil {
+			if o, err = v.seal.open(key, o); err != nil {
 				return false, err
 			}
 		}
-		return fn(string(k), o)
+		return fn(key, o)
 	})
 }
 

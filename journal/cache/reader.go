@@ -265,13 +265,19 @@ func typedItems(list client.ObjectList) (reflect.Value, bool) {
 
 // listTyped is ListAt for a typed list: each selected object is decoded
 // straight into the next element of items (no object allocated per item,
-// no copy into the list afterwards).
+// no copy into the list afterwards). The slice grows in place (Grow and
+// SetLen on an addressable slice: reflect.Append allocates a new slice
+// header per call).
 func (r *Reader) listTyped(list client.ObjectList, items reflect.Value, s *selection) (uint64, error) {
-	out := reflect.MakeSlice(items.Type(), 0, 16)
-	var zeroItem = reflect.Zero(items.Type().Elem())
+	out := reflect.New(items.Type()).Elem()
+	out.Set(reflect.MakeSlice(items.Type(), 0, 16))
 	head, more, err := scan(r.j, s, func(_ string, b []byte) error {
-		out = reflect.Append(out, zeroItem)
-		return decodeTyped(b, out.Index(out.Len()-1).Addr().Interface().(runtime.Object))
+		n := out.Len()
+		out.Grow(1)
+		out.SetLen(n + 1)
+		item := out.Index(n)
+		item.SetZero()
+		return decodeTyped(b, item.Addr().Interface().(runtime.Object))
 	})
 	if err != nil {
 		return head, err
