@@ -295,11 +295,16 @@ func recoverBad(err *error, gvk *schema.GroupVersionKind) {
 }
 
 // typedProto is Typed for protobuf.
-func typedProto(b []byte, out runtime.Object) (err error) {
+func typedProto(b []byte, out runtime.Object) error {
 	env, err := parseEnvelope(b)
 	if err != nil {
 		return err
 	}
+	return typedEnvelope(env, out)
+}
+
+// typedEnvelope is typedProto of the parsed envelope env.
+func typedEnvelope(env envelope, out runtime.Object) (err error) {
 	defer recoverBad(&err, &env.gvk)
 	ki, ok := env.ki, env.known
 	if !ok {
@@ -344,7 +349,7 @@ func decodeProto(b []byte) (runtime.Object, error) {
 		return nil, fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
 	obj := reflect.New(env.ki.typ.Elem()).Interface().(runtime.Object)
-	if err := typedProto(b, obj); err != nil {
+	if err := typedEnvelope(env, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
