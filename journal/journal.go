@@ -38,6 +38,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -99,6 +100,9 @@ type Journal struct {
 	noSync bool
 	ix     indexSet // registered index functions (indexes.go)
 	seal   *sealer  // seal.go; fixed at Open
+	// objectsKept: a read transaction saw the objects bucket (ViewObjects);
+	// it is never deleted, so later reads need not look again.
+	objectsKept atomic.Bool
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced after every commit that appends

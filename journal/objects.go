@@ -106,6 +106,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
@@ -225,9 +226,10 @@ func objectAt(tx storage.Tx, key, v []byte) ([]byte, error) {
 // are the file's memory-mapped pages, valid only until that function returns
 // (copy or decode them there).
 type ObjectView struct {
-	tx   storage.Tx
-	head uint64
-	seal *sealer // opens sealed objects (seal.go)
+	tx     storage.Tx
+	head   uint64 // Head's, once read (headOK)
+	headOK bool
+	seal   *sealer // opens sealed objects (seal.go)
 }
 
 // KeepObjects makes the file keep the latest object of every live key
@@ -252,18 +254,34 @@ func (j *Journal) KeepObjects() error {
 // the read transaction and then propagates from ViewObjects with fn's
 // value (it is not ErrCorrupt: the store's panics are only those of its
 // own reads).
+//
+// Cost (the per-read overhead of a Get, issue 25): the objects bucket's
+// presence is checked in the transaction only until it is first seen
+// (objectsKept: the bucket, once created, is never deleted, so a later
+// transaction of this Journal has it too), and the head is read only when
+// the view's Head is asked for, so that a Get opens the index and journal
+// buckets and nothing else.
 func (j *Journal) ViewObjects(fn func(v *ObjectView) error) error {
 	return j.store.View(func(tx storage.Tx) error {
-		if !tx.HasObjects() {
-			return ErrObjectsNotKept
+		if !j.objectsKept.Load() {
+			if !tx.HasObjects() {
+				return ErrObjectsNotKept
+			}
+			j.objectsKept.Store(true)
 		}
-		return fn(&ObjectView{tx: tx, head: tx.NextOffset() - 1, seal: j.seal})
+		return fn(&ObjectView{tx: tx, seal: j.seal})
 	})
 }
 
 // Head is the offset the view is current with: the journal's head in the
-// same transaction (0 for an empty journal).
-func (v *ObjectView) Head() uint64 { return v.head }
+// same transaction (0 for an empty journal). It is read from the file on
+// the first call.
+func (v *ObjectView) Head() uint64 {
+	if !v.headOK {
+		v.head, v.headOK = v.tx.NextOffset()-1, true
+	}
+	return v.head
+}
 
 // Get returns key's object. An absent key is (nil, false, nil); a live key
 // without a stored object is (nil, false, *NoObjectError). A damaged
@@ -271,7 +289,9 @@ func (v *ObjectView) Head() uint64 { return v.head }
 // returned opened, in memory of its own, or as a *SealedError when the
 // journal lacks its key.
 func (v *ObjectView) Get(key string) ([]byte, bool, error) {
-	k := []byte(key)
+	// key's bytes, not a copy: the lookups below only compare them (a
+	// read transaction's bbolt Get keeps no reference to its key).
+	k := unsafe.Slice(unsafe.StringData(key), len(key))
 	iv := v.tx.IndexGet(k)
 	if iv == nil {
 		return nil, false, nil
@@ -316,12 +336,13 @@ func (v *ObjectView) scan(prefix string, open bool, fn func(key string, obj []by
 		if o == nil {
 			o = copied
 		}
+		key := string(k)
 		if open && o != nil {
-			if o, err = v.seal.open(string(k), o); err != nil {
+			if o, err = v.seal.open(key, o); err != nil {
 				return false, err
 			}
 		}
-		return fn(string(k), o)
+		return fn(key, o)
 	})
 }
 
@@ -397,7 +418,7 @@ func (v *ObjectView) Missing(prefix string, fn func(key string) (bool, error)) e
 // current with, in one read transaction (ObjectView.Get's results).
 func (j *Journal) Object(key string) (obj []byte, head uint64, ok bool, err error) {
 	err = j.ViewObjects(func(v *ObjectView) error {
-		head = v.head
+		head = v.Head()
 		b, found, err := v.Get(key)
 		if found {
 			obj, ok = append([]byte(nil), b...), true

@@ -23,20 +23,32 @@ type tx struct {
 	// transaction: a read transaction's lookup otherwise walks the root
 	// bucket every time.
 	buckets [4]*bbolt.Bucket
+	// gets and cursors serve the point lookups of a read transaction
+	// (get): the first lookup in a bucket is bbolt's Bucket.Get, the later
+	// ones seek one cursor kept for the bucket, whose stack bbolt reuses
+	// (Bucket.Get makes a new cursor, and grows its stack by append, on
+	// every call: a few allocations per lookup of a List's records).
+	gets    [4]uint8
+	cursors [4]*bbolt.Cursor
+}
+
+// bucketSlot returns the index of name in buckets, -1 for another bucket.
+func bucketSlot(name []byte) int {
+	switch string(name) {
+	case string(bucketMeta):
+		return 0
+	case string(bucketIndex):
+		return 1
+	case string(bucketJournal):
+		return 2
+	case string(bucketObjects):
+		return 3
+	}
+	return -1
 }
 
 func (t *tx) b(name []byte) *bbolt.Bucket {
-	i := -1
-	switch string(name) {
-	case string(bucketMeta):
-		i = 0
-	case string(bucketIndex):
-		i = 1
-	case string(bucketJournal):
-		i = 2
-	case string(bucketObjects):
-		i = 3
-	}
+	i := bucketSlot(name)
 	if i < 0 {
 		return t.tx.Bucket(name)
 	}
@@ -44,6 +56,32 @@ func (t *tx) b(name []byte) *bbolt.Bucket {
 		t.buckets[i] = t.tx.Bucket(name)
 	}
 	return t.buckets[i]
+}
+
+// get returns key's value in the bucket name (which must exist), as
+// Bucket.Get does: nil for an absent key or a nested bucket. In a read
+// transaction, lookups after the first in a bucket seek the bucket's kept
+// cursor (see gets). A write transaction always uses Bucket.Get: its
+// writes may change the pages under a kept cursor.
+func (t *tx) get(name, key []byte) []byte {
+	i := bucketSlot(name)
+	b := t.b(name)
+	if i < 0 || t.tx.Writable() || t.gets[i] == 0 {
+		if i >= 0 {
+			t.gets[i] = 1
+		}
+		return b.Get(key)
+	}
+	c := t.cursors[i]
+	if c == nil {
+		c = b.Cursor()
+		t.cursors[i] = c
+	}
+	k, v := c.Seek(key)
+	if !bytes.Equal(k, key) {
+		return nil
+	}
+	return v
 }
 
 func (t *tx) Meta(name string) []byte {
@@ -61,7 +99,7 @@ func (t *tx) SetMeta(name string, v []byte) error {
 
 func (t *tx) IndexGet(key []byte) []byte {
 	defer fileOp()
-	return t.b(bucketIndex).Get(key)
+	return t.get(bucketIndex, key)
 }
 
 func (t *tx) IndexPut(key, val []byte) error {
@@ -169,7 +207,7 @@ func (t *tx) LastOffset() uint64 {
 
 func (t *tx) Record(off uint64) []byte {
 	defer fileOp()
-	return t.b(bucketJournal).Get(u64(off))
+	return t.get(bucketJournal, u64(off))
 }
 
 func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error)) error {

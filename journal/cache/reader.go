@@ -123,25 +123,38 @@ func (r *Reader) decode(b []byte, gvk schema.GroupVersionKind, like runtime.Obje
 // Get implements client.Reader: key's object decoded into obj, a NotFound
 // error when the journal has no such key. Options are ignored.
 func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	_, err := r.GetAt(ctx, key, obj)
-	return err
+	return r.get(ctx, key, obj, nil)
 }
 
 // GetAt is Get that also returns the journal offset the read is current
 // with (the head of its read transaction).
 func (r *Reader) GetAt(ctx context.Context, k client.ObjectKey, obj client.Object) (uint64, error) {
+	var head uint64
+	err := r.get(ctx, k, obj, &head)
+	return head, err
+}
+
+// get is GetAt; the head is read (one more lookup in the transaction) only
+// when head is not nil. The object is decoded inside the read
+// transaction, from the memory-mapped bytes ObjectView.Get returns, with
+// no copy first: the decoders copy what they keep (the protobuf types'
+// generated Unmarshal copies every string and []byte field out of its
+// input, and so do the JSON decoders), so obj shares no memory with the
+// file once the transaction ends.
+func (r *Reader) get(ctx context.Context, k client.ObjectKey, obj client.Object, head *uint64) error {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return err
 	}
 	gvk, err := r.checkKind(obj, false)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var head uint64
 	var found bool
 	u, isU := obj.(*unstructured.Unstructured)
 	err = r.j.ViewObjects(func(v *journal.ObjectView) error {
-		head = v.Head()
+		if head != nil {
+			*head = v.Head()
+		}
 		b, ok, err := v.Get(key(k.Namespace, k.Name))
 		if err != nil || !ok {
 			return err
@@ -163,12 +176,12 @@ func (r *Reader) GetAt(ctx context.Context, k client.ObjectKey, obj client.Objec
 		return nil
 	})
 	if err != nil {
-		return head, err
+		return err
 	}
 	if !found {
-		return head, apierrors.NewNotFound(r.gr, k.Name)
+		return apierrors.NewNotFound(r.gr, k.Name)
 	}
-	return head, nil
+	return nil
 }
 
 // zero sets the object obj points at to its zero value.
@@ -252,13 +265,19 @@ func typedItems(list client.ObjectList) (reflect.Value, bool) {
 
 // listTyped is ListAt for a typed list: each selected object is decoded
 // straight into the next element of items (no object allocated per item,
-// no copy into the list afterwards).
+// no copy into the list afterwards). The slice grows in place (Grow and
+// SetLen on an addressable slice: reflect.Append allocates a new slice
+// header per call).
 func (r *Reader) listTyped(list client.ObjectList, items reflect.Value, s *selection) (uint64, error) {
-	out := reflect.MakeSlice(items.Type(), 0, 16)
-	var zeroItem = reflect.Zero(items.Type().Elem())
+	out := reflect.New(items.Type()).Elem()
+	out.Set(reflect.MakeSlice(items.Type(), 0, 16))
 	head, more, err := scan(r.j, s, func(_ string, b []byte) error {
-		out = reflect.Append(out, zeroItem)
-		return decodeTyped(b, out.Index(out.Len()-1).Addr().Interface().(runtime.Object))
+		n := out.Len()
+		out.Grow(1)
+		out.SetLen(n + 1)
+		item := out.Index(n)
+		item.SetZero()
+		return decodeTyped(b, item.Addr().Interface().(runtime.Object))
 	})
 	if err != nil {
 		return head, err

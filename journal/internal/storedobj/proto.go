@@ -35,6 +35,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,25 +61,24 @@ func IsProto(b []byte) bool { return bytes.HasPrefix(b, protoMagic) }
 type envelope struct {
 	gvk schema.GroupVersionKind
 	raw []byte
+	ki  kindInfo // kindOf(gvk)'s, when known
+	// known: gvk is a kind of client-go's scheme with a protobuf decoder.
+	known bool
 }
 
 // parseEnvelope reads the envelope of b (IsProto) without copying the
-// object's message.
+// object's message. The kind is read from the typeMeta message through
+// typeMetaOf's cache when the envelope has one typeMeta (as every
+// apiserver's has), else parsed here, later occurrences merging into
+// earlier ones as in protobuf.
 func parseEnvelope(b []byte) (envelope, error) {
-	var apiVersion, kind string
-	var raw []byte
+	var tm, raw []byte
+	n := 0
 	err := eachField(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					apiVersion = string(v)
-				case 2:
-					kind = string(v)
-				}
-				return nil
-			})
+			tm = v
+			n++
 		case 2:
 			raw = v
 		}
@@ -87,11 +87,104 @@ func parseEnvelope(b []byte) (envelope, error) {
 	if err != nil {
 		return envelope{}, fmt.Errorf("%w: protobuf envelope: %w", ErrBadObject, err)
 	}
+	var t typeMetaInfo
+	if n == 1 {
+		t, err = typeMetaOf(tm)
+	} else {
+		t, err = parseTypeMetas(b)
+	}
+	if err != nil {
+		return envelope{}, err
+	}
+	return envelope{gvk: t.gvk, raw: raw, ki: t.ki, known: t.known}, nil
+}
+
+// typeMetaInfo is what an envelope's typeMeta message says: the kind, and
+// kindOf's answer for it.
+type typeMetaInfo struct {
+	gvk   schema.GroupVersionKind
+	ki    kindInfo
+	known bool
+}
+
+// typeMetas caches typeMetaOf: the bytes of a typeMeta message to what it
+// says, copied on write (read without a lock or an allocation on every
+// decode), at most maxTypeMetas entries (one per kind in practice: the
+// apiserver encodes a kind's typeMeta the same way every time; more come
+// only from odd encodings, which are then parsed per call).
+var typeMetas atomic.Pointer[map[string]typeMetaInfo]
+
+const maxTypeMetas = 64
+
+// typeMetaOf parses the typeMeta message tm (apiVersion = 1, kind = 2),
+// cached per distinct bytes (typeMetas): the per-call parse cost two
+// string allocations and a scheme lookup.
+func typeMetaOf(tm []byte) (typeMetaInfo, error) {
+	m := typeMetas.Load()
+	if m != nil {
+		if t, ok := (*m)[string(tm)]; ok {
+			return t, nil
+		}
+	}
+	t, err := parseTypeMeta([][]byte{tm})
+	if err != nil {
+		return t, err
+	}
+	for m == nil || len(*m) < maxTypeMetas {
+		next := make(map[string]typeMetaInfo, 1)
+		if m != nil {
+			for k, v := range *m {
+				next[k] = v
+			}
+		}
+		next[string(tm)] = t
+		if typeMetas.CompareAndSwap(m, &next) {
+			break
+		}
+		m = typeMetas.Load()
+	}
+	return t, nil
+}
+
+// parseTypeMetas is parseTypeMeta of every typeMeta field of the envelope
+// b, in order.
+func parseTypeMetas(b []byte) (typeMetaInfo, error) {
+	var tms [][]byte
+	_ = eachField(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+		if num == 1 {
+			tms = append(tms, v)
+		}
+		return nil
+	}) // parseEnvelope walked b without an error
+	return parseTypeMeta(tms)
+}
+
+// parseTypeMeta reads apiVersion and kind from the typeMeta messages tms
+// (each later one merging into the earlier) and looks the kind up
+// (kindOf).
+func parseTypeMeta(tms [][]byte) (typeMetaInfo, error) {
+	var apiVersion, kind string
+	for _, tm := range tms {
+		err := eachField(tm, func(num protowire.Number, v []byte) error {
+			switch num {
+			case 1:
+				apiVersion = string(v)
+			case 2:
+				kind = string(v)
+			}
+			return nil
+		})
+		if err != nil {
+			return typeMetaInfo{}, fmt.Errorf("%w: protobuf envelope: %w", ErrBadObject, err)
+		}
+	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || kind == "" {
-		return envelope{}, fmt.Errorf("%w: protobuf envelope with apiVersion %q, kind %q", ErrBadObject, apiVersion, kind)
+		return typeMetaInfo{}, fmt.Errorf("%w: protobuf envelope with apiVersion %q, kind %q", ErrBadObject, apiVersion, kind)
 	}
-	return envelope{gvk: gv.WithKind(kind), raw: raw}, nil
+	t := typeMetaInfo{gvk: gv.WithKind(kind)}
+	t.ki, t.known = kindOf(t.gvk)
+	return t, nil
 }
 
 // eachField calls fn with the number and bytes of each length-delimited
@@ -202,13 +295,18 @@ func recoverBad(err *error, gvk *schema.GroupVersionKind) {
 }
 
 // typedProto is Typed for protobuf.
-func typedProto(b []byte, out runtime.Object) (err error) {
+func typedProto(b []byte, out runtime.Object) error {
 	env, err := parseEnvelope(b)
 	if err != nil {
 		return err
 	}
+	return typedEnvelope(env, out)
+}
+
+// typedEnvelope is typedProto of the parsed envelope env.
+func typedEnvelope(env envelope, out runtime.Object) (err error) {
 	defer recoverBad(&err, &env.gvk)
-	ki, ok := kindOf(env.gvk)
+	ki, ok := env.ki, env.known
 	if !ok {
 		return fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
@@ -247,12 +345,11 @@ func decodeProto(b []byte) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	ki, ok := kindOf(env.gvk)
-	if !ok {
+	if !env.known {
 		return nil, fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
-	obj := reflect.New(ki.typ.Elem()).Interface().(runtime.Object)
-	if err := typedProto(b, obj); err != nil {
+	obj := reflect.New(env.ki.typ.Elem()).Interface().(runtime.Object)
+	if err := typedEnvelope(env, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
