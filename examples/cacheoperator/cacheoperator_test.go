@@ -256,6 +256,33 @@ func (o *operator) waitCommitted(t *testing.T, why string, consumers ...string) 
 	})
 }
 
+// waitSecretsJournaled waits until the operator's Secrets journal holds as
+// many objects as the server has Secrets: a Secret the operator just made
+// again (Owns) is in the journal, so the commits waited for next cover its
+// event, and a restart does not deliver it again.
+func (o *operator) waitSecretsJournaled(t *testing.T, kube kubernetes.Interface, why string) {
+	t.Helper()
+	o.eventually(t, why, func() string {
+		list, err := kube.CoreV1().Secrets("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		mfs, err := o.scrape()
+		if err != nil {
+			return err.Error()
+		}
+		for _, m := range mfs["watchjournal_index_objects"].GetMetric() {
+			if labelOf(m, "resource") == "secrets.v1 --metadata-only" {
+				if got := int(m.GetGauge().GetValue()); got != len(list.Items) {
+					return fmt.Sprintf("the Secrets journal holds %d objects; the server has %d", got, len(list.Items))
+				}
+				return ""
+			}
+		}
+		return "no watchjournal_index_objects series for secrets.v1 --metadata-only"
+	})
+}
+
 // waitReady waits until /readyz answers 200 (every journal synced).
 func (o *operator) waitReady(t *testing.T) {
 	t.Helper()
@@ -387,6 +414,7 @@ func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	// No ServiceAccount exists yet: a source whose journal was empty when
 	// it started creates its consumer with its first event's commit (until
 	// then a start replays its journal, which is empty).
+	o.waitSecretsJournaled(t, kube, "first start: every Secret journaled")
 	o.waitCommitted(t, "first start: every consumer committed", exactConsumers[:2]...)
 
 	for _, round := range []struct {
@@ -435,6 +463,7 @@ func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			o.waitReconciled(t, k, 0, round.name)
 		}
 		waitSecret(t, kube, ns, fmt.Sprintf("cm-%d-secret", round.secretDeleted)) // Owns: made again
+		o.waitSecretsJournaled(t, kube, round.name+": every Secret journaled")
 		o.waitCommitted(t, round.name+": every consumer committed", exactConsumers...)
 		if got := o.keys(); !slices.Equal(got, want) {
 			t.Errorf("%s: reconciled %v; want exactly %v", round.name, got, want)
