@@ -6,7 +6,7 @@ package jcache
 // A replay (and a resync, handler.go) hands every stored object to the
 // handler one at a time, in key order. On a restart that is what the
 // controller waits for (a registration syncs only after its last initial
-// OnAdd), and decoding the stored JSON is most of its CPU, so the work is
+// OnAdd), and decoding the stored objects is most of its CPU, so the work is
 // split in three:
 //
 //   - reader (one goroutine): readChunk after readChunk; each chunk is cut
@@ -22,8 +22,13 @@ package jcache
 //
 // Memory: the reader is at most chunksAhead chunks ahead of the
 // deliverer (one queued, one it holds), so at most chunksAhead+1 chunks
-// (each at most replayChunk objects or replayBytes of stored JSON) are
-// in memory, stored or decoded.
+// (each at most replayChunk objects or replayBytes of stored bytes) are
+// in memory as stored bytes; and at most aheadBatches() batches of
+// decodeBatch objects are decoded and not yet delivered (a token per
+// batch, taken before the batch is queued for a worker and given back
+// once the deliverer took the batch's last object), so the decoded
+// objects in memory are bounded by 4 × GOMAXPROCS × decodeBatch, not by
+// the chunk: a serial replay held one.
 //
 // Errors: a chunk that cannot be read is the reader's last; its error is
 // returned when the deliverer reaches it. An object that does not decode
@@ -59,7 +64,13 @@ type replayJob struct {
 	out  []runtime.Object // decoded objects, by position
 	errs []error          // decode errors, by position
 	done []chan struct{}  // per batch of decodeBatch objects, closed once decoded
+
+	ahead chan struct{} // the pipeline's decode tokens: one per batch decoded and not yet delivered
 }
+
+// aheadBatches is how many batches may be decoded ahead of the
+// deliverer.
+func aheadBatches() int { return 4 * goruntime.GOMAXPROCS(0) }
 
 // object waits for object i of the chunk to be decoded and returns it,
 // or its decode error; ctx ends the wait.
@@ -71,6 +82,9 @@ func (c *replayJob) object(ctx context.Context, i int) (runtime.Object, error) {
 	}
 	o, err := c.out[i], c.errs[i]
 	c.out[i] = nil
+	if i == len(c.objs)-1 || (i+1)%decodeBatch == 0 {
+		<-c.ahead // the batch's last object: its token back
+	}
 	return o, err
 }
 
@@ -100,6 +114,7 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 
 	tasks := make(chan decodeTask, 4*goruntime.GOMAXPROCS(0))
 	jobs := make(chan *replayJob, chunksAhead-1)
+	ahead := make(chan struct{}, aheadBatches())
 	for range goruntime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
@@ -121,25 +136,38 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 		after, first := "", true
 		for {
 			objs, head, end, err := r.readChunk(after, first)
-			job := &replayJob{objs: objs, head: head, end: end || len(objs) == 0, err: err}
+			job := &replayJob{objs: objs, head: head, end: end || len(objs) == 0, err: err, ahead: ahead}
 			if err == nil {
 				job.out, job.errs = make([]runtime.Object, len(objs)), make([]error, len(objs))
 				for from := 0; from < len(objs); from += decodeBatch {
 					job.done = append(job.done, make(chan struct{}))
 				}
+				// The deliverer gets the chunk first, so that it can
+				// give tokens back while the reader waits for them.
+				select {
+				case jobs <- job:
+				case <-pctx.Done():
+					return
+				}
 				for b := range job.done {
 					t := decodeTask{job: job, from: b * decodeBatch, to: min((b+1)*decodeBatch, len(objs))}
+					select {
+					case ahead <- struct{}{}:
+					case <-pctx.Done():
+						return
+					}
 					select {
 					case tasks <- t:
 					case <-pctx.Done():
 						return
 					}
 				}
-			}
-			select {
-			case jobs <- job:
-			case <-pctx.Done():
-				return
+			} else {
+				select {
+				case jobs <- job:
+				case <-pctx.Done():
+					return
+				}
 			}
 			if job.err != nil || job.end {
 				return

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -258,4 +259,74 @@ func TestReplay_StopsWithItsContext(t *testing.T) {
 	if r.replayed.Load() {
 		t.Error("a cancelled replay is reported done")
 	}
+}
+
+// TestReplay_DecodesBoundedAhead: while the handler holds its first
+// object, the workers decode at most aheadBatches() batches of
+// decodeBatch objects of a 3,000-object chunk, not the chunk: the
+// decoded objects waiting for the handler stay bounded (a serial replay
+// held one). The window in which nothing more may be decoded is a
+// negative check: an unbounded pipeline fails it at once; a bounded one
+// cannot fail it however slow the machine.
+func TestReplay_DecodesBoundedAhead(t *testing.T) {
+	j, keys := replayFile(t, 3000)
+	bound := int64(aheadBatches() * decodeBatch)
+	var decoded atomic.Int64
+	release := make(chan struct{})
+	h := &blockFirst{release: release}
+	r := replayRegistration(j, &h.recorder)
+	r.inf.transform = func(o any) (any, error) {
+		decoded.Add(1)
+		return o, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- r.eachChunk(t.Context(), func(ctx context.Context, job *replayJob) error {
+			for i := range job.objs {
+				o, err := job.object(ctx, i)
+				if err != nil {
+					return err
+				}
+				h.OnAdd(o, true)
+			}
+			return nil
+		})
+	}()
+	// The handler holds object 0: decoding reaches the bound, then
+	// nothing more is decoded for a while.
+	for decoded.Load() < bound {
+		select {
+		case err := <-done:
+			t.Fatalf("the replay ended (%v) with %d of %d decoded", err, decoded.Load(), bound)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	window := time.After(200 * time.Millisecond)
+	for waiting := true; waiting; {
+		select {
+		case <-window:
+			waiting = false
+		case <-time.After(time.Millisecond):
+			if n := decoded.Load(); n > bound {
+				t.Fatalf("%d objects decoded while the handler held the first; want at most %d", n, bound)
+			}
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sameKeys(t, "replay", h.adds, keys)
+}
+
+// blockFirst is a recorder whose first OnAdd waits for release.
+type blockFirst struct {
+	recorder
+	release <-chan struct{}
+	once    sync.Once
+}
+
+func (h *blockFirst) OnAdd(o any, initial bool) {
+	h.once.Do(func() { <-h.release })
+	h.recorder.OnAdd(o, initial)
 }
