@@ -73,7 +73,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// A replay chunk's bounds: objects, and bytes of stored JSON (variables
+// A replay chunk's bounds: objects, and bytes of stored objects (variables
 // for tests).
 var (
 	replayChunk = 5000

@@ -196,7 +196,7 @@ func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc, seal 
 	}
 	// Read as every reader reads objects (the record, else the kept copy;
 	// sealed objects opened).
-	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1, seal: seal}
+	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1, headOK: true, seal: seal}
 	return view.Scan("", func(k string, obj []byte) (bool, error) {
 		if obj == nil {
 			return true, nil

@@ -460,8 +460,10 @@ func checkObjects(tx storage.Tx, problem func(format string, args ...any)) error
 // ObjectView's bytes) as the apiserver would have served it in JSON, with
 // kind and apiVersion: JSON as it is (b itself, not a copy), Kubernetes
 // protobuf decoded into its Go type from client-go's scheme and encoded
-// with encoding/json, as the apiserver's JSON serializer does. Protobuf
-// that does not decode, or of a kind the scheme does not know, is an error
-// matching ErrBadObject. A sealed object (seal.go) is neither: open it
-// first (Journal reads open it when they hold the key).
+// with encoding/json, as the apiserver's JSON serializer does; nil or
+// empty (an event without an object) as it is. Protobuf that does not
+// decode, a kind the scheme does not know, and bytes that are neither a
+// JSON object nor protobuf (a sealed object not opened: Journal reads
+// open it when they hold the key, seal.go) are errors matching
+// ErrBadObject.
 func ObjectJSON(b []byte) ([]byte, error) { return storedobj.JSON(b) }

@@ -237,10 +237,20 @@ func TypeMeta(b []byte) (apiVersion, kind string, err error) {
 }
 
 // JSON returns a stored object as the apiserver would have served it in
-// JSON: b itself when it is JSON, else the object decoded into its Go type
-// and encoded with encoding/json, kind and apiVersion set.
+// JSON: b itself when it is JSON (a JSON object, '{' after any white
+// space) or empty, the object decoded into its Go type and encoded with
+// encoding/json, kind and apiVersion set, when it is Kubernetes protobuf;
+// anything else (a sealed object not opened, damaged bytes) is an error
+// matching ErrBadObject.
 func JSON(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return b, nil // no object (a tombstone, a metadata-only event)
+	}
 	if !IsProto(b) {
+		if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			n := min(len(b), 8)
+			return nil, fmt.Errorf("%w: neither a JSON object nor Kubernetes protobuf (begins %q; a sealed object must be opened first)", ErrBadObject, b[:n])
+		}
 		return b, nil
 	}
 	obj, err := decodeProto(b)

@@ -220,3 +220,22 @@ func FuzzProto(f *testing.F) {
 		}
 	})
 }
+
+// TestJSON_OnlyJSONObjectsPassThrough: JSON returns a JSON object (white
+// space before it allowed) and an empty object slot as they are, and
+// refuses bytes that are neither a JSON object nor Kubernetes protobuf
+// (a sealed envelope not opened, damage) with ErrBadObject, so that a
+// caller never hands them on as JSON.
+func TestJSON_OnlyJSONObjectsPassThrough(t *testing.T) {
+	for _, in := range []string{`{"kind":"ConfigMap"}`, " \n{}", ""} {
+		out, err := JSON([]byte(in))
+		if err != nil || string(out) != in {
+			t.Errorf("JSON(%q) = %q, %v; want it as it is", in, out, err)
+		}
+	}
+	for _, in := range []string{"\x00\x01sealed", "[1,2]", "null", "   ", "k8s"} {
+		if out, err := JSON([]byte(in)); !errors.Is(err, ErrBadObject) {
+			t.Errorf("JSON(%q) = %q, %v; want an error matching ErrBadObject", in, out, err)
+		}
+	}
+}
