@@ -92,10 +92,14 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 			if err != nil {
 				return nil, err
 			}
-			if i.hasHandlers() {
-				i.decoded.put(b, o) // for the handlers' dispatch (decoded.go)
+			vals, err := fn(o)
+			if err == nil && i.hasHandlers() {
+				// For the handlers' dispatch (decoded.go), once the index
+				// function is done with it: a handler never shares it with
+				// a running index function.
+				i.decoded.put(b, o)
 			}
-			return fn(o)
+			return vals, err
 		}
 		names[name] = i.diskName(name)
 	}
