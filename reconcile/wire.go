@@ -61,6 +61,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/watchjournal/watchjournal/internal/protofields"
 )
 
 // Wire chooses the encoding of watch responses (Options.Wire).
@@ -132,12 +134,12 @@ func readProtoEvent(r io.Reader, max int64) (string, protoObject, error) {
 // parseWatchEvent reads a metav1.WatchEvent message (type = 1, object =
 // 2, a runtime.RawExtension whose raw = 1) without copying its object.
 func parseWatchEvent(b []byte) (typ string, obj []byte, err error) {
-	err = eachField(b, func(num protowire.Number, v []byte) error {
+	err = protofields.Each(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			typ = string(v)
 		case 2:
-			return eachField(v, func(num protowire.Number, v []byte) error {
+			return protofields.Each(v, func(num protowire.Number, v []byte) error {
 				if num == 1 {
 					obj = v
 				}
@@ -161,10 +163,10 @@ func unwrapProto(b []byte) (protoObject, error) {
 	}
 	var apiVersion, kind string
 	var raw []byte
-	err := eachField(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+	err := protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
-			return eachField(v, func(num protowire.Number, v []byte) error {
+			return protofields.Each(v, func(num protowire.Number, v []byte) error {
 				switch num {
 				case 1:
 					apiVersion = string(v)
@@ -186,35 +188,6 @@ func unwrapProto(b []byte) (protoObject, error) {
 		return protoObject{}, fmt.Errorf("reconcile: decode protobuf object: apiVersion %q, kind %q", apiVersion, kind)
 	}
 	return protoObject{gvk: gv.WithKind(kind), raw: raw, env: b}, nil
-}
-
-// eachField calls fn with the number and bytes of each length-delimited
-// field of the protobuf message b, in order, and skips the others. The
-// bytes are b's own, not copies.
-func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // protoJSON decodes o into its Go type from client-go's scheme and
@@ -252,11 +225,11 @@ func protoItem(o protoObject) (Item, error) {
 	// ObjectMeta (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto):
 	// name 1, namespace 3, uid 5, resourceVersion 6. A later occurrence
 	// of field 1 merges into the first, as in protobuf.
-	err := eachField(o.raw, func(num protowire.Number, m []byte) error {
+	err := protofields.Each(o.raw, func(num protowire.Number, m []byte) error {
 		if num != 1 {
 			return nil
 		}
-		return eachField(m, func(num protowire.Number, v []byte) error {
+		return protofields.Each(m, func(num protowire.Number, v []byte) error {
 			switch num {
 			case 1:
 				name = string(v)

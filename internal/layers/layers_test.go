@@ -24,7 +24,7 @@ func rank(pkg string) (r int, ok bool) {
 	}
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	switch {
-	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/journalhook", p == "internal/delivery":
+	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/journalhook", p == "internal/delivery", p == "internal/protofields":
 		return 0, true
 	case under("journal"), p == "internal/journalwrite", p == "internal/position":
 		return 1, true
@@ -124,7 +124,7 @@ func short(pkg string) string { return strings.TrimPrefix(pkg, module+"/") }
 // TestRank pins the table for the packages the layering is about.
 func TestRank(t *testing.T) {
 	for p, want := range map[string]int{
-		"internal/hashrange": 0, "internal/suggest": 0, "internal/storage": 0, "internal/delivery": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1, "internal/position": 1,
+		"internal/hashrange": 0, "internal/suggest": 0, "internal/storage": 0, "internal/delivery": 0, "internal/protofields": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1, "internal/position": 1,
 		"reconcile": 2, "crsource": 3, "jcache": 3, "shards": 3, "shards/hashrange": 3, "metrics": 3, "cmd/journalctl": 4,
 	} {
 		if got, ok := rank(module + "/" + p); !ok || got != want {

@@ -43,6 +43,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/watchjournal/watchjournal/internal/protofields"
 )
 
 // ErrBadObject is returned for a stored object that does not decode as its
@@ -74,7 +76,7 @@ type envelope struct {
 func parseEnvelope(b []byte) (envelope, error) {
 	var tm, raw []byte
 	n := 0
-	err := eachField(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+	err := protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			tm = v
@@ -150,7 +152,7 @@ func typeMetaOf(tm []byte) (typeMetaInfo, error) {
 // b, in order.
 func parseTypeMetas(b []byte) (typeMetaInfo, error) {
 	var tms [][]byte
-	_ = eachField(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+	_ = protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		if num == 1 {
 			tms = append(tms, v)
 		}
@@ -165,7 +167,7 @@ func parseTypeMetas(b []byte) (typeMetaInfo, error) {
 func parseTypeMeta(tms [][]byte) (typeMetaInfo, error) {
 	var apiVersion, kind string
 	for _, tm := range tms {
-		err := eachField(tm, func(num protowire.Number, v []byte) error {
+		err := protofields.Each(tm, func(num protowire.Number, v []byte) error {
 			switch num {
 			case 1:
 				apiVersion = string(v)
@@ -185,35 +187,6 @@ func parseTypeMeta(tms [][]byte) (typeMetaInfo, error) {
 	t := typeMetaInfo{gvk: gv.WithKind(kind)}
 	t.ki, t.known = kindOf(t.gvk)
 	return t, nil
-}
-
-// eachField calls fn with the number and bytes of each length-delimited
-// field of the protobuf message b, in order, and skips the others. The
-// bytes are b's own, not copies.
-func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // TypeMeta returns the apiVersion and kind of a stored object: the
@@ -326,7 +299,7 @@ func typedEnvelope(env envelope, out runtime.Object) (err error) {
 		}
 		// Every occurrence of field 1 merges into the first, as in
 		// protobuf; the generated Unmarshal merges into what it is given.
-		err := eachField(env.raw, func(num protowire.Number, v []byte) error {
+		err := protofields.Each(env.raw, func(num protowire.Number, v []byte) error {
 			if num != 1 {
 				return nil
 			}
