@@ -279,8 +279,11 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	logf("N=%d %s: %s start", n, kind, phase)
 	began := time.Now()
 	// Straight to the apiserver: no proxy, no relist forced.
-	c, err := p.startChild(n, kind, p.cp.RESTConfig().Host, dir, envCachePhase+"="+phase,
-		fmt.Sprintf("%s=N%d-%s-%s", envTag, n, kind, phase))
+	tag := fmt.Sprintf("N%d-%s-%s", n, kind, phase)
+	if p.wl != nil {
+		tag = p.wl.name + "-" + tag // as startChild's, so workloads do not overwrite each other's profiles
+	}
+	c, err := p.startChild(n, kind, p.cp.RESTConfig().Host, dir, envCachePhase+"="+phase, envTag+"="+tag)
 	if err != nil {
 		return st, reads, err
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 	envN     = "BENCH_OBJECTS"
 	envDir   = "BENCH_DIR"   // scratch directory (watchjournal's file)
 	envTag   = "BENCH_TAG"   // prefix of profile file names
+	envTrace = "BENCH_TRACE" // "1": a runtime/trace beside each CPU profile (BENCH_PPROF)
 	envPprof = "BENCH_PPROF" // directory for CPU and heap profiles; unset: none
 	// envWorkload is the workload (workload.go); unset: the ConfigMaps.
 	envWorkload = "BENCH_WORKLOAD"
@@ -290,7 +292,29 @@ func (p profiler) cpu(name string) func() {
 		_ = f.Close()
 		return func() {}
 	}
-	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+	stopTrace := p.trace(name)
+	return func() { stopTrace(); pprof.StopCPUProfile(); _ = f.Close() }
+}
+
+// trace starts an execution trace (runtime/trace) beside the CPU profile
+// name when BENCH_TRACE=1, and returns the function that stops it. The
+// trace shows where goroutines wait off-CPU, which a CPU profile cannot:
+// go tool trace -pprof=syscall|sync|net|sched FILE.
+func (p profiler) trace(name string) func() {
+	if os.Getenv(envTrace) != "1" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(p.dir, p.tag+"-"+name+".trace"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { trace.Stop(); _ = f.Close() }
 }
 
 // heap writes a heap profile (in-use as of the last GC, and everything

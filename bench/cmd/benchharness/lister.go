@@ -199,6 +199,8 @@ func readerChildMain(kind string, send func(report)) error {
 	send(report{Event: "synced", Base: base, Steady: steady(), SyncSeconds: took.Seconds(), SyncCPU: cpu.Seconds()})
 
 	st := readerStats{Objects: rf.objects()}
+	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
+	stopCPU := prof.cpu("cpu-gets")
 	rng := rand.New(rand.NewPCG(uint64(n), 11))
 	gets := make([]time.Duration, 0, readGets)
 	for range readGets {
@@ -209,7 +211,9 @@ func readerChildMain(kind string, send func(report)) error {
 		}
 		gets = append(gets, time.Since(t0))
 	}
+	stopCPU()
 	runtime.GC()
+	stopCPU = prof.cpu("cpu-lists")
 	lists := make([]time.Duration, 0, readLists)
 	for range readLists {
 		t0 := time.Now()
@@ -222,6 +226,7 @@ func readerChildMain(kind string, send func(report)) error {
 			return fmt.Errorf("list %s: %d items; want %d", listNS, k, listN)
 		}
 	}
+	stopCPU()
 	slices.Sort(gets)
 	slices.Sort(lists)
 	st.GetP50 = gets[len(gets)/2].Seconds()

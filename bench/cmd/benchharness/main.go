@@ -56,8 +56,10 @@
 // Environment: BENCH_N (object counts), BENCH_SUBJECTS (the subjects,
 // comma-separated; default all), BENCH_WORKLOADS (the workloads,
 // comma-separated; default all), BENCH_PPROF (a directory: children
-// write CPU and heap profiles there), BENCH_COMMAND (the command recorded
-// in the results file).
+// write CPU and heap profiles there, named <workload>-N<n>-<subject>-<phase>),
+// BENCH_TRACE (1: an execution trace beside each CPU profile, for what a
+// process waits on off-CPU: go tool trace -pprof=syscall|sync|net FILE),
+// BENCH_COMMAND (the command recorded in the results file).
 package main
 
 import (
