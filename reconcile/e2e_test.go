@@ -50,7 +50,28 @@ func TestMain(m *testing.M) {
 	if gateOffCP != nil {
 		gateOffCP.Stop()
 	}
+	for _, d := range cpDirs { // a control plane's etcd data is hundreds of MiB; one a run leaked before
+		_ = os.RemoveAll(d)
+	}
 	os.Exit(code)
+}
+
+// cpDirs are the directories of the package's shared control planes, removed
+// by TestMain once they stopped (t.TempDir would outlive none of the tests
+// that share them).
+var (
+	cpDirs   []string
+	cpDirsMu sync.Mutex
+)
+
+// cpTempDir makes a directory for a shared control plane and records it for
+// TestMain to remove.
+func cpTempDir(prefix string) string {
+	dir, _ := os.MkdirTemp("", prefix)
+	cpDirsMu.Lock()
+	defer cpDirsMu.Unlock()
+	cpDirs = append(cpDirs, dir)
+	return dir
 }
 
 // controlPlane starts the package's control plane on first use, or skips
@@ -66,7 +87,7 @@ func controlPlane(t *testing.T) *controlplane.ControlPlane {
 				return
 			}
 		}
-		dir, _ := os.MkdirTemp("", "wj-cp-")
+		dir := cpTempDir("wj-cp-")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cp, cpErr = controlplane.Start(ctx, dir, controlplane.Options{ExtraTokens: map[string]string{readerToken: "wj-reader"}})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -168,7 +167,7 @@ func gateOffEnv(t *testing.T) *env {
 	t.Helper()
 	controlPlane(t)
 	gateOffOnce.Do(func() {
-		dir, _ := os.MkdirTemp("", "wj-cp-nowl-")
+		dir := cpTempDir("wj-cp-nowl-")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		gateOffCP, gateOffErr = controlplane.Start(ctx, filepath.Join(dir, "cp"), controlplane.Options{

@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -29,7 +28,7 @@ func watchCacheEnv(t *testing.T) *env {
 	t.Helper()
 	controlPlane(t) // skips or fails as the package's does when binaries are missing
 	wcOnce.Do(func() {
-		dir, _ := os.MkdirTemp("", "wj-cp-wc-")
+		dir := cpTempDir("wj-cp-wc-")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		wcCP, wcErr = controlplane.Start(ctx, filepath.Join(dir, "cp"), controlplane.Options{WatchCache: true})
