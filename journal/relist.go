@@ -33,6 +33,16 @@ const (
 	commitBytes = 4 << 20
 )
 
+// directChunk bounds one transaction of a first list's direct appends
+// (below), with commitBytes. A first list comes in key order, so a
+// transaction fills index leaves in sequence and bbolt's heap holds only
+// those; what a transaction costs on disk is mostly fixed (two fdatasyncs,
+// the meta page, the freelist). At commitChunk a streaming batch of 500
+// took two commits: profiled at 50,000 ConfigMaps, the first list's 200
+// commits spent 0.21 s in fdatasync and 0.27 s in pwrite while the stream's
+// reader waited 0.63 s of a 0.88 s sync for them (reconcile/stagepipe.go).
+const directChunk = 1000
+
 // relist stages the events a relist infers, on disk, until the list is
 // complete. Nothing staged is visible in the index or the journal before
 // Commit; Abort, an error, or a crash discards it all. Memory stays bounded
@@ -46,7 +56,7 @@ const (
 // The first list into an empty index is the exception (direct mode): it
 // only adds keys, so each Stage call goes straight into the journal and
 // the index (until a call holds an event other than ADDED: from there on
-// it stages as above), in transactions of at most commitChunk events or
+// it stages as above), in transactions of at most directChunk events or
 // commitBytes, the first of which clears the stored resourceVersion.
 // Those ADDEDs are visible before Commit, and Abort or a crash keeps them;
 // with no resourceVersion the next run lists again and diffs against
@@ -131,7 +141,7 @@ func (r *relist) Stage(evs []Event) error {
 }
 
 // appendDirect appends evs, which may only be ADDEDs (the index was
-// empty), to the journal and the index: at most commitChunk events or
+// empty), to the journal and the index: at most directChunk events or
 // commitBytes of records a transaction, the first of which clears the
 // stored resourceVersion.
 func (r *relist) appendDirect(evs []Event) error {
@@ -145,7 +155,7 @@ func (r *relist) appendDirect(evs []Event) error {
 					return err
 				}
 			}
-			for bytes := 0; n < len(evs) && n < commitChunk && bytes < commitBytes; n++ {
+			for bytes := 0; n < len(evs) && n < directChunk && bytes < commitBytes; n++ {
 				e := &evs[n]
 				if _, err := stamp(tx, e); err != nil {
 					return err

@@ -34,7 +34,7 @@ func TestRelist_FirstListIntoEmptyIndex_CommitsAsItGoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 600 in one call: more than one transaction (250 events each).
+	// 600 in one call (one transaction; TestRelist_DirectChunks takes more).
 	if err := rel.Stage(added(0, 600, "6")); err != nil {
 		t.Fatal(err)
 	}

@@ -183,3 +183,41 @@ func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
 		t.Fatalf("Stats() after BeginRelist = %+v; want the pending relist finished", st)
 	}
 }
+
+// A first list's Stage of more than directChunk ADDEDs commits them in
+// several transactions, each visible at once, with their offsets in order
+// and the stored resourceVersion cleared until Commit.
+func TestRelist_DirectChunks(t *testing.T) {
+	const n = 2*directChunk + 10
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	r, err := j.writer().BeginRelist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]Event, 0, n)
+	for i := range n {
+		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
+	}
+	if err := r.Stage(evs); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Offset != uint64(i+1) {
+			t.Fatalf("event %d: offset %d; want %d", i, e.Offset, i+1)
+		}
+	}
+	if st, err := j.Stats(); err != nil || st.LastOffset != n || st.Objects != n || st.ResourceVersion != "" {
+		t.Fatalf("after Stage: %+v, %v; want head %d, %d keys, no resourceVersion", st, err, n, n)
+	}
+	if _, _, err := r.Commit("8"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := j.Stats(); err != nil || st.LastOffset != n || st.ResourceVersion != "8" {
+		t.Fatalf("after Commit: %+v, %v; want head %d, resourceVersion 8", st, err, n)
+	}
+}
