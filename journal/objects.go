@@ -88,6 +88,7 @@ package journal
 // journals nothing for them).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -181,7 +182,7 @@ func keepTrimmed(tx storage.Tx, off uint64, rec []byte, s *sealer) error {
 	if resealed, err := s.reseal(string(key), obj); err == nil {
 		obj = resealed // else kept as it is: a read reports the damage
 	}
-	return tx.ObjectPut(clone(key), clone(obj))
+	return tx.ObjectPut(bytes.Clone(key), bytes.Clone(obj))
 }
 
 // objectAt returns the object of the record the index value v points at,

@@ -7,6 +7,7 @@ package journal
 // list diffs against them.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -155,7 +156,7 @@ func (r *relist) appendDirect(evs []Event) error {
 					return err
 				}
 			}
-			for bytes := 0; n < len(evs) && n < directChunk && bytes < commitBytes; n++ {
+			for written := 0; n < len(evs) && n < directChunk && written < commitBytes; n++ {
 				e := &evs[n]
 				if _, err := stamp(tx, e); err != nil {
 					return err
@@ -179,7 +180,7 @@ func (r *relist) appendDirect(evs []Event) error {
 				if first == 0 {
 					first = off
 				}
-				bytes += len(rec)
+				written += len(rec)
 			}
 			return nil
 		})
@@ -339,8 +340,8 @@ func (j *Journal) finishRelistChunks(max int) error {
 	path := stagePath(j.Path())
 	var rv, st []byte
 	if err := j.store.View(func(tx storage.Tx) error {
-		rv = clone(tx.Meta(metaRelistRV))
-		st = clone(tx.Meta(metaRelistStage))
+		rv = bytes.Clone(tx.Meta(metaRelistRV))
+		st = bytes.Clone(tx.Meta(metaRelistStage))
 		return nil
 	}); err != nil {
 		return fmt.Errorf("journal: commit relist: %w", err)
@@ -370,11 +371,11 @@ func (j *Journal) finishRelistChunks(max int) error {
 		var moved int
 		var bad error
 		err := j.store.Update(func(tx storage.Tx) error {
-			at, bytes := sr.pos, 0
+			at, written := sr.pos, 0
 			if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
 				return err
 			}
-			for moved < commitChunk && bytes < commitBytes && at < size {
+			for moved < commitChunk && written < commitBytes && at < size {
 				rec, next, err := sr.next()
 				if err != nil {
 					bad = err
@@ -420,7 +421,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 				}
 				at = next
 				moved++
-				bytes += len(rec)
+				written += len(rec)
 			}
 			if at < size {
 				return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
@@ -494,11 +495,4 @@ func (j *Journal) forgetRelist(cause error) error {
 	}
 	_ = os.Remove(stagePath(j.Path()))
 	return nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
 }
