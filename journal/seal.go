@@ -75,6 +75,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,8 +172,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("journal: keyring: %w", err)
 		}
 		sum := sha256.Sum256(key)
-		sk := sealKey{aead: aead}
-		copy(sk.id[:], sum[:sealIDSize])
+		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead}
 		if k.find(sk.id) != nil {
 			return nil, fmt.Errorf("journal: keyring: key %d (%s) is listed twice", i, hex.EncodeToString(sk.id[:]))
 		}
@@ -277,11 +277,7 @@ func newSealer(o *Options, r *Resource) *sealer {
 		return s
 	}
 	s.gr = r.GVR.GroupResource()
-	for _, gr := range append(append([]schema.GroupResource(nil), DefaultSealResources...), o.SealResources...) {
-		if gr == s.gr {
-			s.seals = !r.MetadataOnly
-		}
-	}
+	s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
 	return s
 }
 
