@@ -116,9 +116,7 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 	jobs := make(chan *replayJob, chunksAhead-1)
 	ahead := make(chan struct{}, aheadBatches())
 	for range goruntime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-pctx.Done():
@@ -127,11 +125,9 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 					r.decodeBatch(t)
 				}
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer close(jobs)
 		after, first := "", true
 		for {
@@ -174,7 +170,7 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 			}
 			after, first = job.lastKey(), false
 		}
-	}()
+	})
 
 	for job := range jobs {
 		if job.err != nil {
