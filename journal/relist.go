@@ -1,11 +1,5 @@
 package journal
 
-// A relist is staged on disk (<path>.relist, stagefile.go) and made visible
-// only when its list is complete: a failed or partial list changes neither
-// index nor journal. The one exception, the first list into an empty index,
-// commits its ADDEDs as they come and clears the resourceVersion, so the next
-// list diffs against them.
-
 import (
 	"bytes"
 	"encoding/binary"
