@@ -88,6 +88,23 @@ func (c *replayJob) object(ctx context.Context, i int) (runtime.Object, error) {
 	return o, err
 }
 
+// objects calls fn with each of the chunk's objects in order, as object
+// gives them (pctx ends the waits), and returns the first decode error;
+// it returns nil without going on once ctx is done.
+func (c *replayJob) objects(ctx, pctx context.Context, fn func(runtime.Object)) error {
+	for i := range c.objs {
+		o, err := c.object(pctx, i)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(o)
+	}
+	return nil
+}
+
 // lastKey returns the key of the chunk's last object ("" when empty).
 func (c *replayJob) lastKey() string {
 	if len(c.objs) == 0 {
