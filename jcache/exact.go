@@ -445,12 +445,10 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	ctx, cancel := context.WithCancel(ctx) // the committer stops when run returns
 	defer cancel()
 	eh := &exactHandler{ctx: ctx, h: s.h, preds: s.preds, q: tq.Interface(), log: log}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
 			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, exactFinalCommit)
-	}()
+	})
 
 	pos := committed
 	if !s.exists.Load() {

@@ -172,37 +172,27 @@ func (f *feed) start() {
 	// The loop, the file's retention and its inspect socket; done once
 	// all have returned.
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		err := f.loop.Run(ctx)
 		registry.mu.Lock()
 		f.runErr = err
 		registry.mu.Unlock()
-	}()
+	})
 	if p, on := f.opts.policy(); on {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
 				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		f.pager(ctx, f.pages.kick)
-	}()
+	wg.Go(func() { f.pager(ctx, f.pages.kick) })
 	if !f.opts.NoSocket {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := inspect.Serve(ctx, f.j, f.loop, &inspect.Options{Logger: f.opts.Logger}); err != nil {
 				f.opts.Logger.Error(err, "the cache file's inspect socket is not served (journalctl cannot read the file while the cache runs)",
 					"socket", inspect.SocketPath(f.path))
 			}
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -267,15 +267,8 @@ func (r *registration) feed(ctx context.Context) error {
 	// Replay.
 	var chunks []chunk
 	err := r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
-		for i := range job.objs {
-			o, err := job.object(pctx, i)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			r.h.OnAdd(o, true)
+		if err := job.objects(ctx, pctx, func(o runtime.Object) { r.h.OnAdd(o, true) }); err != nil || ctx.Err() != nil {
+			return err
 		}
 		c := chunk{head: job.head}
 		if !job.end {
@@ -473,16 +466,6 @@ func (r *registration) resyncAll(ctx context.Context, skip func(journal.Event) b
 		if err := r.deliver(ctx, job.head, skip); err != nil {
 			return err
 		}
-		for i := range job.objs {
-			o, err := job.object(pctx, i)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			r.h.OnUpdate(o, o)
-		}
-		return nil
+		return job.objects(ctx, pctx, func(o runtime.Object) { r.h.OnUpdate(o, o) })
 	})
 }

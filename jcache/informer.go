@@ -160,11 +160,7 @@ func (i *informer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler,
 func (i *informer) startHandlerLocked(r *registration) {
 	ctx, cancel := context.WithCancel(i.runCtx)
 	r.cancel = cancel
-	i.handlersWG.Add(1)
-	go func() {
-		defer i.handlersWG.Done()
-		r.run(ctx)
-	}()
+	i.handlersWG.Go(func() { r.run(ctx) })
 }
 
 // RemoveEventHandler stops feeding the handler; it returns once the
@@ -235,11 +231,10 @@ func (i *informer) RunWithContext(ctx context.Context) {
 	eh := i.errHandler
 	i.mu.Unlock()
 	if eh != nil {
-		i.handlersWG.Add(1)
-		go func() { defer i.handlersWG.Done(); i.reportErrors(ctx, eh) }()
+		i.handlersWG.Go(func() { i.reportErrors(ctx, eh) })
 	}
 	<-ctx.Done()
-	// Stopped before the wait: no handler starts (handlersWG.Add) once
+	// Stopped before the wait: no handler starts (handlersWG.Go) once
 	// Wait may run.
 	i.mu.Lock()
 	i.stopped = true

@@ -88,6 +88,23 @@ func (c *replayJob) object(ctx context.Context, i int) (runtime.Object, error) {
 	return o, err
 }
 
+// objects calls fn with each of the chunk's objects in order, as object
+// gives them (pctx ends the waits), and returns the first decode error;
+// it returns nil without going on once ctx is done.
+func (c *replayJob) objects(ctx, pctx context.Context, fn func(runtime.Object)) error {
+	for i := range c.objs {
+		o, err := c.object(pctx, i)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(o)
+	}
+	return nil
+}
+
 // lastKey returns the key of the chunk's last object ("" when empty).
 func (c *replayJob) lastKey() string {
 	if len(c.objs) == 0 {
@@ -116,9 +133,7 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 	jobs := make(chan *replayJob, chunksAhead-1)
 	ahead := make(chan struct{}, aheadBatches())
 	for range goruntime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-pctx.Done():
@@ -127,11 +142,9 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 					r.decodeBatch(t)
 				}
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer close(jobs)
 		after, first := "", true
 		for {
@@ -174,7 +187,7 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 			}
 			after, first = job.lastKey(), false
 		}
-	}()
+	})
 
 	for job := range jobs {
 		if job.err != nil {

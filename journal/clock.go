@@ -59,9 +59,7 @@ func stamp(tx storage.Tx, e *Event) (raised bool, err error) {
 	case ok && t == last:
 		return false, nil
 	}
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(t))
-	return false, tx.SetMeta(metaLastTime, b[:])
+	return false, tx.SetMeta(metaLastTime, binary.BigEndian.AppendUint64(nil, uint64(t)))
 }
 
 // lastTime returns the latest time stamped in the file, in Unix

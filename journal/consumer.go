@@ -70,11 +70,7 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 			if committed, ok = tx.Consumer(name); ok {
 				return nil
 			}
-			first := tx.FirstOffset()
-			if first == 0 {
-				first = tx.NextOffset()
-			}
-			committed = first - 1
+			committed = firstRetained(tx) - 1
 			return tx.SetConsumer(name, committed)
 		}); err != nil {
 			return nil, fmt.Errorf("journal: register consumer %q: %w", name, err)
@@ -103,10 +99,7 @@ func (j *Journal) CreateConsumer(name string, next uint64) error {
 		if _, ok := tx.Consumer(name); ok {
 			return fmt.Errorf("%w: %q", ErrConsumerExists, name)
 		}
-		first, head := tx.FirstOffset(), tx.NextOffset()-1
-		if first == 0 {
-			first = head + 1
-		}
+		first, head := firstRetained(tx), tx.NextOffset()-1
 		switch {
 		case next == 0:
 			next = first
@@ -277,11 +270,7 @@ func (j *Journal) Consumers() ([]ConsumerInfo, error) {
 	err := j.store.View(func(tx storage.Tx) error {
 		head := tx.NextOffset() - 1
 		return tx.Consumers(func(name string, off uint64) error {
-			lag := uint64(0)
-			if head > off {
-				lag = head - off
-			}
-			out = append(out, ConsumerInfo{Name: name, Committed: off, Lag: lag})
+			out = append(out, ConsumerInfo{Name: name, Committed: off, Lag: head - min(head, off)})
 			return nil
 		})
 	})
@@ -318,11 +307,7 @@ func (j *Journal) Snapshot(fn func(IndexEntry) error) (head uint64, err error) {
 func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 	var off uint64
 	err := j.store.View(func(tx storage.Tx) error {
-		lo, hi := tx.FirstOffset(), tx.NextOffset() // answer in [lo, hi]
-		if lo == 0 {
-			off = hi
-			return nil
-		}
+		lo, hi := firstRetained(tx), tx.NextOffset() // answer in [lo, hi]
 		for lo < hi {
 			mid := lo + (hi-lo)/2
 			rec := tx.Record(mid)

@@ -1,11 +1,5 @@
 package journal
 
-// Errors.
-//
-// ErrCorrupt means the file: a page the store cannot read. A panic in the
-// function given to Update is the caller's: the transaction rolls back and
-// the panic propagates from Update, leaving the file healthy.
-
 import (
 	"errors"
 	"fmt"

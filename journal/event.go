@@ -1,16 +1,5 @@
 package journal
 
-// Reasons.
-//
-// A DELETED means the key left the journal, not always that the object was
-// deleted: Event.Reason says which (ReasonGone, ReasonLeftSelector,
-// ReasonMoved, ReasonUnconfirmed; empty for ordinary events and for files
-// written before reasons, schema 1), and Event.IsDeletion says whether a
-// consumer should act on it as a deletion. An ADDED with ReasonMoved
-// arrived from another shard. The reason is stored with the event (record
-// version 2, below), so every reader of the file, journalctl and the
-// adapters included, sees the reason the writer found.
-
 import (
 	"bytes"
 	"encoding/binary"
@@ -115,7 +104,10 @@ type Event struct {
 // meant before). Values are stable strings, shown as they are by journalctl
 // (-o json "reason", the REASON column of -o wide). A reader must accept a
 // value it does not know (a newer writer's) and treat a DELETED carrying
-// one as ReasonGone.
+// one as ReasonGone. Event.IsDeletion says whether a consumer should act on
+// a DELETED as a deletion. The reason is stored with the event (record
+// version 2, below), so every reader of the file, journalctl and the
+// adapters included, sees the reason the writer found.
 type Reason string
 
 // Reasons. The writer appends only these (ErrBadEvent): ReasonGone,

@@ -3,6 +3,9 @@ package journal
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
 )
 
 // IndexEntry is what the index keeps for one object.
@@ -35,9 +38,9 @@ func encodeIndex(uid, rv string, object uint64) []byte {
 	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(uid)+len(rv))
 	b = append(b, indexTag[:]...)
 	b = binary.AppendUvarint(b, object)
-	if isUUID(uid) {
+	if u, ok := canonicalUUID(uid); ok {
 		b = binary.AppendUvarint(b, 2*16+1)
-		b = appendUUID(b, uid)
+		b = append(b, u[:]...)
 	} else {
 		b = binary.AppendUvarint(b, 2*uint64(len(uid)))
 		b = append(b, uid...)
@@ -73,7 +76,7 @@ func decodeIndexObject(key, v []byte) (_ IndexEntry, _ uint64, err error) {
 	v = v[w:]
 	var uid string
 	if n&1 == 1 {
-		uid = formatUUID(v[:16])
+		uid = uuid.UUID(v[:16]).String()
 	} else {
 		uid = string(v[:n/2])
 	}
@@ -104,61 +107,13 @@ func indexObject(v []byte) uint64 {
 	return n
 }
 
-// isUUID reports whether s is a UUID in canonical lowercase form
-// (8-4-4-4-12 hexadecimal digits), the form that round-trips through 16
-// bytes exactly.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
+// canonicalUUID returns the 16 bytes of s when s is a UUID in canonical
+// lowercase form (8-4-4-4-12 hexadecimal digits), the form that
+// round-trips through them exactly.
+func canonicalUUID(s string) (uuid.UUID, bool) {
+	if len(s) != 36 || strings.ToLower(s) != s {
+		return uuid.UUID{}, false
 	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// appendUUID appends the 16 bytes of s, a UUID that isUUID accepts.
-func appendUUID(b []byte, s string) []byte {
-	var out [16]byte
-	j := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '-' {
-			continue
-		}
-		out[j/2] |= unhex(s[i]) << (4 * (1 - j%2))
-		j++
-	}
-	return append(b, out[:]...)
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
-}
-
-func formatUUID(u []byte) string {
-	const digits = "0123456789abcdef"
-	var b [36]byte
-	j := 0
-	for i, c := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = digits[c>>4], digits[c&0x0f]
-		j += 2
-	}
-	return string(b[:])
+	u, err := uuid.Parse(s)
+	return u, err == nil
 }

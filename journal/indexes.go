@@ -38,22 +38,12 @@ package journal
 // later builds it again. An index function's error fails the write (as
 // client-go's store, which panics on one): the transaction is rolled back
 // whole and the error matches ErrIndexFunc.
-//
-// Secondary indexes, in short.
-//
-// Named index functions over the objects (AddIndexes, registered before
-// the writer starts) are kept in buckets idx/<name>, updated by every
-// write that changes a key's object in the same transaction as the object
-// (appends, relist commits, a first list's direct appends): LookupIndex
-// and ObjectView.Lookup read keys and objects of one commit. The file
-// records the names; a name registered for the first time is built from
-// the stored objects, a write made while a recorded name is not registered
-// drops it.
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -163,12 +153,8 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 		// Registered inside the transaction: the next write transaction
 		// begins after this one ends, and sees the functions.
 		next := make(map[string]IndexFunc, len(prev)+len(add))
-		for k, v := range prev {
-			next[k] = v
-		}
-		for k, v := range add {
-			next[k] = v
-		}
+		maps.Copy(next, prev)
+		maps.Copy(next, add)
 		j.ix.mu.Lock()
 		j.ix.fns = next
 		j.ix.mu.Unlock()

@@ -238,14 +238,8 @@ func (j *Journal) ResourceVersion() (string, error) {
 func (j *Journal) Lookup(key string) (IndexEntry, bool, error) {
 	var e IndexEntry
 	var ok bool
-	err := j.store.View(func(tx storage.Tx) error {
-		v := tx.IndexGet([]byte(key))
-		if v == nil {
-			return nil
-		}
-		var err error
-		e, err = decodeIndex([]byte(key), v)
-		ok = err == nil
+	err := j.store.View(func(tx storage.Tx) (err error) {
+		e, ok, err = lookup(tx, key)
 		return err
 	})
 	return e, ok, err
@@ -298,10 +292,7 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 	}
 	var out []Event
 	err := j.store.View(func(tx storage.Tx) error {
-		first := tx.FirstOffset()
-		if first == 0 {
-			first = tx.NextOffset()
-		}
+		first := firstRetained(tx)
 		if from == 0 {
 			from = first
 		}
@@ -323,6 +314,15 @@ func (j *Journal) Read(from uint64, max int) ([]Event, error) {
 		})
 	})
 	return out, err
+}
+
+// firstRetained returns the first retained offset, or the next offset to
+// be assigned when the journal holds no event.
+func firstRetained(tx storage.Tx) uint64 {
+	if first := tx.FirstOffset(); first != 0 {
+		return first
+	}
+	return tx.NextOffset()
 }
 
 // Head returns the last offset assigned, 0 when none ever was.

@@ -71,8 +71,11 @@ package journal
 // put for every trimmed record of a live key (not only its latest), the
 // bucket's size bound unchanged (one copy per live key).
 //
-// KeepObjects is the bucket's presence in the file. Without it the
-// pointers are written all the same, but trimming copies nothing.
+// KeepObjects (opt-in; journal/cache's NewReader calls it) is the
+// bucket's presence in the file. Without it the pointers are written all
+// the same, but trimming copies nothing. Package journal/cache serves the
+// objects (ViewObjects) as a controller-runtime client.Reader and a
+// client-go-style lister.
 //
 // Older files. A schema 1 file opens; a writable open marks it schema 2 or later
 // (its entries keep their old form, without a pointer, until their key
@@ -83,27 +86,9 @@ package journal
 // a non-empty index, keys whose latest record was already trimmed fill as
 // they change. A relist does not fill keys that did not change (it
 // journals nothing for them).
-//
-// Objects, in short.
-//
-// Every live key's latest object (as served, JSON or protobuf; metadata for a
-// metadata-only journal) is readable from the file: its index entry holds
-// the offset of its last event with an object, and a read follows it into
-// the journal record. With KeepObjects (opt-in; journal/
-// cache's NewReader calls it) retention trimming copies a record that is
-// still a key's latest into an objects bucket first, so the objects
-// survive trimming as well as restarts and file rewrites, and follow
-// relists (a relist's ADDED/MODIFIED carries the object, a tombstone
-// removes it and is stored with the key's last object, so its readers keep
-// the final state). ViewObjects reads them in one read transaction together
-// with the head the read is current with; package journal/cache serves
-// them as a controller-runtime client.Reader and a client-go-style lister.
-// What it costs: objects.go.
-// Switched on after trimming has already removed some key's latest event,
-// that key reads as ErrNoObject until it changes (ObjectView.Missing
-// lists such keys).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -197,7 +182,7 @@ func keepTrimmed(tx storage.Tx, off uint64, rec []byte, s *sealer) error {
 	if resealed, err := s.reseal(string(key), obj); err == nil {
 		obj = resealed // else kept as it is: a read reports the damage
 	}
-	return tx.ObjectPut(clone(key), clone(obj))
+	return tx.ObjectPut(bytes.Clone(key), bytes.Clone(obj))
 }
 
 // objectAt returns the object of the record the index value v points at,

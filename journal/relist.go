@@ -1,12 +1,7 @@
 package journal
 
-// A relist is staged on disk (<path>.relist, stagefile.go) and made visible
-// only when its list is complete: a failed or partial list changes neither
-// index nor journal. The one exception, the first list into an empty index,
-// commits its ADDEDs as they come and clears the resourceVersion, so the next
-// list diffs against them.
-
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -155,7 +150,7 @@ func (r *relist) appendDirect(evs []Event) error {
 					return err
 				}
 			}
-			for bytes := 0; n < len(evs) && n < directChunk && bytes < commitBytes; n++ {
+			for written := 0; n < len(evs) && n < directChunk && written < commitBytes; n++ {
 				e := &evs[n]
 				if _, err := stamp(tx, e); err != nil {
 					return err
@@ -179,7 +174,7 @@ func (r *relist) appendDirect(evs []Event) error {
 				if first == 0 {
 					first = off
 				}
-				bytes += len(rec)
+				written += len(rec)
 			}
 			return nil
 		})
@@ -339,8 +334,8 @@ func (j *Journal) finishRelistChunks(max int) error {
 	path := stagePath(j.Path())
 	var rv, st []byte
 	if err := j.store.View(func(tx storage.Tx) error {
-		rv = clone(tx.Meta(metaRelistRV))
-		st = clone(tx.Meta(metaRelistStage))
+		rv = bytes.Clone(tx.Meta(metaRelistRV))
+		st = bytes.Clone(tx.Meta(metaRelistStage))
 		return nil
 	}); err != nil {
 		return fmt.Errorf("journal: commit relist: %w", err)
@@ -363,95 +358,113 @@ func (j *Journal) finishRelistChunks(max int) error {
 		return stageErr(err)
 	}
 	defer sr.close()
-	for done := false; !done; max-- {
-		if max == 0 {
-			return nil
+	var bad error
+	done, err := j.chunks(max, afterRelistChunk, func(tx storage.Tx) (moved int, done bool, err error) {
+		at, written := sr.pos, 0
+		if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
+			return 0, false, err
 		}
+		for moved < commitChunk && written < commitBytes && at < size {
+			rec, next, err := sr.next()
+			if err != nil {
+				bad = err
+				return 0, false, err
+			}
+			e, err := decodeEvent(0, rec)
+			if err == nil {
+				err = checkKey("key", e.Key)
+			}
+			if err != nil {
+				bad = err
+				return 0, false, err
+			}
+			staged := e.PrevOffset // Stage writes 0
+			raised, err := stamp(tx, &e)
+			if err != nil {
+				return 0, false, err
+			}
+			iv := tx.IndexGet([]byte(e.Key))
+			setPrevOffset(&e, iv)
+			if obj := lastObject(tx, []byte(e.Key), iv, &e); obj != nil {
+				// A tombstone, stored with the key's last object
+				// (objects.go), sealed where the journal seals.
+				e.Object = obj
+				if rec, err = j.seal.encode(&e); err != nil {
+					return 0, false, err
+				}
+			} else if raised || e.PrevOffset != staged {
+				if rec, err = encodeEvent(&e); err != nil {
+					return 0, false, err
+				}
+			}
+			off, err := tx.Append(rec)
+			if err != nil {
+				return 0, false, err
+			}
+			e.Offset = off
+			if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
+				return 0, false, err
+			}
+			if err := j.applyIndexes(tx, []byte(e.Key), &e); err != nil {
+				return 0, false, err
+			}
+			at = next
+			moved++
+			written += len(rec)
+		}
+		if at < size {
+			return moved, false, tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
+		}
+		for _, name := range []string{metaRelistStage, metaRelistRV} {
+			if err := tx.SetMeta(name, nil); err != nil {
+				return 0, false, err
+			}
+		}
+		if err := tx.SeenClear(); err != nil {
+			return 0, false, err
+		}
+		return moved, true, tx.SetMeta(metaRV, rv)
+	})
+	if bad != nil {
+		return j.forgetRelist(bad)
+	}
+	if err != nil {
+		return fmt.Errorf("journal: commit relist: %w", err)
+	}
+	if done {
+		sr.close()
+		_ = os.Remove(path)
+	}
+	return nil
+}
+
+// chunks runs chunk, one write transaction each, until it reports done or
+// max chunks have run (all when max < 0: tests stop there to stand for a
+// crash), and reports whether it reached done. Followers wake after a
+// chunk that moved events; after, when set, runs after each chunk but the
+// last (tests change the file there, as another writer or a crash would).
+func (j *Journal) chunks(max int, after func(), chunk func(storage.Tx) (moved int, done bool, err error)) (bool, error) {
+	for ; max != 0; max-- {
 		var moved int
-		var bad error
-		err := j.store.Update(func(tx storage.Tx) error {
-			at, bytes := sr.pos, 0
-			if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
-				return err
-			}
-			for moved < commitChunk && bytes < commitBytes && at < size {
-				rec, next, err := sr.next()
-				if err != nil {
-					bad = err
-					return err
-				}
-				e, err := decodeEvent(0, rec)
-				if err == nil {
-					err = checkKey("key", e.Key)
-				}
-				if err != nil {
-					bad = err
-					return err
-				}
-				staged := e.PrevOffset // Stage writes 0
-				raised, err := stamp(tx, &e)
-				if err != nil {
-					return err
-				}
-				iv := tx.IndexGet([]byte(e.Key))
-				setPrevOffset(&e, iv)
-				if obj := lastObject(tx, []byte(e.Key), iv, &e); obj != nil {
-					// A tombstone, stored with the key's last object
-					// (objects.go), sealed where the journal seals.
-					e.Object = obj
-					if rec, err = j.seal.encode(&e); err != nil {
-						return err
-					}
-				} else if raised || e.PrevOffset != staged {
-					if rec, err = encodeEvent(&e); err != nil {
-						return err
-					}
-				}
-				off, err := tx.Append(rec)
-				if err != nil {
-					return err
-				}
-				e.Offset = off
-				if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
-					return err
-				}
-				if err := j.applyIndexes(tx, []byte(e.Key), &e); err != nil {
-					return err
-				}
-				at = next
-				moved++
-				bytes += len(rec)
-			}
-			if at < size {
-				return tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
-			}
-			done = true
-			for _, name := range []string{metaRelistStage, metaRelistRV} {
-				if err := tx.SetMeta(name, nil); err != nil {
-					return err
-				}
-			}
-			if err := tx.SeenClear(); err != nil {
-				return err
-			}
-			return tx.SetMeta(metaRV, rv)
+		var done bool
+		err := j.store.Update(func(tx storage.Tx) (err error) {
+			moved, done, err = chunk(tx)
+			return err
 		})
-		if bad != nil {
-			return j.forgetRelist(bad)
-		}
 		if err != nil {
-			return fmt.Errorf("journal: commit relist: %w", err)
+			return false, err
 		}
 		if moved > 0 {
 			j.wake()
 		}
-		if afterRelistChunk != nil && !done {
-			afterRelistChunk()
+		if done {
+			return true, nil
+		}
+		if after != nil {
+			after()
 		}
 	}
-	sr.close()
-	_ = os.Remove(path)
-	return nil
+	return false, nil
 }
 
 // afterRelistChunk, when set, runs after each chunk of a relist commit
@@ -494,11 +507,4 @@ func (j *Journal) forgetRelist(cause error) error {
 	}
 	_ = os.Remove(stagePath(j.Path()))
 	return nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
 }

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
@@ -67,25 +68,11 @@ func (j *Journal) finishReshard() (reshardResult, error) { return j.finishReshar
 // when max < 0): tests stop there to stand for a crash.
 func (j *Journal) finishReshardChunks(max int) (reshardResult, error) {
 	var res reshardResult
-	for done := false; !done; max-- {
-		if max == 0 {
-			return res, nil
-		}
-		var moved int
-		err := j.store.Update(func(tx storage.Tx) error {
-			var err error
-			moved, done, err = reshardChunk(&wtx{tx: tx, j: j}, &res)
-			return err
-		})
-		if err != nil {
-			return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
-		}
-		if moved > 0 {
-			j.wake()
-		}
-		if afterReshardChunk != nil && !done {
-			afterReshardChunk()
-		}
+	_, err := j.chunks(max, afterReshardChunk, func(tx storage.Tx) (int, bool, error) {
+		return reshardChunk(&wtx{tx: tx, j: j}, &res)
+	})
+	if err != nil {
+		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 	}
 	return res, nil
 }
@@ -99,14 +86,14 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 		return 0, true, nil
 	}
 	var m reshardMarker
-	if err := json.Unmarshal(b, &m); err != nil {
-		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
+	var old, nw hashrange.Set
+	err = json.Unmarshal(b, &m)
+	if err == nil {
+		old, err = shardSet(m.From)
 	}
-	old, err := shardSet(m.From)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
+	if err == nil {
+		nw, err = shardSet(m.To)
 	}
-	nw, err := shardSet(m.To)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
 	}

@@ -8,7 +8,8 @@ package journal
 // Options.SealResources adds) is sealed with AES-256-GCM (crypto/aes,
 // crypto/cipher) under a key the user supplies (Keyring, LoadKeyring: a
 // file of 32 raw bytes or their base64, as a mounted Secret holds it).
-// Only the Object is sealed: the key, UID, resourceVersions, offsets,
+// Only the Object is sealed (in the journal records, the objects bucket
+// and the relist's stage file alike): the key, UID, resourceVersions, offsets,
 // times and the index stay readable without the key, because they are
 // not secret and every file check, retention trimming, relist diff and
 // Snapshot works on them.
@@ -62,19 +63,6 @@ package journal
 // A reader without a key the file still uses gets a *SealedError naming
 // it. A file rewrite (compactor) copies records as they are: it neither
 // opens nor re-seals them.
-//
-// Sealing, in short.
-//
-// The objects of sensitive resources (Secrets, DefaultSealResources, and
-// Options.SealResources) are stored sealed with AES-256-GCM when the file
-// is opened with Options.Keyring: in the journal records, the objects
-// bucket and the relist's stage file alike. Reads open them with the
-// keyring; without the key that sealed one, a read of its object is a
-// *SealedError (ErrSealed) naming the key's ID, while the index, offsets,
-// resourceVersions and UIDs stay readable. Keys rotate: the first key of
-// the keyring seals, every key opens (above: the record mark that older
-// builds refuse and the additional data that binds an object to its key
-// and resource).
 
 import (
 	"bytes"
@@ -87,6 +75,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -183,8 +172,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("journal: keyring: %w", err)
 		}
 		sum := sha256.Sum256(key)
-		sk := sealKey{aead: aead}
-		copy(sk.id[:], sum[:sealIDSize])
+		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead}
 		if k.find(sk.id) != nil {
 			return nil, fmt.Errorf("journal: keyring: key %d (%s) is listed twice", i, hex.EncodeToString(sk.id[:]))
 		}
@@ -289,11 +277,7 @@ func newSealer(o *Options, r *Resource) *sealer {
 		return s
 	}
 	s.gr = r.GVR.GroupResource()
-	for _, gr := range append(append([]schema.GroupResource(nil), DefaultSealResources...), o.SealResources...) {
-		if gr == s.gr {
-			s.seals = !r.MetadataOnly
-		}
-	}
+	s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
 	return s
 }
 

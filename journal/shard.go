@@ -117,11 +117,7 @@ func (w *writer) Reshard(sel string) (reshardResult, error) {
 	if err != nil {
 		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 	}
-	res, err := w.j.finishReshard()
-	if err != nil {
-		return reshardResult{}, err
-	}
-	return res, nil
+	return w.j.finishReshard()
 }
 
 func pendingSet(tx storage.Tx) hashrange.Set {

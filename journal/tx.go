@@ -38,8 +38,11 @@ func (w *writer) Update(fn func(txAPI) error) error {
 }
 
 // Lookup returns the index entry for key as this transaction sees it.
-func (t *wtx) Lookup(key string) (IndexEntry, bool, error) {
-	v := t.tx.IndexGet([]byte(key))
+func (t *wtx) Lookup(key string) (IndexEntry, bool, error) { return lookup(t.tx, key) }
+
+// lookup returns the index entry for key in tx, and false when key is absent.
+func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
+	v := tx.IndexGet([]byte(key))
 	if v == nil {
 		return IndexEntry{}, false, nil
 	}

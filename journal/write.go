@@ -5,20 +5,15 @@ package journal
 // Journal is the reader's API, with the settings a user chooses
 // (SetRetention, KeepObjects). The writer's machinery (write
 // transactions, the staged relist, retention trimming, Reshard) is this
-// package's code but not its API: package reconcile, package compactor and
-// the module's other writers reach it through the module's
-// internal/journalwrite (write.go). A program writes a journal by running a
-// reconcile.Loop: one writer per file.
-//
-// The write side of a journal is kept out of this package's API (issue
-// 22): a program that reads and consumes a journal needs none of it. The
-// packages of this module that write a file (reconcile, compactor, shards,
-// journalctl) reach it through package internal/journalwrite:
-// journalwrite.Of(j) returns j's *writer, through the hook in
-// internal/journalhook that init sets below. journalwrite.Writer documents
-// the write side as its callers see it; the methods here (tx.go,
-// relist.go, meta.go, shard.go, consumer.go's Trim, resource.go's SetKind)
-// say what each does in full.
+// package's code but not its API (issue 22): a program that reads and
+// consumes a journal needs none of it, and writes one by running a
+// reconcile.Loop (one writer per file). The packages of this module that
+// write a file (reconcile, compactor, shards, journalctl) reach it through
+// package internal/journalwrite: journalwrite.Of(j) returns j's *writer,
+// through the hook in internal/journalhook that init sets below.
+// journalwrite.Writer documents the write side as its callers see it; the
+// methods here (tx.go, relist.go, meta.go, shard.go, consumer.go's Trim,
+// resource.go's SetKind) say what each does in full.
 //
 // The types the writer's methods take and return (a transaction, a
 // relist, a meta namespace, a Reshard's result) are aliases of type

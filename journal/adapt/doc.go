@@ -54,13 +54,8 @@
 // fresh process whose first event is such a tombstone decodes it.
 //
 // Handle's OnUpdate gets as old object the key's object before the change,
-// read from the key's previous event in the journal at the offset the
-// MODIFIED records (journal.Event.PrevOffset; old.go), so a filter
-// comparing old and new labels or data works (a metadata-only journal
-// gives the previous metadata); when retention has trimmed that event or
-// the MODIFIED was written before records carried that offset (a schema 2
-// or older file), old is metadata-only: name, namespace, UID and the
-// previous resourceVersion.
+// read from the key's previous event in the journal (see Handle), so a
+// filter comparing old and new labels or data works.
 //
 // # Reasons
 //

@@ -56,11 +56,7 @@ type DeleteReasonHandler interface {
 //     implements DeleteReasonHandler gets every DELETED through
 //     OnDeleteWithReason instead, with the reason.
 func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandler, opts *Options) error {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	o = o.withDefaults()
+	o := opts.withDefaults()
 	dec := newDecoder(c.Journal(), o.Decode)
 	for {
 		evs, err := c.Next(ctx, o.Batch)

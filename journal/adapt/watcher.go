@@ -28,7 +28,13 @@ type Options struct {
 	Batch int
 }
 
-func (o Options) withDefaults() Options {
+// withDefaults returns a copy of *opts (nil: the zero Options) with the
+// defaults set.
+func (opts *Options) withDefaults() Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	if o.Decode == nil {
 		o.Decode = unstructuredObject
 	}
@@ -153,11 +159,7 @@ func WatchConsumer(c *journal.Consumer, opts *Options) (*Watcher, error) {
 }
 
 func start(j *journal.Journal, c *journal.Consumer, from uint64, opts *Options) *Watcher {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	o = o.withDefaults()
+	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{j: j, c: c, dec: newDecoder(j, o.Decode), batch: o.Batch,
 		result: make(chan watch.Event), events: make(chan Event), cancel: cancel, done: make(chan struct{})}

@@ -301,9 +301,7 @@ func (s *store) init() (err error) {
 				}
 			}
 			meta := tx.Bucket(bucketMeta)
-			var v [4]byte
-			binary.BigEndian.PutUint32(v[:], SchemaVersion)
-			if err := meta.Put(metaSchema, v[:]); err != nil {
+			if err := meta.Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
 				return err
 			}
 			if err := meta.Put(metaNext, u64(1)); err != nil {
@@ -320,9 +318,7 @@ func (s *store) init() (err error) {
 // number changes (see SchemaVersion).
 func (s *store) migrate(from uint32) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		var v [4]byte
-		binary.BigEndian.PutUint32(v[:], SchemaVersion)
-		return tx.Bucket(bucketMeta).Put(metaSchema, v[:])
+		return tx.Bucket(bucketMeta).Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
 	})
 	if err != nil {
 		return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, from, SchemaVersion, err)
@@ -474,11 +470,7 @@ func classify(err error) error {
 	return err
 }
 
-func u64(v uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return b[:]
-}
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 func getU64(b []byte) uint64 {
 	if len(b) != 8 {

@@ -214,16 +214,10 @@ func (r *Reader) ListAt(ctx context.Context, list client.ObjectList, opts ...cli
 	var like runtime.Object
 	if _, ok := list.(*unstructured.UnstructuredList); ok {
 		like = &unstructured.Unstructured{}
-	} else {
-		like, err = r.scheme.New(gvk)
-		if err != nil {
-			return 0, fmt.Errorf("cache: %w", err)
-		}
-	}
-	if _, ok := list.(*unstructured.UnstructuredList); !ok {
-		if items, ok := typedItems(list); ok {
-			return r.listTyped(list, items, s)
-		}
+	} else if like, err = r.scheme.New(gvk); err != nil {
+		return 0, fmt.Errorf("cache: %w", err)
+	} else if items, ok := typedItems(list); ok {
+		return r.listTyped(list, items, s)
 	}
 	var items []runtime.Object
 	head, more, err := scan(r.j, s, func(_ string, b []byte) error {

@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -61,11 +62,8 @@ func IsProto(b []byte) bool { return bytes.HasPrefix(b, protoMagic) }
 
 // envelope is a protobuf object's kind and the bytes of its message.
 type envelope struct {
-	gvk schema.GroupVersionKind
+	typeMetaInfo
 	raw []byte
-	ki  kindInfo // kindOf(gvk)'s, when known
-	// known: gvk is a kind of client-go's scheme with a protobuf decoder.
-	known bool
 }
 
 // parseEnvelope reads the envelope of b (IsProto) without copying the
@@ -98,14 +96,15 @@ func parseEnvelope(b []byte) (envelope, error) {
 	if err != nil {
 		return envelope{}, err
 	}
-	return envelope{gvk: t.gvk, raw: raw, ki: t.ki, known: t.known}, nil
+	return envelope{typeMetaInfo: t, raw: raw}, nil
 }
 
 // typeMetaInfo is what an envelope's typeMeta message says: the kind, and
 // kindOf's answer for it.
 type typeMetaInfo struct {
-	gvk   schema.GroupVersionKind
-	ki    kindInfo
+	gvk schema.GroupVersionKind
+	ki  kindInfo // kindOf(gvk)'s, when known
+	// known: gvk is a kind of client-go's scheme with a protobuf decoder.
 	known bool
 }
 
@@ -133,13 +132,10 @@ func typeMetaOf(tm []byte) (typeMetaInfo, error) {
 		return t, err
 	}
 	for m == nil || len(*m) < maxTypeMetas {
-		next := make(map[string]typeMetaInfo, 1)
+		next := map[string]typeMetaInfo{string(tm): t}
 		if m != nil {
-			for k, v := range *m {
-				next[k] = v
-			}
+			maps.Copy(next, *m)
 		}
-		next[string(tm)] = t
 		if typeMetas.CompareAndSwap(m, &next) {
 			break
 		}
