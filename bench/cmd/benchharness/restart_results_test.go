@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestRestartTargets checks issue 12's target rows on made-up rows: one per
-// N for each ratio, the 200k RSS row and the 1,000,000-object row, with the
-// right verdicts.
-func TestRestartTargets(t *testing.T) {
+// restartResultsFixture is a made-up run at three N of watchjournal, the
+// informer, the bare list and the metadata informer, with the relists with
+// 1% changed and the restarts.
+func restartResultsFixture() *results {
 	ns := []int{20_000, 200_000, 1_000_000}
 	var rows []row
 	for _, n := range ns {
@@ -34,7 +34,14 @@ func TestRestartTargets(t *testing.T) {
 		md.Synced.Steady.RSS = 100 << 20
 		rows = append(rows, wj, inf, list, md)
 	}
-	r := &results{o: options{ns: ns}, rows: rows}
+	return &results{o: options{ns: ns}, rows: rows}
+}
+
+// TestRestartTargets checks issue 12's target rows on made-up rows: one per
+// N for each ratio, the 200k RSS row and the 1,000,000-object row, with the
+// right verdicts.
+func TestRestartTargets(t *testing.T) {
+	r := restartResultsFixture()
 	got := map[string]string{}
 	for _, x := range r.restartTargets() {
 		got[x.name] = x.state + " " + x.measured
