@@ -7,8 +7,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 )
 
 // The cache section's markers: a run of only the cache subjects replaces
@@ -62,13 +62,10 @@ func oldSection(file []byte, begin, end string) []byte {
 	return append(append([]byte{}, file[i:i+j+len(end)]...), '\n')
 }
 
-func (r *results) findCache(n int, subject string) (cacheRow, bool) {
-	for _, x := range r.caches {
-		if x.N == n && x.Subject == subject && x.Err == "" {
-			return x, true
-		}
-	}
-	return cacheRow{}, false
+// findCache returns the cache subject's row at n of workload w ("" for
+// the ConfigMaps), unless it failed.
+func findCache(rows []cacheRow, w string, n int, subject string) (cacheRow, bool) {
+	return first(rows, func(x cacheRow) bool { return x.Workload == w && x.N == n && x.Subject == subject && x.Err == "" })
 }
 
 // ratio formats a / b.
@@ -102,68 +99,60 @@ func (r *results) cacheTargets() []target {
 		return mb(heap - q)
 	}
 	for _, n := range ns {
-		j, ok1 := r.findCache(n, subjJCache)
-		c, ok2 := r.findCache(n, subjCRCache)
-		t := target{name: fmt.Sprintf("jcache steady heap ≤ 5%% of crcache's (N=%d)", n), state: "not measured"}
+		j, ok1 := findCache(r.caches, "", n, subjJCache)
+		c, ok2 := findCache(r.caches, "", n, subjCRCache)
+		t := newTarget("jcache steady heap ≤ 5%% of crcache's (N=%d)", n)
 		if ok1 && ok2 {
 			a, b := float64(j.First.Steady.HeapInuse), float64(c.First.Steady.HeapInuse)
-			t.measured = fmt.Sprintf("%s / %s MiB = %.1f%% (after the restart: %s / %s MiB = %.1f%%)", mb(j.First.Steady.HeapInuse), mb(c.First.Steady.HeapInuse), 100*a/b,
-				mb(j.Restart.Steady.HeapInuse), mb(c.Restart.Steady.HeapInuse), 100*float64(j.Restart.Steady.HeapInuse)/float64(c.Restart.Steady.HeapInuse))
+			t.set(a <= 0.05*b, fmt.Sprintf("%s / %s MiB = %.1f%% (after the restart: %s / %s MiB = %.1f%%)", mb(j.First.Steady.HeapInuse), mb(c.First.Steady.HeapInuse), 100*a/b,
+				mb(j.Restart.Steady.HeapInuse), mb(c.Restart.Steady.HeapInuse), 100*float64(j.Restart.Steady.HeapInuse)/float64(c.Restart.Steady.HeapInuse)))
 			if x, y := lessQueue(j.First.Steady.HeapInuse, j.Objects), lessQueue(c.First.Steady.HeapInuse, c.Objects); x != "" && y != "" {
 				t.measured += fmt.Sprintf("; less the controller's priority queue's %.0f B an object (BenchmarkControllerQueueRetained): %s / %s MiB", queuePerObject, x, y)
 			}
-			t.state = check(a <= 0.05*b)
 		}
 		ts = append(ts, t)
 	}
 	lo, hi := ns[0], ns[len(ns)-1]
-	t := target{name: fmt.Sprintf("jcache steady heap flat in N: heap at N=%d within ±10%% of heap at N=%d", hi, lo), state: "not measured"}
-	if a, ok := r.findCache(lo, subjJCache); ok && lo != hi {
-		if b, ok := r.findCache(hi, subjJCache); ok {
-			x := float64(b.First.Steady.HeapInuse) / float64(a.First.Steady.HeapInuse)
-			t.measured = fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.First.Steady.HeapInuse), mb(a.First.Steady.HeapInuse), x)
-			if x, y := lessQueue(b.First.Steady.HeapInuse, b.Objects), lessQueue(a.First.Steady.HeapInuse, a.Objects); x != "" && y != "" {
-				t.measured += fmt.Sprintf(" (less the controller's priority queue's %.0f B an object: %s / %s MiB)", queuePerObject, x, y)
-			}
-			t.state = check(x >= 0.9 && x <= 1.1)
+	t := newTarget("jcache steady heap flat in N: heap at N=%d within ±10%% of heap at N=%d", hi, lo)
+	a, ok1 := findCache(r.caches, "", lo, subjJCache)
+	b, ok2 := findCache(r.caches, "", hi, subjJCache)
+	if ok1 && ok2 && lo != hi {
+		x := float64(b.First.Steady.HeapInuse) / float64(a.First.Steady.HeapInuse)
+		t.set(x >= 0.9 && x <= 1.1, fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.First.Steady.HeapInuse), mb(a.First.Steady.HeapInuse), x))
+		if x, y := lessQueue(b.First.Steady.HeapInuse, b.Objects), lessQueue(a.First.Steady.HeapInuse, a.Objects); x != "" && y != "" {
+			t.measured += fmt.Sprintf(" (less the controller's priority queue's %.0f B an object: %s / %s MiB)", queuePerObject, x, y)
 		}
 	}
 	ts = append(ts, t)
 	ref := hi
-	for _, n := range ns {
-		if n == 200_000 {
-			ref = n
-		}
+	if slices.Contains(ns, 200_000) {
+		ref = 200_000
 	}
-	t = target{name: fmt.Sprintf("jcache RSS ≤ 15%% of crcache's (N=%d)", ref), state: "not measured"}
-	if j, ok := r.findCache(ref, subjJCache); ok {
-		if c, ok := r.findCache(ref, subjCRCache); ok {
-			a, b := float64(j.First.Steady.RSS), float64(c.First.Steady.RSS)
-			t.measured = fmt.Sprintf("%s / %s MiB = %.1f%% (anon %s MiB)", mb(j.First.Steady.RSS), mb(c.First.Steady.RSS), 100*a/b, mb(j.First.Steady.RSSAnon))
-			t.state = check(a <= 0.15*b)
-		}
+	t = newTarget("jcache RSS ≤ 15%% of crcache's (N=%d)", ref)
+	j, ok1 := findCache(r.caches, "", ref, subjJCache)
+	c, ok2 := findCache(r.caches, "", ref, subjCRCache)
+	if ok1 && ok2 {
+		a, b := float64(j.First.Steady.RSS), float64(c.First.Steady.RSS)
+		t.set(a <= 0.15*b, fmt.Sprintf("%s / %s MiB = %.1f%% (anon %s MiB)", mb(j.First.Steady.RSS), mb(c.First.Steady.RSS), 100*a/b, mb(j.First.Steady.RSSAnon)))
 	}
 	ts = append(ts, t)
 	for _, n := range ns {
-		j, ok1 := r.findCache(n, subjJCache)
-		c, ok2 := r.findCache(n, subjCRCache)
-		t := target{name: fmt.Sprintf("first start (empty directory): exec to the first reconcile ≤ 1.0× crcache's (N=%d)", n), state: "not measured"}
-		if ok1 && ok2 {
-			t.measured = fmt.Sprintf("%.2f / %.2f s = %s (every object reconciled: %.2f / %.2f s = %s)",
-				j.First.FirstReconcileSeconds, c.First.FirstReconcileSeconds, ratio(j.First.FirstReconcileSeconds, c.First.FirstReconcileSeconds),
-				j.First.AllSeconds, c.First.AllSeconds, ratio(j.First.AllSeconds, c.First.AllSeconds))
-			t.state = check(j.First.FirstReconcileSeconds <= c.First.FirstReconcileSeconds)
+		j, ok1 := findCache(r.caches, "", n, subjJCache)
+		c, ok2 := findCache(r.caches, "", n, subjCRCache)
+		// start compares a start of both subjects: exec to the first
+		// reconcile, and to every object reconciled.
+		start := func(limit float64, name string, j, c cacheStart) {
+			t := newTarget("%s: exec to the first reconcile ≤ %.1f× crcache's (N=%d)", name, limit, n)
+			if ok1 && ok2 {
+				t.set(j.FirstReconcileSeconds <= limit*c.FirstReconcileSeconds, fmt.Sprintf("%.2f / %.2f s = %s (every object reconciled: %.2f / %.2f s = %s)",
+					j.FirstReconcileSeconds, c.FirstReconcileSeconds, ratio(j.FirstReconcileSeconds, c.FirstReconcileSeconds),
+					j.AllSeconds, c.AllSeconds, ratio(j.AllSeconds, c.AllSeconds)))
+			}
+			ts = append(ts, t)
 		}
-		ts = append(ts, t)
-		t = target{name: fmt.Sprintf("restart, nothing changed: exec to the first reconcile ≤ 0.1× crcache's (N=%d)", n), state: "not measured"}
-		if ok1 && ok2 {
-			t.measured = fmt.Sprintf("%.2f / %.2f s = %s (every object reconciled: %.2f / %.2f s = %s)",
-				j.Restart.FirstReconcileSeconds, c.Restart.FirstReconcileSeconds, ratio(j.Restart.FirstReconcileSeconds, c.Restart.FirstReconcileSeconds),
-				j.Restart.AllSeconds, c.Restart.AllSeconds, ratio(j.Restart.AllSeconds, c.Restart.AllSeconds))
-			t.state = check(j.Restart.FirstReconcileSeconds <= 0.1*c.Restart.FirstReconcileSeconds)
-		}
-		ts = append(ts, t)
-		t = target{name: fmt.Sprintf("reads through mgr.GetClient(), jcache / crcache (N=%d)", n), state: "not measured"}
+		start(1, "first start (empty directory)", j.First, c.First)
+		start(0.1, "restart, nothing changed", j.Restart, c.Restart)
+		t := newTarget("reads through mgr.GetClient(), jcache / crcache (N=%d)", n)
 		if ok1 && ok2 {
 			t.measured = fmt.Sprintf("Get p50 %s, p99 %s; List through the index of %d p50 %s, p99 %s; List of a namespace of %d %s",
 				ratio(j.Reads.GetP50, c.Reads.GetP50), ratio(j.Reads.GetP99, c.Reads.GetP99), cacheGroupSize,
@@ -185,21 +174,14 @@ func (r *results) cacheSection() string {
 	var b strings.Builder
 	b.WriteString(cacheBegin + "\n\n")
 	b.WriteString("## controller-runtime's cache against jcache: an operator process (issue 23)\n\n")
-	fmt.Fprintf(&b, "Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n",
-		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc)
-	fmt.Fprintf(&b, "    %s\n\n", r.o.command)
-	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, object i in namespace cache-<i mod %d> (N/%d a namespace), plus %d in %s, each labelled %s=true and %s=<i/%d>. ",
-		r.cacheObjectBytes, cacheNamespaces, cacheNamespaces, cacheListN, cacheListNS, cacheLabel, groupLabel, cacheGroupSize)
-	for _, c := range r.cacheCreations {
-		if c.To > c.From {
-			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
-		}
-	}
+	b.WriteString(r.writtenBy())
+	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, object i in namespace cache-<i mod %d> (N/%d a namespace), plus %d in %s, each labelled %s=true and %s=<i/%d>. %s",
+		r.cacheObjectBytes, cacheNamespaces, cacheNamespaces, cacheListN, cacheListNS, cacheLabel, groupLabel, cacheGroupSize, r.creationsText(r.cacheCreations))
 	b.WriteString("\n\n| N | subject | objects | load | heap MiB | RSS MiB | anon RSS MiB | informer synced s | first reconcile s (in process) | all reconciled s | start CPU s | restart: informer synced s | restart: first reconcile s (in process) | restart: all reconciled s | restart CPU s | restart heap MiB | restart RSS MiB | disk MiB |\n")
 	b.WriteString("|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.caches {
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
 		disk := "–"
@@ -227,10 +209,7 @@ func (r *results) cacheSection() string {
 - **heap / RSS**: as the other subjects (HeapInuse and VmRSS after runtime.GC and debug.FreeOSMemory), once every object was reconciled once (the workqueue the start filled has drained; its maps keep the size they grew to, as Go maps do not shrink: BenchmarkControllerQueueRetained in bench/queue_bench_test.go measures that part, the same in both subjects, and the targets show the heap less it when the run has that benchmark's output, -gobench); **anon RSS**: RssAnon (jcache's RSS also counts bbolt's mapped file pages).
 - **informer synced s**: from the parent's exec until the informer the controller watches (mgr.GetCache().GetInformer) reported HasSynced, polled every 5 ms: crcache, its store holds the list; jcache, its journal is current with the server (a list committed, or a resume the server proved), while the replay of the stored objects to the controller's handler, which the controller waits for (the handler registration's HasSynced), may still run. **first reconcile s**: from the parent's exec of the process to the reconciler's first call (in parentheses: from ctrl.NewManager in the process); **all reconciled**: from exec until every one of the objects was reconciled once; **start CPU**: the process's CPU time until then. **restart**: a new process on the same directory, nothing changed meanwhile (for crcache the same as a first start). **disk**: the directory's files after the restart's process exited. **load**: the 1-minute load average when the first start began (2 cores; other work may have run).
 `)
-	b.WriteString("\n| target (issue 23) | measured | |\n|---|---|---|\n")
-	for _, t := range r.cacheTargets() {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
-	}
+	b.WriteString(targetsTable("target (issue 23)", r.cacheTargets()))
 	b.WriteString("\n" + cacheEnd + "\n")
 	return b.String()
 }

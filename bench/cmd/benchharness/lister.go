@@ -329,13 +329,9 @@ func syncInformerReader(ctx context.Context, cfg *rest.Config) (readerFuncs, err
 	}, nil
 }
 
+// findReader returns the reader's row at n, unless it failed.
 func (r *results) findReader(n int, kind string) (readerRow, bool) {
-	for _, x := range r.readers {
-		if x.N == n && x.Kind == kind && x.Err == "" {
-			return x, true
-		}
-	}
-	return readerRow{}, false
+	return first(r.readers, func(x readerRow) bool { return x.N == n && x.Kind == kind && x.Err == "" })
 }
 
 // readerTargets evaluates issue 11's targets on this run's readers and the
@@ -346,47 +342,42 @@ func (r *results) readerTargets() []target {
 	for _, n := range ns {
 		jr, ok1 := r.findReader(n, readerJournal)
 		ir, ok2 := r.findReader(n, readerInformer)
-		t := target{name: fmt.Sprintf("journal + cache.Reader (objects kept) steady heap ≤ 5%% of the informer's (all namespaces: N=%d + %d in %s)", n, listN, listNS), state: "not measured"}
+		t := newTarget("journal + cache.Reader (objects kept) steady heap ≤ 5%% of the informer's (all namespaces: N=%d + %d in %s)", n, listN, listNS)
 		if ok1 && ok2 {
 			a, b := max(jr.Synced.Steady.HeapInuse, jr.Reads.After.HeapInuse), ir.Synced.Steady.HeapInuse
-			t.measured = fmt.Sprintf("%s / %s MiB = %.1f%% (larger of synced and after the reads)", mb(a), mb(b), 100*float64(a)/float64(b))
-			t.state = check(float64(a) <= 0.05*float64(b))
+			t.set(float64(a) <= 0.05*float64(b), fmt.Sprintf("%s / %s MiB = %.1f%% (larger of synced and after the reads)", mb(a), mb(b), 100*float64(a)/float64(b)))
 		}
 		ts = append(ts, t)
-		t = target{name: fmt.Sprintf("Reader.Get of one typed object ≤ 2× the informer lister's Get + DeepCopy, p50 (N=%d)", n), state: "not measured"}
+		t = newTarget("Reader.Get of one typed object ≤ 2× the informer lister's Get + DeepCopy, p50 (N=%d)", n)
 		if ok1 && ok2 {
-			t.measured = fmt.Sprintf("p50 %.1f / %.1f µs = %.1f×; p99 %.1f / %.1f µs = %.1f× (%d Gets each)",
+			t.set(jr.Reads.GetP50 <= 2*ir.Reads.GetP50, fmt.Sprintf("p50 %.1f / %.1f µs = %.1f×; p99 %.1f / %.1f µs = %.1f× (%d Gets each)",
 				1e6*jr.Reads.GetP50, 1e6*ir.Reads.GetP50, jr.Reads.GetP50/ir.Reads.GetP50,
-				1e6*jr.Reads.GetP99, 1e6*ir.Reads.GetP99, jr.Reads.GetP99/ir.Reads.GetP99, readGets)
-			t.state = check(jr.Reads.GetP50 <= 2*ir.Reads.GetP50)
+				1e6*jr.Reads.GetP99, 1e6*ir.Reads.GetP99, jr.Reads.GetP99/ir.Reads.GetP99, readGets))
 		}
 		ts = append(ts, t)
-		t = target{name: fmt.Sprintf("Reader.List of a namespace of %d ≤ 3× the lister's List + DeepCopy (N=%d)", listN, n), state: "not measured"}
+		t = newTarget("Reader.List of a namespace of %d ≤ 3× the lister's List + DeepCopy (N=%d)", listN, n)
 		if ok1 && ok2 {
-			t.measured = fmt.Sprintf("%.2f / %.2f ms = %.1f× (median of %d)", 1e3*jr.Reads.ListP50, 1e3*ir.Reads.ListP50, jr.Reads.ListP50/ir.Reads.ListP50, readLists)
-			t.state = check(jr.Reads.ListP50 <= 3*ir.Reads.ListP50)
+			t.set(jr.Reads.ListP50 <= 3*ir.Reads.ListP50, fmt.Sprintf("%.2f / %.2f ms = %.1f× (median of %d)", 1e3*jr.Reads.ListP50, 1e3*ir.Reads.ListP50, jr.Reads.ListP50/ir.Reads.ListP50, readLists))
 		}
 		ts = append(ts, t)
 	}
 	lo, hi := ns[0], ns[len(ns)-1]
-	t := target{name: fmt.Sprintf("journal + cache.Reader heap flat in N: heap at N=%d ≤ 1.25× heap at N=%d", hi, lo), state: "not measured"}
-	if a, ok := r.findReader(lo, readerJournal); ok && lo != hi {
-		if b, ok := r.findReader(hi, readerJournal); ok {
-			ha := max(a.Synced.Steady.HeapInuse, a.Reads.After.HeapInuse)
-			hb := max(b.Synced.Steady.HeapInuse, b.Reads.After.HeapInuse)
-			t.measured = fmt.Sprintf("%s / %s MiB = %.2f×", mb(hb), mb(ha), float64(hb)/float64(ha))
-			t.state = check(float64(hb) <= 1.25*float64(ha))
-		}
+	t := newTarget("journal + cache.Reader heap flat in N: heap at N=%d ≤ 1.25× heap at N=%d", hi, lo)
+	a, ok1 := r.findReader(lo, readerJournal)
+	b, ok2 := r.findReader(hi, readerJournal)
+	if ok1 && ok2 && lo != hi {
+		ha := max(a.Synced.Steady.HeapInuse, a.Reads.After.HeapInuse)
+		hb := max(b.Synced.Steady.HeapInuse, b.Reads.After.HeapInuse)
+		t.set(float64(hb) <= 1.25*float64(ha), fmt.Sprintf("%s / %s MiB = %.2f×", mb(hb), mb(ha), float64(hb)/float64(ha)))
 	}
 	ts = append(ts, t)
 	gb := parseGobench(r.gobench)
-	t = target{name: "keeping objects costs ≤ 20% of the append rate (BenchmarkJournalAppend batch=1000/nosync vs …/nosync/objects)", state: "not measured"}
+	t = newTarget("keeping objects costs ≤ 20%% of the append rate (BenchmarkJournalAppend batch=1000/nosync vs …/nosync/objects)")
 	none, ok1 := gb["BenchmarkJournalAppend/batch=1000/nosync"]["events/s"]
 	kept, ok2 := gb["BenchmarkJournalAppend/batch=1000/nosync/objects"]["events/s"]
 	if ok1 && ok2 && kept > 0 {
 		extra := none/kept - 1
-		t.measured = fmt.Sprintf("%.0f events/s without, %.0f with objects: %+.0f%% cost", none, kept, 100*extra)
-		t.state = check(extra <= 0.20)
+		t.set(extra <= 0.20, fmt.Sprintf("%.0f events/s without, %.0f with objects: %+.0f%% cost", none, kept, 100*extra))
 	}
 	return append(ts, t)
 }
@@ -402,7 +393,7 @@ func (r *results) readerTable() string {
 	b.WriteString("\n| N | reader | objects | sync s | heap MiB | heap after reads MiB | Get p50 µs | Get p99 µs | List of 1,000 ms |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.readers {
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||\n", x.N, x.Kind, strings.ReplaceAll(x.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||\n", x.N, x.Kind, cell(x.Err))
 			continue
 		}
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %.1f | %.1f | %.2f |\n", x.N, x.Kind, x.Reads.Objects, secs(x.Synced.SyncSeconds),

@@ -33,7 +33,7 @@ func (r *results) restartTable() string {
 			rel, relCPU, relLive = secs(c.RelistSeconds), secs(c.RelistCPU), mb(c.PeakLive)
 			relSeen = relistSeen(row{Relists: []report{c}, Relisted: c})
 		case x.ChangedRelistErr != "":
-			relSeen = "error: " + strings.ReplaceAll(x.ChangedRelistErr, "|", "/")
+			relSeen = "error: " + cell(x.ChangedRelistErr)
 		}
 		same, sameKiB, sameReqs, sameCPU, sameHeap, sameRSS := "–", "–", "–", "–", "–", "–"
 		if s := x.RestartSame; s != nil {
@@ -53,7 +53,7 @@ func (r *results) restartTable() string {
 			}
 		}
 		if x.RestartErr != "" {
-			check = "error: " + strings.ReplaceAll(x.RestartErr, "|", "/")
+			check = "error: " + cell(x.RestartErr)
 		}
 		changed := "–"
 		if x.Changed > 0 {
@@ -96,8 +96,7 @@ func (r *results) restartTargets() []target {
 	ratio := func(name string, a, b float64, unit string, limit float64) target {
 		t := target{name: name, state: "not measured"}
 		if a > 0 && b > 0 {
-			t.measured = fmt.Sprintf("%.2f / %.2f %s = %.2f×", a, b, unit, a/b)
-			t.state = check(a/b <= limit)
+			t.set(a/b <= limit, fmt.Sprintf("%.2f / %.2f %s = %.2f×", a, b, unit, a/b))
 		}
 		return t
 	}
@@ -111,8 +110,6 @@ func (r *results) restartTargets() []target {
 		if okI {
 			ts = append(ts, ratio(fmt.Sprintf("initial sync ≤ 1.0× the informer's sync (N=%d)", n),
 				wj.Synced.SyncSeconds, inf.Synced.SyncSeconds, "s", 1.0))
-		}
-		if okI {
 			ts = append(ts, ratio(fmt.Sprintf("relist after a 410, nothing changed, ≤ 1.0× the informer's relist (N=%d, medians)", n),
 				wj.Relisted.RelistSeconds, inf.Relisted.RelistSeconds, "s", 1.0))
 		}
@@ -136,11 +133,10 @@ func (r *results) restartTargets() []target {
 			}
 			ts = append(ts, ratio(fmt.Sprintf("restart with nothing changed: time to synced ≤ 0.1× the informer's (N=%d)", n),
 				s, inf.RestartSame.Seconds, "s", 0.1))
-			t := target{name: fmt.Sprintf("restart with nothing changed: bytes received ≤ 1%% of the informer's (N=%d)", n), state: "not measured"}
+			t := newTarget("restart with nothing changed: bytes received ≤ 1%% of the informer's (N=%d)", n)
 			if bytes > 0 && inf.RestartSame.Bytes > 0 {
 				f := float64(bytes) / float64(inf.RestartSame.Bytes)
-				t.measured = fmt.Sprintf("%s / %s KiB = %.2f%%", kib(bytes), kib(inf.RestartSame.Bytes), 100*f)
-				t.state = check(f <= 0.01)
+				t.set(f <= 0.01, fmt.Sprintf("%s / %s KiB = %.2f%%", kib(bytes), kib(inf.RestartSame.Bytes), 100*f))
 			}
 			ts = append(ts, t)
 		}
@@ -156,64 +152,52 @@ func (r *results) restartTargets() []target {
 			}
 			ts = append(ts, t)
 		}
-		t := target{name: fmt.Sprintf("relists: the journal gained one event per changed key, none when nothing changed (N=%d)", n), state: "not measured"}
+		t := newTarget("relists: the journal gained one event per changed key, none when nothing changed (N=%d)", n)
 		if c := wj.ChangedRelist; c != nil && len(wj.Relists) > 0 {
 			same := wj.Relists[len(wj.Relists)-1].Note
-			t.measured = "nothing changed (last relist): " + same + "; 1% changed: " + c.Note
-			t.state = check(strings.HasPrefix(same, "journal: no event") && strings.HasPrefix(c.Note, "journal: exactly"))
+			t.set(strings.HasPrefix(same, "journal: no event") && strings.HasPrefix(c.Note, "journal: exactly"),
+				"nothing changed (last relist): "+same+"; 1% changed: "+c.Note)
 		}
 		ts = append(ts, t)
-		t = target{name: fmt.Sprintf("restarts: the journal gained exactly the changed keys by the time it synced, none when nothing changed (N=%d)", n), state: "not measured"}
+		t = newTarget("restarts: the journal gained exactly the changed keys by the time it synced, none when nothing changed (N=%d)", n)
 		if s, c := wj.RestartSame, wj.RestartChanged; s != nil && c != nil {
-			t.measured = "nothing changed: " + s.Check + "; 1% changed: " + c.Check
-			t.state = check(s.KeysMissing+s.KeysExtra+s.KeysWrong == 0 && s.KeysExpected == 0 &&
-				c.KeysMissing+c.KeysExtra+c.KeysWrong == 0 && c.KeysExpected > 0)
+			t.set(s.KeysMissing+s.KeysExtra+s.KeysWrong == 0 && s.KeysExpected == 0 && c.KeysMissing+c.KeysExtra+c.KeysWrong == 0 && c.KeysExpected > 0,
+				"nothing changed: "+s.Check+"; 1% changed: "+c.Check)
 		}
 		ts = append(ts, t)
 	}
 	if slices.Contains(r.o.ns, 200_000) {
-		t := target{name: "RSS at N=200000 under the metadata informer's", state: "not measured"}
+		t := newTarget("RSS at N=200000 under the metadata informer's")
 		wj, ok1 := r.find(200_000, subjWatchjournal)
 		md, ok2 := r.find(200_000, subjMetadata)
 		if ok1 && ok2 && wj.Synced.Steady.RSS > 0 && md.Synced.Steady.RSS > 0 {
-			t.measured = fmt.Sprintf("watchjournal %s / %s MiB (anon %s MiB)", mb(wj.Synced.Steady.RSS), mb(md.Synced.Steady.RSS), mb(wj.Synced.Steady.RSSAnon))
+			measured := fmt.Sprintf("watchjournal %s / %s MiB (anon %s MiB)", mb(wj.Synced.Steady.RSS), mb(md.Synced.Steady.RSS), mb(wj.Synced.Steady.RSSAnon))
 			ok := wj.Synced.Steady.RSS < md.Synced.Steady.RSS
 			if cli, ok3 := r.find(200_000, subjJournalctl); ok3 && cli.Synced.Steady.RSS > 0 {
-				t.measured += fmt.Sprintf("; journalctl watch %s MiB", mb(cli.Synced.Steady.RSS))
+				measured += fmt.Sprintf("; journalctl watch %s MiB", mb(cli.Synced.Steady.RSS))
 				ok = ok && cli.Synced.Steady.RSS < md.Synced.Steady.RSS
 			}
-			t.state = check(ok)
+			t.set(ok, measured)
 		}
 		ts = append(ts, t)
 	}
 	if slices.Contains(r.o.ns, 1_000_000) {
-		t := target{name: "at 1,000,000 objects: sync and relist complete, steady heap within 1.25× of the heap at N=20000", state: "not measured"}
+		t := newTarget("at 1,000,000 objects: sync and relist complete, steady heap within 1.25× of the heap at N=20000")
 		big, ok1 := r.find(1_000_000, subjWatchjournal)
 		small, ok2 := r.find(20_000, subjWatchjournal)
 		switch {
 		case !ok1:
-			if x, found := findAny(r.rows, 1_000_000, subjWatchjournal); found {
-				t.measured, t.state = "error: "+strings.ReplaceAll(x.Err, "|", "/"), "MISSED"
+			if x, found := first(r.rows, func(x row) bool { return x.N == 1_000_000 && x.Subject == subjWatchjournal }); found {
+				t.set(false, "error: "+cell(x.Err))
 			}
 		case !ok2:
 			t.measured = fmt.Sprintf("synced in %.1f s, relisted in %.1f s; no N=20000 in this run", big.Synced.SyncSeconds, big.Relisted.RelistSeconds)
 		default:
 			f := float64(big.Synced.Steady.HeapInuse) / float64(small.Synced.Steady.HeapInuse)
-			t.measured = fmt.Sprintf("synced in %.1f s, relisted in %.1f s (median of %d); heap %s / %s MiB = %.2f×",
-				big.Synced.SyncSeconds, big.Relisted.RelistSeconds, len(big.Relists), mb(big.Synced.Steady.HeapInuse), mb(small.Synced.Steady.HeapInuse), f)
-			t.state = check(len(big.Relists) > 0 && big.Relisted.RelistSeconds > 0 && f <= 1.25)
+			t.set(len(big.Relists) > 0 && big.Relisted.RelistSeconds > 0 && f <= 1.25, fmt.Sprintf("synced in %.1f s, relisted in %.1f s (median of %d); heap %s / %s MiB = %.2f×",
+				big.Synced.SyncSeconds, big.Relisted.RelistSeconds, len(big.Relists), mb(big.Synced.Steady.HeapInuse), mb(small.Synced.Steady.HeapInuse), f))
 		}
 		ts = append(ts, t)
 	}
 	return ts
-}
-
-// findAny returns the row of subject at n, failed or not.
-func findAny(rows []row, n int, subject string) (row, bool) {
-	for _, x := range rows {
-		if x.N == n && x.Subject == subject {
-			return x, true
-		}
-	}
-	return row{}, false
 }

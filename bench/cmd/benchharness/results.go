@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,7 +175,7 @@ func rowsTable(rows []row) string {
 	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, x := range rows {
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
 		ev, lag := "–", "–"
@@ -190,19 +191,67 @@ func rowsTable(rows []row) string {
 	return b.String()
 }
 
-func (r *results) find(n int, subject string) (row, bool) {
-	for _, x := range r.rows {
-		if x.N == n && x.Subject == subject && x.Err == "" {
-			return x, true
-		}
+// cell makes s fit in a table's cell, where a | would end it.
+func cell(s string) string { return strings.ReplaceAll(s, "|", "/") }
+
+// first returns the first of xs that match accepts.
+func first[T any](xs []T, match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(xs, match); i >= 0 {
+		return xs[i], true
 	}
-	return row{}, false
+	var zero T
+	return zero, false
 }
+
+// findRow returns the row of subject at n of workload w ("" for the
+// ConfigMaps), unless it failed.
+func findRow(rows []row, w string, n int, subject string) (row, bool) {
+	return first(rows, func(x row) bool { return x.Workload == w && x.N == n && x.Subject == subject && x.Err == "" })
+}
+
+// find returns the ConfigMaps' row of subject at n, unless it failed.
+func (r *results) find(n int, subject string) (row, bool) { return findRow(r.rows, "", n, subject) }
 
 // target is one target and whether the run meets it.
 type target struct {
 	name, measured string
 	state          string // "holds", "MISSED", "not measured"
+}
+
+// newTarget returns the target named by format and args, not measured.
+func newTarget(format string, args ...any) target {
+	return target{name: fmt.Sprintf(format, args...), state: "not measured"}
+}
+
+// set records what was measured and whether it meets the target.
+func (t *target) set(ok bool, measured string) { t.measured, t.state = measured, check(ok) }
+
+// targetsTable returns ts as a Markdown table whose first column is head.
+func targetsTable(head string, ts []target) string {
+	var b strings.Builder
+	b.WriteString("\n| " + head + " | measured | |\n|---|---|---|\n")
+	for _, t := range ts {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
+	}
+	return b.String()
+}
+
+// creationsText says how long each creation of objects took.
+func (r *results) creationsText(cs []creation) string {
+	var b strings.Builder
+	for _, c := range cs {
+		if c.To > c.From {
+			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
+		}
+	}
+	return b.String()
+}
+
+// writtenBy is the opening of a section that a run may rewrite alone: when,
+// at which commit, on what, and the command.
+func (r *results) writtenBy() string {
+	return fmt.Sprintf("Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n    %s\n\n",
+		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc, r.o.command)
 }
 
 func check(ok bool) string {
@@ -216,30 +265,26 @@ func check(ok bool) string {
 func (r *results) targets() []target {
 	var ts []target
 	ns := r.o.ns
-	ref := ns[len(ns)-1]
-	for _, n := range ns {
-		if n == 50_000 {
-			ref = n
-		}
+	lo, hi := ns[0], ns[len(ns)-1]
+	ref := hi
+	if slices.Contains(ns, 50_000) {
+		ref = 50_000
 	}
 	wj, ok1 := r.find(ref, subjWatchjournal)
 	inf, ok2 := r.find(ref, subjInformer)
-	t := target{name: fmt.Sprintf("watchjournal steady heap ≤ 5%% of the full informer's (N=%d)", ref), state: "not measured"}
+	t := newTarget("watchjournal steady heap ≤ 5%% of the full informer's (N=%d)", ref)
 	if ok1 && ok2 {
 		ratio := float64(wj.Synced.Steady.HeapInuse) / float64(inf.Synced.Steady.HeapInuse)
-		t.measured = fmt.Sprintf("%s / %s MiB = %.1f%%", mb(wj.Synced.Steady.HeapInuse), mb(inf.Synced.Steady.HeapInuse), 100*ratio)
-		t.state = check(ratio <= 0.05)
+		t.set(ratio <= 0.05, fmt.Sprintf("%s / %s MiB = %.1f%%", mb(wj.Synced.Steady.HeapInuse), mb(inf.Synced.Steady.HeapInuse), 100*ratio))
 	}
 	ts = append(ts, t)
 
-	lo, hi := ns[0], ns[len(ns)-1]
-	t = target{name: fmt.Sprintf("watchjournal heap flat in N: heap at N=%d ≤ 1.25× heap at N=%d", hi, lo), state: "not measured"}
-	if a, ok := r.find(lo, subjWatchjournal); ok && lo != hi {
-		if b, ok := r.find(hi, subjWatchjournal); ok {
-			ratio := float64(b.Synced.Steady.HeapInuse) / float64(a.Synced.Steady.HeapInuse)
-			t.measured = fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.Synced.Steady.HeapInuse), mb(a.Synced.Steady.HeapInuse), ratio)
-			t.state = check(ratio <= 1.25)
-		}
+	t = newTarget("watchjournal heap flat in N: heap at N=%d ≤ 1.25× heap at N=%d", hi, lo)
+	a, ok1 := r.find(lo, subjWatchjournal)
+	b, ok2 := r.find(hi, subjWatchjournal)
+	if ok1 && ok2 && lo != hi {
+		ratio := float64(b.Synced.Steady.HeapInuse) / float64(a.Synced.Steady.HeapInuse)
+		t.set(ratio <= 1.25, fmt.Sprintf("%s / %s MiB = %.2f×", mb(b.Synced.Steady.HeapInuse), mb(a.Synced.Steady.HeapInuse), ratio))
 	}
 	ts = append(ts, t)
 
@@ -249,7 +294,7 @@ func (r *results) targets() []target {
 	// holds garbage not yet collected, up to GOGC=100's heap goal of twice
 	// the live heap, in any Go program that allocates: it is shown beside.
 	for _, n := range ns {
-		t := target{name: fmt.Sprintf("watchjournal peak heap during a relist ≤ 1.5× its steady heap, both as a GC finds them live (N=%d)", n), state: "not measured"}
+		t := newTarget("watchjournal peak heap during a relist ≤ 1.5× its steady heap, both as a GC finds them live (N=%d)", n)
 		if x, ok := r.find(n, subjWatchjournal); ok && x.Relisted.PeakLive > 0 {
 			ratio := float64(x.Relisted.PeakLive) / float64(x.Synced.Steady.HeapLive)
 			t.measured = fmt.Sprintf("%s / %s MiB live = %.2f× over the relists' %d GC cycles (HeapInuse, garbage included: %s / %s MiB = %.2f×",
@@ -270,19 +315,17 @@ func (r *results) targets() []target {
 			if p, ok := r.find(n, subjWatchjournalPaged); ok && p.Relisted.PeakLive > 0 {
 				t.measured += fmt.Sprintf("; watchjournal-paged's live heap: %.2f×", float64(p.Relisted.PeakLive)/float64(p.Synced.Steady.HeapLive))
 			}
-			t.measured += ")"
-			t.state = check(ratio <= 1.5)
+			t.set(ratio <= 1.5, t.measured+")")
 		}
 		ts = append(ts, t)
 	}
 	for _, n := range ns {
-		t := target{name: fmt.Sprintf("watchjournal relist time ≤ 1.3× the bare paginated list (N=%d)", n), state: "not measured"}
+		t := newTarget("watchjournal relist time ≤ 1.3× the bare paginated list (N=%d)", n)
 		x, ok1 := r.find(n, subjWatchjournal)
 		l, ok2 := r.find(n, subjList)
 		if ok1 && ok2 && x.Relisted.RelistSeconds > 0 && l.Relisted.RelistSeconds > 0 {
 			ratio := x.Relisted.RelistSeconds / l.Relisted.RelistSeconds
-			t.measured = fmt.Sprintf("%.2f / %.2f s = %.2f×", x.Relisted.RelistSeconds, l.Relisted.RelistSeconds, ratio)
-			t.state = check(ratio <= 1.3)
+			t.set(ratio <= 1.3, fmt.Sprintf("%.2f / %.2f s = %.2f×", x.Relisted.RelistSeconds, l.Relisted.RelistSeconds, ratio))
 		}
 		ts = append(ts, t)
 	}
@@ -293,8 +336,7 @@ func (r *results) targets() []target {
 	add := func(name, bench, unit string, ok func(float64) bool) {
 		t := target{name: name, state: "not measured"}
 		if v, found := gb[bench][unit]; found {
-			t.measured = fmt.Sprintf("%.0f %s (%s)", v, unit, bench)
-			t.state = check(ok(v))
+			t.set(ok(v), fmt.Sprintf("%.0f %s (%s)", v, unit, bench))
 		}
 		ts = append(ts, t)
 	}
@@ -310,14 +352,7 @@ func (r *results) targets() []target {
 	return ts
 }
 
-func (r *results) targetsText() string {
-	var b strings.Builder
-	b.WriteString("\n| target | measured | |\n|---|---|---|\n")
-	for _, t := range r.targets() {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
-	}
-	return b.String()
-}
+func (r *results) targetsText() string { return targetsTable("target", r.targets()) }
 
 var benchSuffix = regexp.MustCompile(`-\d+$`)
 
@@ -386,13 +421,7 @@ func (r *results) write(path string) error {
 	fmt.Fprintf(&b, "- Other work may have run on the machine at the same time.\n\n")
 
 	b.WriteString("## Against a local control plane, one subject per process\n\n")
-	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, in one namespace. ", r.objectBytes)
-	for _, c := range r.creations {
-		if c.To > c.From {
-			fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
-		}
-	}
-	b.WriteString("\n\n")
+	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, in one namespace. %s\n\n", r.objectBytes, r.creationsText(r.creations))
 	b.WriteString(r.table())
 	b.WriteString(r.readerTable())
 	b.WriteString(`

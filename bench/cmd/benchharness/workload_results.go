@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The workloads section's markers: a run without the ConfigMaps replaces
@@ -23,15 +22,6 @@ var workloadTitles = map[string]string{
 	wlPods:    "Pods of 4–8 KiB, status updates as the churn",
 	wlCRs:     "a custom resource (widgets.bench.watchjournal.io), JSON only",
 	wlSecrets: "Secrets across 100 namespaces, sealed in watchjournal's file",
-}
-
-func (r *results) wlFind(w string, n int, subject string) (row, bool) {
-	for _, x := range r.wlRows {
-		if x.Workload == w && x.N == n && x.Subject == subject && x.Err == "" {
-			return x, true
-		}
-	}
-	return row{}, false
 }
 
 func (wr workloadResult) servedAt(n int) (served, bool) {
@@ -88,7 +78,7 @@ func (r *results) wlRestartTable(w string) string {
 		}
 		if x.RestartSame == nil {
 			if x.RestartErr != "" {
-				fmt.Fprintf(&b, "| %d | %s | error: %s |||||\n", x.N, x.Subject, strings.ReplaceAll(x.RestartErr, "|", "/"))
+				fmt.Fprintf(&b, "| %d | %s | error: %s |||||\n", x.N, x.Subject, cell(x.RestartErr))
 			}
 			continue
 		}
@@ -102,15 +92,6 @@ func (r *results) wlRestartTable(w string) string {
 	return b.String()
 }
 
-func (r *results) wlFindCache(w string, n int, subject string) (cacheRow, bool) {
-	for _, x := range r.wlCaches {
-		if x.Workload == w && x.N == n && x.Subject == subject && x.Err == "" {
-			return x, true
-		}
-	}
-	return cacheRow{}, false
-}
-
 // wlCacheTable returns the cache subjects' rows of one workload.
 func (r *results) wlCacheTable(wr workloadResult) string {
 	var b strings.Builder
@@ -121,7 +102,7 @@ func (r *results) wlCacheTable(wr workloadResult) string {
 			continue
 		}
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||||||||\n", x.N, x.Subject, strings.ReplaceAll(x.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
 		disk, dr := "–", "–"
@@ -145,59 +126,53 @@ func (r *results) workloadTargets() []target {
 	for _, wr := range r.workloads {
 		w := wr.Name
 		for _, n := range r.o.ns {
-			wj, ok1 := r.wlFind(w, n, subjWatchjournal)
-			inf, ok2 := r.wlFind(w, n, subjInformer)
-			t := target{name: fmt.Sprintf("%s: steady file size ≤ 1.5× the objects' served bytes (N=%d)", w, n), state: "not measured"}
+			wj, ok1 := findRow(r.wlRows, w, n, subjWatchjournal)
+			inf, ok2 := findRow(r.wlRows, w, n, subjInformer)
+			t := newTarget("%s: steady file size ≤ 1.5× the objects' served bytes (N=%d)", w, n)
 			if sv, ok := wr.servedAt(n); ok1 && ok && wj.Disk != nil {
 				x := float64(wj.Disk.FileSize) / float64(sv.Bytes)
-				t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (after a burst of %d updates, default retention; allocated %s MiB = %s; the retained events %s MiB)",
+				t.set(x <= 1.5, fmt.Sprintf("%s / %s MiB = %.2f× (after a burst of %d updates, default retention; allocated %s MiB = %s; the retained events %s MiB)",
 					mb(uint64(wj.Disk.FileSize)), mb(uint64(sv.Bytes)), x, wj.Disk.Events, mb(uint64(wj.Disk.Allocated)),
-					ratio(float64(wj.Disk.Allocated), float64(sv.Bytes)), mb(wj.Disk.JournalBytes))
-				t.state = check(x <= 1.5)
+					ratio(float64(wj.Disk.Allocated), float64(sv.Bytes)), mb(wj.Disk.JournalBytes)))
 			}
 			ts = append(ts, t)
-			t = target{name: fmt.Sprintf("%s: initial sync ≤ 0.8× the informer's time and ≤ 1.0× its CPU (N=%d)", w, n), state: "not measured"}
+			t = newTarget("%s: initial sync ≤ 0.8× the informer's time and ≤ 1.0× its CPU (N=%d)", w, n)
 			if ok1 && ok2 {
 				a, c := wj.Synced.SyncSeconds/inf.Synced.SyncSeconds, wj.Synced.SyncCPU/inf.Synced.SyncCPU
-				t.measured = fmt.Sprintf("%.2f / %.2f s = %.2f×; CPU %.2f / %.2f s = %.2f×", wj.Synced.SyncSeconds, inf.Synced.SyncSeconds, a,
-					wj.Synced.SyncCPU, inf.Synced.SyncCPU, c)
-				t.state = check(a <= 0.8 && c <= 1.0)
+				t.set(a <= 0.8 && c <= 1.0, fmt.Sprintf("%.2f / %.2f s = %.2f×; CPU %.2f / %.2f s = %.2f×", wj.Synced.SyncSeconds, inf.Synced.SyncSeconds, a,
+					wj.Synced.SyncCPU, inf.Synced.SyncCPU, c))
 			}
 			ts = append(ts, t)
-			t = target{name: fmt.Sprintf("%s: steady heap ≤ 5%% of the informer's (N=%d)", w, n), state: "not measured"}
+			t = newTarget("%s: steady heap ≤ 5%% of the informer's (N=%d)", w, n)
 			if ok1 && ok2 {
 				x := float64(wj.Synced.Steady.HeapInuse) / float64(inf.Synced.Steady.HeapInuse)
-				t.measured = fmt.Sprintf("%s / %s MiB = %.1f%%", mb(wj.Synced.Steady.HeapInuse), mb(inf.Synced.Steady.HeapInuse), 100*x)
-				t.state = check(x <= 0.05)
+				t.set(x <= 0.05, fmt.Sprintf("%s / %s MiB = %.1f%%", mb(wj.Synced.Steady.HeapInuse), mb(inf.Synced.Steady.HeapInuse), 100*x))
 			}
 			ts = append(ts, t)
-			t = target{name: fmt.Sprintf("%s: relist peak live heap within 1.1× of the bare watch-list's own, each over its steady live heap (N=%d)", w, n), state: "not measured"}
-			if l, ok := r.wlFind(w, n, subjWatchList); ok1 && ok && wj.Relisted.PeakLive > 0 && l.Relisted.PeakLive > 0 && wj.Synced.Steady.HeapLive > 0 && l.Synced.Steady.HeapLive > 0 {
+			t = newTarget("%s: relist peak live heap within 1.1× of the bare watch-list's own, each over its steady live heap (N=%d)", w, n)
+			if l, ok := findRow(r.wlRows, w, n, subjWatchList); ok1 && ok && wj.Relisted.PeakLive > 0 && l.Relisted.PeakLive > 0 && wj.Synced.Steady.HeapLive > 0 && l.Synced.Steady.HeapLive > 0 {
 				a := float64(wj.Relisted.PeakLive) / float64(wj.Synced.Steady.HeapLive)
 				c := float64(l.Relisted.PeakLive) / float64(l.Synced.Steady.HeapLive)
-				t.measured = fmt.Sprintf("watchjournal %s / %s MiB = %.2f×; bare watch-list %s / %s MiB = %.2f×; %.2f×",
-					mb(wj.Relisted.PeakLive), mb(wj.Synced.Steady.HeapLive), a, mb(l.Relisted.PeakLive), mb(l.Synced.Steady.HeapLive), c, a/c)
-				t.state = check(a <= 1.1*c)
+				t.set(a <= 1.1*c, fmt.Sprintf("watchjournal %s / %s MiB = %.2f×; bare watch-list %s / %s MiB = %.2f×; %.2f×",
+					mb(wj.Relisted.PeakLive), mb(wj.Synced.Steady.HeapLive), a, mb(l.Relisted.PeakLive), mb(l.Synced.Steady.HeapLive), c, a/c))
 			}
 			ts = append(ts, t)
-			j, ok1 := r.wlFindCache(w, n, subjJCache)
-			c, ok2 := r.wlFindCache(w, n, subjCRCache)
+			j, ok1 := findCache(r.wlCaches, w, n, subjJCache)
+			c, ok2 := findCache(r.wlCaches, w, n, subjCRCache)
 			if !ok1 && !ok2 {
 				continue
 			}
-			t = target{name: fmt.Sprintf("%s: jcache's files ≤ 1.5× the objects' served bytes (N=%d)", w, n), state: "not measured"}
+			t = newTarget("%s: jcache's files ≤ 1.5× the objects' served bytes (N=%d)", w, n)
 			if sv, ok := wr.servedAt(n); ok1 && ok && j.Restart.DiskBytes > 0 {
 				x := float64(j.Restart.DiskBytes) / float64(sv.Bytes)
-				t.measured = fmt.Sprintf("%s / %s MiB = %.2f× (after the restart; no churn)", mb(uint64(j.Restart.DiskBytes)), mb(uint64(sv.Bytes)), x)
-				t.state = check(x <= 1.5)
+				t.set(x <= 1.5, fmt.Sprintf("%s / %s MiB = %.2f× (after the restart; no churn)", mb(uint64(j.Restart.DiskBytes)), mb(uint64(sv.Bytes)), x))
 			}
 			ts = append(ts, t)
-			t = target{name: fmt.Sprintf("%s: jcache Get p50 ≤ 2× crcache's, List through the index of %d ≤ 3× (N=%d)", w, cacheGroupSize, n), state: "not measured"}
+			t = newTarget("%s: jcache Get p50 ≤ 2× crcache's, List through the index of %d ≤ 3× (N=%d)", w, cacheGroupSize, n)
 			if ok1 && ok2 && c.Reads.GetP50 > 0 && c.Reads.IndexP50 > 0 {
 				g, l := j.Reads.GetP50/c.Reads.GetP50, j.Reads.IndexP50/c.Reads.IndexP50
-				t.measured = fmt.Sprintf("Get %.1f / %.1f µs = %.2f×; List by index %.2f / %.2f ms = %.2f×", 1e6*j.Reads.GetP50, 1e6*c.Reads.GetP50, g,
-					1e3*j.Reads.IndexP50, 1e3*c.Reads.IndexP50, l)
-				t.state = check(g <= 2 && l <= 3)
+				t.set(g <= 2 && l <= 3, fmt.Sprintf("Get %.1f / %.1f µs = %.2f×; List by index %.2f / %.2f ms = %.2f×", 1e6*j.Reads.GetP50, 1e6*c.Reads.GetP50, g,
+					1e3*j.Reads.IndexP50, 1e3*c.Reads.IndexP50, l))
 			}
 			ts = append(ts, t)
 		}
@@ -214,9 +189,7 @@ func (r *results) workloadSection() string {
 	var b strings.Builder
 	b.WriteString(workloadsBegin + "\n\n")
 	b.WriteString("## Real shapes: Pods, a custom resource, Secrets (issue 25)\n\n")
-	fmt.Fprintf(&b, "Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n",
-		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc)
-	fmt.Fprintf(&b, "    %s\n\n", r.o.command)
+	b.WriteString(r.writtenBy())
 	b.WriteString("Each workload's objects are labelled " + workloadLabel + "=<workload>, and every subject watches with that label selector. " +
 		"The subjects and their measures are those of the ConfigMaps' table above (sync, burst, forced relists through a 410 Gone, a restart with nothing changed), " +
 		"with the burst being the workload's churn. After a workload its objects are deleted (in etcd, by key prefix) and etcd compacted and defragmented.\n")
@@ -227,12 +200,7 @@ func (r *results) workloadSection() string {
 				fmt.Fprintf(&b, "N=%d: %d objects, %.0f bytes an object of JSON as served (%d to %d; after the bursts). ", sv.N, sv.Objects, float64(sv.Bytes)/float64(sv.Objects), sv.Min, sv.Max)
 			}
 		}
-		for _, c := range wr.Creations {
-			if c.To > c.From {
-				fmt.Fprintf(&b, "Creating %d..%d took %.0f s (%.0f/s, %d writers). ", c.From, c.To-1, c.Seconds, float64(c.To-c.From)/c.Seconds, r.o.workers)
-			}
-		}
-		b.WriteString("\n\n")
+		b.WriteString(r.creationsText(wr.Creations) + "\n\n")
 		var rows []row
 		for _, x := range r.wlRows {
 			if x.Workload == wr.Name {
@@ -254,10 +222,7 @@ func (r *results) workloadSection() string {
 - **Subjects**: watchjournal, informer (typed for Pods and Secrets, client-go's defaults; dynamic for the custom resource) and bare-watch-list (the streaming list read and thrown away: the reference for the relist's peak heap), as in the ConfigMaps' table; crcache and jcache, the operator process of the cache section with For(the workload's type) (unstructured for the custom resource; jcache with jcache.Options{KeyFiles, SecretPayloads} for the Secrets), selecting the workload's label, a field index on its group label (` + groupLabel + `, 100 objects a value), reads as there but without the List of a namespace; **disk** is the cache directory after the restart, against the objects' served bytes.
 - **disk cost**: **file** is journal.Stats().FileSize once the burst was seen (default retention); **allocated** its allocated blocks (st_blocks × 512: bbolt grows the file by doubling it, up to 1 GiB steps, sparse until written, so at small N the file size is mostly room not yet used); **served** the sum of the objects' JSON as served (a paginated list's items), after the subjects' bursts; **written B / event** the child's /proc/self/io write_bytes over the burst ÷ the burst's updates; **commits** the loop's journal commits over the burst (reconcile.Status.CommitLatency.Count; bbolt fsyncs twice a commit: the pages, then the meta page), **commits/s** over the burst's time (first write to the last seen).
 `)
-	b.WriteString("\n| target (issue 25) | measured | |\n|---|---|---|\n")
-	for _, t := range r.workloadTargets() {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, t.measured, t.state)
-	}
+	b.WriteString(targetsTable("target (issue 25)", r.workloadTargets()))
 	b.WriteString("\n" + workloadsEnd + "\n")
 	return b.String()
 }
