@@ -44,7 +44,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -91,7 +90,7 @@ func cacheNS(i int) string { return fmt.Sprintf("cache-%02d", i%cacheNamespaces)
 func group(i int) string { return fmt.Sprintf("g%05d", i/cacheGroupSize) }
 
 // cacheObject is ConfigMap i of the N (ns = "") or of cacheListNS.
-func cacheObject(i int, ns, payload string) *corev1.ConfigMap {
+func cacheObject(i int, ns string) *corev1.ConfigMap {
 	g := group(i)
 	if ns == "" {
 		ns = cacheNS(i)
@@ -107,67 +106,28 @@ func cacheObject(i int, ns, payload string) *corev1.ConfigMap {
 // createCacheObjects creates the namespaces and cacheListNS's objects the
 // first time, and the cache subjects' ConfigMaps p.cacheCreated .. n-1.
 func (p *parent) createCacheObjects(ctx context.Context, n int) (creation, error) {
-	payload := strings.Repeat("0123456789abcdef", payloadSize/16+1)[:payloadSize]
-	create := func(ctx context.Context, cm *corev1.ConfigMap) error {
-		return retry(ctx, func() error {
-			_, err := p.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		})
-	}
 	if p.cacheCreated == 0 {
-		for i := range cacheNamespaces + 1 {
-			ns := cacheNS(i)
-			if i == cacheNamespaces {
-				ns = cacheListNS
-			}
-			_, err := p.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return creation{}, err
-			}
+		var nss []string
+		for i := range cacheNamespaces {
+			nss = append(nss, cacheNS(i))
 		}
-		logf("creating %d ConfigMaps in %s", cacheListN, cacheListNS)
-		err := parallel(ctx, p.o.workers, 0, cacheListN, func(ctx context.Context, i int) error {
-			return create(ctx, cacheObject(i, cacheListNS, payload))
+		if err := p.createNamespaces(ctx, append(nss, cacheListNS)...); err != nil {
+			return creation{}, err
+		}
+		_, err := p.createRange(ctx, "ConfigMaps in "+cacheListNS, 0, cacheListN, func(ctx context.Context, i int) error {
+			return p.createConfigMap(ctx, cacheObject(i, cacheListNS))
 		})
 		if err != nil {
-			return creation{}, fmt.Errorf("creating ConfigMaps in %s: %w", cacheListNS, err)
+			return creation{}, err
 		}
 	}
-	from := p.cacheCreated
-	c := creation{From: from, To: n}
-	if n <= from {
-		return c, nil
-	}
-	logf("creating ConfigMaps %d..%d in %d namespaces with %d writers", from, n-1, cacheNamespaces, p.o.workers)
-	began := time.Now()
-	var done atomic.Int64
-	err := parallel(ctx, p.o.workers, from, n, func(ctx context.Context, i int) error {
-		err := create(ctx, cacheObject(i, "", payload))
-		if d := done.Add(1); d%20000 == 0 {
-			logf("created %d of %d", from+int(d), n)
-		}
-		return err
+	c, err := p.createRange(ctx, fmt.Sprintf("ConfigMaps in %d namespaces", cacheNamespaces), p.cacheCreated, n, func(ctx context.Context, i int) error {
+		return p.createConfigMap(ctx, cacheObject(i, ""))
 	})
-	c.Seconds = time.Since(began).Seconds()
-	if err != nil {
-		return c, fmt.Errorf("creating ConfigMaps: %w", err)
+	if err == nil {
+		p.cacheCreated = max(p.cacheCreated, n)
 	}
-	p.cacheCreated = n
-	logf("created %d ConfigMaps in %.1f s (%.0f/s)", n-from, c.Seconds, float64(n-from)/c.Seconds)
-	return c, nil
-}
-
-// cacheObjectSize returns the size of one cache subject's ConfigMap's JSON
-// as served.
-func (p *parent) cacheObjectSize(ctx context.Context) int {
-	b, err := p.kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", cacheNS(0), "configmaps", name(0)).DoRaw(ctx)
-	if err != nil {
-		return 0
-	}
-	return len(b)
+	return c, err
 }
 
 // cacheStart is what one process of a cache subject measured.

@@ -37,7 +37,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -92,22 +91,13 @@ func isReader(kind string) bool { return kind == readerJournal || kind == reader
 
 // createListNS creates listNS and its listN ConfigMaps, once.
 func (p *parent) createListNS(ctx context.Context) error {
-	_, err := p.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: listNS}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.createNamespaces(ctx, listNS); err != nil {
 		return err
 	}
-	logf("creating %d ConfigMaps in %s for the readers' List", listN, listNS)
-	payload := fmt.Sprintf("%0*d", payloadSize, 0)
-	return parallel(ctx, p.o.workers, 0, listN, func(ctx context.Context, i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i)}, Data: map[string]string{"payload": payload}}
-		return retry(ctx, func() error {
-			_, err := p.kube.CoreV1().ConfigMaps(listNS).Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		})
+	_, err := p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", 0, listN, func(ctx context.Context, i int) error {
+		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
 	})
+	return err
 }
 
 // readers runs both reader children at N=n, the first time after

@@ -34,6 +34,9 @@ const (
 	payloadSize = 700
 )
 
+// payload is the data of the ConfigMaps, payloadSize bytes.
+var payload = filler("0123456789abcdef", payloadSize)
+
 // parent holds the control plane and the objects created so far.
 type parent struct {
 	o       options
@@ -97,11 +100,8 @@ func run(ctx context.Context, o options) (*results, error) {
 	if err := res.describe(ctx, cp, kube); err != nil {
 		logf("describing the machine: %v", err)
 	}
-	for _, ns := range []string{benchNS, otherNS} {
-		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
+	if err := p.createNamespaces(ctx, benchNS, otherNS); err != nil {
+		return nil, err
 	}
 	// The namespace bench only when a subject other than the cache
 	// subjects, or the readers, will read it.
@@ -121,7 +121,7 @@ func run(ctx context.Context, o options) (*results, error) {
 			}
 			res.creations = append(res.creations, c)
 			if res.objectBytes == 0 {
-				res.objectBytes = p.objectSize(ctx)
+				res.objectBytes = p.servedSize(ctx, benchNS)
 			}
 		}
 		for _, s := range o.subjectList {
@@ -144,7 +144,7 @@ func run(ctx context.Context, o options) (*results, error) {
 			}
 			res.cacheCreations = append(res.cacheCreations, c)
 			if res.cacheObjectBytes == 0 {
-				res.cacheObjectBytes = p.cacheObjectSize(ctx)
+				res.cacheObjectBytes = p.servedSize(ctx, cacheNS(0))
 			}
 			for _, s := range o.subjectList {
 				if isCache(s) {
@@ -179,25 +179,34 @@ type creation struct {
 	Seconds  float64
 }
 
-// create creates ConfigMaps cm-<from> .. cm-<n-1> with o.workers writers.
+// create creates ConfigMaps cm-<p.created> .. cm-<n-1> in benchNS.
 func (p *parent) create(ctx context.Context, n int) (creation, error) {
-	from := p.created
+	c, err := p.createRange(ctx, "ConfigMaps", p.created, n, func(ctx context.Context, i int) error {
+		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: benchNS}, Data: map[string]string{"payload": payload}})
+	})
+	if err == nil {
+		p.created = max(p.created, n)
+	}
+	return c, err
+}
+
+// createRange creates objects from .. n-1 with o.workers writers, each by
+// create (again on transient errors; one that exists already counts as
+// created), and logs the progress; what names the objects in the log.
+func (p *parent) createRange(ctx context.Context, what string, from, n int, create func(ctx context.Context, i int) error) (creation, error) {
 	c := creation{From: from, To: n}
 	if n <= from {
 		return c, nil
 	}
-	logf("creating ConfigMaps %d..%d with %d writers", from, n-1, p.o.workers)
-	payload := strings.Repeat("0123456789abcdef", payloadSize/16+1)[:payloadSize]
+	logf("creating %s %d..%d with %d writers", what, from, n-1, p.o.workers)
 	began := time.Now()
 	var done atomic.Int64
 	err := parallel(ctx, p.o.workers, from, n, func(ctx context.Context, i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i)}, Data: map[string]string{"payload": payload}}
 		err := retry(ctx, func() error {
-			_, err := p.kube.CoreV1().ConfigMaps(benchNS).Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
+			if err := create(ctx, i); !apierrors.IsAlreadyExists(err) {
+				return err
 			}
-			return err
+			return nil
 		})
 		if d := done.Add(1); d%20000 == 0 {
 			logf("created %d of %d", from+int(d), n)
@@ -206,18 +215,35 @@ func (p *parent) create(ctx context.Context, n int) (creation, error) {
 	})
 	c.Seconds = time.Since(began).Seconds()
 	if err != nil {
-		return c, fmt.Errorf("creating ConfigMaps: %w", err)
+		return c, fmt.Errorf("creating %s: %w", what, err)
 	}
-	p.created = n
-	logf("created %d ConfigMaps in %.1f s (%.0f/s)", n-from, c.Seconds, float64(n-from)/c.Seconds)
+	logf("created %d %s in %.1f s (%.0f/s)", n-from, what, c.Seconds, float64(n-from)/c.Seconds)
 	return c, nil
+}
+
+// createConfigMap creates cm in its namespace.
+func (p *parent) createConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	_, err := p.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	return err
+}
+
+// createNamespaces creates the namespaces that do not exist yet.
+func (p *parent) createNamespaces(ctx context.Context, names ...string) error {
+	for _, ns := range names {
+		_, err := p.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func name(i int) string { return fmt.Sprintf("cm-%06d", i) }
 
-// objectSize returns the size of one ConfigMap's JSON as served.
-func (p *parent) objectSize(ctx context.Context) int {
-	b, err := p.kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", benchNS, "configmaps", name(0)).DoRaw(ctx)
+// servedSize returns the size of ConfigMap cm-000000 of namespace ns as
+// served, in bytes of JSON; 0 when it cannot be read.
+func (p *parent) servedSize(ctx context.Context, ns string) int {
+	b, err := p.kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", ns, "configmaps", name(0)).DoRaw(ctx)
 	if err != nil {
 		return 0
 	}

@@ -183,7 +183,6 @@ func (p *parent) planChange(n int, undo *changeSet) changeSet {
 func (p *parent) apply(ctx context.Context, cs changeSet) error {
 	p.gen++
 	patch := []byte(fmt.Sprintf(`{"data":{"gen":"%d"}}`, p.gen))
-	payload := strings.Repeat("0123456789abcdef", payloadSize/16+1)[:payloadSize]
 	var ops []func(context.Context) error
 	cms := p.kube.CoreV1().ConfigMaps(benchNS)
 	for _, n := range cs.Modified {

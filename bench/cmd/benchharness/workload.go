@@ -45,7 +45,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -295,20 +294,22 @@ func widgetCRD() *unstructured.Unstructured {
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// namespaces returns the namespaces of the workload's objects.
+func (w *workload) namespaces() []string {
+	var nss []string
+	for i := range secretNamespaces {
+		if ns := w.nsOf(i); !slices.Contains(nss, ns) {
+			nss = append(nss, ns)
+		}
+	}
+	return nss
+}
+
 // setupWorkload makes what the workload's objects need: the namespaces
 // and, for crs, the CRD, established and served.
 func (p *parent) setupWorkload(ctx context.Context, w *workload) error {
-	seen := map[string]bool{}
-	for i := range secretNamespaces {
-		ns := w.nsOf(i)
-		if seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		_, err := p.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+	if err := p.createNamespaces(ctx, w.namespaces()...); err != nil {
+		return err
 	}
 	if w.gvr != widgets {
 		return nil
@@ -338,37 +339,16 @@ func (p *parent) waitServed(ctx context.Context, w *workload, timeout time.Durat
 	}
 }
 
-// createWorkload creates the workload's objects p.wlCreated .. n-1 with
-// o.workers writers.
+// createWorkload creates the workload's objects p.wlCreated .. n-1.
 func (p *parent) createWorkload(ctx context.Context, w *workload, n int) (creation, error) {
-	from := p.wlCreated
-	c := creation{From: from, To: n}
-	if n <= from {
-		return c, nil
-	}
-	logf("creating %s %d..%d with %d writers", w.name, from, n-1, p.o.workers)
-	began := time.Now()
-	var done atomic.Int64
-	err := parallel(ctx, p.o.workers, from, n, func(ctx context.Context, i int) error {
-		err := retry(ctx, func() error {
-			_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		})
-		if d := done.Add(1); d%20000 == 0 {
-			logf("created %d of %d", from+int(d), n)
-		}
+	c, err := p.createRange(ctx, w.name, p.wlCreated, n, func(ctx context.Context, i int) error {
+		_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
 		return err
 	})
-	c.Seconds = time.Since(began).Seconds()
-	if err != nil {
-		return c, fmt.Errorf("creating %s: %w", w.name, err)
+	if err == nil {
+		p.wlCreated = max(p.wlCreated, n)
 	}
-	p.wlCreated = n
-	logf("created %d %s in %.1f s (%.0f/s)", n-from, w.name, c.Seconds, float64(n-from)/c.Seconds)
-	return c, nil
+	return c, err
 }
 
 // churnOne writes update gen of object i.
@@ -433,14 +413,8 @@ func (p *parent) cleanupWorkload(ctx context.Context, w *workload) {
 	if w.gvr.Group != "" {
 		prefix = "/registry/" + w.gvr.Group + "/" + w.gvr.Resource + "/"
 	}
-	seen := map[string]bool{}
 	deleted := 0
-	for i := range secretNamespaces {
-		ns := w.nsOf(i)
-		if seen[ns] {
-			continue
-		}
-		seen[ns] = true
+	for _, ns := range w.namespaces() {
 		k, err := p.etcdDeletePrefix(ctx, prefix+ns+"/")
 		if err != nil {
 			logf("%s: deleting the objects of %s in etcd: %v", w.name, ns, err)
