@@ -248,13 +248,9 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 		return st, reads, err
 	}
 	defer c.close()
-	fail := func(err error) (cacheStart, cacheReads, error) {
-		_ = c.cmd.Process.Kill()
-		return st, reads, err
-	}
 	x, err := c.await("cache-synced", syncTimeout(n)+3*time.Minute)
 	if err != nil || x.Cache == nil {
-		return fail(fmt.Errorf("waiting for the reconciles: %v", err))
+		return st, reads, c.kill(fmt.Errorf("waiting for the reconciles: %v", err))
 	}
 	cr := x.Cache
 	st = cacheStart{
@@ -273,18 +269,15 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	if phase == "first" {
 		x, err := c.await("cache-reads", 10*time.Minute)
 		if err != nil || x.Cache == nil {
-			return fail(fmt.Errorf("reads: %v", err))
+			return st, reads, c.kill(fmt.Errorf("reads: %v", err))
 		}
 		reads = x.Cache.Reads
 		logf("N=%d %s: Get p50 %.1f µs p99 %.1f µs; List through the index (%d) p50 %.2f ms p99 %.2f ms; List of %s (%d) %.2f ms; heap after %s",
 			n, kind, 1e6*reads.GetP50, 1e6*reads.GetP99, reads.IndexListed, 1e3*reads.IndexP50, 1e3*reads.IndexP99,
 			cacheListNS, reads.NSListed, 1e3*reads.NSListP50, mib(reads.After.HeapInuse))
 	}
-	if err := c.send(command{Cmd: "exit"}); err != nil {
-		return fail(err)
-	}
-	if _, err := c.await("bye", 2*time.Minute); err != nil {
-		return fail(err)
+	if err := c.exit(2 * time.Minute); err != nil {
+		return st, reads, c.kill(err)
 	}
 	st.DiskBytes = dirSize(dir)
 	return st, reads, nil
@@ -453,13 +446,7 @@ func cacheChildMain(kind string, send func(report)) error {
 		send(report{Event: "cache-reads", Cache: &cacheReport{Reads: reads}})
 	}
 
-	buf := make([]byte, 4096)
-	for { // wait for exit (or the parent closing stdin)
-		k, err := os.Stdin.Read(buf)
-		if err != nil || k == 0 || string(buf[:k]) == `{"cmd":"exit"}`+"\n" {
-			break
-		}
-	}
+	awaitExit() // or the parent closing stdin
 	cancel()
 	select { // the manager stops the cache: jcache closes its files
 	case err := <-stopped:

@@ -16,6 +16,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -106,10 +107,12 @@ func childMain(kind string) int {
 		}
 	}
 	run := runChild
-	if isReader(kind) {
+	switch {
+	case os.Getenv(envRestart) != "":
+		run = restartChild
+	case isReader(kind):
 		run = readerChildMain
-	}
-	if isCache(kind) {
+	case isCache(kind):
 		run = cacheChildMain
 	}
 	if err := run(kind, send); err != nil {
@@ -117,6 +120,17 @@ func childMain(kind string) int {
 		return 1
 	}
 	return 0
+}
+
+// awaitExit blocks until the parent sends exit (true) or closes stdin.
+func awaitExit() bool {
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if strings.TrimSpace(in.Text()) == `{"cmd":"exit"}` {
+			return true
+		}
+	}
+	return false
 }
 
 // childConfig reads a child's object count (envN) and the apiserver it

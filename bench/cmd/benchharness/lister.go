@@ -135,22 +135,16 @@ func (p *parent) reader(r *readerRow) error {
 	}
 	defer c.close()
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
-		_ = c.cmd.Process.Kill()
-		return err
+		return c.kill(err)
 	}
 	x, err := c.await("reads", 10*time.Minute)
 	if err != nil || x.Reader == nil {
-		_ = c.cmd.Process.Kill()
-		return fmt.Errorf("reads: %v (report %+v)", err, x)
+		return c.kill(fmt.Errorf("reads: %v (report %+v)", err, x))
 	}
 	r.Reads = *x.Reader
 	logf("N=%d %s: heap %s (after reads %s), Get p50 %.1f µs p99 %.1f µs, List of %d %.2f ms", r.N, r.Kind,
 		mib(r.Synced.Steady.HeapInuse), mib(r.Reads.After.HeapInuse), 1e6*r.Reads.GetP50, 1e6*r.Reads.GetP99, r.Reads.Listed, 1e3*r.Reads.ListP50)
-	if err := c.send(command{Cmd: "exit"}); err != nil {
-		return err
-	}
-	_, err = c.await("bye", time.Minute)
-	return err
+	return c.exit(time.Minute)
 }
 
 // readerFuncs are one reader's Get (of a name in benchNS) and List (of
@@ -224,17 +218,10 @@ func readerChildMain(kind string, send func(report)) error {
 	st.ListP50 = lists[len(lists)/2].Seconds()
 	st.After = steady()
 	send(report{Event: "reads", Reader: &st})
-	buf := make([]byte, 4096)
-	for { // wait for exit (or the parent closing stdin)
-		k, err := os.Stdin.Read(buf)
-		if err != nil || k == 0 {
-			return nil
-		}
-		if string(buf[:k]) == `{"cmd":"exit"}`+"\n" {
-			send(report{Event: "bye"})
-			return nil
-		}
+	if awaitExit() {
+		send(report{Event: "bye"})
 	}
+	return nil
 }
 
 // syncJournalReader runs a reconcile.Loop over all namespaces' ConfigMaps

@@ -81,9 +81,6 @@ func main() {
 		// sample per 512 KiB; profiled runs are not the tables' runs.
 		runtime.MemProfileRate = 8 << 10
 	}
-	if kind := os.Getenv(envChild); kind != "" && os.Getenv(envRestart) != "" {
-		os.Exit(restartChildMain(kind))
-	}
 	if kind := os.Getenv(envChild); kind != "" {
 		os.Exit(childMain(kind))
 	}

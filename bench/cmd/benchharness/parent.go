@@ -392,6 +392,21 @@ func (c *child) close() {
 	}
 }
 
+// kill kills the child, which failed with err, and returns err.
+func (c *child) kill(err error) error {
+	_ = c.cmd.Process.Kill()
+	return err
+}
+
+// exit tells the child to exit and waits for its bye.
+func (c *child) exit(timeout time.Duration) error {
+	if err := c.send(command{Cmd: "exit"}); err != nil {
+		return err
+	}
+	_, err := c.await("bye", timeout)
+	return err
+}
+
 func (c *child) send(cmd command) error {
 	b, _ := json.Marshal(cmd)
 	_, err := c.stdin.Write(append(b, '\n'))
@@ -487,42 +502,24 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 		return err
 	}
 	defer c.close()
-	fail := func(err error) error {
-		_ = c.cmd.Process.Kill()
-		return err
-	}
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
-		return fail(err)
+		return c.kill(err)
 	}
 	logf("N=%d %s: synced in %.2f s (CPU %.2f s), heap %s, RSS %s", r.N, r.Subject, r.Synced.SyncSeconds, r.Synced.SyncCPU,
 		mib(r.Synced.Steady.HeapInuse), mib(r.Synced.Steady.RSS))
 
 	if !bare(r.Subject) {
 		if err := p.burst(ctx, c, r); err != nil {
-			return fail(fmt.Errorf("burst: %w", err))
+			return c.kill(fmt.Errorf("burst: %w", err))
 		}
 		logf("N=%d %s: burst of %d: %.0f events/s (writes %.0f/s), lag %.0f ms", r.N, r.Subject, r.BurstK,
 			r.EventsPerS, r.WritesPerS, 1000*r.LagSeconds)
 	}
 
 	for i := range p.o.relists {
-		if err := c.send(command{Cmd: "relist"}); err != nil {
-			return fail(err)
-		}
-		if _, err := c.await("relist-armed", time.Minute); err != nil {
-			return fail(err)
-		}
-		if err := p.forceRelist(ctx, proxy); err != nil {
-			return fail(fmt.Errorf("forcing the relist: %w", err))
-		}
-		if bare(r.Subject) {
-			if err := c.send(command{Cmd: "go"}); err != nil {
-				return fail(err)
-			}
-		}
-		x, err := c.await("relisted", 2*syncTimeout(r.N)+3*time.Minute)
+		x, err := p.relist(ctx, c, proxy, r, nil)
 		if err != nil {
-			return fail(err)
+			return c.kill(err)
 		}
 		r.Relists = append(r.Relists, x)
 		logf("N=%d %s: relist %d: %.2f s (%.2f s since armed, CPU %.2f s), peak heap %s (live %s; from arming %s), peak RSS %s, lists %d, watch-lists %d, 410s %d",
@@ -533,14 +530,36 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 	if p.wl == nil { // the 1% change sets are ConfigMaps' (restart.go)
 		p.changedRelist(ctx, c, proxy, dir, r)
 	}
-	if err := c.send(command{Cmd: "exit"}); err != nil {
-		return fail(err)
-	}
-	if _, err := c.await("bye", time.Minute); err != nil {
-		return fail(err)
+	if err := c.exit(time.Minute); err != nil {
+		return c.kill(err)
 	}
 	p.restarts(ctx, c, proxy, dir, r)
 	return nil
+}
+
+// relist has the child arm for a relist, calls gap (when set) and forces
+// the relist, and returns the child's report of it.
+func (p *parent) relist(ctx context.Context, c *child, proxy *controlplane.Proxy, r *row, gap func() error) (report, error) {
+	if err := c.send(command{Cmd: "relist"}); err != nil {
+		return report{}, err
+	}
+	if _, err := c.await("relist-armed", time.Minute); err != nil {
+		return report{}, err
+	}
+	if gap != nil {
+		if err := gap(); err != nil {
+			return report{}, err
+		}
+	}
+	if err := p.forceRelist(ctx, proxy); err != nil {
+		return report{}, fmt.Errorf("forcing the relist: %w", err)
+	}
+	if bare(r.Subject) {
+		if err := c.send(command{Cmd: "go"}); err != nil {
+			return report{}, err
+		}
+	}
+	return c.await("relisted", 2*syncTimeout(r.N)+3*time.Minute)
 }
 
 // burst updates min(o.burst, N) objects as fast as o.workers writers can

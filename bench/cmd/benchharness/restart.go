@@ -236,13 +236,7 @@ func (p *parent) changedRelist(ctx context.Context, c *child, proxy *controlplan
 	p.restorePending(ctx)
 	cs := p.planChange(r.N, nil)
 	r.Changed = cs.total()
-	err := func() error {
-		if err := c.send(command{Cmd: "relist"}); err != nil {
-			return err
-		}
-		if _, err := c.await("relist-armed", time.Minute); err != nil {
-			return err
-		}
+	x, err := p.relist(ctx, c, proxy, r, func() error {
 		proxy.Cut() // before the changes, so that the child sees none of them live
 		p.pending = &cs
 		if err := p.apply(ctx, cs); err != nil {
@@ -255,24 +249,13 @@ func (p *parent) changedRelist(ctx context.Context, c *child, proxy *controlplan
 			proxy.Heal()
 			return err
 		}
-		if err := p.forceRelist(ctx, proxy); err != nil {
-			return fmt.Errorf("forcing the relist: %w", err)
-		}
-		if bare(r.Subject) {
-			if err := c.send(command{Cmd: "go"}); err != nil {
-				return err
-			}
-		}
-		x, err := c.await("relisted", 2*syncTimeout(r.N)+3*time.Minute)
-		if err != nil {
-			return err
-		}
+		return nil
+	})
+	if err == nil {
 		r.ChangedRelist = &x
 		logf("N=%d %s: relist with %d changed: %.2f s (CPU %.2f s), peak heap %s (live %s), lists %d, watch-lists %d, 410s %d",
 			r.N, r.Subject, cs.total(), x.RelistSeconds, x.RelistCPU, mib(x.PeakHeap), mib(x.PeakLive), x.Lists, x.WatchLists, x.Gone)
-		return nil
-	}()
-	if err != nil {
+	} else {
 		r.ChangedRelistErr = err.Error()
 		logf("N=%d %s: relist with 1%% changed: %v", r.N, r.Subject, err)
 	}
@@ -360,25 +343,17 @@ func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Pr
 	defer c.close()
 	x, err := c.await("restarted", syncTimeout(r.N)+time.Minute)
 	if err != nil {
-		_ = c.cmd.Process.Kill()
-		return nil, err
+		return nil, c.kill(err)
 	}
 	if x.Restart == nil {
-		_ = c.cmd.Process.Kill()
-		return nil, fmt.Errorf("the restarted child sent no restart report")
+		return nil, c.kill(fmt.Errorf("the restarted child sent no restart report"))
 	}
 	res := &restartResult{restartReport: *x.Restart}
 	res.Seconds = time.Unix(0, res.SyncedUnixNano).Sub(began).Seconds()
 	logf("N=%d %s: restart (%s): synced %.2f s after exec (%.2f s after the subject's start, CPU %.2f s), %s received in %d requests (lists %d, watch-lists %d, watches %d), peak heap %s, peak RSS %s%s",
 		r.N, r.Subject, mode, res.Seconds, res.SubjectSeconds, res.CPU, mib(uint64(res.Bytes)), res.Requests, res.Lists, res.WatchLists, res.Watches,
 		mib(res.PeakHeap), mib(res.PeakRSS), prefixed("; ", res.Check))
-	if err := c.send(command{Cmd: "exit"}); err != nil {
-		return res, err
-	}
-	if _, err := c.await("bye", time.Minute); err != nil {
-		return res, err
-	}
-	return res, nil
+	return res, c.exit(time.Minute)
 }
 
 func prefixed(prefix, s string) string {

@@ -12,9 +12,7 @@ package main
 // response body byte the client reads.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,30 +61,20 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func restartChildMain(kind string) int {
-	out := json.NewEncoder(os.Stdout)
-	send := func(r report) {
-		if err := out.Encode(r); err != nil {
-			fmt.Fprintf(os.Stderr, "benchharness restart child: stdout: %v\n", err)
-			os.Exit(2)
-		}
-	}
+// restartChild runs a restarted subject until synced, reports, and waits
+// for exit.
+func restartChild(kind string, send func(report)) error {
 	closeSub, err := runRestartChild(kind, send)
 	if closeSub != nil {
 		defer closeSub()
 	}
 	if err != nil {
-		send(report{Event: "error", Err: err.Error()})
-		return 1
+		return err
 	}
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		if strings.TrimSpace(in.Text()) == `{"cmd":"exit"}` {
-			send(report{Event: "bye"})
-			return 0
-		}
+	if awaitExit() {
+		send(report{Event: "bye"})
 	}
-	return 0
+	return nil
 }
 
 // runRestartChild starts the subject, waits until it synced, and sends
