@@ -158,7 +158,7 @@ func runChild(kind string, send func(report)) error {
 	ctx := context.Background()
 
 	base := steady()
-	sub, reqs, err := newSubject(kind, cfg, os.Getenv(envNS), os.Getenv(envDir), n)
+	sub, err := newSubject(kind, cfg, os.Getenv(envNS), os.Getenv(envDir), n)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func runChild(kind string, send func(report)) error {
 					return nil
 				}
 			}
-			r, err := relist(ctx, sub, reqs, n, prof, send, ready)
+			r, err := relist(ctx, sub, n, prof, send, ready)
 			if err != nil {
 				return err
 			}
@@ -237,7 +237,8 @@ func runChild(kind string, send func(report)) error {
 
 // relist arms the subject and the sampler, tells the parent, and waits for
 // the relist the parent forces.
-func relist(ctx context.Context, sub subject, reqs *requests, n int, prof profiler, send func(report), ready func() error) (report, error) {
+func relist(ctx context.Context, sub subject, n int, prof profiler, send func(report), ready func() error) (report, error) {
+	reqs := sub.counts()
 	runtime.GC()
 	reset := resetHWM()
 	lists, watchLists, pages := reqs.lists.Load(), reqs.watchLists.Load(), reqs.pages.Load()

@@ -240,10 +240,9 @@ func syncJournalReader(ctx context.Context, cfg *rest.Config, dir string) (reade
 		_ = j.Close()
 		return readerFuncs{}, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(runCtx) }()
-	stop := func() { cancel(); <-done; _ = j.Close() }
+	var bg background
+	bg.start(func(ctx context.Context) { _ = loop.Run(ctx) })
+	stop := func() { bg.stop(); _ = j.Close() }
 	if err := loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
 		stop()
 		return readerFuncs{}, fmt.Errorf("journal reader: waiting for the initial list: %w (status %+v)", err, loop.Status())
@@ -276,10 +275,9 @@ func syncInformerReader(ctx context.Context, cfg *rest.Config) (readerFuncs, err
 	}
 	inf := coreinformers.NewConfigMapInformer(cs, metav1.NamespaceAll, 0,
 		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inf.RunWithContext(runCtx) }()
-	stop := func() { cancel(); <-done }
+	var bg background
+	bg.start(inf.RunWithContext)
+	stop := bg.stop
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		stop()
 		return readerFuncs{}, fmt.Errorf("informer reader: not synced: %w", ctx.Err())

@@ -130,9 +130,10 @@ type sample struct {
 // GC hook is a finalizer on a sentinel that re-arms itself: finalizers run
 // after the cycle that found their object unreachable.)
 type sampler struct {
-	stopc   chan struct{}
-	done    chan struct{}
-	stopped atomic.Bool
+	stopc    chan struct{}
+	done     chan struct{}
+	stopped  atomic.Bool
+	stopOnce sync.Once
 
 	mu      sync.Mutex
 	samples []sample
@@ -210,12 +211,15 @@ func (s *sampler) sample() {
 	s.mu.Unlock()
 }
 
-// stop takes a last sample, ends the goroutine and returns the samples.
+// stop takes a last sample, ends the goroutine and returns the samples;
+// again, only the samples.
 func (s *sampler) stop() []sample {
-	s.stopped.Store(true)
-	close(s.stopc)
-	<-s.done
-	s.sample()
+	s.stopOnce.Do(func() {
+		s.stopped.Store(true)
+		close(s.stopc)
+		<-s.done
+		s.sample()
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples

@@ -64,27 +64,11 @@ func (c *countingBody) Read(p []byte) (int, error) {
 // restartChild runs a restarted subject until synced, reports, and waits
 // for exit.
 func restartChild(kind string, send func(report)) error {
-	closeSub, err := runRestartChild(kind, send)
-	if closeSub != nil {
-		defer closeSub()
-	}
-	if err != nil {
-		return err
-	}
-	if awaitExit() {
-		send(report{Event: "bye"})
-	}
-	return nil
-}
-
-// runRestartChild starts the subject, waits until it synced, and sends
-// the report. It returns the function that stops the subject.
-func runRestartChild(kind string, send func(report)) (func(), error) {
 	s := startSampler(50*time.Millisecond, nil)
+	defer s.stop()
 	n, cfg, err := childConfig()
 	if err != nil {
-		s.stop()
-		return nil, err
+		return err
 	}
 	bc := &byteCounter{}
 	cfg.Wrap(bc.wrap)
@@ -93,37 +77,34 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 	defer cancel()
 
 	began := time.Now()
-	var rr restartReport
-	var reqs *requests
-	var closeSub func()
+	rr := restartReport{Gone: -1}
+	// synced records when the subject synced, and what it took until then.
+	synced := func() {
+		rr.SyncedUnixNano = time.Now().UnixNano()
+		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
+		rr.CPU = cpuTime().Seconds()
+	}
+	var sub subject
 	switch kind {
 	case subjWatchjournal, subjWatchjournalPaged:
 		w, err := newWatchjournal(kind, cfg, ns, dir, n)
 		if err != nil {
-			s.stop()
-			return nil, err
+			return err
 		}
-		closeSub = w.close
+		defer w.close()
+		sub = w
 		head0, err := w.j.Head()
 		if err != nil {
-			s.stop()
-			return closeSub, err
+			return err
 		}
-		runCtx, stop := context.WithCancel(context.Background())
-		w.cancel, w.done = stop, make(chan error, 1)
-		go func() { w.done <- w.loop.Run(runCtx) }()
+		w.run()
 		if err := w.loop.WaitForSync(ctx); err != nil {
-			s.stop()
-			return closeSub, fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, w.loop.Status())
+			return fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, w.loop.Status())
 		}
-		rr.SyncedUnixNano = time.Now().UnixNano()
-		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
-		rr.CPU = cpuTime().Seconds()
+		synced()
 		rr.Gone = w.loop.Status().Gone
-		reqs = w.reqs
 		if err := checkJournal(w.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
-			s.stop()
-			return closeSub, err
+			return err
 		}
 		if st, err := w.j.Stats(); err == nil {
 			rr.Objects = int(st.Objects)
@@ -131,38 +112,33 @@ func runRestartChild(kind string, send func(report)) (func(), error) {
 	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
 		inf, err := newInformer(kind, cfg, ns, n)
 		if err != nil {
-			s.stop()
-			return nil, err
+			return err
 		}
-		closeSub = inf.close
-		runCtx, stop := context.WithCancel(context.Background())
-		inf.cancel, inf.done = stop, make(chan struct{})
-		go func() { defer close(inf.done); inf.inf.RunWithContext(runCtx) }()
+		defer inf.close()
+		sub = inf
+		inf.start(inf.inf.RunWithContext)
 		select {
 		case <-inf.inf.HasSyncedChecker().Done():
 		case <-ctx.Done():
-			s.stop()
-			return closeSub, fmt.Errorf("%s: not synced: %w", kind, ctx.Err())
+			return fmt.Errorf("%s: not synced: %w", kind, ctx.Err())
 		}
-		rr.SyncedUnixNano = time.Now().UnixNano()
-		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
-		rr.CPU = cpuTime().Seconds()
-		rr.Gone = -1
-		reqs = inf.reqs
+		synced()
 		rr.Objects = len(inf.inf.GetStore().ListKeys())
 	default:
-		s.stop()
-		return nil, fmt.Errorf("subject %q has no restart", kind)
+		return fmt.Errorf("subject %q has no restart", kind)
 	}
-	synced := time.Unix(0, rr.SyncedUnixNano)
-	rr.SubjectSeconds = synced.Sub(began).Seconds()
-	ss := s.stop()
-	rr.PeakHeap, rr.PeakLive, rr.PeakRSS, _ = peaks(ss, time.Time{}, synced, 50*time.Millisecond)
+	at := time.Unix(0, rr.SyncedUnixNano)
+	rr.SubjectSeconds = at.Sub(began).Seconds()
+	rr.PeakHeap, rr.PeakLive, rr.PeakRSS, _ = peaks(s.stop(), time.Time{}, at, 50*time.Millisecond)
 	rr.HWM = procStatus().HWM
+	reqs := sub.counts()
 	rr.Lists, rr.Pages, rr.Watches, rr.WatchLists = reqs.lists.Load(), reqs.pages.Load(), reqs.watches.Load(), reqs.watchLists.Load()
 	rr.Steady = steady()
 	send(report{Event: "restarted", Restart: &rr})
-	return closeSub, nil
+	if awaitExit() {
+		send(report{Event: "bye"})
+	}
+	return nil
 }
 
 // relistCheck compares what the journal gained since armRelist with the

@@ -84,7 +84,31 @@ type subject interface {
 	// began (the last list request started after armRelist) and ended.
 	armRelist()
 	waitRelist(ctx context.Context) (relistInfo, error)
+	// counts returns the subject's client's requests.
+	counts() *requests
 	close()
+}
+
+// background is a goroutine that runs until stopped: a subject's loop or
+// informer.
+type background struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start runs run in a goroutine with a context that stop cancels.
+func (b *background) start(run func(context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel, b.done = cancel, make(chan struct{})
+	go func() { defer close(b.done); run(ctx) }()
+}
+
+// stop cancels the goroutine, if started, and waits for it to return.
+func (b *background) stop() {
+	if b.cancel != nil {
+		b.cancel()
+		<-b.done
+	}
 }
 
 // relistInfo describes one relist.
@@ -164,9 +188,7 @@ type wjSubject struct {
 	j    *journal.Journal
 	loop *reconcile.Loop
 	reqs *requests
-
-	cancel context.CancelFunc
-	done   chan error
+	background
 
 	headBase  uint64 // the journal's head at armRelist (restart.go checks what the relist journaled)
 	listsBase int
@@ -206,10 +228,11 @@ func newWatchjournal(kind string, cfg *rest.Config, ns, dir string, n int) (*wjS
 	return &wjSubject{n: n, j: j, loop: loop, reqs: reqs}, nil
 }
 
+// run starts the loop.
+func (s *wjSubject) run() { s.start(func(ctx context.Context) { _ = s.loop.Run(ctx) }) }
+
 func (s *wjSubject) sync(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan error, 1)
-	go func() { s.done <- s.loop.Run(runCtx) }()
+	s.run()
 	if err := s.loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
 		return fmt.Errorf("watchjournal: waiting for the initial list: %w (status %+v)", err, s.loop.Status())
 	}
@@ -246,11 +269,10 @@ func (s *wjSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return relistInfo{Start: s.reqs.started(), End: end, Gone: int64(st.Gone - s.goneBase), Note: s.relistCheck()}, nil
 }
 
+func (s *wjSubject) counts() *requests { return s.reqs }
+
 func (s *wjSubject) close() {
-	if s.cancel != nil {
-		s.cancel()
-		<-s.done
-	}
+	s.stop()
 	_ = s.j.Close()
 }
 
@@ -325,9 +347,7 @@ type informerSubject struct {
 	inf  cache.SharedIndexInformer
 	c    *counts
 	reqs *requests
-
-	cancel      context.CancelFunc
-	done        chan struct{}
+	background
 	resyncsBase int64
 }
 
@@ -403,9 +423,7 @@ func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubj
 }
 
 func (s *informerSubject) sync(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() { defer close(s.done); s.inf.RunWithContext(runCtx) }()
+	s.start(s.inf.RunWithContext)
 	if err := s.c.waitFor(ctx, func(c *counts) bool { return c.adds >= int64(s.n) }); err != nil {
 		a, _, _ := s.c.get()
 		return fmt.Errorf("informer: %d of %d objects added: %w", a, s.n, err)
@@ -439,12 +457,8 @@ func (s *informerSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return relistInfo{Start: s.reqs.started(), End: end, Gone: -1}, nil
 }
 
-func (s *informerSubject) close() {
-	if s.cancel != nil {
-		s.cancel()
-		<-s.done
-	}
-}
+func (s *informerSubject) counts() *requests { return s.reqs }
+func (s *informerSubject) close()            { s.stop() }
 
 // ---------------------------------------------------------------------------
 // The bare paginated list: the apiserver's own list speed, items thrown away.
@@ -560,7 +574,8 @@ func (s *listSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return relistInfo{Start: start, End: time.Now(), Gone: -1}, nil
 }
 
-func (s *listSubject) close() {}
+func (s *listSubject) counts() *requests { return s.reqs }
+func (s *listSubject) close()            {}
 
 // ---------------------------------------------------------------------------
 // The bare watch-list: the apiserver's streaming list (KEP-3157: a watch
@@ -663,35 +678,28 @@ func (s *watchListSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return relistInfo{Start: start, End: time.Now(), Gone: -1, Note: fmt.Sprintf("objects in key order: %v", s.ordered)}, nil
 }
 
-func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, *requests, error) {
+func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, error) {
 	switch kind {
 	case subjWatchjournal, subjWatchjournalPaged:
-		s, err := newWatchjournal(kind, cfg, ns, dir, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.reqs, nil
+		return asSubject(newWatchjournal(kind, cfg, ns, dir, n))
 	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
-		s, err := newInformer(kind, cfg, ns, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.reqs, nil
+		return asSubject(newInformer(kind, cfg, ns, n))
 	case subjList:
-		s, err := newList(cfg, ns, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.reqs, nil
+		return asSubject(newList(cfg, ns, n))
 	case subjWatchList, subjWatchListMeta:
 		s, err := newWatchList(cfg, ns, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		if kind == subjWatchListMeta {
+		if err == nil && kind == subjWatchListMeta {
 			s.accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 		}
-		return s, s.reqs, nil
+		return asSubject(s, err)
 	}
-	return nil, nil, fmt.Errorf("unknown subject %q", kind)
+	return nil, fmt.Errorf("unknown subject %q", kind)
+}
+
+// asSubject returns s as a subject; a nil one when err is set.
+func asSubject[S subject](s S, err error) (subject, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
