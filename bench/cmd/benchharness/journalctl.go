@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 const subjJournalctl = "journalctl"
@@ -225,25 +227,15 @@ func pidStatus(pid int) memory { return statusFile(fmt.Sprintf("/proc/%d/status"
 // procCPU returns a process's utime + stime in seconds (/proc/PID/stat,
 // at the usual 100 clock ticks a second); 0 when unreadable.
 func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 { // state is field 3; utime, stime are 14, 15
-		return 0
-	}
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return float64(ut+st) / 100
+	return st.CPUTime()
 }
 
 // tail returns the last max bytes of a file, on one line.

@@ -54,6 +54,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/prometheus/procfs"
 )
 
 // Workload names. wlConfigMaps is the run of parent.go (its subjects, the
@@ -616,26 +618,18 @@ type diskCost struct {
 	BurstSeconds float64 `json:"burstSeconds,omitempty"`
 }
 
-// procIO reads write_bytes and wchar of /proc/self/io.
+// procIO reads write_bytes and wchar of /proc/self/io; zero when
+// unreadable.
 func procIO() (writeBytes, wchar int64) {
-	b, err := os.ReadFile("/proc/self/io")
+	p, err := procfs.Self()
 	if err != nil {
 		return 0, 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(l, ": ")
-		if !ok {
-			continue
-		}
-		x, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch k {
-		case "write_bytes":
-			writeBytes = x
-		case "wchar":
-			wchar = x
-		}
+	io, err := p.IO()
+	if err != nil {
+		return 0, 0
 	}
-	return writeBytes, wchar
+	return int64(io.WriteBytes), int64(io.WChar)
 }
 
 // diskNow returns a subject's disk counters now; false for subjects
