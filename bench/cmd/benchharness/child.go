@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -288,48 +289,40 @@ func syncTimeout(n int) time.Duration { return 2*time.Minute + time.Duration(n)*
 // profiler writes CPU and heap profiles to dir when dir is set.
 type profiler struct{ dir, tag string }
 
-func (p profiler) path(name string) string {
-	return filepath.Join(p.dir, p.tag+"-"+name+".pprof")
-}
+func (p profiler) path(file string) string { return filepath.Join(p.dir, p.tag+"-"+file) }
 
-// cpu starts a CPU profile and returns the function that stops it.
+// cpu starts a CPU profile, with an execution trace (runtime/trace) beside
+// it when BENCH_TRACE=1, and returns the function that stops them. The
+// trace shows where goroutines wait off-CPU, which a CPU profile cannot:
+// go tool trace -pprof=syscall|sync|net|sched FILE.
 func (p profiler) cpu(name string) func() {
 	if p.dir == "" {
 		return func() {}
 	}
-	f, err := os.Create(p.path(name))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+	stopCPU := p.start(name+".pprof", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if stopCPU == nil {
 		return func() {}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
-		_ = f.Close()
-		return func() {}
+	if os.Getenv(envTrace) == "1" {
+		if stopTrace := p.start(name+".trace", trace.Start, trace.Stop); stopTrace != nil {
+			return func() { stopTrace(); stopCPU() }
+		}
 	}
-	stopTrace := p.trace(name)
-	return func() { stopTrace(); pprof.StopCPUProfile(); _ = f.Close() }
+	return stopCPU
 }
 
-// trace starts an execution trace (runtime/trace) beside the CPU profile
-// name when BENCH_TRACE=1, and returns the function that stops it. The
-// trace shows where goroutines wait off-CPU, which a CPU profile cannot:
-// go tool trace -pprof=syscall|sync|net|sched FILE.
-func (p profiler) trace(name string) func() {
-	if os.Getenv(envTrace) != "1" {
-		return func() {}
-	}
-	f, err := os.Create(filepath.Join(p.dir, p.tag+"-"+name+".trace"))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
-		return func() {}
-	}
-	if err := trace.Start(f); err != nil {
-		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+// start creates file and starts writing it with start; it returns the
+// function that stops and closes it, or nil when either failed.
+func (p profiler) start(file string, start func(io.Writer) error, stop func()) func() {
+	f, err := os.Create(p.path(file))
+	if err == nil {
+		if err = start(f); err == nil {
+			return func() { stop(); _ = f.Close() }
+		}
 		_ = f.Close()
-		return func() {}
 	}
-	return func() { trace.Stop(); _ = f.Close() }
+	fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
+	return nil
 }
 
 // heap writes a heap profile (in-use as of the last GC, and everything
@@ -338,7 +331,7 @@ func (p profiler) heap(name string) {
 	if p.dir == "" {
 		return
 	}
-	f, err := os.Create(p.path(name))
+	f, err := os.Create(p.path(name + ".pprof"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchharness: %v\n", err)
 		return

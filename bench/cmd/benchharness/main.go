@@ -110,20 +110,8 @@ func main() {
 		}
 		o.ns = append(o.ns, n)
 	}
-	for _, s := range strings.Split(o.subjects, ",") {
-		s = strings.TrimSpace(s)
-		if !slices.Contains(allSubjects, s) {
-			fatalf("unknown subject %q (known: %s)", s, strings.Join(allSubjects, ", "))
-		}
-		o.subjectList = append(o.subjectList, s)
-	}
-	for _, w := range strings.Split(o.workloadNames, ",") {
-		w = strings.TrimSpace(w)
-		if !slices.Contains(allWorkloads, w) {
-			fatalf("unknown workload %q (known: %s)", w, strings.Join(allWorkloads, ", "))
-		}
-		o.workloads = append(o.workloads, w)
-	}
+	o.subjectList = names(o.subjects, "subject", allSubjects)
+	o.workloads = names(o.workloadNames, "workload", allWorkloads)
 	// The readers belong to the other subjects' run: a run of the cache
 	// subjects alone (e.g. BENCH_SUBJECTS=crcache,jcache) skips them.
 	o.readers = o.readers && slices.Contains(o.workloads, wlConfigMaps) && slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
@@ -184,6 +172,19 @@ type options struct {
 	jsonOut          string
 	keep             bool
 	readers          bool
+}
+
+// names splits a comma-separated list of names of what, each one of known.
+func names(list, what string, known []string) []string {
+	var ns []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(known, s) {
+			fatalf("unknown %s %q (known: %s)", what, s, strings.Join(known, ", "))
+		}
+		ns = append(ns, s)
+	}
+	return ns
 }
 
 func envOr(k, def string) string {

@@ -27,8 +27,14 @@ func cpuTime() time.Duration {
 }
 
 // gcCycles returns how many GC cycles the process has completed.
-func gcCycles() uint64 {
-	x := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+func gcCycles() uint64 { return metric("/gc/cycles/total:gc-cycles") }
+
+// heapLive returns the heap the last GC found live (/gc/heap/live:bytes).
+func heapLive() uint64 { return metric("/gc/heap/live:bytes") }
+
+// metric reads a runtime/metrics value of kind uint64; 0 when it has none.
+func metric(name string) uint64 {
+	x := []metrics.Sample{{Name: name}}
 	metrics.Read(x)
 	if x[0].Value.Kind() != metrics.KindUint64 {
 		return 0
@@ -68,12 +74,7 @@ func measure() memory {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m := procStatus()
-	m.HeapInuse, m.HeapAlloc = ms.HeapInuse, ms.HeapAlloc
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		m.HeapLive = live[0].Value.Uint64()
-	}
+	m.HeapInuse, m.HeapAlloc, m.HeapLive = ms.HeapInuse, ms.HeapAlloc, heapLive()
 	return m
 }
 
@@ -186,12 +187,7 @@ func (s *sampler) armGC() {
 // sampleLive records only the live heap the last GC found: cheap enough for
 // every cycle (no stop-the-world, no /proc read).
 func (s *sampler) sampleLive() {
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	if live[0].Value.Kind() != metrics.KindUint64 {
-		return
-	}
-	v := live[0].Value.Uint64()
+	v := heapLive()
 	s.mu.Lock()
 	s.samples = append(s.samples, sample{at: time.Now(), live: v})
 	peak := s.onPeak != nil && v > s.peakLive+s.peakLive/20

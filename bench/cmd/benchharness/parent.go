@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -635,19 +634,9 @@ func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) err
 			return err
 		}
 		if p.wl != nil {
-			return p.waitServed(rctx, p.wl, 3*time.Minute)
+			return p.waitServed(rctx, p.wl.gvr, p.wl.ns, 3*time.Minute)
 		}
-		// Wait until the apiserver serves lists of the namespace again.
-		for {
-			_, err := p.kube.CoreV1().ConfigMaps(benchNS).List(rctx, metav1.ListOptions{Limit: 1})
-			if err == nil {
-				break
-			}
-			if rctx.Err() != nil {
-				return errors.Join(err, rctx.Err())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return p.waitServed(rctx, configMaps, benchNS, 3*time.Minute+time.Duration(p.created)*200*time.Microsecond)
 	}
 	return nil
 }

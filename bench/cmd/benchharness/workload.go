@@ -54,6 +54,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/prometheus/procfs"
 )
@@ -320,25 +321,22 @@ func (p *parent) setupWorkload(ctx context.Context, w *workload) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the CRD: %w", err)
 	}
-	return p.waitServed(ctx, w, time.Minute)
+	return p.waitServed(ctx, w.gvr, w.ns, time.Minute)
 }
 
-// waitServed waits until the apiserver serves lists of the workload's
-// resource (a CRD's resource some time after it is established, and after
-// every apiserver restart).
-func (p *parent) waitServed(ctx context.Context, w *workload, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		_, err := p.dyn.Resource(w.gvr).Namespace(w.ns).List(ctx, metav1.ListOptions{Limit: 1})
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s not served: %w", w.gvr.Resource, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+// waitServed waits until the apiserver serves lists of resource gvr in
+// namespace ns ("" for all namespaces), polling every 100 ms for at most
+// timeout: a CRD's resource some time after it is established, and every
+// resource after an apiserver restart.
+func (p *parent) waitServed(ctx context.Context, gvr schema.GroupVersionResource, ns string, timeout time.Duration) error {
+	var err error
+	if wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err = p.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}) != nil {
+		return fmt.Errorf("%s not served: %w", gvr.Resource, err)
 	}
+	return nil
 }
 
 // createWorkload creates the workload's objects p.wlCreated .. n-1.
