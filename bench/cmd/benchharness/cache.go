@@ -48,6 +48,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -408,16 +409,9 @@ func cacheChildMain(kind string, send func(report)) error {
 		if err != nil {
 			return
 		}
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for !inf.HasSynced() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		if wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) { return inf.HasSynced(), nil }) == nil {
+			syncedAt.Store(time.Now().UnixNano())
 		}
-		syncedAt.Store(time.Now().UnixNano())
 	}()
 	timeout := time.After(syncTimeout(n) + 2*time.Minute)
 	select {

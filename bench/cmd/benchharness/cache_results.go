@@ -18,17 +18,6 @@ const (
 	cacheEnd   = "<!-- cache subjects: end -->"
 )
 
-// spliceCacheSection returns file with its cache section replaced by
-// section; a file without one gets it before the hand-written part (or at
-// its end).
-func spliceCacheSection(file []byte, section string) []byte {
-	return spliceSection(file, cacheBegin, cacheEnd, section)
-}
-
-// oldCacheSection returns file's cache section, markers included, with a
-// newline after it; nil when it has none.
-func oldCacheSection(file []byte) []byte { return oldSection(file, cacheBegin, cacheEnd) }
-
 // spliceSection returns file with the section between the markers begin
 // and end (inclusive) replaced by section; a file without one gets it
 // before the hand-written part (or at its end).

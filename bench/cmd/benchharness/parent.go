@@ -104,10 +104,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	// The namespace bench only when a subject other than the cache
 	// subjects, or the readers, will read it.
-	classic := o.readers
-	for _, s := range o.subjectList {
-		classic = classic || !isCache(s)
-	}
+	classic := o.readers || slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
 	configMaps := slices.Contains(o.workloads, wlConfigMaps)
 	for _, n := range o.ns {
 		if !configMaps {

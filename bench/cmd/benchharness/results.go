@@ -393,7 +393,7 @@ func (r *results) write(path string) error {
 		// Only the cache subjects or the workloads (or both) ran: their
 		// sections are all that changes.
 		if len(r.caches) > 0 {
-			old = spliceCacheSection(old, r.cacheSection())
+			old = spliceSection(old, cacheBegin, cacheEnd, r.cacheSection())
 		}
 		if len(r.workloads) > 0 {
 			old = spliceSection(old, workloadsBegin, workloadsEnd, r.workloadSection())
@@ -402,7 +402,7 @@ func (r *results) write(path string) error {
 	}
 	cacheText := r.cacheSection()
 	if len(r.caches) == 0 { // not run: keep the last run's section
-		cacheText = string(oldCacheSection(old))
+		cacheText = string(oldSection(old, cacheBegin, cacheEnd))
 	}
 	wlText := r.workloadSection()
 	if len(r.workloads) == 0 { // not run: keep the last run's section

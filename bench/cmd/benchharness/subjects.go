@@ -567,8 +567,13 @@ func (s *listSubject) armRelist()                               { s.reqs.arm() }
 
 // waitRelist lists everything a second time.
 func (s *listSubject) waitRelist(ctx context.Context) (relistInfo, error) {
+	return bareRelist(ctx, s.sync)
+}
+
+// bareRelist is a bare subject's relist: sync again, timed.
+func bareRelist(ctx context.Context, sync func(context.Context) error) (relistInfo, error) {
 	start := time.Now()
-	if err := s.sync(ctx); err != nil {
+	if err := sync(ctx); err != nil {
 		return relistInfo{}, err
 	}
 	return relistInfo{Start: start, End: time.Now(), Gone: -1}, nil
@@ -671,11 +676,9 @@ func (s *watchListSubject) sync(ctx context.Context) error {
 }
 
 func (s *watchListSubject) waitRelist(ctx context.Context) (relistInfo, error) {
-	start := time.Now()
-	if err := s.sync(ctx); err != nil {
-		return relistInfo{}, err
-	}
-	return relistInfo{Start: start, End: time.Now(), Gone: -1, Note: fmt.Sprintf("objects in key order: %v", s.ordered)}, nil
+	info, err := bareRelist(ctx, s.sync)
+	info.Note = fmt.Sprintf("objects in key order: %v", s.ordered)
+	return info, err
 }
 
 func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, error) {

@@ -525,13 +525,7 @@ type served struct {
 
 // subjectsOf returns the workload subjects that -subjects names.
 func (o options) subjectsOf(w *workload) []string {
-	var ss []string
-	for _, s := range workloadSubjects {
-		if slices.Contains(o.subjectList, s) {
-			ss = append(ss, s)
-		}
-	}
-	return ss
+	return slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(o.subjectList, s) })
 }
 
 // runWorkload runs workload w at every N: its objects created, its
