@@ -33,25 +33,18 @@
 // writes it, with the in-process benchmarks' output (-gobench) and the
 // targets, to BENCHMARKS.md (-out).
 //
-// The cache subjects (cache.go, issue 23), crcache and jcache, are a small
-// operator process each (a manager, one controller reading through
-// mgr.GetClient()) on controller-runtime's default cache and on jcache,
-// over N ConfigMaps of their own in 100 namespaces: start-up to the first
-// reconcile (first start, restart), steady heap and RSS, reads. A run of
+// The cache subjects, crcache and jcache, are an operator process each on
+// controller-runtime's cache and on jcache (cache.go, issue 23); a run of
 // only those (-subjects crcache,jcache) creates none of the others'
 // objects, skips the readers, and rewrites only the cache section of the
-// results file (between cacheBegin and cacheEnd), keeping the rest.
+// results file (cache_results.go), keeping the rest.
 //
-// The workloads (workload.go, issue 25), -workload: besides the ConfigMaps
-// above ("configmaps": the subjects, the readers, the cache subjects),
-// Pods of 4–8 KiB whose status churns, a custom resource (JSON only) and
-// Secrets across 100 namespaces (sealed in watchjournal's file), each run
-// by watchjournal, the informer, the bare watch-list, crcache and jcache
-// (those of them -subjects names) at every N, with watchjournal's disk
-// cost during the churn: file size against the objects' size as served,
-// bytes written and commits per event. Their tables go to a section of their own
-// (between workloadsBegin and workloadsEnd); a run without the ConfigMaps
-// rewrites only that section (and the cache section, when it ran).
+// The workloads, -workload: besides the ConfigMaps above ("configmaps":
+// the subjects, the readers, the cache subjects), Pods, a custom resource
+// and Secrets (workload.go, issue 25), with watchjournal's disk cost during
+// the churn; a run without the ConfigMaps rewrites only their section of
+// the results file (workload_results.go), and the cache section when it
+// ran.
 //
 // Environment: BENCH_N (object counts), BENCH_SUBJECTS (the subjects,
 // comma-separated; default all), BENCH_WORKLOADS (the workloads,

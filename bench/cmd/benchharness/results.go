@@ -6,9 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -108,19 +106,10 @@ func (r *results) describe(ctx context.Context, cp *controlplane.ControlPlane, k
 		return err
 	}
 	r.kube = v.GitVersion
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.EtcdURL()+"/version", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var ev struct {
 		Server string `json:"etcdserver"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ev); err != nil {
+	if err := etcdCall(ctx, cp, http.MethodGet, "/version", nil, &ev); err != nil {
 		return err
 	}
 	r.etcd = ev.Server

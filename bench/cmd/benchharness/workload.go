@@ -57,6 +57,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/prometheus/procfs"
+	"github.com/watchjournal/watchjournal/internal/controlplane"
 )
 
 // Workload names. wlConfigMaps is the run of parent.go (its subjects, the
@@ -480,12 +481,18 @@ func (p *parent) etcdDBSize(ctx context.Context) (int64, error) {
 // etcdPost posts body (nil: {}) to etcd's gRPC gateway at path and
 // decodes the answer into out (nil: none).
 func (p *parent) etcdPost(ctx context.Context, path string, body []byte, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
 	if body == nil {
 		body = []byte("{}")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cp.EtcdURL()+path, bytes.NewReader(body))
+	return etcdCall(ctx, p.cp, http.MethodPost, path, body, out)
+}
+
+// etcdCall sends body to etcd's HTTP endpoint at path, within 5 minutes,
+// and decodes the answer into out (nil: none).
+func etcdCall(ctx context.Context, cp *controlplane.ControlPlane, method, path string, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, cp.EtcdURL()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
