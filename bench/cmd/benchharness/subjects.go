@@ -475,8 +475,7 @@ type listSubject struct {
 }
 
 func newList(cfg *rest.Config, ns string, n int) (*listSubject, error) {
-	cfg, reqs := counted(cfg)
-	c := rest.CopyConfig(cfg)
+	c, reqs := counted(cfg)
 	c.GroupVersion = &schema.GroupVersion{Version: "v1"}
 	c.APIPath = "/api"
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()

@@ -201,13 +201,7 @@ func (r *results) workloadSection() string {
 			}
 		}
 		b.WriteString(r.creationsText(wr.Creations) + "\n\n")
-		var rows []row
-		for _, x := range r.wlRows {
-			if x.Workload == wr.Name {
-				rows = append(rows, x)
-			}
-		}
-		b.WriteString(rowsTable(rows))
+		b.WriteString(rowsTable(slices.DeleteFunc(slices.Clone(r.wlRows), func(x row) bool { return x.Workload != wr.Name })))
 		b.WriteString("\nRestart with nothing changed (a new process; watchjournal reopens its file):\n\n")
 		b.WriteString(r.wlRestartTable(wr.Name))
 		b.WriteString("\nwatchjournal's disk cost over the burst:\n\n")
