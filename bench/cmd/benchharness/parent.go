@@ -121,14 +121,9 @@ func run(ctx context.Context, o options) (*results, error) {
 			}
 		}
 		for _, s := range o.subjectList {
-			if isCache(s) {
-				continue
+			if !isCache(s) {
+				res.rows = append(res.rows, p.runSubject(ctx, n, s))
 			}
-			r := p.runSubject(ctx, n, s)
-			if r.Err != "" {
-				logf("N=%d %s: %s", n, s, r.Err)
-			}
-			res.rows = append(res.rows, r)
 		}
 		if o.readers {
 			p.readers(ctx, n, res)
@@ -469,14 +464,21 @@ func (p *parent) startChild(n int, kind string, host, dir string, env ...string)
 	return c, nil
 }
 
-// runSubject runs one subject in a child and collects its row.
+// runSubject runs one subject in a child (journalctl: runJournalctl),
+// collects its row, and logs its failure.
 func (p *parent) runSubject(ctx context.Context, n int, kind string) row {
-	if kind == subjJournalctl {
-		return p.runJournalctl(ctx, n)
-	}
 	r := row{N: n, Subject: kind}
-	if err := p.subject(ctx, &r); err != nil {
+	if kind == subjJournalctl {
+		r = p.runJournalctl(ctx, n)
+	} else if err := p.subject(ctx, &r); err != nil {
 		r.Err = err.Error()
+	}
+	prefix := ""
+	if p.wl != nil {
+		r.Workload, prefix = p.wl.name, p.wl.name+" "
+	}
+	if r.Err != "" {
+		logf("%sN=%d %s: %s", prefix, n, kind, r.Err)
 	}
 	return r
 }

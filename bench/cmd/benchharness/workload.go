@@ -564,16 +564,10 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 		wr.Creations = append(wr.Creations, c)
 		for _, s := range subjects {
 			if isCache(s) {
-				x := p.runCacheSubject(ctx, n, s)
-				res.wlCaches = append(res.wlCaches, x)
-				continue
+				res.wlCaches = append(res.wlCaches, p.runCacheSubject(ctx, n, s))
+			} else {
+				res.wlRows = append(res.wlRows, p.runSubject(ctx, n, s))
 			}
-			r := p.runSubject(ctx, n, s)
-			r.Workload = w.name
-			if r.Err != "" {
-				logf("%s N=%d %s: %s", w.name, n, s, r.Err)
-			}
-			res.wlRows = append(res.wlRows, r)
 		}
 		sv, err := p.servedBytes(ctx, w)
 		if err != nil {
