@@ -93,13 +93,6 @@ func (r *results) restartSection() string {
 // restartTargets are issue 12's targets on this run's numbers, for every N.
 func (r *results) restartTargets() []target {
 	var ts []target
-	ratio := func(name string, a, b float64, unit string, limit float64) target {
-		t := target{name: name, state: "not measured"}
-		if a > 0 && b > 0 {
-			t.set(a/b <= limit, fmt.Sprintf("%.2f / %.2f %s = %.2f×", a, b, unit, a/b))
-		}
-		return t
-	}
 	for _, n := range r.o.ns {
 		wj, okW := r.find(n, subjWatchjournal)
 		inf, okI := r.find(n, subjInformer)
@@ -108,9 +101,9 @@ func (r *results) restartTargets() []target {
 			continue
 		}
 		if okI {
-			ts = append(ts, ratio(fmt.Sprintf("initial sync ≤ 1.0× the informer's sync (N=%d)", n),
+			ts = append(ts, ratioTarget(fmt.Sprintf("initial sync ≤ 1.0× the informer's sync (N=%d)", n),
 				wj.Synced.SyncSeconds, inf.Synced.SyncSeconds, "s", 1.0))
-			ts = append(ts, ratio(fmt.Sprintf("relist after a 410, nothing changed, ≤ 1.0× the informer's relist (N=%d, medians)", n),
+			ts = append(ts, ratioTarget(fmt.Sprintf("relist after a 410, nothing changed, ≤ 1.0× the informer's relist (N=%d, medians)", n),
 				wj.Relisted.RelistSeconds, inf.Relisted.RelistSeconds, "s", 1.0))
 		}
 		wjRel := 0.0
@@ -118,11 +111,11 @@ func (r *results) restartTargets() []target {
 			wjRel = wj.ChangedRelist.RelistSeconds
 		}
 		if okI && inf.ChangedRelist != nil {
-			ts = append(ts, ratio(fmt.Sprintf("relist after a 410 with %d objects (1%%) changed ≤ 1.0× the informer's relist (N=%d)", wj.Changed, n),
+			ts = append(ts, ratioTarget(fmt.Sprintf("relist after a 410 with %d objects (1%%) changed ≤ 1.0× the informer's relist (N=%d)", wj.Changed, n),
 				wjRel, inf.ChangedRelist.RelistSeconds, "s", 1.0))
 		}
 		if okL && list.ChangedRelist != nil {
-			ts = append(ts, ratio(fmt.Sprintf("relist after a 410 with %d objects (1%%) changed ≤ 0.7× the bare paginated full list (N=%d)", wj.Changed, n),
+			ts = append(ts, ratioTarget(fmt.Sprintf("relist after a 410 with %d objects (1%%) changed ≤ 0.7× the bare paginated full list (N=%d)", wj.Changed, n),
 				wjRel, list.ChangedRelist.RelistSeconds, "s", 0.7))
 		}
 		if okI && inf.RestartSame != nil {
@@ -131,7 +124,7 @@ func (r *results) restartTargets() []target {
 			if wj.RestartSame != nil {
 				s, bytes = wj.RestartSame.Seconds, wj.RestartSame.Bytes
 			}
-			ts = append(ts, ratio(fmt.Sprintf("restart with nothing changed: time to synced ≤ 0.1× the informer's (N=%d)", n),
+			ts = append(ts, ratioTarget(fmt.Sprintf("restart with nothing changed: time to synced ≤ 0.1× the informer's (N=%d)", n),
 				s, inf.RestartSame.Seconds, "s", 0.1))
 			t := newTarget("restart with nothing changed: bytes received ≤ 1%% of the informer's (N=%d)", n)
 			if bytes > 0 && inf.RestartSame.Bytes > 0 {
@@ -145,7 +138,7 @@ func (r *results) restartTargets() []target {
 			if wj.RestartChanged != nil {
 				s = wj.RestartChanged.Seconds
 			}
-			t := ratio(fmt.Sprintf("restart with %d objects (1%%) changed, stored resourceVersion still served: time to synced ≤ 0.3× the informer's (N=%d)", wj.Changed, n),
+			t := ratioTarget(fmt.Sprintf("restart with %d objects (1%%) changed, stored resourceVersion still served: time to synced ≤ 0.3× the informer's (N=%d)", wj.Changed, n),
 				s, inf.RestartChanged.Seconds, "s", 0.3)
 			if wj.RestartChanged != nil && wj.RestartChanged.Gone > 0 {
 				t.measured += fmt.Sprintf(" (but the loop met %d 410s: the stored resourceVersion was not served)", wj.RestartChanged.Gone)
