@@ -301,18 +301,16 @@ func dirSize(dir string) int64 {
 // countingReconciler is the operator's reconciler: it reads the object it
 // was given through the manager's client and counts the reconciles.
 type countingReconciler struct {
-	c           client.Client
-	newObj      func() client.Object
-	want        int64
-	n           atomic.Int64
-	first       atomic.Int64 // UnixNano of the first call
-	firstc, all chan struct{}
+	c      client.Client
+	newObj func() client.Object
+	want   int64
+	n      atomic.Int64
+	first  atomic.Int64  // UnixNano of the first call
+	all    chan struct{} // closed once want objects were reconciled
 }
 
 func (r *countingReconciler) Reconcile(ctx context.Context, req ctrlreconcile.Request) (ctrlreconcile.Result, error) {
-	if r.first.CompareAndSwap(0, time.Now().UnixNano()) {
-		close(r.firstc)
-	}
+	r.first.CompareAndSwap(0, time.Now().UnixNano())
 	if err := r.c.Get(ctx, req.NamespacedName, r.newObj()); err != nil {
 		return ctrlreconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -394,7 +392,7 @@ func cacheChildMain(kind string, send func(report)) error {
 	if err != nil {
 		return err
 	}
-	rec := &countingReconciler{c: mgr.GetClient(), newObj: k.newObj, want: int64(k.want), firstc: make(chan struct{}), all: make(chan struct{})}
+	rec := &countingReconciler{c: mgr.GetClient(), newObj: k.newObj, want: int64(k.want), all: make(chan struct{})}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("bench").For(k.newObj()).Complete(rec); err != nil {
 		return err
 	}

@@ -230,10 +230,7 @@ func runChild(kind string, send func(report)) error {
 			return fmt.Errorf("unknown command %q", c.Cmd)
 		}
 	}
-	if err := in.Err(); err != nil {
-		return err
-	}
-	return nil
+	return in.Err()
 }
 
 // relist arms the subject and the sampler, tells the parent, and waits for
