@@ -464,11 +464,9 @@ func (s *informerSubject) close()            { s.stop() }
 // The bare paginated list: the apiserver's own list speed, items thrown away.
 
 type listSubject struct {
-	n     int
-	rc    rest.Interface
-	ns    string
-	reqs  *requests
-	start time.Time
+	n    int
+	rc   rest.Interface
+	reqs *requests
 	// path is the collection's URL path; selector the labelSelector
 	// parameter (a workload's, workload.go; empty for the ConfigMaps).
 	path, selector string
@@ -485,7 +483,7 @@ func newList(cfg *rest.Config, ns string, n int) (*listSubject, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &listSubject{n: n, rc: rc, ns: ns, reqs: reqs, path: listPath(configMaps, ns)}
+	s := &listSubject{n: n, rc: rc, reqs: reqs, path: listPath(configMaps, ns)}
 	if w := childWorkload(); w != nil {
 		s.path, s.selector = listPath(w.gvr, w.ns), w.selector()
 	}
