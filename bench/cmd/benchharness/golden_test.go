@@ -175,9 +175,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.results(t)
-			// As main prints it.
-			stdout := r.table() + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
-			golden(t, "golden-"+c.name+"-stdout.md", stdout)
+			golden(t, "golden-"+c.name+"-stdout.md", r.text()) // as main prints it
 			path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 			if err := r.write(path); err != nil {
 				t.Fatal(err)

@@ -120,12 +120,7 @@ func main() {
 		fatalf("%v", err)
 	}
 	res.took = time.Since(began)
-	fmt.Print(res.table())
-	fmt.Print("\n" + res.restartTable())
-	fmt.Print(res.readerTable())
-	fmt.Print(res.targetsText())
-	fmt.Print(res.cacheSection())
-	fmt.Print(res.workloadSection())
+	fmt.Print(res.text())
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(append(slices.Clip(res.rows), res.wlRows...), "", "  ")
 		if err == nil {

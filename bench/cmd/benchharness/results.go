@@ -154,6 +154,11 @@ func relistSeen(r row) string {
 	return strings.Join(parts, ", ")
 }
 
+// text returns the tables and the targets as the harness prints them.
+func (r *results) text() string {
+	return r.table() + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
+}
+
 // table returns the results as one Markdown table.
 func (r *results) table() string { return rowsTable(r.rows) }
 
