@@ -350,15 +350,12 @@ func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Pr
 	}
 	res := &restartResult{restartReport: *x.Restart}
 	res.Seconds = time.Unix(0, res.SyncedUnixNano).Sub(began).Seconds()
+	check := ""
+	if res.Check != "" {
+		check = "; " + res.Check
+	}
 	logf("N=%d %s: restart (%s): synced %.2f s after exec (%.2f s after the subject's start, CPU %.2f s), %s received in %d requests (lists %d, watch-lists %d, watches %d), peak heap %s, peak RSS %s%s",
 		r.N, r.Subject, mode, res.Seconds, res.SubjectSeconds, res.CPU, mib(uint64(res.Bytes)), res.Requests, res.Lists, res.WatchLists, res.Watches,
-		mib(res.PeakHeap), mib(res.PeakRSS), prefixed("; ", res.Check))
+		mib(res.PeakHeap), mib(res.PeakRSS), check)
 	return res, c.exit(time.Minute)
-}
-
-func prefixed(prefix, s string) string {
-	if s == "" {
-		return ""
-	}
-	return prefix + s
 }

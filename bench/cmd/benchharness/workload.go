@@ -40,6 +40,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -145,9 +146,7 @@ func benchKey() []byte { k := sha256.Sum256([]byte("watchjournal benchharness se
 func objectMeta(w, ns string, i int, extra map[string]any) map[string]any {
 	labels := map[string]any{workloadLabel: w, groupLabel: group(i), "app.kubernetes.io/name": fmt.Sprintf("app-%03d", i%200), "app.kubernetes.io/instance": fmt.Sprintf("inst-%05d", i/10)}
 	m := map[string]any{"name": name(i), "namespace": ns, "labels": labels}
-	for k, v := range extra {
-		m[k] = v
-	}
+	maps.Copy(m, extra)
 	return m
 }
 
