@@ -79,7 +79,15 @@ func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
 // what to do instead. sealed counts the sealed objects per key ID
 // (journal.Journal.SealKeyUse): what a key rotation waits for.
 func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed map[string]uint64, err error) {
-	j, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: -1})
+	err = fileSource{path: path}.view(func(j *journal.Journal) error {
+		if r, err = j.Check(); err != nil {
+			return fmt.Errorf("verify: %w", err) // the store's errors name the file
+		}
+		if sealed, err = j.SealKeyUse(); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
+		}
+		return nil
+	})
 	if errors.Is(err, journal.ErrLocked) {
 		sock := inspect.SocketPath(path)
 		if _, serr := inspect.NewClient(sock).Head(ctx); serr == nil {
@@ -88,17 +96,7 @@ func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed 
 		}
 		return r, nil, fmt.Errorf("%w: stop the process that writes it to verify the file", err)
 	}
-	if err != nil {
-		return r, nil, err
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	if r, err = j.Check(); err != nil {
-		return r, nil, fmt.Errorf("verify: %w", err) // the store's errors name the file
-	}
-	if sealed, err = j.SealKeyUse(); err != nil {
-		r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
-	}
-	return r, sealed, nil
+	return r, sealed, err
 }
 
 // printCheckReport prints r as a table (with a sealed row, the objects

@@ -21,12 +21,8 @@ import (
 
 // ChangeConsumer opens the file writable for the change alone, as Commit.
 func (f fileSource) ChangeConsumer(_ context.Context, c inspect.ConsumerChange) (info journal.ConsumerInfo, err error) {
-	j, err := openWritable(f.path)
-	if err != nil {
-		return info, err
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	return inspect.ChangeConsumer(j, c)
+	err = f.update(func(j *journal.Journal) error { info, err = inspect.ChangeConsumer(j, c); return err })
+	return info, err
 }
 
 // consumerChanger is a source that changes consumers.
