@@ -327,13 +327,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		o := jopts
 		o.Resource = &res
 		j, oerr := journal.Open(f.db, &o)
-		if errors.Is(oerr, journal.ErrLocked) {
-			if werr := runningWatch(ctx, f.db); werr != nil {
-				return werr
-			}
-		}
 		if oerr != nil {
-			return fileError{oerr}
+			return fileError{lockedBy(ctx, oerr, f.db)}
 		}
 		defer func() { err = errors.Join(err, j.Close()) }() // the named result
 		loop, nerr := reconcile.New(cfg, j, opts)
@@ -342,21 +337,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}
 		files, run = []watched{{res: res, path: f.db, j: j, loop: loop}}, loop.Run
 	} else {
-		for _, res := range resources {
-			if err := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); err != nil {
+		paths := make([]string, len(resources))
+		for i, res := range resources {
+			paths[i] = filepath.Join(f.dir, reconcile.FileName(res.GVR))
+			if err := runningWatch(ctx, paths[i]); err != nil {
 				return err
 			}
 		}
 		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: jopts})
-		if errors.Is(oerr, journal.ErrLocked) {
-			for _, res := range resources {
-				if werr := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); werr != nil {
-					return werr
-				}
-			}
-		}
 		if oerr != nil {
-			return oerr
+			return lockedBy(ctx, oerr, paths...)
 		}
 		defer func() { err = errors.Join(err, g.Close()) }() // the named result
 		for _, m := range g.Files() {
@@ -388,16 +378,13 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	// A list's progress: on a terminal one status line for a single
 	// resource, log lines otherwise (progress.go).
+	if len(files) > 1 {
+		status = nil
+	}
 	var progressed sync.WaitGroup
 	for _, w := range files {
-		st := status
-		if len(files) > 1 {
-			st = nil
-		}
-		progressed.Add(1)
-		go func() { defer progressed.Done(); reportProgress(runCtx, w.loop, st, log) }() // ends with runCtx
-		progressed.Add(1)
-		go func() { defer progressed.Done(); reportRetrying(runCtx, w.loop, log) }() // retrying.go; ends with runCtx
+		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log) }) // ends with runCtx
+		progressed.Go(func() { reportRetrying(runCtx, w.loop, log) })         // retrying.go; ends with runCtx
 	}
 	err = run(runCtx)
 	cancel()
@@ -516,24 +503,16 @@ func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journ
 // through log, once each: client-go would print them through klog.
 type warningLogger struct {
 	log  *zap.Logger
-	mu   sync.Mutex
-	seen map[string]bool
+	seen sync.Map // the warnings logged
 }
 
 func (w *warningLogger) HandleWarningHeader(code int, _, text string) {
 	if code != 299 || text == "" {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen[text] {
-		return
+	if _, seen := w.seen.LoadOrStore(text, true); !seen {
+		w.log.Warn("apiserver warning", zap.String("warning", text))
 	}
-	if w.seen == nil {
-		w.seen = map[string]bool{}
-	}
-	w.seen[text] = true
-	w.log.Warn("apiserver warning", zap.String("warning", text))
 }
 
 // checkDBDir returns a file error (exit status 2) when the directory of
@@ -571,6 +550,21 @@ func checkDir(dir string) error {
 // errWatchRunning is returned by watch when another watch already writes
 // the file and answers on its socket: exit status 2.
 var errWatchRunning = errors.New("another journalctl watch is already writing")
+
+// lockedBy returns runningWatch's error for the first of dbs that a watch
+// serves when err, the error of opening them, matches journal.ErrLocked;
+// else err.
+func lockedBy(ctx context.Context, err error, dbs ...string) error {
+	if !errors.Is(err, journal.ErrLocked) {
+		return err
+	}
+	for _, db := range dbs {
+		if werr := runningWatch(ctx, db); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
 
 // runningWatch returns an error matching errWatchRunning when a watch
 // answers on db's socket, naming its pid when /status gives it, else nil.
