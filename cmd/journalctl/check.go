@@ -46,14 +46,14 @@ func newCheckCmd() *cobra.Command {
 		},
 	}
 	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
+	addOutputFlag(cmd, &f.output, tableOrJSON)
 	return cmd
 }
 
 // runCheck checks f.db and prints the report. It returns an error
 // matching errProblems when the report lists problems.
 func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkOutput(f.output); err != nil {
+	if err := checkFormat(f.output, tableOrJSON...); err != nil {
 		return err
 	}
 	r, sealed, err := checkFile(ctx, f.db)

@@ -25,7 +25,7 @@ func newConsumersCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newConsumerChangeCmds()...)
 	addDBFlag(cmd, &f.db)
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
+	addOutputFlag(cmd, &f.output, listFormats)
 	return cmd
 }
 

@@ -94,7 +94,7 @@ func newEventsCmd() *cobra.Command {
 	addDBFlag(cmd, &f.db)
 	addSealKeyFlag(cmd, &f.sealKeyFiles, sealKeyFileUsage+"; opens the objects of a file whose objects are sealed (without it, reading one is an error naming its key)")
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(eventsFormats))
+	addOutputFlag(cmd, &f.output, eventsFormats)
 	fl.Var(offsetValue{&f.from}, "from", "first `OFFSET` to print; 0 means the first retained")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
 	fl.StringVar(&f.consumer, "consumer", "", "print from consumer `NAME`'s committed offset + 1")

@@ -134,7 +134,7 @@ func addDBFlag(cmd *cobra.Command, db *string) {
 	_ = cmd.MarkFlagRequired("db")
 }
 
-// addOutputFlag adds -o/--output.
-func addOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
+// addOutputFlag adds -o/--output, which takes one of formats.
+func addOutputFlag(cmd *cobra.Command, output *string, formats []string) {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: "+orList(formats))
 }

@@ -63,11 +63,8 @@ type printSpec struct {
 	minWidths []int
 }
 
-// tableOrJSON are the formats of stats, check and the default printer.
+// tableOrJSON are the formats of stats and check.
 var tableOrJSON = []string{"table", "json"}
-
-// checkOutput returns an error unless format is "table" or "json".
-func checkOutput(format string) error { return checkFormat(format, tableOrJSON...) }
 
 // checkFormat returns an error unless format is one of formats.
 func checkFormat(format string, formats ...string) error {
@@ -83,14 +80,6 @@ func orList(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
-}
-
-// newPrinter returns a table or json printer.
-func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
-	if err := checkOutput(format); err != nil {
-		return nil, err
-	}
-	return newSpecPrinter(w, printSpec{format: format, header: header}), nil
 }
 
 // newSpecPrinter returns a printer for spec, whose format the caller has

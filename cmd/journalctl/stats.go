@@ -28,7 +28,7 @@ func newStatsCmd() *cobra.Command {
 		},
 	}
 	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
+	addOutputFlag(cmd, &f.output, tableOrJSON)
 	return cmd
 }
 
@@ -36,7 +36,7 @@ func newStatsCmd() *cobra.Command {
 // lag and, when a watch holds the file, the watch's status: its phase, last
 // error and the reconcile loop's counters (reconcile.Status).
 func runStats(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkOutput(f.output); err != nil {
+	if err := checkFormat(f.output, tableOrJSON...); err != nil {
 		return err
 	}
 	if fi, err := os.Stat(f.db); err == nil && fi.IsDir() {
