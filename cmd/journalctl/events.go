@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
@@ -474,18 +475,14 @@ func printFrom(ctx context.Context, src source, ep *eventPrinter, next *uint64) 
 
 // reopenSource looks for the file's reader again, every pollInterval while
 // the file is changing hands, until ctx is done.
-func reopenSource(ctx context.Context, path string) (source, error) {
-	for {
-		src, err := openSource(ctx, path)
-		if err == nil || !handover(err) {
-			return src, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+func reopenSource(ctx context.Context, path string) (src source, err error) {
+	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		src, err = openSource(ctx, path)
+		return err == nil || !handover(err), nil
+	}); werr != nil {
+		return nil, werr
 	}
+	return src, err
 }
 
 // shownRows is the writer the events printer writes through: it counts the

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -130,18 +132,14 @@ func (f fileSource) Head(context.Context) (uint64, error) {
 }
 
 // Wait polls the file every pollInterval, reopening it each time.
-func (f fileSource) Wait(ctx context.Context, after uint64) (uint64, error) {
-	for {
-		head, err := f.Head(ctx)
-		if err != nil || head > after {
-			return head, err
-		}
-		select {
-		case <-ctx.Done():
-			return head, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+func (f fileSource) Wait(ctx context.Context, after uint64) (head uint64, err error) {
+	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		head, err = f.Head(ctx)
+		return err != nil || head > after, nil
+	}); werr != nil {
+		return head, werr
 	}
+	return head, err
 }
 
 // OffsetAt returns the first retained offset journaled at or after t, as
