@@ -27,8 +27,7 @@ var errProblems = errors.New("verify: problems found")
 
 // newCheckCmd returns the check command; verify is its alias.
 func newCheckCmd() *cobra.Command {
-	var f fileFlags
-	cmd := &cobra.Command{
+	return newFileCmd(&cobra.Command{
 		Use:     "check --db FILE [-o table|json]",
 		Aliases: []string{"verify"},
 		Short:   "Check the whole file offline: records, offsets, sizes, the index, and the journal's replay against it",
@@ -41,21 +40,12 @@ func newCheckCmd() *cobra.Command {
 			"exit status 2; journalctl relist checks the index against the server instead.\n" +
 			"verify, its former name, is an alias.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCheck(cmd.Context(), cmd.OutOrStdout(), f)
-		},
-	}
-	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output, tableOrJSON)
-	return cmd
+	}, tableOrJSON, runCheck)
 }
 
 // runCheck checks f.db and prints the report. It returns an error
 // matching errProblems when the report lists problems.
 func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkFormat(f.output, tableOrJSON...); err != nil {
-		return err
-	}
 	r, sealed, err := checkFile(ctx, f.db)
 	if err != nil {
 		return err

@@ -128,6 +128,21 @@ type fileFlags struct {
 	db, output string
 }
 
+// newFileCmd adds --db and -o, one of formats, to cmd and makes it run run
+// with them once -o is known good.
+func newFileCmd(cmd *cobra.Command, formats []string, run func(context.Context, io.Writer, fileFlags) error) *cobra.Command {
+	var f fileFlags
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkFormat(f.output, formats...); err != nil {
+			return err
+		}
+		return run(cmd.Context(), cmd.OutOrStdout(), f)
+	}
+	addDBFlag(cmd, &f.db)
+	addOutputFlag(cmd, &f.output, formats)
+	return cmd
+}
+
 // addDBFlag adds the required --db flag.
 func addDBFlag(cmd *cobra.Command, db *string) {
 	cmd.Flags().StringVar(db, "db", "", "journal `FILE` (required)")
