@@ -49,6 +49,9 @@ type eventsFlags struct {
 	sealKeyFiles []string
 }
 
+// typeValues and originValues are --type's and --origin's values.
+var typeValues, originValues = []string{"ADDED", "MODIFIED", "DELETED"}, []string{"watch", "relist", "restart"}
+
 // reasonValues are --reason's values: journal's Reasons, and none.
 var reasonValues = []string{string(journal.ReasonGone), string(journal.ReasonLeftSelector), string(journal.ReasonMoved),
 	string(journal.ReasonUnconfirmed), "none"}
@@ -137,23 +140,14 @@ func checkEventsFlags(cmd *cobra.Command, f *eventsFlags, since, until string) e
 	if f.commit && f.output == "yaml" {
 		return errors.New("--commit needs -o table, wide, json or name: it counts one event a line")
 	}
-	if f.typ != "" {
-		f.typ = strings.ToUpper(f.typ)
-		if !slices.Contains([]string{"ADDED", "MODIFIED", "DELETED"}, f.typ) {
-			return fmt.Errorf("--type %q: want ADDED, MODIFIED or DELETED", f.typ)
-		}
-	}
-	if f.origin != "" {
-		f.origin = strings.ToLower(f.origin)
-		if !slices.Contains([]string{"watch", "relist", "restart"}, f.origin) {
-			return fmt.Errorf("--origin %q: want watch, relist or restart", f.origin)
-		}
-	}
-	if f.reason != "" {
-		f.reason = strings.ToLower(f.reason)
-		if !slices.Contains(reasonValues, f.reason) {
-			return fmt.Errorf("--reason %q: want %s", f.reason, strings.Join(reasonValues, ", "))
-		}
+	f.typ, f.origin, f.reason = strings.ToUpper(f.typ), strings.ToLower(f.origin), strings.ToLower(f.reason)
+	switch {
+	case f.typ != "" && !slices.Contains(typeValues, f.typ):
+		return fmt.Errorf("--type %q: want %s", f.typ, orList(typeValues))
+	case f.origin != "" && !slices.Contains(originValues, f.origin):
+		return fmt.Errorf("--origin %q: want %s", f.origin, orList(originValues))
+	case f.reason != "" && !slices.Contains(reasonValues, f.reason):
+		return fmt.Errorf("--reason %q: want %s", f.reason, strings.Join(reasonValues, ", "))
 	}
 	now := time.Now()
 	var err error
