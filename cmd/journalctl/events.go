@@ -236,13 +236,9 @@ func fileExists(path string) bool {
 // variable for tests, which count what is read.
 var openEventsSource = openSource
 
-// eventFilter keeps the events that match the filter flags.
-type eventFilter struct{ f *eventsFlags }
-
-// keep reports whether e passes the filters; past is true when e is after
-// --until, as every later event is.
-func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
-	f := ef.f
+// keep reports whether e passes f's filter flags; past is true when e is
+// after --until, as every later event is.
+func (f *eventsFlags) keep(e journal.Event) (keep, past bool) {
 	if !f.until.IsZero() && e.Time.After(f.until) {
 		return false, true
 	}
@@ -260,17 +256,16 @@ func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
 
 // eventPrinter prints events as f asks: the filters, -o, managedFields.
 type eventPrinter struct {
-	p      *printer
-	shown  *shownRows
-	filter eventFilter
-	f      *eventsFlags
+	p     *printer
+	shown *shownRows
+	f     *eventsFlags
 	// past is set once an event after --until was read.
 	past bool
 }
 
 // print prints e unless the filters drop it.
 func (ep *eventPrinter) print(e journal.Event) error {
-	keep, past := ep.filter.keep(e)
+	keep, past := ep.f.keep(e)
 	ep.past = ep.past || past
 	if !keep {
 		return nil
@@ -307,7 +302,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 	if f.output == "table" || f.output == "wide" || (f.output == "json" && !f.follow) {
 		shown.lines = -1 // the header, or the JSON array's "["
 	}
-	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, filter: eventFilter{&f}, f: &f}
+	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, f: &f}
 	src, err := openEventsSource(ctx, f.db)
 	if err != nil {
 		return err
