@@ -158,18 +158,7 @@ func (p *printer) row(v any, cols ...any) error {
 // yamlItem turns a YAML document into an item of a sequence: "- " before
 // its first line, two spaces before the others.
 func yamlItem(doc []byte) []byte {
-	lines := strings.SplitAfter(strings.TrimSuffix(string(doc), "\n"), "\n")
-	var b strings.Builder
-	for i, l := range lines {
-		if i == 0 {
-			b.WriteString("- ")
-		} else {
-			b.WriteString("  ")
-		}
-		b.WriteString(l)
-	}
-	b.WriteString("\n")
-	return []byte(b.String())
+	return []byte("- " + strings.ReplaceAll(strings.TrimSuffix(string(doc), "\n"), "\n", "\n  ") + "\n")
 }
 
 // cell writes cols as one table row.
