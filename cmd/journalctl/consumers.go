@@ -19,7 +19,7 @@ func newConsumersCmd() *cobra.Command {
 			"--consumer NAME reads as one.",
 		Args: noArgsDB,
 	}, listFormats, runConsumers)
-	cmd.AddCommand(newConsumerChangeCmds()...)
+	cmd.AddCommand(newConsumerCreateCmd(), newConsumerResetCmd(), newConsumerDeleteCmd())
 	return cmd
 }
 

@@ -25,21 +25,6 @@ func (f fileSource) ChangeConsumer(_ context.Context, c inspect.ConsumerChange) 
 	return info, err
 }
 
-// consumerChanger is a source that changes consumers.
-type consumerChanger interface {
-	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
-}
-
-var (
-	_ consumerChanger = fileSource{}
-	_ consumerChanger = (*inspect.Client)(nil)
-)
-
-// newConsumerChangeCmds returns consumers create, reset and delete.
-func newConsumerChangeCmds() []*cobra.Command {
-	return []*cobra.Command{newConsumerCreateCmd(), newConsumerResetCmd(), newConsumerDeleteCmd()}
-}
-
 func newConsumerCreateCmd() *cobra.Command {
 	var db string
 	var atHead bool
@@ -129,10 +114,10 @@ func runConsumerChange(ctx context.Context, out io.Writer, db string, c inspect.
 	if err != nil {
 		return err
 	}
-	info, err := src.(consumerChanger).ChangeConsumer(ctx, c)
+	info, err := src.ChangeConsumer(ctx, c)
 	if handover(err) { // a watch took the file, or stopped, meanwhile
 		if src, err = openSource(ctx, db); err == nil {
-			info, err = src.(consumerChanger).ChangeConsumer(ctx, c)
+			info, err = src.ChangeConsumer(ctx, c)
 		}
 	}
 	if err != nil {

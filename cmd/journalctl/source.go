@@ -42,6 +42,9 @@ type source interface {
 	// name (inspect.CommitConsumer). The file source opens the file writable for
 	// the commit alone; the socket source asks the watch that holds it.
 	Commit(ctx context.Context, name string, off uint64) error
+	// ChangeConsumer makes change c (inspect.ChangeConsumer) and returns
+	// the consumer after it, as Commit commits (consumers_change.go).
+	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
 }
 
 // pollInterval is how often a follower without a writer reopens the file:
