@@ -54,23 +54,19 @@ func runRelist(ctx context.Context, out, stderr io.Writer, db string) error {
 	if errors.Is(err, inspect.ErrNoServer) {
 		return fmt.Errorf("%w on %s", errNoWatch, db)
 	}
-	if err != nil && ctx.Err() != nil {
-		// Interrupted while the request was on its way: it may have
-		// reached the watch, which then relists anyway.
-		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
-		return nil
+	var st inspect.Status
+	if err == nil {
+		pctx, stopProgress := context.WithCancel(ctx)
+		progressed := make(chan struct{})
+		go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
+		st, err = s.WaitVerify(ctx, before.Verifies, relistTimeout)
+		stopProgress()
+		<-progressed
 	}
-	if err != nil {
-		return fmt.Errorf("relist: %w", err)
-	}
-	pctx, stopProgress := context.WithCancel(ctx)
-	progressed := make(chan struct{})
-	go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
-	st, err := s.WaitVerify(ctx, before.Verifies, relistTimeout)
-	stopProgress()
-	<-progressed
 	switch {
 	case err != nil && ctx.Err() != nil:
+		// Interrupted while waiting, or while the request was on its
+		// way: it may have reached the watch, which then relists anyway.
 		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
 		return nil
 	case errors.Is(err, inspect.ErrNoServer):
