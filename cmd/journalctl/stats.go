@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -151,7 +151,7 @@ func runDirStats(ctx context.Context, out io.Writer, f fileFlags) error {
 	if err != nil {
 		return err
 	}
-	sort.Strings(paths)
+	slices.Sort(paths)
 	rows := make([]dirFileStats, 0, len(paths))
 	failed := 0
 	for _, p := range paths {
