@@ -211,15 +211,6 @@ func clipText(s string) string {
 	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
 }
 
-// verifyOption maps --verify-interval to reconcile.Options.VerifyInterval:
-// the flag's 0 (off) is the library's negative value.
-func verifyOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
 // checkDurations refuses negative --verify-interval, --idle-timeout and
 // --request-timeout: the library would take them as 0.
 func (f watchFlags) checkDurations() error {
@@ -313,9 +304,15 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	opts := reconcile.Options{
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads, Compression: f.compression,
-		Wire:           wireOption(f.wire),
-		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		Wire:           reconcile.Wire(f.wire),
+		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: lg,
+	}
+	if f.wire == "auto" {
+		opts.Wire = reconcile.WireAuto // the zero value
+	}
+	if f.verifyInterval == 0 {
+		opts.VerifyInterval = -1 // the flag's 0 (off) is the library's negative value
 	}
 	if f.shard.group != "" {
 		return runShardWatch(ctx, log, cfg, resources, opts, jopts, f)
@@ -581,12 +578,4 @@ func runningWatch(ctx context.Context, db string) error {
 		return fmt.Errorf("%w %s (pid %d); stop it first", errWatchRunning, db, st.PID)
 	}
 	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.Socket())
-}
-
-// wireOption is reconcile.Options.Wire for --wire: auto is the zero value.
-func wireOption(w string) reconcile.Wire {
-	if w == "auto" {
-		return reconcile.WireAuto
-	}
-	return reconcile.Wire(w)
 }
