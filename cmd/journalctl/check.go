@@ -27,8 +27,7 @@ var errProblems = errors.New("verify: problems found")
 
 // newCheckCmd returns the check command; verify is its alias.
 func newCheckCmd() *cobra.Command {
-	var f fileFlags
-	cmd := &cobra.Command{
+	return newFileCmd(&cobra.Command{
 		Use:     "check --db FILE [-o table|json]",
 		Aliases: []string{"verify"},
 		Short:   "Check the whole file offline: records, offsets, sizes, the index, and the journal's replay against it",
@@ -41,21 +40,12 @@ func newCheckCmd() *cobra.Command {
 			"exit status 2; journalctl relist checks the index against the server instead.\n" +
 			"verify, its former name, is an alias.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCheck(cmd.Context(), cmd.OutOrStdout(), f)
-		},
-	}
-	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
-	return cmd
+	}, tableOrJSON, runCheck)
 }
 
 // runCheck checks f.db and prints the report. It returns an error
 // matching errProblems when the report lists problems.
 func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkOutput(f.output); err != nil {
-		return err
-	}
 	r, sealed, err := checkFile(ctx, f.db)
 	if err != nil {
 		return err
@@ -79,7 +69,15 @@ func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
 // what to do instead. sealed counts the sealed objects per key ID
 // (journal.Journal.SealKeyUse): what a key rotation waits for.
 func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed map[string]uint64, err error) {
-	j, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: -1})
+	err = fileSource{path: path}.view(func(j *journal.Journal) error {
+		if r, err = j.Check(); err != nil {
+			return fmt.Errorf("verify: %w", err) // the store's errors name the file
+		}
+		if sealed, err = j.SealKeyUse(); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
+		}
+		return nil
+	})
 	if errors.Is(err, journal.ErrLocked) {
 		sock := inspect.SocketPath(path)
 		if _, serr := inspect.NewClient(sock).Head(ctx); serr == nil {
@@ -88,17 +86,7 @@ func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed 
 		}
 		return r, nil, fmt.Errorf("%w: stop the process that writes it to verify the file", err)
 	}
-	if err != nil {
-		return r, nil, err
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	if r, err = j.Check(); err != nil {
-		return r, nil, fmt.Errorf("verify: %w", err) // the store's errors name the file
-	}
-	if sealed, err = j.SealKeyUse(); err != nil {
-		r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
-	}
-	return r, sealed, nil
+	return r, sealed, err
 }
 
 // printCheckReport prints r as a table (with a sealed row, the objects

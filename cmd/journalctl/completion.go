@@ -120,8 +120,8 @@ func addCompletions(root *cobra.Command) {
 		case "events":
 			_ = c.RegisterFlagCompletionFunc("consumer", completeConsumers)
 			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(eventsFormats, cobra.ShellCompDirectiveNoFileComp))
-			_ = c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions([]string{"ADDED", "MODIFIED", "DELETED"}, cobra.ShellCompDirectiveNoFileComp))
-			_ = c.RegisterFlagCompletionFunc("origin", cobra.FixedCompletions([]string{"watch", "relist", "restart"}, cobra.ShellCompDirectiveNoFileComp))
+			_ = c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(typeValues, cobra.ShellCompDirectiveNoFileComp))
+			_ = c.RegisterFlagCompletionFunc("origin", cobra.FixedCompletions(originValues, cobra.ShellCompDirectiveNoFileComp))
 			_ = c.RegisterFlagCompletionFunc("reason", cobra.FixedCompletions(reasonValues, cobra.ShellCompDirectiveNoFileComp))
 		case "watch":
 			c.ValidArgsFunction = completeWatchResource

@@ -10,8 +10,7 @@ import (
 )
 
 func newConsumersCmd() *cobra.Command {
-	var f fileFlags
-	cmd := &cobra.Command{
+	cmd := newFileCmd(&cobra.Command{
 		Use:   "consumers --db FILE [-o table|json|yaml|name]",
 		Short: "Print the journal's consumers: committed offset and lag",
 		Long: "Print the consumers registered in the journal, in name order: each one's committed offset\n" +
@@ -19,21 +18,13 @@ func newConsumersCmd() *cobra.Command {
 			"and delete manage them (a program registers one with journal.Journal.Consumer); events\n" +
 			"--consumer NAME reads as one.",
 		Args: noArgsDB,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runConsumers(cmd.Context(), cmd.OutOrStdout(), f)
-		},
-	}
-	cmd.AddCommand(newConsumerChangeCmds()...)
-	addDBFlag(cmd, &f.db)
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
+	}, listFormats, runConsumers)
+	cmd.AddCommand(newConsumerCreateCmd(), newConsumerResetCmd(), newConsumerDeleteCmd())
 	return cmd
 }
 
 // runConsumers prints the consumers with their committed offsets and lag.
 func runConsumers(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkFormat(f.output, listFormats...); err != nil {
-		return err
-	}
 	p := newSpecPrinter(out, printSpec{format: f.output, header: []string{"NAME", "COMMITTED", "LAG"}})
 	src, err := openSource(ctx, f.db)
 	if err != nil {

@@ -21,27 +21,8 @@ import (
 
 // ChangeConsumer opens the file writable for the change alone, as Commit.
 func (f fileSource) ChangeConsumer(_ context.Context, c inspect.ConsumerChange) (info journal.ConsumerInfo, err error) {
-	j, err := openWritable(f.path)
-	if err != nil {
-		return info, err
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	return inspect.ChangeConsumer(j, c)
-}
-
-// consumerChanger is a source that changes consumers.
-type consumerChanger interface {
-	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
-}
-
-var (
-	_ consumerChanger = fileSource{}
-	_ consumerChanger = (*inspect.Client)(nil)
-)
-
-// newConsumerChangeCmds returns consumers create, reset and delete.
-func newConsumerChangeCmds() []*cobra.Command {
-	return []*cobra.Command{newConsumerCreateCmd(), newConsumerResetCmd(), newConsumerDeleteCmd()}
+	err = f.update(func(j *journal.Journal) error { info, err = inspect.ChangeConsumer(j, c); return err })
+	return info, err
 }
 
 func newConsumerCreateCmd() *cobra.Command {
@@ -133,10 +114,10 @@ func runConsumerChange(ctx context.Context, out io.Writer, db string, c inspect.
 	if err != nil {
 		return err
 	}
-	info, err := src.(consumerChanger).ChangeConsumer(ctx, c)
+	info, err := src.ChangeConsumer(ctx, c)
 	if handover(err) { // a watch took the file, or stopped, meanwhile
 		if src, err = openSource(ctx, db); err == nil {
-			info, err = src.(consumerChanger).ChangeConsumer(ctx, c)
+			info, err = src.ChangeConsumer(ctx, c)
 		}
 	}
 	if err != nil {

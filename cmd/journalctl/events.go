@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
@@ -47,6 +48,9 @@ type eventsFlags struct {
 	// sealKeyFiles are --seal-key-file's files (seal.go).
 	sealKeyFiles []string
 }
+
+// typeValues and originValues are --type's and --origin's values.
+var typeValues, originValues = []string{"ADDED", "MODIFIED", "DELETED"}, []string{"watch", "relist", "restart"}
 
 // reasonValues are --reason's values: journal's Reasons, and none.
 var reasonValues = []string{string(journal.ReasonGone), string(journal.ReasonLeftSelector), string(journal.ReasonMoved),
@@ -94,7 +98,7 @@ func newEventsCmd() *cobra.Command {
 	addDBFlag(cmd, &f.db)
 	addSealKeyFlag(cmd, &f.sealKeyFiles, sealKeyFileUsage+"; opens the objects of a file whose objects are sealed (without it, reading one is an error naming its key)")
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(eventsFormats))
+	addOutputFlag(cmd, &f.output, eventsFormats)
 	fl.Var(offsetValue{&f.from}, "from", "first `OFFSET` to print; 0 means the first retained")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
 	fl.StringVar(&f.consumer, "consumer", "", "print from consumer `NAME`'s committed offset + 1")
@@ -136,23 +140,14 @@ func checkEventsFlags(cmd *cobra.Command, f *eventsFlags, since, until string) e
 	if f.commit && f.output == "yaml" {
 		return errors.New("--commit needs -o table, wide, json or name: it counts one event a line")
 	}
-	if f.typ != "" {
-		f.typ = strings.ToUpper(f.typ)
-		if !slices.Contains([]string{"ADDED", "MODIFIED", "DELETED"}, f.typ) {
-			return fmt.Errorf("--type %q: want ADDED, MODIFIED or DELETED", f.typ)
-		}
-	}
-	if f.origin != "" {
-		f.origin = strings.ToLower(f.origin)
-		if !slices.Contains([]string{"watch", "relist", "restart"}, f.origin) {
-			return fmt.Errorf("--origin %q: want watch, relist or restart", f.origin)
-		}
-	}
-	if f.reason != "" {
-		f.reason = strings.ToLower(f.reason)
-		if !slices.Contains(reasonValues, f.reason) {
-			return fmt.Errorf("--reason %q: want %s", f.reason, strings.Join(reasonValues, ", "))
-		}
+	f.typ, f.origin, f.reason = strings.ToUpper(f.typ), strings.ToLower(f.origin), strings.ToLower(f.reason)
+	switch {
+	case f.typ != "" && !slices.Contains(typeValues, f.typ):
+		return fmt.Errorf("--type %q: want %s", f.typ, orList(typeValues))
+	case f.origin != "" && !slices.Contains(originValues, f.origin):
+		return fmt.Errorf("--origin %q: want %s", f.origin, orList(originValues))
+	case f.reason != "" && !slices.Contains(reasonValues, f.reason):
+		return fmt.Errorf("--reason %q: want %s", f.reason, strings.Join(reasonValues, ", "))
 	}
 	now := time.Now()
 	var err error
@@ -241,13 +236,9 @@ func fileExists(path string) bool {
 // variable for tests, which count what is read.
 var openEventsSource = openSource
 
-// eventFilter keeps the events that match the filter flags.
-type eventFilter struct{ f *eventsFlags }
-
-// keep reports whether e passes the filters; past is true when e is after
-// --until, as every later event is.
-func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
-	f := ef.f
+// keep reports whether e passes f's filter flags; past is true when e is
+// after --until, as every later event is.
+func (f *eventsFlags) keep(e journal.Event) (keep, past bool) {
 	if !f.until.IsZero() && e.Time.After(f.until) {
 		return false, true
 	}
@@ -265,17 +256,16 @@ func (ef eventFilter) keep(e journal.Event) (keep, past bool) {
 
 // eventPrinter prints events as f asks: the filters, -o, managedFields.
 type eventPrinter struct {
-	p      *printer
-	shown  *shownRows
-	filter eventFilter
-	f      *eventsFlags
+	p     *printer
+	shown *shownRows
+	f     *eventsFlags
 	// past is set once an event after --until was read.
 	past bool
 }
 
 // print prints e unless the filters drop it.
 func (ep *eventPrinter) print(e journal.Event) error {
-	keep, past := ep.filter.keep(e)
+	keep, past := ep.f.keep(e)
 	ep.past = ep.past || past
 	if !keep {
 		return nil
@@ -312,7 +302,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 	if f.output == "table" || f.output == "wide" || (f.output == "json" && !f.follow) {
 		shown.lines = -1 // the header, or the JSON array's "["
 	}
-	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, filter: eventFilter{&f}, f: &f}
+	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, f: &f}
 	src, err := openEventsSource(ctx, f.db)
 	if err != nil {
 		return err
@@ -474,18 +464,14 @@ func printFrom(ctx context.Context, src source, ep *eventPrinter, next *uint64) 
 
 // reopenSource looks for the file's reader again, every pollInterval while
 // the file is changing hands, until ctx is done.
-func reopenSource(ctx context.Context, path string) (source, error) {
-	for {
-		src, err := openSource(ctx, path)
-		if err == nil || !handover(err) {
-			return src, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+func reopenSource(ctx context.Context, path string) (src source, err error) {
+	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		src, err = openSource(ctx, path)
+		return err == nil || !handover(err), nil
+	}); werr != nil {
+		return nil, werr
 	}
+	return src, err
 }
 
 // shownRows is the writer the events printer writes through: it counts the

@@ -97,7 +97,7 @@ func lastLinesStart(ctx context.Context, src source, ep *eventPrinter, lo, head 
 				matches, before = matches[:0], true
 				return nil
 			}
-			if keep, _ := ep.filter.keep(e); keep {
+			if keep, _ := ep.f.keep(e); keep {
 				matches = append(matches, e.Offset)
 			}
 			return nil
@@ -143,7 +143,7 @@ func printNewestFirst(ctx context.Context, src source, ep *eventPrinter, lo, hea
 				win, before = win[:0], true
 				return nil
 			}
-			if keep, _ := ep.filter.keep(e); !keep {
+			if keep, _ := ep.f.keep(e); !keep {
 				return nil
 			}
 			if win = append(win, e); left > 0 && len(win) > left {

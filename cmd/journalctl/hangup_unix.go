@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // hangupPoll is how often the output is checked. A variable for tests.
@@ -29,19 +30,9 @@ func stopOnHangup(ctx context.Context, out io.Writer) (context.Context, context.
 		return ctx, cancel
 	}
 	fd := int(f.Fd())
-	go func() {
-		t := time.NewTicker(hangupPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if hungUp(fd) {
-				cancel()
-				return
-			}
+	go func() { // ends with ctx
+		if wait.PollUntilContextCancel(ctx, hangupPoll, false, func(context.Context) (bool, error) { return hungUp(fd), nil }) == nil {
+			cancel()
 		}
 	}()
 	return ctx, cancel

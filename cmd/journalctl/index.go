@@ -50,7 +50,7 @@ func newIndexCmd() *cobra.Command {
 	}
 	addDBFlag(cmd, &f.db)
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "table", "output format: "+orList(listFormats))
+	addOutputFlag(cmd, &f.output, listFormats)
 	fl.BoolVar(&f.prefix, "prefix", false, "match every key that starts with the argument")
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "keep the objects of namespace `NS`")
 	return cmd
@@ -81,20 +81,20 @@ func runIndex(ctx context.Context, out io.Writer, f indexFlags) error {
 		if i < 0 || es[i].Key != key {
 			return fmt.Errorf("%q: %w (deleted, or never seen); --prefix matches the keys that start with it", key, errNotFound)
 		}
-		e := es[i]
-		if f.output == "json" {
-			return json.NewEncoder(out).Encode(inspect.IndexEntry(e))
-		}
-		p := newSpecPrinter(out, spec)
-		if f.output == "yaml" {
-			b, err := yaml.Marshal(inspect.IndexEntry(e))
+		e := inspect.IndexEntry(es[i])
+		switch f.output {
+		case "json":
+			return json.NewEncoder(out).Encode(e)
+		case "yaml":
+			b, err := yaml.Marshal(e)
 			if err != nil {
 				return err
 			}
 			_, err = out.Write(b)
 			return err
 		}
-		if err := p.row(inspect.IndexEntry(e), e.Key, e.UID, e.ResourceVersion); err != nil {
+		p := newSpecPrinter(out, spec)
+		if err := p.row(e, e.Key, e.UID, e.ResourceVersion); err != nil {
 			return err
 		}
 		return p.close()

@@ -14,6 +14,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap"
@@ -41,11 +42,8 @@ func newLogger(w io.Writer, level string, verbosity int) (*zap.Logger, error) {
 }
 
 // klogTo is where klog's lines go: the running watch's logger, or nowhere
-// (the zero logr.Logger) when no watch runs.
-var klogTo struct {
-	mu  sync.Mutex
-	log logr.Logger
-}
+// (nil) when no watch runs.
+var klogTo atomic.Pointer[logr.Logger]
 
 // installKlog makes klog write to klogTo, once per process, before any
 // command runs: klog's logger may not change while client-go logs. With a
@@ -58,14 +56,10 @@ func routeKlog(log logr.Logger, v int) (restore func()) {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	_ = fs.Set("v", strconv.Itoa(v))
-	klogTo.mu.Lock()
-	klogTo.log = log
-	klogTo.mu.Unlock()
+	klogTo.Store(&log)
 	return func() {
 		_ = fs.Set("v", "0")
-		klogTo.mu.Lock()
-		klogTo.log = logr.Logger{}
-		klogTo.mu.Unlock()
+		klogTo.Store(nil)
 	}
 }
 
@@ -79,9 +73,10 @@ type klogSink struct {
 }
 
 func (s klogSink) logger() logr.Logger {
-	klogTo.mu.Lock()
-	l := klogTo.log
-	klogTo.mu.Unlock()
+	var l logr.Logger // discards
+	if p := klogTo.Load(); p != nil {
+		l = *p
+	}
 	for _, n := range s.names {
 		l = l.WithName(n)
 	}

@@ -128,13 +128,28 @@ type fileFlags struct {
 	db, output string
 }
 
+// newFileCmd adds --db and -o, one of formats, to cmd and makes it run run
+// with them once -o is known good.
+func newFileCmd(cmd *cobra.Command, formats []string, run func(context.Context, io.Writer, fileFlags) error) *cobra.Command {
+	var f fileFlags
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkFormat(f.output, formats...); err != nil {
+			return err
+		}
+		return run(cmd.Context(), cmd.OutOrStdout(), f)
+	}
+	addDBFlag(cmd, &f.db)
+	addOutputFlag(cmd, &f.output, formats)
+	return cmd
+}
+
 // addDBFlag adds the required --db flag.
 func addDBFlag(cmd *cobra.Command, db *string) {
 	cmd.Flags().StringVar(db, "db", "", "journal `FILE` (required)")
 	_ = cmd.MarkFlagRequired("db")
 }
 
-// addOutputFlag adds -o/--output.
-func addOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
+// addOutputFlag adds -o/--output, which takes one of formats.
+func addOutputFlag(cmd *cobra.Command, output *string, formats []string) {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: "+orList(formats))
 }

@@ -63,11 +63,8 @@ type printSpec struct {
 	minWidths []int
 }
 
-// tableOrJSON are the formats of stats, check and the default printer.
+// tableOrJSON are the formats of stats and check.
 var tableOrJSON = []string{"table", "json"}
-
-// checkOutput returns an error unless format is "table" or "json".
-func checkOutput(format string) error { return checkFormat(format, tableOrJSON...) }
 
 // checkFormat returns an error unless format is one of formats.
 func checkFormat(format string, formats ...string) error {
@@ -83,14 +80,6 @@ func orList(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
-}
-
-// newPrinter returns a table or json printer.
-func newPrinter(w io.Writer, format string, header ...string) (*printer, error) {
-	if err := checkOutput(format); err != nil {
-		return nil, err
-	}
-	return newSpecPrinter(w, printSpec{format: format, header: header}), nil
 }
 
 // newSpecPrinter returns a printer for spec, whose format the caller has
@@ -169,18 +158,7 @@ func (p *printer) row(v any, cols ...any) error {
 // yamlItem turns a YAML document into an item of a sequence: "- " before
 // its first line, two spaces before the others.
 func yamlItem(doc []byte) []byte {
-	lines := strings.SplitAfter(strings.TrimSuffix(string(doc), "\n"), "\n")
-	var b strings.Builder
-	for i, l := range lines {
-		if i == 0 {
-			b.WriteString("- ")
-		} else {
-			b.WriteString("  ")
-		}
-		b.WriteString(l)
-	}
-	b.WriteString("\n")
-	return []byte(b.String())
+	return []byte("- " + strings.ReplaceAll(strings.TrimSuffix(string(doc), "\n"), "\n", "\n  ") + "\n")
 }
 
 // cell writes cols as one table row.

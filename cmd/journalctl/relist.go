@@ -23,12 +23,8 @@ var errNoWatch = errors.New("no watch is running")
 // variable for tests.
 var relistTimeout = 5 * time.Minute
 
-type relistFlags struct {
-	db string
-}
-
 func newRelistCmd() *cobra.Command {
-	var f relistFlags
+	var db string
 	cmd := &cobra.Command{
 		Use:   "relist --db FILE",
 		Short: "Ask the running watch to relist now and journal what its watch lost (anti-entropy)",
@@ -40,41 +36,37 @@ func newRelistCmd() *cobra.Command {
 			"status 2; journalctl check checks a file offline instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), db)
 		},
 	}
-	addDBFlag(cmd, &f.db)
+	addDBFlag(cmd, &db)
 	return cmd
 }
 
-// runRelist asks the watch of f.db for a verify, waits until the loop's
+// runRelist asks the watch of db for a verify, waits until the loop's
 // verifies pass the count before the request, and prints the divergences
 // since then and the relist events journaled after the head read before
 // the request. An interrupt while it waits returns nil: the watch still
 // relists.
-func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error {
-	s := inspect.NewClient(inspect.SocketPath(f.db))
+func runRelist(ctx context.Context, out, stderr io.Writer, db string) error {
+	s := inspect.NewClient(inspect.SocketPath(db))
 	before, err := s.Verify(ctx)
 	if errors.Is(err, inspect.ErrNoServer) {
-		return fmt.Errorf("%w on %s", errNoWatch, f.db)
+		return fmt.Errorf("%w on %s", errNoWatch, db)
 	}
-	if err != nil && ctx.Err() != nil {
-		// Interrupted while the request was on its way: it may have
-		// reached the watch, which then relists anyway.
-		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
-		return nil
+	var st inspect.Status
+	if err == nil {
+		pctx, stopProgress := context.WithCancel(ctx)
+		progressed := make(chan struct{})
+		go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
+		st, err = s.WaitVerify(ctx, before.Verifies, relistTimeout)
+		stopProgress()
+		<-progressed
 	}
-	if err != nil {
-		return fmt.Errorf("relist: %w", err)
-	}
-	pctx, stopProgress := context.WithCancel(ctx)
-	progressed := make(chan struct{})
-	go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
-	st, err := s.WaitVerify(ctx, before.Verifies, relistTimeout)
-	stopProgress()
-	<-progressed
 	switch {
 	case err != nil && ctx.Err() != nil:
+		// Interrupted while waiting, or while the request was on its
+		// way: it may have reached the watch, which then relists anyway.
 		fmt.Fprintln(stderr, "journalctl: relist: interrupted while waiting; the watch still relists")
 		return nil
 	case errors.Is(err, inspect.ErrNoServer):
@@ -93,10 +85,7 @@ func runRelist(ctx context.Context, out, stderr io.Writer, f relistFlags) error 
 	if len(evs) == 0 {
 		return nil
 	}
-	p, err := newPrinter(out, "table", "OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION")
-	if err != nil {
-		return err
-	}
+	p := newSpecPrinter(out, printSpec{format: "table", header: []string{"OFFSET", "TIME", "TYPE", "ORIGIN", "KEY", "UID", "RESOURCEVERSION"}})
 	for _, e := range evs {
 		if err := p.row(nil, e.Offset, tableTime(e.Time), e.Type, e.Origin, e.Key, e.UID, e.ResourceVersion); err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"io"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -24,21 +26,13 @@ func relistProgress(ctx context.Context, s *inspect.Client, stderr io.Writer) {
 	if isTerminal(stderr) {
 		p.status = &statusLine{w: stderr}
 	}
-	t := time.NewTicker(relistPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			p.end()
-			return
-		case <-t.C:
+	_ = wait.PollUntilContextCancel(ctx, relistPoll, false, func(ctx context.Context) (bool, error) {
+		if ws, err := s.Status(ctx); err == nil { // else the wait reports a watch that went away
+			st := reconcile.Status{Phase: reconcile.Phase(ws.Phase)}
+			st.ListPages, st.ListObjects = ws.ListPages, ws.ListObjects
+			p.update(st, time.Now())
 		}
-		ws, err := s.Status(ctx)
-		if err != nil {
-			continue // the wait reports a watch that went away
-		}
-		st := reconcile.Status{Phase: reconcile.Phase(ws.Phase)}
-		st.ListPages, st.ListObjects = ws.ListPages, ws.ListObjects
-		p.update(st, time.Now())
-	}
+		return false, nil // until ctx is done
+	})
+	p.end()
 }

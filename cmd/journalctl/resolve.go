@@ -145,12 +145,10 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 		logf("apiserver discovery failed; retrying until it answers or interrupted", zap.Duration("delay", d), zap.Error(err))
 		still.fail(log, err, backoffs, time.Now())
 		backoffs++
-		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, ctx.Err()
-		case <-t.C:
+		case <-time.After(d): // collected once unreferenced (Go 1.23)
 		}
 	}
 }

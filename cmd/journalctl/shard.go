@@ -53,13 +53,8 @@ func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resou
 		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave, IndexInterval: f.shard.index,
 		Loop: opts, Journal: jopts, Logger: lg,
 	})
-	if errors.Is(err, journal.ErrLocked) {
-		if werr := runningWatch(ctx, f.db); werr != nil {
-			return werr
-		}
-	}
 	if err != nil {
-		return fileError{err}
+		return fileError{lockedBy(ctx, err, f.db)}
 	}
 	defer func() { err = errors.Join(err, m.Close()) }() // the named result
 	runCtx, cancel := context.WithCancel(ctx)

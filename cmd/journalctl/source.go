@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -40,6 +42,9 @@ type source interface {
 	// name (inspect.CommitConsumer). The file source opens the file writable for
 	// the commit alone; the socket source asks the watch that holds it.
 	Commit(ctx context.Context, name string, off uint64) error
+	// ChangeConsumer makes change c (inspect.ChangeConsumer) and returns
+	// the consumer after it, as Commit commits (consumers_change.go).
+	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
 }
 
 // pollInterval is how often a follower without a writer reopens the file:
@@ -82,8 +87,30 @@ type fileSource struct {
 	keys *journal.Keyring
 }
 
-func (f fileSource) view(fn func(*journal.Journal) error) (err error) {
-	j, err := journal.Open(f.path, &journal.Options{ReadOnly: true, Timeout: -1, Keyring: f.keys})
+func (f fileSource) view(fn func(*journal.Journal) error) error {
+	return withJournal(f.path, &journal.Options{ReadOnly: true, Timeout: -1, Keyring: f.keys}, fn)
+}
+
+// viewValue returns what read returns from f's journal, in one f.view.
+func viewValue[T any](f fileSource, read func(*journal.Journal) (T, error)) (v T, err error) {
+	err = f.view(func(j *journal.Journal) error { v, err = read(j); return err })
+	return v, err
+}
+
+// update opens the existing file writable for fn alone, waiting up to
+// journal.Open's default 1 s for readers' shared locks to go; a watch that
+// took the file meanwhile makes it fail with journal.ErrLocked.
+func (f fileSource) update(fn func(*journal.Journal) error) error {
+	// A writable open creates a missing file: make sure there is one.
+	if _, err := os.Stat(f.path); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s", journal.ErrNotExist, f.path)
+	}
+	return withJournal(f.path, nil, fn)
+}
+
+// withJournal opens the journal at path with opts, calls fn and closes it.
+func withJournal(path string, opts *journal.Options, fn func(*journal.Journal) error) (err error) {
+	j, err := journal.Open(path, opts)
 	if err != nil {
 		return err
 	}
@@ -91,80 +118,52 @@ func (f fileSource) view(fn func(*journal.Journal) error) (err error) {
 	return fn(j)
 }
 
-func (f fileSource) Stats(context.Context) (st journal.Stats, err error) {
-	err = f.view(func(j *journal.Journal) error { st, err = j.Stats(); return err })
-	return st, err
+func (f fileSource) Stats(context.Context) (journal.Stats, error) {
+	return viewValue(f, (*journal.Journal).Stats)
 }
 
-func (f fileSource) Read(_ context.Context, from uint64, limit int) (evs []journal.Event, err error) {
-	err = f.view(func(j *journal.Journal) error { evs, err = j.Read(from, limit); return err })
-	return evs, err
+func (f fileSource) Read(_ context.Context, from uint64, limit int) ([]journal.Event, error) {
+	return viewValue(f, func(j *journal.Journal) ([]journal.Event, error) { return j.Read(from, limit) })
 }
 
-func (f fileSource) ScanIndex(_ context.Context, after string, limit int) (es []journal.IndexEntry, err error) {
-	err = f.view(func(j *journal.Journal) error { es, err = j.ScanIndex(after, limit); return err })
-	return es, err
+func (f fileSource) ScanIndex(_ context.Context, after string, limit int) ([]journal.IndexEntry, error) {
+	return viewValue(f, func(j *journal.Journal) ([]journal.IndexEntry, error) { return j.ScanIndex(after, limit) })
 }
 
-func (f fileSource) Head(context.Context) (head uint64, err error) {
-	err = f.view(func(j *journal.Journal) error { head, err = j.Head(); return err })
-	return head, err
+func (f fileSource) Head(context.Context) (uint64, error) {
+	return viewValue(f, (*journal.Journal).Head)
 }
 
 // Wait polls the file every pollInterval, reopening it each time.
-func (f fileSource) Wait(ctx context.Context, after uint64) (uint64, error) {
-	for {
-		head, err := f.Head(ctx)
-		if err != nil || head > after {
-			return head, err
-		}
-		select {
-		case <-ctx.Done():
-			return head, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+func (f fileSource) Wait(ctx context.Context, after uint64) (head uint64, err error) {
+	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		head, err = f.Head(ctx)
+		return err != nil || head > after, nil
+	}); werr != nil {
+		return head, werr
 	}
+	return head, err
 }
 
 // OffsetAt returns the first retained offset journaled at or after t, as
 // journal.Journal.OffsetAt.
-func (f fileSource) OffsetAt(_ context.Context, t time.Time) (off uint64, err error) {
-	err = f.view(func(j *journal.Journal) error { off, err = j.OffsetAt(t); return err })
-	return off, err
+func (f fileSource) OffsetAt(_ context.Context, t time.Time) (uint64, error) {
+	return viewValue(f, func(j *journal.Journal) (uint64, error) { return j.OffsetAt(t) })
 }
 
 func (fileSource) Status(context.Context) (*inspect.Status, error) { return nil, nil }
 
-func (f fileSource) Consumers(context.Context) (cs []journal.ConsumerInfo, err error) {
-	err = f.view(func(j *journal.Journal) error { cs, err = j.Consumers(); return err })
-	return cs, err
+func (f fileSource) Consumers(context.Context) ([]journal.ConsumerInfo, error) {
+	return viewValue(f, (*journal.Journal).Consumers)
 }
 
-func (f fileSource) Retention(context.Context) (r journal.Retention, err error) {
-	err = f.view(func(j *journal.Journal) error { r, err = j.Retention(); return err })
-	return r, err
+func (f fileSource) Retention(context.Context) (journal.Retention, error) {
+	return viewValue(f, (*journal.Journal).Retention)
 }
 
-// Commit opens the file writable for the commit alone. It waits up to
-// journal.Open's default 1 s for readers' shared locks to go; a watch that
-// took the file meanwhile makes it fail with journal.ErrLocked.
-func (f fileSource) Commit(_ context.Context, name string, off uint64) (err error) {
-	j, err := openWritable(f.path)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, j.Close()) }()
-	return inspect.CommitConsumer(j, name, off)
-}
-
-// openWritable opens the existing journal file at path writable, waiting
-// up to journal.Open's default 1 s for readers' shared locks to go.
-func openWritable(path string) (*journal.Journal, error) {
-	// A writable open creates a missing file: make sure there is one.
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", journal.ErrNotExist, path)
-	}
-	return journal.Open(path, nil)
+// Commit opens the file writable for the commit alone (update).
+func (f fileSource) Commit(_ context.Context, name string, off uint64) error {
+	return f.update(func(j *journal.Journal) error { return inspect.CommitConsumer(j, name, off) })
 }
 
 var (

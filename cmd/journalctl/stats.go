@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,27 +18,17 @@ import (
 )
 
 func newStatsCmd() *cobra.Command {
-	var f fileFlags
-	cmd := &cobra.Command{
+	return newFileCmd(&cobra.Command{
 		Use:   "stats --db FILE|DIR [-o table|json]",
 		Short: "Print the journal's resource, size, offsets, retention and consumers, and a running watch's status; for a directory (a jcache cache directory), one line per file",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runStats(cmd.Context(), cmd.OutOrStdout(), f)
-		},
-	}
-	addDBFlag(cmd, &f.db)
-	addOutputFlag(cmd, &f.output)
-	return cmd
+	}, tableOrJSON, runStats)
 }
 
 // runStats prints the file's statistics, its retention and its consumers'
 // lag and, when a watch holds the file, the watch's status: its phase, last
 // error and the reconcile loop's counters (reconcile.Status).
 func runStats(ctx context.Context, out io.Writer, f fileFlags) error {
-	if err := checkOutput(f.output); err != nil {
-		return err
-	}
 	if fi, err := os.Stat(f.db); err == nil && fi.IsDir() {
 		return runDirStats(ctx, out, f)
 	}
@@ -161,7 +151,7 @@ func runDirStats(ctx context.Context, out io.Writer, f fileFlags) error {
 	if err != nil {
 		return err
 	}
-	sort.Strings(paths)
+	slices.Sort(paths)
 	rows := make([]dirFileStats, 0, len(paths))
 	failed := 0
 	for _, p := range paths {

@@ -211,15 +211,6 @@ func clipText(s string) string {
 	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
 }
 
-// verifyOption maps --verify-interval to reconcile.Options.VerifyInterval:
-// the flag's 0 (off) is the library's negative value.
-func verifyOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
 // checkDurations refuses negative --verify-interval, --idle-timeout and
 // --request-timeout: the library would take them as 0.
 func (f watchFlags) checkDurations() error {
@@ -313,9 +304,15 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	opts := reconcile.Options{
 		PageSize: f.pageSize, SecretPayloads: f.secretPayloads, Compression: f.compression,
-		Wire:           wireOption(f.wire),
-		VerifyInterval: verifyOption(f.verifyInterval), IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
+		Wire:           reconcile.Wire(f.wire),
+		VerifyInterval: f.verifyInterval, IdleTimeout: f.idleTimeout, RequestTimeout: f.requestTimeout,
 		Logger: lg,
+	}
+	if f.wire == "auto" {
+		opts.Wire = reconcile.WireAuto // the zero value
+	}
+	if f.verifyInterval == 0 {
+		opts.VerifyInterval = -1 // the flag's 0 (off) is the library's negative value
 	}
 	if f.shard.group != "" {
 		return runShardWatch(ctx, log, cfg, resources, opts, jopts, f)
@@ -327,13 +324,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		o := jopts
 		o.Resource = &res
 		j, oerr := journal.Open(f.db, &o)
-		if errors.Is(oerr, journal.ErrLocked) {
-			if werr := runningWatch(ctx, f.db); werr != nil {
-				return werr
-			}
-		}
 		if oerr != nil {
-			return fileError{oerr}
+			return fileError{lockedBy(ctx, oerr, f.db)}
 		}
 		defer func() { err = errors.Join(err, j.Close()) }() // the named result
 		loop, nerr := reconcile.New(cfg, j, opts)
@@ -342,21 +334,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}
 		files, run = []watched{{res: res, path: f.db, j: j, loop: loop}}, loop.Run
 	} else {
-		for _, res := range resources {
-			if err := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); err != nil {
+		paths := make([]string, len(resources))
+		for i, res := range resources {
+			paths[i] = filepath.Join(f.dir, reconcile.FileName(res.GVR))
+			if err := runningWatch(ctx, paths[i]); err != nil {
 				return err
 			}
 		}
 		g, oerr := reconcile.OpenGroup(cfg, f.dir, resources, reconcile.GroupOptions{Loop: opts, Journal: jopts})
-		if errors.Is(oerr, journal.ErrLocked) {
-			for _, res := range resources {
-				if werr := runningWatch(ctx, filepath.Join(f.dir, reconcile.FileName(res.GVR))); werr != nil {
-					return werr
-				}
-			}
-		}
 		if oerr != nil {
-			return oerr
+			return lockedBy(ctx, oerr, paths...)
 		}
 		defer func() { err = errors.Join(err, g.Close()) }() // the named result
 		for _, m := range g.Files() {
@@ -388,16 +375,13 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	// A list's progress: on a terminal one status line for a single
 	// resource, log lines otherwise (progress.go).
+	if len(files) > 1 {
+		status = nil
+	}
 	var progressed sync.WaitGroup
 	for _, w := range files {
-		st := status
-		if len(files) > 1 {
-			st = nil
-		}
-		progressed.Add(1)
-		go func() { defer progressed.Done(); reportProgress(runCtx, w.loop, st, log) }() // ends with runCtx
-		progressed.Add(1)
-		go func() { defer progressed.Done(); reportRetrying(runCtx, w.loop, log) }() // retrying.go; ends with runCtx
+		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log) }) // ends with runCtx
+		progressed.Go(func() { reportRetrying(runCtx, w.loop, log) })         // retrying.go; ends with runCtx
 	}
 	err = run(runCtx)
 	cancel()
@@ -516,24 +500,16 @@ func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journ
 // through log, once each: client-go would print them through klog.
 type warningLogger struct {
 	log  *zap.Logger
-	mu   sync.Mutex
-	seen map[string]bool
+	seen sync.Map // the warnings logged
 }
 
 func (w *warningLogger) HandleWarningHeader(code int, _, text string) {
 	if code != 299 || text == "" {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen[text] {
-		return
+	if _, seen := w.seen.LoadOrStore(text, true); !seen {
+		w.log.Warn("apiserver warning", zap.String("warning", text))
 	}
-	if w.seen == nil {
-		w.seen = map[string]bool{}
-	}
-	w.seen[text] = true
-	w.log.Warn("apiserver warning", zap.String("warning", text))
 }
 
 // checkDBDir returns a file error (exit status 2) when the directory of
@@ -572,6 +548,21 @@ func checkDir(dir string) error {
 // the file and answers on its socket: exit status 2.
 var errWatchRunning = errors.New("another journalctl watch is already writing")
 
+// lockedBy returns runningWatch's error for the first of dbs that a watch
+// serves when err, the error of opening them, matches journal.ErrLocked;
+// else err.
+func lockedBy(ctx context.Context, err error, dbs ...string) error {
+	if !errors.Is(err, journal.ErrLocked) {
+		return err
+	}
+	for _, db := range dbs {
+		if werr := runningWatch(ctx, db); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
 // runningWatch returns an error matching errWatchRunning when a watch
 // answers on db's socket, naming its pid when /status gives it, else nil.
 func runningWatch(ctx context.Context, db string) error {
@@ -587,12 +578,4 @@ func runningWatch(ctx context.Context, db string) error {
 		return fmt.Errorf("%w %s (pid %d); stop it first", errWatchRunning, db, st.PID)
 	}
 	return fmt.Errorf("%w %s (its socket %s answers); stop it first", errWatchRunning, db, s.Socket())
-}
-
-// wireOption is reconcile.Options.Wire for --wire: auto is the zero value.
-func wireOption(w string) reconcile.Wire {
-	if w == "auto" {
-		return reconcile.WireAuto
-	}
-	return reconcile.Wire(w)
 }

@@ -41,6 +41,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -173,24 +174,16 @@ func (m *mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 func reportCommits(src *crsource.Source) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		var last string
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, false, func(context.Context) (bool, error) {
 			c, err1 := src.Committed()
 			h, err2 := src.Journal().Head()
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			if line := fmt.Sprintf("committed %d head %d", c, h); line != last {
+			if line := fmt.Sprintf("committed %d head %d", c, h); err1 == nil && err2 == nil && line != last {
 				fmt.Println(line)
 				last = line
 			}
-		}
+			return false, nil // until ctx is done
+		})
+		return nil
 	}
 }
 

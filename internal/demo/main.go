@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -17,7 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,30 +68,38 @@ func run(journalctl string, keep bool) error {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	create := func(name, v string) error {
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": v}}, metav1.CreateOptions{})
-		fmt.Printf("   create %s\n", name)
-		return err
-	}
-	update := func(name, v string) error {
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+	// The changes: each one after a failed one does nothing, and
+	// changeErr is the failure.
+	var changeErr error
+	create := func(name, v string) {
+		if changeErr == nil {
+			_, changeErr = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": v}}, metav1.CreateOptions{})
+			fmt.Printf("   create %s\n", name)
 		}
-		cm.Data["v"] = v
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		fmt.Printf("   update %s\n", name)
-		return err
 	}
-	del := func(name string) error {
-		fmt.Printf("   delete %s\n", name)
-		return cms.Delete(ctx, name, metav1.DeleteOptions{})
+	update := func(name, v string) {
+		var cm *corev1.ConfigMap
+		if changeErr == nil {
+			cm, changeErr = cms.Get(ctx, name, metav1.GetOptions{})
+		}
+		if changeErr == nil {
+			cm.Data["v"] = v
+			_, changeErr = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			fmt.Printf("   update %s\n", name)
+		}
+	}
+	del := func(name string) {
+		if changeErr == nil {
+			fmt.Printf("   delete %s\n", name)
+			changeErr = cms.Delete(ctx, name, metav1.DeleteOptions{})
+		}
 	}
 
-	for _, n := range []string{"alpha", "bravo", "charlie"} {
-		if err := create(n, "1"); err != nil {
-			return err
-		}
+	create("alpha", "1")
+	create("bravo", "1")
+	create("charlie", "1")
+	if changeErr != nil {
+		return changeErr
 	}
 
 	step("journalctl watch configmaps -n %s --db %s", ns, db)
@@ -105,14 +112,11 @@ func run(journalctl string, keep bool) error {
 	}
 
 	step("live changes while the watcher runs")
-	if err := update("alpha", "2"); err != nil {
-		return err
-	}
-	if err := create("delta", "1"); err != nil {
-		return err
-	}
-	if err := del("charlie"); err != nil {
-		return err
+	update("alpha", "2")
+	create("delta", "1")
+	del("charlie")
+	if changeErr != nil {
+		return changeErr
 	}
 	if err := waitEvents(ctx, journalctl, db, 6); err != nil {
 		return err
@@ -124,20 +128,13 @@ func run(journalctl string, keep bool) error {
 	}
 
 	step("while the watcher is down: delete bravo, recreate delta (new UID), update alpha, create echo")
-	if err := del("bravo"); err != nil {
-		return err
-	}
-	if err := del("delta"); err != nil {
-		return err
-	}
-	if err := create("delta", "2"); err != nil {
-		return err
-	}
-	if err := update("alpha", "3"); err != nil {
-		return err
-	}
-	if err := create("echo", "1"); err != nil {
-		return err
+	del("bravo")
+	del("delta")
+	create("delta", "2")
+	update("alpha", "3")
+	create("echo", "1")
+	if changeErr != nil {
+		return changeErr
 	}
 
 	step("compacting etcd: the stored resourceVersion is no longer served (410 Gone)")
@@ -157,17 +154,11 @@ func run(journalctl string, keep bool) error {
 	if err := waitEvents(ctx, journalctl, db, 11); err != nil {
 		return err
 	}
-	step("journalctl events --db %s", db)
-	if err := show(journalctl, "events", "--db", db); err != nil {
-		return err
-	}
-	step("journalctl index --db %s", db)
-	if err := show(journalctl, "index", "--db", db); err != nil {
-		return err
-	}
-	step("journalctl stats --db %s", db)
-	if err := show(journalctl, "stats", "--db", db); err != nil {
-		return err
+	for _, c := range []string{"events", "index", "stats"} {
+		step("journalctl %s --db %s", c, db)
+		if err := show(journalctl, c, "--db", db); err != nil {
+			return err
+		}
 	}
 	if err := w.stop(); err != nil {
 		return err
@@ -266,7 +257,7 @@ func check(db string, kube kubernetes.Interface) error {
 		"MODIFIED alpha watch", "ADDED delta watch", "DELETED charlie watch",
 		"MODIFIED alpha restart", "DELETED bravo restart", "DELETED delta restart", "ADDED delta restart", "ADDED echo restart",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if !slices.Equal(got, want) {
 		return fmt.Errorf("journal =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	list, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
@@ -277,7 +268,7 @@ func check(db string, kube kubernetes.Interface) error {
 	for _, cm := range list.Items {
 		server = append(server, fmt.Sprintf("%s/%s %s %s", cm.Namespace, cm.Name, cm.UID, cm.ResourceVersion))
 	}
-	sort.Strings(server)
+	slices.Sort(server)
 	entries, err := j.ScanIndex("", 1000)
 	if err != nil {
 		return err
@@ -285,7 +276,7 @@ func check(db string, kube kubernetes.Interface) error {
 	for _, e := range entries {
 		index = append(index, fmt.Sprintf("%s %s %s", e.Key, e.UID, e.ResourceVersion))
 	}
-	if !bytes.Equal([]byte(strings.Join(index, "\n")), []byte(strings.Join(server, "\n"))) {
+	if !slices.Equal(index, server) {
 		return fmt.Errorf("index =\n%s\nserver =\n%s", strings.Join(index, "\n"), strings.Join(server, "\n"))
 	}
 	fmt.Println("\nchecked: 11 events in the expected order, and the index equals the server's list")

@@ -75,30 +75,40 @@ type recorder struct {
 	kube kubernetes.Interface
 }
 
-func run(dir string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// startRecorder starts a control plane (its watch cache on or off) in a
+// temporary directory, creates namespace ns in it and returns a recorder
+// into dir. stop, never nil and due whatever the error, stops what was
+// started and removes the directory.
+func startRecorder(ctx context.Context, dir string, watchCache bool) (r *recorder, cp *controlplane.ControlPlane, stop func(), err error) {
 	tmp, err := os.MkdirTemp("", "wj-record-")
 	if err != nil {
-		return err
+		return nil, nil, func() {}, err
 	}
-	defer os.RemoveAll(tmp)
-	cp, err := controlplane.Start(ctx, tmp, controlplane.Options{WatchCache: true, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	stop = func() { os.RemoveAll(tmp) }
+	cp, err = controlplane.Start(ctx, tmp, controlplane.Options{WatchCache: watchCache, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
-		return err
+		return nil, nil, stop, err
 	}
-	defer cp.Stop()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+	stop = func() { cp.Stop(); os.RemoveAll(tmp) }
 	cfg := cp.RESTConfig()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
+		return nil, nil, stop, err
+	}
+	r = &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
+	_, err = r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	return r, cp, stop, err
+}
+
+func run(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	r := &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
-
-	if _, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	r, cp, stop, err := startRecorder(ctx, dir, true)
+	defer stop()
+	if err != nil {
 		return err
 	}
 	for _, cm := range []*corev1.ConfigMap{
@@ -181,23 +191,9 @@ func run(dir string) error {
 // it), the answer is deterministic: HTTP 200, then an ERROR frame with a
 // 410 Status.
 func recordGone(ctx context.Context, dir string) error {
-	tmp, err := os.MkdirTemp("", "wj-record-")
+	r, cp, stop, err := startRecorder(ctx, dir, false)
+	defer stop()
 	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	cp, err := controlplane.Start(ctx, tmp, controlplane.Options{WatchCache: false, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
-	if err != nil {
-		return err
-	}
-	defer cp.Stop()
-	cfg := cp.RESTConfig()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	r := &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
-	if _, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	cms := r.kube.CoreV1().ConfigMaps(ns)

@@ -108,25 +108,12 @@ func Handler(j *journal.Journal, loop Loop, opts *Options) http.Handler {
 	o := opts.withDefaults()
 	s := &server{j: j, loop: loop, maxWait: o.MaxWait, pid: o.PID}
 	mux := http.NewServeMux()
-	if loop == nil {
-		mux.HandleFunc("GET /status", noLoop)
-		mux.HandleFunc("/verify", noLoop)
-	}
-	s.routes(mux)
-	return mux
-}
-
-func noLoop(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusNotFound, jsonError{Error: "no reconcile loop writes this journal in this process"})
-}
-
-func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /stats", s.stats)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /index", s.index)
 	mux.HandleFunc("GET /head", s.head)
 	mux.HandleFunc("GET /wait", s.wait)
-	if s.loop != nil {
+	if loop != nil {
 		mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 			ws := toStatus(s.loop.InspectStatus())
 			ws.PID = s.pid
@@ -134,11 +121,18 @@ func (s *server) routes(mux *http.ServeMux) {
 		})
 		mux.HandleFunc("POST /verify", s.verify)
 		mux.HandleFunc("GET /verify", s.verified)
+	} else {
+		noLoop := func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusNotFound, jsonError{Error: "no reconcile loop writes this journal in this process"})
+		}
+		mux.HandleFunc("GET /status", noLoop)
+		mux.HandleFunc("/verify", noLoop)
 	}
 	mux.HandleFunc("GET /consumers", s.consumers)
 	mux.HandleFunc("GET /retention", s.retention)
 	mux.HandleFunc("POST /consumers/{name}/commit", s.commit)
 	mux.HandleFunc("POST /consumers/{name}/change", s.change)
+	return mux
 }
 
 func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
