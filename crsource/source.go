@@ -345,14 +345,12 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if s.loop != nil && s.claimWriter() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := s.runWriter(ctx); err != nil {
 				s.fail(err)
 				cancel()
 			}
-		}()
+		})
 	}
 	go func() {
 		if s.waitForSync == nil {
@@ -365,15 +363,13 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}()
 	// The RequeueAfter timers of the last run ("Requeue timers", above).
 	s.out.Timers().Rearm(time.Now(), q.AddAfter)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if err := s.feed(ctx, q); err != nil {
 			s.fail(err)
 			cancel()
 		}
-	}()
-	go func() { defer wg.Done(); s.commitLoop(ctx) }()
+	})
+	wg.Go(func() { s.commitLoop(ctx) })
 	go func() {
 		wg.Wait()
 		cancel()

@@ -151,14 +151,11 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 			cf.unconfirmed++
 			return journal.ReasonUnconfirmed, nil
 		}
-		d := b.Step()
-		if s, ok := serverDelay(err); ok && s > d {
-			d = s
-		}
+		asked, _ := serverDelay(err)
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-l.opts.Clock.After(min(d, confirmMaxWait)):
+		case <-l.opts.Clock.After(min(max(b.Step(), asked), confirmMaxWait)):
 		}
 	}
 }

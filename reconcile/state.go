@@ -123,6 +123,12 @@ type stateWatch struct {
 	open *stream
 }
 
+// resume is the watch that follows s from its resourceVersion on a new
+// request, with s's goneOrigin and current.
+func (s stateWatch) resume() stateWatch {
+	return stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}
+}
+
 // stateBackoff waits, then goes on to next.
 type stateBackoff struct {
 	next state
