@@ -104,6 +104,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -212,11 +213,12 @@ type Source struct {
 	done    chan struct{}
 	synced  chan struct{} // closed when the writer has synced; never for a fatal error
 	failed  chan struct{} // closed when the writer stopped with an error
+	users   int           // running users of the journal (standby.go, acquire)
+	closed  bool          // the last user released it, or Close closed it
 
-	// Also under mu.
-	writerClaimed bool // the writer was started (by Start or the writer Runnable)
-	users         int  // running users of the journal (standby.go, acquire)
-	closed        bool // the last user released it, or Close closed it
+	// writerClaimed is set once the writer was started (by Start or the
+	// writer Runnable): the first to set it runs it.
+	writerClaimed atomic.Bool
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
@@ -344,7 +346,7 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if s.loop != nil && s.claimWriter() {
+	if s.loop != nil && s.writerClaimed.CompareAndSwap(false, true) {
 		wg.Go(func() {
 			if err := s.runWriter(ctx); err != nil {
 				s.fail(err)

@@ -161,7 +161,7 @@ func (w writerRunnable) Start(ctx context.Context) error {
 		return errors.New("crsource: journal already closed")
 	}
 	defer s.release()
-	if !s.claimWriter() {
+	if !s.writerClaimed.CompareAndSwap(false, true) {
 		<-ctx.Done()
 		return nil
 	}
@@ -216,18 +216,6 @@ func (s *Source) standbyStart(ctx context.Context) error {
 	s.log.Info("resync: queueing every key", "why", why)
 	s.resyncFirst = true
 	return nil
-}
-
-// claimWriter reports whether the caller is the one to run the writer
-// (the first to ask).
-func (s *Source) claimWriter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.writerClaimed {
-		return false
-	}
-	s.writerClaimed = true
-	return true
 }
 
 // acquire counts one more user of the journal (the writer Runnable, the
