@@ -54,7 +54,6 @@ import (
 
 	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -134,7 +133,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	// No gzip unless asked for (Options.Compression); a config that
 	// disables it keeps it disabled.
 	c.DisableCompression = cfg.DisableCompression || !compression
-	gv := schema.GroupVersion{Group: res.GVR.Group, Version: res.GVR.Version}
+	gv := res.GVR.GroupVersion()
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
 	if gv.Group == "" {
@@ -238,17 +237,25 @@ func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // path returns the collection path of the resource.
-func (c *client) path() []string {
-	var p []string
-	if c.res.GVR.Group == "" {
-		p = []string{"/api", c.res.GVR.Version}
-	} else {
-		p = []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
-	}
-	if c.res.Namespace != "" {
-		p = append(p, "namespaces", c.res.Namespace)
+func (c *client) path() []string { return c.pathIn(c.res.Namespace) }
+
+// pathIn returns the collection path of the resource in namespace ns (all
+// namespaces, or a cluster-scoped resource, when empty).
+func (c *client) pathIn(ns string) []string {
+	p := c.groupVersionPath()
+	if ns != "" {
+		p = append(p, "namespaces", ns)
 	}
 	return append(p, c.res.GVR.Resource)
+}
+
+// groupVersionPath returns the path of the resource's group version:
+// /api/<version> for the core group, /apis/<group>/<version> otherwise.
+func (c *client) groupVersionPath() []string {
+	if c.res.GVR.Group == "" {
+		return []string{"/api", c.res.GVR.Version}
+	}
+	return []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
 }
 
 func (c *client) selectors(r *rest.Request) *rest.Request {
@@ -712,12 +719,8 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	gv := schema.GroupVersion{Group: c.res.GVR.Group, Version: c.res.GVR.Version}
-	path := []string{"/apis", gv.Group, gv.Version}
-	if gv.Group == "" {
-		path = []string{"/api", gv.Version}
-	}
-	raw, err := c.rc.Get().AbsPath(path...).MaxRetries(0).Do(ctx).Raw()
+	gv := c.res.GVR.GroupVersion()
+	raw, err := c.rc.Get().AbsPath(c.groupVersionPath()...).MaxRetries(0).Do(ctx).Raw()
 	if err != nil {
 		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
 	}
@@ -749,6 +752,15 @@ func (ev watchEvent) size() int {
 		return len(ev.proto.env)
 	}
 	return len(ev.Object)
+}
+
+// eventItem reads the Item of an ADDED, MODIFIED or DELETED frame, in
+// either encoding.
+func (c *client) eventItem(ev watchEvent) (Item, error) {
+	if ev.proto != nil {
+		return protoItem(*ev.proto)
+	}
+	return c.item(ev.Object, "", "")
 }
 
 // stream is an open watch, in JSON or protobuf (wire.go): the first byte

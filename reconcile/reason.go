@@ -203,14 +203,6 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if !namespaced {
 		ns, name = "", key
 	}
-	p := []string{"/api", c.res.GVR.Version}
-	if c.res.GVR.Group != "" {
-		p = []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
-	}
-	if namespaced {
-		p = append(p, "namespaces", ns)
-	}
-	p = append(p, c.res.GVR.Resource)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -220,7 +212,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if c.metadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
 	}
-	r := c.rc.Get().AbsPath(p...).MaxRetries(0).
+	r := c.rc.Get().AbsPath(c.pathIn(ns)...).MaxRetries(0).
 		Param("fieldSelector", "metadata.name="+name).
 		SetHeader("Accept", accept)
 	if rv != "" {

@@ -82,12 +82,7 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 		}
 		switch ev.Type {
 		case "ADDED":
-			var it Item
-			if ev.proto != nil {
-				it, err = protoItem(*ev.proto)
-			} else {
-				it, err = l.c.item(ev.Object, "", "")
-			}
+			it, err := l.c.eventItem(ev)
 			if err != nil {
 				return "", fmt.Errorf("%w: %w", ErrDecode, err)
 			}

@@ -238,13 +238,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			}
 			n++
 		case "ADDED", "MODIFIED", "DELETED":
-			var it Item
-			var err error
-			if f.ev.proto != nil {
-				it, err = protoItem(*f.ev.proto)
-			} else {
-				it, err = l.c.item(f.ev.Object, "", "")
-			}
+			it, err := l.c.eventItem(f.ev)
 			if err != nil {
 				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
