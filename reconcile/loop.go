@@ -2,29 +2,21 @@ package reconcile
 
 // Server signals.
 //
-// The backoff (Options.MinBackoff) is never shorter than the delay the
-// server asks for. A watch the server refuses for any reason but a gone
-// resourceVersion is retried as a watch, from the same resourceVersion,
-// however often: a relist is the most expensive request a client can send
-// to a server that sheds load
-// (kubernetes/kubernetes#100878). The one refusal that relists besides 410
-// is the apiserver's 500 "etcd event received with PrevKv=nil", its answer
-// (watch cache off) to a watch from the revision just below etcd's
-// compaction revision, which it will never serve; it is recognised by its
-// message and logged at info (V(0)), as a 410 is. Throttling (429) is
-// logged as such, at info.
-//
-// The backoff resets, and Status.LastError clears, after a list completes,
-// after a watch frame is applied, and once a watch has stayed open
-// (answered 200) for a second without an error: a healthy resume on a
-// quiet resource clears the error too.
+// The delay the server asks for is a floor under the backoff
+// (Options.MinBackoff). A watch the server refuses for any reason but a
+// gone resourceVersion is retried as a watch, from the same
+// resourceVersion, however often (backoffWait says why). The one refusal
+// that relists besides 410 is the apiserver's 500 "etcd event received
+// with PrevKv=nil" (compactedRevisionMessage in errors.go), recognised by
+// its message and logged at info (V(0)), as a 410 is. Throttling (429) is
+// logged as such, at info. The backoff resets, and Status.LastError
+// clears, on each success Status.LastError names (watchSettle).
 //
 // Logs.
 //
-// Options.Logger (logr; the zero Logger discards) gets a failure through
-// Error once per kind (phase, HTTP code and reason, or network operation),
-// then at V(1) until the loop succeeds or the kind changes; state changes
-// at V(0). Keys are field words: resource, resourceVersion, offset,
+// Options.Logger says what is logged at which level; a failure's kind,
+// logged once, is failureKey's (phase, HTTP code and reason, or network
+// operation). Keys are field words: resource, resourceVersion, offset,
 // origin, delay.
 
 import (
