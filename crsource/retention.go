@@ -12,8 +12,10 @@ package crsource
 // the caller owns the journal and its retention.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/watchjournal/watchjournal/jcache"
 	"github.com/watchjournal/watchjournal/journal"
@@ -47,28 +49,21 @@ func (s *Source) retain(ctx context.Context, p journal.Retention) error {
 func (s *Source) runWriter(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	var rerr error
 	if s.retains {
-		go func() {
-			err := s.retain(ctx, s.retention)
-			if err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("crsource: retention: %w", err)
+		wg.Go(func() {
+			if err := s.retain(ctx, s.retention); err != nil && ctx.Err() == nil {
+				rerr = fmt.Errorf("crsource: retention: %w", err)
 				cancel()
-			} else {
-				err = nil
 			}
-			errc <- err
-		}()
+		})
 	}
 	err := s.loop.Run(ctx)
 	if err != nil {
 		err = fmt.Errorf("crsource: journal writer: %w", err)
 	}
 	cancel()
-	if s.retains {
-		if rerr := <-errc; rerr != nil && err == nil {
-			err = rerr
-		}
-	}
-	return err
+	wg.Wait()
+	return cmp.Or(err, rerr)
 }
