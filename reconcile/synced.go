@@ -65,11 +65,9 @@ const proofWatchTimeout = 1 * time.Second
 var ErrStopped = errors.New("reconcile: the loop stopped before it synced")
 
 // HasSynced reports whether the journal is known current with the server
-// (Status.Synced): true after a complete list, or after the server proved
-// a resumed watch's resourceVersion served and caught up (see Status.SyncedBy);
-// never before a 410 the resume would meet, however late it comes. Once true it stays true. It has the shape of client-go's
-// cache.InformerSynced, so it can be passed to cache.WaitForCacheSync.
-// Safe for concurrent use.
+// (Status.Synced says when, and Status.SyncedBy by what proof). It has the
+// shape of client-go's cache.InformerSynced, so it can be passed to
+// cache.WaitForCacheSync. Safe for concurrent use.
 func (l *Loop) HasSynced() bool { return l.Status().Synced }
 
 // WaitForSync blocks until HasSynced is true (nil), ctx is done
