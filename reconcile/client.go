@@ -785,25 +785,13 @@ type stream struct {
 // uses 5 to 10 minutes).
 // The request must answer (headers) within open, or it is abandoned.
 func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
-	if c.metadataOnly {
-		if err := c.resolveKind(ctx, open); err != nil {
-			return nil, err
-		}
+	r, err := c.watchRequest(ctx, timeout, open)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(open, cancel)
-	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
-		Param("watch", "true").
-		Param("resourceVersion", rv).
-		Param("allowWatchBookmarks", "true").
-		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
-	switch {
-	case c.metadataOnly:
-		r = r.SetHeader("Accept", onlyMetaAccept)
-	case c.proto:
-		r = r.SetHeader("Accept", protoWatchAccept)
-	}
-	body, err := r.Stream(ctx)
+	body, err := r.Param("resourceVersion", rv).Stream(ctx)
 	if !timer.Stop() {
 		if err == nil {
 			_ = body.Close()
@@ -830,16 +818,33 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 // t.progress (ErrNoProgress) until the caller sets the returned reader's
 // timeout to 0.
 func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeouts) (*stream, *progressReader, error) {
+	r, err := c.watchRequest(ctx, timeout, t.response)
+	if err != nil {
+		return nil, nil, err
+	}
+	r = r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan")
+	ctx, cancel := context.WithCancelCause(ctx)
+	body, err := openBody(ctx, cancel, r, t.response)
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	pr := newProgressReader(ctx, cancel, body, t.progress)
+	return newStream(pr, func() { cancel(nil) }), pr, nil
+}
+
+// watchRequest returns a watch request of the resource with bookmarks
+// allowed, which the server ends after timeout, asking for metadata only
+// or protobuf as the client does. A metadata-only journal's kind is
+// resolved first (resolveKind), within open.
+func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) (*rest.Request, error) {
 	if c.metadataOnly {
-		if err := c.resolveKind(ctx, t.response); err != nil {
-			return nil, nil, err
+		if err := c.resolveKind(ctx, open); err != nil {
+			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
 	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
 		Param("watch", "true").
-		Param("sendInitialEvents", "true").
-		Param("resourceVersionMatch", "NotOlderThan").
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
 	switch {
@@ -848,13 +853,7 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 	case c.proto:
 		r = r.SetHeader("Accept", protoWatchAccept)
 	}
-	body, err := openBody(ctx, cancel, r, t.response)
-	if err != nil {
-		cancel(nil)
-		return nil, nil, err
-	}
-	pr := newProgressReader(ctx, cancel, body, t.progress)
-	return newStream(pr, func() { cancel(nil) }), pr, nil
+	return r, nil
 }
 
 // newStream reads watch frames from body, each bounded by maxFrameBytes;
