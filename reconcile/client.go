@@ -512,14 +512,21 @@ func readItemMeta(it *jsoniter.Iterator, all bool) (Item, error) {
 	if it.Error != nil && it.Error != io.EOF {
 		return Item{}, fmt.Errorf("reconcile: decode object: %w", it.Error)
 	}
-	if md.name == "" || md.uid == "" || md.rv == "" {
-		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", md.namespace, md.name)
+	return newItem(md.name, md.namespace, md.uid, md.rv, nil)
+}
+
+// newItem returns the Item of an object with this metadata and obj (the
+// key is <namespace>/<name>, or <name> without a namespace); an object
+// without name, uid or resourceVersion is an error.
+func newItem(name, namespace, uid, rv string, obj []byte) (Item, error) {
+	if name == "" || uid == "" || rv == "" {
+		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", namespace, name)
 	}
-	key := md.name
-	if md.namespace != "" {
-		key = md.namespace + "/" + md.name
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
 	}
-	return Item{Key: key, UID: md.uid, ResourceVersion: md.rv}, nil
+	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: obj}, nil
 }
 
 // item reads an object's metadata and keeps the object as served, with
