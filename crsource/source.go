@@ -444,13 +444,7 @@ func (s *Source) Err() error {
 // A started source closes it itself when its context ends.
 func (s *Source) Close() error {
 	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if started || s.loop == nil {
-		return nil
-	}
-	s.mu.Lock()
-	if s.users > 0 || s.closed {
+	if s.started || s.loop == nil || s.users > 0 || s.closed {
 		s.mu.Unlock()
 		return nil
 	}
