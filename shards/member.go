@@ -95,6 +95,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
@@ -482,12 +483,7 @@ func (m *Member) tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	var others hashrange.Set // what other live members hold, synced
-	for name, sel := range held {
-		if name != m.opts.Member {
-			others = others.Union(sel)
-		}
-	}
+	others := m.othersHeld(held) // what other live members hold, synced
 	m.mu.Lock()
 	joining := m.loop == nil && (m.st.State == StateJoining || m.st.State == StateLost)
 	m.mu.Unlock()
@@ -530,6 +526,18 @@ func (m *Member) tick(ctx context.Context) error {
 		}
 	}
 	return m.publish(ctx, now)
+}
+
+// othersHeld returns the union of the ranges in held (by member) of the
+// members other than this one.
+func (m *Member) othersHeld(held map[string]hashrange.Set) hashrange.Set {
+	var others hashrange.Set
+	for name, sel := range held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
+	return others
 }
 
 // noKeys is the first hash alone, the smallest range a file can record: no
@@ -588,13 +596,7 @@ func (m *Member) reshard(next hashrange.Set) error {
 // start runs a new reconcile loop at the recorded range, with the index
 // of the dead members whose range it takes over (digest.go).
 func (m *Member) start(ctx context.Context) error {
-	var others hashrange.Set
-	for name, sel := range m.held {
-		if name != m.opts.Member {
-			others = others.Union(sel)
-		}
-	}
-	inh, err := m.inheritance(ctx, m.gone, others) // digest.go
+	inh, err := m.inheritance(ctx, m.gone, m.othersHeld(m.held)) // digest.go
 	if err != nil {
 		return err
 	}
@@ -684,28 +686,21 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	secs := int32(m.opts.LeaseDuration / time.Second)
 	mt := metav1.NewMicroTime(now)
 	fill := func(l *coordinationv1.Lease) {
-		if l.Labels == nil {
-			l.Labels = map[string]string{}
-		}
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Labels[LabelGroup] = m.opts.Group
-		l.Annotations[AnnotationMember] = m.opts.Member
-		l.Annotations[AnnotationSelector] = pub.Selector()
+		metav1.SetMetaDataLabel(&l.ObjectMeta, LabelGroup, m.opts.Group)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationMember, m.opts.Member)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationSelector, pub.Selector())
 		if m.leaving {
-			l.Annotations[AnnotationLeaving] = "true"
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationLeaving, "true")
 		}
 		if mf := m.index.encode(); mf != "" {
-			l.Annotations[AnnotationIndex] = mf
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationIndex, mf)
 		} else {
 			delete(l.Annotations, AnnotationIndex)
 		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
-				n := *l.Spec.LeaseTransitions + 1
-				l.Spec.LeaseTransitions = &n
+				l.Spec.LeaseTransitions = ptr.To(*l.Spec.LeaseTransitions + 1)
 			}
 		}
 		l.Spec.HolderIdentity = &m.id
@@ -737,8 +732,7 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		// the next publication writes them all again.
 		m.index = nil
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
-		zero := int32(0)
-		l.Spec.LeaseTransitions = &zero
+		l.Spec.LeaseTransitions = ptr.To[int32](0)
 		fill(l)
 		if l, err = m.leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("shards: create Lease %s: %w", m.lease, err)
@@ -844,13 +838,7 @@ func (m *Member) leave() {
 		if err := m.renew(ctx, now); err == nil {
 			live, held, err := m.view(ctx, now)
 			if err == nil {
-				var others hashrange.Set
-				for name, sel := range held {
-					if name != m.opts.Member {
-						others = others.Union(sel)
-					}
-				}
-				if len(live) == 1 || others.Covers(cur) {
+				if len(live) == 1 || m.othersHeld(held).Covers(cur) {
 					m.log.Info("left the group: the others hold the range", "others", len(live)-1)
 					return
 				}
