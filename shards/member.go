@@ -697,7 +697,7 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		} else {
 			delete(l.Annotations, AnnotationIndex)
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
 				l.Spec.LeaseTransitions = ptr.To(*l.Spec.LeaseTransitions + 1)
@@ -740,8 +740,8 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
 	default:
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !m.obs.expired(l, now) {
-			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, *h, m.lease)
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != m.id && !m.obs.expired(l, now) {
+			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, h, m.lease)
 		}
 		fill(l)
 		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
@@ -794,7 +794,7 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		if name == "" {
 			continue
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || m.obs.expired(l, now) {
 			if name != m.opts.Member {
 				gone = append(gone, dead{member: name, lease: l, index: manifestOf(l)})
 			}
@@ -885,7 +885,7 @@ func (m *Member) release() {
 		if l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{}); err != nil {
 			break
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
 			return // another instance holds it now
 		}
 		uid, rv := l.UID, l.ResourceVersion
