@@ -52,12 +52,8 @@ package crsource
 // key completes (controller-runtime retries both, rate-limited: the
 // reconciler said it is not done); a reconcile.TerminalError counts as
 // done (controller-runtime does not retry it either). The wrapper returned
-// by Reconciler records these outcomes, and it is required: a reconciler
-// not wrapped (Complete(r) in place of Complete(src.Reconciler(r))) would
-// leave the commit where it is and, once MaxPending requests were
-// outstanding, stall the feed without a word, so WaitForSync returns
-// ErrNotWrapped (and logs it) when Reconciler was never called, and the
-// controller, and the manager's Start, fail with it. After a crash or a
+// by Reconciler records these outcomes, and it is required (ErrNotWrapped
+// says what happens without it). After a crash or a
 // restart, the events after the committed offset are delivered again (at
 // least once) and nothing before it is: a restart reconciles what changed,
 // not every object.
@@ -78,12 +74,9 @@ package crsource
 // timer; an error or Requeue leaves it.
 //
 // Bounds. At most Options.MaxPending events are queued and not yet
-// reconciled: the source reads no more than the room left and waits for
-// reconciles to free it. A consumer that retention's hard byte cap passed
-// (its events are gone) is resynchronized as an informer restarts: every
-// key of the index is queued, a page of at most the room left at a time,
-// and the feed goes on after the head read when it began; deletes among
-// the trimmed events are not seen.
+// reconciled (MaxPending says how). A consumer that retention's hard byte
+// cap passed (its events are gone) is resynchronized as an informer
+// restarts (resync says how).
 //
 // Sync. WaitForSync (called by the controller before it starts its
 // workers) returns once the journal's writer is synced with the server and
