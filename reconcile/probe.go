@@ -36,7 +36,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // checkResume runs the resume check for the watch s. It returns the watch
@@ -52,7 +51,7 @@ func (l *Loop) checkResume(ctx context.Context, s stateWatch) (state, error) {
 		return l.fail(s, fmt.Errorf("%w: resume check: current resourceVersion: %w", ErrWatchStart, err))
 	}
 	cur := p.ResourceVersion
-	if cmp, err := resourceversion.CompareResourceVersion(cur, s.rv); err == nil && cmp < 0 {
+	if below(cur, s.rv) {
 		return l.rewound(s, cur), nil
 	}
 	if cur != s.rv {

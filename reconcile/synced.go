@@ -47,8 +47,6 @@ import (
 	"errors"
 	"io"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // proofWatchTimeout is the timeoutSeconds of a resumed watch that has yet
@@ -148,11 +146,8 @@ func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 	if n == 0 {
 		return false
 	}
-	if s.current != "" {
-		applied := l.Status().ResourceVersion
-		if cmp, err := resourceversion.CompareResourceVersion(applied, s.current); err == nil && cmp < 0 {
-			return false
-		}
+	if s.current != "" && below(l.Status().ResourceVersion, s.current) {
+		return false
 	}
 	l.markSynced(syncedByCaughtUp)
 	return true
