@@ -981,5 +981,3 @@ func decodeStatus(obj []byte) *metav1.Status {
 	}
 	return &st
 }
-
-var jsonUnmarshal = jsonAPI.Unmarshal

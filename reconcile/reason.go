@@ -33,7 +33,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -223,7 +222,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 		return "", err
 	}
 	var list lookupList
-	if err := json.Unmarshal(raw, &list); err != nil {
+	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
 		return "", fmt.Errorf("reconcile: decode lookup of %q: %w", key, err)
 	}
 	for _, it := range list.Items {

@@ -143,7 +143,7 @@ func bookmarkEnd(obj []byte) (rv string, end bool) {
 			Annotations     map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
-	if err := jsonUnmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
 		return "", false
 	}
 	return m.Metadata.ResourceVersion, m.Metadata.Annotations[initialEventsEnd] == "true"

@@ -382,7 +382,7 @@ func (l *Loop) gone(s stateWatch, err error) state {
 // carries no name or uid.
 func bookmarkRV(obj []byte) (string, bool) {
 	var m rawMeta
-	if err := jsonUnmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
 		return "", false
 	}
 	return m.Metadata.ResourceVersion, true
