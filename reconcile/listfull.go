@@ -1,21 +1,18 @@
 package reconcile
 
-// The first paginated list of an empty index (relist.go, "Lists and relists"): nothing
-// to diff, so no metadata page first; each page is read once, in full, and
-// handed over as it streams in, in batches of at most fillBytes (one object
-// more when one is larger) or PageSize objects. The relist consumer takes
-// each item as an ADDED (relist.fresh).
+import "context"
 
-import (
-	"context"
-)
-
-// fullLister reads every page of a list in full, once each, from the first
-// page on. A page whose body breaks is requested again from its continue
-// token (halved when it keeps breaking, pageBroke), and the objects of it
-// already handed over are skipped: a continue token names one snapshot,
-// which lists the same objects in the same order. An expired continue
-// token is errSnapshotGone, as for pageLister.
+// fullLister reads the first paginated list of an empty index (relist.go,
+// "Lists and relists"): nothing to diff, so no metadata page first; every
+// page is read once, in full, from the first page on, and its objects are
+// handed over as they stream in, in batches of at most fillBytes (one
+// object more when one is larger) or PageSize objects, each an ADDED to
+// the relist consumer (relist.fresh). A page whose body breaks is
+// requested again from its continue token (halved when it keeps breaking,
+// pageBroke), and the objects of it already handed over are skipped: a
+// continue token names one snapshot, which lists the same objects in the
+// same order. An expired continue token is errSnapshotGone, as for
+// pageLister.
 type fullLister struct{ l *Loop }
 
 // each reads the pages and hands their objects over in batches.
