@@ -91,6 +91,7 @@ package crsource
 // returns nil.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,10 +240,7 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 		_ = j.Close()
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
-	name := opts.Consumer
-	if name == "" {
-		name = DefaultConsumer
-	}
+	name := cmp.Or(opts.Consumer, DefaultConsumer)
 	c, err := j.Consumer(name)
 	if err != nil {
 		_ = j.Close()

@@ -47,6 +47,7 @@ package crsource
 // retains).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,10 +95,7 @@ type standby struct {
 }
 
 func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
-	name := opts.Consumer
-	if name == "" {
-		name = DefaultConsumer
-	}
+	name := cmp.Or(opts.Consumer, DefaultConsumer)
 	ps, err := position.NewStandby(position.Config(*opts.Standby), "crsource", "Options.Standby", name+"-position")
 	if err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ package reconcile
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,9 +143,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"
-	if c.UserAgent == "" {
-		c.UserAgent = "watchjournal"
-	}
+	c.UserAgent = cmp.Or(c.UserAgent, "watchjournal")
 	if c.Transport == nil && len(c.NextProtos) == 0 {
 		// HTTP/1.1: each watch has its own TCP connection, so closing a
 		// stalled watch closes its connection, and the next request dials

@@ -32,6 +32,7 @@ package reconcile
 // confirmation; then nothing of the batch or relist is committed.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,12 +85,7 @@ func (l *Loop) selective() bool {
 // relist, rv is the list's resourceVersion; empty means each event's own
 // (a watch's DELETED carries the change's). Only ctx's end is an error.
 func (cf *confirmer) reasons(ctx context.Context, evs []journal.Event, rv string) error {
-	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string {
-		if rv == "" {
-			return e.ResourceVersion
-		}
-		return rv
-	})
+	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string { return cmp.Or(rv, e.ResourceVersion) })
 }
 
 // reasonsNow is reasons as of the server's current state: for the DELETEDs

@@ -76,6 +76,7 @@ package shards
 //	Leaving   → Stopped    they hold it (or LeaveTimeout); the Lease is deleted
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -228,27 +229,12 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	if o.Member == "" {
 		o.Member = DefaultMember()
 	}
-	if o.Namespace == "" {
-		o.Namespace = res.Namespace
-	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
-	if o.RenewInterval == 0 {
-		o.RenewInterval = o.LeaseDuration / 3
-	}
-	if o.IndexInterval == 0 {
-		o.IndexInterval = o.RenewInterval
-	}
-	if o.Buckets == 0 {
-		o.Buckets = hashrange.DefaultBuckets
-	}
-	if o.LeaveTimeout == 0 {
-		o.LeaveTimeout = DefaultLeaveTimeout
-	}
+	o.Namespace = cmp.Or(o.Namespace, res.Namespace, "default")
+	o.LeaseDuration = cmp.Or(o.LeaseDuration, DefaultLeaseDuration)
+	o.RenewInterval = cmp.Or(o.RenewInterval, o.LeaseDuration/3)
+	o.IndexInterval = cmp.Or(o.IndexInterval, o.RenewInterval)
+	o.Buckets = cmp.Or(o.Buckets, hashrange.DefaultBuckets)
+	o.LeaveTimeout = cmp.Or(o.LeaveTimeout, DefaultLeaveTimeout)
 	return o
 }
 
