@@ -156,13 +156,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	if c.RateLimiter == nil {
 		// One limiter for lists and watches, as one rest client would
 		// have (rest.RESTClientForConfigAndClient's defaults).
-		qps, burst := c.QPS, c.Burst
-		if qps == 0 {
-			qps = rest.DefaultQPS
-		}
-		if burst == 0 {
-			burst = rest.DefaultBurst
-		}
+		qps, burst := cmp.Or(c.QPS, rest.DefaultQPS), cmp.Or(c.Burst, rest.DefaultBurst)
 		if qps > 0 {
 			c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 		}

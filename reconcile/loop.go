@@ -20,6 +20,7 @@ package reconcile
 // origin, delay.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,40 +153,29 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.PageSize <= 0 {
-		o.PageSize = 500
-	}
-	if o.WatchTimeout <= 0 {
-		o.WatchTimeout = 5 * time.Minute
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 2 * time.Minute
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 60 * time.Second
-	}
-	if o.ProgressTimeout <= 0 {
-		o.ProgressTimeout = 30 * time.Second
-	}
-	if o.BatchLimit <= 0 {
-		o.BatchLimit = 1000
-	}
-	if o.VerifyInterval == 0 {
-		o.VerifyInterval = DefaultVerifyInterval
-	}
-	if o.MinBackoff <= 0 {
-		o.MinBackoff = 200 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 30 * time.Second
-	}
+	o.PageSize = positive(o.PageSize, 500)
+	o.WatchTimeout = positive(o.WatchTimeout, 5*time.Minute)
+	o.IdleTimeout = positive(o.IdleTimeout, 2*time.Minute)
+	o.RequestTimeout = positive(o.RequestTimeout, 60*time.Second)
+	o.ProgressTimeout = positive(o.ProgressTimeout, 30*time.Second)
+	o.BatchLimit = positive(o.BatchLimit, 1000)
+	o.VerifyInterval = cmp.Or(o.VerifyInterval, DefaultVerifyInterval) // negative: off
+	o.MinBackoff = positive(o.MinBackoff, 200*time.Millisecond)
+	o.MaxBackoff = positive(o.MaxBackoff, 30*time.Second)
+	o.StreamingRetry = positive(o.StreamingRetry, DefaultStreamingRetry)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.StreamingRetry <= 0 {
-		o.StreamingRetry = DefaultStreamingRetry
-	}
 	return o
+}
+
+// positive returns v when it is above zero, def otherwise: an Options
+// field that is zero or negative takes its default.
+func positive[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // watchSettle is how long a watch must stay open, after the server
