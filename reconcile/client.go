@@ -1,41 +1,29 @@
 package reconcile
 
-// The client speaks to the apiserver with raw JSON: a list page is decoded
-// as it streams in, just far enough to read each item's metadata, and each
-// item that is kept is kept as the bytes the server sent. Nothing builds a
-// map[string]any per object. A metadata-only page costs its items' keys,
-// UIDs and resourceVersions, not its body; a full page, its objects.
+// The client reads a list page as it streams in, just far enough to read
+// each item's metadata, and keeps each item it keeps as the bytes the
+// server sent: nothing builds a map[string]any per object. A metadata-only
+// page costs its items' keys, UIDs and resourceVersions, not its body; a
+// full page, its objects.
 //
-// One JSON approach: json-iterator, read field by field (the streaming page
-// decoder needs it). An object is changed only structurally: its top-level
-// fields are parsed, and kind and apiVersion are written as fields when it
-// has none (list items) — never by searching its bytes.
+// One JSON approach: json-iterator, read field by field (the streaming
+// page decoder needs it). A JSON object is changed only structurally: its
+// top-level fields are parsed, and kind and apiVersion, which list items
+// lack, are written as fields (never by searching its bytes), so that
+// every stored object decodes on its own.
 //
-// A metadata-only journal asks for PartialObjectMetadata ("Transport",
-// below).
-//
-// Transport.
-//
-// Protobuf for the watches and streaming lists of built-in kinds, JSON
-// for the rest and for every stored object (wire.go); no gzip unless
-// Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
-// and the caller's Timeout on every request but watches: New says why.
-// Kind and apiVersion, which list items lack, are written into each stored
-// object, so every stored object decodes on its own. A metadata-only
+// Transport: protobuf for the watches and streaming lists of built-in
+// kinds, JSON for the rest (wire.go); no gzip unless Options.Compression;
+// HTTP/1.1 unless the caller's rest.Config chooses, and the caller's
+// Timeout on every request but watches: New says why. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads with a journal that seals them, seal.go) asks
-// for PartialObjectMetadata on lists and
-// watches, without a fallback to full objects: a Secret's data never
-// leaves the apiserver, and a server that cannot serve metadata only
-// answers 406, which ends Run (ErrRejected); its objects are stored as the
-// resource's kind (found by discovery). kubectl's
-// last-applied-configuration annotation is dropped before anything is
-// stored.
-//
-// A watch marked "check" first runs the resume check (probe.go): a
-// one-item consistent list for the server's current resourceVersion, and,
-// when it differs from the stored one, a one-item list at exactly the
-// stored one. A rewind counts in Status.Rewinds; a 410 in Status.Gone.
+// Options.SecretPayloads with a journal that seals them, seal.go) asks for
+// PartialObjectMetadata on lists and watches, without a fallback to full
+// objects: a Secret's data never leaves the apiserver, and a server that
+// cannot serve metadata only answers 406, which ends Run (ErrRejected);
+// its objects are stored as the resource's kind (found by discovery).
+// kubectl's last-applied-configuration annotation is dropped before
+// anything is stored.
 
 import (
 	"bufio"
