@@ -526,11 +526,10 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 // fail records err and returns a backoff to next, or ends Run when the
 // server rejected the request itself.
 func (l *Loop) fail(next state, err error) (state, error) {
+	l.update(func(st *Status) { st.LastError = err })
 	if isRejected(err) {
-		l.update(func(st *Status) { st.LastError = err })
 		return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	l.update(func(st *Status) { st.LastError = err })
 	return stateBackoff{next: next, err: err}, nil
 }
 
