@@ -19,17 +19,7 @@ type fullLister struct{ l *Loop }
 func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, error) {
 	l := fl.l
 	pg := &pager{limit: l.listLimit()}
-	var items []Item
-	held := 0
-	flush := func() error {
-		if len(items) == 0 {
-			return nil
-		}
-		err := fn(batch{items: items})
-		clear(items)
-		items, held = items[:0], 0
-		return err
-	}
+	b := &batcher{fn: fn, max: int(l.opts.PageSize)}
 	// skip counts the objects of the page from cont that are staged or
 	// batched already: a request that broke handed them over.
 	cont, skip := "", 0
@@ -43,12 +33,7 @@ func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, er
 			if !l.c.shard.in(it.UID) {
 				return nil // another shard's key (shard.go)
 			}
-			items = append(items, it)
-			held += len(it.Object)
-			if held >= fillBytes || len(items) >= int(l.opts.PageSize) {
-				return flush()
-			}
-			return nil
+			return b.add(it)
 		})
 		if err != nil {
 			if l.pageBroke(pg, err) {
@@ -61,7 +46,7 @@ func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, er
 		l.update(func(x *Status) { x.listPage(n, p.Bytes) })
 		skip = max(skip-read, 0)
 		if p.Continue == "" {
-			return p.ResourceVersion, flush()
+			return p.ResourceVersion, b.flush()
 		}
 		cont = p.Continue
 	}

@@ -56,22 +56,16 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 	}
 	sl.st, sl.pr = st, pr
 
-	var items []Item
-	held, counted := 0, int64(0)
-	flush := func() error {
-		if len(items) == 0 {
-			return nil
-		}
-		if err := fn(batch{items: items}); err != nil {
+	counted := int64(0) // bytes of the frames counted as pages
+	b := &batcher{max: int(l.opts.PageSize), fn: func(bt batch) error {
+		if err := fn(bt); err != nil {
 			return err
 		}
 		size := st.frames.total - counted
 		counted = st.frames.total
-		l.update(func(x *Status) { x.listPage(len(items), size) })
-		clear(items)
-		items, held = items[:0], 0
+		l.update(func(x *Status) { x.listPage(len(bt.items), size) })
 		return nil
-	}
+	}}
 	for frames := 0; ; frames++ {
 		ev, err := st.next()
 		switch {
@@ -89,19 +83,15 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 			if !l.c.shard.in(it.UID) {
 				continue // another shard's key (shard.go)
 			}
-			items = append(items, it)
-			held += len(it.Object)
-			if len(items) >= int(l.opts.PageSize) || held >= fillBytes {
-				if err := flush(); err != nil {
-					return "", err
-				}
+			if err := b.add(it); err != nil {
+				return "", err
 			}
 		case "BOOKMARK":
 			rv, end := bookmarkEnd(ev.Object)
 			if !end {
 				return "", errNoStreaming{errors.New("reconcile: the apiserver sent a bookmark without " + initialEventsEnd + " before its initial events: it ignores sendInitialEvents")}
 			}
-			return rv, flush()
+			return rv, b.flush()
 		case "ERROR":
 			status := decodeStatus(ev.Object)
 			serr := &apierrors.StatusError{ErrStatus: *status}
