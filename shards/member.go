@@ -7,14 +7,8 @@ package shards
 // <member>_<random instance id> and leaseDurationSeconds, and renews it
 // every RenewInterval (a third of LeaseDuration by default). The live set
 // is the group's Leases renewed within leaseDurationSeconds as this
-// replica saw it: the local time at which it first saw a Lease's current
-// renewal (holder, renewTime, duration), plus the duration, is still
-// ahead, as client-go's leader election judges a record (observe.go).
-// Another replica's clock never enters: its renewTime only tells renewals
-// apart, so replicas whose clocks disagree by more than LeaseDuration
-// still agree on the live set. A Lease first seen counts as renewed then:
-// a member that starts waits one LeaseDuration before it takes a Lease
-// found expired. A member that cannot renew before its Lease expires
+// replica saw it, by its own clock alone (observe.go says how, and what a
+// Lease first seen costs). A member that cannot renew before its Lease expires
 // stops journaling (StateLost): its loop stops, its file keeps what it
 // holds, untouched, until it holds its Lease again. A Lease another
 // instance holds and keeps renewing (the same member name started twice)
