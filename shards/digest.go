@@ -254,17 +254,11 @@ func (m *Member) publishIndex(ctx context.Context, pub hashrange.Set) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout()*time.Duration(1+len(chunks)/8))
 	defer cancel()
-	had := map[string]bool{}
-	if m.index != nil {
-		for _, c := range m.index.Chunks {
-			had[c] = true
-		}
-	}
 	mf := &manifest{Range: pub.Selector(), Head: head, Keys: len(entries)}
 	for _, c := range chunks {
 		mf.Chunks = append(mf.Chunks, c.name)
-		if had[c.name] {
-			continue
+		if m.index != nil && slices.Contains(m.index.Chunks, c.name) {
+			continue // published already: a chunk's name is its content's hash
 		}
 		cl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: m.opts.Namespace,
 			Labels:      map[string]string{LabelIndexGroup: m.opts.Group, LabelIndexOf: m.opts.Member},
