@@ -317,20 +317,20 @@ func (s *Source) String() string { return "watchjournal " + s.j.Path() + " consu
 // is done; then the journal closes (for New) and Done is closed.
 func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	s.mu.Lock()
-	if s.started {
-		s.mu.Unlock()
-		return errors.New("crsource: source already started")
+	err := s.timersErr
+	switch {
+	case s.started:
+		err = errors.New("crsource: source already started")
+	case s.sb != nil && !s.sb.Added():
+		err = ErrStandbyNotAdded
 	}
-	if s.sb != nil && !s.sb.Added() {
-		s.mu.Unlock()
-		return ErrStandbyNotAdded
+	if err == nil {
+		s.started = true
 	}
-	if s.timersErr != nil {
-		s.mu.Unlock()
-		return s.timersErr
-	}
-	s.started = true
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !s.acquire() {
 		return errors.New("crsource: the journal is closed")
 	}
@@ -345,12 +345,8 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 			}
 		})
 	}
-	go func() {
-		if s.waitForSync == nil {
-			close(s.synced)
-			return
-		}
-		if err := s.waitForSync(ctx); err == nil {
+	go func() { // exits when waitForSync returns
+		if s.waitForSync == nil || s.waitForSync(ctx) == nil {
 			close(s.synced)
 		}
 	}()
