@@ -587,16 +587,15 @@ func (m *Member) start(ctx context.Context) error {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { // ends when lctx is done (halt) or on a fatal error
-		defer close(done)
+	var run sync.WaitGroup
+	run.Go(func() { // ends when lctx is done (halt) or on a fatal error
 		if err := l.Run(lctx); err != nil {
 			select {
 			case m.fatal <- err:
 			default:
 			}
 		}
-	}()
+	})
 	go func() { // ends when the loop syncs or lctx is done
 		if l.WaitForSync(lctx) == nil {
 			select {
@@ -606,7 +605,7 @@ func (m *Member) start(ctx context.Context) error {
 		}
 	}()
 	m.mu.Lock()
-	m.loop, m.stopLoop = l, func() { cancel(); <-done }
+	m.loop, m.stopLoop = l, func() { cancel(); run.Wait() }
 	m.mu.Unlock()
 	m.set(func(s *status) { s.State = StateSyncing })
 	return nil
