@@ -453,16 +453,6 @@ func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page,
 	return p, kind, nil
 }
 
-// itemMeta reads the key, UID and resourceVersion of an object, keeping no
-// Object.
-func itemMeta(raw []byte) (Item, error) {
-	it, err := readItemMeta(jsoniter.ParseBytes(jsonAPI, raw), false)
-	if err != nil {
-		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
-	}
-	return it, nil
-}
-
 // readItemMeta reads metadata.name, namespace, uid and resourceVersion of
 // the object at it, field by field. With all, it reads to the object's end
 // (a stream goes on after it); without, it stops after metadata.
@@ -516,9 +506,9 @@ func newItem(name, namespace, uid, rv string, obj []byte) (Item, error) {
 // journal keeps kind, apiVersion and metadata only, as the resource's kind:
 // the server sends PartialObjectMetadata.
 func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
-	it, err := itemMeta(raw)
+	it, err := readItemMeta(jsoniter.ParseBytes(jsonAPI, raw), false)
 	if err != nil {
-		return Item{}, err
+		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
 	}
 	if c.metadataOnly {
 		c.mu.Lock()

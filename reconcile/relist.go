@@ -142,9 +142,14 @@ func (r *relist) commit(ctx context.Context, rv string) (n int, first, last uint
 			return 0, 0, 0, err
 		}
 	}
-	n, first, last, err = r.l.commitList(r.rel, rv)
-	r.committed = err == nil
-	return n, first, last, err
+	start := time.Now()
+	first, last, err = r.rel.Commit(rv)
+	r.l.committed(start, err)
+	if err != nil {
+		return 0, 0, 0, journalError{err}
+	}
+	r.committed = true
+	return r.rel.Staged(), first, last, nil
 }
 
 // abort drops what was staged unless the relist committed.
@@ -164,18 +169,6 @@ type journalError struct{ err error }
 
 // Error returns the journal's error message.
 func (e journalError) Error() string { return e.err.Error() }
-
-// commitList commits what rel staged, at the list's resourceVersion rv,
-// and returns the number of events and their offsets (0, 0 for none).
-func (l *Loop) commitList(rel journalwrite.Relist, rv string) (n int, first, last uint64, err error) {
-	start := time.Now()
-	first, last, err = rel.Commit(rv)
-	l.committed(start, err)
-	if err != nil {
-		return 0, 0, 0, journalError{err}
-	}
-	return rel.Staged(), first, last, nil
-}
 
 // indexEmpty reports whether the index holds no key.
 func (l *Loop) indexEmpty() (bool, error) {
