@@ -37,11 +37,6 @@ func retention(opts Options) (journal.Retention, bool) {
 	return p, p != (journal.Retention{})
 }
 
-// retain runs the compactor under p until ctx is done.
-func (s *Source) retain(ctx context.Context, p journal.Retention) error {
-	return compactor.New(s.j, p, compactor.Options{Logger: s.log}).Run(ctx)
-}
-
 // runWriter runs the journal's writer (the loop) and, when the source
 // retains, its compactor beside it, until ctx is done or one of them fails:
 // retention goes with the writer, so a warm standby's journal (standby.go,
@@ -53,7 +48,8 @@ func (s *Source) runWriter(ctx context.Context) error {
 	var rerr error
 	if s.retains {
 		wg.Go(func() {
-			if err := s.retain(ctx, s.retention); err != nil && ctx.Err() == nil {
+			err := compactor.New(s.j, s.retention, compactor.Options{Logger: s.log}).Run(ctx)
+			if err != nil && ctx.Err() == nil {
 				rerr = fmt.Errorf("crsource: retention: %w", err)
 				cancel()
 			}

@@ -470,7 +470,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		}
 	}
 	for {
-		room, ok := s.waitRoom(ctx)
+		room, ok := s.t.WaitRoom(ctx, s.max) // MaxPending
 		if !ok {
 			return nil
 		}
@@ -501,11 +501,6 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	}
 }
 
-// waitRoom waits until fewer than MaxPending requests are tracked and
-// returns how many more may be; ok is false when ctx is done first. While
-// it waits, WaitForSync counts the feed as full.
-func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) { return s.t.WaitRoom(ctx, s.max) }
-
 // resync handles a consumer that retention has passed (the hard byte cap
 // overrides a consumer's hold): the events in between are gone, so every
 // key the index holds is queued, as after an informer's restart, and the
@@ -534,7 +529,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 	s.t.Reset(0)
 	after, keys := "", 0
 	for {
-		room, ok := s.waitRoom(ctx)
+		room, ok := s.t.WaitRoom(ctx, s.max) // MaxPending
 		if !ok {
 			return nil
 		}
@@ -569,7 +564,11 @@ func (s *Source) commitLoop(ctx context.Context) {
 			if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
 				return err
 			}
-			s.noteCommit(p)
+			if s.sb != nil {
+				// The position moves to what p covers
+				// (position.Tracker.At), never back.
+				s.sb.tracker.NoteCommit(s.j, p)
+			}
 			return nil
 		},
 		func(err error) bool { return errors.Is(err, journal.ErrClosed) }, s.log, true)

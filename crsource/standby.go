@@ -184,15 +184,6 @@ func (s *Source) follow(ctx context.Context) error {
 	return nil
 }
 
-// noteCommit records that the consumer committed offset p: the position
-// moves to what p covers (position.Tracker.At), never back.
-func (s *Source) noteCommit(p uint64) {
-	if s.sb == nil {
-		return
-	}
-	s.sb.tracker.NoteCommit(s.j, p)
-}
-
 // standbyStart positions the consumer of a new leader (top of this
 // file): right after what the published position
 // covers, or after this replica's own commit when that is later; a
