@@ -51,10 +51,10 @@ func (s *Source) HealthzCheck() healthz.Checker {
 
 // ReadyzCheck returns a readiness checker of the source: nil once it is
 // started, synced and healthy; otherwise ErrNotStarted, the source's Err,
-// or (for New) the writer's reconcile.Loop.Ready error with
-// Options.FailingBound, matching reconcile.ErrNotReady: not synced yet, stopped, or
-// failing for longer than Options.FailingBound. For a source made
-// by NewFromConsumer, synced is its waitForSync having returned.
+// or an error matching reconcile.ErrNotReady: not synced yet, stopped, or
+// (for New, the writer's reconcile.Loop.Ready) failing for longer than
+// Options.FailingBound. For a source made by NewFromConsumer, synced is
+// its waitForSync having returned.
 func (s *Source) ReadyzCheck() healthz.Checker {
 	return func(*http.Request) error {
 		s.mu.Lock()

@@ -12,8 +12,10 @@ package crsource
 // the caller owns the journal and its retention.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/watchjournal/watchjournal/jcache"
 	"github.com/watchjournal/watchjournal/journal"
@@ -35,11 +37,6 @@ func retention(opts Options) (journal.Retention, bool) {
 	return p, p != (journal.Retention{})
 }
 
-// retain runs the compactor under p until ctx is done.
-func (s *Source) retain(ctx context.Context, p journal.Retention) error {
-	return compactor.New(s.j, p, compactor.Options{Logger: s.log}).Run(ctx)
-}
-
 // runWriter runs the journal's writer (the loop) and, when the source
 // retains, its compactor beside it, until ctx is done or one of them fails:
 // retention goes with the writer, so a warm standby's journal (standby.go,
@@ -47,28 +44,22 @@ func (s *Source) retain(ctx context.Context, p journal.Retention) error {
 func (s *Source) runWriter(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	var rerr error
 	if s.retains {
-		go func() {
-			err := s.retain(ctx, s.retention)
+		wg.Go(func() {
+			err := compactor.New(s.j, s.retention, compactor.Options{Logger: s.log}).Run(ctx)
 			if err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("crsource: retention: %w", err)
+				rerr = fmt.Errorf("crsource: retention: %w", err)
 				cancel()
-			} else {
-				err = nil
 			}
-			errc <- err
-		}()
+		})
 	}
 	err := s.loop.Run(ctx)
 	if err != nil {
 		err = fmt.Errorf("crsource: journal writer: %w", err)
 	}
 	cancel()
-	if s.retains {
-		if rerr := <-errc; rerr != nil && err == nil {
-			err = rerr
-		}
-	}
-	return err
+	wg.Wait()
+	return cmp.Or(err, rerr)
 }

@@ -52,12 +52,8 @@ package crsource
 // key completes (controller-runtime retries both, rate-limited: the
 // reconciler said it is not done); a reconcile.TerminalError counts as
 // done (controller-runtime does not retry it either). The wrapper returned
-// by Reconciler records these outcomes, and it is required: a reconciler
-// not wrapped (Complete(r) in place of Complete(src.Reconciler(r))) would
-// leave the commit where it is and, once MaxPending requests were
-// outstanding, stall the feed without a word, so WaitForSync returns
-// ErrNotWrapped (and logs it) when Reconciler was never called, and the
-// controller, and the manager's Start, fail with it. After a crash or a
+// by Reconciler records these outcomes, and it is required (ErrNotWrapped
+// says what happens without it). After a crash or a
 // restart, the events after the committed offset are delivered again (at
 // least once) and nothing before it is: a restart reconciles what changed,
 // not every object.
@@ -78,12 +74,9 @@ package crsource
 // timer; an error or Requeue leaves it.
 //
 // Bounds. At most Options.MaxPending events are queued and not yet
-// reconciled: the source reads no more than the room left and waits for
-// reconciles to free it. A consumer that retention's hard byte cap passed
-// (its events are gone) is resynchronized as an informer restarts: every
-// key of the index is queued, a page of at most the room left at a time,
-// and the feed goes on after the head read when it began; deletes among
-// the trimmed events are not seen.
+// reconciled (MaxPending says how). A consumer that retention's hard byte
+// cap passed (its events are gone) is resynchronized as an informer
+// restarts (resync says how).
 //
 // Sync. WaitForSync (called by the controller before it starts its
 // workers) returns once the journal's writer is synced with the server and
@@ -98,12 +91,14 @@ package crsource
 // returns nil.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -212,11 +207,12 @@ type Source struct {
 	done    chan struct{}
 	synced  chan struct{} // closed when the writer has synced; never for a fatal error
 	failed  chan struct{} // closed when the writer stopped with an error
+	users   int           // running users of the journal (standby.go, acquire)
+	closed  bool          // the last user released it, or Close closed it
 
-	// Also under mu.
-	writerClaimed bool // the writer was started (by Start or the writer Runnable)
-	users         int  // running users of the journal (standby.go, acquire)
-	closed        bool // the last user released it, or Close closed it
+	// writerClaimed is set once the writer was started (by Start or the
+	// writer Runnable): the first to set it runs it.
+	writerClaimed atomic.Bool
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*Source)(nil)
@@ -244,10 +240,7 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 		_ = j.Close()
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
-	name := opts.Consumer
-	if name == "" {
-		name = DefaultConsumer
-	}
+	name := cmp.Or(opts.Consumer, DefaultConsumer)
 	c, err := j.Consumer(name)
 	if err != nil {
 		_ = j.Close()
@@ -324,56 +317,48 @@ func (s *Source) String() string { return "watchjournal " + s.j.Path() + " consu
 // is done; then the journal closes (for New) and Done is closed.
 func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	s.mu.Lock()
-	if s.started {
-		s.mu.Unlock()
-		return errors.New("crsource: source already started")
+	err := s.timersErr
+	switch {
+	case s.started:
+		err = errors.New("crsource: source already started")
+	case s.sb != nil && !s.sb.Added():
+		err = ErrStandbyNotAdded
 	}
-	if s.sb != nil && !s.sb.Added() {
-		s.mu.Unlock()
-		return ErrStandbyNotAdded
+	if err == nil {
+		s.started = true
 	}
-	if s.timersErr != nil {
-		s.mu.Unlock()
-		return s.timersErr
-	}
-	s.started = true
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !s.acquire() {
 		return errors.New("crsource: the journal is closed")
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if s.loop != nil && s.claimWriter() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	if s.loop != nil && s.writerClaimed.CompareAndSwap(false, true) {
+		wg.Go(func() {
 			if err := s.runWriter(ctx); err != nil {
 				s.fail(err)
 				cancel()
 			}
-		}()
+		})
 	}
-	go func() {
-		if s.waitForSync == nil {
-			close(s.synced)
-			return
-		}
-		if err := s.waitForSync(ctx); err == nil {
+	go func() { // exits when waitForSync returns
+		if s.waitForSync == nil || s.waitForSync(ctx) == nil {
 			close(s.synced)
 		}
 	}()
 	// The RequeueAfter timers of the last run ("Requeue timers", above).
 	s.out.Timers().Rearm(time.Now(), q.AddAfter)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if err := s.feed(ctx, q); err != nil {
 			s.fail(err)
 			cancel()
 		}
-	}()
-	go func() { defer wg.Done(); s.commitLoop(ctx) }()
+	})
+	wg.Go(func() { s.commitLoop(ctx) })
 	go func() {
 		wg.Wait()
 		cancel()
@@ -446,13 +431,7 @@ func (s *Source) Err() error {
 // A started source closes it itself when its context ends.
 func (s *Source) Close() error {
 	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if started || s.loop == nil {
-		return nil
-	}
-	s.mu.Lock()
-	if s.users > 0 || s.closed {
+	if s.started || s.loop == nil || s.users > 0 || s.closed {
 		s.mu.Unlock()
 		return nil
 	}
@@ -491,7 +470,7 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		}
 	}
 	for {
-		room, ok := s.waitRoom(ctx)
+		room, ok := s.t.WaitRoom(ctx, s.max) // MaxPending
 		if !ok {
 			return nil
 		}
@@ -522,11 +501,6 @@ func (s *Source) feed(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	}
 }
 
-// waitRoom waits until fewer than MaxPending requests are tracked and
-// returns how many more may be; ok is false when ctx is done first. While
-// it waits, WaitForSync counts the feed as full.
-func (s *Source) waitRoom(ctx context.Context) (room int, ok bool) { return s.t.WaitRoom(ctx, s.max) }
-
 // resync handles a consumer that retention has passed (the hard byte cap
 // overrides a consumer's hold): the events in between are gone, so every
 // key the index holds is queued, as after an informer's restart, and the
@@ -555,7 +529,7 @@ func (s *Source) resync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 	s.t.Reset(0)
 	after, keys := "", 0
 	for {
-		room, ok := s.waitRoom(ctx)
+		room, ok := s.t.WaitRoom(ctx, s.max) // MaxPending
 		if !ok {
 			return nil
 		}
@@ -590,7 +564,11 @@ func (s *Source) commitLoop(ctx context.Context) {
 			if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
 				return err
 			}
-			s.noteCommit(p)
+			if s.sb != nil {
+				// The position moves to what p covers
+				// (position.Tracker.At), never back.
+				s.sb.tracker.NoteCommit(s.j, p)
+			}
 			return nil
 		},
 		func(err error) bool { return errors.Is(err, journal.ErrClosed) }, s.log, true)

@@ -47,6 +47,7 @@ package crsource
 // retains).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,10 +95,7 @@ type standby struct {
 }
 
 func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
-	name := opts.Consumer
-	if name == "" {
-		name = DefaultConsumer
-	}
+	name := cmp.Or(opts.Consumer, DefaultConsumer)
 	ps, err := position.NewStandby(position.Config(*opts.Standby), "crsource", "Options.Standby", name+"-position")
 	if err != nil {
 		return nil, err
@@ -161,7 +159,7 @@ func (w writerRunnable) Start(ctx context.Context) error {
 		return errors.New("crsource: journal already closed")
 	}
 	defer s.release()
-	if !s.claimWriter() {
+	if !s.writerClaimed.CompareAndSwap(false, true) {
 		<-ctx.Done()
 		return nil
 	}
@@ -186,15 +184,6 @@ func (s *Source) follow(ctx context.Context) error {
 	return nil
 }
 
-// noteCommit records that the consumer committed offset p: the position
-// moves to what p covers (position.Tracker.At), never back.
-func (s *Source) noteCommit(p uint64) {
-	if s.sb == nil {
-		return
-	}
-	s.sb.tracker.NoteCommit(s.j, p)
-}
-
 // standbyStart positions the consumer of a new leader (top of this
 // file): right after what the published position
 // covers, or after this replica's own commit when that is later; a
@@ -216,18 +205,6 @@ func (s *Source) standbyStart(ctx context.Context) error {
 	s.log.Info("resync: queueing every key", "why", why)
 	s.resyncFirst = true
 	return nil
-}
-
-// claimWriter reports whether the caller is the one to run the writer
-// (the first to ask).
-func (s *Source) claimWriter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.writerClaimed {
-		return false
-	}
-	s.writerClaimed = true
-	return true
 }
 
 // acquire counts one more user of the journal (the writer Runnable, the

@@ -189,7 +189,7 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	counter(ch, goneDesc, s.Gone)
 	counter(ch, pagesDesc, s.PagesTotal)
 	counter(ch, listObjectsDesc, s.ObjectsListed)
-	ch <- prometheus.MustNewConstMetric(listBytesDesc, prometheus.CounterValue, float64(s.ListBytes))
+	counter(ch, listBytesDesc, s.ListBytes)
 	counter(ch, watchesDesc, s.Watches)
 	counter(ch, idleDesc, s.IdleRestarts)
 	b := s.BackoffsByReason
@@ -210,23 +210,11 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 		gauge(ch, syncedByDesc, 1, s.SyncedBy)
 	}
 	gauge(ch, syncedDesc, synced)
-	for _, p := range phases {
-		v := 0.0
-		if s.Phase == p {
-			v = 1
-		}
-		gauge(ch, phaseDesc, v, string(p))
-	}
+	oneHot(ch, phaseDesc, s.Phase, phases...)
 	gauge(ch, listProgressDesc, float64(s.ListObjects))
-	ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(s.Requests))
-	ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(s.BytesReceived))
-	for _, m := range []reconcile.ListMode{reconcile.ListModeStreaming, reconcile.ListModePaginated} {
-		v := 0.0
-		if s.ListMode == m {
-			v = 1
-		}
-		gauge(ch, listModeDesc, v, string(m))
-	}
+	counter(ch, requestsDesc, s.Requests)
+	counter(ch, receivedDesc, s.BytesReceived)
+	oneHot(ch, listModeDesc, s.ListMode, reconcile.ListModeStreaming, reconcile.ListModePaginated)
 	h := s.CommitLatency
 	buckets := make(map[float64]uint64, len(h.Counts))
 	cum := uint64(0)
@@ -237,10 +225,21 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	ch <- prometheus.MustNewConstHistogram(commitDesc, h.Count, h.Sum, buckets)
 }
 
-func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int, labels ...string) {
+func counter[T int | int64](ch chan<- prometheus.Metric, d *prometheus.Desc, v T, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// oneHot sends 1 for the label value is and 0 for the other values.
+func oneHot[T ~string](ch chan<- prometheus.Metric, d *prometheus.Desc, is T, values ...T) {
+	for _, v := range values {
+		x := 0.0
+		if v == is {
+			x = 1
+		}
+		gauge(ch, d, x, string(v))
+	}
 }

@@ -1,45 +1,34 @@
 package reconcile
 
-// The client speaks to the apiserver with raw JSON: a list page is decoded
-// as it streams in, just far enough to read each item's metadata, and each
-// item that is kept is kept as the bytes the server sent. Nothing builds a
-// map[string]any per object. A metadata-only page costs its items' keys,
-// UIDs and resourceVersions, not its body; a full page, its objects.
+// The client reads a list page as it streams in, just far enough to read
+// each item's metadata, and keeps each item it keeps as the bytes the
+// server sent: nothing builds a map[string]any per object. A metadata-only
+// page costs its items' keys, UIDs and resourceVersions, not its body; a
+// full page, its objects.
 //
-// One JSON approach: json-iterator, read field by field (the streaming page
-// decoder needs it). An object is changed only structurally: its top-level
-// fields are parsed, and kind and apiVersion are written as fields when it
-// has none (list items) — never by searching its bytes.
+// One JSON approach: json-iterator, read field by field (the streaming
+// page decoder needs it). A JSON object is changed only structurally: its
+// top-level fields are parsed, and kind and apiVersion, which list items
+// lack, are written as fields (never by searching its bytes), so that
+// every stored object decodes on its own.
 //
-// A metadata-only journal asks for PartialObjectMetadata ("Transport",
-// below).
-//
-// Transport.
-//
-// Protobuf for the watches and streaming lists of built-in kinds, JSON
-// for the rest and for every stored object (wire.go); no gzip unless
-// Options.Compression; HTTP/1.1 unless the caller's rest.Config chooses,
-// and the caller's Timeout on every request but watches: New says why.
-// Kind and apiVersion, which list items lack, are written into each stored
-// object, so every stored object decodes on its own. A metadata-only
+// Transport: protobuf for the watches and streaming lists of built-in
+// kinds, JSON for the rest (wire.go); no gzip unless Options.Compression;
+// HTTP/1.1 unless the caller's rest.Config chooses, and the caller's
+// Timeout on every request but watches: New says why. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
-// Options.SecretPayloads with a journal that seals them, seal.go) asks
-// for PartialObjectMetadata on lists and
-// watches, without a fallback to full objects: a Secret's data never
-// leaves the apiserver, and a server that cannot serve metadata only
-// answers 406, which ends Run (ErrRejected); its objects are stored as the
-// resource's kind (found by discovery). kubectl's
-// last-applied-configuration annotation is dropped before anything is
-// stored.
-//
-// A watch marked "check" first runs the resume check (probe.go): a
-// one-item consistent list for the server's current resourceVersion, and,
-// when it differs from the stored one, a one-item list at exactly the
-// stored one. A rewind counts in Status.Rewinds; a 410 in Status.Gone.
+// Options.SecretPayloads with a journal that seals them, seal.go) asks for
+// PartialObjectMetadata on lists and watches, without a fallback to full
+// objects: a Secret's data never leaves the apiserver, and a server that
+// cannot serve metadata only answers 406, which ends Run (ErrRejected);
+// its objects are stored as the resource's kind (found by discovery).
+// kubectl's last-applied-configuration annotation is dropped before
+// anything is stored.
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +43,6 @@ import (
 
 	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -134,7 +122,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	// No gzip unless asked for (Options.Compression); a config that
 	// disables it keeps it disabled.
 	c.DisableCompression = cfg.DisableCompression || !compression
-	gv := schema.GroupVersion{Group: res.GVR.Group, Version: res.GVR.Version}
+	gv := res.GVR.GroupVersion()
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
 	if gv.Group == "" {
@@ -143,9 +131,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"
-	if c.UserAgent == "" {
-		c.UserAgent = "watchjournal"
-	}
+	c.UserAgent = cmp.Or(c.UserAgent, "watchjournal")
 	if c.Transport == nil && len(c.NextProtos) == 0 {
 		// HTTP/1.1: each watch has its own TCP connection, so closing a
 		// stalled watch closes its connection, and the next request dials
@@ -158,13 +144,7 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	if c.RateLimiter == nil {
 		// One limiter for lists and watches, as one rest client would
 		// have (rest.RESTClientForConfigAndClient's defaults).
-		qps, burst := c.QPS, c.Burst
-		if qps == 0 {
-			qps = rest.DefaultQPS
-		}
-		if burst == 0 {
-			burst = rest.DefaultBurst
-		}
+		qps, burst := cmp.Or(c.QPS, rest.DefaultQPS), cmp.Or(c.Burst, rest.DefaultBurst)
 		if qps > 0 {
 			c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 		}
@@ -238,17 +218,25 @@ func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // path returns the collection path of the resource.
-func (c *client) path() []string {
-	var p []string
-	if c.res.GVR.Group == "" {
-		p = []string{"/api", c.res.GVR.Version}
-	} else {
-		p = []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
-	}
-	if c.res.Namespace != "" {
-		p = append(p, "namespaces", c.res.Namespace)
+func (c *client) path() []string { return c.pathIn(c.res.Namespace) }
+
+// pathIn returns the collection path of the resource in namespace ns (all
+// namespaces, or a cluster-scoped resource, when empty).
+func (c *client) pathIn(ns string) []string {
+	p := c.groupVersionPath()
+	if ns != "" {
+		p = append(p, "namespaces", ns)
 	}
 	return append(p, c.res.GVR.Resource)
+}
+
+// groupVersionPath returns the path of the resource's group version:
+// /api/<version> for the core group, /apis/<group>/<version> otherwise.
+func (c *client) groupVersionPath() []string {
+	if c.res.GVR.Group == "" {
+		return []string{"/api", c.res.GVR.Version}
+	}
+	return []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
 }
 
 func (c *client) selectors(r *rest.Request) *rest.Request {
@@ -465,16 +453,6 @@ func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page,
 	return p, kind, nil
 }
 
-// itemMeta reads the key, UID and resourceVersion of an object, keeping no
-// Object.
-func itemMeta(raw []byte) (Item, error) {
-	it, err := readItemMeta(jsoniter.ParseBytes(jsonAPI, raw), false)
-	if err != nil {
-		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
-	}
-	return it, nil
-}
-
 // readItemMeta reads metadata.name, namespace, uid and resourceVersion of
 // the object at it, field by field. With all, it reads to the object's end
 // (a stream goes on after it); without, it stops after metadata.
@@ -505,14 +483,21 @@ func readItemMeta(it *jsoniter.Iterator, all bool) (Item, error) {
 	if it.Error != nil && it.Error != io.EOF {
 		return Item{}, fmt.Errorf("reconcile: decode object: %w", it.Error)
 	}
-	if md.name == "" || md.uid == "" || md.rv == "" {
-		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", md.namespace, md.name)
+	return newItem(md.name, md.namespace, md.uid, md.rv, nil)
+}
+
+// newItem returns the Item of an object with this metadata and obj (the
+// key is <namespace>/<name>, or <name> without a namespace); an object
+// without name, uid or resourceVersion is an error.
+func newItem(name, namespace, uid, rv string, obj []byte) (Item, error) {
+	if name == "" || uid == "" || rv == "" {
+		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", namespace, name)
 	}
-	key := md.name
-	if md.namespace != "" {
-		key = md.namespace + "/" + md.name
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
 	}
-	return Item{Key: key, UID: md.uid, ResourceVersion: md.rv}, nil
+	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: obj}, nil
 }
 
 // item reads an object's metadata and keeps the object as served, with
@@ -521,9 +506,9 @@ func readItemMeta(it *jsoniter.Iterator, all bool) (Item, error) {
 // journal keeps kind, apiVersion and metadata only, as the resource's kind:
 // the server sends PartialObjectMetadata.
 func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
-	it, err := itemMeta(raw)
+	it, err := readItemMeta(jsoniter.ParseBytes(jsonAPI, raw), false)
 	if err != nil {
-		return Item{}, err
+		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
 	}
 	if c.metadataOnly {
 		c.mu.Lock()
@@ -712,12 +697,8 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	gv := schema.GroupVersion{Group: c.res.GVR.Group, Version: c.res.GVR.Version}
-	path := []string{"/apis", gv.Group, gv.Version}
-	if gv.Group == "" {
-		path = []string{"/api", gv.Version}
-	}
-	raw, err := c.rc.Get().AbsPath(path...).MaxRetries(0).Do(ctx).Raw()
+	gv := c.res.GVR.GroupVersion()
+	raw, err := c.rc.Get().AbsPath(c.groupVersionPath()...).MaxRetries(0).Do(ctx).Raw()
 	if err != nil {
 		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
 	}
@@ -751,6 +732,15 @@ func (ev watchEvent) size() int {
 	return len(ev.Object)
 }
 
+// eventItem reads the Item of an ADDED, MODIFIED or DELETED frame, in
+// either encoding.
+func (c *client) eventItem(ev watchEvent) (Item, error) {
+	if ev.proto != nil {
+		return protoItem(*ev.proto)
+	}
+	return c.item(ev.Object, "", "")
+}
+
 // stream is an open watch, in JSON or protobuf (wire.go): the first byte
 // of the body tells which.
 type stream struct {
@@ -773,25 +763,13 @@ type stream struct {
 // uses 5 to 10 minutes).
 // The request must answer (headers) within open, or it is abandoned.
 func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
-	if c.metadataOnly {
-		if err := c.resolveKind(ctx, open); err != nil {
-			return nil, err
-		}
+	r, err := c.watchRequest(ctx, timeout, open)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(open, cancel)
-	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
-		Param("watch", "true").
-		Param("resourceVersion", rv).
-		Param("allowWatchBookmarks", "true").
-		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
-	switch {
-	case c.metadataOnly:
-		r = r.SetHeader("Accept", onlyMetaAccept)
-	case c.proto:
-		r = r.SetHeader("Accept", protoWatchAccept)
-	}
-	body, err := r.Stream(ctx)
+	body, err := r.Param("resourceVersion", rv).Stream(ctx)
 	if !timer.Stop() {
 		if err == nil {
 			_ = body.Close()
@@ -818,16 +796,33 @@ func (c *client) watch(ctx context.Context, rv string, timeout, open time.Durati
 // t.progress (ErrNoProgress) until the caller sets the returned reader's
 // timeout to 0.
 func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeouts) (*stream, *progressReader, error) {
+	r, err := c.watchRequest(ctx, timeout, t.response)
+	if err != nil {
+		return nil, nil, err
+	}
+	r = r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan")
+	ctx, cancel := context.WithCancelCause(ctx)
+	body, err := openBody(ctx, cancel, r, t.response)
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	pr := newProgressReader(ctx, cancel, body, t.progress)
+	return newStream(pr, func() { cancel(nil) }), pr, nil
+}
+
+// watchRequest returns a watch request of the resource with bookmarks
+// allowed, which the server ends after timeout, asking for metadata only
+// or protobuf as the client does. A metadata-only journal's kind is
+// resolved first (resolveKind), within open.
+func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) (*rest.Request, error) {
 	if c.metadataOnly {
-		if err := c.resolveKind(ctx, t.response); err != nil {
-			return nil, nil, err
+		if err := c.resolveKind(ctx, open); err != nil {
+			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
 	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
 		Param("watch", "true").
-		Param("sendInitialEvents", "true").
-		Param("resourceVersionMatch", "NotOlderThan").
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
 	switch {
@@ -836,13 +831,7 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 	case c.proto:
 		r = r.SetHeader("Accept", protoWatchAccept)
 	}
-	body, err := openBody(ctx, cancel, r, t.response)
-	if err != nil {
-		cancel(nil)
-		return nil, nil, err
-	}
-	pr := newProgressReader(ctx, cancel, body, t.progress)
-	return newStream(pr, func() { cancel(nil) }), pr, nil
+	return r, nil
 }
 
 // newStream reads watch frames from body, each bounded by maxFrameBytes;
@@ -963,5 +952,3 @@ func decodeStatus(obj []byte) *metav1.Status {
 	}
 	return &st
 }
-
-var jsonUnmarshal = jsonAPI.Unmarshal

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -73,17 +74,11 @@ var (
 // compacted RV with the watch cache, expired continue token) or Gone (older
 // servers, watch cache "too old resource version"). Both mean: relist.
 func isGone(err error) bool {
-	if err == nil {
-		return false
-	}
-	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		return true
-	}
 	var s apierrors.APIStatus
-	return errors.As(err, &s) && s.Status().Code == http.StatusGone
+	return errors.As(err, &s) && statusIsGone(ptr.To(s.Status()))
 }
 
-// statusIsGone reports whether the Status of a watch ERROR event is a 410:
+// statusIsGone is isGone for the Status of a watch ERROR event, a 410:
 // with the watch cache off the server answers a watch from a compacted RV
 // with HTTP 200 and then {"type":"ERROR","object":{"kind":"Status",
 // "code":410,"reason":"Expired"}} (checked against kube-apiserver v1.37).

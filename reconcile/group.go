@@ -154,14 +154,12 @@ func (g *Group) Run(ctx context.Context) error {
 	errs := make([]error, len(g.files))
 	var wg sync.WaitGroup
 	for i, m := range g.files {
-		wg.Add(1)
-		go func() { // exits when its Loop's Run returns: ctx done, or its error
-			defer wg.Done()
+		wg.Go(func() { // exits when its Loop's Run returns: ctx done, or its error
 			if err := m.Loop.Run(ctx); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", m.Resource, err)
 				cancel()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

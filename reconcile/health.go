@@ -44,9 +44,7 @@ func (l *Loop) Alive() error {
 // an error matching ErrNotReady that says why: not synced yet, stopped
 // (with Run's error), or failing since when and with what.
 func (l *Loop) Ready(failingBound time.Duration) error {
-	if failingBound <= 0 {
-		failingBound = DefaultFailingBound
-	}
+	failingBound = positive(failingBound, DefaultFailingBound)
 	st := l.Status()
 	l.mu.Lock()
 	runErr := l.runErr

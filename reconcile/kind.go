@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,12 +168,10 @@ func (l *Loop) startKindRetry(ctx context.Context) (wait func()) {
 	if k == nil || k.done.Load() {
 		return func() {}
 	}
-	exited := make(chan struct{})
-	go func() { // exits when the kind is recorded, the journal closed, or ctx ends
-		defer close(exited)
-		l.retryKind(ctx, k)
-	}()
-	return func() { <-exited }
+	var wg sync.WaitGroup
+	// exits when the kind is recorded, the journal closed, or ctx ends
+	wg.Go(func() { l.retryKind(ctx, k) })
+	return wg.Wait
 }
 
 // retryKind calls recordKind with backoff, waiting on Options.Clock, until

@@ -58,6 +58,37 @@ type batch struct {
 	stage func(ctx context.Context, evs []journal.Event, stage func([]journal.Event) error) error
 }
 
+// batcher gathers a lister's items into batches and hands each to fn once
+// it holds max objects or fillBytes of objects, whichever fills first (one
+// object more when one is larger).
+type batcher struct {
+	fn    func(batch) error
+	max   int
+	items []Item
+	held  int // bytes of the items' objects
+}
+
+// add adds it, and hands the batch over when it is full.
+func (b *batcher) add(it Item) error {
+	b.items = append(b.items, it)
+	b.held += len(it.Object)
+	if len(b.items) < b.max && b.held < fillBytes {
+		return nil
+	}
+	return b.flush()
+}
+
+// flush hands over the items gathered, if any.
+func (b *batcher) flush() error {
+	if len(b.items) == 0 {
+		return nil
+	}
+	err := b.fn(batch{items: b.items})
+	clear(b.items)
+	b.items, b.held = b.items[:0], 0
+	return err
+}
+
 // What a lister returns when the list must start again in another way
 // (list.go, listFailed says which list follows).
 var (

@@ -1,38 +1,25 @@
 package reconcile
 
-// The first paginated list of an empty index (relist.go, "Lists and relists"): nothing
-// to diff, so no metadata page first; each page is read once, in full, and
-// handed over as it streams in, in batches of at most fillBytes (one object
-// more when one is larger) or PageSize objects. The relist consumer takes
-// each item as an ADDED (relist.fresh).
+import "context"
 
-import (
-	"context"
-)
-
-// fullLister reads every page of a list in full, once each, from the first
-// page on. A page whose body breaks is requested again from its continue
-// token (halved when it keeps breaking, pageBroke), and the objects of it
-// already handed over are skipped: a continue token names one snapshot,
-// which lists the same objects in the same order. An expired continue
-// token is errSnapshotGone, as for pageLister.
+// fullLister reads the first paginated list of an empty index (relist.go,
+// "Lists and relists"): nothing to diff, so no metadata page first; every
+// page is read once, in full, from the first page on, and its objects are
+// handed over as they stream in, in batches of at most fillBytes (one
+// object more when one is larger) or PageSize objects, each an ADDED to
+// the relist consumer (relist.fresh). A page whose body breaks is
+// requested again from its continue token (halved when it keeps breaking,
+// pageBroke), and the objects of it already handed over are skipped: a
+// continue token names one snapshot, which lists the same objects in the
+// same order. An expired continue token is errSnapshotGone, as for
+// pageLister.
 type fullLister struct{ l *Loop }
 
 // each reads the pages and hands their objects over in batches.
 func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, error) {
 	l := fl.l
 	pg := &pager{limit: l.listLimit()}
-	var items []Item
-	held := 0
-	flush := func() error {
-		if len(items) == 0 {
-			return nil
-		}
-		err := fn(batch{items: items})
-		clear(items)
-		items, held = items[:0], 0
-		return err
-	}
+	b := &batcher{fn: fn, max: int(l.opts.PageSize)}
 	// skip counts the objects of the page from cont that are staged or
 	// batched already: a request that broke handed them over.
 	cont, skip := "", 0
@@ -46,12 +33,7 @@ func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, er
 			if !l.c.shard.in(it.UID) {
 				return nil // another shard's key (shard.go)
 			}
-			items = append(items, it)
-			held += len(it.Object)
-			if held >= fillBytes || len(items) >= int(l.opts.PageSize) {
-				return flush()
-			}
-			return nil
+			return b.add(it)
 		})
 		if err != nil {
 			if l.pageBroke(pg, err) {
@@ -64,7 +46,7 @@ func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, er
 		l.update(func(x *Status) { x.listPage(n, p.Bytes) })
 		skip = max(skip-read, 0)
 		if p.Continue == "" {
-			return p.ResourceVersion, flush()
+			return p.ResourceVersion, b.flush()
 		}
 		cont = p.Continue
 	}

@@ -2,32 +2,25 @@ package reconcile
 
 // Server signals.
 //
-// The backoff (Options.MinBackoff) is never shorter than the delay the
-// server asks for. A watch the server refuses for any reason but a gone
-// resourceVersion is retried as a watch, from the same resourceVersion,
-// however often: a relist is the most expensive request a client can send
-// to a server that sheds load
-// (kubernetes/kubernetes#100878). The one refusal that relists besides 410
-// is the apiserver's 500 "etcd event received with PrevKv=nil", its answer
-// (watch cache off) to a watch from the revision just below etcd's
-// compaction revision, which it will never serve; it is recognised by its
-// message and logged at info (V(0)), as a 410 is. Throttling (429) is
-// logged as such, at info.
-//
-// The backoff resets, and Status.LastError clears, after a list completes,
-// after a watch frame is applied, and once a watch has stayed open
-// (answered 200) for a second without an error: a healthy resume on a
-// quiet resource clears the error too.
+// The delay the server asks for is a floor under the backoff
+// (Options.MinBackoff). A watch the server refuses for any reason but a
+// gone resourceVersion is retried as a watch, from the same
+// resourceVersion, however often (backoffWait says why). The one refusal
+// that relists besides 410 is the apiserver's 500 "etcd event received
+// with PrevKv=nil" (compactedRevisionMessage in errors.go), recognised by
+// its message and logged at info (V(0)), as a 410 is. Throttling (429) is
+// logged as such, at info. The backoff resets, and Status.LastError
+// clears, on each success Status.LastError names (watchSettle).
 //
 // Logs.
 //
-// Options.Logger (logr; the zero Logger discards) gets a failure through
-// Error once per kind (phase, HTTP code and reason, or network operation),
-// then at V(1) until the loop succeeds or the kind changes; state changes
-// at V(0). Keys are field words: resource, resourceVersion, offset,
+// Options.Logger says what is logged at which level; a failure's kind,
+// logged once, is failureKey's (phase, HTTP code and reason, or network
+// operation). Keys are field words: resource, resourceVersion, offset,
 // origin, delay.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,40 +153,29 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.PageSize <= 0 {
-		o.PageSize = 500
-	}
-	if o.WatchTimeout <= 0 {
-		o.WatchTimeout = 5 * time.Minute
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 2 * time.Minute
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 60 * time.Second
-	}
-	if o.ProgressTimeout <= 0 {
-		o.ProgressTimeout = 30 * time.Second
-	}
-	if o.BatchLimit <= 0 {
-		o.BatchLimit = 1000
-	}
-	if o.VerifyInterval == 0 {
-		o.VerifyInterval = DefaultVerifyInterval
-	}
-	if o.MinBackoff <= 0 {
-		o.MinBackoff = 200 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 30 * time.Second
-	}
+	o.PageSize = positive(o.PageSize, 500)
+	o.WatchTimeout = positive(o.WatchTimeout, 5*time.Minute)
+	o.IdleTimeout = positive(o.IdleTimeout, 2*time.Minute)
+	o.RequestTimeout = positive(o.RequestTimeout, 60*time.Second)
+	o.ProgressTimeout = positive(o.ProgressTimeout, 30*time.Second)
+	o.BatchLimit = positive(o.BatchLimit, 1000)
+	o.VerifyInterval = cmp.Or(o.VerifyInterval, DefaultVerifyInterval) // negative: off
+	o.MinBackoff = positive(o.MinBackoff, 200*time.Millisecond)
+	o.MaxBackoff = positive(o.MaxBackoff, 30*time.Second)
+	o.StreamingRetry = positive(o.StreamingRetry, DefaultStreamingRetry)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.StreamingRetry <= 0 {
-		o.StreamingRetry = DefaultStreamingRetry
-	}
 	return o
+}
+
+// positive returns v when it is above zero, def otherwise: an Options
+// field that is zero or negative takes its default.
+func positive[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // watchSettle is how long a watch must stay open, after the server
@@ -544,11 +526,10 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 // fail records err and returns a backoff to next, or ends Run when the
 // server rejected the request itself.
 func (l *Loop) fail(next state, err error) (state, error) {
+	l.update(func(st *Status) { st.LastError = err })
 	if isRejected(err) {
-		l.update(func(st *Status) { st.LastError = err })
 		return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	l.update(func(st *Status) { st.LastError = err })
 	return stateBackoff{next: next, err: err}, nil
 }
 

@@ -10,6 +10,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -74,8 +75,8 @@ func (pl pageLister) each(ctx context.Context, fn func(batch) error) (string, er
 		if meta && !l.c.metadataOnly {
 			from, rv, n := cont, p.ResourceVersion, len(p.Items)
 			b.stage = func(ctx context.Context, evs []journal.Event, stage func([]journal.Event) error) error {
-				if !needObjects(evs) {
-					return stage(evs)
+				if !slices.ContainsFunc(evs, func(e journal.Event) bool { return e.Type != journal.Deleted }) {
+					return stage(evs) // DELETEDs only: no object to read
 				}
 				return l.fillAndStage(ctx, stage, evs, from, rv, n, pages)
 			}
@@ -107,17 +108,6 @@ func (l *Loop) listError(err error, cont string) error {
 		return errSnapshotGone
 	}
 	return err
-}
-
-// needObjects reports whether evs carry an ADDED or MODIFIED, which needs
-// the object.
-func needObjects(evs []journal.Event) bool {
-	for _, e := range evs {
-		if e.Type != journal.Deleted {
-			return true
-		}
-	}
-	return false
 }
 
 // fillBytes bounds the objects a page's events hold before they are

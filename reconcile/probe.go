@@ -36,7 +36,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // checkResume runs the resume check for the watch s. It returns the watch
@@ -44,18 +43,19 @@ import (
 // instead: a relist, or a backoff to s when the check itself failed
 // (wrapped in ErrWatchStart: to the loop it is part of opening the watch).
 func (l *Loop) checkResume(ctx context.Context, s stateWatch) (state, error) {
-	cur, err := l.listRV(ctx, "")
+	p, err := l.listOne(ctx, "")
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil
 		}
 		return l.fail(s, fmt.Errorf("%w: resume check: current resourceVersion: %w", ErrWatchStart, err))
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(cur, s.rv); err == nil && cmp < 0 {
+	cur := p.ResourceVersion
+	if below(cur, s.rv) {
 		return l.rewound(s, cur), nil
 	}
 	if cur != s.rv {
-		_, err = l.listRV(ctx, s.rv)
+		_, err = l.listOne(ctx, s.rv)
 		switch {
 		case ctx.Err() != nil:
 			return s, nil
@@ -81,18 +81,9 @@ func (l *Loop) rewound(s stateWatch, current string) state {
 	return stateList{origin: s.goneOrigin}
 }
 
-// listRV reads a one-item list, metadata only where the server serves it,
-// and returns its resourceVersion: consistent when exact is empty, at
-// exactly exact otherwise (410 when that is no longer served).
-func (l *Loop) listRV(ctx context.Context, exact string) (string, error) {
-	p, err := l.listOne(ctx, exact)
-	if err != nil {
-		return "", err
-	}
-	return p.ResourceVersion, nil
-}
-
-// listOne reads a one-item list as listRV does and returns the page.
+// listOne reads a one-item list, metadata only where the server serves it:
+// consistent when exact is empty, at exactly exact otherwise (410 when that
+// is no longer served).
 func (l *Loop) listOne(ctx context.Context, exact string) (*page, error) {
 	for {
 		req := listRequest{limit: 1, exactRV: exact, meta: !l.fullPages}

@@ -32,8 +32,8 @@ package reconcile
 // confirmation; then nothing of the batch or relist is committed.
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,12 +85,7 @@ func (l *Loop) selective() bool {
 // relist, rv is the list's resourceVersion; empty means each event's own
 // (a watch's DELETED carries the change's). Only ctx's end is an error.
 func (cf *confirmer) reasons(ctx context.Context, evs []journal.Event, rv string) error {
-	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string {
-		if rv == "" {
-			return e.ResourceVersion
-		}
-		return rv
-	})
+	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string { return cmp.Or(rv, e.ResourceVersion) })
 }
 
 // reasonsNow is reasons as of the server's current state: for the DELETEDs
@@ -151,14 +146,11 @@ func (cf *confirmer) reason(ctx context.Context, key, uid, rv string) (journal.R
 			cf.unconfirmed++
 			return journal.ReasonUnconfirmed, nil
 		}
-		d := b.Step()
-		if s, ok := serverDelay(err); ok && s > d {
-			d = s
-		}
+		asked, _ := serverDelay(err)
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-l.opts.Clock.After(min(d, confirmMaxWait)):
+		case <-l.opts.Clock.After(min(max(b.Step(), asked), confirmMaxWait)):
 		}
 	}
 }
@@ -206,14 +198,6 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if !namespaced {
 		ns, name = "", key
 	}
-	p := []string{"/api", c.res.GVR.Version}
-	if c.res.GVR.Group != "" {
-		p = []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
-	}
-	if namespaced {
-		p = append(p, "namespaces", ns)
-	}
-	p = append(p, c.res.GVR.Resource)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -223,7 +207,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if c.metadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
 	}
-	r := c.rc.Get().AbsPath(p...).MaxRetries(0).
+	r := c.rc.Get().AbsPath(c.pathIn(ns)...).MaxRetries(0).
 		Param("fieldSelector", "metadata.name="+name).
 		SetHeader("Accept", accept)
 	if rv != "" {
@@ -234,7 +218,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 		return "", err
 	}
 	var list lookupList
-	if err := json.Unmarshal(raw, &list); err != nil {
+	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
 		return "", fmt.Errorf("reconcile: decode lookup of %q: %w", key, err)
 	}
 	for _, it := range list.Items {

@@ -14,28 +14,19 @@ package reconcile
 // Lists and relists.
 //
 // A list, the first one or a relist, is a streaming list where the server
-// serves it (KEP-3157): one watch request with sendInitialEvents=true,
-// resourceVersionMatch=NotOlderThan and resourceVersion unset (a consistent
-// read), whose initial ADDED events are diffed against the index as they
-// stream in, in batches of PageSize objects or 4 MiB, staged on disk, and
-// committed at the resourceVersion of the k8s.io/initial-events-end
-// bookmark; the connection then goes on as the watch. A server that
-// refuses it (400, 405, 406 or 422, such as kube-apiserver with
-// --feature-gates=WatchList=false; or one that ignores sendInitialEvents)
-// gets paginated lists: the choice and its reason are in Status.ListMode
-// and ListModeReason and in the file, and a streaming list is tried again
-// after Options.StreamingRetry (listmode.go). A verify is always paginated
-// (it reads at exactly one resourceVersion).
-//
-// A paginated list reads pages of Options.PageSize objects, resourceVersion
-// unset. The first list of an empty index reads each page once, in full.
-// A relist reads metadata only (PartialObjectMetadataList), and again in
-// full, at the same snapshot, a page that holds changes. Pages of
-// etcd-backed resources come in key order, so the diff is a merge of two
-// sorted streams and memory stays bounded by one page; a page (or a
-// streaming list's batch) that breaks that order starts the relist again,
-// which then finds deletions by lookup. Only a complete list commits; a
-// failed or partial one changes nothing. The files: doc.go, "Where to find it".
+// serves it (stream.go; the choice, a refusal, and when a streaming list
+// is tried again: listmode.go), and a paginated one otherwise (pages.go,
+// and listfull.go for the first list of an empty index). A streaming list
+// asks for sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
+// resourceVersion unset (a consistent read); its initial ADDED events are
+// diffed as they stream in and committed at the resourceVersion of the
+// k8s.io/initial-events-end bookmark. A verify is always paginated (it
+// reads at exactly one resourceVersion). Pages of etcd-backed resources
+// come in key order, so the diff is a merge of two sorted streams and
+// memory stays bounded by one page; a page (or a streaming list's batch)
+// that breaks that order starts the relist again, which then finds
+// deletions by lookup. Only a complete list commits (doc.go). The files:
+// doc.go, "Where to find it".
 
 import (
 	"context"
@@ -151,9 +142,14 @@ func (r *relist) commit(ctx context.Context, rv string) (n int, first, last uint
 			return 0, 0, 0, err
 		}
 	}
-	n, first, last, err = r.l.commitList(r.rel, rv)
-	r.committed = err == nil
-	return n, first, last, err
+	start := time.Now()
+	first, last, err = r.rel.Commit(rv)
+	r.l.committed(start, err)
+	if err != nil {
+		return 0, 0, 0, journalError{err}
+	}
+	r.committed = true
+	return r.rel.Staged(), first, last, nil
 }
 
 // abort drops what was staged unless the relist committed.
@@ -173,18 +169,6 @@ type journalError struct{ err error }
 
 // Error returns the journal's error message.
 func (e journalError) Error() string { return e.err.Error() }
-
-// commitList commits what rel staged, at the list's resourceVersion rv,
-// and returns the number of events and their offsets (0, 0 for none).
-func (l *Loop) commitList(rel journalwrite.Relist, rv string) (n int, first, last uint64, err error) {
-	start := time.Now()
-	first, last, err = rel.Commit(rv)
-	l.committed(start, err)
-	if err != nil {
-		return 0, 0, 0, journalError{err}
-	}
-	return rel.Staged(), first, last, nil
-}
 
 // indexEmpty reports whether the index holds no key.
 func (l *Loop) indexEmpty() (bool, error) {

@@ -63,7 +63,7 @@ func later(cur, next string) string {
 	if cur == "" || next == "" {
 		return max(cur, next) // the non-empty one
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(next, cur); err == nil && cmp < 0 {
+	if below(next, cur) {
 		return cur
 	}
 	return next

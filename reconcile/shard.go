@@ -54,7 +54,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,25 +105,11 @@ func (s *shard) in(uid string) bool { return s.set == nil || s.set.ContainsUID(u
 
 // filter returns the items of the range, items itself when all are.
 func (s *shard) filter(items []Item) []Item {
-	if s.set == nil {
+	out := func(it Item) bool { return !s.in(it.UID) }
+	if s.set == nil || !slices.ContainsFunc(items, out) {
 		return items
 	}
-	var out []Item
-	for i, it := range items {
-		if !s.in(it.UID) {
-			if out == nil {
-				out = append(make([]Item, 0, len(items)), items[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, it)
-		}
-	}
-	if out == nil {
-		return items
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(items), out)
 }
 
 // param returns the shardSelector to send, "" for none.
@@ -253,11 +239,11 @@ func (s *inheritState) covers(uid string) bool {
 
 // find returns the index of key's entry, -1 when none.
 func (s *inheritState) find(key string) int {
-	i := sort.Search(len(s.Entries), func(i int) bool { return s.Entries[i].Key >= key })
-	if i < len(s.Entries) && s.Entries[i].Key == key {
-		return i
+	i, ok := slices.BinarySearchFunc(s.Entries, key, func(e journal.IndexEntry, key string) int { return strings.Compare(e.Key, key) })
+	if !ok {
+		return -1
 	}
-	return -1
+	return i
 }
 
 // readPending reads the journal's pending shard ranges at the start of a

@@ -96,7 +96,7 @@ func TestKeepRetryAfter(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		var st metav1.Status
-		if err := jsonUnmarshal(body, &st); err != nil {
+		if err := jsonAPI.Unmarshal(body, &st); err != nil {
 			t.Fatalf("body %s: %v", body, err)
 		}
 		got, _ := serverDelay(&apierrors.StatusError{ErrStatus: st})

@@ -1,16 +1,13 @@
 package reconcile
 
-// The loop's states. Each holds only what it needs; step moves between them
-// (transition table below). No flags stand in for a state. Each state
-// has one function that runs it and returns the next state (doc.go, "Where
-// to find it", names them).
+// The loop's states: the list/watch protocol of the API concepts page
+// ("Efficient detection of changes") as an explicit state machine. Each
+// state holds only what it needs; no flags stand in for a state. Each has
+// one function that makes its request and returns the next state (doc.go,
+// "Where to find it", names them), and step moves between them; the
+// backoff is a state of its own, as kube-rs's watcher steps.
 //
-// The transition table.
-//
-// The loop is the list/watch protocol of the API concepts page ("Efficient
-// detection of changes"), written as an explicit state machine (this file),
-// one function per state that makes its request and returns the next
-// state, the backoff a state of its own (as kube-rs's watcher steps):
+// The transition table:
 //
 //	start     → watch(stored RV, check)     when the file holds a resourceVersion
 //	start     → list                        otherwise
@@ -121,6 +118,12 @@ type stateWatch struct {
 	// initial events (stream.go): the watch goes on on it, without a new
 	// request. nil: the watch opens its own.
 	open *stream
+}
+
+// resume is the watch that follows s from its resourceVersion on a new
+// request, with s's goneOrigin and current.
+func (s stateWatch) resume() stateWatch {
+	return stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}
 }
 
 // stateBackoff waits, then goes on to next.

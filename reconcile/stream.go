@@ -56,22 +56,16 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 	}
 	sl.st, sl.pr = st, pr
 
-	var items []Item
-	held, counted := 0, int64(0)
-	flush := func() error {
-		if len(items) == 0 {
-			return nil
-		}
-		if err := fn(batch{items: items}); err != nil {
+	counted := int64(0) // bytes of the frames counted as pages
+	b := &batcher{max: int(l.opts.PageSize), fn: func(bt batch) error {
+		if err := fn(bt); err != nil {
 			return err
 		}
 		size := st.frames.total - counted
 		counted = st.frames.total
-		l.update(func(x *Status) { x.listPage(len(items), size) })
-		clear(items)
-		items, held = items[:0], 0
+		l.update(func(x *Status) { x.listPage(len(bt.items), size) })
 		return nil
-	}
+	}}
 	for frames := 0; ; frames++ {
 		ev, err := st.next()
 		switch {
@@ -82,31 +76,22 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 		}
 		switch ev.Type {
 		case "ADDED":
-			var it Item
-			if ev.proto != nil {
-				it, err = protoItem(*ev.proto)
-			} else {
-				it, err = l.c.item(ev.Object, "", "")
-			}
+			it, err := l.c.eventItem(ev)
 			if err != nil {
 				return "", fmt.Errorf("%w: %w", ErrDecode, err)
 			}
 			if !l.c.shard.in(it.UID) {
 				continue // another shard's key (shard.go)
 			}
-			items = append(items, it)
-			held += len(it.Object)
-			if len(items) >= int(l.opts.PageSize) || held >= fillBytes {
-				if err := flush(); err != nil {
-					return "", err
-				}
+			if err := b.add(it); err != nil {
+				return "", err
 			}
 		case "BOOKMARK":
 			rv, end := bookmarkEnd(ev.Object)
 			if !end {
 				return "", errNoStreaming{errors.New("reconcile: the apiserver sent a bookmark without " + initialEventsEnd + " before its initial events: it ignores sendInitialEvents")}
 			}
-			return rv, flush()
+			return rv, b.flush()
 		case "ERROR":
 			status := decodeStatus(ev.Object)
 			serr := &apierrors.StatusError{ErrStatus: *status}
@@ -148,7 +133,7 @@ func bookmarkEnd(obj []byte) (rv string, end bool) {
 			Annotations     map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
-	if err := jsonUnmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
 		return "", false
 	}
 	return m.Metadata.ResourceVersion, m.Metadata.Annotations[initialEventsEnd] == "true"

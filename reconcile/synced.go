@@ -47,8 +47,6 @@ import (
 	"errors"
 	"io"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // proofWatchTimeout is the timeoutSeconds of a resumed watch that has yet
@@ -65,11 +63,9 @@ const proofWatchTimeout = 1 * time.Second
 var ErrStopped = errors.New("reconcile: the loop stopped before it synced")
 
 // HasSynced reports whether the journal is known current with the server
-// (Status.Synced): true after a complete list, or after the server proved
-// a resumed watch's resourceVersion served and caught up (see Status.SyncedBy);
-// never before a 410 the resume would meet, however late it comes. Once true it stays true. It has the shape of client-go's
-// cache.InformerSynced, so it can be passed to cache.WaitForCacheSync.
-// Safe for concurrent use.
+// (Status.Synced says when, and Status.SyncedBy by what proof). It has the
+// shape of client-go's cache.InformerSynced, so it can be passed to
+// cache.WaitForCacheSync. Safe for concurrent use.
 func (l *Loop) HasSynced() bool { return l.Status().Synced }
 
 // WaitForSync blocks until HasSynced is true (nil), ctx is done
@@ -150,11 +146,8 @@ func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 	if n == 0 {
 		return false
 	}
-	if s.current != "" {
-		applied := l.Status().ResourceVersion
-		if cmp, err := resourceversion.CompareResourceVersion(applied, s.current); err == nil && cmp < 0 {
-			return false
-		}
+	if s.current != "" && below(l.Status().ResourceVersion, s.current) {
+		return false
 	}
 	l.markSynced(syncedByCaughtUp)
 	return true

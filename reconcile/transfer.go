@@ -1,25 +1,18 @@
 package reconcile
 
 // Bounds on what travels from the apiserver: the time to first byte
-// (Options.RequestTimeout), a gap in a body (Options.ProgressTimeout), the
-// size of one watch frame (maxFrameBytes, as client-go bounds a frame of its
-// streaming decoder). A list page is not bounded as a whole: a whole-page
-// timeout would cut a page of large objects on a slow link every time and
-// restart the list from page one, forever. A page that keeps breaking
-// halves the page size instead (pageBroke, pages.go).
-//
-// Timeouts and slow links.
-//
-// No request is bounded as a whole: Options.RequestTimeout bounds the time
-// to first byte, Options.ProgressTimeout a gap in a list page's body, so a
-// page of large objects on a slow link takes as long as its bytes take. A
-// page whose body breaks is requested again from the same continue token,
-// and one that keeps breaking halves the page size. A streaming list's
+// (Options.RequestTimeout), a gap in a list page's body
+// (Options.ProgressTimeout), the size of one watch frame (maxFrameBytes,
+// 16 MiB, client-go's own bound: ErrFrameTooLarge). No request is bounded
+// as a whole: a whole-page timeout would cut a page of large objects on a
+// slow link every time and restart the list from page one, forever, so
+// such a page takes as long as its bytes take. A page whose body breaks is
+// requested again from the same continue token, and one that keeps
+// breaking halves the page size (pageBroke, pages.go). A streaming list's
 // initial events are bounded the same way: a gap of ProgressTimeout or a
 // cut abandons it, nothing of it committed, and it starts again after the
 // backoff; once its bookmark came, its connection is the watch, bounded by
-// IdleTimeout. A watch frame is bounded at 16 MiB, client-go's own bound
-// (ErrFrameTooLarge).
+// IdleTimeout.
 
 import (
 	"context"

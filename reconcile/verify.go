@@ -88,7 +88,7 @@ func verifyState(s stateWatch) state {
 func (l *Loop) verifyCheck(ctx context.Context, s stateVerify) (state, error) {
 	next := stateList{origin: journal.OriginRelist, verify: true, applied: s.applied, unordered: s.unordered}
 	if s.applied != "" {
-		_, err := l.listRV(ctx, s.applied)
+		_, err := l.listOne(ctx, s.applied)
 		switch {
 		case ctx.Err() != nil:
 			return s, nil

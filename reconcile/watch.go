@@ -213,11 +213,11 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			case isWatchEnd(f.err):
 				// The server ended the watch (timeoutSeconds), or the
 				// connection ended: resume, as client-go's StreamWatcher.
-				next = stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}
+				next = s.resume()
 			default:
 				// Bytes that are not a watch frame: a failure like any
 				// other, retried from the same resourceVersion.
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
+				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, f.err)}
 			}
 			break
 		}
@@ -229,8 +229,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				// (or the compaction revision's 500).
 				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
 			} else {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current},
-					err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
+				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
 			}
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
@@ -239,15 +238,9 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			}
 			n++
 		case "ADDED", "MODIFIED", "DELETED":
-			var it Item
-			var err error
-			if f.ev.proto != nil {
-				it, err = protoItem(*f.ev.proto)
-			} else {
-				it, err = l.c.item(f.ev.Object, "", "")
-			}
+			it, err := l.c.eventItem(f.ev)
 			if err != nil {
-				next = stateBackoff{next: stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
+				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: %w: %w", ErrWatch, ErrDecode, err)}
 				break
 			}
 			op := watchOp{item: -1, rv: it.ResourceVersion, event: true}
@@ -322,7 +315,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	if errors.Is(err, journal.ErrNoSpace) {
 		// Nothing of the batch was kept: watch again from the last
 		// committed resourceVersion once there may be space.
-		next, _ := l.fail(stateWatch{rv: s.rv, goneOrigin: s.goneOrigin, current: s.current}, fmt.Errorf("%w: %w", ErrJournal, err))
+		next, _ := l.fail(s.resume(), fmt.Errorf("%w: %w", ErrJournal, err))
 		return next, n, nil
 	}
 	if err != nil {
@@ -389,7 +382,7 @@ func (l *Loop) gone(s stateWatch, err error) state {
 // carries no name or uid.
 func bookmarkRV(obj []byte) (string, bool) {
 	var m rawMeta
-	if err := jsonUnmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
 		return "", false
 	}
 	return m.Metadata.ResourceVersion, true

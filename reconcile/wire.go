@@ -246,14 +246,7 @@ func protoItem(o protoObject) (Item, error) {
 	if err != nil {
 		return Item{}, fmt.Errorf("reconcile: decode protobuf %v: %w", o.gvk, err)
 	}
-	if name == "" || uid == "" || rv == "" {
-		return Item{}, fmt.Errorf("reconcile: object without name, uid or resourceVersion (%s/%s)", namespace, name)
-	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	return Item{Key: key, UID: uid, ResourceVersion: rv, Object: o.env}, nil
+	return newItem(name, namespace, uid, rv, o.env)
 }
 
 // metaFirstKinds caches metaFirst: schema.GroupVersionKind to bool.

@@ -4,15 +4,11 @@ package shards
 //
 // Whoever takes a dead member's range over must learn what it held, or a
 // key deleted while no journal watched it is never journaled DELETED: the
-// survivor never had it (issue 21). So every member publishes its index
-// (key, UID, resourceVersion of each key its file holds) after its loop
-// synced and whenever its journal moved, at most every IndexInterval: in
-// Leases of the group's namespace named <group>-<member>-idx-<hash>, one
-// per chunk of at most 128 KiB compressed, written once and named by
-// their content, with a manifest on the member's Lease (AnnotationIndex)
-// that names them; digest.go gives the format and the write order that
-// keeps a reader's snapshot consistent. The group needs no permission
-// beyond the Leases it already holds.
+// survivor never had it (issue 21, item 6). So every member publishes its
+// index (key, UID, resourceVersion of each key its file holds) after its
+// loop synced and whenever its journal moved, at most every IndexInterval,
+// in Leases of the group's namespace: the format and the write order that
+// keeps a reader's snapshot consistent follow "Takeover".
 //
 // A member whose range grows into a dead member's published range (the
 // dead member's Lease is expired, not leaving, and no live member holds
@@ -44,9 +40,6 @@ package shards
 // journaled while it was away. A member that had handed its range over on
 // leaving does the same when it comes back: it lists its range instead of
 // resuming its watch.
-//
-// A member publishes its index so that whoever takes its range over after
-// it dies learns what it held (issue 21, item 6; "Takeover", above).
 //
 // The index (key, UID, resourceVersion of every key the member's file
 // holds) is cut into chunks by the FNV-1a hash of the key, so that each
@@ -121,7 +114,7 @@ type manifest struct {
 	Head uint64 `json:"head"`
 	// Keys is the number of entries.
 	Keys int `json:"keys"`
-	// Chunks names the ConfigMaps that hold the entries.
+	// Chunks names the Leases that hold the entries.
 	Chunks []string `json:"chunks"`
 }
 
@@ -261,17 +254,11 @@ func (m *Member) publishIndex(ctx context.Context, pub hashrange.Set) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout()*time.Duration(1+len(chunks)/8))
 	defer cancel()
-	had := map[string]bool{}
-	if m.index != nil {
-		for _, c := range m.index.Chunks {
-			had[c] = true
-		}
-	}
 	mf := &manifest{Range: pub.Selector(), Head: head, Keys: len(entries)}
 	for _, c := range chunks {
 		mf.Chunks = append(mf.Chunks, c.name)
-		if had[c.name] {
-			continue
+		if m.index != nil && slices.Contains(m.index.Chunks, c.name) {
+			continue // published already: a chunk's name is its content's hash
 		}
 		cl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: m.opts.Namespace,
 			Labels:      map[string]string{LabelIndexGroup: m.opts.Group, LabelIndexOf: m.opts.Member},

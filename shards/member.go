@@ -7,14 +7,8 @@ package shards
 // <member>_<random instance id> and leaseDurationSeconds, and renews it
 // every RenewInterval (a third of LeaseDuration by default). The live set
 // is the group's Leases renewed within leaseDurationSeconds as this
-// replica saw it: the local time at which it first saw a Lease's current
-// renewal (holder, renewTime, duration), plus the duration, is still
-// ahead, as client-go's leader election judges a record (observe.go).
-// Another replica's clock never enters: its renewTime only tells renewals
-// apart, so replicas whose clocks disagree by more than LeaseDuration
-// still agree on the live set. A Lease first seen counts as renewed then:
-// a member that starts waits one LeaseDuration before it takes a Lease
-// found expired. A member that cannot renew before its Lease expires
+// replica saw it, by its own clock alone (observe.go says how, and what a
+// Lease first seen costs). A member that cannot renew before its Lease expires
 // stops journaling (StateLost): its loop stops, its file keeps what it
 // holds, untouched, until it holds its Lease again. A Lease another
 // instance holds and keeps renewing (the same member name started twice)
@@ -76,6 +70,7 @@ package shards
 //	Leaving   → Stopped    they hold it (or LeaveTimeout); the Lease is deleted
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -95,6 +90,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
@@ -227,27 +223,12 @@ func (o Options) withDefaults(res journal.Resource) Options {
 	if o.Member == "" {
 		o.Member = DefaultMember()
 	}
-	if o.Namespace == "" {
-		o.Namespace = res.Namespace
-	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
-	if o.RenewInterval == 0 {
-		o.RenewInterval = o.LeaseDuration / 3
-	}
-	if o.IndexInterval == 0 {
-		o.IndexInterval = o.RenewInterval
-	}
-	if o.Buckets == 0 {
-		o.Buckets = hashrange.DefaultBuckets
-	}
-	if o.LeaveTimeout == 0 {
-		o.LeaveTimeout = DefaultLeaveTimeout
-	}
+	o.Namespace = cmp.Or(o.Namespace, res.Namespace, "default")
+	o.LeaseDuration = cmp.Or(o.LeaseDuration, DefaultLeaseDuration)
+	o.RenewInterval = cmp.Or(o.RenewInterval, o.LeaseDuration/3)
+	o.IndexInterval = cmp.Or(o.IndexInterval, o.RenewInterval)
+	o.Buckets = cmp.Or(o.Buckets, hashrange.DefaultBuckets)
+	o.LeaveTimeout = cmp.Or(o.LeaveTimeout, DefaultLeaveTimeout)
 	return o
 }
 
@@ -482,12 +463,7 @@ func (m *Member) tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	var others hashrange.Set // what other live members hold, synced
-	for name, sel := range held {
-		if name != m.opts.Member {
-			others = others.Union(sel)
-		}
-	}
+	others := m.othersHeld(held) // what other live members hold, synced
 	m.mu.Lock()
 	joining := m.loop == nil && (m.st.State == StateJoining || m.st.State == StateLost)
 	m.mu.Unlock()
@@ -530,6 +506,18 @@ func (m *Member) tick(ctx context.Context) error {
 		}
 	}
 	return m.publish(ctx, now)
+}
+
+// othersHeld returns the union of the ranges in held (by member) of the
+// members other than this one.
+func (m *Member) othersHeld(held map[string]hashrange.Set) hashrange.Set {
+	var others hashrange.Set
+	for name, sel := range held {
+		if name != m.opts.Member {
+			others = others.Union(sel)
+		}
+	}
+	return others
 }
 
 // noKeys is the first hash alone, the smallest range a file can record: no
@@ -588,13 +576,7 @@ func (m *Member) reshard(next hashrange.Set) error {
 // start runs a new reconcile loop at the recorded range, with the index
 // of the dead members whose range it takes over (digest.go).
 func (m *Member) start(ctx context.Context) error {
-	var others hashrange.Set
-	for name, sel := range m.held {
-		if name != m.opts.Member {
-			others = others.Union(sel)
-		}
-	}
-	inh, err := m.inheritance(ctx, m.gone, others) // digest.go
+	inh, err := m.inheritance(ctx, m.gone, m.othersHeld(m.held)) // digest.go
 	if err != nil {
 		return err
 	}
@@ -605,16 +587,15 @@ func (m *Member) start(ctx context.Context) error {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { // ends when lctx is done (halt) or on a fatal error
-		defer close(done)
+	var run sync.WaitGroup
+	run.Go(func() { // ends when lctx is done (halt) or on a fatal error
 		if err := l.Run(lctx); err != nil {
 			select {
 			case m.fatal <- err:
 			default:
 			}
 		}
-	}()
+	})
 	go func() { // ends when the loop syncs or lctx is done
 		if l.WaitForSync(lctx) == nil {
 			select {
@@ -624,7 +605,7 @@ func (m *Member) start(ctx context.Context) error {
 		}
 	}()
 	m.mu.Lock()
-	m.loop, m.stopLoop = l, func() { cancel(); <-done }
+	m.loop, m.stopLoop = l, func() { cancel(); run.Wait() }
 	m.mu.Unlock()
 	m.set(func(s *status) { s.State = StateSyncing })
 	return nil
@@ -684,28 +665,21 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	secs := int32(m.opts.LeaseDuration / time.Second)
 	mt := metav1.NewMicroTime(now)
 	fill := func(l *coordinationv1.Lease) {
-		if l.Labels == nil {
-			l.Labels = map[string]string{}
-		}
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Labels[LabelGroup] = m.opts.Group
-		l.Annotations[AnnotationMember] = m.opts.Member
-		l.Annotations[AnnotationSelector] = pub.Selector()
+		metav1.SetMetaDataLabel(&l.ObjectMeta, LabelGroup, m.opts.Group)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationMember, m.opts.Member)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationSelector, pub.Selector())
 		if m.leaving {
-			l.Annotations[AnnotationLeaving] = "true"
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationLeaving, "true")
 		}
 		if mf := m.index.encode(); mf != "" {
-			l.Annotations[AnnotationIndex] = mf
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationIndex, mf)
 		} else {
 			delete(l.Annotations, AnnotationIndex)
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
 			l.Spec.AcquireTime = &mt
 			if l.Spec.LeaseTransitions != nil {
-				n := *l.Spec.LeaseTransitions + 1
-				l.Spec.LeaseTransitions = &n
+				l.Spec.LeaseTransitions = ptr.To(*l.Spec.LeaseTransitions + 1)
 			}
 		}
 		l.Spec.HolderIdentity = &m.id
@@ -737,8 +711,7 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		// the next publication writes them all again.
 		m.index = nil
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
-		zero := int32(0)
-		l.Spec.LeaseTransitions = &zero
+		l.Spec.LeaseTransitions = ptr.To[int32](0)
 		fill(l)
 		if l, err = m.leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("shards: create Lease %s: %w", m.lease, err)
@@ -746,8 +719,8 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
 	default:
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" && *h != m.id && !m.obs.expired(l, now) {
-			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, *h, m.lease)
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != m.id && !m.obs.expired(l, now) {
+			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, h, m.lease)
 		}
 		fill(l)
 		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
@@ -800,7 +773,7 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		if name == "" {
 			continue
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || m.obs.expired(l, now) {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || m.obs.expired(l, now) {
 			if name != m.opts.Member {
 				gone = append(gone, dead{member: name, lease: l, index: manifestOf(l)})
 			}
@@ -844,13 +817,7 @@ func (m *Member) leave() {
 		if err := m.renew(ctx, now); err == nil {
 			live, held, err := m.view(ctx, now)
 			if err == nil {
-				var others hashrange.Set
-				for name, sel := range held {
-					if name != m.opts.Member {
-						others = others.Union(sel)
-					}
-				}
-				if len(live) == 1 || others.Covers(cur) {
+				if len(live) == 1 || m.othersHeld(held).Covers(cur) {
 					m.log.Info("left the group: the others hold the range", "others", len(live)-1)
 					return
 				}
@@ -897,7 +864,7 @@ func (m *Member) release() {
 		if l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{}); err != nil {
 			break
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.id {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
 			return // another instance holds it now
 		}
 		uid, rv := l.UID, l.ResourceVersion

@@ -20,9 +20,11 @@ package shards
 // clock does not move it.
 
 import (
+	"maps"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
 )
 
 // record is what a renewal changes on a Lease.
@@ -44,15 +46,9 @@ type observer struct {
 }
 
 func recordOf(l *coordinationv1.Lease) record {
-	var r record
-	if h := l.Spec.HolderIdentity; h != nil {
-		r.holder = *h
-	}
+	r := record{holder: ptr.Deref(l.Spec.HolderIdentity, ""), secs: ptr.Deref(l.Spec.LeaseDurationSeconds, 0)}
 	if t := l.Spec.RenewTime; t != nil {
 		r.renew = t.UTC().Format(time.RFC3339Nano)
-	}
-	if s := l.Spec.LeaseDurationSeconds; s != nil {
-		r.secs = *s
 	}
 	return r
 }
@@ -79,9 +75,5 @@ func (o *observer) expired(l *coordinationv1.Lease, now time.Time) bool {
 
 // forget drops what was observed of the Leases not in names (deleted ones).
 func (o *observer) forget(names map[string]bool) {
-	for n := range o.seen {
-		if !names[n] {
-			delete(o.seen, n)
-		}
-	}
+	maps.DeleteFunc(o.seen, func(n string, _ observation) bool { return !names[n] })
 }
