@@ -403,6 +403,9 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err
 	}
+	if c.proto && !protoKnown(j) {
+		c.proto = false
+	}
 	l.loadListMode()
 	return l, nil
 }

@@ -63,6 +63,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/watchjournal/watchjournal/internal/protofields"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Wire chooses the encoding of watch responses (Options.Wire).
@@ -91,6 +92,21 @@ var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 // in client-go's scheme, so that the apiserver serves it in protobuf.
 func servesProto(gvr schema.GroupVersionResource) bool {
 	return scheme.Scheme.IsVersionRegistered(gvr.GroupVersion())
+}
+
+// protoKnown reports whether client-go's scheme knows the kind j records,
+// so that objects stored in protobuf can be decoded again (and shown as
+// JSON): servesProto chooses by group version, and a server newer than
+// this build can serve a kind of a built-in group version that the scheme
+// lacks. Such a kind is watched in JSON. True when j records no kind yet
+// (New's discovery failed and Run retries it): the choice stays by group
+// version.
+func protoKnown(j *journal.Journal) bool {
+	res, ok, err := j.Resource()
+	if err != nil || !ok || res.Kind == "" {
+		return true
+	}
+	return scheme.Scheme.Recognizes(res.GVR.GroupVersion().WithKind(res.Kind))
 }
 
 // protoObject is an object as a protobuf frame carried it: its kind, the

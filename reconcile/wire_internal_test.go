@@ -1,0 +1,42 @@
+package reconcile
+
+import (
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// A built-in group version can hold a kind this build's scheme lacks (a
+// newer server): such a journal is watched in JSON, whose objects can be
+// decoded again; a kind not recorded yet keeps the choice by group version.
+func TestProtoKnown(t *testing.T) {
+	for _, tt := range []struct {
+		gvr        schema.GroupVersionResource
+		kind, apiV string
+		want       bool
+	}{
+		{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap", "v1", true},
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", "apps/v1", true},
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "rollouts"}, "Rollout", "apps/v1", false},
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "rollouts"}, "", "", true},
+	} {
+		res := journal.Resource{GVR: tt.gvr}
+		j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.kind != "" {
+			if err := journalwrite.Of(j).SetKind(tt.kind, tt.apiV); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := protoKnown(j); got != tt.want {
+			t.Errorf("%s kind %q: protoKnown = %v; want %v", tt.gvr, tt.kind, got, tt.want)
+		}
+		_ = j.Close()
+	}
+}
