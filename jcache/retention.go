@@ -24,8 +24,9 @@ package jcache
 // before the handler has delivered the event.
 //
 // Bound. The journal's events: Retention.MaxBytes of payload (default 64
-// MiB), plus what one retentionGap (1 s) of appends adds, plus whatever a
-// handler that falls behind holds; the file beside
+// MiB), plus what one round's time of appends adds (retentionGap, 1 s, or
+// the round's own time when longer; HardMaxBytes is exceeded by as much),
+// plus whatever a handler that falls behind holds; the file beside
 // them holds each live key's latest object (the record, or a copy once it
 // is trimmed: about the live objects' JSON, ~1.3–2× with bbolt's pages).
 // There is no hard cap by default (Retention.HardMaxBytes), because it
@@ -62,7 +63,7 @@ var retentionInterval = 10 * time.Second
 // commits waited on the rounds' and the fsyncs doubled (profiled at 50,000
 // ConfigMaps, a first start: the rounds held the writer 0.38 s of the
 // list's time and spent 0.57 s in their own syscalls). The journal may
-// exceed Retention.MaxBytes by what one gap of appends adds.
+// exceed its limits by what one round's time of appends adds (see Bound).
 var retentionGap = time.Second
 
 // policy returns the retention o asks for and whether any limit is set.

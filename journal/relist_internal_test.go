@@ -203,8 +203,14 @@ func TestRelist_DirectChunks(t *testing.T) {
 	for i := range n {
 		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
 	}
+	chunks := 0
+	afterDirectChunk = func() { chunks++ }
+	defer func() { afterDirectChunk = nil }()
 	if err := r.Stage(evs); err != nil {
 		t.Fatal(err)
+	}
+	if chunks != 3 {
+		t.Errorf("Stage of %d ADDEDs committed %d transactions; want 3 (directChunk %d)", n, chunks, directChunk)
 	}
 	for i, e := range evs {
 		if e.Offset != uint64(i+1) {

@@ -62,8 +62,10 @@ type client struct {
 	metadataOnly bool
 	// shard is the journal's shard range and how it is kept (shard.go).
 	shard shard
-	// proto asks for protobuf watch streams (wire.go).
-	proto bool
+	// proto asks for protobuf watch streams (wire.go); New and the kind's
+	// retry turn it off for a kind the scheme lacks (protoKnown), while a
+	// request may read it.
+	proto atomic.Bool
 
 	// mu guards kind and apiVersion: the resource's, found by discovery
 	// for a metadata-only journal, whose objects come as
@@ -169,8 +171,9 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	if err != nil {
 		return nil, err
 	}
-	return &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire,
-		proto: !metadataOnly && enc != WireJSON && servesProto(res.GVR)}, nil
+	cl := &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire}
+	cl.proto.Store(!metadataOnly && enc != WireJSON && servesProto(res.GVR))
+	return cl, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
@@ -828,7 +831,7 @@ func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) 
 	switch {
 	case c.metadataOnly:
 		r = r.SetHeader("Accept", onlyMetaAccept)
-	case c.proto:
+	case c.proto.Load():
 		r = r.SetHeader("Accept", protoWatchAccept)
 	}
 	return r, nil

@@ -191,6 +191,7 @@ func (l *Loop) retryKind(ctx context.Context, k *kindRetry) {
 		err := recordKind(k.cfg, l.j, k.res)
 		if err == nil || errors.Is(err, journal.ErrClosed) {
 			k.done.Store(true)
+			l.checkProto()
 			return
 		}
 		l.log.V(1).Info("kind not recorded yet", "error", err)

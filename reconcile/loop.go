@@ -403,9 +403,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err := l.checkKind(cfg, res); err != nil {
 		return nil, err
 	}
-	if c.proto && !protoKnown(j) {
-		c.proto = false
-	}
+	l.checkProto()
 	l.loadListMode()
 	return l, nil
 }

@@ -109,6 +109,16 @@ func protoKnown(j *journal.Journal) bool {
 	return scheme.Scheme.Recognizes(res.GVR.GroupVersion().WithKind(res.Kind))
 }
 
+// checkProto turns protobuf off for the loop's next requests when the
+// kind the journal records is one the scheme lacks (protoKnown): in New,
+// and again once the kind's retry recorded it. A request already open goes
+// on until it fails to decode (ErrDecode), and its retry asks for JSON.
+func (l *Loop) checkProto() {
+	if l.c.proto.Load() && !protoKnown(l.j) {
+		l.c.proto.Store(false)
+	}
+}
+
 // protoObject is an object as a protobuf frame carried it: its kind, the
 // bytes of its message, and the whole envelope (what the journal stores).
 type protoObject struct {

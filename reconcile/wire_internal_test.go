@@ -40,3 +40,28 @@ func TestProtoKnown(t *testing.T) {
 		_ = j.Close()
 	}
 }
+
+// New's discovery may fail and the kind be recorded later by its retry
+// (retryKind), which calls checkProto again: the next requests ask for
+// JSON once the recorded kind is one the scheme lacks.
+func TestCheckProto_AfterKindRecordedLater(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "rollouts"}}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	l := &Loop{j: j, c: &client{}}
+	l.c.proto.Store(true)
+	l.checkProto() // New: no kind recorded yet
+	if !l.c.proto.Load() {
+		t.Fatal("protobuf turned off before the kind was known")
+	}
+	if err := journalwrite.Of(j).SetKind("Rollout", "apps/v1"); err != nil { // the retry records it
+		t.Fatal(err)
+	}
+	l.checkProto()
+	if l.c.proto.Load() {
+		t.Fatal("protobuf still asked for a kind the scheme lacks")
+	}
+}
