@@ -214,7 +214,7 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 	e.names[k]++
 	dup := e.names[k]
 	e.mu.Unlock()
-	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup,
+	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup, finalCommit: exactFinalCommit,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 	if e.sb != nil {
 		s.tracker.Signal = e.sb.Signal
@@ -257,6 +257,9 @@ type ExactSource struct {
 	t     *delivery.Tracker
 	max   int
 	dup   int // the n-th Kind call of the controller with this object type
+	// finalCommit is exactFinalCommit when Kind made the source (read
+	// there, not by run's goroutines, which a test's restore would race).
+	finalCommit bool
 
 	exists  atomic.Bool      // the consumer exists in the file
 	tracker position.Tracker // the position published for a standby (ExactOptions.Standby)
@@ -447,7 +450,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	eh := &exactHandler{ctx: ctx, h: s.h, preds: s.preds, q: tq.Interface(), log: log}
 	wg.Go(func() {
 		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
-			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, exactFinalCommit)
+			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, s.finalCommit)
 	})
 
 	pos := committed
