@@ -409,8 +409,8 @@ func serveFile(ctx context.Context, cancel context.CancelFunc, j *journal.Journa
 		return nil, err
 	}
 	lg := zapr.NewLogger(log)
-	srv := &server{j: j, loop: loop, maxWait: maxWait, pid: os.Getpid()}
-	if stop, err = inspect.Listen(inspect.SocketPath(path), srv.handler(), lg); err != nil {
+	h := inspect.Handler(j, loop, &inspect.Options{MaxWait: maxWait})
+	if stop, err = inspect.Listen(inspect.SocketPath(path), h, lg); err != nil {
 		return nil, err
 	}
 	if policy == (journal.Retention{}) {
