@@ -25,6 +25,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
+	"github.com/watchjournal/watchjournal/shards"
 )
 
 // maxWait bounds a /wait long poll on the socket.
@@ -226,12 +227,14 @@ func (f watchFlags) checkDurations() error {
 }
 
 // watched is one journal file a watch writes: its resource, path, journal
-// and loop.
+// and loop (nil for a shard member), and what its socket asks (the loop,
+// or the member's loops).
 type watched struct {
 	res  journal.Resource
 	path string
 	j    *journal.Journal
 	loop *reconcile.Loop
+	sock inspect.Loop
 }
 
 // runWatch journals the resources arg names (comma-separated) until ctx is
@@ -314,12 +317,17 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if f.verifyInterval == 0 {
 		opts.VerifyInterval = -1 // the flag's 0 (off) is the library's negative value
 	}
-	if f.shard.group != "" {
-		return runShardWatch(ctx, log, cfg, resources, opts, jopts, f)
-	}
 	var files []watched
 	var run func(context.Context) error
-	if f.db != "" {
+	var member *shards.Member // with --shard-group (shard.go)
+	switch {
+	case f.shard.group != "":
+		if member, err = openShard(ctx, cfg, resources, opts, jopts, lg, f); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, member.Close()) }() // the named result
+		files, run = []watched{{res: resources[0], path: f.db, j: member.Journal(), sock: member.Loops()}}, member.Run
+	case f.db != "":
 		res := resources[0]
 		o := jopts
 		o.Resource = &res
@@ -332,8 +340,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		if nerr != nil {
 			return nerr
 		}
-		files, run = []watched{{res: res, path: f.db, j: j, loop: loop}}, loop.Run
-	} else {
+		files, run = []watched{{res: res, path: f.db, j: j, loop: loop, sock: loop}}, loop.Run
+	default:
 		paths := make([]string, len(resources))
 		for i, res := range resources {
 			paths[i] = filepath.Join(f.dir, reconcile.FileName(res.GVR))
@@ -347,7 +355,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}
 		defer func() { err = errors.Join(err, g.Close()) }() // the named result
 		for _, m := range g.Files() {
-			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop})
+			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop, sock: m.Loop})
 		}
 		run = g.Run
 	}
@@ -366,11 +374,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	defer cancel()
 	compacted := make(chan error, len(files))
 	for _, w := range files {
-		stop, serr := serveFile(runCtx, cancel, w.j, w.loop, w.path, f.retention, log, compacted)
+		stop, serr := serveFile(runCtx, cancel, w.j, w.sock, w.path, f.retention, log, compacted)
 		if serr != nil {
 			return serr
 		}
 		defer stop() // before the journal closes: long polls end first
+		if member != nil {
+			log.Info("watching as a shard member", zap.Stringer("resource", w.res), zap.String("db", w.path),
+				zap.String("group", f.shard.group), zap.String("member", member.Status().Member), zap.String("socket", inspect.SocketPath(w.path)))
+			continue
+		}
 		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", inspect.SocketPath(w.path)))
 	}
 	// A list's progress: on a terminal one status line for a single
@@ -380,6 +393,9 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	var progressed sync.WaitGroup
 	for _, w := range files {
+		if w.loop == nil {
+			continue // a shard member's loops report no progress
+		}
 		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log) }) // ends with runCtx
 		progressed.Go(func() { reportRetrying(runCtx, w.loop, log) })         // retrying.go; ends with runCtx
 	}
