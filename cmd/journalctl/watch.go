@@ -136,20 +136,8 @@ func newWatchCmd() *cobra.Command {
 			if f.retention, err = rf.parse(cmd); err != nil {
 				return err
 			}
-			if err := f.checkDurations(); err != nil {
+			if err := f.check(); err != nil {
 				return err
-			}
-			if err := f.checkSelectors(); err != nil {
-				return err
-			}
-			if f.burst < 0 {
-				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
-			}
-			if f.wire != "auto" && f.wire != string(reconcile.WireJSON) {
-				return fmt.Errorf("--wire %q: want auto or json", f.wire)
-			}
-			if f.pageSize < 1 || f.pageSize > maxPageSize {
-				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
 			}
 			return runWatch(cmd.Context(), cmd.ErrOrStderr(), args[0], f)
 		},
@@ -189,17 +177,35 @@ func newWatchCmd() *cobra.Command {
 	return cmd
 }
 
-// checkSelectors refuses a -l or --field-selector that does not parse
-// (labels.Parse, fields.ParseSelector, which bound a label key to the
-// API's 63-character name and 253-character prefix), before the file
-// records it: a file bound to a selector the loop refuses could only be
-// deleted.
-func (f watchFlags) checkSelectors() error {
+// check refuses flag values the library would not take as given: negative
+// --verify-interval, --idle-timeout and --request-timeout (it would take
+// them as 0); a -l or --field-selector that does not parse (labels.Parse,
+// fields.ParseSelector, which bound a label key to the API's 63-character
+// name and 253-character prefix), before the file records it: a file bound
+// to a selector the loop refuses could only be deleted; a negative
+// --burst, an unknown --wire and a --page-size out of range.
+func (f watchFlags) check() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"verify-interval", f.verifyInterval}, {"idle-timeout", f.idleTimeout}, {"request-timeout", f.requestTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
+		}
+	}
 	if _, err := labels.Parse(f.labelSelector); err != nil {
 		return fmt.Errorf("-l %q: %v", clipText(f.labelSelector), clipText(err.Error()))
 	}
 	if _, err := fields.ParseSelector(f.fieldSelector); err != nil {
 		return fmt.Errorf("--field-selector %q: %v", clipText(f.fieldSelector), clipText(err.Error()))
+	}
+	switch {
+	case f.burst < 0:
+		return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
+	case f.wire != "auto" && f.wire != string(reconcile.WireJSON):
+		return fmt.Errorf("--wire %q: want auto or json", f.wire)
+	case f.pageSize < 1 || f.pageSize > maxPageSize:
+		return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
 	}
 	return nil
 }
@@ -210,20 +216,6 @@ func clipText(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
-}
-
-// checkDurations refuses negative --verify-interval, --idle-timeout and
-// --request-timeout: the library would take them as 0.
-func (f watchFlags) checkDurations() error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"verify-interval", f.verifyInterval}, {"idle-timeout", f.idleTimeout}, {"request-timeout", f.requestTimeout}} {
-		if d.v < 0 {
-			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
-		}
-	}
-	return nil
 }
 
 // watched is one journal file a watch writes: its resource, path, journal
