@@ -406,16 +406,22 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	return nil
 }
 
-// serveFile records the retention r (nil: keeps the one j records) and
-// serves j's socket, path.sock, until stop is called (before j closes:
-// long polls end first); it runs j's compactor until ctx is done, sending
-// its result to compacted (nil at once when there is no retention to
-// enforce) and calling cancel on a journal error.
+// serveFile records the retention r (nil: keeps the one j records), logs
+// the one it enforces, and serves j's socket, path.sock, until stop is
+// called (before j closes: long polls end first); it runs j's compactor
+// until ctx is done, sending its result to compacted (nil at once when
+// there is no retention to enforce) and calling cancel on a journal error.
 func serveFile(ctx context.Context, cancel context.CancelFunc, j *journal.Journal, loop inspect.Loop, path string, r *journal.Retention, log *zap.Logger, compacted chan<- error) (stop func(), err error) {
-	policy, err := retention(j, r, log)
-	if err != nil {
+	policy := journal.Retention{}
+	if r != nil {
+		if err := j.SetRetention(*r); err != nil {
+			return nil, fmt.Errorf("record retention: %w", err)
+		}
+		policy = *r
+	} else if policy, err = j.Retention(); err != nil {
 		return nil, err
 	}
+	log.Info("retention", zap.String("retention", formatRetention(policy)))
 	lg := zapr.NewLogger(log)
 	h := inspect.Handler(j, loop, &inspect.Options{MaxWait: maxWait})
 	if stop, err = inspect.Listen(inspect.SocketPath(path), h, lg); err != nil {
@@ -484,24 +490,6 @@ func clientConfig(f watchFlags) (*rest.Config, clientcmd.ClientConfig, error) {
 	}
 	clientrate.Apply(cfg, f.qps, f.burst)
 	return cfg, kc, nil
-}
-
-// retention records r in j when it is not nil, and returns the retention to
-// enforce: r, else the one j records.
-func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journal.Retention, error) {
-	if r != nil {
-		if err := j.SetRetention(*r); err != nil {
-			return journal.Retention{}, fmt.Errorf("record retention: %w", err)
-		}
-	} else {
-		stored, err := j.Retention()
-		if err != nil {
-			return journal.Retention{}, err
-		}
-		r = &stored
-	}
-	log.Info("retention", zap.String("retention", formatRetention(*r)))
-	return *r, nil
 }
 
 // warningLogger logs the apiserver's warnings (a deprecated API, say)
