@@ -51,7 +51,9 @@ func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
 		return err
 	}
 	if f.output == "json" {
-		if err := json.NewEncoder(out).Encode(toJSONCheckReport(r, sealed)); err != nil {
+		jr := jsonCheckReport{Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
+			Problems: append([]string{}, r.Problems...), SealedKeys: sealed}
+		if err := json.NewEncoder(out).Encode(jr); err != nil {
 			return err
 		}
 	} else if err := printCheckReport(out, r, sealed); err != nil {

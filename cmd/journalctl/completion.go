@@ -24,21 +24,15 @@ var completionTimeout = 2 * time.Second
 
 // completeConsumers completes a consumer name from the file --db names.
 func completeConsumers(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	db, err := cmd.Flags().GetString("db")
-	if err != nil || db == "" {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	src, err := openSource(cmd.Context(), db)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	cs, err := src.Consumers(cmd.Context())
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	names := make([]string, len(cs))
-	for i, c := range cs {
-		names[i] = c.Name
+	var names []string
+	if db, _ := cmd.Flags().GetString("db"); db != "" {
+		if src, err := openSource(cmd.Context(), db); err == nil {
+			if cs, err := src.Consumers(cmd.Context()); err == nil {
+				for _, c := range cs {
+					names = append(names, c.Name)
+				}
+			}
+		}
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
 }

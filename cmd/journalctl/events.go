@@ -220,16 +220,10 @@ func noArgsDB(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	if strings.HasSuffix(args[0], ".db") || fileExists(args[0]) {
+	if fi, err := os.Stat(args[0]); strings.HasSuffix(args[0], ".db") || err == nil && !fi.IsDir() {
 		return fmt.Errorf("%s takes no arguments; for the journal file say --db %s", cmd.Name(), args[0])
 	}
 	return fmt.Errorf("%s takes no arguments, got %q; the journal file goes in --db FILE", cmd.Name(), args[0])
-}
-
-// fileExists reports whether path names an existing file.
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir()
 }
 
 // openEventsSource opens the source events reads first (openSource). A
@@ -327,8 +321,12 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 			fmt.Fprintf(errOut, "journalctl: offset %d is past the head (%d): waiting for it\n", next, head)
 		}
 		floor = head
-		if next == 0 && !f.since.IsZero() {
-			if next, err = offsetAt(ctx, src, f.since); err != nil {
+		// A source that cannot search (the socket) is read from the first
+		// retained event, the filter dropping what is before --since.
+		if s, ok := src.(interface {
+			OffsetAt(context.Context, time.Time) (uint64, error)
+		}); ok && next == 0 && !f.since.IsZero() {
+			if next, err = s.OffsetAt(ctx, f.since); err != nil {
 				return err
 			}
 		}
@@ -386,22 +384,6 @@ func brokenPipe(shown *shownRows, err error) error {
 		return nil
 	}
 	return err
-}
-
-// offsetAter is a source that finds the first offset at or after a time
-// (journal.Journal.OffsetAt); a source without it is read from the start,
-// the filter dropping what is earlier.
-type offsetAter interface {
-	OffsetAt(ctx context.Context, t time.Time) (uint64, error)
-}
-
-// offsetAt returns the first offset to read for --since t: 0 (the first
-// retained) unless src can search.
-func offsetAt(ctx context.Context, src source, t time.Time) (uint64, error) {
-	if s, ok := src.(offsetAter); ok {
-		return s.OffsetAt(ctx, t)
-	}
-	return 0, nil
 }
 
 // consumerPosition returns the offset after consumer name's committed one,

@@ -24,10 +24,10 @@
 //     group member (shard.go); the list's progress (progress.go).
 //   - Logging (logging.go): zap on stderr; the library's logr and
 //     client-go's klog lines go through the same core.
-//   - Reading while a watch runs (server.go, source.go): a watch holds
-//     bbolt's exclusive lock, so it serves reads on the unix socket
-//     FILE.sock (journal/inspect); the read-only commands open the file
-//     read-only, briefly, and ask the socket when a writer holds it.
+//   - Reading while a watch runs (source.go; serveFile in watch.go): a
+//     watch holds bbolt's exclusive lock, so it serves reads on the unix
+//     socket FILE.sock (journal/inspect); the read-only commands open the
+//     file read-only, briefly, and ask the socket when a writer holds it.
 //   - Following and committing (events.go): events -f long-polls a
 //     watch's socket, or reopens the file every second without one, and
 //     moves between the two when a watch starts or stops; --commit

@@ -145,7 +145,9 @@ func (p *printer) row(v any, cols ...any) error {
 		if err != nil {
 			return err
 		}
-		_, err = p.w.Write(yamlItem(b))
+		// An item of a sequence: "- " before the document's first line,
+		// two spaces before the others.
+		_, err = io.WriteString(p.w, "- "+strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), "\n", "\n  ")+"\n")
 		return err
 	case "name":
 		_, err := fmt.Fprintln(p.w, cols[p.spec.nameCol])
@@ -153,12 +155,6 @@ func (p *printer) row(v any, cols ...any) error {
 	}
 	p.cell(p.columns(cols))
 	return nil
-}
-
-// yamlItem turns a YAML document into an item of a sequence: "- " before
-// its first line, two spaces before the others.
-func yamlItem(doc []byte) []byte {
-	return []byte("- " + strings.ReplaceAll(strings.TrimSuffix(string(doc), "\n"), "\n", "\n  ") + "\n")
 }
 
 // cell writes cols as one table row.
@@ -243,13 +239,6 @@ type jsonCheckReport struct {
 	// SealedKeys counts the sealed objects per sealing key ID
 	// (journal.Journal.SealKeyUse); absent when the file holds none.
 	SealedKeys map[string]uint64 `json:"sealedKeys,omitempty"`
-}
-
-func toJSONCheckReport(r journal.CheckReport, sealed map[string]uint64) jsonCheckReport {
-	return jsonCheckReport{
-		Events: r.Events, Objects: r.Objects, Replayed: r.Replayed, OK: r.OK(),
-		Problems: append([]string{}, r.Problems...), SealedKeys: sealed,
-	}
 }
 
 // formatRetention returns r as stats shows it: "events 10000, bytes 64Mi,

@@ -111,7 +111,8 @@ func newDiscovery(cfg *rest.Config) (discovery.CachedDiscoveryInterfaceWithConte
 // discovery failed when the others succeeded (a broken aggregated API,
 // say), ctx's error once ctx is done, and at once any other error.
 func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger) (map[schema.GroupVersion]error, error) {
-	var backoff *wait.Backoff // nil until the first failure
+	// wait.Backoff jitters above Duration: half of b.
+	backoff := wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
 	var lastLogged string
 	var still retrying // "still retrying" lines (retrying.go)
 	backoffs := 0
@@ -133,9 +134,6 @@ func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithCont
 			return nil, nil
 		case !transientDiscovery(err):
 			return nil, discoveryError(err)
-		}
-		if backoff == nil { // wait.Backoff jitters above Duration: half of b
-			backoff = &wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
 		}
 		d := backoff.Step()
 		logf := log.Debug

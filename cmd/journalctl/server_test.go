@@ -134,8 +134,8 @@ func serveJournal(t *testing.T, j *journal.Journal, maxWait time.Duration) (stop
 // reconcile loop; stop ends it, and the test's end does too.
 func serveLoop(t *testing.T, j *journal.Journal, loop inspect.Loop, maxWait time.Duration) (stop func()) {
 	t.Helper()
-	srv := &server{j: j, loop: loop, maxWait: maxWait}
-	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), srv.handler(), logr.Discard())
+	h := inspect.Handler(j, loop, &inspect.Options{MaxWait: maxWait, PID: -1})
+	stop, err := inspect.Listen(inspect.SocketPath(j.Path()), h, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,11 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-logr/zapr"
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
-	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
-	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
 	"github.com/watchjournal/watchjournal/shards"
 )
@@ -38,40 +36,21 @@ func addShardFlags(fl *pflag.FlagSet, f *shardFlags) {
 	fl.DurationVar(&f.leave, "shard-leave-timeout", shards.DefaultLeaveTimeout, "on SIGINT/SIGTERM, journal at most this long while the other members take this one's share (negative: stop at once)")
 }
 
-// runShardWatch journals resources[0] into f.db as a member of
-// f.shard.group until ctx is done.
-func runShardWatch(ctx context.Context, log *zap.Logger, cfg *rest.Config, resources []journal.Resource, opts reconcile.Options, jopts journal.Options, f watchFlags) (err error) {
+// openShard opens resources[0] into f.db as a member of f.shard.group.
+func openShard(ctx context.Context, cfg *rest.Config, resources []journal.Resource, opts reconcile.Options, jopts journal.Options, lg logr.Logger, f watchFlags) (*shards.Member, error) {
 	switch {
 	case f.db == "" || len(resources) != 1:
-		return errors.New("watch --shard-group: one resource into --db FILE")
+		return nil, errors.New("watch --shard-group: one resource into --db FILE")
 	case f.metricsAddr != "":
-		return errors.New("watch --shard-group: --metrics-addr is not supported with --shard-group yet")
+		return nil, errors.New("watch --shard-group: --metrics-addr is not supported with --shard-group yet")
 	}
-	lg := zapr.NewLogger(log)
 	m, err := shards.Open(cfg, f.db, resources[0], shards.Options{
 		Group: f.shard.group, Member: f.shard.member, Namespace: f.shard.namespace,
 		LeaseDuration: f.shard.lease, RenewInterval: f.shard.renew, LeaveTimeout: f.shard.leave, IndexInterval: f.shard.index,
 		Loop: opts, Journal: jopts, Logger: lg,
 	})
 	if err != nil {
-		return fileError{lockedBy(ctx, err, f.db)}
+		return nil, fileError{lockedBy(ctx, err, f.db)}
 	}
-	defer func() { err = errors.Join(err, m.Close()) }() // the named result
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	compacted := make(chan error, 1)
-	stop, err := serveFile(runCtx, cancel, m.Journal(), m.Loops(), f.db, f.retention, log, compacted)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	log.Info("watching as a shard member", zap.Stringer("resource", resources[0]), zap.String("db", f.db),
-		zap.String("group", f.shard.group), zap.String("member", m.Status().Member), zap.String("socket", inspect.SocketPath(f.db)))
-	err = m.Run(runCtx)
-	cancel()
-	if err = errors.Join(err, <-compacted); err != nil {
-		return err
-	}
-	log.Info("stopped", zap.String("db", f.db))
-	return nil
+	return m, nil
 }

@@ -34,7 +34,7 @@ func TestServe_NoWindowWithAWiderMode(t *testing.T) {
 		}
 	}()
 	for range 20 {
-		stopServe, err := inspect.Listen(inspect.SocketPath(path), (&server{j: j, maxWait: maxWait}).handler(), logr.Discard())
+		stopServe, err := inspect.Listen(inspect.SocketPath(path), inspect.Handler(j, nil, &inspect.Options{MaxWait: maxWait, PID: -1}), logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}

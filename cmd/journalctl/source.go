@@ -15,35 +15,26 @@ import (
 
 // source reads one journal file for the read-only commands, which do not
 // care whether it reads the file itself (fileSource) or asks the watch that
-// holds the file's lock (an *inspect.Client on its socket).
+// holds the file's lock (an *inspect.Client on its socket). Each method is
+// journal.Journal's or inspect.Client's of the same name (ChangeConsumer:
+// inspect.ChangeConsumer; consumers_change.go); a trimmed offset gives a
+// *journal.TrimmedError.
 type source interface {
-	// Stats returns the file's statistics, as journal.Journal.Stats.
 	Stats(ctx context.Context) (journal.Stats, error)
-	// Read returns up to limit events from offset from, as journal.Journal.Read;
-	// a trimmed offset gives a *journal.TrimmedError.
 	Read(ctx context.Context, from uint64, limit int) ([]journal.Event, error)
-	// ScanIndex returns up to limit index entries with keys after after, as
-	// journal.Journal.ScanIndex.
 	ScanIndex(ctx context.Context, after string, limit int) ([]journal.IndexEntry, error)
-	// Head returns the last offset assigned, 0 when none was.
 	Head(ctx context.Context) (uint64, error)
 	// Wait returns the head once it is past after, or earlier (a socket wait
 	// ends after at most 30 s): callers loop.
 	Wait(ctx context.Context, after uint64) (uint64, error)
 	// Status returns the writer's status, nil when no writer runs.
 	Status(ctx context.Context) (*inspect.Status, error)
-	// Consumers lists the registered consumers in name order, as
-	// journal.Journal.Consumers.
 	Consumers(ctx context.Context) ([]journal.ConsumerInfo, error)
-	// Retention returns the retention the file records, as
-	// journal.Journal.Retention.
 	Retention(ctx context.Context) (journal.Retention, error)
 	// Commit records off as the committed offset of the existing consumer
 	// name (inspect.CommitConsumer). The file source opens the file writable for
 	// the commit alone; the socket source asks the watch that holds it.
 	Commit(ctx context.Context, name string, off uint64) error
-	// ChangeConsumer makes change c (inspect.ChangeConsumer) and returns
-	// the consumer after it, as Commit commits (consumers_change.go).
 	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
 }
 

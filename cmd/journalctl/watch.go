@@ -25,6 +25,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
+	"github.com/watchjournal/watchjournal/shards"
 )
 
 // maxWait bounds a /wait long poll on the socket.
@@ -135,20 +136,8 @@ func newWatchCmd() *cobra.Command {
 			if f.retention, err = rf.parse(cmd); err != nil {
 				return err
 			}
-			if err := f.checkDurations(); err != nil {
+			if err := f.check(); err != nil {
 				return err
-			}
-			if err := f.checkSelectors(); err != nil {
-				return err
-			}
-			if f.burst < 0 {
-				return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
-			}
-			if f.wire != "auto" && f.wire != string(reconcile.WireJSON) {
-				return fmt.Errorf("--wire %q: want auto or json", f.wire)
-			}
-			if f.pageSize < 1 || f.pageSize > maxPageSize {
-				return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
 			}
 			return runWatch(cmd.Context(), cmd.ErrOrStderr(), args[0], f)
 		},
@@ -188,17 +177,35 @@ func newWatchCmd() *cobra.Command {
 	return cmd
 }
 
-// checkSelectors refuses a -l or --field-selector that does not parse
-// (labels.Parse, fields.ParseSelector, which bound a label key to the
-// API's 63-character name and 253-character prefix), before the file
-// records it: a file bound to a selector the loop refuses could only be
-// deleted.
-func (f watchFlags) checkSelectors() error {
+// check refuses flag values the library would not take as given: negative
+// --verify-interval, --idle-timeout and --request-timeout (it would take
+// them as 0); a -l or --field-selector that does not parse (labels.Parse,
+// fields.ParseSelector, which bound a label key to the API's 63-character
+// name and 253-character prefix), before the file records it: a file bound
+// to a selector the loop refuses could only be deleted; a negative
+// --burst, an unknown --wire and a --page-size out of range.
+func (f watchFlags) check() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"verify-interval", f.verifyInterval}, {"idle-timeout", f.idleTimeout}, {"request-timeout", f.requestTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
+		}
+	}
 	if _, err := labels.Parse(f.labelSelector); err != nil {
 		return fmt.Errorf("-l %q: %v", clipText(f.labelSelector), clipText(err.Error()))
 	}
 	if _, err := fields.ParseSelector(f.fieldSelector); err != nil {
 		return fmt.Errorf("--field-selector %q: %v", clipText(f.fieldSelector), clipText(err.Error()))
+	}
+	switch {
+	case f.burst < 0:
+		return fmt.Errorf("--burst %d: want 0 (client-go's default) or more requests", f.burst)
+	case f.wire != "auto" && f.wire != string(reconcile.WireJSON):
+		return fmt.Errorf("--wire %q: want auto or json", f.wire)
+	case f.pageSize < 1 || f.pageSize > maxPageSize:
+		return fmt.Errorf("--page-size %d: want 1 to %d objects per list page", f.pageSize, maxPageSize)
 	}
 	return nil
 }
@@ -211,27 +218,15 @@ func clipText(s string) string {
 	return fmt.Sprintf("%s…(%d bytes)", s[:200], len(s))
 }
 
-// checkDurations refuses negative --verify-interval, --idle-timeout and
-// --request-timeout: the library would take them as 0.
-func (f watchFlags) checkDurations() error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"verify-interval", f.verifyInterval}, {"idle-timeout", f.idleTimeout}, {"request-timeout", f.requestTimeout}} {
-		if d.v < 0 {
-			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
-		}
-	}
-	return nil
-}
-
 // watched is one journal file a watch writes: its resource, path, journal
-// and loop.
+// and loop (nil for a shard member), and what its socket asks (the loop,
+// or the member's loops).
 type watched struct {
 	res  journal.Resource
 	path string
 	j    *journal.Journal
 	loop *reconcile.Loop
+	sock inspect.Loop
 }
 
 // runWatch journals the resources arg names (comma-separated) until ctx is
@@ -314,12 +309,17 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	if f.verifyInterval == 0 {
 		opts.VerifyInterval = -1 // the flag's 0 (off) is the library's negative value
 	}
-	if f.shard.group != "" {
-		return runShardWatch(ctx, log, cfg, resources, opts, jopts, f)
-	}
 	var files []watched
 	var run func(context.Context) error
-	if f.db != "" {
+	var member *shards.Member // with --shard-group (shard.go)
+	switch {
+	case f.shard.group != "":
+		if member, err = openShard(ctx, cfg, resources, opts, jopts, lg, f); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, member.Close()) }() // the named result
+		files, run = []watched{{res: resources[0], path: f.db, j: member.Journal(), sock: member.Loops()}}, member.Run
+	case f.db != "":
 		res := resources[0]
 		o := jopts
 		o.Resource = &res
@@ -332,8 +332,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		if nerr != nil {
 			return nerr
 		}
-		files, run = []watched{{res: res, path: f.db, j: j, loop: loop}}, loop.Run
-	} else {
+		files, run = []watched{{res: res, path: f.db, j: j, loop: loop, sock: loop}}, loop.Run
+	default:
 		paths := make([]string, len(resources))
 		for i, res := range resources {
 			paths[i] = filepath.Join(f.dir, reconcile.FileName(res.GVR))
@@ -347,7 +347,7 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		}
 		defer func() { err = errors.Join(err, g.Close()) }() // the named result
 		for _, m := range g.Files() {
-			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop})
+			files = append(files, watched{res: m.Resource, path: m.Path, j: m.Journal, loop: m.Loop, sock: m.Loop})
 		}
 		run = g.Run
 	}
@@ -366,11 +366,16 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	defer cancel()
 	compacted := make(chan error, len(files))
 	for _, w := range files {
-		stop, serr := serveFile(runCtx, cancel, w.j, w.loop, w.path, f.retention, log, compacted)
+		stop, serr := serveFile(runCtx, cancel, w.j, w.sock, w.path, f.retention, log, compacted)
 		if serr != nil {
 			return serr
 		}
 		defer stop() // before the journal closes: long polls end first
+		if member != nil {
+			log.Info("watching as a shard member", zap.Stringer("resource", w.res), zap.String("db", w.path),
+				zap.String("group", f.shard.group), zap.String("member", member.Status().Member), zap.String("socket", inspect.SocketPath(w.path)))
+			continue
+		}
 		log.Info("watching", zap.Stringer("resource", w.res), zap.String("db", w.path), zap.String("socket", inspect.SocketPath(w.path)))
 	}
 	// A list's progress: on a terminal one status line for a single
@@ -380,6 +385,9 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	}
 	var progressed sync.WaitGroup
 	for _, w := range files {
+		if w.loop == nil {
+			continue // a shard member's loops report no progress
+		}
 		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log) }) // ends with runCtx
 		progressed.Go(func() { reportRetrying(runCtx, w.loop, log) })         // retrying.go; ends with runCtx
 	}
@@ -398,19 +406,25 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 	return nil
 }
 
-// serveFile records the retention r (nil: keeps the one j records) and
-// serves j's socket, path.sock, until stop is called (before j closes:
-// long polls end first); it runs j's compactor until ctx is done, sending
-// its result to compacted (nil at once when there is no retention to
-// enforce) and calling cancel on a journal error.
+// serveFile records the retention r (nil: keeps the one j records), logs
+// the one it enforces, and serves j's socket, path.sock, until stop is
+// called (before j closes: long polls end first); it runs j's compactor
+// until ctx is done, sending its result to compacted (nil at once when
+// there is no retention to enforce) and calling cancel on a journal error.
 func serveFile(ctx context.Context, cancel context.CancelFunc, j *journal.Journal, loop inspect.Loop, path string, r *journal.Retention, log *zap.Logger, compacted chan<- error) (stop func(), err error) {
-	policy, err := retention(j, r, log)
-	if err != nil {
+	policy := journal.Retention{}
+	if r != nil {
+		if err := j.SetRetention(*r); err != nil {
+			return nil, fmt.Errorf("record retention: %w", err)
+		}
+		policy = *r
+	} else if policy, err = j.Retention(); err != nil {
 		return nil, err
 	}
+	log.Info("retention", zap.String("retention", formatRetention(policy)))
 	lg := zapr.NewLogger(log)
-	srv := &server{j: j, loop: loop, maxWait: maxWait, pid: os.Getpid()}
-	if stop, err = inspect.Listen(inspect.SocketPath(path), srv.handler(), lg); err != nil {
+	h := inspect.Handler(j, loop, &inspect.Options{MaxWait: maxWait})
+	if stop, err = inspect.Listen(inspect.SocketPath(path), h, lg); err != nil {
 		return nil, err
 	}
 	if policy == (journal.Retention{}) {
@@ -476,24 +490,6 @@ func clientConfig(f watchFlags) (*rest.Config, clientcmd.ClientConfig, error) {
 	}
 	clientrate.Apply(cfg, f.qps, f.burst)
 	return cfg, kc, nil
-}
-
-// retention records r in j when it is not nil, and returns the retention to
-// enforce: r, else the one j records.
-func retention(j *journal.Journal, r *journal.Retention, log *zap.Logger) (journal.Retention, error) {
-	if r != nil {
-		if err := j.SetRetention(*r); err != nil {
-			return journal.Retention{}, fmt.Errorf("record retention: %w", err)
-		}
-	} else {
-		stored, err := j.Retention()
-		if err != nil {
-			return journal.Retention{}, err
-		}
-		r = &stored
-	}
-	log.Info("retention", zap.String("retention", formatRetention(*r)))
-	return *r, nil
 }
 
 // warningLogger logs the apiserver's warnings (a deprecated API, say)

@@ -48,11 +48,6 @@ func (c *Client) Socket() string { return c.sock }
 // Close closes the client's idle connections.
 func (c *Client) Close() { c.c.CloseIdleConnections() }
 
-// get fetches path?q and decodes the JSON answer into v, as do.
-func (c *Client) get(ctx context.Context, path string, q url.Values, v any) error {
-	return c.do(ctx, http.MethodGet, path, q, v)
-}
-
 // do sends a request with method to path?q and decodes the JSON answer
 // into v. No answer is ErrNoServer; an error answer an error.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, v any) error {
@@ -87,7 +82,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, v an
 // Stats returns the journal's statistics, as journal.Journal.Stats.
 func (c *Client) Stats(ctx context.Context) (journal.Stats, error) {
 	var st Stats
-	err := c.get(ctx, "/stats", nil, &st)
+	err := c.do(ctx, http.MethodGet, "/stats", nil, &st)
 	return st.stats(), err
 }
 
@@ -95,7 +90,7 @@ func (c *Client) Stats(ctx context.Context) (journal.Stats, error) {
 func (c *Client) Read(ctx context.Context, from uint64, limit int) ([]journal.Event, error) {
 	var jevs []Event
 	q := url.Values{"from": {strconv.FormatUint(from, 10)}, "limit": {strconv.Itoa(limit)}}
-	if err := c.get(ctx, "/events", q, &jevs); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/events", q, &jevs); err != nil {
 		return nil, err
 	}
 	return convert(jevs, Event.event), nil
@@ -106,7 +101,7 @@ func (c *Client) Read(ctx context.Context, from uint64, limit int) ([]journal.Ev
 func (c *Client) ScanIndex(ctx context.Context, after string, limit int) ([]journal.IndexEntry, error) {
 	var jes []IndexEntry
 	q := url.Values{"after": {after}, "limit": {strconv.Itoa(limit)}}
-	if err := c.get(ctx, "/index", q, &jes); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/index", q, &jes); err != nil {
 		return nil, err
 	}
 	return convert(jes, func(e IndexEntry) journal.IndexEntry { return journal.IndexEntry(e) }), nil
@@ -115,7 +110,7 @@ func (c *Client) ScanIndex(ctx context.Context, after string, limit int) ([]jour
 // Head returns the last offset assigned, 0 when none was.
 func (c *Client) Head(ctx context.Context) (uint64, error) {
 	var h jsonHead
-	err := c.get(ctx, "/head", nil, &h)
+	err := c.do(ctx, http.MethodGet, "/head", nil, &h)
 	return h.Head, err
 }
 
@@ -123,7 +118,7 @@ func (c *Client) Head(ctx context.Context) (uint64, error) {
 // server's Options.MaxWait: callers loop.
 func (c *Client) Wait(ctx context.Context, after uint64) (uint64, error) {
 	var h jsonHead
-	err := c.get(ctx, "/wait", url.Values{"after": {strconv.FormatUint(after, 10)}}, &h)
+	err := c.do(ctx, http.MethodGet, "/wait", url.Values{"after": {strconv.FormatUint(after, 10)}}, &h)
 	return h.Head, err
 }
 
@@ -131,7 +126,7 @@ func (c *Client) Wait(ctx context.Context, after uint64) (uint64, error) {
 // with an error.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var st Status
-	if err := c.get(ctx, "/status", nil, &st); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/status", nil, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -141,7 +136,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // journal.Journal.Consumers.
 func (c *Client) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) {
 	var jcs []Consumer
-	if err := c.get(ctx, "/consumers", nil, &jcs); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/consumers", nil, &jcs); err != nil {
 		return nil, err
 	}
 	return convert(jcs, func(c Consumer) journal.ConsumerInfo { return journal.ConsumerInfo(c) }), nil
@@ -151,7 +146,7 @@ func (c *Client) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) 
 // journal.Journal.Retention.
 func (c *Client) Retention(ctx context.Context) (journal.Retention, error) {
 	var jr Retention
-	if err := c.get(ctx, "/retention", nil, &jr); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/retention", nil, &jr); err != nil {
 		return journal.Retention{}, err
 	}
 	return jr.retention()
@@ -192,7 +187,7 @@ func (c *Client) WaitVerify(ctx context.Context, after int, timeout time.Duratio
 	done := func(st Status) bool { return st.Verifies > after || st.Phase == PhaseStopped }
 	for {
 		var st Status
-		err := c.get(wctx, "/verify", url.Values{"after": {strconv.Itoa(after)}}, &st)
+		err := c.do(wctx, http.MethodGet, "/verify", url.Values{"after": {strconv.Itoa(after)}}, &st)
 		switch {
 		case err == nil && done(st):
 			return st, nil

@@ -162,29 +162,23 @@ func nextOffset(j *journal.Journal, c ConsumerChange) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	head := st.LastOffset
-	first := st.FirstOffset
+	head, first := st.LastOffset, st.FirstOffset
 	if first == 0 {
 		first = head + 1
 	}
-	var next uint64
-	switch {
+	switch next := c.Offset; {
 	case c.Head:
 		return head + 1, nil
 	case !c.At.IsZero():
 		return j.OffsetAt(c.At)
-	case c.Offset > 0:
-		next = c.Offset
-	default:
+	case next == 0:
 		return 0, nil
-	}
-	if next < first {
+	case next < first:
 		return 0, fmt.Errorf("offset %d was trimmed by retention: the first retained offset is %d", next, first)
-	}
-	if next > head+1 {
+	case next > head+1:
 		return 0, fmt.Errorf("offset %d is past the head: the last event has offset %d, the next will have %d", next, head, head+1)
 	}
-	return next, nil
+	return c.Offset, nil
 }
 
 // findConsumer returns the consumer name of cs, and false when there is none.

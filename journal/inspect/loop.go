@@ -50,7 +50,8 @@ type LoopStatus struct {
 	// Verifies counts anti-entropy relists, Divergences the events they
 	// found that the watch had lost.
 	Verifies, Divergences int
-	// ListPages and ListObjects are the current (or last) list's progress.
+	// ListPages and ListObjects are the progress of the current list (of
+	// the last one outside phase Listing): pages and objects received.
 	ListPages, ListObjects int
 	// ListMode is how the loop lists ("streaming" or "paginated";
 	// reconcile.ListMode), ListModeReason why.

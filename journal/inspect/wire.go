@@ -119,8 +119,9 @@ func (js Stats) stats() journal.Stats {
 	return s
 }
 
-// Status is the writer's reconcile.Status as JSON (GET /status, GET
-// /verify), its error as text.
+// Status is the writer's LoopStatus as JSON (GET /status, GET /verify):
+// its fields, LastError as text, and the writer's PID, which /status sets
+// (0 leaves it out).
 type Status struct {
 	Phase           string `json:"phase"`
 	ResourceVersion string `json:"resourceVersion"`
@@ -134,23 +135,13 @@ type Status struct {
 	Events          int    `json:"events"`
 	Verifies        int    `json:"verifies"`
 	Divergences     int    `json:"divergences"`
-	// ListPages and ListObjects are the progress of the current list (of
-	// the last one outside phase Listing): pages and objects received.
-	ListPages   int `json:"listPages"`
-	ListObjects int `json:"listObjects"`
-	// ListMode is how the writer lists ("streaming" or "paginated") and
-	// ListModeReason why (reconcile.Status.ListMode).
-	ListMode       string `json:"listMode,omitempty"`
-	ListModeReason string `json:"listModeReason,omitempty"`
-	// Encoding is the encoding of the writer's responses, protobuf or json
-	// (reconcile.Status.Encoding).
-	Encoding string `json:"encoding,omitempty"`
-	// PID is the writer's process id; /status sets it, 0 leaves it out.
-	PID int `json:"pid,omitempty"`
-
-	// ShardMode is reconcile.Status.ShardMode: server or client for a
-	// journal bound to a shard range, absent otherwise.
-	ShardMode string `json:"shardMode,omitempty"`
+	ListPages       int    `json:"listPages"`
+	ListObjects     int    `json:"listObjects"`
+	ListMode        string `json:"listMode,omitempty"`
+	ListModeReason  string `json:"listModeReason,omitempty"`
+	Encoding        string `json:"encoding,omitempty"`
+	PID             int    `json:"pid,omitempty"`
+	ShardMode       string `json:"shardMode,omitempty"`
 }
 
 func toStatus(s LoopStatus) Status {
