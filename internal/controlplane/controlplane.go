@@ -18,7 +18,6 @@
 package controlplane
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -37,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,7 +181,7 @@ func moduleRoot() (string, error) {
 		return "", fmt.Errorf("controlplane: finding module root: %w", err)
 	}
 	for d := wd; ; {
-		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declaresModule(data, ModulePath) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && goModLine.Match(data) {
 			return d, nil
 		}
 		parent := filepath.Dir(d)
@@ -192,16 +192,8 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func declaresModule(gomod []byte, path string) bool {
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`) == path
-		}
-	}
-	return false
-}
+// goModLine matches the module line of ModulePath's go.mod.
+var goModLine = regexp.MustCompile(`(?m)^module\s+"?` + regexp.QuoteMeta(ModulePath) + `"?\s*$`)
 
 // checkBinaries returns an error wrapping ErrBinariesMissing unless both
 // binaries are regular executable files in binDir.
@@ -679,18 +671,13 @@ func (p *process) portClash() bool {
 	return bytes.Contains(data, []byte("address already in use"))
 }
 
-// tailFile returns the last n lines of a file (at most 16 KiB).
+// tailFile returns the last n lines of a file's last 16 KiB.
 func tailFile(path string, n int) string {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
 	}
-	defer f.Close()
-	const limit = 16 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
-		_, _ = f.Seek(fi.Size()-limit, io.SeekStart)
-	}
-	data, _ := io.ReadAll(f)
+	data = data[max(0, len(data)-16<<10):]
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
