@@ -360,8 +360,8 @@ func (c *ControlPlane) Stop() {
 	if c.stopped.Swap(true) {
 		return
 	}
-	c.api.kill()
-	c.etcd.kill()
+	c.api.stop(0)
+	c.etcd.stop(0)
 	c.api, c.etcd = nil, nil
 	c.logf("controlplane: stopped")
 }
@@ -372,7 +372,7 @@ func (c *ControlPlane) Stop() {
 // Stopping a stopped apiserver is a no-op; it returns ErrStopped after Stop.
 func (c *ControlPlane) StopAPIServer() error {
 	return c.halt(&c.api, func(p *process) {
-		if p.terminate(APIServerStopTimeout) {
+		if p.stop(APIServerStopTimeout) {
 			c.logf("controlplane: kube-apiserver stopped")
 		} else {
 			c.logf("controlplane: kube-apiserver did not stop within %v of SIGTERM; killed", APIServerStopTimeout)
@@ -405,7 +405,7 @@ func (c *ControlPlane) RestartAPIServer(ctx context.Context) error {
 // a no-op; it returns ErrStopped after Stop.
 func (c *ControlPlane) StopEtcd() error {
 	return c.halt(&c.etcd, func(p *process) {
-		p.kill()
+		p.stop(0)
 		c.logf("controlplane: etcd killed")
 	})
 }
@@ -494,7 +494,7 @@ func (c *ControlPlane) run(ctx context.Context, bin string) (*process, error) {
 		return nil, err
 	}
 	if err := p.waitReady(ctx, timeout, probe); err != nil {
-		p.kill()
+		p.stop(0)
 		return p, err
 	}
 	return p, nil
@@ -602,32 +602,26 @@ func (p *process) exited() bool {
 	}
 }
 
-// kill sends SIGKILL to the process group and waits for the process to
-// exit. A nil process is a no-op.
-func (p *process) kill() {
+// stop sends SIGTERM to the process group and waits up to grace for the
+// process to exit, then SIGKILLs the group and waits; with grace 0 it kills
+// at once. It reports whether the process exited before SIGKILL. A nil
+// process is a no-op.
+func (p *process) stop(grace time.Duration) (graceful bool) {
 	if p == nil {
-		return
+		return true
 	}
-	if !p.exited() {
+	if grace > 0 && !p.exited() {
+		termGroup(p.cmd.Process)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+		}
+	}
+	if graceful = p.exited(); !graceful {
 		killGroup(p.cmd.Process)
 	}
 	<-p.done
-}
-
-// terminate sends SIGTERM to the process group, waits up to grace for the
-// process to exit, then kills the group and waits.
-func (p *process) terminate(grace time.Duration) (graceful bool) {
-	if p.exited() {
-		return true
-	}
-	termGroup(p.cmd.Process)
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(grace):
-		p.kill()
-		return false
-	}
+	return graceful
 }
 
 // waitReady polls probe every pollInterval until it succeeds, the process
