@@ -24,7 +24,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/csv"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -507,7 +506,7 @@ func (c *ControlPlane) path(name string) string { return filepath.Join(c.dir, na
 
 // writeFiles writes the token file and the service account key.
 func (c *ControlPlane) writeFiles() error {
-	c.token = randomHex(16)
+	c.token = rand.Text()
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	_ = w.Write([]string{c.token, "admin", "admin", "system:masters"})
@@ -548,12 +547,6 @@ func (c *ControlPlane) writeKubeconfig() error {
 		return fmt.Errorf("controlplane: writing kubeconfig: %w", err)
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never returns an error
-	return hex.EncodeToString(b)
 }
 
 // ---------------------------------------------------------------------------
@@ -704,7 +697,7 @@ func (c *ControlPlane) etcdArgs() []string {
 		"--initial-advertise-peer-urls=" + peer,
 		"--initial-cluster=default=" + peer,
 		"--initial-cluster-state=new",
-		"--initial-cluster-token=watchjournal-" + randomHex(4),
+		"--initial-cluster-token=watchjournal-" + rand.Text(),
 		"--log-level=warn",
 		// Test data: losing it on a machine crash does not matter.
 		"--unsafe-no-fsync=true",
