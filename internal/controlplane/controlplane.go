@@ -6,10 +6,10 @@
 // modules under tools/). [StartT] skips a test when they are missing, unless
 // the environment variable WATCHJOURNAL_REQUIRE_CONTROLPLANE is "1".
 //
-// By default the apiserver runs with its watch cache off and without
-// automatic etcd compaction, so that a watch or list from an old
-// resourceVersion answers 410 Gone exactly when the test has called
-// [ControlPlane.Compact], and never otherwise.
+// The apiserver never compacts etcd itself, and by default its watch cache
+// is off, so that a watch or list from an old resourceVersion answers 410
+// Gone exactly when the test has called [ControlPlane.Compact], and never
+// otherwise.
 //
 // Only etcd and kube-apiserver run: there is no controller manager, so
 // namespaces that are deleted stay Terminating, no garbage collection
@@ -97,12 +97,10 @@ var ErrBinariesMissing = errors.New("control plane binaries missing")
 var ErrStopped = errors.New("control plane stopped")
 
 // Options configure Start. The zero value is a valid configuration: watch
-// cache off, no automatic compaction, default binary directory, one admin
-// token.
+// cache off, default binary directory, one admin token.
 type Options struct {
-	// WatchCache sets the apiserver's --watch-cache. The default, false,
-	// makes watches and lists read etcd directly, so 410 Gone answers
-	// follow etcd compaction deterministically.
+	// WatchCache sets the apiserver's --watch-cache (off by default, so that
+	// watches and lists read etcd directly: see the package doc).
 	WatchCache bool
 
 	// BinDir is the directory holding the etcd and kube-apiserver
@@ -488,7 +486,7 @@ func (c *ControlPlane) run(ctx context.Context, bin string) (*process, error) {
 	if bin == APIServerBinary {
 		args, log, timeout, probe = c.apiArgs(), "apiserver.log", cmp.Or(c.opts.APIServerReadyTimeout, APIServerReadyTimeout), c.probeAPI
 	}
-	p, err := startProcess(bin, filepath.Join(c.binDir, bin), args, c.path(log))
+	p, err := startProcess(filepath.Join(c.binDir, bin), args, c.path(log))
 	if err != nil {
 		return nil, err
 	}
@@ -563,7 +561,8 @@ type process struct {
 
 // startProcess starts bin with args, appending stdout and stderr to logPath,
 // in its own process group, killed if this process dies.
-func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+func startProcess(bin string, args []string, logPath string) (*process, error) {
+	name := filepath.Base(bin)
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -618,7 +617,7 @@ func (p *process) stop(grace time.Duration) (graceful bool) {
 }
 
 // waitReady polls probe every pollInterval until it succeeds, the process
-// exits, timeout passes or ctx ends.
+// exits, timeout passes or ctx ends. Its error has the log's tail.
 func (p *process) waitReady(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
@@ -630,23 +629,17 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, probe fu
 		last = probe(ctx)
 		return last == nil, nil
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case p.exited():
-		return p.failure("exited during start (%v)", p.err)
-	default:
-		return p.failure("not ready within %v: %v (last probe: %v)", timeout, err, last)
 	}
+	msg := fmt.Sprintf("not ready within %v: %v (last probe: %v)", timeout, err, last)
+	if p.exited() {
+		msg = fmt.Sprintf("exited during start (%v)", p.err)
+	}
+	return fmt.Errorf("controlplane: %s: %s\n--- tail of %s ---\n%s", p.name, msg, p.logPath, tailFile(p.logPath, 30))
 }
 
 var errExited = errors.New("exited")
-
-// failure describes a start failure with the tail of the log.
-func (p *process) failure(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return fmt.Errorf("controlplane: %s: %s\n--- tail of %s ---\n%s", p.name, msg, p.logPath, tailFile(p.logPath, 30))
-}
 
 // portClash reports whether the log of the process's start shows it failed
 // to bind.

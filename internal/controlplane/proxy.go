@@ -142,16 +142,11 @@ func (p *Proxy) Heal() {
 // goroutines to end. It is idempotent.
 func (p *Proxy) Close() {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		p.wg.Wait()
-		return
-	}
 	p.closed = true
 	p.openGateLocked()
 	conns := p.takeConnsLocked()
 	p.mu.Unlock()
-	_ = p.ln.Close()
+	_ = p.ln.Close() // again: net.ErrClosed
 	for _, c := range conns {
 		c.close()
 	}
