@@ -798,10 +798,10 @@ func (c *ControlPlane) probeAPI(ctx context.Context) error {
 	return nil
 }
 
+// probeClient uses no proxy and keeps no connections.
 var probeClient = &http.Client{Transport: &http.Transport{
 	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, // the apiserver's cert is self-signed
 	DisableKeepAlives: true,
-	Proxy:             nil,
 }}
 
 // httpDo performs one request, with body as JSON unless it is empty, and
@@ -818,10 +818,8 @@ func httpDo(ctx context.Context, method, u, token, body string) ([]byte, error) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := probeClient.Do(req)
-	if uerr := (*url.Error)(nil); errors.As(err, &uerr) {
-		return nil, uerr.Err
-	} else if err != nil {
-		return nil, err
+	if err != nil {
+		return nil, err.(*url.Error).Err // Do's errors are *url.Error
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
