@@ -11,10 +11,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 )
 
@@ -71,45 +68,12 @@ func (c *ControlPlane) RestoreEtcd(ctx context.Context, backup string) error {
 	return nil
 }
 
-// copyDir copies the regular files and directories under src to dst,
-// which must not exist, keeping their permission bits.
+// copyDir copies the tree under src to dst, which must not exist. dst is
+// made private (0700), as etcd wants its data directory; what is inside gets
+// the default permissions (etcd only warns about its subdirectories).
 func copyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(target, info.Mode().Perm())
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		return copyFile(p, target, info.Mode().Perm())
-	})
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return err
-	}
-	return out.Close()
+	return os.Chmod(dst, 0o700)
 }

@@ -49,14 +49,13 @@ type Proxy struct {
 // proxyConn is one client connection and its connection to the target.
 type proxyConn struct {
 	client net.Conn
-	done   chan struct{} // closed by close
-	// ctx is cancelled by close; it ends a wait for the rate limiter.
+	// ctx is cancelled by close; it ends a wait for the gate or the rate
+	// limiter.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
+	mu     sync.Mutex // held while closing and while setting server
 	server net.Conn
-	closed bool
 }
 
 // NewProxy listens on 127.0.0.1:0 and forwards each accepted connection to
@@ -73,8 +72,7 @@ func NewProxy(target string) (*Proxy, error) {
 	p := &Proxy{target: target, ln: ln, gate: make(chan struct{}), conns: map[*proxyConn]struct{}{},
 		up: rate.NewLimiter(rate.Inf, rateChunk), down: rate.NewLimiter(rate.Inf, rateChunk)}
 	close(p.gate)
-	p.wg.Add(1)
-	go p.acceptLoop()
+	p.wg.Go(p.acceptLoop)
 	return p, nil
 }
 
@@ -144,16 +142,11 @@ func (p *Proxy) Heal() {
 // goroutines to end. It is idempotent.
 func (p *Proxy) Close() {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		p.wg.Wait()
-		return
-	}
 	p.closed = true
 	p.openGateLocked()
 	conns := p.takeConnsLocked()
 	p.mu.Unlock()
-	_ = p.ln.Close()
+	_ = p.ln.Close() // again: net.ErrClosed
 	for _, c := range conns {
 		c.close()
 	}
@@ -174,19 +167,12 @@ func (p *Proxy) takeConnsLocked() []*proxyConn {
 }
 
 func (p *Proxy) acceptLoop() {
-	defer p.wg.Done()
 	for {
 		conn, err := p.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			// Temporary failures such as EMFILE: back off briefly.
-			time.Sleep(10 * time.Millisecond)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		} else if err != nil {
+			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: back off briefly
 			continue
 		}
 		p.accepted.Add(1)
@@ -196,17 +182,15 @@ func (p *Proxy) acceptLoop() {
 			_ = conn.Close()
 			continue
 		}
-		pc := &proxyConn{client: conn, done: make(chan struct{})}
+		pc := &proxyConn{client: conn}
 		pc.ctx, pc.cancel = context.WithCancel(context.Background())
 		p.conns[pc] = struct{}{}
-		p.wg.Add(1)
+		p.wg.Go(func() { p.serve(pc) })
 		p.mu.Unlock()
-		go p.serve(pc)
 	}
 }
 
 func (p *Proxy) serve(pc *proxyConn) {
-	defer p.wg.Done()
 	defer p.forget(pc)
 	defer pc.close()
 
@@ -219,9 +203,8 @@ func (p *Proxy) serve(pc *proxyConn) {
 		return // cut or closed while dialing
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(pc, server, pc.client, p.up) }()
-	go func() { defer wg.Done(); p.pipe(pc, pc.client, server, p.down) }()
+	wg.Go(func() { p.pipe(pc, server, pc.client, p.up) })
+	wg.Go(func() { p.pipe(pc, pc.client, server, p.down) })
 	wg.Wait()
 }
 
@@ -271,13 +254,8 @@ func (p *Proxy) wait(pc *proxyConn) bool {
 	p.mu.Unlock()
 	select {
 	case <-gate:
-		select {
-		case <-pc.done:
-			return false
-		default:
-			return true
-		}
-	case <-pc.done:
+		return pc.ctx.Err() == nil
+	case <-pc.ctx.Done():
 		return false
 	}
 }
@@ -293,7 +271,7 @@ func (p *Proxy) forget(pc *proxyConn) {
 func (pc *proxyConn) setServer(s net.Conn) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.closed {
+	if pc.ctx.Err() != nil {
 		_ = s.Close()
 		return false
 	}
@@ -304,11 +282,9 @@ func (pc *proxyConn) setServer(s net.Conn) bool {
 func (pc *proxyConn) close() {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.closed {
+	if pc.ctx.Err() != nil {
 		return
 	}
-	pc.closed = true
-	close(pc.done)
 	pc.cancel()
 	_ = pc.client.Close()
 	if pc.server != nil {

@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
@@ -208,26 +209,23 @@ func (w *watcher) stop() error {
 // offset reaches n. The demo polls the CLI as a user would.
 func waitEvents(ctx context.Context, journalctl, db string, n uint64) error {
 	var last string
-	for {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
 		out, err := exec.Command(journalctl, "stats", "--db", db, "-o", "json").Output()
-		if err == nil {
-			var st struct {
-				LastOffset uint64 `json:"lastOffset"`
-			}
-			if json.Unmarshal(out, &st) == nil && st.LastOffset >= n {
-				fmt.Printf("   journal holds %d events\n", st.LastOffset)
-				return nil
-			}
-			last = string(out)
-		} else {
+		var st struct {
+			LastOffset uint64 `json:"lastOffset"`
+		}
+		if last = string(out); err != nil {
 			last = err.Error()
+		} else if json.Unmarshal(out, &st) == nil && st.LastOffset >= n {
+			fmt.Printf("   journal holds %d events\n", st.LastOffset)
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d events: %w (last: %s)", n, ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d events: %w (last: %s)", n, err, last)
 	}
+	return nil
 }
 
 func show(journalctl string, args ...string) error {

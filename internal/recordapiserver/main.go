@@ -29,12 +29,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -70,8 +69,6 @@ func main() {
 
 type recorder struct {
 	dir  string
-	cfg  *rest.Config
-	http *http.Client
 	kube kubernetes.Interface
 }
 
@@ -90,12 +87,7 @@ func startRecorder(ctx context.Context, dir string, watchCache bool) (r *recorde
 		return nil, nil, stop, err
 	}
 	stop = func() { cp.Stop(); os.RemoveAll(tmp) }
-	cfg := cp.RESTConfig()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, nil, stop, err
-	}
-	r = &recorder{dir: dir, cfg: cfg, http: hc, kube: kubernetes.NewForConfigOrDie(cfg)}
+	r = &recorder{dir: dir, kube: kubernetes.NewForConfigOrDie(cp.RESTConfig())}
 	_, err = r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	return r, cp, stop, err
 }
@@ -237,26 +229,20 @@ func recordGone(ctx context.Context, dir string) error {
 	return r.write("watch-prevkv-nil.json", prevKV)
 }
 
+// request is a GET of the recorded resource with query q, accepting accept.
+func (r *recorder) request(q url.Values, accept string) *rest.Request {
+	req := r.kube.CoreV1().RESTClient().Get().Namespace(ns).Resource("configmaps").SetHeader("Accept", accept)
+	for k, vs := range q {
+		for _, v := range vs {
+			req.Param(k, v)
+		}
+	}
+	return req
+}
+
 // get lists the recorded resource with query q and returns the body as sent.
 func (r *recorder) get(ctx context.Context, q url.Values, accept string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	if accept == "" {
-		accept = "application/json"
-	}
-	req.Header.Set("Accept", accept)
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s: %s", req.URL, resp.Status, b)
-	}
-	return b, err
+	return r.request(q, cmp.Or(accept, "application/json")).DoRaw(ctx)
 }
 
 // watch opens a watch with query q and returns its first n frames, one a
@@ -265,26 +251,17 @@ func (r *recorder) get(ctx context.Context, q url.Values, accept string) ([]byte
 func (r *recorder) watch(ctx context.Context, q url.Values, n int, after func(int) error) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode(), nil)
+	body, err := r.request(q, "application/json").Stream(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("watch %s: %w", q.Encode(), err)
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("watch %s: %s: %s", req.URL, resp.Status, b)
-	}
+	defer body.Close()
 	var out bytes.Buffer
-	dec := json.NewDecoder(resp.Body)
+	dec := json.NewDecoder(body)
 	for i := 1; i <= n; i++ {
 		var frame json.RawMessage
 		if err := dec.Decode(&frame); err != nil {
-			return nil, fmt.Errorf("watch %s: frame %d: %w (so far: %s)", req.URL, i, err, out.Bytes())
+			return nil, fmt.Errorf("watch %s: frame %d: %w (so far: %s)", q.Encode(), i, err, out.Bytes())
 		}
 		out.Write(frame)
 		out.WriteByte('\n')
