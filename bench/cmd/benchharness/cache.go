@@ -115,20 +115,16 @@ func (p *parent) createCacheObjects(ctx context.Context, n int) (creation, error
 		if err := p.createNamespaces(ctx, append(nss, cacheListNS)...); err != nil {
 			return creation{}, err
 		}
-		_, err := p.createRange(ctx, "ConfigMaps in "+cacheListNS, 0, cacheListN, func(ctx context.Context, i int) error {
+		_, err := p.createRange(ctx, "ConfigMaps in "+cacheListNS, new(int), cacheListN, func(ctx context.Context, i int) error {
 			return p.createConfigMap(ctx, cacheObject(i, cacheListNS))
 		})
 		if err != nil {
 			return creation{}, err
 		}
 	}
-	c, err := p.createRange(ctx, fmt.Sprintf("ConfigMaps in %d namespaces", cacheNamespaces), p.cacheCreated, n, func(ctx context.Context, i int) error {
+	return p.createRange(ctx, fmt.Sprintf("ConfigMaps in %d namespaces", cacheNamespaces), &p.cacheCreated, n, func(ctx context.Context, i int) error {
 		return p.createConfigMap(ctx, cacheObject(i, ""))
 	})
-	if err == nil {
-		p.cacheCreated = max(p.cacheCreated, n)
-	}
-	return c, err
 }
 
 // cacheStart is what one process of a cache subject measured.
@@ -234,9 +230,7 @@ func (p *parent) runCacheSubject(ctx context.Context, n int, kind string) cacheR
 
 // cacheProcess runs one process of a cache subject: until every object
 // was reconciled, then (first start) the reads, then exit.
-func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cacheReads, error) {
-	var st cacheStart
-	var reads cacheReads
+func (p *parent) cacheProcess(n int, kind, dir, phase string) (st cacheStart, reads cacheReads, err error) {
 	logf("N=%d %s: %s start", n, kind, phase)
 	began := time.Now()
 	// Straight to the apiserver: no proxy, no relist forced.
@@ -248,10 +242,10 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	if err != nil {
 		return st, reads, err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	x, err := c.await("cache-synced", syncTimeout(n)+3*time.Minute)
 	if err != nil || x.Cache == nil {
-		return st, reads, c.kill(fmt.Errorf("waiting for the reconciles: %v", err))
+		return st, reads, fmt.Errorf("waiting for the reconciles: %v", err)
 	}
 	cr := x.Cache
 	st = cacheStart{
@@ -270,7 +264,7 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	if phase == "first" {
 		x, err := c.await("cache-reads", 10*time.Minute)
 		if err != nil || x.Cache == nil {
-			return st, reads, c.kill(fmt.Errorf("reads: %v", err))
+			return st, reads, fmt.Errorf("reads: %v", err)
 		}
 		reads = x.Cache.Reads
 		logf("N=%d %s: Get p50 %.1f µs p99 %.1f µs; List through the index (%d) p50 %.2f ms p99 %.2f ms; List of %s (%d) %.2f ms; heap after %s",
@@ -278,7 +272,7 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 			cacheListNS, reads.NSListed, 1e3*reads.NSListP50, mib(reads.After.HeapInuse))
 	}
 	if err := c.exit(2 * time.Minute); err != nil {
-		return st, reads, c.kill(err)
+		return st, reads, err
 	}
 	st.DiskBytes = dirSize(dir)
 	return st, reads, nil

@@ -94,7 +94,7 @@ func (p *parent) createListNS(ctx context.Context) error {
 	if err := p.createNamespaces(ctx, listNS); err != nil {
 		return err
 	}
-	_, err := p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", 0, listN, func(ctx context.Context, i int) error {
+	_, err := p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", new(int), listN, func(ctx context.Context, i int) error {
 		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
 	})
 	return err
@@ -121,7 +121,7 @@ func (p *parent) readers(ctx context.Context, n int, res *results) {
 	}
 }
 
-func (p *parent) reader(r *readerRow) error {
+func (p *parent) reader(r *readerRow) (err error) {
 	dir, err := os.MkdirTemp("", "benchharness-"+r.Kind+"-")
 	if err != nil {
 		return err
@@ -133,13 +133,13 @@ func (p *parent) reader(r *readerRow) error {
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
-		return c.kill(err)
+		return err
 	}
 	x, err := c.await("reads", 10*time.Minute)
 	if err != nil || x.Reader == nil {
-		return c.kill(fmt.Errorf("reads: %v (report %+v)", err, x))
+		return fmt.Errorf("reads: %v (report %+v)", err, x)
 	}
 	r.Reads = *x.Reader
 	logf("N=%d %s: heap %s (after reads %s), Get p50 %.1f µs p99 %.1f µs, List of %d %.2f ms", r.N, r.Kind,

@@ -84,7 +84,6 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 5000, "updates in the burst")
 	flag.IntVar(&o.workers, "workers", 32, "parallel writers for creation and the burst")
 	flag.IntVar(&o.relists, "relists", 3, "forced relists per subject; the table shows the median time and the largest peaks")
-	flag.StringVar(&o.relistMode, "relist", "restart", "how to force the relist: restart (compact etcd, restart the apiserver behind a cut proxy) or cut (compact etcd, cut the proxy)")
 	flag.StringVar(&o.out, "out", "", "results file to write (BENCHMARKS.md); empty: none")
 	flag.StringVar(&o.gobench, "gobench", "", "output of the in-process go test -bench run to include in the results file")
 	flag.StringVar(&o.command, "command", envOr("BENCH_COMMAND", ""), "the command recorded as the way to reproduce the results")
@@ -108,9 +107,6 @@ func main() {
 	// The readers belong to the other subjects' run: a run of the cache
 	// subjects alone (e.g. BENCH_SUBJECTS=crcache,jcache) skips them.
 	o.readers = o.readers && slices.Contains(o.workloads, wlConfigMaps) && slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
-	if o.relistMode != "restart" && o.relistMode != "cut" {
-		fatalf("-relist must be restart or cut")
-	}
 	if o.command == "" {
 		o.command = "make bench BENCH_N=" + o.counts
 	}
@@ -154,7 +150,6 @@ type options struct {
 	workloads        []string
 	burst, workers   int
 	relists          int
-	relistMode       string
 	out, gobench     string
 	command          string
 	jsonOut          string

@@ -327,7 +327,7 @@ func writeExpected(dir string, cs *changeSet) error {
 // restartOnce starts the subject in a new process in dir, waits until it
 // reports synced, and stops it. cs is the change made while it was down
 // (nil: none).
-func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Proxy, dir string, cs *changeSet) (*restartResult, error) {
+func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Proxy, dir string, cs *changeSet) (_ *restartResult, err error) {
 	mode := "same"
 	if cs != nil {
 		mode = "changed"
@@ -340,13 +340,13 @@ func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Pr
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	x, err := c.await("restarted", syncTimeout(r.N)+time.Minute)
 	if err != nil {
-		return nil, c.kill(err)
+		return nil, err
 	}
 	if x.Restart == nil {
-		return nil, c.kill(fmt.Errorf("the restarted child sent no restart report"))
+		return nil, fmt.Errorf("the restarted child sent no restart report")
 	}
 	res := &restartResult{restartReport: *x.Restart}
 	res.Seconds = time.Unix(0, res.SyncedUnixNano).Sub(began).Seconds()

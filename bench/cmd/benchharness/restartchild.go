@@ -8,58 +8,22 @@ package main
 // sync: a resumed watch proven current, or a list committed), on the
 // journal file the first process left in BENCH_DIR; informers, the
 // informer's HasSyncedChecker is done (its store holds one full list).
-// Bytes are counted by a rest.Config WrapTransport that counts every
-// response body byte the client reads.
+// Bytes are counted by the subject's requests, a rest.Config WrapTransport
+// that counts every response body byte the client reads.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
-
-// byteCounter counts the requests made and the response body bytes read
-// through the transports it wraps (one wrapper per client built).
-type byteCounter struct{ bytes, requests atomic.Int64 }
-
-func (b *byteCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return countingTransport{next: rt, c: b}
-}
-
-type countingTransport struct {
-	next http.RoundTripper
-	c    *byteCounter
-}
-
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.requests.Add(1)
-	resp, err := t.next.RoundTrip(req)
-	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.c.bytes}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // restartChild runs a restarted subject until synced, reports, and waits
 // for exit.
@@ -70,21 +34,19 @@ func restartChild(kind string, send func(report)) error {
 	if err != nil {
 		return err
 	}
-	bc := &byteCounter{}
-	cfg.Wrap(bc.wrap)
 	ns, dir := os.Getenv(envNS), os.Getenv(envDir)
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(n))
 	defer cancel()
 
 	began := time.Now()
 	rr := restartReport{Gone: -1}
+	var sub subject
 	// synced records when the subject synced, and what it took until then.
 	synced := func() {
 		rr.SyncedUnixNano = time.Now().UnixNano()
-		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
+		rr.Bytes, rr.Requests = sub.counts().bytes.Load(), sub.counts().all.Load()
 		rr.CPU = cpuTime().Seconds()
 	}
-	var sub subject
 	switch kind {
 	case subjWatchjournal, subjWatchjournalPaged:
 		w, err := newWatchjournal(kind, cfg, ns, dir, n)

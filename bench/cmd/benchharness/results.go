@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -109,7 +108,7 @@ func (r *results) describe(ctx context.Context, cp *controlplane.ControlPlane, k
 	var ev struct {
 		Server string `json:"etcdserver"`
 	}
-	if err := etcdCall(ctx, cp, http.MethodGet, "/version", nil, &ev); err != nil {
+	if err := etcdCall(ctx, cp, "/version", nil, &ev); err != nil {
 		return err
 	}
 	r.etcd = ev.Server
@@ -432,7 +431,7 @@ func (r *results) write(path string) error {
 - **relist s**: from the start of the list request that succeeded after the relist was forced (attempts that failed while the proxy was cut do not count) (counted by a WrapTransport) until the subject holds every object again: watchjournal's list committed; an informer's Replace delivered all N objects to its handler again; for the bare list, a second full paginated list, made after the same apiserver restart. The median of the relists (3 by default, -relists).
 - **sync CPU s / relist CPU s**: the child's CPU time (user + system, getrusage) over the sync / from arming the relist until done (median): the client's own cost, steadier than wall time on a shared machine.
 - **events/s**: the parent patches ` + fmt.Sprint(r.o.burst) + ` objects with ` + fmt.Sprint(r.o.workers) + ` writers as fast as the apiserver takes them; events/s = updates / (time the subject has seen the last − first write). It cannot exceed the apiserver's write rate. **lag ms**: from the last write's answer to the subject seeing it.
-- **Forcing the relist** (` + r.o.relistMode + ` mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
+- **Forcing the relist** (restart mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
 `)
 	b.WriteString(r.restartSection())
 	b.WriteString("\n## Targets\n")

@@ -121,19 +121,22 @@ type relistInfo struct {
 	Note string
 }
 
-// requests counts the collection requests of one client, by wrapping its
-// transport: list pages, complete lists (first pages), watches and
+// requests counts the requests of one client, by wrapping its transport:
+// all of them and the response body bytes read (restartchild.go), and of
+// the collection's, list pages, complete lists (first pages), watches and
 // watch-lists (watches with sendInitialEvents=true, client-go's streaming
 // list, on by default since v1.35).
 type requests struct {
 	next http.RoundTripper
 
+	all, bytes                        atomic.Int64
 	pages, lists, watches, watchLists atomic.Int64
 	armed                             atomic.Bool
 	listStart                         atomic.Int64 // Unix ns of the last list start after arm
 }
 
 func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.all.Add(1)
 	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, collection) {
 		q := req.URL.Query()
 		startsList := false
@@ -157,7 +160,23 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.listStart.Store(time.Now().UnixNano())
 		}
 	}
-	return r.next.RoundTrip(req)
+	resp, err := r.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &r.bytes}
+	}
+	return resp, err
+}
+
+// countingBody adds the bytes read to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (r *requests) arm() {

@@ -339,18 +339,6 @@ func (p *parent) waitServed(ctx context.Context, gvr schema.GroupVersionResource
 	return nil
 }
 
-// createWorkload creates the workload's objects p.wlCreated .. n-1.
-func (p *parent) createWorkload(ctx context.Context, w *workload, n int) (creation, error) {
-	c, err := p.createRange(ctx, w.name, p.wlCreated, n, func(ctx context.Context, i int) error {
-		_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
-		return err
-	})
-	if err == nil {
-		p.wlCreated = max(p.wlCreated, n)
-	}
-	return c, err
-}
-
 // churnOne writes update gen of object i.
 func (p *parent) churnOne(ctx context.Context, w *workload, i, gen int) error {
 	sub, patch := w.churn(i, gen)
@@ -433,7 +421,7 @@ func (p *parent) compactDefrag(ctx context.Context, what string) {
 	if _, err := p.cp.Compact(ctx); err != nil {
 		logf("%s: compacting etcd: %v", what, err)
 	}
-	if err := p.etcdDefrag(ctx); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/maintenance/defragment", []byte("{}"), nil); err != nil {
 		logf("%s: defragmenting etcd: %v", what, err)
 	}
 	after, _ := p.etcdDBSize(ctx)
@@ -451,17 +439,11 @@ func (p *parent) etcdDeletePrefix(ctx context.Context, prefix string) (int, erro
 	var out struct {
 		Deleted string `json:"deleted"` // int64 as a JSON string
 	}
-	if err := p.etcdPost(ctx, "/v3/kv/deleterange", body, &out); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/kv/deleterange", body, &out); err != nil {
 		return 0, err
 	}
 	n, _ := strconv.Atoi(out.Deleted)
 	return n, nil
-}
-
-// etcdDefrag defragments etcd (the gRPC gateway's
-// /v3/maintenance/defragment), returning the space compaction freed.
-func (p *parent) etcdDefrag(ctx context.Context) error {
-	return p.etcdPost(ctx, "/v3/maintenance/defragment", nil, nil)
 }
 
 // etcdDBSize returns the size of etcd's database file.
@@ -469,7 +451,7 @@ func (p *parent) etcdDBSize(ctx context.Context) (int64, error) {
 	var st struct {
 		DBSize string `json:"dbSize"` // int64 as a JSON string (grpc-gateway)
 	}
-	if err := p.etcdPost(ctx, "/v3/maintenance/status", nil, &st); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/maintenance/status", []byte("{}"), &st); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -477,20 +459,15 @@ func (p *parent) etcdDBSize(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// etcdPost posts body (nil: {}) to etcd's gRPC gateway at path and
-// decodes the answer into out (nil: none).
-func (p *parent) etcdPost(ctx context.Context, path string, body []byte, out any) error {
-	if body == nil {
-		body = []byte("{}")
-	}
-	return etcdCall(ctx, p.cp, http.MethodPost, path, body, out)
-}
-
-// etcdCall sends body to etcd's HTTP endpoint at path, within 5 minutes,
-// and decodes the answer into out (nil: none).
-func etcdCall(ctx context.Context, cp *controlplane.ControlPlane, method, path string, body []byte, out any) error {
+// etcdCall posts body to etcd's HTTP endpoint at path (nil: a GET), within
+// 5 minutes, and decodes the answer into out (nil: none).
+func etcdCall(ctx context.Context, cp *controlplane.ControlPlane, path string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	method := http.MethodPost
+	if body == nil {
+		method = http.MethodGet
+	}
 	req, err := http.NewRequestWithContext(ctx, method, cp.EtcdURL()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -556,7 +533,10 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 	wr := workloadResult{Name: w.name}
 	defer func() { res.workloads = append(res.workloads, wr) }()
 	for _, n := range p.o.ns {
-		c, err := p.createWorkload(ctx, w, n)
+		c, err := p.createRange(ctx, w.name, &p.wlCreated, n, func(ctx context.Context, i int) error {
+			_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
+			return err
+		})
 		if err != nil {
 			return err
 		}
