@@ -1,34 +1,12 @@
 package main
 
-// The cache subjects (issue 23, "Measured"): a small operator process, a
-// controller-runtime manager with one controller For(&corev1.ConfigMap{})
-// whose reconciler reads the object it was given through mgr.GetClient(),
-// on one of two caches:
-//
-//   - crcache: controller-runtime's default cache (cache.New), objects in
-//     memory, every read deep-copied;
-//   - jcache: jcache.NewFunc(jcache.Options{Dir: ...}), objects in journal
-//     files, every read decoded from disk (fsync on, default retention).
-//
-// The objects: N ConfigMaps of about 1 KiB spread over cacheNamespaces
-// namespaces (object i in cache-<i mod 100>), plus cacheListN in
-// cacheListNS, each labelled cacheLabel=true and with a group label
-// (groupLabel) shared by 100 objects. Both caches select cacheLabel
-// (cache.Options.DefaultLabelSelector, one cluster-wide informer, filtered
-// by the apiserver), so that the other subjects' ConfigMaps in the same
-// control plane are not theirs; they hold N + cacheListN objects. The
-// manager registers a field index on the group label
-// (mgr.GetFieldIndexer().IndexField) before it starts.
-//
-// Each subject runs twice on one directory, each time in a process of its
-// own: a first start (empty directory) and a restart with nothing changed
-// (the same directory; for crcache the same as a first start). Measured,
-// each time: from the parent's exec to the first reconcile, and until
-// every object was reconciled once; then the steady heap and RSS (as the
-// other subjects: after runtime.GC and debug.FreeOSMemory). After the
-// first start also the reads through mgr.GetClient(): Get of random
-// objects (p50, p99), List through the index (client.MatchingFields, 100
-// objects), and a full List of cacheListNS (client.InNamespace, 1,000).
+// The cache subjects (issue 23, "Measured"): an operator process, a
+// controller-runtime manager with one controller whose reconciler reads
+// the object it was given through mgr.GetClient(), on controller-runtime's
+// cache (crcache) or on jcache, started twice on one directory, a process
+// each: a first start (then the reads) and a restart with nothing changed.
+// What it watches and what is measured: cacheSection's notes
+// (cache_results.go).
 
 import (
 	"context"

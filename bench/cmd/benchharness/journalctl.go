@@ -1,19 +1,8 @@
 package main
 
-// The journalctl subject: the CLI as a user runs it, `journalctl watch
-// configmaps --db FILE -n NS --kubeconfig K --metrics-addr ADDR`, with its
-// own defaults otherwise (client rate limits, page size, timeouts,
-// verify interval). The binary is the journalctl next to this one
-// ($(BIN)/journalctl, which make bench builds), or $BENCH_JOURNALCTL.
-//
-// It talks to the apiserver directly (the control plane's kubeconfig, no
-// proxy) and is measured from the outside: sync s is from exec until its
-// /metrics says watchjournal_synced 1 (polled every 50 ms) with
-// watchjournal_index_objects N; sync CPU is the process's utime + stime
-// then (/proc/PID/stat); heap is go_memstats_heap_inuse_bytes and RSS is
-// VmRSS (RssAnon, VmHWM) of /proc/PID/status 3 s after the sync, without a
-// forced GC. Then SIGTERM, and a restart with nothing changed, timed the
-// same way.
+// The journalctl subject: `journalctl watch` as a user runs it, the binary
+// next to this one or $BENCH_JOURNALCTL, measured from the outside
+// (restartSection's notes say how).
 
 import (
 	"bufio"

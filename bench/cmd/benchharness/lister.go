@@ -1,29 +1,11 @@
 package main
 
-// The readers (issue 11): journal/cache's Reader against the informer's
-// lister, each in a child process of its own at every N, after the
-// subjects.
-//
-// Both watch ConfigMaps in all namespaces: the N objects of namespace
-// "bench", plus listNS, a namespace of listN ConfigMaps that the parent
-// creates once (before the first N) so that both List the same namespace
-// of 1,000 whatever N is, plus the few ConfigMaps of the other namespaces
-// (kube-root-ca.crt, the relists' bumps in bench-other). Each child
-// reports:
-//
-//   - the steady heap once synced and after the reads (after a forced GC,
-//     as the subjects'), for the journal with objects kept (a
-//     reconcile.Loop into a file that keeps objects, and a cache.Reader);
-//   - Get of one typed ConfigMap by name, readGets times over random names
-//     of "bench": p50 and p99 of the journal's Reader.Get against the
-//     informer lister's Get + DeepCopy (what controller-runtime's cache
-//     returns);
-//   - List of listNS (1,000 typed ConfigMaps): the median of readLists
-//     Reader.List calls against the lister's List + DeepCopy of each item.
-//
-// The extra cost of keeping objects on append comes from the in-process
-// benchmarks (BenchmarkJournalAppend/batch=1000/nosync against
-// …/nosync/objects), read from the -gobench output.
+// The readers (issue 11): journal/cache's Reader (over a reconcile.Loop
+// into a file that keeps objects) against the informer lister's Get and
+// List + DeepCopy, each in a child process of its own at every N, after
+// the subjects; readerTable's text says what they read. Both watch the
+// ConfigMaps of all namespaces, among them listNS, created once before the
+// first N, so that both List the same 1,000 objects whatever N is.
 
 import (
 	"context"

@@ -1,58 +1,25 @@
 // Command benchharness measures watchjournal against client-go at scale, on
-// a local control plane (internal/controlplane, watch cache on).
+// a local control plane (internal/controlplane, watch cache on): bench/doc.go
+// says what it runs, and the notes it writes beside its tables what each
+// column measures.
 //
-// For each N (BENCH_N, comma-separated, ascending; default 50000) it
-// creates N ConfigMaps of about 1 KiB in one namespace with 32 parallel
-// writers, then runs each subject in a child process of its own (this
-// binary, re-executed with BENCH_CHILD set), so that memory is never mixed:
+// For each N (-n, ascending) it creates the objects with -workers parallel
+// writers, then runs each subject (subjects.go, journalctl.go; the readers,
+// lister.go; the cache subjects, cache.go) in a child process of its own,
+// this binary re-executed with BENCH_CHILD set (child.go), so that memory
+// is never mixed. A child syncs, takes a burst of updates and relists when
+// the parent forces it (parent.go), reporting JSON lines on stdout; then
+// the subject restarts (restart.go). The workloads other than the
+// ConfigMaps (-workload) are workload.go's. A run of only the cache
+// subjects, or without the ConfigMaps, rewrites only its sections of the
+// results file (cache_results.go, workload_results.go) and keeps the rest.
 //
-//   - watchjournal: a reconcile.Loop into a journal file in a temp dir;
-//   - informer: a client-go SharedIndexInformer of typed ConfigMaps;
-//   - informer-nogzip: the same with rest.Config.DisableCompression, as
-//     kube-controller-manager runs and watchjournal does by default;
-//   - metadata-informer: k8s.io/client-go/metadata/metadatainformer;
-//   - transform-informer: the typed informer with a cache.TransformFunc that
-//     keeps only name, namespace, UID and resourceVersion;
-//   - bare-list: a paginated list (500 a page, resourceVersion unset) that
-//     throws the items away: the apiserver's own list speed;
-//   - bare-watch-list: a watch with sendInitialEvents=true (KEP-3157) read
-//     until the initial-events-end bookmark: the apiserver's streaming list;
-//   - journalctl: `journalctl watch` as a user runs it, the binary next to
-//     this one (journalctl.go).
-//
-// Each subject then also relists once after a gap in which 1% of the
-// objects changed, and the non-bare ones are restarted, with nothing and
-// with 1% changed while they were down (restart.go).
-//
-// Each child reports, as JSON lines on stdout: the steady Go heap and RSS
-// once synced; the time of the initial sync; how fast it absorbs a burst of
-// updates the parent makes; and, during a relist the parent forces (compact
-// etcd, then restart the apiserver behind a cut proxy so the watch cache
-// forgets the old resourceVersions), the peak heap and RSS sampled every
-// 50 ms, VmHWM and the relist's time. The parent prints one table and
-// writes it, with the in-process benchmarks' output (-gobench) and the
-// targets, to BENCHMARKS.md (-out).
-//
-// The cache subjects, crcache and jcache, are an operator process each on
-// controller-runtime's cache and on jcache (cache.go, issue 23); a run of
-// only those (-subjects crcache,jcache) creates none of the others'
-// objects, skips the readers, and rewrites only the cache section of the
-// results file (cache_results.go), keeping the rest.
-//
-// The workloads, -workload: besides the ConfigMaps above ("configmaps":
-// the subjects, the readers, the cache subjects), Pods, a custom resource
-// and Secrets (workload.go, issue 25), with watchjournal's disk cost during
-// the churn; a run without the ConfigMaps rewrites only their section of
-// the results file (workload_results.go), and the cache section when it
-// ran.
-//
-// Environment: BENCH_N (object counts), BENCH_SUBJECTS (the subjects,
-// comma-separated; default all), BENCH_WORKLOADS (the workloads,
-// comma-separated; default all), BENCH_PPROF (a directory: children
-// write CPU and heap profiles there, named <workload>-N<n>-<subject>-<phase>),
-// BENCH_TRACE (1: an execution trace beside each CPU profile, for what a
-// process waits on off-CPU: go tool trace -pprof=syscall|sync|net FILE),
-// BENCH_COMMAND (the command recorded in the results file).
+// Environment: BENCH_N, BENCH_SUBJECTS and BENCH_WORKLOADS (the flags'
+// defaults), BENCH_PPROF (a directory: children write CPU and heap profiles
+// there, named <workload>-N<n>-<subject>-<phase>), BENCH_TRACE (1: an
+// execution trace beside each CPU profile, for what a process waits on
+// off-CPU: go tool trace -pprof=syscall|sync|net FILE), BENCH_COMMAND (the
+// command recorded in the results file).
 package main
 
 import (

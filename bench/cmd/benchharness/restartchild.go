@@ -1,15 +1,9 @@
 package main
 
 // A restarted subject (restart.go): a child started with BENCH_RESTART
-// set. It creates the subject, runs it until synced, reports "restarted"
-// with a restartReport, and waits for "exit".
-//
-// Synced means: watchjournal, Loop.WaitForSync returned (HasSynced, a true
-// sync: a resumed watch proven current, or a list committed), on the
-// journal file the first process left in BENCH_DIR; informers, the
-// informer's HasSyncedChecker is done (its store holds one full list).
-// Bytes are counted by the subject's requests, a rest.Config WrapTransport
-// that counts every response body byte the client reads.
+// set runs the subject until synced (watchjournal: Loop.WaitForSync on the
+// journal file the first process left; informers: HasSynced), reports
+// "restarted" with a restartReport, and waits for "exit".
 
 import (
 	"context"

@@ -1,37 +1,15 @@
 package main
 
 // The workloads (issue 25, "Benchmarks on real shapes"): besides the 1 KiB
-// ConfigMaps of parent.go, the objects operators really watch.
-//
-//   - pods: Pods of 4–8 KiB as served (two containers with env, ports,
-//     resources and a mount; a volume; annotations), in one
-//     namespace, each with a nodeName so that nothing schedules them (only
-//     etcd and the apiserver run: the Pods are stored, never started). The
-//     churn is what a kubelet writes: merge patches of the status
-//     subresource (phase, conditions, containerStatuses).
-//   - crs: a custom resource, widgets.bench.watchjournal.io (a CRD with a
-//     structural schema, x-kubernetes-preserve-unknown-fields in spec and
-//     status, the status subresource), objects of about 2 KiB, in one
-//     namespace: JSON only on the wire (no protobuf for custom resources).
-//     The churn patches status (observedGeneration, conditions). The
-//     informer subject is a dynamic informer (unstructured).
-//   - secrets: Secrets of about 1.4 KiB across secretNamespaces namespaces,
-//     watched across all namespaces; watchjournal seals them
-//     (journal.Options.Keyring with reconcile.Options.SecretPayloads). The
-//     churn patches data.
-//
-// Every object carries workloadLabel=<workload>, and every subject of a
-// workload watches with that label selector (the control plane also holds
-// the other workloads' objects). A workload runs the subjects of
-// workloadSubjects (those -subjects names) at each N, in children as
-// parent.go runs them: sync, burst of churn with the disk cost
-// (workload_results.go), forced relists, a restart with nothing changed;
-// and crcache and jcache as cache.go runs them, on the workload's objects.
-// Then its objects are deleted (in etcd, cleanupWorkload) and etcd is
-// compacted and defragmented, so that the next workload starts from a
-// small etcd (200,000 Pods are over 1 GB in etcd; its quota is 4 GiB,
-// internal/controlplane) and the apiserver's restarts, which refill its
-// watch cache, do not reload the previous workloads' objects.
+// ConfigMaps of parent.go, the objects operators really watch, each with
+// its churn (workloadByName; workloadSection's notes describe them). Every
+// object carries workloadLabel=<workload>, which every subject selects. A
+// workload runs workloadSubjects at each N as parent.go and cache.go run
+// theirs; then its objects are deleted in etcd and etcd is compacted and
+// defragmented (cleanupWorkload), so that the next workload starts from a
+// small etcd (200,000 Pods are over 1 GB in etcd; its quota is 4 GiB) and
+// the apiserver's restarts, which refill its watch cache, do not reload the
+// previous workloads' objects.
 
 import (
 	"bytes"
