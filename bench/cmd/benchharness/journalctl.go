@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -28,17 +29,10 @@ const subjJournalctl = "journalctl"
 // journalctl process is read.
 const journalctlSettle = 3 * time.Second
 
-func (p *parent) journalctlBin() string {
-	if b := os.Getenv("BENCH_JOURNALCTL"); b != "" {
-		return b
-	}
-	return filepath.Join(filepath.Dir(p.exe), "journalctl")
-}
-
 // runJournalctl runs the journalctl subject at N=n.
 func (p *parent) runJournalctl(ctx context.Context, n int) row {
 	r := row{N: n, Subject: subjJournalctl}
-	bin := p.journalctlBin()
+	bin := cmp.Or(os.Getenv("BENCH_JOURNALCTL"), filepath.Join(filepath.Dir(p.exe), "journalctl"))
 	if _, err := os.Stat(bin); err != nil {
 		r.Err = fmt.Sprintf("no journalctl binary (%v): build it next to benchharness (make build) or set BENCH_JOURNALCTL", err)
 		return r
@@ -142,7 +136,7 @@ func (p *parent) startJournalctl(ctx context.Context, bin, dir string, n int) (j
 		return fail(fmt.Errorf("synced with %d objects in the index; want %d", got, n))
 	}
 	time.Sleep(journalctlSettle)
-	jr.steady = pidStatus(cmd.Process.Pid)
+	jr.steady = statusFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	if m, err := scrape(ctx, url); err == nil {
 		jr.steady.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
 		jr.steady.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
@@ -208,10 +202,6 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	}
 	return m, sc.Err()
 }
-
-// pidStatus reads VmRSS, RssAnon, RssFile and VmHWM of a process (see
-// statusFile).
-func pidStatus(pid int) memory { return statusFile(fmt.Sprintf("/proc/%d/status", pid)) }
 
 // procCPU returns a process's utime + stime in seconds (/proc/PID/stat,
 // at the usual 100 clock ticks a second); 0 when unreadable.

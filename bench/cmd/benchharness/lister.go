@@ -71,22 +71,17 @@ type readerRow struct {
 // isReader reports whether a child kind is one of the readers.
 func isReader(kind string) bool { return kind == readerJournal || kind == readerInformer }
 
-// createListNS creates listNS and its listN ConfigMaps, once.
-func (p *parent) createListNS(ctx context.Context) error {
-	if err := p.createNamespaces(ctx, listNS); err != nil {
-		return err
-	}
-	_, err := p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", new(int), listN, func(ctx context.Context, i int) error {
-		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
-	})
-	return err
-}
-
 // readers runs both reader children at N=n, the first time after
-// creating listNS.
+// creating listNS and its listN ConfigMaps.
 func (p *parent) readers(ctx context.Context, n int, res *results) {
 	if len(res.readers) == 0 {
-		if err := p.createListNS(ctx); err != nil {
+		err := p.createNamespaces(ctx, listNS)
+		if err == nil {
+			_, err = p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", new(int), listN, func(ctx context.Context, i int) error {
+				return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
+			})
+		}
+		if err != nil {
 			for _, k := range []string{readerJournal, readerInformer} {
 				res.readers = append(res.readers, readerRow{N: n, Kind: k, Err: err.Error()})
 			}

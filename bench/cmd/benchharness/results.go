@@ -155,11 +155,8 @@ func relistSeen(r row) string {
 
 // text returns the tables and the targets as the harness prints them.
 func (r *results) text() string {
-	return r.table() + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
+	return rowsTable(r.rows) + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
 }
-
-// table returns the results as one Markdown table.
-func (r *results) table() string { return rowsTable(r.rows) }
 
 // rowsTable returns rows as one Markdown table.
 func rowsTable(rows []row) string {
@@ -217,7 +214,12 @@ func newTarget(format string, args ...any) target {
 }
 
 // set records what was measured and whether it meets the target.
-func (t *target) set(ok bool, measured string) { t.measured, t.state = measured, check(ok) }
+func (t *target) set(ok bool, measured string) {
+	t.measured, t.state = measured, "MISSED"
+	if ok {
+		t.state = "holds"
+	}
+}
 
 // ratioTarget is the target name: a ≤ limit × b, both in unit; not
 // measured unless both are positive.
@@ -255,13 +257,6 @@ func (r *results) creationsText(cs []creation) string {
 func (r *results) writtenBy() string {
 	return fmt.Sprintf("Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n    %s\n\n",
 		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc, r.o.command)
-}
-
-func check(ok bool) string {
-	if ok {
-		return "holds"
-	}
-	return "MISSED"
 }
 
 // targets evaluates the issue's targets on this run's numbers.
@@ -421,7 +416,7 @@ func (r *results) write(path string) error {
 
 	b.WriteString("## Against a local control plane, one subject per process\n\n")
 	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, in one namespace. %s\n\n", r.objectBytes, r.creationsText(r.creations))
-	b.WriteString(r.table())
+	b.WriteString(rowsTable(r.rows))
 	b.WriteString(r.readerTable())
 	b.WriteString(`
 - **heap**: runtime.MemStats.HeapInuse after runtime.GC() and debug.FreeOSMemory(), once synced; **RSS**: VmRSS at the same moment (for watchjournal it includes bbolt's memory-mapped file pages; **anon RSS** is RssAnon without them). **base heap**: the same measure in the child before the subject started (client-go's and the binary's own state; every child is the same binary).

@@ -613,14 +613,6 @@ type watchListSubject struct {
 	ordered bool
 }
 
-func newWatchList(cfg *rest.Config, ns string, n int) (*watchListSubject, error) {
-	l, err := newList(cfg, ns, n)
-	if err != nil {
-		return nil, err
-	}
-	return &watchListSubject{listSubject: *l}, nil
-}
-
 // watchList streams every object as an ADDED event until the bookmark
 // that ends the initial events, reading only each event's type and the
 // object's name. It returns how many objects there were.
@@ -706,11 +698,15 @@ func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, 
 	case subjList:
 		return asSubject(newList(cfg, ns, n))
 	case subjWatchList, subjWatchListMeta:
-		s, err := newWatchList(cfg, ns, n)
-		if err == nil && kind == subjWatchListMeta {
+		l, err := newList(cfg, ns, n)
+		if err != nil {
+			return nil, err
+		}
+		s := &watchListSubject{listSubject: *l}
+		if kind == subjWatchListMeta {
 			s.accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 		}
-		return asSubject(s, err)
+		return s, nil
 	}
 	return nil, fmt.Errorf("unknown subject %q", kind)
 }

@@ -131,9 +131,9 @@ func objectMeta(w, ns string, i int, extra map[string]any) map[string]any {
 // filler is s repeated to n bytes.
 func filler(s string, n int) string { return strings.Repeat(s, n/len(s)+1)[:n] }
 
-// podContainers is how many containers Pod i has: an application and a
+// podContainers is how many containers a Pod has: an application and a
 // sidecar.
-func podContainers(int) int { return 2 }
+const podContainers = 2
 
 // podObject is Pod i: two containers, env and annotations of a size by i,
 // so that the Pods are about 5 to 8 KiB as served with their status and
@@ -141,7 +141,7 @@ func podContainers(int) int { return 2 }
 func podObject(i int) *unstructured.Unstructured {
 	const ns = "bench-pods"
 	var containers []any
-	for c := range podContainers(i) {
+	for c := range podContainers {
 		var env []any
 		for e := range 1 + i%3 {
 			env = append(env, map[string]any{"name": fmt.Sprintf("SETTING_%02d", e), "value": fmt.Sprintf("value-%d-%d-%s", c, e, filler("abcdefgh", 24))})
@@ -182,7 +182,7 @@ func podStatus(i, gen int) (string, []byte) {
 	t := time.Unix(1_800_000_000+int64(gen), 0).UTC().Format(time.RFC3339)
 	ready := gen%2 == 0
 	var cs []any
-	for c := range podContainers(i) {
+	for c := range podContainers {
 		cs = append(cs, map[string]any{
 			"name": fmt.Sprintf("c%d", c), "ready": ready, "restartCount": int64(0),
 			"image":   fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
@@ -284,22 +284,6 @@ func (w *workload) namespaces() []string {
 		}
 	}
 	return nss
-}
-
-// setupWorkload makes what the workload's objects need: the namespaces
-// and, for crs, the CRD, established and served.
-func (p *parent) setupWorkload(ctx context.Context, w *workload) error {
-	if err := p.createNamespaces(ctx, w.namespaces()...); err != nil {
-		return err
-	}
-	if w.gvr != widgets {
-		return nil
-	}
-	_, err := p.dyn.Resource(crds).Create(ctx, widgetCRD(), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the CRD: %w", err)
-	}
-	return p.waitServed(ctx, w.gvr, w.ns, time.Minute)
 }
 
 // waitServed waits until the apiserver serves lists of resource gvr in
@@ -484,17 +468,12 @@ type served struct {
 	Max     int   `json:"max,omitempty"`
 }
 
-// subjectsOf returns the workload subjects that -subjects names.
-func (o options) subjectsOf(w *workload) []string {
-	return slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(o.subjectList, s) })
-}
-
 // runWorkload runs workload w at every N: its objects created, its
 // subjects each in a child (parent.subject: sync, burst of churn, forced
 // relists, a restart with nothing changed), the objects' size as served;
 // then it deletes them.
 func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) error {
-	subjects := p.o.subjectsOf(w)
+	subjects := slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(p.o.subjectList, s) })
 	if len(subjects) == 0 {
 		return nil
 	}
@@ -504,8 +483,19 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 	// ConfigMaps' bursts and relists at 200,000, then this workload's
 	// objects, must fit etcd's quota (4 GiB).
 	p.compactDefrag(ctx, w.name+": before")
-	if err := p.setupWorkload(ctx, w); err != nil {
+	// What the objects need: the namespaces and, for crs, the CRD,
+	// established and served.
+	if err := p.createNamespaces(ctx, w.namespaces()...); err != nil {
 		return err
+	}
+	if w.gvr == widgets {
+		_, err := p.dyn.Resource(crds).Create(ctx, widgetCRD(), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the CRD: %w", err)
+		}
+		if err := p.waitServed(ctx, w.gvr, w.ns, time.Minute); err != nil {
+			return err
+		}
 	}
 	defer p.cleanupWorkload(ctx, w)
 	wr := workloadResult{Name: w.name}
@@ -568,20 +558,6 @@ type diskCost struct {
 	BurstSeconds float64 `json:"burstSeconds,omitempty"`
 }
 
-// procIO reads write_bytes and wchar of /proc/self/io; zero when
-// unreadable.
-func procIO() (writeBytes, wchar int64) {
-	p, err := procfs.Self()
-	if err != nil {
-		return 0, 0
-	}
-	io, err := p.IO()
-	if err != nil {
-		return 0, 0
-	}
-	return int64(io.WriteBytes), int64(io.WChar)
-}
-
 // diskNow returns a subject's disk counters now; false for subjects
 // without a journal.
 func diskNow(sub subject) (diskCost, bool) {
@@ -591,7 +567,11 @@ func diskNow(sub subject) (diskCost, bool) {
 	}
 	var d diskCost
 	d.Commits = s.loop.Status().CommitLatency.Count
-	d.WriteBytes, d.WChar = procIO()
+	if p, err := procfs.Self(); err == nil { // zero when unreadable
+		if io, err := p.IO(); err == nil {
+			d.WriteBytes, d.WChar = int64(io.WriteBytes), int64(io.WChar)
+		}
+	}
 	if st, err := s.j.Stats(); err == nil {
 		d.FileSize, d.JournalBytes, d.Objects = st.FileSize, st.JournalBytes, st.Objects
 	}
