@@ -5,7 +5,6 @@ package main
 // (restartSection's notes say how).
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
@@ -15,11 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 )
 
@@ -157,10 +157,10 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// scrape reads the unlabeled samples of a Prometheus text exposition, and
-// those whose only label is resource (package metrics labels every
-// journal's series with its resource, since 3f20a87), under their bare
-// names: journalctl watch serves one journal.
+// scrape reads the unlabeled gauges, counters and untyped samples of a
+// Prometheus text exposition, and those whose only label is resource
+// (package metrics labels every journal's series with its resource, since
+// 3f20a87), under their bare names: journalctl watch serves one journal.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -176,31 +176,20 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.IndexByte(line, '}')
-			labels := line[i+1 : max(i+1, j)]
-			if j < 0 || !strings.HasPrefix(labels, `resource="`) || strings.Count(labels, `="`) != 1 {
-				continue
+	for name, f := range fams {
+		for _, x := range f.GetMetric() {
+			if l := x.GetLabel(); len(l) == 0 || len(l) == 1 && l[0].GetName() == "resource" {
+				m[name] = cmp.Or(x.GetGauge().GetValue(), x.GetCounter().GetValue(), x.GetUntyped().GetValue())
 			}
-			line = line[:i] + line[j+1:]
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-			m[f[0]] = v
 		}
 	}
-	return m, sc.Err()
+	return m, nil
 }
 
 // procCPU returns a process's utime + stime in seconds (/proc/PID/stat,

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -30,8 +28,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/watchjournal/watchjournal/internal/clientrate"
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -201,28 +197,19 @@ func readerChildMain(kind string, send func(report)) error {
 	return nil
 }
 
-// syncJournalReader runs a reconcile.Loop over all namespaces' ConfigMaps
-// into a file that keeps objects, until its initial list is committed.
+// syncJournalReader runs watchjournal's loop over all namespaces'
+// ConfigMaps into a file that keeps objects, until its initial list is
+// committed.
 func syncJournalReader(ctx context.Context, cfg *rest.Config, dir string) (readerFuncs, error) {
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
-	j, err := journal.Open(filepath.Join(dir, "journal.db"), &journal.Options{Resource: &res})
+	w, err := newWatchjournal(subjWatchjournal, cfg, metav1.NamespaceAll, dir, 0)
 	if err != nil {
 		return readerFuncs{}, err
 	}
-	r := cache.NewReader(j, scheme.Scheme) // keeps objects from the first list on
-	cfg = rest.CopyConfig(cfg)
-	clientrate.Apply(cfg, clientrate.QPS, clientrate.Burst)
-	loop, err := reconcile.New(cfg, j, reconcile.Options{})
-	if err != nil {
-		_ = j.Close()
-		return readerFuncs{}, err
-	}
-	var bg background
-	bg.start(func(ctx context.Context) { _ = loop.Run(ctx) })
-	stop := func() { bg.stop(); _ = j.Close() }
-	if err := loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
-		stop()
-		return readerFuncs{}, fmt.Errorf("journal reader: waiting for the initial list: %w (status %+v)", err, loop.Status())
+	r := cache.NewReader(w.j, scheme.Scheme) // keeps objects from the first list on
+	w.run()
+	if err := w.loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
+		w.close()
+		return readerFuncs{}, fmt.Errorf("journal reader: waiting for the initial list: %w (status %+v)", err, w.loop.Status())
 	}
 	return readerFuncs{
 		get: func(ctx context.Context, name string) error {
@@ -235,10 +222,10 @@ func syncJournalReader(ctx context.Context, cfg *rest.Config, dir string) (reade
 			return len(l.Items), err
 		},
 		objects: func() int {
-			st, _ := j.Stats()
+			st, _ := w.j.Stats()
 			return int(st.Objects)
 		},
-		close: stop,
+		close: w.close,
 	}, nil
 }
 
