@@ -115,19 +115,16 @@ func (r *results) describe(ctx context.Context, cp *controlplane.ControlPlane, k
 	return nil
 }
 
-func mb(b uint64) string {
-	if b == 0 {
+// dash formats args when ok, and is "–" otherwise.
+func dash(ok bool, format string, args ...any) string {
+	if !ok {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+	return fmt.Sprintf(format, args...)
 }
 
-func secs(s float64) string {
-	if s == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", s)
-}
+func mb(b uint64) string    { return dash(b != 0, "%.1f", float64(b)/(1<<20)) }
+func secs(s float64) string { return dash(s != 0, "%.2f", s) }
 
 // relistSeen says what shows that the subject really relisted.
 func relistSeen(r row) string {
@@ -168,11 +165,7 @@ func rowsTable(rows []row) string {
 			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
-		ev, lag := "–", "–"
-		if x.BurstK > 0 {
-			ev = fmt.Sprintf("%.0f", x.EventsPerS)
-			lag = fmt.Sprintf("%.0f", 1000*x.LagSeconds)
-		}
+		ev, lag := dash(x.BurstK > 0, "%.0f", x.EventsPerS), dash(x.BurstK > 0, "%.0f", 1000*x.LagSeconds)
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			x.N, x.Subject, mb(x.Synced.Steady.HeapInuse), mb(x.Synced.Steady.RSS),
 			mb(x.Relisted.PeakHeap), mb(x.Relisted.PeakRSS), secs(x.Synced.SyncSeconds), secs(x.Relisted.RelistSeconds),
