@@ -23,6 +23,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -45,15 +46,15 @@ func main() {
 		os.Exit(childMain(kind))
 	}
 	var o options
-	flag.StringVar(&o.counts, "n", envOr("BENCH_N", "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
-	flag.StringVar(&o.subjects, "subjects", envOr("BENCH_SUBJECTS", strings.Join(allSubjects, ",")), "subjects to run, comma-separated (default $BENCH_SUBJECTS or all)")
-	flag.StringVar(&o.workloadNames, "workload", envOr("BENCH_WORKLOADS", strings.Join(allWorkloads, ",")), "workloads to run, comma-separated: "+strings.Join(allWorkloads, ", ")+" (default $BENCH_WORKLOADS or all)")
+	flag.StringVar(&o.counts, "n", cmp.Or(os.Getenv("BENCH_N"), "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
+	flag.StringVar(&o.subjects, "subjects", cmp.Or(os.Getenv("BENCH_SUBJECTS"), strings.Join(allSubjects, ",")), "subjects to run, comma-separated (default $BENCH_SUBJECTS or all)")
+	flag.StringVar(&o.workloadNames, "workload", cmp.Or(os.Getenv("BENCH_WORKLOADS"), strings.Join(allWorkloads, ",")), "workloads to run, comma-separated: "+strings.Join(allWorkloads, ", ")+" (default $BENCH_WORKLOADS or all)")
 	flag.IntVar(&o.burst, "burst", 5000, "updates in the burst")
 	flag.IntVar(&o.workers, "workers", 32, "parallel writers for creation and the burst")
 	flag.IntVar(&o.relists, "relists", 3, "forced relists per subject; the table shows the median time and the largest peaks")
 	flag.StringVar(&o.out, "out", "", "results file to write (BENCHMARKS.md); empty: none")
 	flag.StringVar(&o.gobench, "gobench", "", "output of the in-process go test -bench run to include in the results file")
-	flag.StringVar(&o.command, "command", envOr("BENCH_COMMAND", ""), "the command recorded as the way to reproduce the results")
+	flag.StringVar(&o.command, "command", os.Getenv("BENCH_COMMAND"), "the command recorded as the way to reproduce the results")
 	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's directory")
 	flag.BoolVar(&o.readers, "readers", true, "measure journal/cache's Reader against the informer's lister at every N (lister.go); only when a subject other than the cache subjects runs")
 	flag.StringVar(&o.jsonOut, "json", "", "file to write every row, with all the children's reports, as JSON; empty: none")
@@ -135,13 +136,6 @@ func names(list, what string, known []string) []string {
 		ns = append(ns, s)
 	}
 	return ns
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func logf(format string, args ...any) {

@@ -22,8 +22,7 @@ import (
 // restartChild runs a restarted subject until synced, reports, and waits
 // for exit.
 func restartChild(kind string, send func(report)) error {
-	s := startSampler(50*time.Millisecond, nil)
-	defer s.stop()
+	s := startSampler(50*time.Millisecond, nil) // stopped at sync; an error ends the process
 	n, cfg, err := childConfig()
 	if err != nil {
 		return err

@@ -689,14 +689,16 @@ func (s *watchListSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return info, err
 }
 
+// newSubject returns the subject kind; callers look at the error first (a
+// failed constructor's nil pointer is a non-nil subject).
 func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, error) {
 	switch kind {
 	case subjWatchjournal, subjWatchjournalPaged:
-		return asSubject(newWatchjournal(kind, cfg, ns, dir, n))
+		return newWatchjournal(kind, cfg, ns, dir, n)
 	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
-		return asSubject(newInformer(kind, cfg, ns, n))
+		return newInformer(kind, cfg, ns, n)
 	case subjList:
-		return asSubject(newList(cfg, ns, n))
+		return newList(cfg, ns, n)
 	case subjWatchList, subjWatchListMeta:
 		l, err := newList(cfg, ns, n)
 		if err != nil {
@@ -709,12 +711,4 @@ func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, 
 		return s, nil
 	}
 	return nil, fmt.Errorf("unknown subject %q", kind)
-}
-
-// asSubject returns s as a subject; a nil one when err is set.
-func asSubject[S subject](s S, err error) (subject, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
