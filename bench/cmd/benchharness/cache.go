@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -309,11 +310,7 @@ func (s errorSink) Error(err error, msg string, kv ...any) {
 
 // cacheChildMain runs a cache subject's process: the manager, the
 // controller, the reads on a first start, exit when told.
-func cacheChildMain(kind string, send func(report)) error {
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
+func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) error {
 	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
 	ctrl.SetLogger(logr.New(errorSink{}))
 	base := steady()

@@ -131,16 +131,13 @@ type readerFuncs struct {
 
 // readerChildMain runs a reader child: sync, report, read, report, wait
 // for exit.
-func readerChildMain(kind string, send func(report)) error {
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
+func readerChildMain(kind string, n int, cfg *rest.Config, send func(report)) error {
 	ctx := context.Background()
 	base := steady()
 	began, cpu0 := time.Now(), cpuTime()
 	sctx, cancel := context.WithTimeout(ctx, syncTimeout(n+listN))
 	var rf readerFuncs
+	var err error
 	switch kind {
 	case readerJournal:
 		rf, err = syncJournalReader(sctx, cfg, os.Getenv(envDir))

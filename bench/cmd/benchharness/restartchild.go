@@ -16,17 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // restartChild runs a restarted subject until synced, reports, and waits
 // for exit.
-func restartChild(kind string, send func(report)) error {
+func restartChild(kind string, n int, cfg *rest.Config, send func(report)) error {
 	s := startSampler(50*time.Millisecond, nil) // stopped at sync; an error ends the process
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
 	ns, dir := os.Getenv(envNS), os.Getenv(envDir)
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(n))
 	defer cancel()
