@@ -46,9 +46,10 @@ func main() {
 		os.Exit(childMain(kind))
 	}
 	var o options
-	flag.StringVar(&o.counts, "n", cmp.Or(os.Getenv("BENCH_N"), "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
-	flag.StringVar(&o.subjects, "subjects", cmp.Or(os.Getenv("BENCH_SUBJECTS"), strings.Join(allSubjects, ",")), "subjects to run, comma-separated (default $BENCH_SUBJECTS or all)")
-	flag.StringVar(&o.workloadNames, "workload", cmp.Or(os.Getenv("BENCH_WORKLOADS"), strings.Join(allWorkloads, ",")), "workloads to run, comma-separated: "+strings.Join(allWorkloads, ", ")+" (default $BENCH_WORKLOADS or all)")
+	var counts, subjects, workloads string
+	flag.StringVar(&counts, "n", cmp.Or(os.Getenv("BENCH_N"), "50000"), "object counts, comma-separated, ascending (default $BENCH_N or 50000)")
+	flag.StringVar(&subjects, "subjects", cmp.Or(os.Getenv("BENCH_SUBJECTS"), strings.Join(allSubjects, ",")), "subjects to run, comma-separated (default $BENCH_SUBJECTS or all)")
+	flag.StringVar(&workloads, "workload", cmp.Or(os.Getenv("BENCH_WORKLOADS"), strings.Join(allWorkloads, ",")), "workloads to run, comma-separated: "+strings.Join(allWorkloads, ", ")+" (default $BENCH_WORKLOADS or all)")
 	flag.IntVar(&o.burst, "burst", 5000, "updates in the burst")
 	flag.IntVar(&o.workers, "workers", 32, "parallel writers for creation and the burst")
 	flag.IntVar(&o.relists, "relists", 3, "forced relists per subject; the table shows the median time and the largest peaks")
@@ -60,23 +61,23 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "file to write every row, with all the children's reports, as JSON; empty: none")
 	flag.Parse()
 
-	for _, f := range strings.Split(o.counts, ",") {
+	for _, f := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
 			fatalf("bad object count %q", f)
 		}
 		if len(o.ns) > 0 && n < o.ns[len(o.ns)-1] {
-			fatalf("object counts must be ascending: %s", o.counts)
+			fatalf("object counts must be ascending: %s", counts)
 		}
 		o.ns = append(o.ns, n)
 	}
-	o.subjectList = names(o.subjects, "subject", allSubjects)
-	o.workloads = names(o.workloadNames, "workload", allWorkloads)
+	o.subjects = names(subjects, "subject", allSubjects)
+	o.workloads = names(workloads, "workload", allWorkloads)
 	// The readers belong to the other subjects' run: a run of the cache
 	// subjects alone (e.g. BENCH_SUBJECTS=crcache,jcache) skips them.
-	o.readers = o.readers && slices.Contains(o.workloads, wlConfigMaps) && slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
+	o.readers = o.readers && slices.Contains(o.workloads, wlConfigMaps) && slices.ContainsFunc(o.subjects, func(s string) bool { return !isCache(s) })
 	if o.command == "" {
-		o.command = "make bench BENCH_N=" + o.counts
+		o.command = "make bench BENCH_N=" + counts
 	}
 	began := time.Now()
 	res, err := run(context.Background(), o)
@@ -111,18 +112,15 @@ func main() {
 }
 
 type options struct {
-	counts, subjects string
-	ns               []int
-	subjectList      []string
-	workloadNames    string
-	workloads        []string
-	burst, workers   int
-	relists          int
-	out, gobench     string
-	command          string
-	jsonOut          string
-	keep             bool
-	readers          bool
+	ns                  []int
+	subjects, workloads []string
+	burst, workers      int
+	relists             int
+	out, gobench        string
+	command             string
+	jsonOut             string
+	keep                bool
+	readers             bool
 }
 
 // names splits a comma-separated list of names of what, each one of known.

@@ -71,15 +71,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	// The apiserver restarts that force relists refill its watch cache
 	// from etcd before /readyz answers: 53 s to over 60 s at 1,000,000
 	// ConfigMaps here, so the wait grows with the largest N.
-	maxN := 0
-	for _, n := range o.ns {
-		maxN = max(maxN, n)
-	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	cp, err := controlplane.Start(sctx, dir, controlplane.Options{
 		WatchCache:            true,
 		ExtraAPIServerArgs:    []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
-		APIServerReadyTimeout: controlplane.APIServerReadyTimeout + time.Duration(maxN/100_000)*30*time.Second,
+		APIServerReadyTimeout: controlplane.APIServerReadyTimeout + time.Duration(slices.Max(o.ns)/100_000)*30*time.Second,
 		Logf:                  logf,
 	})
 	cancel()
@@ -105,7 +101,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	// The namespace bench only when a subject other than the cache
 	// subjects, or the readers, will read it.
-	classic := o.readers || slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
+	classic := o.readers || slices.ContainsFunc(o.subjects, func(s string) bool { return !isCache(s) })
 	configMaps := slices.Contains(o.workloads, wlConfigMaps)
 	for _, n := range o.ns {
 		if !configMaps {
@@ -123,7 +119,7 @@ func run(ctx context.Context, o options) (*results, error) {
 				res.objectBytes = p.servedSize(ctx, benchNS)
 			}
 		}
-		for _, s := range o.subjectList {
+		for _, s := range o.subjects {
 			if !isCache(s) {
 				res.rows = append(res.rows, p.runSubject(ctx, n, s))
 			}
@@ -131,7 +127,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		if o.readers {
 			p.readers(ctx, n, res)
 		}
-		if slices.ContainsFunc(o.subjectList, isCache) {
+		if slices.ContainsFunc(o.subjects, isCache) {
 			c, err := p.createCacheObjects(ctx, n)
 			if err != nil {
 				return nil, err
@@ -140,7 +136,7 @@ func run(ctx context.Context, o options) (*results, error) {
 			if res.cacheObjectBytes == 0 {
 				res.cacheObjectBytes = p.servedSize(ctx, cacheNS(0))
 			}
-			for _, s := range o.subjectList {
+			for _, s := range o.subjects {
 				if isCache(s) {
 					res.caches = append(res.caches, p.runCacheSubject(ctx, n, s))
 				}

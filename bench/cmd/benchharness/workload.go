@@ -473,7 +473,7 @@ type served struct {
 // relists, a restart with nothing changed), the objects' size as served;
 // then it deletes them.
 func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) error {
-	subjects := slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(p.o.subjectList, s) })
+	subjects := slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(p.o.subjects, s) })
 	if len(subjects) == 0 {
 		return nil
 	}
