@@ -33,28 +33,18 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Subject names, in the order the harness runs them.
+// Subject names, in the order the harness runs them; the notes under the
+// ConfigMaps' table (results.write, "Subjects") describe each.
 const (
-	subjWatchjournal = "watchjournal"
-	// subjWatchjournalPaged is watchjournal with Options.ListMode
-	// ListModePaginated: the paginated lists a server without streaming
-	// lists gets, measured in the same run as the default streaming ones.
-	subjWatchjournalPaged = "watchjournal-paged"
+	subjWatchjournal      = "watchjournal"
+	subjWatchjournalPaged = "watchjournal-paged" // reconcile.ListModePaginated
 	subjInformer          = "informer"
-	// subjInformerNoGzip is the typed informer with
-	// rest.Config.DisableCompression, as kube-controller-manager runs and
-	// as watchjournal does by default (reconcile.Options.Compression): the
-	// informer without the apiserver's gzip.
-	subjInformerNoGzip = "informer-nogzip"
-	subjMetadata       = "metadata-informer"
-	subjTransform      = "transform-informer"
-	subjList           = "bare-list"
-	subjWatchList      = "bare-watch-list"
-	// subjWatchListMeta is the bare watch-list asking for
-	// PartialObjectMetadata (as the metadata informer does): the floor of
-	// a metadata-only streaming relist, which would then fetch the changed
-	// objects in full.
-	subjWatchListMeta = "bare-watch-list-meta"
+	subjInformerNoGzip    = "informer-nogzip" // rest.Config.DisableCompression
+	subjMetadata          = "metadata-informer"
+	subjTransform         = "transform-informer"
+	subjList              = "bare-list"
+	subjWatchList         = "bare-watch-list"
+	subjWatchListMeta     = "bare-watch-list-meta" // PartialObjectMetadata
 )
 
 var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl, subjCRCache, subjJCache}
