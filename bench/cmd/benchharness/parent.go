@@ -579,10 +579,11 @@ func (p *parent) burst(ctx context.Context, c *child, r *row) error {
 
 // forceRelist makes the child's stored resourceVersion unusable and its
 // watch reconnect: cut the child's proxy, move etcd's revision on (writes
-// the child does not see), compact etcd, and restart the apiserver, so that its watch cache starts over at the compacted revision
-// and answers a watch from an older resourceVersion with 410 Gone. (With
-// the watch cache on, a compaction alone does not: the cache keeps serving
-// watches from its own window of events.) Then heal the proxy.
+// the child does not see), compact etcd, and restart the apiserver, so
+// that its watch cache starts over at the compacted revision and answers
+// a watch from an older resourceVersion with 410 Gone. (With the watch
+// cache on, a compaction alone does not: the cache keeps serving watches
+// from its own window of events.) Then heal the proxy.
 func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) error {
 	proxy.Cut()
 	defer proxy.Heal()
