@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -376,51 +375,45 @@ func stripToMeta(obj any) (any, error) {
 func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubject, error) {
 	cfg, reqs := counted(cfg)
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	// The ConfigMaps, or a workload's objects by its label.
+	gvr := configMaps
+	var tweak func(*metav1.ListOptions)
+	if w := childWorkload(); w != nil {
+		if kind != subjInformer {
+			return nil, fmt.Errorf("workload %s has no subject %q", w.name, kind)
+		}
+		gvr, ns, tweak = w.gvr, w.ns, func(o *metav1.ListOptions) { o.LabelSelector = w.selector() }
+	}
 	var inf cache.SharedIndexInformer
-	w := childWorkload()
 	switch {
-	case w != nil && kind == subjInformer:
-		// A workload's objects, by its label: typed (client-go's defaults,
-		// protobuf) for built-in resources, unstructured (JSON) for the
-		// custom resource.
-		tweak := func(o *metav1.ListOptions) { o.LabelSelector = w.selector() }
-		if w.gvr.Group != "" {
-			dc, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return nil, err
-			}
-			inf = dynamicinformer.NewFilteredDynamicInformer(dc, w.gvr, w.ns, 0, indexers, tweak).Informer()
-			break
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		gi, err := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(w.ns), informers.WithTweakListOptions(tweak)).ForResource(w.gvr)
-		if err != nil {
-			return nil, err
-		}
-		inf = gi.Informer()
-	case w != nil:
-		return nil, fmt.Errorf("workload %s has no subject %q", w.name, kind)
-	case kind == subjInformer || kind == subjTransform || kind == subjInformerNoGzip:
-		cfg.DisableCompression = kind == subjInformerNoGzip
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		inf = coreinformers.NewConfigMapInformer(cs, ns, 0, indexers)
-		if kind == subjTransform {
-			if err := inf.SetTransform(stripToMeta); err != nil {
-				return nil, err
-			}
-		}
 	case kind == subjMetadata:
 		mc, err := metadata.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		inf = metadatainformer.NewFilteredMetadataInformer(mc, configMaps, ns, 0, indexers, nil).Informer()
+		inf = metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, 0, indexers, tweak).Informer()
+	case gvr.Group != "": // the custom resource: unstructured, JSON
+		dc, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		inf = dynamicinformer.NewFilteredDynamicInformer(dc, gvr, ns, 0, indexers, tweak).Informer()
+	case kind == subjInformer || kind == subjTransform || kind == subjInformerNoGzip: // typed: client-go's defaults, protobuf
+		cfg.DisableCompression = kind == subjInformerNoGzip
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		gi, err := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak)).ForResource(gvr)
+		if err != nil {
+			return nil, err
+		}
+		inf = gi.Informer()
+		if kind == subjTransform {
+			if err := inf.SetTransform(stripToMeta); err != nil {
+				return nil, err
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown informer %q", kind)
 	}
