@@ -30,53 +30,45 @@ func restartChild(kind string, n int, cfg *rest.Config, send func(report)) error
 	defer cancel()
 
 	began := time.Now()
+	sub, err := newSubject(kind, cfg, ns, dir, n)
+	if err != nil {
+		return err
+	}
+	defer sub.close()
 	rr := restartReport{Gone: -1}
-	var sub subject
 	// synced records when the subject synced, and what it took until then.
 	synced := func() {
 		rr.SyncedUnixNano = time.Now().UnixNano()
 		rr.Bytes, rr.Requests = sub.counts().bytes.Load(), sub.counts().all.Load()
 		rr.CPU = cpuTime().Seconds()
 	}
-	switch kind {
-	case subjWatchjournal, subjWatchjournalPaged:
-		w, err := newWatchjournal(kind, cfg, ns, dir, n)
+	switch x := sub.(type) {
+	case *wjSubject:
+		head0, err := x.j.Head()
 		if err != nil {
 			return err
 		}
-		defer w.close()
-		sub = w
-		head0, err := w.j.Head()
-		if err != nil {
-			return err
-		}
-		w.run()
-		if err := w.loop.WaitForSync(ctx); err != nil {
-			return fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, w.loop.Status())
+		x.run()
+		if err := x.loop.WaitForSync(ctx); err != nil {
+			return fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, x.loop.Status())
 		}
 		synced()
-		rr.Gone = w.loop.Status().Gone
-		if err := checkJournal(w.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
+		rr.Gone = x.loop.Status().Gone
+		if err := checkJournal(x.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
 			return err
 		}
-		if st, err := w.j.Stats(); err == nil {
+		if st, err := x.j.Stats(); err == nil {
 			rr.Objects = int(st.Objects)
 		}
-	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
-		inf, err := newInformer(kind, cfg, ns, n)
-		if err != nil {
-			return err
-		}
-		defer inf.close()
-		sub = inf
-		inf.start(inf.inf.RunWithContext)
+	case *informerSubject:
+		x.start(x.inf.RunWithContext)
 		select {
-		case <-inf.inf.HasSyncedChecker().Done():
+		case <-x.inf.HasSyncedChecker().Done():
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not synced: %w", kind, ctx.Err())
 		}
 		synced()
-		rr.Objects = len(inf.inf.GetStore().ListKeys())
+		rr.Objects = len(x.inf.GetStore().ListKeys())
 	default:
 		return fmt.Errorf("subject %q has no restart", kind)
 	}
