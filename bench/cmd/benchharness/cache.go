@@ -1,34 +1,12 @@
 package main
 
-// The cache subjects (issue 23, "Measured"): a small operator process, a
-// controller-runtime manager with one controller For(&corev1.ConfigMap{})
-// whose reconciler reads the object it was given through mgr.GetClient(),
-// on one of two caches:
-//
-//   - crcache: controller-runtime's default cache (cache.New), objects in
-//     memory, every read deep-copied;
-//   - jcache: jcache.NewFunc(jcache.Options{Dir: ...}), objects in journal
-//     files, every read decoded from disk (fsync on, default retention).
-//
-// The objects: N ConfigMaps of about 1 KiB spread over cacheNamespaces
-// namespaces (object i in cache-<i mod 100>), plus cacheListN in
-// cacheListNS, each labelled cacheLabel=true and with a group label
-// (groupLabel) shared by 100 objects. Both caches select cacheLabel
-// (cache.Options.DefaultLabelSelector, one cluster-wide informer, filtered
-// by the apiserver), so that the other subjects' ConfigMaps in the same
-// control plane are not theirs; they hold N + cacheListN objects. The
-// manager registers a field index on the group label
-// (mgr.GetFieldIndexer().IndexField) before it starts.
-//
-// Each subject runs twice on one directory, each time in a process of its
-// own: a first start (empty directory) and a restart with nothing changed
-// (the same directory; for crcache the same as a first start). Measured,
-// each time: from the parent's exec to the first reconcile, and until
-// every object was reconciled once; then the steady heap and RSS (as the
-// other subjects: after runtime.GC and debug.FreeOSMemory). After the
-// first start also the reads through mgr.GetClient(): Get of random
-// objects (p50, p99), List through the index (client.MatchingFields, 100
-// objects), and a full List of cacheListNS (client.InNamespace, 1,000).
+// The cache subjects (issue 23, "Measured"): an operator process, a
+// controller-runtime manager with one controller whose reconciler reads
+// the object it was given through mgr.GetClient(), on controller-runtime's
+// cache (crcache) or on jcache, started twice on one directory, a process
+// each: a first start (then the reads) and a restart with nothing changed.
+// What it watches and what is measured: cacheSection's notes
+// (cache_results.go).
 
 import (
 	"context"
@@ -50,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,20 +94,16 @@ func (p *parent) createCacheObjects(ctx context.Context, n int) (creation, error
 		if err := p.createNamespaces(ctx, append(nss, cacheListNS)...); err != nil {
 			return creation{}, err
 		}
-		_, err := p.createRange(ctx, "ConfigMaps in "+cacheListNS, 0, cacheListN, func(ctx context.Context, i int) error {
+		_, err := p.createRange(ctx, "ConfigMaps in "+cacheListNS, new(int), cacheListN, func(ctx context.Context, i int) error {
 			return p.createConfigMap(ctx, cacheObject(i, cacheListNS))
 		})
 		if err != nil {
 			return creation{}, err
 		}
 	}
-	c, err := p.createRange(ctx, fmt.Sprintf("ConfigMaps in %d namespaces", cacheNamespaces), p.cacheCreated, n, func(ctx context.Context, i int) error {
+	return p.createRange(ctx, fmt.Sprintf("ConfigMaps in %d namespaces", cacheNamespaces), &p.cacheCreated, n, func(ctx context.Context, i int) error {
 		return p.createConfigMap(ctx, cacheObject(i, ""))
 	})
-	if err == nil {
-		p.cacheCreated = max(p.cacheCreated, n)
-	}
-	return c, err
 }
 
 // cacheStart is what one process of a cache subject measured.
@@ -234,9 +209,7 @@ func (p *parent) runCacheSubject(ctx context.Context, n int, kind string) cacheR
 
 // cacheProcess runs one process of a cache subject: until every object
 // was reconciled, then (first start) the reads, then exit.
-func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cacheReads, error) {
-	var st cacheStart
-	var reads cacheReads
+func (p *parent) cacheProcess(n int, kind, dir, phase string) (st cacheStart, reads cacheReads, err error) {
 	logf("N=%d %s: %s start", n, kind, phase)
 	began := time.Now()
 	// Straight to the apiserver: no proxy, no relist forced.
@@ -248,10 +221,10 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	if err != nil {
 		return st, reads, err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	x, err := c.await("cache-synced", syncTimeout(n)+3*time.Minute)
 	if err != nil || x.Cache == nil {
-		return st, reads, c.kill(fmt.Errorf("waiting for the reconciles: %v", err))
+		return st, reads, fmt.Errorf("waiting for the reconciles: %v", err)
 	}
 	cr := x.Cache
 	st = cacheStart{
@@ -270,7 +243,7 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 	if phase == "first" {
 		x, err := c.await("cache-reads", 10*time.Minute)
 		if err != nil || x.Cache == nil {
-			return st, reads, c.kill(fmt.Errorf("reads: %v", err))
+			return st, reads, fmt.Errorf("reads: %v", err)
 		}
 		reads = x.Cache.Reads
 		logf("N=%d %s: Get p50 %.1f µs p99 %.1f µs; List through the index (%d) p50 %.2f ms p99 %.2f ms; List of %s (%d) %.2f ms; heap after %s",
@@ -278,7 +251,7 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (cacheStart, cache
 			cacheListNS, reads.NSListed, 1e3*reads.NSListP50, mib(reads.After.HeapInuse))
 	}
 	if err := c.exit(2 * time.Minute); err != nil {
-		return st, reads, c.kill(err)
+		return st, reads, err
 	}
 	st.DiskBytes = dirSize(dir)
 	return st, reads, nil
@@ -337,11 +310,7 @@ func (s errorSink) Error(err error, msg string, kv ...any) {
 
 // cacheChildMain runs a cache subject's process: the manager, the
 // controller, the reads on a first start, exit when told.
-func cacheChildMain(kind string, send func(report)) error {
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
+func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) error {
 	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
 	ctrl.SetLogger(logr.New(errorSink{}))
 	base := steady()

@@ -58,12 +58,7 @@ func findCache(rows []cacheRow, w string, n int, subject string) (cacheRow, bool
 }
 
 // ratio formats a / b.
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
-}
+func ratio(a, b float64) string { return dash(b != 0, "%.2f×", a/b) }
 
 // cacheTargets evaluates issue 23's targets on the cache subjects' rows.
 func (r *results) cacheTargets() []target {
@@ -173,10 +168,7 @@ func (r *results) cacheSection() string {
 			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
-		disk := "–"
-		if x.Restart.DiskBytes > 0 {
-			disk = fmt.Sprintf("%.1f", float64(x.Restart.DiskBytes)/(1<<20))
-		}
+		disk := mb(uint64(x.Restart.DiskBytes))
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %.2f (%.2f) | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s | %s |\n",
 			x.N, x.Subject, x.Objects, x.Load, mb(x.First.Steady.HeapInuse), mb(x.First.Steady.RSS), mb(x.First.Steady.RSSAnon),
 			secs(x.First.SyncedSeconds), x.First.FirstReconcileSeconds, x.First.InProcessSeconds, x.First.AllSeconds, x.First.CPU,

@@ -116,7 +116,11 @@ func childMain(kind string) int {
 	case isCache(kind):
 		run = cacheChildMain
 	}
-	if err := run(kind, send); err != nil {
+	n, cfg, err := childConfig()
+	if err == nil {
+		err = run(kind, n, cfg, send)
+	}
+	if err != nil {
 		send(report{Event: "error", Err: err.Error()})
 		return 1
 	}
@@ -150,11 +154,7 @@ func childConfig() (int, *rest.Config, error) {
 	}, nil
 }
 
-func runChild(kind string, send func(report)) error {
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
+func runChild(kind string, n int, cfg *rest.Config, send func(report)) error {
 	prof := profiler{dir: os.Getenv(envPprof), tag: os.Getenv(envTag)}
 	ctx := context.Background()
 

@@ -38,7 +38,7 @@ func described(r *results) *results {
 	r.cpu, r.nproc, r.memTotal, r.kernel = "Test CPU @ 2.00GHz", 2, 8<<30, "6.1.0-test"
 	r.goVersion, r.kube, r.etcd, r.clientGo, r.bbolt = "go1.26.8", "v1.35.0", "3.6.5", "v0.37.2", "v1.5.0"
 	r.revision = "0123456789abcdef0123456789abcdef01234567"
-	r.o.burst, r.o.workers, r.o.relists, r.o.relistMode = 5000, 32, 1, "restart"
+	r.o.burst, r.o.workers, r.o.relists = 5000, 32, 1
 	if r.o.command == "" {
 		r.o.command = "make bench BENCH_N=50000"
 	}

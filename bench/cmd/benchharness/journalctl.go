@@ -1,22 +1,11 @@
 package main
 
-// The journalctl subject: the CLI as a user runs it, `journalctl watch
-// configmaps --db FILE -n NS --kubeconfig K --metrics-addr ADDR`, with its
-// own defaults otherwise (client rate limits, page size, timeouts,
-// verify interval). The binary is the journalctl next to this one
-// ($(BIN)/journalctl, which make bench builds), or $BENCH_JOURNALCTL.
-//
-// It talks to the apiserver directly (the control plane's kubeconfig, no
-// proxy) and is measured from the outside: sync s is from exec until its
-// /metrics says watchjournal_synced 1 (polled every 50 ms) with
-// watchjournal_index_objects N; sync CPU is the process's utime + stime
-// then (/proc/PID/stat); heap is go_memstats_heap_inuse_bytes and RSS is
-// VmRSS (RssAnon, VmHWM) of /proc/PID/status 3 s after the sync, without a
-// forced GC. Then SIGTERM, and a restart with nothing changed, timed the
-// same way.
+// The journalctl subject: `journalctl watch` as a user runs it, the binary
+// next to this one or $BENCH_JOURNALCTL, measured from the outside
+// (restartSection's notes say how).
 
 import (
-	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,11 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 )
 
@@ -39,17 +29,10 @@ const subjJournalctl = "journalctl"
 // journalctl process is read.
 const journalctlSettle = 3 * time.Second
 
-func (p *parent) journalctlBin() string {
-	if b := os.Getenv("BENCH_JOURNALCTL"); b != "" {
-		return b
-	}
-	return filepath.Join(filepath.Dir(p.exe), "journalctl")
-}
-
 // runJournalctl runs the journalctl subject at N=n.
 func (p *parent) runJournalctl(ctx context.Context, n int) row {
 	r := row{N: n, Subject: subjJournalctl}
-	bin := p.journalctlBin()
+	bin := cmp.Or(os.Getenv("BENCH_JOURNALCTL"), filepath.Join(filepath.Dir(p.exe), "journalctl"))
 	if _, err := os.Stat(bin); err != nil {
 		r.Err = fmt.Sprintf("no journalctl binary (%v): build it next to benchharness (make build) or set BENCH_JOURNALCTL", err)
 		return r
@@ -153,7 +136,7 @@ func (p *parent) startJournalctl(ctx context.Context, bin, dir string, n int) (j
 		return fail(fmt.Errorf("synced with %d objects in the index; want %d", got, n))
 	}
 	time.Sleep(journalctlSettle)
-	jr.steady = pidStatus(cmd.Process.Pid)
+	jr.steady = statusFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	if m, err := scrape(ctx, url); err == nil {
 		jr.steady.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
 		jr.steady.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
@@ -174,10 +157,10 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// scrape reads the unlabeled samples of a Prometheus text exposition, and
-// those whose only label is resource (package metrics labels every
-// journal's series with its resource, since 3f20a87), under their bare
-// names: journalctl watch serves one journal.
+// scrape reads the unlabeled gauges, counters and untyped samples of a
+// Prometheus text exposition, and those whose only label is resource
+// (package metrics labels every journal's series with its resource, since
+// 3f20a87), under their bare names: journalctl watch serves one journal.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -193,36 +176,21 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.IndexByte(line, '}')
-			labels := line[i+1 : max(i+1, j)]
-			if j < 0 || !strings.HasPrefix(labels, `resource="`) || strings.Count(labels, `="`) != 1 {
-				continue
+	for name, f := range fams {
+		for _, x := range f.GetMetric() {
+			if l := x.GetLabel(); len(l) == 0 || len(l) == 1 && l[0].GetName() == "resource" {
+				m[name] = cmp.Or(x.GetGauge().GetValue(), x.GetCounter().GetValue(), x.GetUntyped().GetValue())
 			}
-			line = line[:i] + line[j+1:]
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-			m[f[0]] = v
 		}
 	}
-	return m, sc.Err()
+	return m, nil
 }
-
-// pidStatus reads VmRSS, RssAnon, RssFile and VmHWM of a process (see
-// statusFile).
-func pidStatus(pid int) memory { return statusFile(fmt.Sprintf("/proc/%d/status", pid)) }
 
 // procCPU returns a process's utime + stime in seconds (/proc/PID/stat,
 // at the usual 100 clock ticks a second); 0 when unreadable.

@@ -1,36 +1,17 @@
 package main
 
-// The readers (issue 11): journal/cache's Reader against the informer's
-// lister, each in a child process of its own at every N, after the
-// subjects.
-//
-// Both watch ConfigMaps in all namespaces: the N objects of namespace
-// "bench", plus listNS, a namespace of listN ConfigMaps that the parent
-// creates once (before the first N) so that both List the same namespace
-// of 1,000 whatever N is, plus the few ConfigMaps of the other namespaces
-// (kube-root-ca.crt, the relists' bumps in bench-other). Each child
-// reports:
-//
-//   - the steady heap once synced and after the reads (after a forced GC,
-//     as the subjects'), for the journal with objects kept (a
-//     reconcile.Loop into a file that keeps objects, and a cache.Reader);
-//   - Get of one typed ConfigMap by name, readGets times over random names
-//     of "bench": p50 and p99 of the journal's Reader.Get against the
-//     informer lister's Get + DeepCopy (what controller-runtime's cache
-//     returns);
-//   - List of listNS (1,000 typed ConfigMaps): the median of readLists
-//     Reader.List calls against the lister's List + DeepCopy of each item.
-//
-// The extra cost of keeping objects on append comes from the in-process
-// benchmarks (BenchmarkJournalAppend/batch=1000/nosync against
-// …/nosync/objects), read from the -gobench output.
+// The readers (issue 11): journal/cache's Reader (over a reconcile.Loop
+// into a file that keeps objects) against the informer lister's Get and
+// List + DeepCopy, each in a child process of its own at every N, after
+// the subjects; readerTable's text says what they read. Both watch the
+// ConfigMaps of all namespaces, among them listNS, created once before the
+// first N, so that both List the same 1,000 objects whatever N is.
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -39,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -48,8 +28,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/watchjournal/watchjournal/internal/clientrate"
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -89,22 +67,17 @@ type readerRow struct {
 // isReader reports whether a child kind is one of the readers.
 func isReader(kind string) bool { return kind == readerJournal || kind == readerInformer }
 
-// createListNS creates listNS and its listN ConfigMaps, once.
-func (p *parent) createListNS(ctx context.Context) error {
-	if err := p.createNamespaces(ctx, listNS); err != nil {
-		return err
-	}
-	_, err := p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", 0, listN, func(ctx context.Context, i int) error {
-		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
-	})
-	return err
-}
-
 // readers runs both reader children at N=n, the first time after
-// creating listNS.
+// creating listNS and its listN ConfigMaps.
 func (p *parent) readers(ctx context.Context, n int, res *results) {
 	if len(res.readers) == 0 {
-		if err := p.createListNS(ctx); err != nil {
+		err := p.createNamespaces(ctx, listNS)
+		if err == nil {
+			_, err = p.createRange(ctx, "ConfigMaps in "+listNS+" for the readers' List", new(int), listN, func(ctx context.Context, i int) error {
+				return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: listNS}, Data: map[string]string{"payload": strings.Repeat("0", payloadSize)}})
+			})
+		}
+		if err != nil {
 			for _, k := range []string{readerJournal, readerInformer} {
 				res.readers = append(res.readers, readerRow{N: n, Kind: k, Err: err.Error()})
 			}
@@ -121,7 +94,7 @@ func (p *parent) readers(ctx context.Context, n int, res *results) {
 	}
 }
 
-func (p *parent) reader(r *readerRow) error {
+func (p *parent) reader(r *readerRow) (err error) {
 	dir, err := os.MkdirTemp("", "benchharness-"+r.Kind+"-")
 	if err != nil {
 		return err
@@ -133,13 +106,13 @@ func (p *parent) reader(r *readerRow) error {
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
-		return c.kill(err)
+		return err
 	}
 	x, err := c.await("reads", 10*time.Minute)
 	if err != nil || x.Reader == nil {
-		return c.kill(fmt.Errorf("reads: %v (report %+v)", err, x))
+		return fmt.Errorf("reads: %v (report %+v)", err, x)
 	}
 	r.Reads = *x.Reader
 	logf("N=%d %s: heap %s (after reads %s), Get p50 %.1f µs p99 %.1f µs, List of %d %.2f ms", r.N, r.Kind,
@@ -158,16 +131,13 @@ type readerFuncs struct {
 
 // readerChildMain runs a reader child: sync, report, read, report, wait
 // for exit.
-func readerChildMain(kind string, send func(report)) error {
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
+func readerChildMain(kind string, n int, cfg *rest.Config, send func(report)) error {
 	ctx := context.Background()
 	base := steady()
 	began, cpu0 := time.Now(), cpuTime()
 	sctx, cancel := context.WithTimeout(ctx, syncTimeout(n+listN))
 	var rf readerFuncs
+	var err error
 	switch kind {
 	case readerJournal:
 		rf, err = syncJournalReader(sctx, cfg, os.Getenv(envDir))
@@ -224,28 +194,19 @@ func readerChildMain(kind string, send func(report)) error {
 	return nil
 }
 
-// syncJournalReader runs a reconcile.Loop over all namespaces' ConfigMaps
-// into a file that keeps objects, until its initial list is committed.
+// syncJournalReader runs watchjournal's loop over all namespaces'
+// ConfigMaps into a file that keeps objects, until its initial list is
+// committed.
 func syncJournalReader(ctx context.Context, cfg *rest.Config, dir string) (readerFuncs, error) {
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
-	j, err := journal.Open(filepath.Join(dir, "journal.db"), &journal.Options{Resource: &res})
+	w, err := newWatchjournal(subjWatchjournal, cfg, metav1.NamespaceAll, dir, 0)
 	if err != nil {
 		return readerFuncs{}, err
 	}
-	r := cache.NewReader(j, scheme.Scheme) // keeps objects from the first list on
-	cfg = rest.CopyConfig(cfg)
-	clientrate.Apply(cfg, clientrate.QPS, clientrate.Burst)
-	loop, err := reconcile.New(cfg, j, reconcile.Options{})
-	if err != nil {
-		_ = j.Close()
-		return readerFuncs{}, err
-	}
-	var bg background
-	bg.start(func(ctx context.Context) { _ = loop.Run(ctx) })
-	stop := func() { bg.stop(); _ = j.Close() }
-	if err := loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
-		stop()
-		return readerFuncs{}, fmt.Errorf("journal reader: waiting for the initial list: %w (status %+v)", err, loop.Status())
+	r := cache.NewReader(w.j, scheme.Scheme) // keeps objects from the first list on
+	w.run()
+	if err := w.loop.WaitFor(ctx, func(st reconcile.Status) bool { return st.Lists >= 1 }); err != nil {
+		w.close()
+		return readerFuncs{}, fmt.Errorf("journal reader: waiting for the initial list: %w (status %+v)", err, w.loop.Status())
 	}
 	return readerFuncs{
 		get: func(ctx context.Context, name string) error {
@@ -258,10 +219,10 @@ func syncJournalReader(ctx context.Context, cfg *rest.Config, dir string) (reade
 			return len(l.Items), err
 		},
 		objects: func() int {
-			st, _ := j.Stats()
+			st, _ := w.j.Stats()
 			return int(st.Objects)
 		},
-		close: stop,
+		close: w.close,
 	}, nil
 }
 

@@ -131,10 +131,9 @@ type sample struct {
 // GC hook is a finalizer on a sentinel that re-arms itself: finalizers run
 // after the cycle that found their object unreachable.)
 type sampler struct {
-	stopc    chan struct{}
-	done     chan struct{}
-	stopped  atomic.Bool
-	stopOnce sync.Once
+	stopc   chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
 
 	mu      sync.Mutex
 	samples []sample
@@ -207,15 +206,12 @@ func (s *sampler) sample() {
 	s.mu.Unlock()
 }
 
-// stop takes a last sample, ends the goroutine and returns the samples;
-// again, only the samples.
+// stop takes a last sample, ends the goroutine and returns the samples.
 func (s *sampler) stop() []sample {
-	s.stopOnce.Do(func() {
-		s.stopped.Store(true)
-		close(s.stopc)
-		<-s.done
-		s.sample()
-	})
+	s.stopped.Store(true)
+	close(s.stopc)
+	<-s.done
+	s.sample()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples

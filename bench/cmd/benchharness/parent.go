@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,10 +13,10 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,15 +71,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	// The apiserver restarts that force relists refill its watch cache
 	// from etcd before /readyz answers: 53 s to over 60 s at 1,000,000
 	// ConfigMaps here, so the wait grows with the largest N.
-	maxN := 0
-	for _, n := range o.ns {
-		maxN = max(maxN, n)
-	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	cp, err := controlplane.Start(sctx, dir, controlplane.Options{
 		WatchCache:            true,
 		ExtraAPIServerArgs:    []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
-		APIServerReadyTimeout: controlplane.APIServerReadyTimeout + time.Duration(maxN/100_000)*30*time.Second,
+		APIServerReadyTimeout: controlplane.APIServerReadyTimeout + time.Duration(slices.Max(o.ns)/100_000)*30*time.Second,
 		Logf:                  logf,
 	})
 	cancel()
@@ -104,14 +101,16 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	// The namespace bench only when a subject other than the cache
 	// subjects, or the readers, will read it.
-	classic := o.readers || slices.ContainsFunc(o.subjectList, func(s string) bool { return !isCache(s) })
+	classic := o.readers || slices.ContainsFunc(o.subjects, func(s string) bool { return !isCache(s) })
 	configMaps := slices.Contains(o.workloads, wlConfigMaps)
 	for _, n := range o.ns {
 		if !configMaps {
 			break
 		}
 		if classic {
-			c, err := p.create(ctx, n)
+			c, err := p.createRange(ctx, "ConfigMaps", &p.created, n, func(ctx context.Context, i int) error {
+				return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: benchNS}, Data: map[string]string{"payload": payload}})
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -120,7 +119,7 @@ func run(ctx context.Context, o options) (*results, error) {
 				res.objectBytes = p.servedSize(ctx, benchNS)
 			}
 		}
-		for _, s := range o.subjectList {
+		for _, s := range o.subjects {
 			if !isCache(s) {
 				res.rows = append(res.rows, p.runSubject(ctx, n, s))
 			}
@@ -128,7 +127,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		if o.readers {
 			p.readers(ctx, n, res)
 		}
-		if slices.ContainsFunc(o.subjectList, isCache) {
+		if slices.ContainsFunc(o.subjects, isCache) {
 			c, err := p.createCacheObjects(ctx, n)
 			if err != nil {
 				return nil, err
@@ -137,7 +136,7 @@ func run(ctx context.Context, o options) (*results, error) {
 			if res.cacheObjectBytes == 0 {
 				res.cacheObjectBytes = p.servedSize(ctx, cacheNS(0))
 			}
-			for _, s := range o.subjectList {
+			for _, s := range o.subjects {
 				if isCache(s) {
 					res.caches = append(res.caches, p.runCacheSubject(ctx, n, s))
 				}
@@ -170,21 +169,12 @@ type creation struct {
 	Seconds  float64
 }
 
-// create creates ConfigMaps cm-<p.created> .. cm-<n-1> in benchNS.
-func (p *parent) create(ctx context.Context, n int) (creation, error) {
-	c, err := p.createRange(ctx, "ConfigMaps", p.created, n, func(ctx context.Context, i int) error {
-		return p.createConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: benchNS}, Data: map[string]string{"payload": payload}})
-	})
-	if err == nil {
-		p.created = max(p.created, n)
-	}
-	return c, err
-}
-
-// createRange creates objects from .. n-1 with o.workers writers, each by
-// create (again on transient errors; one that exists already counts as
-// created), and logs the progress; what names the objects in the log.
-func (p *parent) createRange(ctx context.Context, what string, from, n int, create func(ctx context.Context, i int) error) (creation, error) {
+// createRange creates objects *created .. n-1 with o.workers writers, each
+// by create (again on transient errors; one that exists already counts as
+// created), moves *created on to n, and logs the progress; what names the
+// objects in the log.
+func (p *parent) createRange(ctx context.Context, what string, created *int, n int, create func(ctx context.Context, i int) error) (creation, error) {
+	from := *created
 	c := creation{From: from, To: n}
 	if n <= from {
 		return c, nil
@@ -208,6 +198,7 @@ func (p *parent) createRange(ctx context.Context, what string, from, n int, crea
 	if err != nil {
 		return c, fmt.Errorf("creating %s: %w", what, err)
 	}
+	*created = n
 	logf("created %d %s in %.1f s (%.0f/s)", n-from, what, c.Seconds, float64(n-from)/c.Seconds)
 	return c, nil
 }
@@ -242,35 +233,14 @@ func (p *parent) servedSize(ctx context.Context, ns string) int {
 }
 
 // parallel calls fn for i in [from, to) from workers goroutines and returns
-// the first error.
+// the first error, after which it starts no more.
 func parallel(ctx context.Context, workers, from, to int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := from; i < to && gctx.Err() == nil; i++ {
+		g.Go(func() error { return fn(gctx, i) })
 	}
-feed:
-	for i := from; i < to; i++ {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
+	return cmp.Or(g.Wait(), context.Cause(ctx))
 }
 
 // retry retries fn on transient apiserver errors, a few times.
@@ -383,10 +353,13 @@ func (c *child) close() {
 	}
 }
 
-// kill kills the child, which failed with err, and returns err.
-func (c *child) kill(err error) error {
-	_ = c.cmd.Process.Kill()
-	return err
+// stop kills the child when err, the caller's result, is set, then closes
+// it.
+func (c *child) stop(err error) {
+	if err != nil {
+		_ = c.cmd.Process.Kill()
+	}
+	c.close()
 }
 
 // exit tells the child to exit and waits for its bye.
@@ -483,7 +456,7 @@ func (p *parent) runSubject(ctx context.Context, n int, kind string) row {
 	return r
 }
 
-func (p *parent) subject(ctx context.Context, r *row) error {
+func (p *parent) subject(ctx context.Context, r *row) (err error) {
 	proxy, err := controlplane.NewProxy(p.cp.APIServerAddr())
 	if err != nil {
 		return err
@@ -499,16 +472,16 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	if r.Synced, err = c.await("synced", syncTimeout(r.N)+time.Minute); err != nil {
-		return c.kill(err)
+		return err
 	}
 	logf("N=%d %s: synced in %.2f s (CPU %.2f s), heap %s, RSS %s", r.N, r.Subject, r.Synced.SyncSeconds, r.Synced.SyncCPU,
 		mib(r.Synced.Steady.HeapInuse), mib(r.Synced.Steady.RSS))
 
 	if !bare(r.Subject) {
 		if err := p.burst(ctx, c, r); err != nil {
-			return c.kill(fmt.Errorf("burst: %w", err))
+			return fmt.Errorf("burst: %w", err)
 		}
 		logf("N=%d %s: burst of %d: %.0f events/s (writes %.0f/s), lag %.0f ms", r.N, r.Subject, r.BurstK,
 			r.EventsPerS, r.WritesPerS, 1000*r.LagSeconds)
@@ -517,7 +490,7 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 	for i := range p.o.relists {
 		x, err := p.relist(ctx, c, proxy, r, nil)
 		if err != nil {
-			return c.kill(err)
+			return err
 		}
 		r.Relists = append(r.Relists, x)
 		logf("N=%d %s: relist %d: %.2f s (%.2f s since armed, CPU %.2f s), peak heap %s (live %s; from arming %s), peak RSS %s, lists %d, watch-lists %d, 410s %d",
@@ -529,7 +502,7 @@ func (p *parent) subject(ctx context.Context, r *row) error {
 		p.changedRelist(ctx, c, proxy, dir, r)
 	}
 	if err := c.exit(time.Minute); err != nil {
-		return c.kill(err)
+		return err
 	}
 	p.restarts(ctx, c, proxy, dir, r)
 	return nil
@@ -606,11 +579,11 @@ func (p *parent) burst(ctx context.Context, c *child, r *row) error {
 
 // forceRelist makes the child's stored resourceVersion unusable and its
 // watch reconnect: cut the child's proxy, move etcd's revision on (writes
-// the child does not see), compact etcd, and in restart mode restart the
-// apiserver, so that its watch cache starts over at the compacted revision
-// and answers a watch from an older resourceVersion with 410 Gone. (With
-// the watch cache on, a compaction alone does not: the cache keeps serving
-// watches from its own window of events.) Then heal the proxy.
+// the child does not see), compact etcd, and restart the apiserver, so
+// that its watch cache starts over at the compacted revision and answers
+// a watch from an older resourceVersion with 410 Gone. (With the watch
+// cache on, a compaction alone does not: the cache keeps serving watches
+// from its own window of events.) Then heal the proxy.
 func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) error {
 	proxy.Cut()
 	defer proxy.Heal()
@@ -624,20 +597,18 @@ func (p *parent) forceRelist(ctx context.Context, proxy *controlplane.Proxy) err
 	if _, err := p.cp.Compact(ctx); err != nil {
 		return err
 	}
-	if p.o.relistMode == "restart" {
-		// The apiserver fills its watch cache from etcd as it starts: allow
-		// more at 1,000,000 objects.
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute+time.Duration(p.created)*200*time.Microsecond)
-		defer cancel()
-		if err := p.cp.RestartAPIServer(rctx); err != nil {
-			return err
-		}
-		if p.wl != nil {
-			return p.waitServed(rctx, p.wl.gvr, p.wl.ns, 3*time.Minute)
-		}
-		return p.waitServed(rctx, configMaps, benchNS, 3*time.Minute+time.Duration(p.created)*200*time.Microsecond)
+	// The apiserver fills its watch cache from etcd as it starts: allow
+	// more at 1,000,000 objects.
+	timeout := 3*time.Minute + time.Duration(p.created)*200*time.Microsecond
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := p.cp.RestartAPIServer(rctx); err != nil {
+		return err
 	}
-	return nil
+	if p.wl != nil {
+		return p.waitServed(rctx, p.wl.gvr, p.wl.ns, 3*time.Minute)
+	}
+	return p.waitServed(rctx, configMaps, benchNS, timeout)
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,36 +1,10 @@
 package main
 
-// Issue 12's measurements, the parent's side: a relist after a gap in
-// which 1% of the objects changed, and restarts of a subject with nothing
-// changed and with 1% changed while it was down.
-//
-// For each subject, after the forced relists of parent.go (nothing changed
-// during their gaps):
-//
-//  1. changed relist: the parent cuts the child's proxy, changes 1% of the
-//     objects (changeSet: most modified, a few deleted and as many
-//     created, so the count stays N), then forces the relist as parent.go
-//     does (compaction, apiserver restart, heal). The relist's time is
-//     measured as the others' are. The bare subjects list again: the
-//     reference for the same server-side work.
-//  2. restart, nothing changed: the child exits; a new process of the same
-//     subject starts (BENCH_RESTART set; restartchild.go) through the same
-//     proxy. watchjournal reopens the same journal file and resumes from
-//     its stored resourceVersion, which the watch cache still serves (no
-//     compaction since); an informer starts from scratch, as informers do.
-//     Measured: from the parent's exec to synced (watchjournal:
-//     Loop.WaitForSync, a true HasSynced; informers: HasSynced, their
-//     store filled by one full list), the response body bytes the process
-//     received from the apiserver until then, peak heap and RSS.
-//  3. restart, 1% changed: the same, after the parent changed 1% of the
-//     objects while no process ran. The change undoes step 1's deletes and
-//     creates (they are its creates and deletes), so the names are those
-//     of the N created objects again afterwards. watchjournal's child
-//     checks that the journal gained events for exactly the changed keys,
-//     each once, with the right type, by the time it synced.
-//
-// The bare subjects have no restart (a restart is their sync); journalctl
-// (journalctl.go) restarts with nothing changed only.
+// Issue 12's measurements, the parent's side: after a subject's forced
+// relists, a relist after a gap in which 1% of the objects changed, then
+// restarts of the subject (restartchild.go) with nothing changed and with
+// 1% changed while it was down; restartSection's notes (restart_results.go)
+// say how. The bare subjects have no restart (a restart is their sync).
 
 import (
 	"context"
@@ -327,7 +301,7 @@ func writeExpected(dir string, cs *changeSet) error {
 // restartOnce starts the subject in a new process in dir, waits until it
 // reports synced, and stops it. cs is the change made while it was down
 // (nil: none).
-func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Proxy, dir string, cs *changeSet) (*restartResult, error) {
+func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Proxy, dir string, cs *changeSet) (_ *restartResult, err error) {
 	mode := "same"
 	if cs != nil {
 		mode = "changed"
@@ -340,13 +314,13 @@ func (p *parent) restartOnce(ctx context.Context, r *row, proxy *controlplane.Pr
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
+	defer func() { c.stop(err) }()
 	x, err := c.await("restarted", syncTimeout(r.N)+time.Minute)
 	if err != nil {
-		return nil, c.kill(err)
+		return nil, err
 	}
 	if x.Restart == nil {
-		return nil, c.kill(fmt.Errorf("the restarted child sent no restart report"))
+		return nil, fmt.Errorf("the restarted child sent no restart report")
 	}
 	res := &restartResult{restartReport: *x.Restart}
 	res.Seconds = time.Unix(0, res.SyncedUnixNano).Sub(began).Seconds()

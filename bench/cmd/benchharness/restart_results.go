@@ -9,12 +9,7 @@ import (
 	"strings"
 )
 
-func kib(b int64) string {
-	if b == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.0f", float64(b)/1024)
-}
+func kib(b int64) string { return dash(b != 0, "%.0f", float64(b)/1024) }
 
 // restartTable returns the relists with 1% changed and the restarts as one
 // Markdown table.
@@ -55,10 +50,7 @@ func (r *results) restartTable() string {
 		if x.RestartErr != "" {
 			check = "error: " + cell(x.RestartErr)
 		}
-		changed := "–"
-		if x.Changed > 0 {
-			changed = fmt.Sprint(x.Changed)
-		}
+		changed := dash(x.Changed > 0, "%d", x.Changed)
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			x.N, x.Subject, changed, rel, relCPU, relLive, relSeen, same, sameKiB, sameReqs, sameCPU, sameHeap, sameRSS, chg, chgKiB, chgHeap, check)
 	}

@@ -1,129 +1,74 @@
 package main
 
 // A restarted subject (restart.go): a child started with BENCH_RESTART
-// set. It creates the subject, runs it until synced, reports "restarted"
-// with a restartReport, and waits for "exit".
-//
-// Synced means: watchjournal, Loop.WaitForSync returned (HasSynced, a true
-// sync: a resumed watch proven current, or a list committed), on the
-// journal file the first process left in BENCH_DIR; informers, the
-// informer's HasSyncedChecker is done (its store holds one full list).
-// Bytes are counted by a rest.Config WrapTransport that counts every
-// response body byte the client reads.
+// set runs the subject until synced (watchjournal: Loop.WaitForSync on the
+// journal file the first process left; informers: HasSynced), reports
+// "restarted" with a restartReport, and waits for "exit".
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// byteCounter counts the requests made and the response body bytes read
-// through the transports it wraps (one wrapper per client built).
-type byteCounter struct{ bytes, requests atomic.Int64 }
-
-func (b *byteCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return countingTransport{next: rt, c: b}
-}
-
-type countingTransport struct {
-	next http.RoundTripper
-	c    *byteCounter
-}
-
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.requests.Add(1)
-	resp, err := t.next.RoundTrip(req)
-	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.c.bytes}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 // restartChild runs a restarted subject until synced, reports, and waits
 // for exit.
-func restartChild(kind string, send func(report)) error {
-	s := startSampler(50*time.Millisecond, nil)
-	defer s.stop()
-	n, cfg, err := childConfig()
-	if err != nil {
-		return err
-	}
-	bc := &byteCounter{}
-	cfg.Wrap(bc.wrap)
+func restartChild(kind string, n int, cfg *rest.Config, send func(report)) error {
+	s := startSampler(50*time.Millisecond, nil) // stopped at sync; an error ends the process
 	ns, dir := os.Getenv(envNS), os.Getenv(envDir)
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(n))
 	defer cancel()
 
 	began := time.Now()
+	sub, err := newSubject(kind, cfg, ns, dir, n)
+	if err != nil {
+		return err
+	}
+	defer sub.close()
 	rr := restartReport{Gone: -1}
 	// synced records when the subject synced, and what it took until then.
 	synced := func() {
 		rr.SyncedUnixNano = time.Now().UnixNano()
-		rr.Bytes, rr.Requests = bc.bytes.Load(), bc.requests.Load()
+		rr.Bytes, rr.Requests = sub.counts().bytes.Load(), sub.counts().all.Load()
 		rr.CPU = cpuTime().Seconds()
 	}
-	var sub subject
-	switch kind {
-	case subjWatchjournal, subjWatchjournalPaged:
-		w, err := newWatchjournal(kind, cfg, ns, dir, n)
+	switch x := sub.(type) {
+	case *wjSubject:
+		head0, err := x.j.Head()
 		if err != nil {
 			return err
 		}
-		defer w.close()
-		sub = w
-		head0, err := w.j.Head()
-		if err != nil {
-			return err
-		}
-		w.run()
-		if err := w.loop.WaitForSync(ctx); err != nil {
-			return fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, w.loop.Status())
+		x.run()
+		if err := x.loop.WaitForSync(ctx); err != nil {
+			return fmt.Errorf("watchjournal: waiting for sync: %w (status %+v)", err, x.loop.Status())
 		}
 		synced()
-		rr.Gone = w.loop.Status().Gone
-		if err := checkJournal(w.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
+		rr.Gone = x.loop.Status().Gone
+		if err := checkJournal(x.j, head0, filepath.Join(dir, expectedFile), &rr); err != nil {
 			return err
 		}
-		if st, err := w.j.Stats(); err == nil {
+		if st, err := x.j.Stats(); err == nil {
 			rr.Objects = int(st.Objects)
 		}
-	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
-		inf, err := newInformer(kind, cfg, ns, n)
-		if err != nil {
-			return err
-		}
-		defer inf.close()
-		sub = inf
-		inf.start(inf.inf.RunWithContext)
+	case *informerSubject:
+		x.start(x.inf.RunWithContext)
 		select {
-		case <-inf.inf.HasSyncedChecker().Done():
+		case <-x.inf.HasSyncedChecker().Done():
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not synced: %w", kind, ctx.Err())
 		}
 		synced()
-		rr.Objects = len(inf.inf.GetStore().ListKeys())
+		rr.Objects = len(x.inf.GetStore().ListKeys())
 	default:
 		return fmt.Errorf("subject %q has no restart", kind)
 	}

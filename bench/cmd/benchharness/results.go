@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -109,26 +108,23 @@ func (r *results) describe(ctx context.Context, cp *controlplane.ControlPlane, k
 	var ev struct {
 		Server string `json:"etcdserver"`
 	}
-	if err := etcdCall(ctx, cp, http.MethodGet, "/version", nil, &ev); err != nil {
+	if err := etcdCall(ctx, cp, "/version", nil, &ev); err != nil {
 		return err
 	}
 	r.etcd = ev.Server
 	return nil
 }
 
-func mb(b uint64) string {
-	if b == 0 {
+// dash formats args when ok, and is "–" otherwise.
+func dash(ok bool, format string, args ...any) string {
+	if !ok {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+	return fmt.Sprintf(format, args...)
 }
 
-func secs(s float64) string {
-	if s == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", s)
-}
+func mb(b uint64) string    { return dash(b != 0, "%.1f", float64(b)/(1<<20)) }
+func secs(s float64) string { return dash(s != 0, "%.2f", s) }
 
 // relistSeen says what shows that the subject really relisted.
 func relistSeen(r row) string {
@@ -156,11 +152,8 @@ func relistSeen(r row) string {
 
 // text returns the tables and the targets as the harness prints them.
 func (r *results) text() string {
-	return r.table() + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
+	return rowsTable(r.rows) + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
 }
-
-// table returns the results as one Markdown table.
-func (r *results) table() string { return rowsTable(r.rows) }
 
 // rowsTable returns rows as one Markdown table.
 func rowsTable(rows []row) string {
@@ -172,11 +165,7 @@ func rowsTable(rows []row) string {
 			fmt.Fprintf(&b, "| %d | %s | error: %s ||||||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
-		ev, lag := "–", "–"
-		if x.BurstK > 0 {
-			ev = fmt.Sprintf("%.0f", x.EventsPerS)
-			lag = fmt.Sprintf("%.0f", 1000*x.LagSeconds)
-		}
+		ev, lag := dash(x.BurstK > 0, "%.0f", x.EventsPerS), dash(x.BurstK > 0, "%.0f", 1000*x.LagSeconds)
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			x.N, x.Subject, mb(x.Synced.Steady.HeapInuse), mb(x.Synced.Steady.RSS),
 			mb(x.Relisted.PeakHeap), mb(x.Relisted.PeakRSS), secs(x.Synced.SyncSeconds), secs(x.Relisted.RelistSeconds),
@@ -218,7 +207,12 @@ func newTarget(format string, args ...any) target {
 }
 
 // set records what was measured and whether it meets the target.
-func (t *target) set(ok bool, measured string) { t.measured, t.state = measured, check(ok) }
+func (t *target) set(ok bool, measured string) {
+	t.measured, t.state = measured, "MISSED"
+	if ok {
+		t.state = "holds"
+	}
+}
 
 // ratioTarget is the target name: a ≤ limit × b, both in unit; not
 // measured unless both are positive.
@@ -256,13 +250,6 @@ func (r *results) creationsText(cs []creation) string {
 func (r *results) writtenBy() string {
 	return fmt.Sprintf("Written by bench/cmd/benchharness on %s (the harness took %v), watchjournal at commit %s, on %s (%d cores). Reproduce with:\n\n    %s\n\n",
 		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc, r.o.command)
-}
-
-func check(ok bool) string {
-	if ok {
-		return "holds"
-	}
-	return "MISSED"
 }
 
 // targets evaluates the issue's targets on this run's numbers.
@@ -422,7 +409,7 @@ func (r *results) write(path string) error {
 
 	b.WriteString("## Against a local control plane, one subject per process\n\n")
 	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, in one namespace. %s\n\n", r.objectBytes, r.creationsText(r.creations))
-	b.WriteString(r.table())
+	b.WriteString(rowsTable(r.rows))
 	b.WriteString(r.readerTable())
 	b.WriteString(`
 - **heap**: runtime.MemStats.HeapInuse after runtime.GC() and debug.FreeOSMemory(), once synced; **RSS**: VmRSS at the same moment (for watchjournal it includes bbolt's memory-mapped file pages; **anon RSS** is RssAnon without them). **base heap**: the same measure in the child before the subject started (client-go's and the binary's own state; every child is the same binary).
@@ -432,7 +419,7 @@ func (r *results) write(path string) error {
 - **relist s**: from the start of the list request that succeeded after the relist was forced (attempts that failed while the proxy was cut do not count) (counted by a WrapTransport) until the subject holds every object again: watchjournal's list committed; an informer's Replace delivered all N objects to its handler again; for the bare list, a second full paginated list, made after the same apiserver restart. The median of the relists (3 by default, -relists).
 - **sync CPU s / relist CPU s**: the child's CPU time (user + system, getrusage) over the sync / from arming the relist until done (median): the client's own cost, steadier than wall time on a shared machine.
 - **events/s**: the parent patches ` + fmt.Sprint(r.o.burst) + ` objects with ` + fmt.Sprint(r.o.workers) + ` writers as fast as the apiserver takes them; events/s = updates / (time the subject has seen the last − first write). It cannot exceed the apiserver's write rate. **lag ms**: from the last write's answer to the subject seeing it.
-- **Forcing the relist** (` + r.o.relistMode + ` mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
+- **Forcing the relist** (restart mode): each child talks to the apiserver through its own TCP proxy. The parent cuts the proxy, writes to another namespace so etcd's revision moves past the child's, compacts etcd, restarts the apiserver (its watch cache then starts at the compacted revision; without a restart the cache keeps serving watches from its own window of events and answers no 410), waits until it serves lists, and heals the proxy. watchjournal resumes its watch from its stored resourceVersion, gets 410 and relists (**relist seen** shows the 410s and list requests); client-go's reflector relists after any broken watch, by default with a watch-list (sendInitialEvents=true, WatchListClient on since v1.35) served from the watch cache.
 `)
 	b.WriteString(r.restartSection())
 	b.WriteString("\n## Targets\n")

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -33,28 +32,18 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Subject names, in the order the harness runs them.
+// Subject names, in the order the harness runs them; the notes under the
+// ConfigMaps' table (results.write, "Subjects") describe each.
 const (
-	subjWatchjournal = "watchjournal"
-	// subjWatchjournalPaged is watchjournal with Options.ListMode
-	// ListModePaginated: the paginated lists a server without streaming
-	// lists gets, measured in the same run as the default streaming ones.
-	subjWatchjournalPaged = "watchjournal-paged"
+	subjWatchjournal      = "watchjournal"
+	subjWatchjournalPaged = "watchjournal-paged" // reconcile.ListModePaginated
 	subjInformer          = "informer"
-	// subjInformerNoGzip is the typed informer with
-	// rest.Config.DisableCompression, as kube-controller-manager runs and
-	// as watchjournal does by default (reconcile.Options.Compression): the
-	// informer without the apiserver's gzip.
-	subjInformerNoGzip = "informer-nogzip"
-	subjMetadata       = "metadata-informer"
-	subjTransform      = "transform-informer"
-	subjList           = "bare-list"
-	subjWatchList      = "bare-watch-list"
-	// subjWatchListMeta is the bare watch-list asking for
-	// PartialObjectMetadata (as the metadata informer does): the floor of
-	// a metadata-only streaming relist, which would then fetch the changed
-	// objects in full.
-	subjWatchListMeta = "bare-watch-list-meta"
+	subjInformerNoGzip    = "informer-nogzip" // rest.Config.DisableCompression
+	subjMetadata          = "metadata-informer"
+	subjTransform         = "transform-informer"
+	subjList              = "bare-list"
+	subjWatchList         = "bare-watch-list"
+	subjWatchListMeta     = "bare-watch-list-meta" // PartialObjectMetadata
 )
 
 var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl, subjCRCache, subjJCache}
@@ -121,19 +110,22 @@ type relistInfo struct {
 	Note string
 }
 
-// requests counts the collection requests of one client, by wrapping its
-// transport: list pages, complete lists (first pages), watches and
+// requests counts the requests of one client, by wrapping its transport:
+// all of them and the response body bytes read (restartchild.go), and of
+// the collection's, list pages, complete lists (first pages), watches and
 // watch-lists (watches with sendInitialEvents=true, client-go's streaming
 // list, on by default since v1.35).
 type requests struct {
 	next http.RoundTripper
 
+	all, bytes                        atomic.Int64
 	pages, lists, watches, watchLists atomic.Int64
 	armed                             atomic.Bool
 	listStart                         atomic.Int64 // Unix ns of the last list start after arm
 }
 
 func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.all.Add(1)
 	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, collection) {
 		q := req.URL.Query()
 		startsList := false
@@ -157,7 +149,23 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.listStart.Store(time.Now().UnixNano())
 		}
 	}
-	return r.next.RoundTrip(req)
+	resp, err := r.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &r.bytes}
+	}
+	return resp, err
+}
+
+// countingBody adds the bytes read to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (r *requests) arm() {
@@ -367,51 +375,45 @@ func stripToMeta(obj any) (any, error) {
 func newInformer(kind string, cfg *rest.Config, ns string, n int) (*informerSubject, error) {
 	cfg, reqs := counted(cfg)
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	// The ConfigMaps, or a workload's objects by its label.
+	gvr := configMaps
+	var tweak func(*metav1.ListOptions)
+	if w := childWorkload(); w != nil {
+		if kind != subjInformer {
+			return nil, fmt.Errorf("workload %s has no subject %q", w.name, kind)
+		}
+		gvr, ns, tweak = w.gvr, w.ns, func(o *metav1.ListOptions) { o.LabelSelector = w.selector() }
+	}
 	var inf cache.SharedIndexInformer
-	w := childWorkload()
 	switch {
-	case w != nil && kind == subjInformer:
-		// A workload's objects, by its label: typed (client-go's defaults,
-		// protobuf) for built-in resources, unstructured (JSON) for the
-		// custom resource.
-		tweak := func(o *metav1.ListOptions) { o.LabelSelector = w.selector() }
-		if w.gvr.Group != "" {
-			dc, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return nil, err
-			}
-			inf = dynamicinformer.NewFilteredDynamicInformer(dc, w.gvr, w.ns, 0, indexers, tweak).Informer()
-			break
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		gi, err := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(w.ns), informers.WithTweakListOptions(tweak)).ForResource(w.gvr)
-		if err != nil {
-			return nil, err
-		}
-		inf = gi.Informer()
-	case w != nil:
-		return nil, fmt.Errorf("workload %s has no subject %q", w.name, kind)
-	case kind == subjInformer || kind == subjTransform || kind == subjInformerNoGzip:
-		cfg.DisableCompression = kind == subjInformerNoGzip
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		inf = coreinformers.NewConfigMapInformer(cs, ns, 0, indexers)
-		if kind == subjTransform {
-			if err := inf.SetTransform(stripToMeta); err != nil {
-				return nil, err
-			}
-		}
 	case kind == subjMetadata:
 		mc, err := metadata.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		inf = metadatainformer.NewFilteredMetadataInformer(mc, configMaps, ns, 0, indexers, nil).Informer()
+		inf = metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, 0, indexers, tweak).Informer()
+	case gvr.Group != "": // the custom resource: unstructured, JSON
+		dc, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		inf = dynamicinformer.NewFilteredDynamicInformer(dc, gvr, ns, 0, indexers, tweak).Informer()
+	case kind == subjInformer || kind == subjTransform || kind == subjInformerNoGzip: // typed: client-go's defaults, protobuf
+		cfg.DisableCompression = kind == subjInformerNoGzip
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		gi, err := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak)).ForResource(gvr)
+		if err != nil {
+			return nil, err
+		}
+		inf = gi.Informer()
+		if kind == subjTransform {
+			if err := inf.SetTransform(stripToMeta); err != nil {
+				return nil, err
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown informer %q", kind)
 	}
@@ -594,14 +596,6 @@ type watchListSubject struct {
 	ordered bool
 }
 
-func newWatchList(cfg *rest.Config, ns string, n int) (*watchListSubject, error) {
-	l, err := newList(cfg, ns, n)
-	if err != nil {
-		return nil, err
-	}
-	return &watchListSubject{listSubject: *l}, nil
-}
-
 // watchList streams every object as an ADDED event until the bookmark
 // that ends the initial events, reading only each event's type and the
 // object's name. It returns how many objects there were.
@@ -678,28 +672,26 @@ func (s *watchListSubject) waitRelist(ctx context.Context) (relistInfo, error) {
 	return info, err
 }
 
+// newSubject returns the subject kind; callers look at the error first (a
+// failed constructor's nil pointer is a non-nil subject).
 func newSubject(kind string, cfg *rest.Config, ns, dir string, n int) (subject, error) {
 	switch kind {
 	case subjWatchjournal, subjWatchjournalPaged:
-		return asSubject(newWatchjournal(kind, cfg, ns, dir, n))
+		return newWatchjournal(kind, cfg, ns, dir, n)
 	case subjInformer, subjInformerNoGzip, subjMetadata, subjTransform:
-		return asSubject(newInformer(kind, cfg, ns, n))
+		return newInformer(kind, cfg, ns, n)
 	case subjList:
-		return asSubject(newList(cfg, ns, n))
+		return newList(cfg, ns, n)
 	case subjWatchList, subjWatchListMeta:
-		s, err := newWatchList(cfg, ns, n)
-		if err == nil && kind == subjWatchListMeta {
+		l, err := newList(cfg, ns, n)
+		if err != nil {
+			return nil, err
+		}
+		s := &watchListSubject{listSubject: *l}
+		if kind == subjWatchListMeta {
 			s.accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 		}
-		return asSubject(s, err)
+		return s, nil
 	}
 	return nil, fmt.Errorf("unknown subject %q", kind)
-}
-
-// asSubject returns s as a subject; a nil one when err is set.
-func asSubject[S subject](s S, err error) (subject, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

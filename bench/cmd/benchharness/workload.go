@@ -1,37 +1,15 @@
 package main
 
 // The workloads (issue 25, "Benchmarks on real shapes"): besides the 1 KiB
-// ConfigMaps of parent.go, the objects operators really watch.
-//
-//   - pods: Pods of 4–8 KiB as served (two containers with env, ports,
-//     resources and a mount; a volume; annotations), in one
-//     namespace, each with a nodeName so that nothing schedules them (only
-//     etcd and the apiserver run: the Pods are stored, never started). The
-//     churn is what a kubelet writes: merge patches of the status
-//     subresource (phase, conditions, containerStatuses).
-//   - crs: a custom resource, widgets.bench.watchjournal.io (a CRD with a
-//     structural schema, x-kubernetes-preserve-unknown-fields in spec and
-//     status, the status subresource), objects of about 2 KiB, in one
-//     namespace: JSON only on the wire (no protobuf for custom resources).
-//     The churn patches status (observedGeneration, conditions). The
-//     informer subject is a dynamic informer (unstructured).
-//   - secrets: Secrets of about 1.4 KiB across secretNamespaces namespaces,
-//     watched across all namespaces; watchjournal seals them
-//     (journal.Options.Keyring with reconcile.Options.SecretPayloads). The
-//     churn patches data.
-//
-// Every object carries workloadLabel=<workload>, and every subject of a
-// workload watches with that label selector (the control plane also holds
-// the other workloads' objects). A workload runs the subjects of
-// workloadSubjects (those -subjects names) at each N, in children as
-// parent.go runs them: sync, burst of churn with the disk cost
-// (workload_results.go), forced relists, a restart with nothing changed;
-// and crcache and jcache as cache.go runs them, on the workload's objects.
-// Then its objects are deleted (in etcd, cleanupWorkload) and etcd is
-// compacted and defragmented, so that the next workload starts from a
-// small etcd (200,000 Pods are over 1 GB in etcd; its quota is 4 GiB,
-// internal/controlplane) and the apiserver's restarts, which refill its
-// watch cache, do not reload the previous workloads' objects.
+// ConfigMaps of parent.go, the objects operators really watch, each with
+// its churn (workloadByName; workloadSection's notes describe them). Every
+// object carries workloadLabel=<workload>, which every subject selects. A
+// workload runs workloadSubjects at each N as parent.go and cache.go run
+// theirs; then its objects are deleted in etcd and etcd is compacted and
+// defragmented (cleanupWorkload), so that the next workload starts from a
+// small etcd (200,000 Pods are over 1 GB in etcd; its quota is 4 GiB) and
+// the apiserver's restarts, which refill its watch cache, do not reload the
+// previous workloads' objects.
 
 import (
 	"bytes"
@@ -153,9 +131,9 @@ func objectMeta(w, ns string, i int, extra map[string]any) map[string]any {
 // filler is s repeated to n bytes.
 func filler(s string, n int) string { return strings.Repeat(s, n/len(s)+1)[:n] }
 
-// podContainers is how many containers Pod i has: an application and a
+// podContainers is how many containers a Pod has: an application and a
 // sidecar.
-func podContainers(int) int { return 2 }
+const podContainers = 2
 
 // podObject is Pod i: two containers, env and annotations of a size by i,
 // so that the Pods are about 5 to 8 KiB as served with their status and
@@ -163,7 +141,7 @@ func podContainers(int) int { return 2 }
 func podObject(i int) *unstructured.Unstructured {
 	const ns = "bench-pods"
 	var containers []any
-	for c := range podContainers(i) {
+	for c := range podContainers {
 		var env []any
 		for e := range 1 + i%3 {
 			env = append(env, map[string]any{"name": fmt.Sprintf("SETTING_%02d", e), "value": fmt.Sprintf("value-%d-%d-%s", c, e, filler("abcdefgh", 24))})
@@ -204,7 +182,7 @@ func podStatus(i, gen int) (string, []byte) {
 	t := time.Unix(1_800_000_000+int64(gen), 0).UTC().Format(time.RFC3339)
 	ready := gen%2 == 0
 	var cs []any
-	for c := range podContainers(i) {
+	for c := range podContainers {
 		cs = append(cs, map[string]any{
 			"name": fmt.Sprintf("c%d", c), "ready": ready, "restartCount": int64(0),
 			"image":   fmt.Sprintf("registry.example.com/team/service-%d:v1.%d.%d", c, i%50, i%7),
@@ -308,22 +286,6 @@ func (w *workload) namespaces() []string {
 	return nss
 }
 
-// setupWorkload makes what the workload's objects need: the namespaces
-// and, for crs, the CRD, established and served.
-func (p *parent) setupWorkload(ctx context.Context, w *workload) error {
-	if err := p.createNamespaces(ctx, w.namespaces()...); err != nil {
-		return err
-	}
-	if w.gvr != widgets {
-		return nil
-	}
-	_, err := p.dyn.Resource(crds).Create(ctx, widgetCRD(), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the CRD: %w", err)
-	}
-	return p.waitServed(ctx, w.gvr, w.ns, time.Minute)
-}
-
 // waitServed waits until the apiserver serves lists of resource gvr in
 // namespace ns ("" for all namespaces), polling every 100 ms for at most
 // timeout: a CRD's resource some time after it is established, and every
@@ -337,18 +299,6 @@ func (p *parent) waitServed(ctx context.Context, gvr schema.GroupVersionResource
 		return fmt.Errorf("%s not served: %w", gvr.Resource, err)
 	}
 	return nil
-}
-
-// createWorkload creates the workload's objects p.wlCreated .. n-1.
-func (p *parent) createWorkload(ctx context.Context, w *workload, n int) (creation, error) {
-	c, err := p.createRange(ctx, w.name, p.wlCreated, n, func(ctx context.Context, i int) error {
-		_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
-		return err
-	})
-	if err == nil {
-		p.wlCreated = max(p.wlCreated, n)
-	}
-	return c, err
 }
 
 // churnOne writes update gen of object i.
@@ -433,7 +383,7 @@ func (p *parent) compactDefrag(ctx context.Context, what string) {
 	if _, err := p.cp.Compact(ctx); err != nil {
 		logf("%s: compacting etcd: %v", what, err)
 	}
-	if err := p.etcdDefrag(ctx); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/maintenance/defragment", []byte("{}"), nil); err != nil {
 		logf("%s: defragmenting etcd: %v", what, err)
 	}
 	after, _ := p.etcdDBSize(ctx)
@@ -451,17 +401,11 @@ func (p *parent) etcdDeletePrefix(ctx context.Context, prefix string) (int, erro
 	var out struct {
 		Deleted string `json:"deleted"` // int64 as a JSON string
 	}
-	if err := p.etcdPost(ctx, "/v3/kv/deleterange", body, &out); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/kv/deleterange", body, &out); err != nil {
 		return 0, err
 	}
 	n, _ := strconv.Atoi(out.Deleted)
 	return n, nil
-}
-
-// etcdDefrag defragments etcd (the gRPC gateway's
-// /v3/maintenance/defragment), returning the space compaction freed.
-func (p *parent) etcdDefrag(ctx context.Context) error {
-	return p.etcdPost(ctx, "/v3/maintenance/defragment", nil, nil)
 }
 
 // etcdDBSize returns the size of etcd's database file.
@@ -469,7 +413,7 @@ func (p *parent) etcdDBSize(ctx context.Context) (int64, error) {
 	var st struct {
 		DBSize string `json:"dbSize"` // int64 as a JSON string (grpc-gateway)
 	}
-	if err := p.etcdPost(ctx, "/v3/maintenance/status", nil, &st); err != nil {
+	if err := etcdCall(ctx, p.cp, "/v3/maintenance/status", []byte("{}"), &st); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -477,20 +421,15 @@ func (p *parent) etcdDBSize(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// etcdPost posts body (nil: {}) to etcd's gRPC gateway at path and
-// decodes the answer into out (nil: none).
-func (p *parent) etcdPost(ctx context.Context, path string, body []byte, out any) error {
-	if body == nil {
-		body = []byte("{}")
-	}
-	return etcdCall(ctx, p.cp, http.MethodPost, path, body, out)
-}
-
-// etcdCall sends body to etcd's HTTP endpoint at path, within 5 minutes,
-// and decodes the answer into out (nil: none).
-func etcdCall(ctx context.Context, cp *controlplane.ControlPlane, method, path string, body []byte, out any) error {
+// etcdCall posts body to etcd's HTTP endpoint at path (nil: a GET), within
+// 5 minutes, and decodes the answer into out (nil: none).
+func etcdCall(ctx context.Context, cp *controlplane.ControlPlane, path string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	method := http.MethodPost
+	if body == nil {
+		method = http.MethodGet
+	}
 	req, err := http.NewRequestWithContext(ctx, method, cp.EtcdURL()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -529,17 +468,12 @@ type served struct {
 	Max     int   `json:"max,omitempty"`
 }
 
-// subjectsOf returns the workload subjects that -subjects names.
-func (o options) subjectsOf(w *workload) []string {
-	return slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(o.subjectList, s) })
-}
-
 // runWorkload runs workload w at every N: its objects created, its
 // subjects each in a child (parent.subject: sync, burst of churn, forced
 // relists, a restart with nothing changed), the objects' size as served;
 // then it deletes them.
 func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) error {
-	subjects := p.o.subjectsOf(w)
+	subjects := slices.DeleteFunc(slices.Clone(workloadSubjects), func(s string) bool { return !slices.Contains(p.o.subjects, s) })
 	if len(subjects) == 0 {
 		return nil
 	}
@@ -549,14 +483,28 @@ func (p *parent) runWorkload(ctx context.Context, w *workload, res *results) err
 	// ConfigMaps' bursts and relists at 200,000, then this workload's
 	// objects, must fit etcd's quota (4 GiB).
 	p.compactDefrag(ctx, w.name+": before")
-	if err := p.setupWorkload(ctx, w); err != nil {
+	// What the objects need: the namespaces and, for crs, the CRD,
+	// established and served.
+	if err := p.createNamespaces(ctx, w.namespaces()...); err != nil {
 		return err
+	}
+	if w.gvr == widgets {
+		_, err := p.dyn.Resource(crds).Create(ctx, widgetCRD(), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the CRD: %w", err)
+		}
+		if err := p.waitServed(ctx, w.gvr, w.ns, time.Minute); err != nil {
+			return err
+		}
 	}
 	defer p.cleanupWorkload(ctx, w)
 	wr := workloadResult{Name: w.name}
 	defer func() { res.workloads = append(res.workloads, wr) }()
 	for _, n := range p.o.ns {
-		c, err := p.createWorkload(ctx, w, n)
+		c, err := p.createRange(ctx, w.name, &p.wlCreated, n, func(ctx context.Context, i int) error {
+			_, err := p.dyn.Resource(w.gvr).Namespace(w.nsOf(i)).Create(ctx, w.object(i), metav1.CreateOptions{})
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -610,20 +558,6 @@ type diskCost struct {
 	BurstSeconds float64 `json:"burstSeconds,omitempty"`
 }
 
-// procIO reads write_bytes and wchar of /proc/self/io; zero when
-// unreadable.
-func procIO() (writeBytes, wchar int64) {
-	p, err := procfs.Self()
-	if err != nil {
-		return 0, 0
-	}
-	io, err := p.IO()
-	if err != nil {
-		return 0, 0
-	}
-	return int64(io.WriteBytes), int64(io.WChar)
-}
-
 // diskNow returns a subject's disk counters now; false for subjects
 // without a journal.
 func diskNow(sub subject) (diskCost, bool) {
@@ -633,7 +567,11 @@ func diskNow(sub subject) (diskCost, bool) {
 	}
 	var d diskCost
 	d.Commits = s.loop.Status().CommitLatency.Count
-	d.WriteBytes, d.WChar = procIO()
+	if p, err := procfs.Self(); err == nil { // zero when unreadable
+		if io, err := p.IO(); err == nil {
+			d.WriteBytes, d.WChar = int64(io.WriteBytes), int64(io.WChar)
+		}
+	}
 	if st, err := s.j.Stats(); err == nil {
 		d.FileSize, d.JournalBytes, d.Objects = st.FileSize, st.JournalBytes, st.Objects
 	}

@@ -43,24 +43,12 @@ func (r *results) diskTable(wr workloadResult) string {
 			continue
 		}
 		d := x.Disk
-		sv, ok := wr.servedAt(x.N)
-		servedMiB, perObject, ratioText, allocRatio := "–", "–", "–", "–"
-		if ok {
-			servedMiB = mb(uint64(sv.Bytes))
-			perObject = fmt.Sprintf("%.0f", float64(sv.Bytes)/float64(sv.Objects))
-			ratioText = ratio(float64(d.FileSize), float64(sv.Bytes))
-			allocRatio = ratio(float64(d.Allocated), float64(sv.Bytes))
-		}
-		perEvent, perSecond, perCommit := "–", "–", "–"
-		if d.Events > 0 {
-			perEvent = fmt.Sprintf("%.0f", float64(d.WriteBytes)/float64(d.Events))
-		}
-		if d.BurstSeconds > 0 {
-			perSecond = fmt.Sprintf("%.0f", float64(d.Commits)/d.BurstSeconds)
-		}
-		if d.Commits > 0 {
-			perCommit = fmt.Sprintf("%.1f", float64(d.Events)/float64(d.Commits))
-		}
+		sv, ok := wr.servedAt(x.N) // not measured: zero, so "–"
+		servedMiB, ratioText, allocRatio := mb(uint64(sv.Bytes)), ratio(float64(d.FileSize), float64(sv.Bytes)), ratio(float64(d.Allocated), float64(sv.Bytes))
+		perObject := dash(ok, "%.0f", float64(sv.Bytes)/float64(sv.Objects))
+		perEvent := dash(d.Events > 0, "%.0f", float64(d.WriteBytes)/float64(d.Events))
+		perSecond := dash(d.BurstSeconds > 0, "%.0f", float64(d.Commits)/d.BurstSeconds)
+		perCommit := dash(d.Commits > 0, "%.1f", float64(d.Events)/float64(d.Commits))
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %d | %s | %d | %s | %s |\n", x.N, servedMiB, perObject,
 			mb(uint64(d.FileSize)), ratioText, mb(uint64(d.Allocated)), allocRatio, mb(d.JournalBytes), d.Events, perEvent, d.Commits, perSecond, perCommit)
 	}
@@ -83,11 +71,7 @@ func (r *results) wlRestartTable(w string) string {
 			continue
 		}
 		s := x.RestartSame
-		gone := "–"
-		if s.Gone >= 0 {
-			gone = fmt.Sprint(s.Gone)
-		}
-		fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %s | %s | %s |\n", x.N, x.Subject, s.Seconds, s.CPU, kib(s.Bytes), mb(s.PeakHeap), gone)
+		fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %s | %s | %s |\n", x.N, x.Subject, s.Seconds, s.CPU, kib(s.Bytes), mb(s.PeakHeap), dash(s.Gone >= 0, "%d", s.Gone))
 	}
 	return b.String()
 }
@@ -105,12 +89,9 @@ func (r *results) wlCacheTable(wr workloadResult) string {
 			fmt.Fprintf(&b, "| %d | %s | error: %s |||||||||||||\n", x.N, x.Subject, cell(x.Err))
 			continue
 		}
-		disk, dr := "–", "–"
-		if x.Restart.DiskBytes > 0 {
-			disk = mb(uint64(x.Restart.DiskBytes))
-			if sv, ok := wr.servedAt(x.N); ok {
-				dr = ratio(float64(x.Restart.DiskBytes), float64(sv.Bytes))
-			}
+		disk, dr := mb(uint64(x.Restart.DiskBytes)), "–"
+		if sv, ok := wr.servedAt(x.N); ok && x.Restart.DiskBytes > 0 {
+			dr = ratio(float64(x.Restart.DiskBytes), float64(sv.Bytes))
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.2f | %s | %s |\n", x.N, x.Subject,
 			mb(x.First.Steady.HeapInuse), mb(x.First.Steady.RSS), x.First.FirstReconcileSeconds, x.First.AllSeconds, x.First.CPU,
