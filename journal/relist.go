@@ -163,19 +163,11 @@ func (r *relist) appendDirect(evs []Event) error {
 				if err != nil {
 					return err
 				}
-				off, err := tx.Append(rec)
-				if err != nil {
-					return err
-				}
-				e.Offset = off
-				if err := applyIndex(tx, []byte(e.Key), e); err != nil {
-					return err
-				}
-				if err := r.j.applyIndexes(tx, []byte(e.Key), e); err != nil {
+				if err := r.j.put(tx, []byte(e.Key), e, rec); err != nil {
 					return err
 				}
 				if first == 0 {
-					first = off
+					first = e.Offset
 				}
 				written += len(rec)
 			}
@@ -403,15 +395,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 					return 0, false, err
 				}
 			}
-			off, err := tx.Append(rec)
-			if err != nil {
-				return 0, false, err
-			}
-			e.Offset = off
-			if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
-				return 0, false, err
-			}
-			if err := j.applyIndexes(tx, []byte(e.Key), &e); err != nil {
+			if err := j.put(tx, []byte(e.Key), &e, rec); err != nil {
 				return 0, false, err
 			}
 			at = next

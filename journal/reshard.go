@@ -137,12 +137,9 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 		m.After = last
 		return len(leaving), false, setReshardMarker(t.tx, m)
 	}
-	rec, ok, err := decodeResource(t.tx.Meta(metaResource))
+	rec, err := recordedResource(t.tx, "Reshard")
 	if err != nil {
 		return 0, false, err
-	}
-	if !ok {
-		return 0, false, fmt.Errorf("journal: Reshard: the file records no resource")
 	}
 	rec.ShardSelector = m.To
 	if err := t.tx.SetMeta(metaResource, rec.encode()); err != nil {

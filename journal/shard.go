@@ -102,12 +102,9 @@ func (w *writer) Reshard(sel string) (reshardResult, error) {
 		return reshardResult{}, err
 	}
 	err = w.j.store.Update(func(tx storage.Tx) error {
-		rec, ok, err := decodeResource(tx.Meta(metaResource))
+		rec, err := recordedResource(tx, "Reshard")
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("journal: Reshard: the file records no resource")
 		}
 		if _, err := shardSet(rec.ShardSelector); err != nil {
 			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)

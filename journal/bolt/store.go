@@ -188,11 +188,7 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	// bbolt may panic, or fault on the memory map, on some corrupt files
 	// instead of returning an error.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
-		}
-	}()
+	defer recoverCorrupt(path, &err)
 	var f *os.File
 	bo.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
 		var err error
@@ -222,6 +218,14 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	return db, nil
 }
 
+// recoverCorrupt, deferred under SetPanicOnFault, makes a panic (or a
+// fault on the memory map) of bbolt's on the file at path ErrCorrupt.
+func recoverCorrupt(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
+	}
+}
+
 // namesFile reports whether path still names the open file f.
 func namesFile(path string, f *os.File) bool {
 	a, err1 := os.Stat(path)
@@ -240,11 +244,7 @@ func isTruncated(path string) bool {
 // pages: that is storage.ErrCorrupt too.
 func (s *store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
-		}
-	}()
+	defer recoverCorrupt(s.path, &err)
 	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
 	var found uint32
 	err = s.db.View(func(tx *bbolt.Tx) error {
@@ -371,31 +371,9 @@ func (s *store) handle() (*bbolt.DB, error) {
 // memory map, on some corrupt pages: such a panic is returned as
 // ErrCorrupt (fault.go). A panic of fn's own rolls the transaction back
 // and goes on.
-func (s *store) View(fn func(storage.Tx) error) (err error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	db, err := s.handle()
-	if err != nil {
-		return err
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var btx *bbolt.Tx
-	defer func() {
-		if btx != nil {
-			rollback(btx)
-		}
-		if r := recover(); r != nil {
-			if e, ok := fileFault(s.path, r); ok {
-				err = e
-				return
-			}
-			panic(r)
-		}
-	}()
-	if btx, err = begin(db, false); err != nil {
-		return classify(err)
-	}
-	return fn(&tx{tx: btx})
+func (s *store) View(fn func(storage.Tx) error) error {
+	_, _, err := s.run(false, fn)
+	return err
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
@@ -411,17 +389,17 @@ func (s *store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
 		return storage.ErrReadOnly
 	}
-	pages, due, err := s.update(fn)
+	pages, due, err := s.run(true, fn)
 	if err == nil && due {
 		s.refresh(pages)
 	}
 	return err
 }
 
-// update is Update without the refresh; pages is the handle's count of page
-// allocations after the commit, and due reports that a refresh is due.
-// Panics are View's.
-func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
+// run is View (writable false: fn's error is returned as it is) and Update
+// without the refresh; pages is the handle's count of page allocations
+// after the commit, and due reports that a refresh is due.
+func (s *store) run(writable bool, fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -443,17 +421,20 @@ func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err er
 			panic(r)
 		}
 	}()
-	if btx, err = begin(db, true); err != nil {
+	if btx, err = begin(db, writable); err != nil {
 		return 0, false, classify(err)
 	}
-	if err := fn(&tx{tx: btx}); err != nil {
+	if err := fn(&tx{tx: btx}); err != nil || !writable {
+		if writable {
+			err = classify(err)
+		}
+		return 0, false, err
+	}
+	err = commit(btx)
+	committed = true // or bbolt rolled it back
+	if err != nil {
 		return 0, false, classify(err)
 	}
-	if err := commit(btx); err != nil {
-		committed = true // bbolt rolled it back
-		return 0, false, classify(err)
-	}
-	committed = true
 	pages = pageCount(db)
 	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }
