@@ -71,32 +71,30 @@ type envelope struct {
 // typeMetaOf's cache when the envelope has one typeMeta (as every
 // apiserver's has), else parsed here, later occurrences merging into
 // earlier ones as in protobuf.
-func parseEnvelope(b []byte) (envelope, error) {
-	var tm, raw []byte
-	n := 0
-	err := protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+func parseEnvelope(b []byte) (env envelope, err error) {
+	var one [1][]byte
+	tms := one[:0]
+	err = protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
-			tm = v
-			n++
+			tms = append(tms, v)
 		case 2:
-			raw = v
+			env.raw = v
 		}
 		return nil
 	})
 	if err != nil {
 		return envelope{}, fmt.Errorf("%w: protobuf envelope: %w", ErrBadObject, err)
 	}
-	var t typeMetaInfo
-	if n == 1 {
-		t, err = typeMetaOf(tm)
+	if len(tms) == 1 {
+		env.typeMetaInfo, err = typeMetaOf(tms[0])
 	} else {
-		t, err = parseTypeMetas(b)
+		env.typeMetaInfo, err = parseTypeMeta(tms)
 	}
 	if err != nil {
 		return envelope{}, err
 	}
-	return envelope{typeMetaInfo: t, raw: raw}, nil
+	return env, nil
 }
 
 // typeMetaInfo is what an envelope's typeMeta message says: the kind, and
@@ -142,19 +140,6 @@ func typeMetaOf(tm []byte) (typeMetaInfo, error) {
 		m = typeMetas.Load()
 	}
 	return t, nil
-}
-
-// parseTypeMetas is parseTypeMeta of every typeMeta field of the envelope
-// b, in order.
-func parseTypeMetas(b []byte) (typeMetaInfo, error) {
-	var tms [][]byte
-	_ = protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
-		if num == 1 {
-			tms = append(tms, v)
-		}
-		return nil
-	}) // parseEnvelope walked b without an error
-	return parseTypeMeta(tms)
 }
 
 // parseTypeMeta reads apiVersion and kind from the typeMeta messages tms
