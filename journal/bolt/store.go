@@ -83,14 +83,8 @@ type Options struct {
 
 // store is an open watchjournal bbolt file, the storage.Store Open
 // returns. It is safe for concurrent use: many read transactions and one
-// write transaction at a time.
-//
-// A writable store reopens its file now and then (see refresh.go): bbolt
-// keeps, for as long as a handle is open, an entry for every page it
-// allocated from the freelist that is still in use, in a map that never
-// shrinks, so a handle that has written a 1,000,000-object list holds about
-// a megabyte of them, and one that has rewritten the whole file holds one
-// per page of it.
+// write transaction at a time. A writable store reopens its file now and
+// then, to drop bbolt's per-page bookkeeping (refresh.go).
 type store struct {
 	// mu is read-held by every transaction and held by Close and by a
 	// refresh, which replaces db.
