@@ -138,10 +138,7 @@ func (r *relist) Stage(evs []Event) error {
 	return nil
 }
 
-// appendDirect appends evs, which may only be ADDEDs (the index was
-// empty), to the journal and the index: at most directChunk events or
-// commitBytes of records a transaction, the first of which clears the
-// stored resourceVersion.
+// appendDirect is Stage in direct mode (see relist).
 func (r *relist) appendDirect(evs []Event) error {
 	for len(evs) > 0 {
 		var n int

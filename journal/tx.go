@@ -65,8 +65,9 @@ func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
 // events from inferred ones by it); Reason empty or one of the Reason
 // constants that fits Type (see Reason). And e must agree with the index (else
 // a *KeyStateError, ErrKeyState): ADDED only for an absent key, MODIFIED
-// and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
-// error nothing of e is stored; the transaction may go on.
+// and DELETED only for a present one (journal/doc.go, "Guarantees"); a key
+// empty or too long is ErrBadKey. On an error nothing of e is stored; the
+// transaction may go on.
 func (t *wtx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
