@@ -3,10 +3,9 @@ package journal
 // A Reshard in chunks (shard.go has what a Reshard does).
 //
 // A group of 1,000,000 objects going from one member to two moves some
-// 500,000 keys out of each file: as many DELETEDs, index deletions and
-// journal pages, which in one bbolt transaction would all sit in memory
-// until the commit, the very thing a relist commit's chunks prevent
-// (relist.go). So Reshard records a marker first, metaReshard: the
+// 500,000 keys out of each file, which in one bbolt transaction would all
+// sit in memory until the commit (as a relist commit's would: relist.go).
+// So Reshard records a marker first, metaReshard: the
 // recorded selector it starts from, the canonical selector it goes to, and
 // the last index key examined. Each chunk, one transaction, reads the
 // marker, scans the index on from that key for keys whose UID hash is in
@@ -18,9 +17,7 @@ package journal
 //
 // Everything a chunk needs is in the marker, read in the chunk's own
 // transaction, so a crash between chunks rolls forward from exactly where
-// the last committed chunk stopped (Open finishes it before it returns,
-// as it finishes a relist commit): a key that left is journaled once,
-// never twice, and none is skipped. The keys of one chunk are held in
+// the last committed chunk stopped. The keys of one chunk are held in
 // memory, 100 bytes or so each.
 
 import (
