@@ -315,12 +315,9 @@ func decodeStageMeta(b []byte) (nonce uint64, size, pos int64, ok bool) {
 }
 
 // finishRelist moves staged events into the journal while the commit marker
-// is set, commitChunk per transaction with the stage file's position, then
-// sets the resourceVersion and clears the marker. Each chunk's transaction
-// first checks that the marker is the one it continues from (nonce, size,
-// position, resourceVersion) and stops with a *stageMarkerError when it is
-// not. Without a marker it only
-// removes a stage file that a crash left behind.
+// is set, commitChunk per transaction with the stage file's position
+// (checkStageMarker first), then sets the resourceVersion and clears the
+// marker. Without a marker it only removes a stage file a crash left.
 func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
 
 // finishRelistChunks is finishRelist moving at most max chunks (all when
@@ -426,10 +423,9 @@ func (j *Journal) finishRelistChunks(max int) error {
 }
 
 // chunks runs chunk, one write transaction each, until it reports done or
-// max chunks have run (all when max < 0: tests stop there to stand for a
-// crash), and reports whether it reached done. Followers wake after a
-// chunk that moved events; after, when set, runs after each chunk but the
-// last (tests change the file there, as another writer or a crash would).
+// max chunks have run (all when max < 0), and reports whether it reached
+// done. Followers wake after a chunk that moved events; after, when set,
+// runs after each chunk but the last.
 func (j *Journal) chunks(max int, after func(), chunk func(storage.Tx) (moved int, done bool, err error)) (bool, error) {
 	for ; max != 0; max-- {
 		var moved int
