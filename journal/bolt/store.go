@@ -239,55 +239,30 @@ func isTruncated(path string) bool {
 func (s *store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(s.path, &err)
-	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
+	var empty, foreign bool
 	var found uint32
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
-			empty := true
+			empty = true
 			_ = tx.ForEach(func([]byte, *bbolt.Bucket) error { empty = false; return nil })
-			if empty {
-				state = 1
-			} else {
-				state = 2
-			}
+			foreign = !empty
 			return nil
 		}
-		if !bytes.Equal(meta.Get(metaMagic), magic) {
-			state = 2
-			return nil
-		}
-		if v := meta.Get(metaSchema); len(v) == 4 {
+		v := meta.Get(metaSchema)
+		if foreign = !bytes.Equal(meta.Get(metaMagic), magic) || len(v) != 4; !foreign {
 			found = binary.BigEndian.Uint32(v)
-		} else {
-			state = 2
-			return nil
-		}
-		switch {
-		case found > SchemaVersion:
-			state = 3
-		case found < SchemaVersion:
-			state = 4
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, err)
-	}
-	switch state {
-	case 2:
+	case foreign:
 		return fmt.Errorf("%w: %s", storage.ErrForeign, s.path)
-	case 3:
-		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
-	case 4:
-		if s.readOnly {
-			return nil
-		}
-		return s.migrate(found)
-	case 1:
-		if s.readOnly {
-			return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
-		}
+	case empty && s.readOnly:
+		return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
+	case empty:
 		return s.db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketSeen, bucketConsumers} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -295,27 +270,20 @@ func (s *store) init() (err error) {
 				}
 			}
 			meta := tx.Bucket(bucketMeta)
-			if err := meta.Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
-				return err
-			}
-			if err := meta.Put(metaNext, u64(1)); err != nil {
-				return err
-			}
-			return meta.Put(metaMagic, magic)
+			return errors.Join(meta.Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)),
+				meta.Put(metaNext, u64(1)), meta.Put(metaMagic, magic))
 		})
-	}
-	return nil
-}
-
-// migrate brings a file of schema from (older than SchemaVersion) to
-// SchemaVersion, in one transaction. From 1, 2 and 3 nothing but the
-// number changes (see SchemaVersion).
-func (s *store) migrate(from uint32) error {
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-	})
-	if err != nil {
-		return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, from, SchemaVersion, err)
+	case found > SchemaVersion:
+		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
+	case found < SchemaVersion && !s.readOnly:
+		// A migration in one transaction: from 1, 2 and 3 nothing but the
+		// number changes (see SchemaVersion).
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+		})
+		if err != nil {
+			return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, found, SchemaVersion, err)
+		}
 	}
 	return nil
 }
