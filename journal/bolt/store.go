@@ -201,10 +201,7 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 		case errors.Is(err, bberrors.ErrTimeout):
 			return nil, fmt.Errorf("%w: %s (timeout %v)", storage.ErrLocked, path, bo.Timeout)
 		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
-			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
-			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
-		}
-		if isTruncated(path) {
+			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping), isTruncated(path):
 			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("bolt: %w", err)

@@ -101,9 +101,7 @@ func parseEnvelope(b []byte) (env envelope, err error) {
 // kindOf's answer for it.
 type typeMetaInfo struct {
 	gvk schema.GroupVersionKind
-	ki  kindInfo // kindOf(gvk)'s, when known
-	// known: gvk is a kind of client-go's scheme with a protobuf decoder.
-	known bool
+	ki  kindInfo // kindOf(gvk)'s
 }
 
 // typeMetas caches typeMetaOf: the bytes of a typeMeta message to what it
@@ -166,7 +164,7 @@ func parseTypeMeta(tms [][]byte) (typeMetaInfo, error) {
 		return typeMetaInfo{}, fmt.Errorf("%w: protobuf envelope with apiVersion %q, kind %q", ErrBadObject, apiVersion, kind)
 	}
 	t := typeMetaInfo{gvk: gv.WithKind(kind)}
-	t.ki, t.known = kindOf(t.gvk)
+	t.ki = kindOf(t.gvk)
 	return t, nil
 }
 
@@ -232,12 +230,11 @@ var kinds sync.Map
 
 var unmarshalerType = reflect.TypeOf((*interface{ Unmarshal([]byte) error })(nil)).Elem()
 
-// kindOf returns gvk's Go type in client-go's scheme; ok is false when the
+// kindOf returns gvk's Go type in client-go's scheme; typ is nil when the
 // scheme does not know the kind or its type has no protobuf decoder.
-func kindOf(gvk schema.GroupVersionKind) (kindInfo, bool) {
+func kindOf(gvk schema.GroupVersionKind) kindInfo {
 	if v, ok := kinds.Load(gvk); ok {
-		ki := v.(kindInfo)
-		return ki, ki.typ != nil
+		return v.(kindInfo)
 	}
 	var ki kindInfo
 	if obj, err := scheme.Scheme.New(gvk); err == nil && reflect.TypeOf(obj).Implements(unmarshalerType) {
@@ -247,7 +244,7 @@ func kindOf(gvk schema.GroupVersionKind) (kindInfo, bool) {
 		}
 	}
 	kinds.Store(gvk, ki)
-	return ki, ki.typ != nil
+	return ki
 }
 
 // recoverBad turns a panic of generated decoding code into an error
@@ -270,8 +267,8 @@ func typedProto(b []byte, out runtime.Object) error {
 // typedEnvelope is typedProto of the parsed envelope env.
 func typedEnvelope(env envelope, out runtime.Object) (err error) {
 	defer recoverBad(&err, &env.gvk)
-	ki, ok := env.ki, env.known
-	if !ok {
+	ki := env.ki
+	if ki.typ == nil {
 		return fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
 	if m, ok := out.(*metav1.PartialObjectMetadata); ok {
@@ -309,7 +306,7 @@ func decodeProto(b []byte) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !env.known {
+	if env.ki.typ == nil {
 		return nil, fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
 	obj := reflect.New(env.ki.typ.Elem()).Interface().(runtime.Object)
