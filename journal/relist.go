@@ -237,10 +237,7 @@ func (r *relist) Commit(rv string) (first, last uint64, err error) {
 	r.done = true
 	if r.w == nil {
 		err := r.j.store.Update(func(tx storage.Tx) error {
-			if err := tx.SeenClear(); err != nil {
-				return err
-			}
-			return tx.SetMeta(metaRV, []byte(rv))
+			return errors.Join(tx.SeenClear(), tx.SetMeta(metaRV, []byte(rv)))
 		})
 		if err != nil {
 			return 0, 0, fmt.Errorf("journal: commit relist: %w", err)
@@ -275,10 +272,8 @@ func (r *relist) mark(rv string) (first uint64, err error) {
 	_ = r.w.f.Close()
 	if err := r.j.store.Update(func(tx storage.Tx) error {
 		first = tx.NextOffset()
-		if err := tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)); err != nil {
-			return err
-		}
-		return tx.SetMeta(metaRelistRV, []byte(rv))
+		return errors.Join(tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)),
+			tx.SetMeta(metaRelistRV, []byte(rv)))
 	}); err != nil {
 		_ = os.Remove(path)
 		return 0, fmt.Errorf("journal: commit relist: %w", err)
@@ -399,15 +394,8 @@ func (j *Journal) finishRelistChunks(max int) error {
 		if at < size {
 			return moved, false, tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
 		}
-		for _, name := range []string{metaRelistStage, metaRelistRV} {
-			if err := tx.SetMeta(name, nil); err != nil {
-				return 0, false, err
-			}
-		}
-		if err := tx.SeenClear(); err != nil {
-			return 0, false, err
-		}
-		return moved, true, tx.SetMeta(metaRV, rv)
+		return moved, true, errors.Join(tx.SetMeta(metaRelistStage, nil), tx.SetMeta(metaRelistRV, nil),
+			tx.SeenClear(), tx.SetMeta(metaRV, rv))
 	})
 	if bad != nil {
 		return j.forgetRelist(bad)
@@ -482,12 +470,7 @@ func (j *Journal) forgetRelist(cause error) error {
 	j.log.Error(cause, "a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
 		"file", stagePath(j.Path()))
 	err := j.store.Update(func(tx storage.Tx) error {
-		for _, name := range []string{metaRelistStage, metaRelistRV, metaRV} {
-			if err := tx.SetMeta(name, nil); err != nil {
-				return err
-			}
-		}
-		return tx.SeenClear()
+		return errors.Join(tx.SetMeta(metaRelistStage, nil), tx.SetMeta(metaRelistRV, nil), tx.SetMeta(metaRV, nil), tx.SeenClear())
 	})
 	if err != nil {
 		return fmt.Errorf("journal: commit relist: %w", err)

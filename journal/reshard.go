@@ -22,6 +22,7 @@ package journal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
@@ -139,10 +140,7 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 		return 0, false, err
 	}
 	rec.ShardSelector = m.To
-	if err := t.tx.SetMeta(metaResource, rec.encode()); err != nil {
-		return 0, false, err
-	}
-	if err := t.tx.SetMeta(metaReshard, nil); err != nil {
+	if err := errors.Join(t.tx.SetMeta(metaResource, rec.encode()), t.tx.SetMeta(metaReshard, nil)); err != nil {
 		return 0, false, err
 	}
 	res.Entered = nw.Minus(old)
