@@ -46,7 +46,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
@@ -71,16 +71,17 @@ var ErrIndexFunc = errors.New("journal: index function failed")
 // separated by newlines.
 const metaIndexes = "indexes"
 
-// indexSet is the index functions registered on a Journal in this process.
+// indexSet is the index functions registered on a Journal in this
+// process, replaced whole by AddIndexes.
 type indexSet struct {
-	mu  sync.Mutex
-	fns map[string]IndexFunc
+	atomic.Pointer[map[string]IndexFunc]
 }
 
 func (s *indexSet) get() map[string]IndexFunc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fns
+	if p := s.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // indexBucket is the derived bucket of index name.
@@ -155,15 +156,11 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 		next := make(map[string]IndexFunc, len(prev)+len(add))
 		maps.Copy(next, prev)
 		maps.Copy(next, add)
-		j.ix.mu.Lock()
-		j.ix.fns = next
-		j.ix.mu.Unlock()
+		j.ix.Store(&next)
 		return nil
 	})
 	if err != nil {
-		j.ix.mu.Lock()
-		j.ix.fns = prev
-		j.ix.mu.Unlock()
+		j.ix.Store(&prev)
 		return fmt.Errorf("journal: add indexes: %w", err)
 	}
 	return nil

@@ -140,33 +140,34 @@ func Open(path string, opts *Options) (*Journal, error) {
 		return nil, err
 	}
 	j := &Journal{store: s, log: o.Logger, noSync: o.NoSync, notify: make(chan struct{})}
-	if !o.ReadOnly {
-		if err := j.bindResource(o.Resource, o.MigrateSelectors); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
-	}
-	if err := j.initSeal(&o); err != nil { // seal.go
+	if err := j.init(&o); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
+	return j, nil
+}
+
+// init binds the file to o.Resource, sets the sealer and, on a writable
+// open, finishes what a crash interrupted and migrates the selectors.
+func (j *Journal) init(o *Options) error {
 	if !o.ReadOnly {
-		if err := j.finishRelist(); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
-		if _, err := j.finishReshard(); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
-		if o.MigrateSelectors && o.Resource != nil {
-			if err := j.migrateSelectors(o.Resource); err != nil { // migrate.go
-				_ = s.Close()
-				return nil, err
-			}
+		if err := j.bindResource(o.Resource, o.MigrateSelectors); err != nil {
+			return err
 		}
 	}
-	return j, nil
+	if err := j.initSeal(o); err != nil || o.ReadOnly {
+		return err
+	}
+	if err := j.finishRelist(); err != nil {
+		return err
+	}
+	if _, err := j.finishReshard(); err != nil {
+		return err
+	}
+	if o.MigrateSelectors && o.Resource != nil {
+		return j.migrateSelectors(o.Resource) // migrate.go
+	}
+	return nil
 }
 
 func (j *Journal) bindResource(r *Resource, migrate bool) error {

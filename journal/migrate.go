@@ -19,6 +19,7 @@ package journal
 // or remove the file.
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/storage"
@@ -58,10 +59,7 @@ func (j *Journal) migrateSelectors(r *Resource) error {
 		}
 		from := have.String()
 		have.LabelSelector, have.FieldSelector = r.LabelSelector, r.FieldSelector
-		if err := tx.SetMeta(metaResource, have.encode()); err != nil {
-			return err
-		}
-		if err := tx.SetMeta(metaRV, nil); err != nil {
+		if err := errors.Join(tx.SetMeta(metaResource, have.encode()), tx.SetMeta(metaRV, nil)); err != nil {
 			return err
 		}
 		j.log.Info("selectors changed: the next start relists under the new ones", "from", from, "to", have.String())

@@ -128,21 +128,13 @@ func applyObject(tx storage.Tx, key []byte, e *Event) error {
 	return tx.ObjectDelete(key)
 }
 
-// lastObject returns the object a DELETED without one (a tombstone: a
-// relist's inferred deletion, or a watch's for a UID the server no longer
-// has) is stored with in a file that keeps objects: the key's last stored
-// object, read as ObjectView.Get reads it (the record the index entry v
-// points at, else the objects bucket's copy), in the transaction that
-// appends the DELETED and before the DELETED removes the copy. So a
-// reader of the event gets the final object, as an informer's
-// DeletedFinalStateUnknown.Obj holds the last known state, even after
-// retention trimmed the key's records. The bytes are stored as they are
-// (an envelope stays sealed: seal.go binds it to the key, not the
-// offset); they alias the file's pages, valid only within tx. nil when e
-// is not such a DELETED, the file keeps no objects, the entry's UID is
-// not e's, or no object is held (the key's latest event carried none). A
-// damaged record gives nil too: the deletion is journaled all the same,
-// and a read of the damage is reported where it is read.
+// lastObject returns the object a DELETED without one (a tombstone) is
+// stored with in a file that keeps objects (see the top of the file): the
+// key's last stored object as ObjectView.Get finds it, an envelope still
+// sealed (seal.go binds it to the key, not the offset), aliasing tx's
+// pages. nil when e is not such a DELETED, the file keeps no objects, the
+// entry's UID is not e's, no object is held, or the record is damaged (the
+// deletion is journaled all the same; a read reports the damage).
 func lastObject(tx storage.Tx, key, v []byte, e *Event) []byte {
 	if e.Type != Deleted || len(e.Object) > 0 || v == nil || !tx.HasObjects() {
 		return nil
@@ -161,15 +153,11 @@ func lastObject(tx storage.Tx, key, v []byte, e *Event) []byte {
 }
 
 // keepTrimmed copies the object of the record rec at off, about to be
-// trimmed, into the objects bucket when it is still its live key's latest
-// object, or when the key's latest object is a newer, retained record:
-// then the copy is the old object of the key's first retained event after
-// the trim (trimming goes oldest first, so each key's copy ends as its last
-// trimmed record's object; see "Previous objects" at the top of the file).
-// A key whose latest event carried no object (pointer 0) gets no copy, so
-// that a stale object is never served as current. A damaged record is left
-// to go: its object could not be read. An object sealed under a key other
-// than s's primary is sealed again under the primary (seal.go, "Rotation"),
+// trimmed, into the objects bucket when the key is live and its latest
+// object is that record or a newer one ("Previous objects" at the top of
+// the file); a key whose latest event carried none gets no copy, and a
+// damaged record is left to go. An object sealed under another key than
+// s's primary is sealed again under the primary (seal.go, "Rotation"),
 // when s holds its key.
 func keepTrimmed(tx storage.Tx, off uint64, rec []byte, s *sealer) error {
 	key, obj, err := recordObject(off, rec)

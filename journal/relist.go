@@ -138,10 +138,7 @@ func (r *relist) Stage(evs []Event) error {
 	return nil
 }
 
-// appendDirect appends evs, which may only be ADDEDs (the index was
-// empty), to the journal and the index: at most directChunk events or
-// commitBytes of records a transaction, the first of which clears the
-// stored resourceVersion.
+// appendDirect is Stage in direct mode (see relist).
 func (r *relist) appendDirect(evs []Event) error {
 	for len(evs) > 0 {
 		var n int
@@ -163,19 +160,11 @@ func (r *relist) appendDirect(evs []Event) error {
 				if err != nil {
 					return err
 				}
-				off, err := tx.Append(rec)
-				if err != nil {
-					return err
-				}
-				e.Offset = off
-				if err := applyIndex(tx, []byte(e.Key), e); err != nil {
-					return err
-				}
-				if err := r.j.applyIndexes(tx, []byte(e.Key), e); err != nil {
+				if err := r.j.put(tx, []byte(e.Key), e, rec); err != nil {
 					return err
 				}
 				if first == 0 {
-					first = off
+					first = e.Offset
 				}
 				written += len(rec)
 			}
@@ -248,10 +237,7 @@ func (r *relist) Commit(rv string) (first, last uint64, err error) {
 	r.done = true
 	if r.w == nil {
 		err := r.j.store.Update(func(tx storage.Tx) error {
-			if err := tx.SeenClear(); err != nil {
-				return err
-			}
-			return tx.SetMeta(metaRV, []byte(rv))
+			return errors.Join(tx.SeenClear(), tx.SetMeta(metaRV, []byte(rv)))
 		})
 		if err != nil {
 			return 0, 0, fmt.Errorf("journal: commit relist: %w", err)
@@ -286,10 +272,8 @@ func (r *relist) mark(rv string) (first uint64, err error) {
 	_ = r.w.f.Close()
 	if err := r.j.store.Update(func(tx storage.Tx) error {
 		first = tx.NextOffset()
-		if err := tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)); err != nil {
-			return err
-		}
-		return tx.SetMeta(metaRelistRV, []byte(rv))
+		return errors.Join(tx.SetMeta(metaRelistStage, encodeStageMeta(r.w.nonce, r.w.size, stageHeader)),
+			tx.SetMeta(metaRelistRV, []byte(rv)))
 	}); err != nil {
 		_ = os.Remove(path)
 		return 0, fmt.Errorf("journal: commit relist: %w", err)
@@ -326,12 +310,9 @@ func decodeStageMeta(b []byte) (nonce uint64, size, pos int64, ok bool) {
 }
 
 // finishRelist moves staged events into the journal while the commit marker
-// is set, commitChunk per transaction with the stage file's position, then
-// sets the resourceVersion and clears the marker. Each chunk's transaction
-// first checks that the marker is the one it continues from (nonce, size,
-// position, resourceVersion) and stops with a *stageMarkerError when it is
-// not. Without a marker it only
-// removes a stage file that a crash left behind.
+// is set, commitChunk per transaction with the stage file's position
+// (checkStageMarker first), then sets the resourceVersion and clears the
+// marker. Without a marker it only removes a stage file a crash left.
 func (j *Journal) finishRelist() error { return j.finishRelistChunks(-1) }
 
 // finishRelistChunks is finishRelist moving at most max chunks (all when
@@ -403,15 +384,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 					return 0, false, err
 				}
 			}
-			off, err := tx.Append(rec)
-			if err != nil {
-				return 0, false, err
-			}
-			e.Offset = off
-			if err := applyIndex(tx, []byte(e.Key), &e); err != nil {
-				return 0, false, err
-			}
-			if err := j.applyIndexes(tx, []byte(e.Key), &e); err != nil {
+			if err := j.put(tx, []byte(e.Key), &e, rec); err != nil {
 				return 0, false, err
 			}
 			at = next
@@ -421,15 +394,8 @@ func (j *Journal) finishRelistChunks(max int) error {
 		if at < size {
 			return moved, false, tx.SetMeta(metaRelistStage, encodeStageMeta(nonce, size, at))
 		}
-		for _, name := range []string{metaRelistStage, metaRelistRV} {
-			if err := tx.SetMeta(name, nil); err != nil {
-				return 0, false, err
-			}
-		}
-		if err := tx.SeenClear(); err != nil {
-			return 0, false, err
-		}
-		return moved, true, tx.SetMeta(metaRV, rv)
+		return moved, true, errors.Join(tx.SetMeta(metaRelistStage, nil), tx.SetMeta(metaRelistRV, nil),
+			tx.SeenClear(), tx.SetMeta(metaRV, rv))
 	})
 	if bad != nil {
 		return j.forgetRelist(bad)
@@ -445,10 +411,9 @@ func (j *Journal) finishRelistChunks(max int) error {
 }
 
 // chunks runs chunk, one write transaction each, until it reports done or
-// max chunks have run (all when max < 0: tests stop there to stand for a
-// crash), and reports whether it reached done. Followers wake after a
-// chunk that moved events; after, when set, runs after each chunk but the
-// last (tests change the file there, as another writer or a crash would).
+// max chunks have run (all when max < 0), and reports whether it reached
+// done. Followers wake after a chunk that moved events; after, when set,
+// runs after each chunk but the last.
 func (j *Journal) chunks(max int, after func(), chunk func(storage.Tx) (moved int, done bool, err error)) (bool, error) {
 	for ; max != 0; max-- {
 		var moved int
@@ -505,12 +470,7 @@ func (j *Journal) forgetRelist(cause error) error {
 	j.log.Error(cause, "a relist's stage file cannot be read; the resourceVersion is cleared so that the next run relists",
 		"file", stagePath(j.Path()))
 	err := j.store.Update(func(tx storage.Tx) error {
-		for _, name := range []string{metaRelistStage, metaRelistRV, metaRV} {
-			if err := tx.SetMeta(name, nil); err != nil {
-				return err
-			}
-		}
-		return tx.SeenClear()
+		return errors.Join(tx.SetMeta(metaRelistStage, nil), tx.SetMeta(metaRelistRV, nil), tx.SetMeta(metaRV, nil), tx.SeenClear())
 	})
 	if err != nil {
 		return fmt.Errorf("journal: commit relist: %w", err)

@@ -3,10 +3,9 @@ package journal
 // A Reshard in chunks (shard.go has what a Reshard does).
 //
 // A group of 1,000,000 objects going from one member to two moves some
-// 500,000 keys out of each file: as many DELETEDs, index deletions and
-// journal pages, which in one bbolt transaction would all sit in memory
-// until the commit, the very thing a relist commit's chunks prevent
-// (relist.go). So Reshard records a marker first, metaReshard: the
+// 500,000 keys out of each file, which in one bbolt transaction would all
+// sit in memory until the commit (as a relist commit's would: relist.go).
+// So Reshard records a marker first, metaReshard: the
 // recorded selector it starts from, the canonical selector it goes to, and
 // the last index key examined. Each chunk, one transaction, reads the
 // marker, scans the index on from that key for keys whose UID hash is in
@@ -18,13 +17,12 @@ package journal
 //
 // Everything a chunk needs is in the marker, read in the chunk's own
 // transaction, so a crash between chunks rolls forward from exactly where
-// the last committed chunk stopped (Open finishes it before it returns,
-// as it finishes a relist commit): a key that left is journaled once,
-// never twice, and none is skipped. The keys of one chunk are held in
+// the last committed chunk stopped. The keys of one chunk are held in
 // memory, 100 bytes or so each.
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
@@ -137,18 +135,12 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 		m.After = last
 		return len(leaving), false, setReshardMarker(t.tx, m)
 	}
-	rec, ok, err := decodeResource(t.tx.Meta(metaResource))
+	rec, err := recordedResource(t.tx, "Reshard")
 	if err != nil {
 		return 0, false, err
 	}
-	if !ok {
-		return 0, false, fmt.Errorf("journal: Reshard: the file records no resource")
-	}
 	rec.ShardSelector = m.To
-	if err := t.tx.SetMeta(metaResource, rec.encode()); err != nil {
-		return 0, false, err
-	}
-	if err := t.tx.SetMeta(metaReshard, nil); err != nil {
+	if err := errors.Join(t.tx.SetMeta(metaResource, rec.encode()), t.tx.SetMeta(metaReshard, nil)); err != nil {
 		return 0, false, err
 	}
 	res.Entered = nw.Minus(old)

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,6 +86,16 @@ func (r Resource) String() string {
 
 func (r Resource) encode() []byte { b, _ := json.Marshal(r); return b }
 
+// recordedResource returns the resource the file records in tx; none
+// recorded is an error of op.
+func recordedResource(tx storage.Tx, op string) (Resource, error) {
+	r, ok, err := decodeResource(tx.Meta(metaResource))
+	if err == nil && !ok {
+		err = fmt.Errorf("journal: %s: the file records no resource", op)
+	}
+	return r, err
+}
+
 // decodeResource decodes a recorded resource: false when none is recorded,
 // an error matching ErrBadRecord when the record does not decode.
 func decodeResource(b []byte) (Resource, bool, error) {
@@ -111,15 +120,9 @@ func (w *writer) SetKind(kind, apiVersion string) error {
 		return fmt.Errorf("journal: SetKind: empty kind %q or apiVersion %q", kind, apiVersion)
 	}
 	return j.store.Update(func(tx storage.Tx) error {
-		r, ok, err := decodeResource(tx.Meta(metaResource))
-		if err != nil {
+		r, err := recordedResource(tx, "SetKind")
+		if err != nil || r.Kind != "" {
 			return err
-		}
-		if !ok {
-			return errors.New("journal: SetKind: the file records no resource")
-		}
-		if r.Kind != "" {
-			return nil
 		}
 		r.Kind, r.APIVersion = kind, apiVersion
 		return tx.SetMeta(metaResource, r.encode())

@@ -269,19 +269,7 @@ type sealer struct {
 	seals bool // the resource is sensitive
 }
 
-// newSealer returns the sealer of a file of resource r (nil r: none
-// recorded) given opts' keyring and extra sensitive resources.
-func newSealer(o *Options, r *Resource) *sealer {
-	s := &sealer{ring: o.Keyring}
-	if r == nil {
-		return s
-	}
-	s.gr = r.GVR.GroupResource()
-	s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
-	return s
-}
-
-// initSeal sets j's sealer from the resource the file records and o. A
+// initSeal sets j's sealer from o and the resource the file records. A
 // read-only open of a file whose resource record does not decode still
 // opens, as before sealing: its sealed objects then fail to open
 // (ErrBadRecord); a writable one fails, so that nothing is written
@@ -291,11 +279,12 @@ func (j *Journal) initSeal(o *Options) error {
 	if err != nil && !o.ReadOnly {
 		return err
 	}
+	s := &sealer{ring: o.Keyring}
 	if ok {
-		j.seal = newSealer(o, &r)
-	} else {
-		j.seal = newSealer(o, nil)
+		s.gr = r.GVR.GroupResource()
+		s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
 	}
+	j.seal = s
 	return nil
 }
 

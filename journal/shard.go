@@ -8,10 +8,8 @@ package journal
 // changes:
 //
 //   - keys whose UID hash leaves the range are journaled DELETED, reason
-//     moved (ReasonMoved), at once, in chunks of at most commitChunk that
-//     end with the transaction that records the new range (reshard.go: a
-//     crash in between rolls forward at the next Open): this journal knows
-//     they moved, since it changed its own range;
+//     moved (ReasonMoved), at once (in chunks: reshard.go): this journal
+//     knows they moved, since it changed its own range;
 //   - when the range grows, the part that enters is recorded as pending
 //     (ShardPending) and the stored resourceVersion is cleared, so the next
 //     loop lists (reconcile: it lists at the new range and journals the keys
@@ -72,14 +70,11 @@ func shardSet(selector string) (hashrange.Set, error) {
 // first and starts a new one after (reconcile.New reads the range from
 // the file).
 //
-// It runs in transactions of at most commitChunk DELETEDs (as a relist
-// commit does, relist.go), so a range of any size moves in bounded
-// memory: a marker recorded first holds the old and new selectors and the
-// last key examined, each chunk moves it on in its own transaction, and
-// the last one records sel and clears it. A crash in between rolls
-// forward on the next writable Open (or Reshard), from the marker: no key
-// is journaled twice or lost. Until then the file still records the old
-// range, with some of the keys that leave already gone.
+// It runs in transactions of at most commitChunk DELETEDs, so a range of
+// any size moves in bounded memory; a crash in between rolls forward on
+// the next writable Open (or Reshard): no key is journaled twice or lost
+// (reshard.go). Until then the file still records the old range, with
+// some of the keys that leave already gone.
 //
 // Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a file
 // that records no resource, or the store's.
@@ -102,12 +97,9 @@ func (w *writer) Reshard(sel string) (reshardResult, error) {
 		return reshardResult{}, err
 	}
 	err = w.j.store.Update(func(tx storage.Tx) error {
-		rec, ok, err := decodeResource(tx.Meta(metaResource))
+		rec, err := recordedResource(tx, "Reshard")
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("journal: Reshard: the file records no resource")
 		}
 		if _, err := shardSet(rec.ShardSelector); err != nil {
 			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)

@@ -65,8 +65,9 @@ func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
 // events from inferred ones by it); Reason empty or one of the Reason
 // constants that fits Type (see Reason). And e must agree with the index (else
 // a *KeyStateError, ErrKeyState): ADDED only for an absent key, MODIFIED
-// and DELETED only for a present one (journal/doc.go, "Guarantees"). On an
-// error nothing of e is stored; the transaction may go on.
+// and DELETED only for a present one (journal/doc.go, "Guarantees"); a key
+// empty or too long is ErrBadKey. On an error nothing of e is stored; the
+// transaction may go on.
 func (t *wtx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
@@ -90,21 +91,28 @@ func (t *wtx) Append(e *Event) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	off, err := t.tx.Append(rec)
-	if err != nil {
-		return 0, fmt.Errorf("journal: append: %w", err)
-	}
-	e.Offset = off
-	if err := applyIndex(t.tx, key, e); err != nil {
-		e.Offset = 0
-		return 0, err
-	}
-	if err := t.j.applyIndexes(t.tx, key, e); err != nil {
-		e.Offset = 0
+	if err := t.j.put(t.tx, key, e, rec); err != nil {
 		return 0, err
 	}
 	t.appended++
-	return off, nil
+	return e.Offset, nil
+}
+
+// put appends rec, the stored form of e, to the journal and applies e at
+// its offset (e.Offset, left 0 on an error) to the index and the secondary
+// indexes; key is e.Key's bytes.
+func (j *Journal) put(tx storage.Tx, key []byte, e *Event, rec []byte) (err error) {
+	if e.Offset, err = tx.Append(rec); err != nil {
+		e.Offset = 0
+		return fmt.Errorf("journal: append: %w", err)
+	}
+	if err = applyIndex(tx, key, e); err == nil {
+		err = j.applyIndexes(tx, key, e)
+	}
+	if err != nil {
+		e.Offset = 0
+	}
+	return err
 }
 
 // check returns why e cannot be appended, nil when it can, and the key's

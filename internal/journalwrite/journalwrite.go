@@ -38,20 +38,14 @@ import (
 // resourceVersions. Its methods return journal.ErrReadOnly on a journal
 // opened read-only.
 type Writer interface {
-	// Update runs fn in one write transaction: everything fn appends, and
-	// the resourceVersion it sets, commits together when fn returns nil,
-	// and nothing does when it returns an error. Group commit: put many
-	// events in one Update; followers (Journal.Wait) wake after the
-	// commit. A panic in fn rolls back and propagates; a panic inside the
-	// store is journal.ErrCorrupt (journal/tx.go).
+	// Update runs fn in one write transaction, committed when fn returns
+	// nil (journal/tx.go).
 	Update(fn func(Tx) error) error
 	// BeginRelist starts a relist, first finishing a commit an earlier
 	// Relist began and could not complete (journal/relist.go).
 	BeginRelist() (Relist, error)
-	// Trim deletes events oldest first, in one write transaction: those
-	// with offsets below before, at most max of them, while the retained
-	// size is above minBytes (0: no size condition). It returns how many
-	// it deleted and their size in bytes (journal/consumer.go).
+	// Trim deletes at most max events below before, oldest first, while
+	// the retained size is above minBytes (journal/consumer.go).
 	Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error)
 	// SetKind records the kind and apiVersion of the resource's objects
 	// if the file records none yet (journal/resource.go).
@@ -61,13 +55,8 @@ type Writer interface {
 	// stored as "ns.key" (journal/meta.go).
 	Meta(ns string) Meta
 	// Reshard binds the file to the shard selector sel (KEP-5866 syntax,
-	// "" unbinds): keys whose UID hash leaves the range are journaled
-	// DELETED (reason moved) in chunks that roll forward after a crash,
-	// and a part the range gains is recorded as pending, with the
-	// resourceVersion cleared so the next loop lists (journal/shard.go).
-	// Errors: one matching hashrange.ErrSyntax for sel,
-	// journal.ErrReadOnly, a file that records no resource, or the
-	// store's.
+	// "" unbinds), journaling the keys that leave as DELETED, reason moved
+	// (journal/shard.go).
 	Reshard(sel string) (ReshardResult, error)
 	// ShardPending returns the hash ranges a Reshard added whose keys no
 	// list has journaled yet (empty when none): the next list journals
@@ -86,13 +75,8 @@ type Writer interface {
 type Tx = interface {
 	// Lookup returns the index entry for key as this transaction sees it.
 	Lookup(key string) (journal.IndexEntry, bool, error)
-	// Append assigns e the next offset (it sets e.Offset, e.PrevOffset
-	// and a zero or decreasing e.Time), stores it and applies it to the
-	// index, and returns the offset. e must be well-formed (else
-	// journal.ErrBadEvent: a known Type, a Key, an Origin, a Reason that
-	// fits) and agree with the index (else a *journal.KeyStateError); a
-	// key empty or too long is journal.ErrBadKey. On an error nothing of
-	// e is stored and the transaction may go on.
+	// Append assigns e the next offset, stores it, applies it to the
+	// index and returns the offset (journal/tx.go).
 	Append(e *journal.Event) (uint64, error)
 	// SetResourceVersion records rv as the last synced resourceVersion,
 	// the point a watch resumes from.
@@ -102,13 +86,9 @@ type Tx = interface {
 	ResourceVersion() string
 }
 
-// Relist stages the events a relist infers, on disk (<path>.relist),
-// until the list is complete: nothing staged is visible before Commit;
-// Abort, an error or a crash discards it all. The first list into an
-// empty index is the exception (direct mode): its ADDEDs go straight into
-// the journal, and the stored resourceVersion is cleared until Commit.
-// Not safe for concurrent use; one Relist at a time per journal
-// (journal/relist.go).
+// Relist stages the events a relist infers until the list is complete
+// (journal/relist.go). Not safe for concurrent use; one Relist at a time
+// per journal.
 type Relist = interface {
 	// Stage appends evs, in order; an event's Offset is ignored and a
 	// zero Time is set now. A full disk gives journal.ErrNoSpace.
@@ -120,10 +100,9 @@ type Relist = interface {
 	MarkSeen(keys []string) error
 	// Unseen returns the entries whose keys MarkSeen did not record.
 	Unseen(entries []journal.IndexEntry) ([]journal.IndexEntry, error)
-	// Commit makes the staged events visible, in chunks of 250 events or
-	// 4 MiB behind a commit marker that a crash rolls forward from, and
-	// records rv as the last synced resourceVersion. first and last are
-	// the offsets of the events committed (0 when none).
+	// Commit makes the staged events visible and records rv as the last
+	// synced resourceVersion; first and last are the offsets of the
+	// events committed (0 when none).
 	Commit(rv string) (first, last uint64, err error)
 	// Abort discards what was staged.
 	Abort() error

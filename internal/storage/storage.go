@@ -11,15 +11,7 @@
 //
 // # Buckets
 //
-//	meta       name → value     (schema version, resource, RV, next offset, …)
-//	index      key  → value     key is exactly <namespace>/<name>, or <name> when cluster-scoped
-//	journal    offset → record  offset from 1, never reused
-//	seen       key → empty      keys listed by an unordered relist
-//	consumers  name → offset    committed offsets
-//	objects    key  → object    copies of objects retention trimmed (opt-in)
-//	idx/<name> derived entries  a secondary index of package journal's (journal/indexes.go)
-//
-// The encodings of the values (records, index entries, the resource) are
+// The buckets are those journal/bolt's package comment lists (Layout). The encodings of the values (records, index entries, the resource) are
 // package journal's; the store only keeps the counts it is asked for (the
 // index's keys, the journal's bytes, the next offset) in step with them.
 //

@@ -33,10 +33,6 @@ type decoder struct {
 	kind, apiVersion string
 }
 
-func newDecoder(j *journal.Journal, decode func([]byte) (runtime.Object, error)) *decoder {
-	return &decoder{decode: decode, j: j}
-}
-
 // typeMeta returns the file's kind and apiVersion, read once.
 func (d *decoder) typeMeta() (string, string, error) {
 	if d.kind == "" {

@@ -57,7 +57,7 @@ type DeleteReasonHandler interface {
 //     OnDeleteWithReason instead, with the reason.
 func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandler, opts *Options) error {
 	o := opts.withDefaults()
-	dec := newDecoder(c.Journal(), o.Decode)
+	dec := &decoder{decode: o.Decode, j: c.Journal()}
 	for {
 		evs, err := c.Next(ctx, o.Batch)
 		if ctx.Err() != nil {
@@ -96,17 +96,4 @@ func Handle(ctx context.Context, c *journal.Consumer, h cache.ResourceEventHandl
 			return err
 		}
 	}
-}
-
-// oldObject returns the old side of the MODIFIED e for OnUpdate: the
-// previous event's object (old.go), or a metadata-only one.
-func oldObject(dec *decoder, j *journal.Journal, e journal.Event) (any, error) {
-	b, err := previousObject(j, e)
-	if err != nil {
-		return nil, err
-	}
-	if b != nil {
-		return dec.decode(b)
-	}
-	return dec.metadataOnly(e, e.PrevResourceVersion)
 }

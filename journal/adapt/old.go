@@ -36,23 +36,23 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// previousObject returns the object of the MODIFIED e's previous event
-// from j (see the top of the file), nil when there is none to give.
-func previousObject(j *journal.Journal, e journal.Event) ([]byte, error) {
+// oldObject returns the old side of the MODIFIED e for OnUpdate: the
+// object of e's previous event from j (see the top of the file), else a
+// metadata-only one.
+func oldObject(dec *decoder, j *journal.Journal, e journal.Event) (any, error) {
 	if e.PrevOffset == 0 || e.PrevResourceVersion == "" {
-		return nil, nil
+		return dec.metadataOnly(e, e.PrevResourceVersion)
 	}
 	evs, err := j.Read(e.PrevOffset, 1)
-	if errors.Is(err, journal.ErrTrimmed) {
-		return nil, nil // trimmed by retention
-	}
-	if err != nil || len(evs) == 0 {
+	if err != nil && !errors.Is(err, journal.ErrTrimmed) { // trimmed by retention: metadata only
 		return nil, err
 	}
-	p := evs[0]
-	if p.Offset != e.PrevOffset || p.Key != e.Key || p.UID != e.UID || p.Type == journal.Deleted ||
-		p.Object == nil || p.ResourceVersion != e.PrevResourceVersion {
-		return nil, nil
+	if len(evs) > 0 {
+		p := evs[0]
+		if p.Offset == e.PrevOffset && p.Key == e.Key && p.UID == e.UID && p.Type != journal.Deleted &&
+			p.Object != nil && p.ResourceVersion == e.PrevResourceVersion {
+			return dec.decode(p.Object)
+		}
 	}
-	return p.Object, nil
+	return dec.metadataOnly(e, e.PrevResourceVersion)
 }

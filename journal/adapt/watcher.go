@@ -161,7 +161,7 @@ func WatchConsumer(c *journal.Consumer, opts *Options) (*Watcher, error) {
 func start(j *journal.Journal, c *journal.Consumer, from uint64, opts *Options) *Watcher {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watcher{j: j, c: c, dec: newDecoder(j, o.Decode), batch: o.Batch,
+	w := &Watcher{j: j, c: c, dec: &decoder{decode: o.Decode, j: j}, batch: o.Batch,
 		result: make(chan watch.Event), events: make(chan Event), cancel: cancel, done: make(chan struct{})}
 	go w.run(ctx, from)
 	return w

@@ -22,36 +22,6 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// copyCompacted writes a compacted copy of the database file src into
-// dst, a new file (mode 0600), and syncs it. src is opened read-only: a
-// writer that holds it makes it fail with ErrLocked after 1 s. dst is
-// written with its freelist synced, as Open writes every file. On an error
-// the caller removes dst. Errors other than ErrLocked carry no package
-// prefix ("create <dst>: …", "compact: …"): Compact names them.
-func copyCompacted(src, dst string) error {
-	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
-	if errors.Is(err, bberrors.ErrTimeout) {
-		return fmt.Errorf("%w: %s", storage.ErrLocked, src)
-	}
-	if err != nil {
-		return fmt.Errorf("open %s: %w", src, err)
-	}
-	defer in.Close()
-	// The freelist is synced, as Open writes it: without it, the next open
-	// rebuilds it by walking every page in a goroutine of bbolt's, where a
-	// corrupt page panics beyond any recover.
-	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoFreelistSync: false, FreelistType: bbolt.FreelistMapType})
-	if err != nil {
-		return fmt.Errorf("create %s: %w", dst, err)
-	}
-	if err := bbolt.Compact(out, in, 64<<20); err != nil {
-		_ = out.Close()
-		_ = os.Remove(dst)
-		return fmt.Errorf("compact: %w", err)
-	}
-	return out.Close() // every transaction of Compact committed with fsync
-}
-
 // RewriteOptions configure Rewrite.
 type RewriteOptions struct {
 	// KeepBackup keeps the old file as <path>.bak (a hard link, replacing
@@ -101,9 +71,28 @@ func Compact(src, dst string) (before, after int64, err error) {
 	if _, err := os.Stat(dst); err == nil {
 		return 0, 0, fmt.Errorf("rewrite: %s exists", dst)
 	}
-	if err := copyCompacted(src, dst); errors.Is(err, storage.ErrLocked) {
-		return 0, 0, err
-	} else if err != nil {
+	// src read-only: a writer that holds it makes it fail after 1 s.
+	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return 0, 0, fmt.Errorf("%w: %s", storage.ErrLocked, src)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("rewrite: open %s: %w", src, err)
+	}
+	defer in.Close()
+	// The freelist is synced, as Open writes it: without it, the next open
+	// rebuilds it by walking every page in a goroutine of bbolt's, where a
+	// corrupt page panics beyond any recover.
+	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoFreelistSync: false, FreelistType: bbolt.FreelistMapType})
+	if err != nil {
+		return 0, 0, fmt.Errorf("rewrite: create %s: %w", dst, err)
+	}
+	if err := bbolt.Compact(out, in, 64<<20); err != nil {
+		_ = out.Close()
+		_ = os.Remove(dst)
+		return 0, 0, fmt.Errorf("rewrite: compact: %w", err)
+	}
+	if err := out.Close(); err != nil { // every transaction of Compact committed with fsync
 		return 0, 0, fmt.Errorf("rewrite: %w", err)
 	}
 	si, err := os.Stat(src)

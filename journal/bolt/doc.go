@@ -23,6 +23,7 @@
 //	seen       key → empty      keys listed by an unordered relist
 //	consumers  name → offset    8-byte big-endian committed offset
 //	objects    key  → object    only in a file that keeps objects (objects.go)
+//	idx/<name> derived entries  a secondary index of package journal's (indexes.go)
 //
 // # Caveats
 //

@@ -1,15 +1,10 @@
 package bolt
 
-// Panics at the storage boundary.
-//
-// bbolt panics on some corrupt pages instead of returning an error (an
-// assertion, an index out of range while it walks a page), and faults on
-// its memory map when the file under it is shorter than the map (made a
-// panic by runtime/debug.SetPanicOnFault, which View and Update turn on
-// for their goroutine). Those panics are the file's: a transaction that
-// meets one returns ErrCorrupt. A panic of the caller (package journal's
-// code, or its caller's callback) is not: it rolls the transaction back
-// and goes on with its value.
+// Panics at the storage boundary (internal/storage, "Panics", says which
+// are the file's). bbolt panics on some corrupt pages (an assertion, an
+// index out of range while it walks a page), and faults on its memory map
+// when the file under it is shorter than the map (a panic under
+// runtime/debug.SetPanicOnFault, which View and Update turn on).
 //
 // The classification is made here, once, by where the panic is raised,
 // not by inspecting its stack: every call into bbolt of a transaction

@@ -34,10 +34,8 @@ package bolt
 // then finds that the name no longer names what it locked, and starts over
 // on the new file, so two writers never each hold a lock of their own.
 //
-// Only openers that go through this package take the lock: a process that
-// opens the file with bbolt directly, or an older watchjournal, does not,
-// and one that takes the file in the gap makes the reopen fail
-// (storage.ErrLocked: refresh.go), losing nothing committed.
+// Only openers that go through this package take the lock (refresh.go
+// says what others can do in the gap).
 
 import (
 	"errors"

@@ -28,29 +28,26 @@ func (t *tx) CreateObjects() error {
 
 func (t *tx) ObjectGet(key []byte) []byte {
 	defer fileOp()
-	b := t.b(bucketObjects)
-	if b == nil {
-		return nil
+	if b := t.b(bucketObjects); b != nil {
+		return b.Get(key)
 	}
-	return b.Get(key)
+	return nil
 }
 
 func (t *tx) ObjectPut(key, obj []byte) error {
 	defer fileOp()
-	b := t.b(bucketObjects)
-	if b == nil {
-		return nil
+	if b := t.b(bucketObjects); b != nil {
+		return b.Put(key, obj)
 	}
-	return b.Put(key, obj)
+	return nil
 }
 
 func (t *tx) ObjectDelete(key []byte) error {
 	defer fileOp()
-	b := t.b(bucketObjects)
-	if b == nil {
-		return nil
+	if b := t.b(bucketObjects); b != nil {
+		return b.Delete(key)
 	}
-	return b.Delete(key)
+	return nil
 }
 
 func (t *tx) ObjectScan(prefix []byte, fn func(k, index, obj []byte) (bool, error)) error {

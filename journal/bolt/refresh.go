@@ -30,10 +30,7 @@ package bolt
 // deadlock here too, as it is in bbolt).
 //
 // Between the close and the open bbolt's lock on the file is released for
-// a moment, but the writer's lock (<path>.lock, lock.go) is not: no other
-// writer that opens through this package gets in (its Open fails with
-// storage.ErrLocked), so nobody can, say, finish a relist this writer is
-// committing. What can get in:
+// a moment, but the writer's lock is not (lock.go). What can get in:
 //
 //   - a read-only open (journalctl reading the file): the reopen waits for
 //     it (refreshTimeout);

@@ -83,14 +83,8 @@ type Options struct {
 
 // store is an open watchjournal bbolt file, the storage.Store Open
 // returns. It is safe for concurrent use: many read transactions and one
-// write transaction at a time.
-//
-// A writable store reopens its file now and then (see refresh.go): bbolt
-// keeps, for as long as a handle is open, an entry for every page it
-// allocated from the freelist that is still in use, in a map that never
-// shrinks, so a handle that has written a 1,000,000-object list holds about
-// a megabyte of them, and one that has rewritten the whole file holds one
-// per page of it.
+// write transaction at a time. A writable store reopens its file now and
+// then, to drop bbolt's per-page bookkeeping (refresh.go).
 type store struct {
 	// mu is read-held by every transaction and held by Close and by a
 	// refresh, which replaces db.
@@ -188,11 +182,7 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 	// bbolt may panic, or fault on the memory map, on some corrupt files
 	// instead of returning an error.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
-		}
-	}()
+	defer recoverCorrupt(path, &err)
 	var f *os.File
 	bo.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
 		var err error
@@ -211,15 +201,20 @@ func openDB(path string, bo bbolt.Options) (db *bbolt.DB, err error) {
 		case errors.Is(err, bberrors.ErrTimeout):
 			return nil, fmt.Errorf("%w: %s (timeout %v)", storage.ErrLocked, path, bo.Timeout)
 		case errors.Is(err, bberrors.ErrInvalid), errors.Is(err, bberrors.ErrChecksum),
-			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping):
-			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
-		}
-		if isTruncated(path) {
+			errors.Is(err, bberrors.ErrVersionMismatch), errors.Is(err, bberrors.ErrInvalidMapping), isTruncated(path):
 			return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("bolt: %w", err)
 	}
 	return db, nil
+}
+
+// recoverCorrupt, deferred under SetPanicOnFault, makes a panic (or a
+// fault on the memory map) of bbolt's on the file at path ErrCorrupt.
+func recoverCorrupt(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, r)
+	}
 }
 
 // namesFile reports whether path still names the open file f.
@@ -240,60 +235,31 @@ func isTruncated(path string) bool {
 // pages: that is storage.ErrCorrupt too.
 func (s *store) init() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, r)
-		}
-	}()
-	var state int // 0 ok, 1 empty, 2 foreign, 3 newer, 4 older
+	defer recoverCorrupt(s.path, &err)
+	var empty, foreign bool
 	var found uint32
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
-			empty := true
+			empty = true
 			_ = tx.ForEach(func([]byte, *bbolt.Bucket) error { empty = false; return nil })
-			if empty {
-				state = 1
-			} else {
-				state = 2
-			}
+			foreign = !empty
 			return nil
 		}
-		if !bytes.Equal(meta.Get(metaMagic), magic) {
-			state = 2
-			return nil
-		}
-		if v := meta.Get(metaSchema); len(v) == 4 {
+		v := meta.Get(metaSchema)
+		if foreign = !bytes.Equal(meta.Get(metaMagic), magic) || len(v) != 4; !foreign {
 			found = binary.BigEndian.Uint32(v)
-		} else {
-			state = 2
-			return nil
-		}
-		switch {
-		case found > SchemaVersion:
-			state = 3
-		case found < SchemaVersion:
-			state = 4
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, s.path, err)
-	}
-	switch state {
-	case 2:
+	case foreign:
 		return fmt.Errorf("%w: %s", storage.ErrForeign, s.path)
-	case 3:
-		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
-	case 4:
-		if s.readOnly {
-			return nil
-		}
-		return s.migrate(found)
-	case 1:
-		if s.readOnly {
-			return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
-		}
+	case empty && s.readOnly:
+		return fmt.Errorf("%w: %s is empty", storage.ErrForeign, s.path)
+	case empty:
 		return s.db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range [][]byte{bucketMeta, bucketIndex, bucketJournal, bucketSeen, bucketConsumers} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -301,27 +267,20 @@ func (s *store) init() (err error) {
 				}
 			}
 			meta := tx.Bucket(bucketMeta)
-			if err := meta.Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
-				return err
-			}
-			if err := meta.Put(metaNext, u64(1)); err != nil {
-				return err
-			}
-			return meta.Put(metaMagic, magic)
+			return errors.Join(meta.Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)),
+				meta.Put(metaNext, u64(1)), meta.Put(metaMagic, magic))
 		})
-	}
-	return nil
-}
-
-// migrate brings a file of schema from (older than SchemaVersion) to
-// SchemaVersion, in one transaction. From 1, 2 and 3 nothing but the
-// number changes (see SchemaVersion).
-func (s *store) migrate(from uint32) error {
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-	})
-	if err != nil {
-		return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, from, SchemaVersion, err)
+	case found > SchemaVersion:
+		return fmt.Errorf("%w: %s has schema %d, this build knows up to %d", storage.ErrNewerSchema, s.path, found, SchemaVersion)
+	case found < SchemaVersion && !s.readOnly:
+		// A migration in one transaction: from 1, 2 and 3 nothing but the
+		// number changes (see SchemaVersion).
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+		})
+		if err != nil {
+			return fmt.Errorf("bolt: %s: migrate schema %d to %d: %w", s.path, found, SchemaVersion, err)
+		}
 	}
 	return nil
 }
@@ -371,31 +330,9 @@ func (s *store) handle() (*bbolt.DB, error) {
 // memory map, on some corrupt pages: such a panic is returned as
 // ErrCorrupt (fault.go). A panic of fn's own rolls the transaction back
 // and goes on.
-func (s *store) View(fn func(storage.Tx) error) (err error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	db, err := s.handle()
-	if err != nil {
-		return err
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var btx *bbolt.Tx
-	defer func() {
-		if btx != nil {
-			rollback(btx)
-		}
-		if r := recover(); r != nil {
-			if e, ok := fileFault(s.path, r); ok {
-				err = e
-				return
-			}
-			panic(r)
-		}
-	}()
-	if btx, err = begin(db, false); err != nil {
-		return classify(err)
-	}
-	return fn(&tx{tx: btx})
+func (s *store) View(fn func(storage.Tx) error) error {
+	_, _, err := s.run(false, fn)
+	return err
 }
 
 // Update runs fn in a write transaction, committed when fn returns nil and
@@ -411,17 +348,17 @@ func (s *store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
 		return storage.ErrReadOnly
 	}
-	pages, due, err := s.update(fn)
+	pages, due, err := s.run(true, fn)
 	if err == nil && due {
 		s.refresh(pages)
 	}
 	return err
 }
 
-// update is Update without the refresh; pages is the handle's count of page
-// allocations after the commit, and due reports that a refresh is due.
-// Panics are View's.
-func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err error) {
+// run is View (writable false: fn's error is returned as it is) and Update
+// without the refresh; pages is the handle's count of page allocations
+// after the commit, and due reports that a refresh is due.
+func (s *store) run(writable bool, fn func(storage.Tx) error) (pages int64, due bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	db, err := s.handle()
@@ -443,17 +380,20 @@ func (s *store) update(fn func(storage.Tx) error) (pages int64, due bool, err er
 			panic(r)
 		}
 	}()
-	if btx, err = begin(db, true); err != nil {
+	if btx, err = begin(db, writable); err != nil {
 		return 0, false, classify(err)
 	}
-	if err := fn(&tx{tx: btx}); err != nil {
+	if err := fn(&tx{tx: btx}); err != nil || !writable {
+		if writable {
+			err = classify(err)
+		}
+		return 0, false, err
+	}
+	err = commit(btx)
+	committed = true // or bbolt rolled it back
+	if err != nil {
 		return 0, false, classify(err)
 	}
-	if err := commit(btx); err != nil {
-		committed = true // bbolt rolled it back
-		return 0, false, classify(err)
-	}
-	committed = true
 	pages = pageCount(db)
 	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
@@ -167,13 +168,9 @@ func (t *tx) Append(rec []byte) (uint64, error) {
 	}
 	j := t.b(bucketJournal)
 	j.FillPercent = 1.0 // append-only keys: fill pages completely
-	if err := j.Put(u64(off), rec); err != nil {
-		return 0, err
-	}
-	if err := meta.Put(metaNext, u64(off+1)); err != nil {
-		return 0, err
-	}
-	if err := meta.Put(metaBytes, u64(getU64(meta.Get(metaBytes))+uint64(len(rec)))); err != nil {
+	err := errors.Join(j.Put(u64(off), rec), meta.Put(metaNext, u64(off+1)),
+		meta.Put(metaBytes, u64(getU64(meta.Get(metaBytes))+uint64(len(rec)))))
+	if err != nil {
 		return 0, err
 	}
 	return off, nil

@@ -1,9 +1,5 @@
 package cache
 
-// Lister: client-go's lister shape (List(selector), Namespace(ns).Get(name))
-// over a journal's objects, generic in the object type through a decode
-// function.
-
 import (
 	"fmt"
 	"reflect"
@@ -61,9 +57,11 @@ func decodeTyped(b []byte, out runtime.Object) error {
 	return nil
 }
 
-// Lister lists and gets a journal's objects as T, as client-go's listers
-// do from an informer's indexer, but reading the file: each call is one
-// read transaction and returns fresh objects (no DeepCopy needed).
+// Lister lists and gets a journal's objects as T, generic in the object
+// type through its DecodeFunc, as client-go's listers do from an
+// informer's indexer (List(selector), Namespace(ns).Get(name)), but
+// reading the file: each call is one read transaction and returns fresh
+// objects (no DeepCopy needed).
 type Lister[T any] struct {
 	j        *journal.Journal
 	decode   DecodeFunc[T]

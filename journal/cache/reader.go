@@ -1,9 +1,5 @@
 package cache
 
-// Reader: controller-runtime's client.Reader over a journal's objects.
-// Objects decode through a scheme (typed) or as unstructured, into a
-// fresh object per item, straight from the memory-mapped page.
-
 import (
 	"context"
 	"fmt"

@@ -18,13 +18,9 @@ func CompactFile(src, dst string) (before, after int64, err error) {
 	return bolt.Compact(src, dst)
 }
 
-// RewriteOptions configure Rewrite. A nil *RewriteOptions means the
-// defaults.
-type RewriteOptions struct {
-	// KeepBackup keeps the old file as <path>.bak (a hard link, replacing
-	// one left before).
-	KeepBackup bool
-}
+// RewriteOptions configure Rewrite (bolt.RewriteOptions: KeepBackup). A
+// nil *RewriteOptions means the defaults.
+type RewriteOptions = bolt.RewriteOptions
 
 // Rewrite rewrites the journal file at path compacted (CompactFile into
 // <path>.compact) and renames the copy over it, with the file's
@@ -36,9 +32,8 @@ type RewriteOptions struct {
 // writes it (an error). On any later error the copy is
 // removed and the file is as it was, unless the rename happened.
 func Rewrite(path string, opts *RewriteOptions) (before, after int64, err error) {
-	var o bolt.RewriteOptions
-	if opts != nil {
-		o.KeepBackup = opts.KeepBackup
+	if opts == nil {
+		opts = &RewriteOptions{}
 	}
-	return bolt.Rewrite(path, o)
+	return bolt.Rewrite(path, *opts)
 }

@@ -71,41 +71,37 @@ type envelope struct {
 // typeMetaOf's cache when the envelope has one typeMeta (as every
 // apiserver's has), else parsed here, later occurrences merging into
 // earlier ones as in protobuf.
-func parseEnvelope(b []byte) (envelope, error) {
-	var tm, raw []byte
-	n := 0
-	err := protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
+func parseEnvelope(b []byte) (env envelope, err error) {
+	var one [1][]byte
+	tms := one[:0]
+	err = protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
-			tm = v
-			n++
+			tms = append(tms, v)
 		case 2:
-			raw = v
+			env.raw = v
 		}
 		return nil
 	})
 	if err != nil {
 		return envelope{}, fmt.Errorf("%w: protobuf envelope: %w", ErrBadObject, err)
 	}
-	var t typeMetaInfo
-	if n == 1 {
-		t, err = typeMetaOf(tm)
+	if len(tms) == 1 {
+		env.typeMetaInfo, err = typeMetaOf(tms[0])
 	} else {
-		t, err = parseTypeMetas(b)
+		env.typeMetaInfo, err = parseTypeMeta(tms)
 	}
 	if err != nil {
 		return envelope{}, err
 	}
-	return envelope{typeMetaInfo: t, raw: raw}, nil
+	return env, nil
 }
 
 // typeMetaInfo is what an envelope's typeMeta message says: the kind, and
 // kindOf's answer for it.
 type typeMetaInfo struct {
 	gvk schema.GroupVersionKind
-	ki  kindInfo // kindOf(gvk)'s, when known
-	// known: gvk is a kind of client-go's scheme with a protobuf decoder.
-	known bool
+	ki  kindInfo // kindOf(gvk)'s
 }
 
 // typeMetas caches typeMetaOf: the bytes of a typeMeta message to what it
@@ -144,19 +140,6 @@ func typeMetaOf(tm []byte) (typeMetaInfo, error) {
 	return t, nil
 }
 
-// parseTypeMetas is parseTypeMeta of every typeMeta field of the envelope
-// b, in order.
-func parseTypeMetas(b []byte) (typeMetaInfo, error) {
-	var tms [][]byte
-	_ = protofields.Each(b[len(protoMagic):], func(num protowire.Number, v []byte) error {
-		if num == 1 {
-			tms = append(tms, v)
-		}
-		return nil
-	}) // parseEnvelope walked b without an error
-	return parseTypeMeta(tms)
-}
-
 // parseTypeMeta reads apiVersion and kind from the typeMeta messages tms
 // (each later one merging into the earlier) and looks the kind up
 // (kindOf).
@@ -181,7 +164,7 @@ func parseTypeMeta(tms [][]byte) (typeMetaInfo, error) {
 		return typeMetaInfo{}, fmt.Errorf("%w: protobuf envelope with apiVersion %q, kind %q", ErrBadObject, apiVersion, kind)
 	}
 	t := typeMetaInfo{gvk: gv.WithKind(kind)}
-	t.ki, t.known = kindOf(t.gvk)
+	t.ki = kindOf(t.gvk)
 	return t, nil
 }
 
@@ -247,12 +230,11 @@ var kinds sync.Map
 
 var unmarshalerType = reflect.TypeOf((*interface{ Unmarshal([]byte) error })(nil)).Elem()
 
-// kindOf returns gvk's Go type in client-go's scheme; ok is false when the
+// kindOf returns gvk's Go type in client-go's scheme; typ is nil when the
 // scheme does not know the kind or its type has no protobuf decoder.
-func kindOf(gvk schema.GroupVersionKind) (kindInfo, bool) {
+func kindOf(gvk schema.GroupVersionKind) kindInfo {
 	if v, ok := kinds.Load(gvk); ok {
-		ki := v.(kindInfo)
-		return ki, ki.typ != nil
+		return v.(kindInfo)
 	}
 	var ki kindInfo
 	if obj, err := scheme.Scheme.New(gvk); err == nil && reflect.TypeOf(obj).Implements(unmarshalerType) {
@@ -262,7 +244,7 @@ func kindOf(gvk schema.GroupVersionKind) (kindInfo, bool) {
 		}
 	}
 	kinds.Store(gvk, ki)
-	return ki, ki.typ != nil
+	return ki
 }
 
 // recoverBad turns a panic of generated decoding code into an error
@@ -285,8 +267,8 @@ func typedProto(b []byte, out runtime.Object) error {
 // typedEnvelope is typedProto of the parsed envelope env.
 func typedEnvelope(env envelope, out runtime.Object) (err error) {
 	defer recoverBad(&err, &env.gvk)
-	ki, ok := env.ki, env.known
-	if !ok {
+	ki := env.ki
+	if ki.typ == nil {
 		return fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
 	if m, ok := out.(*metav1.PartialObjectMetadata); ok {
@@ -324,7 +306,7 @@ func decodeProto(b []byte) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !env.known {
+	if env.ki.typ == nil {
 		return nil, fmt.Errorf("%w: protobuf %v: not a kind of client-go's scheme", ErrBadObject, env.gvk)
 	}
 	obj := reflect.New(env.ki.typ.Elem()).Interface().(runtime.Object)
