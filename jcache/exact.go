@@ -209,17 +209,15 @@ func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconcile
 func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
-	e.mu.Lock()
-	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
-	e.names[k]++
-	dup := e.names[k]
-	e.mu.Unlock()
-	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup, finalCommit: exactFinalCommit,
+	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, finalCommit: exactFinalCommit,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 	if e.sb != nil {
 		s.tracker.Signal = e.sb.Signal
 	}
+	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
 	e.mu.Lock()
+	e.names[k]++
+	s.dup = e.names[k]
 	e.srcs = append(e.srcs, s)
 	e.mu.Unlock()
 	return s
@@ -447,7 +445,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx) // the committer stops when run returns
 	defer cancel()
-	eh := &exactHandler{ctx: ctx, h: s.h, preds: s.preds, q: tq.Interface(), log: log}
+	eh := &exactHandler{ctx: ctx, h: s.h, pred: predicate.And(s.preds...), q: tq.Interface(), log: log}
 	wg.Go(func() {
 		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
 			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, s.finalCommit)
@@ -590,11 +588,11 @@ func (s *ExactSource) replay(ctx context.Context, inf *informer, j *journal.Jour
 // controller-runtime's own informer event handler
 // (pkg/internal/source/event_handler.go) does for source.Kind.
 type exactHandler struct {
-	ctx   context.Context
-	h     handler.EventHandler
-	preds []predicate.Predicate
-	q     workqueue.TypedRateLimitingInterface[reconcile.Request]
-	log   logr.Logger
+	ctx  context.Context
+	h    handler.EventHandler
+	pred predicate.Predicate // the source's predicates, and-ed
+	q    workqueue.TypedRateLimitingInterface[reconcile.Request]
+	log  logr.Logger
 }
 
 var _ toolscache.ResourceEventHandler = (*exactHandler)(nil)
@@ -606,12 +604,9 @@ func (x *exactHandler) OnAdd(obj any, initial bool) {
 		return
 	}
 	e := event.CreateEvent{Object: o, IsInInitialList: initial}
-	for _, p := range x.preds {
-		if !p.Create(e) {
-			return
-		}
+	if x.pred.Create(e) {
+		x.h.Create(x.ctx, e, x.q)
 	}
-	x.h.Create(x.ctx, e, x.q)
 }
 
 func (x *exactHandler) OnUpdate(oldObj, newObj any) {
@@ -622,12 +617,9 @@ func (x *exactHandler) OnUpdate(oldObj, newObj any) {
 		return
 	}
 	e := event.UpdateEvent{ObjectOld: o, ObjectNew: n}
-	for _, p := range x.preds {
-		if !p.Update(e) {
-			return
-		}
+	if x.pred.Update(e) {
+		x.h.Update(x.ctx, e, x.q)
 	}
-	x.h.Update(x.ctx, e, x.q)
 }
 
 func (x *exactHandler) OnDelete(obj any) {
@@ -642,10 +634,7 @@ func (x *exactHandler) OnDelete(obj any) {
 		return
 	}
 	e.Object = o
-	for _, p := range x.preds {
-		if !p.Delete(e) {
-			return
-		}
+	if x.pred.Delete(e) {
+		x.h.Delete(x.ctx, e, x.q)
 	}
-	x.h.Delete(x.ctx, e, x.q)
 }

@@ -27,6 +27,8 @@ package jcache
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -167,11 +169,8 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 		if err != nil {
 			return err
 		}
-		for _, g := range got {
-			if want[g] {
-				out = append(out, o)
-				break
-			}
+		if slices.ContainsFunc(got, func(g string) bool { return want[g] }) {
+			out = append(out, o)
 		}
 		return nil
 	})
@@ -204,11 +203,8 @@ func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Obje
 		if err != nil {
 			return err
 		}
-		for _, g := range got {
-			if g == value {
-				fn(k, o)
-				break
-			}
+		if slices.Contains(got, value) {
+			fn(k, o)
 		}
 		return nil
 	})
@@ -262,11 +258,7 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 func (x *indexer) GetIndexers() toolscache.Indexers {
 	x.inf.mu.Lock()
 	defer x.inf.mu.Unlock()
-	out := toolscache.Indexers{}
-	for k, v := range x.inf.indexers {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(x.inf.indexers)
 }
 
 func (x *indexer) AddIndexers(add toolscache.Indexers) error { return x.inf.AddIndexers(add) }
