@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -159,17 +160,14 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 		}
 		return out, nil
 	}
-	want := map[string]bool{}
-	for _, v := range vals {
-		want[v] = true
-	}
+	want := sets.New(vals...)
 	var out []any
 	err = x.scan("", func(_ string, o runtime.Object) error {
 		got, err := fn(o)
 		if err != nil {
 			return err
 		}
-		if slices.ContainsFunc(got, func(g string) bool { return want[g] }) {
+		if slices.ContainsFunc(got, func(g string) bool { return want.Has(g) }) {
 			out = append(out, o)
 		}
 		return nil

@@ -63,6 +63,7 @@ package jcache
 //     need no key.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,11 +171,7 @@ var DefaultDir string
 // signature of cache.NewCacheFunc, with Options{Dir: DefaultDir or
 // $WATCHJOURNAL_CACHE_DIR}. Use NewFunc to choose the options.
 func New(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
-	dir := DefaultDir
-	if dir == "" {
-		dir = os.Getenv(EnvDir)
-	}
-	return newCache(cfg, opts, Options{Dir: dir})
+	return newCache(cfg, opts, Options{Dir: cmp.Or(DefaultDir, os.Getenv(EnvDir))})
 }
 
 // NewFunc returns a cache.NewCacheFunc for ctrl.Options{NewCache: ...}:
