@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	jc "github.com/watchjournal/watchjournal/journal/cache"
@@ -197,16 +198,7 @@ func (i *informer) GetController() toolscache.Controller { return nil }
 
 // Run runs the informer until stopCh is closed.
 func (i *informer) Run(stopCh <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	i.RunWithContext(ctx)
+	i.RunWithContext(wait.ContextForChannel(stopCh))
 }
 
 // RunWithContext starts the feed's loop (shared with the other informers
