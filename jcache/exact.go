@@ -21,9 +21,10 @@ package jcache
 // informer in this cache (one file, one watch: the cache's; never a second
 // watch of the resource) with a durable journal consumer,
 // "exact/<controller>/<apiVersion>/<Kind>" (an unstructured object adds
-// "/unstructured"; a second Kind of one controller with the same object
-// type adds "/2", in the order of the Kind calls: keep that order across
-// versions of the operator), and commits it only past events whose
+// "/unstructured", as typed and unstructured informers of a resource share
+// a file; a second Kind of one controller with the same object type adds
+// "/2", the n-th "/<n>", in the order of the Kind calls: keep that order
+// across versions of the operator), and commits it only past events whose
 // requests all reconciled (package internal/delivery; the rules are
 // crsource's, source.go there, "Commit"). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
@@ -223,12 +224,9 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 	return s
 }
 
-// consumerName returns the consumer of source s on journal j:
-// "exact/<controller>/<apiVersion>/<Kind>", then "/unstructured" for an
-// unstructured object (typed and unstructured informers of a resource
-// share a file), then "/<n>" for the n-th Kind call of the controller
-// with the same object type, n > 1. Sources start concurrently, so the
-// name depends only on what the builder was given, in its order.
+// consumerName returns the consumer of source s on journal j (see the
+// top of the file). Sources start concurrently, so the name depends only
+// on what the builder was given, in its order.
 func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (string, error) {
 	kind, apiVersion, err := j.TypeMeta()
 	if err != nil {
