@@ -17,13 +17,16 @@ package delivery
 // of the directory), so a crash leaves the old or the new version.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,11 +113,7 @@ func (t *Timers) Clear(req reconcile.Request) {
 func (t *Timers) Pending() map[reconcile.Request]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[reconcile.Request]time.Time, len(t.due))
-	for k, v := range t.due {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(t.due)
 }
 
 // Rearm adds every timer to add: after due - now, or at once when due.
@@ -135,9 +134,8 @@ func (t *Timers) Save() error {
 	for req, due := range t.due {
 		f.Timers = append(f.Timers, timerEntry{Namespace: req.Namespace, Name: req.Name, Due: due.UTC()})
 	}
-	sort.Slice(f.Timers, func(i, j int) bool {
-		a, b := f.Timers[i], f.Timers[j]
-		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	slices.SortFunc(f.Timers, func(a, b timerEntry) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	b, err := json.Marshal(f)
 	if err != nil {
