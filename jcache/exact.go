@@ -225,21 +225,26 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 }
 
 // consumerName returns the consumer of source s on journal j (see the
-// top of the file). Sources start concurrently, so the name depends only
-// on what the builder was given, in its order.
-func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (string, error) {
+// top of the file), and j's position.Resource. Sources start
+// concurrently, so the name depends only on what the builder was given,
+// in its order.
+func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (name, resource string, err error) {
 	kind, apiVersion, err := j.TypeMeta()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	name := "exact/" + e.name + "/" + apiVersion + "/" + kind
+	r, _, err := j.Resource()
+	if err != nil {
+		return "", "", err
+	}
+	name = "exact/" + e.name + "/" + apiVersion + "/" + kind
 	if _, ok := s.obj.(*unstructured.Unstructured); ok {
 		name += "/unstructured"
 	}
 	if s.dup > 1 {
 		name += "/" + strconv.Itoa(s.dup)
 	}
-	return name, nil
+	return name, position.Resource(r), nil
 }
 
 // ExactSource is a source.TypedSyncingSource[reconcile.Request] like
@@ -409,17 +414,13 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	if err := inf.f.loop.WaitForSync(ctx); err != nil {
 		return nil // ctx done
 	}
-	name, err := s.ctl.consumerName(j, s)
+	name, res, err := s.ctl.consumerName(j, s)
 	if err != nil {
 		return err
 	}
 	log := s.ctl.log.WithValues("consumer", name, "file", j.Path())
-	r, _, err := j.Resource()
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
-	s.j, s.name, s.log, s.resource = j, name, log, position.Resource(r)
+	s.j, s.name, s.log, s.resource = j, name, log, res
 	s.mu.Unlock()
 	committed, err := j.ConsumerCommitted(name)
 	switch {
