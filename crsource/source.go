@@ -278,7 +278,6 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 	// A timers file that cannot be read fails Start (timersErr).
 	timers, timersErr := delivery.LoadTimers(TimersPath(c.Journal().Path(), c.Name()))
 	if timersErr != nil {
-		timers = delivery.EmptyTimers(TimersPath(c.Journal().Path(), c.Name()))
 		timersErr = fmt.Errorf("crsource: %w", timersErr)
 	}
 	t := delivery.NewTracker(start)

@@ -187,7 +187,6 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	timers, err := delivery.LoadTimers(path)
 	if err != nil {
 		e.err = fmt.Errorf("jcache: controller %q: %w", controller, err)
-		timers = delivery.EmptyTimers(path)
 	}
 	e.out = delivery.NewOutcomes(timers)
 	return e

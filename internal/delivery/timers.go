@@ -60,7 +60,8 @@ const timersFix = "the file is replaced atomically, so only a disk fault or a ha
 	"removing it starts without the stored timers: keys waiting on a RequeueAfter are then reconciled again only when they change"
 
 // LoadTimers reads the timers file at path; a missing file holds no
-// timers. An unreadable file's error says what removing it costs.
+// timers. An unreadable file's error says what removing it costs; the
+// timers returned with it hold none (EmptyTimers).
 func LoadTimers(path string) (*Timers, error) {
 	t := EmptyTimers(path)
 	b, err := os.ReadFile(path)
@@ -68,14 +69,14 @@ func LoadTimers(path string) (*Timers, error) {
 		return t, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("requeue timers: %w", err)
+		return t, fmt.Errorf("requeue timers: %w", err)
 	}
 	var f timerFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("requeue timers %s: %w (%s)", path, err, timersFix)
+		return t, fmt.Errorf("requeue timers %s: %w (%s)", path, err, timersFix)
 	}
 	if f.Version != 1 {
-		return nil, fmt.Errorf("requeue timers %s: version %d, want 1 (%s)", path, f.Version, timersFix)
+		return t, fmt.Errorf("requeue timers %s: version %d, want 1 (%s)", path, f.Version, timersFix)
 	}
 	for _, e := range f.Timers {
 		t.due[reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}}] = e.Due
