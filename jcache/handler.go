@@ -326,7 +326,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			}
 			if !skip(e) {
 				r.inf.f.readObject(len(e.Object))
-				if err := r.dispatch(e); err != nil {
+				if err := r.inf.dispatch(e, r.h); err != nil {
 					return err
 				}
 			}
@@ -335,9 +335,6 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 		r.advanced()
 	}
 }
-
-// dispatch calls the handler for one event.
-func (r *registration) dispatch(e journal.Event) error { return r.inf.dispatch(e, r.h) }
 
 // dispatch calls h for one event (see the top of the file): the Exact
 // sources (exact.go) use it too.
