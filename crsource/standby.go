@@ -135,7 +135,7 @@ func (s *Source) AddToManager(mgr manager.Manager) error {
 	if s.loop == nil {
 		return errors.New("crsource: AddToManager needs a source made by New (NewFromConsumer has no writer)")
 	}
-	if err := mgr.Add(writerRunnable{s}); err != nil {
+	if err := mgr.Add(position.Runnable{Run: s.writeOnReplica}); err != nil {
 		return err
 	}
 	if s.sb == nil {
@@ -144,15 +144,9 @@ func (s *Source) AddToManager(mgr manager.Manager) error {
 	return s.sb.AddToManager(mgr, s.follow)
 }
 
-// writerRunnable runs the journal's writer on every replica.
-type writerRunnable struct{ s *Source }
-
-// NeedLeaderElection returns false: every replica keeps its journal.
-func (writerRunnable) NeedLeaderElection() bool { return false }
-
-// Start runs the writer until ctx is done.
-func (w writerRunnable) Start(ctx context.Context) error {
-	s := w.s
+// writeOnReplica, the writer Runnable, runs the journal's writer until
+// ctx is done, unless Start runs it.
+func (s *Source) writeOnReplica(ctx context.Context) error {
 	if !s.acquire() {
 		return errors.New("crsource: journal already closed")
 	}
