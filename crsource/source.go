@@ -77,18 +77,6 @@ package crsource
 // reconciled (MaxPending says how). A consumer that retention's hard byte
 // cap passed (its events are gone) is resynchronized as an informer
 // restarts (resync says how).
-//
-// Sync. WaitForSync (called by the controller before it starts its
-// workers) returns once the journal's writer is synced with the server and
-// every event journaled up to then has been queued, as an informer's
-// HasSynced implies its initial items were handed to the handlers.
-//
-// Shutdown. When the context given to Start is done, the writer, the
-// feeder and the committer stop and the journal closes; Done is closed
-// after that. With AddToManager, the journal closes, and Done is closed,
-// once the writer Runnable has stopped too. A clean shutdown is not an
-// error (as controller-runtime's Start and reconcile.Loop.Run): Err then
-// returns nil.
 
 import (
 	"cmp"
@@ -290,7 +278,6 @@ func newSource(c *journal.Consumer, waitForSync func(context.Context) error, opt
 	// A timers file that cannot be read fails Start (timersErr).
 	timers, timersErr := delivery.LoadTimers(TimersPath(c.Journal().Path(), c.Name()))
 	if timersErr != nil {
-		timers = delivery.EmptyTimers(TimersPath(c.Journal().Path(), c.Name()))
 		timersErr = fmt.Errorf("crsource: %w", timersErr)
 	}
 	t := delivery.NewTracker(start)
@@ -371,10 +358,11 @@ func (s *Source) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 }
 
 // WaitForSync blocks until the writer is synced and every event journaled
-// up to then is queued (or MaxPending requests are queued and not yet
-// reconciled: the workers, which start after WaitForSync, must make room
-// for the rest); until ctx is done (ctx.Err()); or until the source fails
-// (Err).
+// up to then is queued, as an informer's HasSynced implies its initial
+// items were handed to the handlers (or MaxPending requests are queued
+// and not yet reconciled: the workers, which start after WaitForSync,
+// must make room for the rest); until ctx is done (ctx.Err()); or until
+// the source fails (Err).
 //
 // It returns ErrNotWrapped at once, and logs it, when Reconciler has not
 // been called: a controller calls WaitForSync before it starts its
@@ -420,7 +408,8 @@ func (s *Source) Done() <-chan struct{} { return s.done }
 
 // Err returns why the source stopped early: the writer's fatal error
 // (reconcile.ErrJournal, ErrRejected) or a journal read error. It is nil
-// while running and after a clean shutdown.
+// while running and after a clean shutdown, which is not an error (as for
+// controller-runtime's Start and reconcile.Loop.Run).
 func (s *Source) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

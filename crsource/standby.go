@@ -41,10 +41,7 @@ package crsource
 // from New on, so the second replica's New fails, after journal.Options'
 // lock timeout of 1 s, with an error matching journal.ErrLocked
 // ("database file is locked by another process: ... (waited 1s)"), before
-// its manager starts. Without Options.Standby, AddToManager adds the
-// writer alone, and a new leader starts from its own committed offset (a
-// standby whose consumer never committed delivers every event it
-// retains).
+// its manager starts.
 
 import (
 	"cmp"
@@ -132,12 +129,13 @@ func newStandby(cfg *rest.Config, s *Source, opts Options) (*standby, error) {
 // once, before mgr.Start. Without Options.Standby it adds only the writer
 // (then the writer runs on every replica, and the controller on the
 // leader starts from this replica's own committed offset: a cold
-// standby's position).
+// standby's position; one whose consumer never committed delivers every
+// event it retains).
 func (s *Source) AddToManager(mgr manager.Manager) error {
 	if s.loop == nil {
 		return errors.New("crsource: AddToManager needs a source made by New (NewFromConsumer has no writer)")
 	}
-	if err := mgr.Add(writerRunnable{s}); err != nil {
+	if err := mgr.Add(position.Runnable{Run: s.writeOnReplica}); err != nil {
 		return err
 	}
 	if s.sb == nil {
@@ -146,15 +144,9 @@ func (s *Source) AddToManager(mgr manager.Manager) error {
 	return s.sb.AddToManager(mgr, s.follow)
 }
 
-// writerRunnable runs the journal's writer on every replica.
-type writerRunnable struct{ s *Source }
-
-// NeedLeaderElection returns false: every replica keeps its journal.
-func (writerRunnable) NeedLeaderElection() bool { return false }
-
-// Start runs the writer until ctx is done.
-func (w writerRunnable) Start(ctx context.Context) error {
-	s := w.s
+// writeOnReplica, the writer Runnable, runs the journal's writer until
+// ctx is done, unless Start runs it.
+func (s *Source) writeOnReplica(ctx context.Context) error {
 	if !s.acquire() {
 		return errors.New("crsource: journal already closed")
 	}

@@ -33,6 +33,7 @@ package jcache
 
 import (
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -115,9 +116,7 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 	if i.disk.names == nil {
 		i.disk.names = map[string]string{}
 	}
-	for k, v := range names {
-		i.disk.names[k] = v
-	}
+	maps.Copy(i.disk.names, names)
 }
 
 // lookup calls fn with each object whose index name includes value,

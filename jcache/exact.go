@@ -21,9 +21,10 @@ package jcache
 // informer in this cache (one file, one watch: the cache's; never a second
 // watch of the resource) with a durable journal consumer,
 // "exact/<controller>/<apiVersion>/<Kind>" (an unstructured object adds
-// "/unstructured"; a second Kind of one controller with the same object
-// type adds "/2", in the order of the Kind calls: keep that order across
-// versions of the operator), and commits it only past events whose
+// "/unstructured", as typed and unstructured informers of a resource share
+// a file; a second Kind of one controller with the same object type adds
+// "/2", the n-th "/<n>", in the order of the Kind calls: keep that order
+// across versions of the operator), and commits it only past events whose
 // requests all reconciled (package internal/delivery; the rules are
 // crsource's, source.go there, "Commit"). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
@@ -186,7 +187,6 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	timers, err := delivery.LoadTimers(path)
 	if err != nil {
 		e.err = fmt.Errorf("jcache: controller %q: %w", controller, err)
-		timers = delivery.EmptyTimers(path)
 	}
 	e.out = delivery.NewOutcomes(timers)
 	return e
@@ -209,41 +209,41 @@ func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconcile
 func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
-	e.mu.Lock()
-	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
-	e.names[k]++
-	dup := e.names[k]
-	e.mu.Unlock()
-	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, dup: dup, finalCommit: exactFinalCommit,
+	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, finalCommit: exactFinalCommit,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 	if e.sb != nil {
 		s.tracker.Signal = e.sb.Signal
 	}
+	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
 	e.mu.Lock()
+	e.names[k]++
+	s.dup = e.names[k]
 	e.srcs = append(e.srcs, s)
 	e.mu.Unlock()
 	return s
 }
 
-// consumerName returns the consumer of source s on journal j:
-// "exact/<controller>/<apiVersion>/<Kind>", then "/unstructured" for an
-// unstructured object (typed and unstructured informers of a resource
-// share a file), then "/<n>" for the n-th Kind call of the controller
-// with the same object type, n > 1. Sources start concurrently, so the
-// name depends only on what the builder was given, in its order.
-func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (string, error) {
+// consumerName returns the consumer of source s on journal j (see the
+// top of the file), and j's position.Resource. Sources start
+// concurrently, so the name depends only on what the builder was given,
+// in its order.
+func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (name, resource string, err error) {
 	kind, apiVersion, err := j.TypeMeta()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	name := "exact/" + e.name + "/" + apiVersion + "/" + kind
+	r, _, err := j.Resource()
+	if err != nil {
+		return "", "", err
+	}
+	name = "exact/" + e.name + "/" + apiVersion + "/" + kind
 	if _, ok := s.obj.(*unstructured.Unstructured); ok {
 		name += "/unstructured"
 	}
 	if s.dup > 1 {
 		name += "/" + strconv.Itoa(s.dup)
 	}
-	return name, nil
+	return name, position.Resource(r), nil
 }
 
 // ExactSource is a source.TypedSyncingSource[reconcile.Request] like
@@ -413,17 +413,13 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	if err := inf.f.loop.WaitForSync(ctx); err != nil {
 		return nil // ctx done
 	}
-	name, err := s.ctl.consumerName(j, s)
+	name, res, err := s.ctl.consumerName(j, s)
 	if err != nil {
 		return err
 	}
 	log := s.ctl.log.WithValues("consumer", name, "file", j.Path())
-	r, _, err := j.Resource()
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
-	s.j, s.name, s.log, s.resource = j, name, log, position.Resource(r)
+	s.j, s.name, s.log, s.resource = j, name, log, res
 	s.mu.Unlock()
 	committed, err := j.ConsumerCommitted(name)
 	switch {
@@ -447,7 +443,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx) // the committer stops when run returns
 	defer cancel()
-	eh := &exactHandler{ctx: ctx, h: s.h, preds: s.preds, q: tq.Interface(), log: log}
+	eh := &exactHandler{ctx: ctx, h: s.h, pred: predicate.And(s.preds...), q: tq.Interface(), log: log}
 	wg.Go(func() {
 		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
 			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, s.finalCommit)
@@ -590,11 +586,11 @@ func (s *ExactSource) replay(ctx context.Context, inf *informer, j *journal.Jour
 // controller-runtime's own informer event handler
 // (pkg/internal/source/event_handler.go) does for source.Kind.
 type exactHandler struct {
-	ctx   context.Context
-	h     handler.EventHandler
-	preds []predicate.Predicate
-	q     workqueue.TypedRateLimitingInterface[reconcile.Request]
-	log   logr.Logger
+	ctx  context.Context
+	h    handler.EventHandler
+	pred predicate.Predicate // the source's predicates, and-ed
+	q    workqueue.TypedRateLimitingInterface[reconcile.Request]
+	log  logr.Logger
 }
 
 var _ toolscache.ResourceEventHandler = (*exactHandler)(nil)
@@ -606,12 +602,9 @@ func (x *exactHandler) OnAdd(obj any, initial bool) {
 		return
 	}
 	e := event.CreateEvent{Object: o, IsInInitialList: initial}
-	for _, p := range x.preds {
-		if !p.Create(e) {
-			return
-		}
+	if x.pred.Create(e) {
+		x.h.Create(x.ctx, e, x.q)
 	}
-	x.h.Create(x.ctx, e, x.q)
 }
 
 func (x *exactHandler) OnUpdate(oldObj, newObj any) {
@@ -622,12 +615,9 @@ func (x *exactHandler) OnUpdate(oldObj, newObj any) {
 		return
 	}
 	e := event.UpdateEvent{ObjectOld: o, ObjectNew: n}
-	for _, p := range x.preds {
-		if !p.Update(e) {
-			return
-		}
+	if x.pred.Update(e) {
+		x.h.Update(x.ctx, e, x.q)
 	}
-	x.h.Update(x.ctx, e, x.q)
 }
 
 func (x *exactHandler) OnDelete(obj any) {
@@ -642,10 +632,7 @@ func (x *exactHandler) OnDelete(obj any) {
 		return
 	}
 	e.Object = o
-	for _, p := range x.preds {
-		if !p.Delete(e) {
-			return
-		}
+	if x.pred.Delete(e) {
+		x.h.Delete(x.ctx, e, x.q)
 	}
-	x.h.Delete(x.ctx, e, x.q)
 }

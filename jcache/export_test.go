@@ -98,7 +98,7 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	if err != nil {
 		return 0, 0, err
 	}
-	name, err := s.ctl.consumerName(inf.f.j, s)
+	name, _, err := s.ctl.consumerName(inf.f.j, s)
 	if err != nil {
 		return 0, 0, err
 	}

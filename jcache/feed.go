@@ -168,7 +168,6 @@ func (f *feed) start() {
 	}
 	f.running = true
 	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
 	// The loop, the file's retention and its inspect socket; done once
 	// all have returned.
 	var wg sync.WaitGroup
@@ -194,9 +193,7 @@ func (f *feed) start() {
 			}
 		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	f.cancel = func() { cancel(); <-done }
+	f.cancel = func() { cancel(); wg.Wait() }
 }
 
 // release drops one reference; the last stops the loop and closes the

@@ -115,45 +115,15 @@ func (r *registration) HasSynced() bool {
 	return st.Synced && r.pos.Load() >= st.SyncedOffset
 }
 
-// HasSyncedChecker returns a DoneChecker closed once HasSynced.
+// HasSyncedChecker returns a DoneChecker closed once HasSynced: the
+// loop's sync first (it changes no pos when no event follows it: a quiet
+// resume), then the handler's progress.
 func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
-	ch := make(chan struct{})
-	if r.HasSynced() {
-		close(ch)
-		return doneChecker{name: "jcache handler", ch: ch}
-	}
-	go func() {
-		// The loop's sync first (it changes no pos when no event
-		// follows it: a quiet resume), then the handler's progress.
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-r.done:
-			case <-r.inf.f.closed:
-			case <-ctx.Done():
-			}
-			cancel()
-		}()
-		if r.inf.f.loop.WaitForSync(ctx) != nil {
-			return
-		}
-		for {
-			r.mu.Lock()
-			p := r.progress
-			r.mu.Unlock()
-			if r.HasSynced() {
-				close(ch)
-				return
-			}
-			select {
-			case <-p:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return doneChecker{name: "jcache handler", ch: ch}
+	return r.inf.f.doneChecker("jcache handler", r.HasSynced, func() <-chan struct{} {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.progress
+	}, r.done)
 }
 
 // chunk is a replayed key range (after, last] ("" last: to the end) read
@@ -356,7 +326,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			}
 			if !skip(e) {
 				r.inf.f.readObject(len(e.Object))
-				if err := r.dispatch(e); err != nil {
+				if err := r.inf.dispatch(e, r.h); err != nil {
 					return err
 				}
 			}
@@ -365,9 +335,6 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 		r.advanced()
 	}
 }
-
-// dispatch calls the handler for one event.
-func (r *registration) dispatch(e journal.Event) error { return r.inf.dispatch(e, r.h) }
 
 // dispatch calls h for one event (see the top of the file): the Exact
 // sources (exact.go) use it too.

@@ -27,9 +27,12 @@ package jcache
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -157,21 +160,15 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 		}
 		return out, nil
 	}
-	want := map[string]bool{}
-	for _, v := range vals {
-		want[v] = true
-	}
+	want := sets.New(vals...)
 	var out []any
 	err = x.scan("", func(_ string, o runtime.Object) error {
 		got, err := fn(o)
 		if err != nil {
 			return err
 		}
-		for _, g := range got {
-			if want[g] {
-				out = append(out, o)
-				break
-			}
+		if slices.ContainsFunc(got, func(g string) bool { return want.Has(g) }) {
+			out = append(out, o)
 		}
 		return nil
 	})
@@ -204,11 +201,8 @@ func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Obje
 		if err != nil {
 			return err
 		}
-		for _, g := range got {
-			if g == value {
-				fn(k, o)
-				break
-			}
+		if slices.Contains(got, value) {
+			fn(k, o)
 		}
 		return nil
 	})
@@ -262,11 +256,7 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 func (x *indexer) GetIndexers() toolscache.Indexers {
 	x.inf.mu.Lock()
 	defer x.inf.mu.Unlock()
-	out := toolscache.Indexers{}
-	for k, v := range x.inf.indexers {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(x.inf.indexers)
 }
 
 func (x *indexer) AddIndexers(add toolscache.Indexers) error { return x.inf.AddIndexers(add) }

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	jc "github.com/watchjournal/watchjournal/journal/cache"
@@ -70,9 +72,7 @@ var _ toolscache.SharedIndexInformer = (*informer)(nil)
 func newInformer(f *feed, err error, objType runtime.Object, gvk schema.GroupVersionKind, resync time.Duration, indexers toolscache.Indexers, log logr.Logger) *informer {
 	inf := &informer{f: f, err: err, objType: objType, gvk: gvk, resync: resync, log: log,
 		indexers: toolscache.Indexers{}, handlers: map[*registration]struct{}{}}
-	for k, v := range indexers {
-		inf.indexers[k] = v
-	}
+	maps.Copy(inf.indexers, indexers)
 	inf.idx = &indexer{inf: inf}
 	return inf
 }
@@ -198,16 +198,7 @@ func (i *informer) GetController() toolscache.Controller { return nil }
 
 // Run runs the informer until stopCh is closed.
 func (i *informer) Run(stopCh <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	i.RunWithContext(ctx)
+	i.RunWithContext(wait.ContextForChannel(stopCh))
 }
 
 // RunWithContext starts the feed's loop (shared with the other informers
@@ -268,29 +259,51 @@ func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop.HasSynced() 
 
 // HasSyncedChecker returns a DoneChecker closed once HasSynced.
 func (i *informer) HasSyncedChecker() toolscache.DoneChecker {
-	ch := make(chan struct{})
 	if i.f == nil {
-		return doneChecker{name: "jcache", ch: ch}
+		return doneChecker{name: "jcache", ch: make(chan struct{})}
 	}
-	if i.HasSynced() {
+	return i.f.doneChecker("jcache "+i.f.res.String(), i.HasSynced, nil, nil)
+}
+
+// doneChecker returns a DoneChecker named name that is closed once synced
+// is true: at once, or after the loop's sync, then (with progress) as
+// soon as synced is true after a close of the channel progress returns
+// (taken before each check). It is never closed when stop is closed or
+// the feed closes first.
+func (f *feed) doneChecker(name string, synced func() bool, progress func() <-chan struct{}, stop <-chan struct{}) doneChecker {
+	ch := make(chan struct{})
+	if synced() {
 		close(ch)
-		return doneChecker{name: "jcache " + i.f.res.String(), ch: ch}
+		return doneChecker{name: name, ch: ch}
 	}
 	go func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
 			select {
-			case <-i.f.closed:
-				cancel()
+			case <-stop:
+			case <-f.closed:
 			case <-ctx.Done():
 			}
+			cancel()
 		}()
-		if i.f.loop.WaitForSync(ctx) == nil {
-			close(ch)
+		if f.loop.WaitForSync(ctx) != nil {
+			return
 		}
+		for progress != nil {
+			p := progress()
+			if synced() {
+				break
+			}
+			select {
+			case <-p:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(ch)
 	}()
-	return doneChecker{name: "jcache " + i.f.res.String(), ch: ch}
+	return doneChecker{name: name, ch: ch}
 }
 
 // LastSyncResourceVersion returns the resourceVersion the journal holds.
@@ -309,12 +322,17 @@ func (i *informer) SetWatchErrorHandler(h toolscache.WatchErrorHandler) error {
 // SetWatchErrorHandlerWithContext sets a handler of the loop's errors
 // (Status.LastError, each new one once); before Run only.
 func (i *informer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
+	return i.beforeStart(func() { i.errHandler = h })
+}
+
+// beforeStart calls set under the informer's lock, unless it has started.
+func (i *informer) beforeStart(set func()) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.started {
 		return errors.New("jcache: the informer has already started")
 	}
-	i.errHandler = h
+	set()
 	return nil
 }
 
@@ -326,13 +344,7 @@ func (i *informer) SetTransform(t toolscache.TransformFunc) error {
 	if i.err != nil {
 		return i.err
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.started {
-		return errors.New("jcache: the informer has already started")
-	}
-	i.transform = t
-	return nil
+	return i.beforeStart(func() { i.transform = t })
 }
 
 // IsStopped reports whether Run's context has ended (Run returns once its
@@ -356,9 +368,7 @@ func (i *informer) AddIndexers(add toolscache.Indexers) error {
 			return fmt.Errorf("jcache: indexer conflict: %v", k)
 		}
 	}
-	for k, v := range add {
-		i.indexers[k] = v
-	}
+	maps.Copy(i.indexers, add)
 	i.mu.Unlock()
 	i.indexOnDisk(add)
 	return nil

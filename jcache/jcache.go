@@ -14,21 +14,14 @@ package jcache
 // built for it (probe.go). Typed and unstructured informers of one scope
 // share one file (feed.go).
 //
-//   - Get and List read the file (indexer.go): one bbolt read transaction,
-//     objects decoded fresh on each call, transformed (DefaultTransform,
-//     ByObject.Transform), nothing kept on the heap between calls.
-//   - Handlers (AddEventHandler, AddEventHandlerWithOptions) first get
-//     OnAdd for every stored object, read from disk before the server is
-//     reached, then the journal's events: OnUpdate with the complete old
-//     object (the key's previous event in the file), OnDelete with the
-//     last object, DeletedFinalStateUnknown for deletes a relist inferred
-//     (handler.go). RemoveEventHandler stops a handler.
-//   - HasSynced is the loop's: true once the file is current with the
-//     server (a complete list, or a resume the server proved).
-//   - IndexField: the index is kept in the journal file, written in the
-//     same transaction as the object (diskindex.go).
-//   - RemoveInformer stops the informer; the last informer of a file stops
-//     its loop and closes the file (the file stays, for the next start).
+// What that makes of the cache's calls is in doc.go ("Guarantees"), with
+// these details: a Get or List is one bbolt read transaction, its objects
+// transformed (DefaultTransform, ByObject.Transform); OnUpdate's old
+// object is the key's previous event in the file; RemoveEventHandler
+// stops a handler; HasSynced is the loop's (a complete list, or a resume
+// the server proved); RemoveInformer stops the informer, and the last
+// informer of a file stops its loop and closes the file, which stays for
+// the next start (feed.go).
 //
 // Options that mean something else on disk:
 //
@@ -51,18 +44,14 @@ package jcache
 //   - NewInformer is refused (ErrNewInformer): the informers are the
 //     journal files.
 //   - Secrets: a typed or unstructured informer of Secrets is refused
-//     unless Options.SecretPayloads opts in and the cache has a key
-//     (Options.KeyFiles, e.g. a mounted Secret of 32 random bytes or their
-//     base64; or Options.Keyring): then every Secret's object is stored
-//     sealed, encrypted with AES-256-GCM (journal/seal.go), in the files,
-//     their objects buckets and a relist's stage file alike, and opened
-//     on each read. Options.SealResources seals other resources too.
-//     Rotation: the new key first, the old one after it, until
-//     journal.Journal.SealKeyUse (journalctl check) no longer reports the
-//     old key. As PartialObjectMetadata, Secrets keep metadata only and
-//     need no key.
+//     unless Options.SecretPayloads opts in and the cache has a key; then
+//     its objects are stored sealed and opened on each read (the options
+//     SecretPayloads, KeyFiles and SealResources say how, and how to
+//     rotate the key: journalctl check until journal.Journal.SealKeyUse
+//     no longer reports the old key).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,11 +159,7 @@ var DefaultDir string
 // signature of cache.NewCacheFunc, with Options{Dir: DefaultDir or
 // $WATCHJOURNAL_CACHE_DIR}. Use NewFunc to choose the options.
 func New(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
-	dir := DefaultDir
-	if dir == "" {
-		dir = os.Getenv(EnvDir)
-	}
-	return newCache(cfg, opts, Options{Dir: dir})
+	return newCache(cfg, opts, Options{Dir: cmp.Or(DefaultDir, os.Getenv(EnvDir))})
 }
 
 // NewFunc returns a cache.NewCacheFunc for ctrl.Options{NewCache: ...}:

@@ -155,29 +155,23 @@ func (r *registration) eachChunk(ctx context.Context, fn func(ctx context.Contex
 				for from := 0; from < len(objs); from += decodeBatch {
 					job.done = append(job.done, make(chan struct{}))
 				}
-				// The deliverer gets the chunk first, so that it can
-				// give tokens back while the reader waits for them.
+			}
+			// The deliverer gets the chunk first, so that it can give
+			// tokens back while the reader waits for them.
+			select {
+			case jobs <- job:
+			case <-pctx.Done():
+				return
+			}
+			for b := range job.done { // none when the read failed
+				t := decodeTask{job: job, from: b * decodeBatch, to: min((b+1)*decodeBatch, len(objs))}
 				select {
-				case jobs <- job:
+				case ahead <- struct{}{}:
 				case <-pctx.Done():
 					return
 				}
-				for b := range job.done {
-					t := decodeTask{job: job, from: b * decodeBatch, to: min((b+1)*decodeBatch, len(objs))}
-					select {
-					case ahead <- struct{}{}:
-					case <-pctx.Done():
-						return
-					}
-					select {
-					case tasks <- t:
-					case <-pctx.Done():
-						return
-					}
-				}
-			} else {
 				select {
-				case jobs <- job:
+				case tasks <- t:
 				case <-pctx.Done():
 					return
 				}

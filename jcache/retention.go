@@ -62,8 +62,8 @@ var retentionInterval = 10 * time.Second
 // during a first list, every chunk the list committed, so the list's
 // commits waited on the rounds' and the fsyncs doubled (profiled at 50,000
 // ConfigMaps, a first start: the rounds held the writer 0.38 s of the
-// list's time and spent 0.57 s in their own syscalls). The journal may
-// exceed its limits by what one round's time of appends adds (see Bound).
+// list's time and spent 0.57 s in their own syscalls). Its cost: Bound,
+// at the top of the file.
 var retentionGap = time.Second
 
 // policy returns the retention o asks for and whether any limit is set.

@@ -180,15 +180,11 @@ func (e *ExactController) follow(ctx context.Context) error {
 		if err := inf.f.loop.WaitForSync(ctx); err != nil {
 			return nil // ctx done
 		}
-		name, err := e.consumerName(j, s)
+		name, res, err := e.consumerName(j, s)
 		if err != nil {
 			return err
 		}
-		r, _, err := j.Resource()
-		if err != nil {
-			return err
-		}
-		fs = append(fs, &position.Follower{Name: name, Resource: position.Resource(r), Journal: j, Mu: &s.mu, Started: &s.started,
+		fs = append(fs, &position.Follower{Name: name, Resource: res, Journal: j, Mu: &s.mu, Started: &s.started,
 			Log: e.log.WithValues("consumer", name)})
 	}
 	e.sb.Follow(ctx, fs)

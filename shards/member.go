@@ -837,12 +837,10 @@ func (m *Member) leave() {
 
 // release deletes the member's Lease if it still holds it, so that the
 // others take its range at their next renewal. It reads the Lease first:
-// the last renewal may have landed although its answer did not.
-//
-// With LeaveTimeout negative and other members live, it keeps the Lease
-// instead, and publishes the index once more, final now that the loop has
-// stopped: the others take the range over when the Lease expires, with
-// that index (digest.go, "Takeover"), instead of at once without it.
+// the last renewal may have landed although its answer did not. With
+// LeaveTimeout negative and other members live, it keeps the Lease and
+// publishes the index once more, final now that the loop has stopped
+// (Options.LeaveTimeout).
 func (m *Member) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

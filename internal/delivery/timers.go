@@ -17,13 +17,16 @@ package delivery
 // of the directory), so a crash leaves the old or the new version.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +60,8 @@ const timersFix = "the file is replaced atomically, so only a disk fault or a ha
 	"removing it starts without the stored timers: keys waiting on a RequeueAfter are then reconciled again only when they change"
 
 // LoadTimers reads the timers file at path; a missing file holds no
-// timers. An unreadable file's error says what removing it costs.
+// timers. An unreadable file's error says what removing it costs; the
+// timers returned with it hold none (EmptyTimers).
 func LoadTimers(path string) (*Timers, error) {
 	t := EmptyTimers(path)
 	b, err := os.ReadFile(path)
@@ -65,14 +69,14 @@ func LoadTimers(path string) (*Timers, error) {
 		return t, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("requeue timers: %w", err)
+		return t, fmt.Errorf("requeue timers: %w", err)
 	}
 	var f timerFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("requeue timers %s: %w (%s)", path, err, timersFix)
+		return t, fmt.Errorf("requeue timers %s: %w (%s)", path, err, timersFix)
 	}
 	if f.Version != 1 {
-		return nil, fmt.Errorf("requeue timers %s: version %d, want 1 (%s)", path, f.Version, timersFix)
+		return t, fmt.Errorf("requeue timers %s: version %d, want 1 (%s)", path, f.Version, timersFix)
 	}
 	for _, e := range f.Timers {
 		t.due[reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}}] = e.Due
@@ -110,11 +114,7 @@ func (t *Timers) Clear(req reconcile.Request) {
 func (t *Timers) Pending() map[reconcile.Request]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[reconcile.Request]time.Time, len(t.due))
-	for k, v := range t.due {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(t.due)
 }
 
 // Rearm adds every timer to add: after due - now, or at once when due.
@@ -135,9 +135,8 @@ func (t *Timers) Save() error {
 	for req, due := range t.due {
 		f.Timers = append(f.Timers, timerEntry{Namespace: req.Namespace, Name: req.Name, Due: due.UTC()})
 	}
-	sort.Slice(f.Timers, func(i, j int) bool {
-		a, b := f.Timers[i], f.Timers[j]
-		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	slices.SortFunc(f.Timers, func(a, b timerEntry) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	b, err := json.Marshal(f)
 	if err != nil {

@@ -48,6 +48,7 @@
 package hashrange
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -105,15 +106,7 @@ func Normalize(rs []Range) Set {
 			in = append(in, r)
 		}
 	}
-	slices.SortFunc(in, func(a, b Range) int {
-		switch {
-		case a.First < b.First:
-			return -1
-		case a.First > b.First:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(in, func(a, b Range) int { return cmp.Compare(a.First, b.First) })
 	var out Set
 	for _, r := range in {
 		if n := len(out); n > 0 && (out[n-1].Last == math.MaxUint64 || r.First <= out[n-1].Last+1) {

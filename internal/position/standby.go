@@ -141,22 +141,26 @@ func (sb *Standby) NewLease(cfg *rest.Config) error {
 	return nil
 }
 
-// runnable is a manager.Runnable with its NeedLeaderElection.
-type runnable struct {
-	leader bool
-	run    func(context.Context) error
+// Runnable is a manager.Runnable that runs Run, on the leader only when
+// Leader (manager.LeaderElectionRunnable).
+type Runnable struct {
+	Leader bool
+	Run    func(context.Context) error
 }
 
-func (r runnable) NeedLeaderElection() bool        { return r.leader }
-func (r runnable) Start(ctx context.Context) error { return r.run(ctx) }
+// NeedLeaderElection returns Leader.
+func (r Runnable) NeedLeaderElection() bool { return r.Leader }
+
+// Start calls Run.
+func (r Runnable) Start(ctx context.Context) error { return r.Run(ctx) }
 
 // AddToManager adds the publisher (on the leader only) and the follower
 // follow (on every replica) to mgr, and marks the standby added.
 func (sb *Standby) AddToManager(mgr manager.Manager, follow func(context.Context) error) error {
-	if err := mgr.Add(runnable{leader: true, run: sb.publish}); err != nil {
+	if err := mgr.Add(Runnable{Leader: true, Run: sb.publish}); err != nil {
 		return err
 	}
-	if err := mgr.Add(runnable{run: follow}); err != nil {
+	if err := mgr.Add(Runnable{Run: follow}); err != nil {
 		return err
 	}
 	sb.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -75,12 +76,7 @@ func (r *Reader) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 func (r *Reader) Names() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.seen))
-	for n := range r.seen {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(r.seen))
 }
 
 // Last returns the value the last reconcile of name saw, "" when none.
@@ -272,12 +268,8 @@ func (w *Workload) Failover(cut *atomic.Bool, crash bool, a, b Replica) {
 	// And nothing else: b starts after the last event of its journal that
 	// a's position covers; its journal holds only watch events since its
 	// list, so that is exactly the changes past the position.
-	want := map[string]bool{}
-	for _, n := range changedAfter {
-		want[n] = true
-	}
 	for _, n := range b.R.Names() {
-		if !want[n] {
+		if !slices.Contains(changedAfter, n) {
 			t.Errorf("b reconciled %s, which did not change after a's last position %s (rv %s)", n, final, w.RVs[n])
 		}
 	}
