@@ -67,7 +67,7 @@ func (j *Journal) finishReshard() (reshardResult, error) { return j.finishReshar
 func (j *Journal) finishReshardChunks(max int) (reshardResult, error) {
 	var res reshardResult
 	_, err := j.chunks(max, afterReshardChunk, func(tx storage.Tx) (int, bool, error) {
-		return reshardChunk(&wtx{tx: tx, j: j}, &res)
+		return reshardChunk(&wtx{tx: tx, j: j, seal: j.seal}, &res)
 	})
 	if err != nil {
 		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)

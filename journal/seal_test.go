@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -337,5 +338,57 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure that a Reshard's moved DELETEDs are sealed like every other
+// append: a key whose last object was stored in plaintext (before the
+// journal had a key) leaves the range with its object sealed, so without
+// the key its tombstone reads as a *SealedError, not as plaintext.
+func TestSeal_ReshardTombstonesSealed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	j, err := journal.Open(path, &journal.Options{Resource: &secrets, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	var evs []journal.Event
+	for i := range 16 {
+		name := fmt.Sprintf("s%02d", i)
+		evs = append(evs, journal.Event{Type: journal.Added, Key: "wj/" + name, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: fmt.Sprint(i + 1),
+			Origin: journal.OriginWatch, Object: secretJSON(name, "plain-"+name)})
+	}
+	appendEvents(t, j, "16", evs...)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openSealed(t, path, secrets, keyring(t, sealKey(1)))
+	res, err := journalwrite.Of(j).Reshard("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
+	if err != nil || res.Left == 0 {
+		t.Fatalf("Reshard = %+v, %v; want some of 16 keys to leave", res, err)
+	}
+	moved, err := j.Read(res.First, 0)
+	if err != nil || len(moved) != res.Left || moved[0].Object == nil {
+		t.Fatalf("Read(%d) with the key = %d events, %v; want %d moved DELETEDs with their objects", res.First, len(moved), err, res.Left)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err = journal.Open(path, &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for off := res.First; off <= res.Last; off++ {
+		var se *journal.SealedError
+		if evs, err := j.Read(off, 1); !errors.As(err, &se) {
+			if len(evs) == 1 {
+				t.Errorf("Read(%d) without the key = %s %s in plaintext, %v; want a *SealedError (the moved DELETED's object sealed)", off, evs[0].Type, evs[0].Key, err)
+				continue
+			}
+			t.Errorf("Read(%d) without the key = %v, %v; want a *SealedError (the moved DELETED's object sealed)", off, evs, err)
+		}
 	}
 }
