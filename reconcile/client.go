@@ -220,26 +220,11 @@ func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return resp, nil
 }
 
-// path returns the collection path of the resource.
-func (c *client) path() []string { return c.pathIn(c.res.Namespace) }
-
-// pathIn returns the collection path of the resource in namespace ns (all
-// namespaces, or a cluster-scoped resource, when empty).
-func (c *client) pathIn(ns string) []string {
-	p := c.groupVersionPath()
-	if ns != "" {
-		p = append(p, "namespaces", ns)
-	}
-	return append(p, c.res.GVR.Resource)
-}
-
-// groupVersionPath returns the path of the resource's group version:
-// /api/<version> for the core group, /apis/<group>/<version> otherwise.
-func (c *client) groupVersionPath() []string {
-	if c.res.GVR.Group == "" {
-		return []string{"/api", c.res.GVR.Version}
-	}
-	return []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
+// get returns a GET of the resource's collection in namespace ns (all
+// namespaces, or a cluster-scoped resource, when empty), without
+// client-side retries: the loop's backoff decides.
+func (c *client) get(rc rest.Interface, ns string) *rest.Request {
+	return rc.Get().Namespace(ns).Resource(c.res.GVR.Resource).MaxRetries(0)
 }
 
 func (c *client) selectors(r *rest.Request) *rest.Request {
@@ -331,9 +316,8 @@ func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn f
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// No client-side retries: the loop's backoff decides, and a page that
-	// fails is never half-applied.
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(req.limit, 10))
+	// A page that fails is never half-applied.
+	r := c.selectors(c.get(c.rc, c.res.Namespace)).Param("limit", strconv.FormatInt(req.limit, 10))
 	switch {
 	case req.cont != "":
 		r = r.Param("continue", req.cont)
@@ -701,7 +685,7 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	gv := c.res.GVR.GroupVersion()
-	raw, err := c.rc.Get().AbsPath(c.groupVersionPath()...).MaxRetries(0).Do(ctx).Raw()
+	raw, err := c.rc.Get().MaxRetries(0).Do(ctx).Raw()
 	if err != nil {
 		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
 	}
@@ -763,28 +747,15 @@ type stream struct {
 
 // watch opens a watch from resourceVersion rv with bookmarks allowed. The
 // server ends it after timeout (a watch should not live forever; reflector
-// uses 5 to 10 minutes).
-// The request must answer (headers) within open, or it is abandoned.
+// uses 5 to 10 minutes). The request must begin its response within open
+// (ErrNoResponse).
 func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
 	r, err := c.watchRequest(ctx, timeout, open)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(open, cancel)
-	body, err := r.Param("resourceVersion", rv).Stream(ctx)
-	if !timer.Stop() {
-		if err == nil {
-			_ = body.Close()
-		}
-		cancel()
-		return nil, fmt.Errorf("watch request got no answer within %v", open)
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return newStream(body, cancel), nil
+	st, _, err := openStream(ctx, r.Param("resourceVersion", rv), timeouts{response: open})
+	return st, err
 }
 
 // watchList opens a streaming list (KEP-3157, API concepts "Streaming
@@ -803,7 +774,12 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 	if err != nil {
 		return nil, nil, err
 	}
-	r = r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan")
+	return openStream(ctx, r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan"), t)
+}
+
+// openStream sends the watch request r and reads its frames (openBody,
+// progressReader: no progress bound when t.progress is 0).
+func openStream(ctx context.Context, r *rest.Request, t timeouts) (*stream, *progressReader, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	body, err := openBody(ctx, cancel, r, t.response)
 	if err != nil {
@@ -824,7 +800,7 @@ func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) 
 			return nil, err
 		}
 	}
-	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
+	r := c.selectors(c.get(c.watchRC, c.res.Namespace)).
 		Param("watch", "true").
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))

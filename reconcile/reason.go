@@ -207,7 +207,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if c.metadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
 	}
-	r := c.rc.Get().AbsPath(c.pathIn(ns)...).MaxRetries(0).
+	r := c.get(c.rc, ns).
 		Param("fieldSelector", "metadata.name="+name).
 		SetHeader("Accept", accept)
 	if rv != "" {

@@ -173,7 +173,7 @@ func (l *Loop) detectShard(ctx context.Context) error {
 func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Duration) ([]string, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", "1")
+	r := c.selectors(c.get(c.rc, c.res.Namespace)).Param("limit", "1")
 	if sel != "" {
 		r = r.Param("shardSelector", sel)
 	}
