@@ -8,12 +8,7 @@ package reconcile
 // progress.
 
 import (
-	"errors"
-	"net"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -64,8 +59,8 @@ type Counters struct {
 	CommitLatency Histogram
 }
 
-// BackoffReasons counts backoffs by the failure's cause, as reason() in
-// errors.go tells them apart. The fields add up to
+// BackoffReasons counts backoffs by the failure's cause, as countBackoff
+// (errors.go) tells them apart. The fields add up to
 // Status.Backoffs.
 type BackoffReasons struct {
 	// Forbidden: 403. NotFound: 404 (the resource type does not exist).
@@ -141,25 +136,6 @@ func (c *EventCounts) add(o journal.Origin, n TypeCounts) {
 	t.Added += n.Added
 	t.Modified += n.Modified
 	t.Deleted += n.Deleted
-}
-
-// countBackoff counts one backoff after err in b.
-func countBackoff(b *BackoffReasons, err error) {
-	var s apierrors.APIStatus
-	switch {
-	case isForbidden(err):
-		b.Forbidden++
-	case isNotFound(err):
-		b.NotFound++
-	case isThrottled(err):
-		b.Throttled++
-	case errors.As(err, &s) && s.Status().Code >= 500:
-		b.Server++
-	case errors.As(err, new(*net.OpError)) || utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err):
-		b.Network++
-	default:
-		b.Other++
-	}
 }
 
 // countList counts a completed list by its cause (Counters).

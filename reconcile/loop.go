@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -490,10 +491,11 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	d := l.nextBackoff()
 	asked, throttled := serverDelay(s.err)
 	d = max(d, asked)
-	throttled = throttled || isThrottled(s.err)
+	throttled = throttled || apierrors.IsTooManyRequests(s.err)
+	var why string
 	l.update(func(st *Status) {
 		st.Backoffs++
-		countBackoff(&st.BackoffsByReason, s.err)
+		why = countBackoff(&st.BackoffsByReason, s.err)
 		if throttled {
 			st.Throttled++
 		}
@@ -502,7 +504,7 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	// The first of a kind is an error (logr's Error); throttling is
 	// info, as load shedding is the server working as designed; a
 	// repeat is V(1) (debug).
-	msg := "backing off: " + reason(s.err)
+	msg := "backing off: " + why
 	if throttled {
 		msg = "throttled by the apiserver: waiting at least as long as it asks"
 	}

@@ -166,7 +166,7 @@ func (cf *confirmer) done() {
 // transient reports whether a failed lookup may succeed if tried again:
 // throttling, a server error, a timeout, or no HTTP answer at all.
 func transient(err error) bool {
-	if isThrottled(err) {
+	if apierrors.IsTooManyRequests(err) {
 		return true
 	}
 	var s apierrors.APIStatus

@@ -93,8 +93,7 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 			}
 			return rv, b.flush()
 		case "ERROR":
-			status := decodeStatus(ev.Object)
-			serr := &apierrors.StatusError{ErrStatus: *status}
+			serr := &apierrors.StatusError{ErrStatus: *decodeStatus(ev.Object)}
 			if isRejected(serr) {
 				return "", errNoStreaming{serr}
 			}

@@ -223,13 +223,13 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 		switch f.ev.Type {
 		case "ERROR":
-			status := decodeStatus(f.ev.Object)
-			if statusIsGone(status) || statusIsCompactedRevision(*status) {
+			serr := &apierrors.StatusError{ErrStatus: *decodeStatus(f.ev.Object)}
+			if isGone(serr) || isCompactedRevision(serr) {
 				// The event shape: HTTP 200, then ERROR with a 410 Status
 				// (or the compaction revision's 500).
-				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
+				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", serr))
 			} else {
-				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
+				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, serr)}
 			}
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
