@@ -56,10 +56,10 @@ type client struct {
 	// watchRC is rc without cfg.Timeout: a watch lives for its
 	// timeoutSeconds.
 	watchRC rest.Interface
-	res     journal.Resource
-	// metadataOnly asks the server for metadata only (PartialObjectMetadata)
-	// and keeps kind, apiVersion and metadata of each object.
-	metadataOnly bool
+	// res is the resource; a MetadataOnly one is asked for metadata only
+	// (PartialObjectMetadata), and its objects keep kind, apiVersion and
+	// metadata.
+	res journal.Resource
 	// shard is the journal's shard range and how it is kept (shard.go).
 	shard shard
 	// proto asks for protobuf watch streams (wire.go); New and the kind's
@@ -119,7 +119,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // sets a Transport or NextProtos (see New for why), cfg.Timeout on every
 // request but watches, one rate limiter for both, and the Retry-After
 // header of an error answer kept in its Status (details.retryAfterSeconds).
-func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wire, compression bool) (*client, error) {
+func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression bool) (*client, error) {
 	c := rest.CopyConfig(cfg)
 	// No gzip unless asked for (Options.Compression); a config that
 	// disables it keeps it disabled.
@@ -171,53 +171,43 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	if err != nil {
 		return nil, err
 	}
-	cl := &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire}
-	cl.proto.Store(!metadataOnly && enc != WireJSON && servesProto(res.GVR))
+	cl := &client{rc: rc, watchRC: wrc, res: res, shard: sh, wire: wire}
+	cl.proto.Store(!res.MetadataOnly && enc != WireJSON && servesProto(res.GVR))
 	return cl, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
 // header is not lost: client-go keeps it (as details.retryAfterSeconds)
 // only when the body is not a Status, as with API Priority and Fairness's
-// plain-text 429; a Status body that names no delay gets the header's.
-func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
-	return retryAfterTransport{rt}
-}
-
-type retryAfterTransport struct{ rt http.RoundTripper }
-
-// RoundTrip sends req; for a 4xx or 5xx answer with a Retry-After in whole
+// plain-text 429. For a 4xx or 5xx answer with a Retry-After in whole
 // seconds and a JSON Status body without details.retryAfterSeconds, it
 // returns the Status with the header's delay in its details.
-func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.rt.RoundTrip(req)
-	if err != nil || resp.StatusCode < 400 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return resp, err
-	}
-	secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-	if perr != nil || secs <= 0 {
+func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err != nil || resp.StatusCode < 400 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			return resp, err
+		}
+		secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+		if perr != nil || secs <= 0 {
+			return resp, nil
+		}
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var st metav1.Status
+		if rerr != nil || jsonAPI.Unmarshal(body, &st) != nil || st.Kind != "Status" || (st.Details != nil && st.Details.RetryAfterSeconds > 0) {
+			return resp, nil
+		}
+		st.Details = cmp.Or(st.Details, &metav1.StatusDetails{})
+		st.Details.RetryAfterSeconds = int32(min(secs, math.MaxInt32))
+		if out, merr := jsonAPI.Marshal(&st); merr == nil {
+			resp.Body = io.NopCloser(bytes.NewReader(out))
+			resp.ContentLength = int64(len(out))
+			resp.Header.Del("Content-Length")
+		}
 		return resp, nil
-	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var st metav1.Status
-	if rerr != nil || jsonAPI.Unmarshal(body, &st) != nil || st.Kind != "Status" {
-		return resp, nil
-	}
-	if st.Details == nil {
-		st.Details = &metav1.StatusDetails{}
-	}
-	if st.Details.RetryAfterSeconds > 0 {
-		return resp, nil
-	}
-	st.Details.RetryAfterSeconds = int32(min(secs, math.MaxInt32))
-	if out, merr := jsonAPI.Marshal(&st); merr == nil {
-		resp.Body = io.NopCloser(bytes.NewReader(out))
-		resp.ContentLength = int64(len(out))
-		resp.Header.Del("Content-Length")
-	}
-	return resp, nil
+	})
 }
 
 // get returns a GET of the resource's collection in namespace ns (all
@@ -308,8 +298,8 @@ func (c *client) list(ctx context.Context, req listRequest, t timeouts) (*page, 
 // t.progress, cut, or ended early) fails with a *bodyError, which list
 // shrinks pages on.
 func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn func(Item) error) (*page, error) {
-	meta := req.meta || c.metadataOnly
-	if c.metadataOnly {
+	meta := req.meta || c.res.MetadataOnly
+	if c.res.MetadataOnly {
 		if err := c.resolveKind(ctx, t.response); err != nil {
 			return nil, err
 		}
@@ -325,7 +315,7 @@ func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn f
 		r = r.Param("resourceVersion", req.exactRV).Param("resourceVersionMatch", "Exact")
 	}
 	switch {
-	case c.metadataOnly:
+	case c.res.MetadataOnly:
 		r = r.SetHeader("Accept", onlyMetaListAccept)
 	case meta:
 		r = r.SetHeader("Accept", metaListAccept)
@@ -400,7 +390,7 @@ func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page,
 			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
 				var item Item
 				switch {
-				case meta && !c.metadataOnly:
+				case meta && !c.res.MetadataOnly:
 					item, bad = readItemMeta(it, true)
 				case kind == "" || apiVersion == "":
 					early = append(early, it.SkipAndReturnBytes())
@@ -497,12 +487,12 @@ func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
 	}
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		c.mu.Lock()
 		kind, apiVersion = c.kind, c.apiVersion
 		c.mu.Unlock()
 	}
-	if it.Object, err = typed(raw, kind, apiVersion, c.metadataOnly); err != nil {
+	if it.Object, err = typed(raw, kind, apiVersion, c.res.MetadataOnly); err != nil {
 		return Item{}, err
 	}
 	return it, nil
@@ -795,7 +785,7 @@ func openStream(ctx context.Context, r *rest.Request, t timeouts) (*stream, *pro
 // or protobuf as the client does. A metadata-only journal's kind is
 // resolved first (resolveKind), within open.
 func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) (*rest.Request, error) {
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		if err := c.resolveKind(ctx, open); err != nil {
 			return nil, err
 		}
@@ -805,7 +795,7 @@ func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) 
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
 	switch {
-	case c.metadataOnly:
+	case c.res.MetadataOnly:
 		r = r.SetHeader("Accept", onlyMetaAccept)
 	case c.proto.Load():
 		r = r.SetHeader("Accept", protoWatchAccept)

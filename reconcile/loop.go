@@ -394,7 +394,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 			return nil, fmt.Errorf("%w: Options.Inherited.Range %q: %v", ErrInvalidSelector, in.Range, err)
 		}
 	}
-	c, err := newClient(cfg, res, res.MetadataOnly, opts.Wire, opts.Compression)
+	c, err := newClient(cfg, res, opts.Wire, opts.Compression)
 	if err != nil {
 		return nil, err
 	}

@@ -204,7 +204,7 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 		defer cancel()
 	}
 	accept := metaListAccept // full objects if need be: only UIDs are read
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
 	}
 	r := c.get(c.rc, ns).

@@ -177,7 +177,7 @@ func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Durati
 	if sel != "" {
 		r = r.Param("shardSelector", sel)
 	}
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		r = r.SetHeader("Accept", onlyMetaListAccept)
 	}
 	raw, err := r.Do(ctx).Raw()
