@@ -73,24 +73,19 @@ type client struct {
 	mu               sync.Mutex
 	kind, apiVersion string
 
-	// wire counts the requests sent and the bytes received.
-	wire *wireCounts
-}
-
-// wireCounts counts the requests a client sent and the bytes of their
-// response bodies it read. Safe for concurrent use.
-type wireCounts struct {
+	// requests counts the requests sent, bytes the bytes of their response
+	// bodies read (count).
 	requests, bytes atomic.Int64
 }
 
-// wrap counts each request rt sends and the body bytes read from its
+// count counts each request rt sends and the body bytes read from its
 // response.
-func (w *wireCounts) wrap(rt http.RoundTripper) http.RoundTripper {
+func (c *client) count(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		w.requests.Add(1)
+		c.requests.Add(1)
 		resp, err := rt.RoundTrip(req)
 		if err == nil && resp.Body != nil {
-			resp.Body = &countingBody{ReadCloser: resp.Body, n: &w.bytes}
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.bytes}
 		}
 		return resp, err
 	})
@@ -120,6 +115,12 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // request but watches, one rate limiter for both, and the Retry-After
 // header of an error answer kept in its Status (details.retryAfterSeconds).
 func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression bool) (*client, error) {
+	sh, err := newShard(res.ShardSelector)
+	if err != nil {
+		return nil, err
+	}
+	cl := &client{res: res, shard: sh}
+	cl.proto.Store(!res.MetadataOnly && enc != WireJSON && servesProto(res.GVR))
 	c := rest.CopyConfig(cfg)
 	// No gzip unless asked for (Options.Compression); a config that
 	// disables it keeps it disabled.
@@ -141,8 +142,7 @@ func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression boo
 		c.NextProtos = []string{"http/1.1"}
 	}
 	c.Wrap(keepRetryAfter)
-	wire := &wireCounts{}
-	c.Wrap(wire.wrap)
+	c.Wrap(cl.count)
 	if c.RateLimiter == nil {
 		// One limiter for lists and watches, as one rest client would
 		// have (rest.RESTClientForConfigAndClient's defaults).
@@ -155,24 +155,16 @@ func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression boo
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: http client: %w", err)
 	}
-	rc, err := rest.RESTClientForConfigAndClient(c, hc)
-	if err != nil {
+	if cl.rc, err = rest.RESTClientForConfigAndClient(c, hc); err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
 	// cfg.Timeout is http.Client.Timeout, which would cut every watch at
 	// it. Watches use the same transport (and connections) without it.
 	whc := *hc
 	whc.Timeout = 0
-	wrc, err := rest.RESTClientForConfigAndClient(c, &whc)
-	if err != nil {
+	if cl.watchRC, err = rest.RESTClientForConfigAndClient(c, &whc); err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
-	sh, err := newShard(res.ShardSelector)
-	if err != nil {
-		return nil, err
-	}
-	cl := &client{rc: rc, watchRC: wrc, res: res, shard: sh, wire: wire}
-	cl.proto.Store(!res.MetadataOnly && enc != WireJSON && servesProto(res.GVR))
 	return cl, nil
 }
 

@@ -567,7 +567,7 @@ func (l *Loop) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.status
-	st.Requests, st.BytesReceived = l.c.wire.requests.Load(), l.c.wire.bytes.Load()
+	st.Requests, st.BytesReceived = l.c.requests.Load(), l.c.bytes.Load()
 	return st
 }
 
