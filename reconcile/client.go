@@ -1,29 +1,17 @@
 package reconcile
 
-// The client reads a list page as it streams in, just far enough to read
+// The client reads a list page as it streams in, field by field with
+// json-iterator (jsonAPI, the one JSON approach), just far enough to read
 // each item's metadata, and keeps each item it keeps as the bytes the
-// server sent: nothing builds a map[string]any per object. A metadata-only
-// page costs its items' keys, UIDs and resourceVersions, not its body; a
-// full page, its objects.
-//
-// One JSON approach: json-iterator, read field by field (the streaming
-// page decoder needs it). A JSON object is changed only structurally: its
-// top-level fields are parsed, and kind and apiVersion, which list items
-// lack, are written as fields (never by searching its bytes), so that
-// every stored object decodes on its own.
-//
-// Transport: protobuf for the watches and streaming lists of built-in
-// kinds, JSON for the rest (wire.go); no gzip unless Options.Compression;
-// HTTP/1.1 unless the caller's rest.Config chooses, and the caller's
-// Timeout on every request but watches: New says why. A metadata-only
+// server sent: nothing builds a map[string]any per object, and a
+// metadata-only page costs its items' metadata, not their bodies. A JSON
+// object is changed only structurally (typed): kind and apiVersion, which
+// list items lack, are written as fields, never by searching its bytes, so
+// that every stored object decodes on its own. The transport (encoding,
+// compression, HTTP/1.1, timeouts): New says what and why. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
 // Options.SecretPayloads with a journal that seals them, seal.go) asks for
-// PartialObjectMetadata on lists and watches, without a fallback to full
-// objects: a Secret's data never leaves the apiserver, and a server that
-// cannot serve metadata only answers 406, which ends Run (ErrRejected);
-// its objects are stored as the resource's kind (found by discovery).
-// kubectl's last-applied-configuration annotation is dropped before
-// anything is stored.
+// PartialObjectMetadata without a fallback to full objects (onlyMetaAccept).
 
 import (
 	"bufio"
@@ -136,9 +124,6 @@ func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression boo
 	c.AcceptContentTypes = "application/json"
 	c.UserAgent = cmp.Or(c.UserAgent, "watchjournal")
 	if c.Transport == nil && len(c.NextProtos) == 0 {
-		// HTTP/1.1: each watch has its own TCP connection, so closing a
-		// stalled watch closes its connection, and the next request dials
-		// a new one instead of queueing on a dead HTTP/2 connection.
 		c.NextProtos = []string{"http/1.1"}
 	}
 	c.Wrap(keepRetryAfter)

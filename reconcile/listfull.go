@@ -2,8 +2,8 @@ package reconcile
 
 import "context"
 
-// fullLister reads the first paginated list of an empty index (relist.go,
-// "Lists and relists"): nothing to diff, so no metadata page first; every
+// fullLister reads the first paginated list of an empty index (relist.go):
+// nothing to diff, so no metadata page first; every
 // page is read once, in full, from the first page on, and its objects are
 // handed over as they stream in, in batches of at most fillBytes (one
 // object more when one is larger) or PageSize objects, each an ADDED to

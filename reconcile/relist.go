@@ -1,32 +1,19 @@
 package reconcile
 
 // The relist consumer: what every list does with the batches of its lister
-// (lister.go); "Lists and relists" below describes the whole. It holds one
-// journalwrite.Relist. add diffs a batch against the index range it covers
-// (Diff, diff.go) or, once a list broke key order, key by key (diffLookup,
-// with Relist.MarkSeen), asks the server the reasons of its DELETEDs
-// (reason.go) and stages the events (while the next batch is read, for a
-// streaming list: stagepipe.go). commit turns the keys indexed but not
-// listed into DELETEDs (tail) and commits at the list's resourceVersion;
-// abort drops the stage. fresh (the first paginated list of an empty
-// index): every item an ADDED, no tail.
-//
-// Lists and relists.
-//
-// A list, the first one or a relist, is a streaming list where the server
-// serves it (stream.go; the choice, a refusal, and when a streaming list
-// is tried again: listmode.go), and a paginated one otherwise (pages.go,
-// and listfull.go for the first list of an empty index). A streaming list
-// asks for sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
-// resourceVersion unset (a consistent read); its initial ADDED events are
-// diffed as they stream in and committed at the resourceVersion of the
-// k8s.io/initial-events-end bookmark. A verify is always paginated (it
-// reads at exactly one resourceVersion). Pages of etcd-backed resources
+// (lister.go). It holds one journalwrite.Relist. add diffs a batch against
+// the index range it covers (Diff, diff.go): pages of etcd-backed resources
 // come in key order, so the diff is a merge of two sorted streams and
-// memory stays bounded by one page; a page (or a streaming list's batch)
-// that breaks that order starts the relist again, which then finds
-// deletions by lookup. Only a complete list commits (doc.go). The files:
-// doc.go, "Where to find it".
+// memory stays bounded by one page; once a list broke key order, key by
+// key (diffLookup, with Relist.MarkSeen). It asks the server the reasons
+// of its DELETEDs (reason.go) and stages the events (while the next batch
+// is read, for a streaming list: stagepipe.go). commit turns the keys
+// indexed but not listed into DELETEDs (tail) and commits at the list's
+// resourceVersion; abort drops the stage. fresh (the first paginated list
+// of an empty index): every item an ADDED, no tail. Which list runs
+// (streaming or paginated): New's doc and listmode.go; a verify is always
+// paginated, as it reads at exactly one resourceVersion. Only a complete
+// list commits (doc.go).
 
 import (
 	"context"

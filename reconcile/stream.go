@@ -1,16 +1,13 @@
 package reconcile
 
-// The streaming lister (KEP-3157). What the request is and when it runs:
-// relist.go, "Lists and relists"; the choice and the fallback: listmode.go; what a failure
-// leads to: listFailed (list.go). The ADDEDs before the
-// k8s.io/initial-events-end bookmark are handed over in batches of PageSize
-// objects or fillBytes, whichever fills first, to the relist consumer
-// (relist.go), which stages one while the next is read (stagepipe.go):
-// memory stays bounded by two batches. After the bookmark, handover gives
-// the same connection to the watch (stateWatch.open): a relist costs one
-// request. It reads every object in full, once, from the watch cache (etcd
-// when it is off); a paginated relist moves fewer bytes when little
-// changed, but reads from etcd page by page (pages.go).
+// The streaming lister (KEP-3157; the request: client.watchList; the
+// choice and the fallback: listmode.go; what a failure leads to:
+// listFailed, list.go). The relist consumer stages one batch while the
+// next is read (stagepipe.go): memory stays bounded by two batches. After
+// the bookmark, handover gives the same connection to the watch
+// (stateWatch.open): a relist costs one request. A paginated relist moves
+// fewer bytes when little changed, but reads from etcd page by page
+// (pages.go).
 
 import (
 	"context"
