@@ -32,7 +32,6 @@ package reconcile
 // confirmation; then nothing of the batch or relist is committed.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,29 +80,19 @@ func (l *Loop) selective() bool {
 	return l.c.res.LabelSelector != "" || l.c.res.FieldSelector != ""
 }
 
-// reasons sets the Reason of every DELETED in evs that has none: for a
-// relist, rv is the list's resourceVersion; empty means each event's own
-// (a watch's DELETED carries the change's). Only ctx's end is an error.
+// reasons sets the Reason of every DELETED in evs that has none, as of
+// resourceVersion rv: a list's, or, when empty, the server's current state
+// (for the DELETEDs a streaming list finds before its bookmark gives its
+// resourceVersion, stream.go: an object that left and came back in between
+// reads as left-selector, as it would after etcd compaction, reason's
+// fallback). Only ctx's end is an error.
 func (cf *confirmer) reasons(ctx context.Context, evs []journal.Event, rv string) error {
-	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string { return cmp.Or(rv, e.ResourceVersion) })
-}
-
-// reasonsNow is reasons as of the server's current state: for the DELETEDs
-// a streaming list finds before its bookmark gives its resourceVersion
-// (stream.go). An object that left and came back in between reads as
-// left-selector, as it would after etcd compaction (reason's fallback).
-func (cf *confirmer) reasonsNow(ctx context.Context, evs []journal.Event) error {
-	return cf.reasonsAt(ctx, evs, func(*journal.Event) string { return "" })
-}
-
-// reasonsAt is reasons with the resourceVersion each lookup reads at.
-func (cf *confirmer) reasonsAt(ctx context.Context, evs []journal.Event, at func(*journal.Event) string) error {
 	for i := range evs {
 		e := &evs[i]
 		if e.Type != journal.Deleted || e.Reason != "" {
 			continue
 		}
-		r, err := cf.reason(ctx, e.Key, e.UID, at(e))
+		r, err := cf.reason(ctx, e.Key, e.UID, rv)
 		if err != nil {
 			return err
 		}

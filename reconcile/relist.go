@@ -85,12 +85,7 @@ func (r *relist) add(ctx context.Context, b batch) error {
 		return journalError{err}
 	}
 	if !r.fresh {
-		if b.rv != "" {
-			err = r.cf.reasons(ctx, evs, b.rv)
-		} else {
-			err = r.cf.reasonsNow(ctx, evs)
-		}
-		if err != nil {
+		if err := r.cf.reasons(ctx, evs, b.rv); err != nil {
 			return err
 		}
 	}
