@@ -103,12 +103,17 @@ func (r *relist) add(ctx context.Context, b batch) error {
 	return nil
 }
 
-// stage stages evs, on the pipe when async.
+// stage prepares evs (prepareStage) and stages them, on the pipe when
+// async.
 func (r *relist) stage(evs []journal.Event) error {
-	if !r.async {
-		return r.l.stage(r.rel, r.origin, evs)
+	evs = r.l.prepareStage(r.origin, evs)
+	if r.async {
+		return r.pipe.stage(r.rel, evs)
 	}
-	return r.pipe.stage(r.rel, r.l.prepareStage(r.origin, evs))
+	if err := r.rel.Stage(evs); err != nil {
+		return journalError{err}
+	}
+	return nil
 }
 
 // commit ends a complete list at its resourceVersion rv: the tail, then
@@ -118,9 +123,10 @@ func (r *relist) commit(ctx context.Context, rv string) (n int, first, last uint
 	if err := r.pipe.wait(); err != nil {
 		return 0, 0, 0, err
 	}
+	r.async = false // the tail reads the Relist (Unseen) between its stages
 	if !r.fresh {
 		// Keys indexed but not listed: deleted while we were away.
-		if err := r.l.tail(ctx, r.rel, r.origin, r.unordered, r.lastKey, rv, r.cf); err != nil {
+		if err := r.tail(ctx, rv); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -156,15 +162,6 @@ func (e journalError) Error() string { return e.err.Error() }
 func (l *Loop) indexEmpty() (bool, error) {
 	e, err := l.j.ScanIndex("", 1)
 	return len(e) == 0, err
-}
-
-// stage prepares evs (prepareStage) and stages them in rel, now.
-func (l *Loop) stage(rel journalwrite.Relist, origin journal.Origin, evs []journal.Event) error {
-	evs = l.prepareStage(origin, evs)
-	if err := rel.Stage(evs); err != nil {
-		return journalError{err}
-	}
-	return nil
 }
 
 // prepareStage sets the origin and reasons of evs and counts them in the
@@ -245,12 +242,13 @@ func (l *Loop) diffLookup(rel journalwrite.Relist, items []Item) ([]journal.Even
 
 // tail stages DELETED for indexed keys the list did not contain: those after
 // the last listed key (ordered), or those not seen (unordered), with the
-// reason cf finds at the list's resourceVersion rv.
-func (l *Loop) tail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, unordered bool, last, rv string, cf *confirmer) error {
+// reason the confirmer finds at the list's resourceVersion rv.
+func (r *relist) tail(ctx context.Context, rv string) error {
+	l := r.l
 	chunk := int(l.opts.PageSize)
 	cursor := ""
-	if !unordered {
-		cursor = last
+	if !r.unordered {
+		cursor = r.lastKey
 	}
 	for {
 		entries, err := l.j.ScanIndex(cursor, chunk)
@@ -258,24 +256,24 @@ func (l *Loop) tail(ctx context.Context, rel journalwrite.Relist, origin journal
 			return journalError{err}
 		}
 		if len(entries) == 0 {
-			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+			return r.inheritTail(ctx, rv) // shard.go
 		}
 		cursor = entries[len(entries)-1].Key
 		gone := entries
-		if unordered {
-			if gone, err = rel.Unseen(entries); err != nil {
+		if r.unordered {
+			if gone, err = r.rel.Unseen(entries); err != nil {
 				return journalError{err}
 			}
 		}
 		evs := Diff(gone, nil)
-		if err := cf.reasons(ctx, evs, rv); err != nil {
+		if err := r.cf.reasons(ctx, evs, rv); err != nil {
 			return err
 		}
-		if err := l.stage(rel, origin, evs); err != nil {
+		if err := r.stage(evs); err != nil {
 			return err
 		}
 		if len(entries) < chunk {
-			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+			return r.inheritTail(ctx, rv) // shard.go
 		}
 	}
 }

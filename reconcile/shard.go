@@ -61,7 +61,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -310,9 +309,9 @@ func (l *Loop) inheritStage(evs []journal.Event) []journal.Event {
 
 // inheritTail stages, at the end of a list at rv, a tombstone for every
 // inherited key the list did not contain and the journal's index does not
-// hold, with the reason cf finds (reason.go).
-func (l *Loop) inheritTail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, rv string, cf *confirmer) error {
-	s := l.inherit
+// hold, with the reason the confirmer finds (reason.go).
+func (r *relist) inheritTail(ctx context.Context, rv string) error {
+	l, s := r.l, r.l.inherit
 	if s == nil {
 		return nil
 	}
@@ -322,10 +321,10 @@ func (l *Loop) inheritTail(ctx context.Context, rel journalwrite.Relist, origin 
 		if len(evs) == 0 {
 			return nil
 		}
-		if err := cf.reasons(ctx, evs, rv); err != nil {
+		if err := r.cf.reasons(ctx, evs, rv); err != nil {
 			return err
 		}
-		err := l.stage(rel, origin, evs)
+		err := r.stage(evs)
 		evs = nil
 		return err
 	}
