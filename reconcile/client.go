@@ -701,10 +701,9 @@ type stream struct {
 	body   io.ReadCloser
 	frames *frameReader
 	it     *jsoniter.Iterator
-	// pb reads a protobuf stream; nil for JSON, or before the first frame.
+	// pb reads a protobuf stream, it a JSON one; both nil until the body's
+	// first byte told which (sniff).
 	pb *bufio.Reader
-	// sniffed is set once the body's first byte told its encoding.
-	sniffed bool
 	// buf is the size of the read buffer.
 	buf int
 	// max bounds a protobuf frame, in bytes.
@@ -801,7 +800,6 @@ func (s *stream) sniff() error {
 	if _, err := io.ReadFull(s.frames, b[:]); err != nil {
 		return err
 	}
-	s.sniffed = true
 	r := io.MultiReader(bytes.NewReader(b[:]), s.frames)
 	if b[0] == 0 {
 		// Each frame states its length, which nextProto bounds; the
@@ -821,7 +819,7 @@ func (s *stream) sniff() error {
 func (s *stream) next() (watchEvent, error) {
 	s.frames.n = 0
 	var ev watchEvent
-	if !s.sniffed {
+	if s.encoding() == "" {
 		if err := s.sniff(); err != nil {
 			return ev, err
 		}

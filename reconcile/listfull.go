@@ -18,7 +18,7 @@ type fullLister struct{ l *Loop }
 // each reads the pages and hands their objects over in batches.
 func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, error) {
 	l := fl.l
-	pg := &pager{limit: l.listLimit()}
+	pg := &pager{limit: l.pageSize}
 	b := &batcher{fn: fn, max: int(l.opts.PageSize)}
 	// skip counts the objects of the page from cont that are staged or
 	// batched already: a request that broke handed them over.

@@ -291,8 +291,8 @@ type Loop struct {
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool
-	// pageSize is the list page size once pages kept breaking mid-body
-	// (pageBroke); 0: Options.PageSize.
+	// pageSize is the list page size: Options.PageSize, less once pages
+	// kept breaking mid-body (pageBroke).
 	pageSize int64
 
 	// verifyAt is the next periodic verify's deadline (verify.go); zero
@@ -398,7 +398,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1), pageSize: opts.PageSize}
 	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {

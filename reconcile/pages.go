@@ -49,7 +49,7 @@ func (pl pageLister) each(ctx context.Context, fn func(batch) error) (string, er
 		return ch
 	}
 
-	pages := &pager{limit: l.listLimit()}
+	pages := &pager{limit: l.pageSize}
 	cont := ""
 	next := fetch("", pages.limit)
 	for {
@@ -231,15 +231,6 @@ func (l *Loop) pageBroke(pg *pager, err error) bool {
 	l.log.Info("list pages keep breaking mid-body (too large for the link?): halving the page size",
 		"from", from, "to", pg.limit, "error", err)
 	return true
-}
-
-// listLimit returns the page size of the next list: Options.PageSize, or
-// less once pages kept breaking (pageBroke).
-func (l *Loop) listLimit() int64 {
-	if l.pageSize > 0 {
-		return l.pageSize
-	}
-	return l.opts.PageSize
 }
 
 // timeouts returns the timeouts of one list request.
