@@ -20,8 +20,6 @@ type frame struct {
 	err error
 	// weight is what the frame holds of the watch's byte budget.
 	weight int64
-	// enc is the stream's encoding (stream.encoding).
-	enc string
 }
 
 // watchBytes bounds the bytes of objects decoded from a watch and not yet
@@ -87,7 +85,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				return
 			}
 			select {
-			case frames <- frame{ev: ev, err: err, weight: w, enc: st.encoding()}:
+			case frames <- frame{ev: ev, err: err, weight: w}:
 			case <-done.Done():
 				return
 			}
@@ -157,7 +155,8 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return nil, err
 		}
 		if got == 0 && n > 0 {
-			l.update(func(x *Status) { x.Encoding = batch[0].enc })
+			// Sniffed before the first frame was sent: no race.
+			l.update(func(x *Status) { x.Encoding = st.encoding() })
 		}
 		got += n
 		if proving && l.provenByFrames(s, next, n) {
