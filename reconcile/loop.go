@@ -426,7 +426,12 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	defer l.startKindRetry(kctx)()
 	defer stopKind()
 	for {
-		l.update(func(st *Status) { st.Phase = s.phase() })
+		l.update(func(st *Status) {
+			st.Phase = s.phase()
+			if b, ok := s.(stateBackoff); ok {
+				st.LastError = b.err // of every backoff: fail's or a watch frame's
+			}
+		})
 		next, err := l.step(ctx, s)
 		if err != nil {
 			// Before ctx: an error that happened as ctx ended is still
@@ -526,11 +531,11 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	return s.next
 }
 
-// fail records err and returns a backoff to next, or ends Run when the
-// server rejected the request itself.
+// fail returns a backoff to next after err, or records err and ends Run
+// when the server rejected the request itself.
 func (l *Loop) fail(next state, err error) (state, error) {
-	l.update(func(st *Status) { st.LastError = err })
 	if isRejected(err) {
+		l.update(func(st *Status) { st.LastError = err })
 		return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	return stateBackoff{next: next, err: err}, nil

@@ -258,9 +258,6 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	if len(ops) == 0 {
-		if b, ok := next.(stateBackoff); ok {
-			l.update(func(x *Status) { x.LastError = b.err })
-		}
 		return next, n, nil
 	}
 	reasons, err := l.watchReasons(ctx, types, items)
@@ -327,9 +324,6 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		x.ResourceVersion = rv
 		x.Events += appended
 		x.Journaled.add(journal.OriginWatch, counts)
-		if b, ok := next.(stateBackoff); ok {
-			x.LastError = b.err
-		}
 	})
 	if w, ok := next.(stateWatch); ok {
 		w.rv = rv
