@@ -8,6 +8,7 @@ package reconcile
 // progress.
 
 import (
+	"slices"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -104,11 +105,8 @@ func (h *Histogram) observe(d time.Duration) {
 	s := d.Seconds()
 	h.Count++
 	h.Sum += s
-	for i, b := range commitBuckets {
-		if s <= b {
-			h.Counts[i]++
-			return
-		}
+	if i, _ := slices.BinarySearch(commitBuckets[:], s); i < len(commitBuckets) {
+		h.Counts[i]++ // the first bound ≥ s
 	}
 }
 
