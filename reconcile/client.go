@@ -187,6 +187,18 @@ func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// getJSON sends r, which must answer within timeout, and decodes the JSON
+// it answers into v.
+func getJSON(ctx context.Context, r *rest.Request, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	raw, err := r.Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	return jsonAPI.Unmarshal(raw, v)
+}
+
 // get returns a GET of the resource's collection in namespace ns (all
 // namespaces, or a cluster-scoped resource, when empty), without
 // client-side retries: the loop's backoff decides.
@@ -649,15 +661,9 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 	if c.kind != "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	gv := c.res.GVR.GroupVersion()
-	raw, err := c.rc.Get().MaxRetries(0).Do(ctx).Raw()
-	if err != nil {
-		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
-	}
 	var list metav1.APIResourceList
-	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
+	if err := getJSON(ctx, c.rc.Get().MaxRetries(0), timeout, &list); err != nil {
 		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
 	}
 	for _, r := range list.APIResources {

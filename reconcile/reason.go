@@ -34,7 +34,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -187,11 +186,6 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if !namespaced {
 		ns, name = "", key
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	accept := metaListAccept // full objects if need be: only UIDs are read
 	if c.res.MetadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
@@ -202,13 +196,9 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if rv != "" {
 		r = r.Param("resourceVersion", rv).Param("resourceVersionMatch", "Exact")
 	}
-	raw, err := r.Do(ctx).Raw()
-	if err != nil {
-		return "", err
-	}
 	var list lookupList
-	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
-		return "", fmt.Errorf("reconcile: decode lookup of %q: %w", key, err)
+	if err := getJSON(ctx, r, timeout, &list); err != nil {
+		return "", err
 	}
 	for _, it := range list.Items {
 		if it.Metadata.Name == name {

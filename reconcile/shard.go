@@ -170,18 +170,12 @@ func (l *Loop) detectShard(ctx context.Context) error {
 // metadata only for a metadata-only journal, and returns the UIDs listed
 // and whether the answer carries metadata.shardInfo.
 func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Duration) ([]string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	r := c.selectors(c.get(c.rc, c.res.Namespace)).Param("limit", "1")
 	if sel != "" {
 		r = r.Param("shardSelector", sel)
 	}
 	if c.res.MetadataOnly {
 		r = r.SetHeader("Accept", onlyMetaListAccept)
-	}
-	raw, err := r.Do(ctx).Raw()
-	if err != nil {
-		return nil, false, err
 	}
 	var lm struct {
 		Metadata struct {
@@ -191,7 +185,7 @@ func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Durati
 		} `json:"metadata"`
 		Items []rawMeta `json:"items"`
 	}
-	if err := jsonAPI.Unmarshal(raw, &lm); err != nil {
+	if err := getJSON(ctx, r, timeout, &lm); err != nil {
 		return nil, false, err
 	}
 	var uids []string
