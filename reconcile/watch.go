@@ -112,9 +112,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		case <-ctx.Done():
 			return s, nil
 		case <-l.verify:
-			return verifyState(s), nil
+			return stateVerify{applied: s.rv}, nil
 		case <-verifyTick:
-			return verifyState(s), nil
+			return stateVerify{applied: s.rv}, nil
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
