@@ -330,16 +330,11 @@ type Loop struct {
 //     requests' http.Client.Timeout). A watch is never cut by it: a watch
 //     lives for its timeoutSeconds (Options.WatchTimeout), and a stalled one
 //     is found by Options.IdleTimeout.
-//   - Content type: watches and streaming lists of built-in kinds travel
-//     in protobuf (Options.Wire; wire.go): the apiserver encodes it with
-//     about half the CPU, and the journal stores each object as sent,
-//     without decoding it (journal.ObjectJSON gives JSON to readers
-//     without a scheme). List pages (paginated lists, lookups, verifies)
-//     are JSON, decoded as they stream, field by field, and stored in
-//     JSON; custom resources are served and stored in JSON only.
-//   - Compression: none unless Options.Compression (cfg.DisableCompression
-//     is set on the copy the loop uses), as kube-controller-manager and
-//     kube-scheduler run.
+//   - Content type: protobuf for watches and streaming lists of built-in
+//     kinds, as Options.Wire says; list pages (paginated lists, lookups,
+//     verifies) and custom resources are JSON (wire.go).
+//   - Compression: none unless Options.Compression (set on the loop's copy
+//     of cfg).
 //   - HTTP/1.1, unless cfg sets a Transport or NextProtos: each watch then
 //     holds its own TCP connection, so replacing a stalled watch
 //     (IdleTimeout) closes its connection, and the next request dials a new
