@@ -260,16 +260,27 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	if len(ops) == 0 {
 		return next, n, nil
 	}
-	reasons, err := l.watchReasons(ctx, types, items)
-	if err != nil {
-		return nil, 0, nil // ctx ended: the caller returns
+	// Each DELETED's reason, confirmed at its resourceVersion (reason.go).
+	reasons := make([]journal.Reason, len(items))
+	cf := l.newConfirmer()
+	for i, it := range items {
+		if types[i] != journal.Deleted {
+			continue
+		}
+		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
+		if err != nil {
+			cf.done()
+			return nil, 0, nil // ctx ended: the caller returns
+		}
+		reasons[i] = r
 	}
+	cf.done()
 	appended := 0
 	var counts TypeCounts
 	var rv string
 	replayAt := -1
 	start := time.Now()
-	err = l.w.Update(func(tx journalwrite.Tx) error {
+	err := l.w.Update(func(tx journalwrite.Tx) error {
 		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
 		for i, op := range ops {
 			if op.item < 0 {
@@ -337,26 +348,6 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	return next, n, nil
-}
-
-// watchReasons returns the reason of each DELETED among a batch's items
-// (indexed as items; "" for the others), confirmed at the event's
-// resourceVersion (reason.go). Only ctx's end is an error.
-func (l *Loop) watchReasons(ctx context.Context, types []journal.EventType, items []Item) ([]journal.Reason, error) {
-	out := make([]journal.Reason, len(items))
-	cf := l.newConfirmer()
-	defer cf.done()
-	for i, it := range items {
-		if types[i] != journal.Deleted {
-			continue
-		}
-		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r
-	}
-	return out, nil
 }
 
 // gone records a 410, or the compaction revision's 500 that means the same,
