@@ -228,15 +228,6 @@ type page struct {
 	Bytes int64
 }
 
-type rawMeta struct {
-	Metadata struct {
-		Name            string `json:"name"`
-		Namespace       string `json:"namespace"`
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
-}
-
 // listRequest is one page request.
 type listRequest struct {
 	limit int64

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -164,16 +165,6 @@ func transient(err error) bool {
 	return true // network: no Status
 }
 
-// lookupList is what lookup reads of a metadata-only list.
-type lookupList struct {
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"metadata"`
-	} `json:"items"`
-}
-
 // lookup returns the UID of the object named by key, "" when there is none:
 // at exactly resourceVersion rv, or the current state (a consistent read)
 // when rv is empty. It lists the name with fieldSelector metadata.name,
@@ -196,13 +187,13 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if rv != "" {
 		r = r.Param("resourceVersion", rv).Param("resourceVersionMatch", "Exact")
 	}
-	var list lookupList
+	var list metav1.PartialObjectMetadataList // of full objects too: only metadata is read
 	if err := getJSON(ctx, r, timeout, &list); err != nil {
 		return "", err
 	}
 	for _, it := range list.Items {
-		if it.Metadata.Name == name {
-			return it.Metadata.UID, nil
+		if it.Name == name {
+			return string(it.UID), nil
 		}
 	}
 	return "", nil

@@ -59,6 +59,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
@@ -177,22 +178,15 @@ func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Durati
 	if c.res.MetadataOnly {
 		r = r.SetHeader("Accept", onlyMetaListAccept)
 	}
-	var lm struct {
-		Metadata struct {
-			ShardInfo *struct {
-				Selector string `json:"selector"`
-			} `json:"shardInfo"`
-		} `json:"metadata"`
-		Items []rawMeta `json:"items"`
-	}
+	var lm metav1.PartialObjectMetadataList // of any list: metadata is all it reads
 	if err := getJSON(ctx, r, timeout, &lm); err != nil {
 		return nil, false, err
 	}
 	var uids []string
 	for _, it := range lm.Items {
-		uids = append(uids, it.Metadata.UID)
+		uids = append(uids, string(it.UID))
 	}
-	return uids, lm.Metadata.ShardInfo != nil, nil
+	return uids, lm.ShardInfo != nil, nil
 }
 
 // refusesShardSelector reports whether err is the apiserver refusing the

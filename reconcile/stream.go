@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // initialEventsEnd is the annotation of the bookmark that ends a
@@ -123,14 +124,9 @@ func (sl *streamLister) close() {
 // bookmarkEnd reads a BOOKMARK object: its resourceVersion, and whether
 // it is annotated k8s.io/initial-events-end "true".
 func bookmarkEnd(obj []byte) (rv string, end bool) {
-	var m struct {
-		Metadata struct {
-			ResourceVersion string            `json:"resourceVersion"`
-			Annotations     map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	var m metav1.PartialObjectMetadata
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.ResourceVersion == "" {
 		return "", false
 	}
-	return m.Metadata.ResourceVersion, m.Metadata.Annotations[initialEventsEnd] == "true"
+	return m.ResourceVersion, m.Annotations[initialEventsEnd] == "true"
 }

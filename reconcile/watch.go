@@ -365,9 +365,6 @@ func (l *Loop) gone(s stateWatch, err error) state {
 // bookmarkRV reads metadata.resourceVersion of a BOOKMARK object, which
 // carries no name or uid.
 func bookmarkRV(obj []byte) (string, bool) {
-	var m rawMeta
-	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
-		return "", false
-	}
-	return m.Metadata.ResourceVersion, true
+	rv, _ := bookmarkEnd(obj)
+	return rv, rv != ""
 }
