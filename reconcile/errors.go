@@ -191,11 +191,12 @@ func countBackoff(b *BackoffReasons, err error) string {
 	case apierrors.IsTooManyRequests(err):
 		b.Throttled++
 		return "throttled: the apiserver is shedding load (429); waiting at least as long as it asks"
-	case errors.Is(err, ErrDecode) && network:
-		b.Network++
-		return "undecodable watch frame: watching again from the last applied resourceVersion"
 	case errors.Is(err, ErrDecode):
-		b.Other++
+		if network {
+			b.Network++ // a read that broke mid-frame
+		} else {
+			b.Other++
+		}
 		return "undecodable watch frame: watching again from the last applied resourceVersion"
 	case errors.As(err, &s) && s.Status().Code >= 500:
 		b.Server++
