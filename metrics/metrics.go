@@ -41,25 +41,12 @@ var (
 	// Loop (reconcile.Status).
 	eventsDesc       = desc("events_total", "Events journaled by the loop, by type (ADDED, MODIFIED, DELETED) and origin (watch, relist, restart).", "type", "origin")
 	listsDesc        = desc("lists_total", "Lists completed, by cause: initial (empty journal), gone (410 or rewound server while running), restart (410 when resuming after a process restart), verify (anti-entropy); expired_continue counts lists started again after their continue token expired.", "cause")
-	goneDesc         = desc("gone_total", "410 Gone (resourceVersion too old, etcd compaction) answers met by watches and lists.")
-	pagesDesc        = desc("list_pages_total", "List pages received.")
-	listObjectsDesc  = desc("list_objects_total", "Objects in the list pages received.")
-	listBytesDesc    = desc("list_bytes_total", "Bytes of list response bodies read (pages that decoded).")
-	watchesDesc      = desc("watches_total", "Watch requests that opened (connects and reconnects).")
-	idleDesc         = desc("watch_idle_restarts_total", "Watches replaced after receiving nothing for the idle timeout.")
 	backoffsDesc     = desc("backoffs_total", "Waits after a failed request, by reason: 403, 404, 429, 5xx, network, other.", "reason")
-	throttledDesc    = desc("throttled_total", "Backoffs the apiserver asked for (429, or a Retry-After).")
-	verifiesDesc     = desc("verifies_total", "Anti-entropy verifies (relists of a healthy watch).")
-	divergencesDesc  = desc("divergences_total", "Events found by verify that the watch had lost.")
-	rewindsDesc      = desc("rewinds_total", "Times the server's resourceVersion went below the journal's (etcd restored from a backup).")
-	replaysDesc      = desc("replays_total", "Watches the server replayed from scratch, ignoring the resume's resourceVersion; each relists.")
 	syncedByDesc     = desc("synced_by", "1 for what proved the journal current (list, current, caught up, served: reconcile.Status.SyncedBy) once synced.", "by")
 	syncedDesc       = desc("synced", "1 once the journal is known current with the server (HasSynced), else 0.")
 	phaseDesc        = desc("phase", "1 for the loop's current phase, 0 for the others.", "phase")
 	commitDesc       = desc("commit_duration_seconds", "Latency of the loop's journal commits (a watch batch, or a relist's commit).")
 	listProgressDesc = desc("current_list_objects", "Objects received so far by the current (or last) list.")
-	requestsDesc     = desc("requests_total", "HTTP requests sent to the apiserver: list pages, streaming lists, watches, resume checks (reconcile.Status.Requests).")
-	receivedDesc     = desc("received_bytes_total", "Bytes of apiserver response bodies read, watches included, after transport decompression (reconcile.Status.BytesReceived).")
 	listModeDesc     = desc("list_mode", "1 for how the loop lists now (streaming: sendInitialEvents, KEP-3157; paginated: limit/continue), 0 for the other.", "mode")
 
 	// Journal (Stats, Consumers).
@@ -71,6 +58,27 @@ var (
 	lagDesc      = desc("consumer_lag_events", "Events after a durable consumer's committed offset, up to the head.", "consumer")
 	consumerDesc = desc("consumer_committed_offset", "A durable consumer's committed offset.", "consumer")
 )
+
+// loopCounters are the loop's counters of one Status field each, without
+// labels.
+var loopCounters = []struct {
+	desc *prometheus.Desc
+	get  func(reconcile.Status) int64
+}{
+	{desc("gone_total", "410 Gone (resourceVersion too old, etcd compaction) answers met by watches and lists."), func(s reconcile.Status) int64 { return int64(s.Gone) }},
+	{desc("list_pages_total", "List pages received."), func(s reconcile.Status) int64 { return int64(s.PagesTotal) }},
+	{desc("list_objects_total", "Objects in the list pages received."), func(s reconcile.Status) int64 { return int64(s.ObjectsListed) }},
+	{desc("list_bytes_total", "Bytes of list response bodies read (pages that decoded)."), func(s reconcile.Status) int64 { return s.ListBytes }},
+	{desc("watches_total", "Watch requests that opened (connects and reconnects)."), func(s reconcile.Status) int64 { return int64(s.Watches) }},
+	{desc("watch_idle_restarts_total", "Watches replaced after receiving nothing for the idle timeout."), func(s reconcile.Status) int64 { return int64(s.IdleRestarts) }},
+	{desc("throttled_total", "Backoffs the apiserver asked for (429, or a Retry-After)."), func(s reconcile.Status) int64 { return int64(s.Throttled) }},
+	{desc("verifies_total", "Anti-entropy verifies (relists of a healthy watch)."), func(s reconcile.Status) int64 { return int64(s.Verifies) }},
+	{desc("divergences_total", "Events found by verify that the watch had lost."), func(s reconcile.Status) int64 { return int64(s.Divergences) }},
+	{desc("rewinds_total", "Times the server's resourceVersion went below the journal's (etcd restored from a backup)."), func(s reconcile.Status) int64 { return int64(s.Rewinds) }},
+	{desc("replays_total", "Watches the server replayed from scratch, ignoring the resume's resourceVersion; each relists."), func(s reconcile.Status) int64 { return int64(s.Replays) }},
+	{desc("requests_total", "HTTP requests sent to the apiserver: list pages, streaming lists, watches, resume checks (reconcile.Status.Requests)."), func(s reconcile.Status) int64 { return s.Requests }},
+	{desc("received_bytes_total", "Bytes of apiserver response bodies read, watches included, after transport decompression (reconcile.Status.BytesReceived)."), func(s reconcile.Status) int64 { return s.BytesReceived }},
+}
 
 var phases = []reconcile.Phase{reconcile.PhaseStarting, reconcile.PhaseListing, reconcile.PhaseConnecting,
 	reconcile.PhaseWatching, reconcile.PhaseBackoff, reconcile.PhaseStopped}
@@ -138,10 +146,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.l == nil {
 		return
 	}
-	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, goneDesc, pagesDesc, listObjectsDesc, watchesDesc,
-		idleDesc, backoffsDesc, throttledDesc, verifiesDesc, divergencesDesc, rewindsDesc, replaysDesc, syncedDesc, syncedByDesc, phaseDesc,
-		commitDesc, listProgressDesc, listBytesDesc, requestsDesc, receivedDesc, listModeDesc} {
+	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, backoffsDesc, syncedDesc, syncedByDesc, phaseDesc,
+		commitDesc, listProgressDesc, listModeDesc} {
 		ch <- d
+	}
+	for _, m := range loopCounters {
+		ch <- m.desc
 	}
 }
 
@@ -186,12 +196,9 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	counter(ch, listsDesc, s.ListsRestart, "restart")
 	counter(ch, listsDesc, s.ListsVerify, "verify")
 	counter(ch, listsDesc, s.ListRestarts, "expired_continue")
-	counter(ch, goneDesc, s.Gone)
-	counter(ch, pagesDesc, s.PagesTotal)
-	counter(ch, listObjectsDesc, s.ObjectsListed)
-	counter(ch, listBytesDesc, s.ListBytes)
-	counter(ch, watchesDesc, s.Watches)
-	counter(ch, idleDesc, s.IdleRestarts)
+	for _, m := range loopCounters {
+		counter(ch, m.desc, m.get(s))
+	}
 	b := s.BackoffsByReason
 	counter(ch, backoffsDesc, b.Forbidden, "403")
 	counter(ch, backoffsDesc, b.NotFound, "404")
@@ -199,11 +206,6 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	counter(ch, backoffsDesc, b.Server, "5xx")
 	counter(ch, backoffsDesc, b.Network, "network")
 	counter(ch, backoffsDesc, b.Other, "other")
-	counter(ch, throttledDesc, s.Throttled)
-	counter(ch, verifiesDesc, s.Verifies)
-	counter(ch, divergencesDesc, s.Divergences)
-	counter(ch, rewindsDesc, s.Rewinds)
-	counter(ch, replaysDesc, s.Replays)
 	synced := 0.0
 	if s.Synced {
 		synced = 1
@@ -212,8 +214,6 @@ func collectLoop(ch chan<- prometheus.Metric, s reconcile.Status) {
 	gauge(ch, syncedDesc, synced)
 	oneHot(ch, phaseDesc, s.Phase, phases...)
 	gauge(ch, listProgressDesc, float64(s.ListObjects))
-	counter(ch, requestsDesc, s.Requests)
-	counter(ch, receivedDesc, s.BytesReceived)
 	oneHot(ch, listModeDesc, s.ListMode, reconcile.ListModeStreaming, reconcile.ListModePaginated)
 	h := s.CommitLatency
 	buckets := make(map[float64]uint64, len(h.Counts))

@@ -1,29 +1,17 @@
 package reconcile
 
-// The client reads a list page as it streams in, just far enough to read
+// The client reads a list page as it streams in, field by field with
+// json-iterator (jsonAPI, the one JSON approach), just far enough to read
 // each item's metadata, and keeps each item it keeps as the bytes the
-// server sent: nothing builds a map[string]any per object. A metadata-only
-// page costs its items' keys, UIDs and resourceVersions, not its body; a
-// full page, its objects.
-//
-// One JSON approach: json-iterator, read field by field (the streaming
-// page decoder needs it). A JSON object is changed only structurally: its
-// top-level fields are parsed, and kind and apiVersion, which list items
-// lack, are written as fields (never by searching its bytes), so that
-// every stored object decodes on its own.
-//
-// Transport: protobuf for the watches and streaming lists of built-in
-// kinds, JSON for the rest (wire.go); no gzip unless Options.Compression;
-// HTTP/1.1 unless the caller's rest.Config chooses, and the caller's
-// Timeout on every request but watches: New says why. A metadata-only
+// server sent: nothing builds a map[string]any per object, and a
+// metadata-only page costs its items' metadata, not their bodies. A JSON
+// object is changed only structurally (typed): kind and apiVersion, which
+// list items lack, are written as fields, never by searching its bytes, so
+// that every stored object decodes on its own. The transport (encoding,
+// compression, HTTP/1.1, timeouts): New says what and why. A metadata-only
 // journal (Resource.MetadataOnly, required for Secrets unless
 // Options.SecretPayloads with a journal that seals them, seal.go) asks for
-// PartialObjectMetadata on lists and watches, without a fallback to full
-// objects: a Secret's data never leaves the apiserver, and a server that
-// cannot serve metadata only answers 406, which ends Run (ErrRejected);
-// its objects are stored as the resource's kind (found by discovery).
-// kubectl's last-applied-configuration annotation is dropped before
-// anything is stored.
+// PartialObjectMetadata without a fallback to full objects (onlyMetaAccept).
 
 import (
 	"bufio"
@@ -56,10 +44,10 @@ type client struct {
 	// watchRC is rc without cfg.Timeout: a watch lives for its
 	// timeoutSeconds.
 	watchRC rest.Interface
-	res     journal.Resource
-	// metadataOnly asks the server for metadata only (PartialObjectMetadata)
-	// and keeps kind, apiVersion and metadata of each object.
-	metadataOnly bool
+	// res is the resource; a MetadataOnly one is asked for metadata only
+	// (PartialObjectMetadata), and its objects keep kind, apiVersion and
+	// metadata.
+	res journal.Resource
 	// shard is the journal's shard range and how it is kept (shard.go).
 	shard shard
 	// proto asks for protobuf watch streams (wire.go); New and the kind's
@@ -73,24 +61,19 @@ type client struct {
 	mu               sync.Mutex
 	kind, apiVersion string
 
-	// wire counts the requests sent and the bytes received.
-	wire *wireCounts
-}
-
-// wireCounts counts the requests a client sent and the bytes of their
-// response bodies it read. Safe for concurrent use.
-type wireCounts struct {
+	// requests counts the requests sent, bytes the bytes of their response
+	// bodies read (count).
 	requests, bytes atomic.Int64
 }
 
-// wrap counts each request rt sends and the body bytes read from its
+// count counts each request rt sends and the body bytes read from its
 // response.
-func (w *wireCounts) wrap(rt http.RoundTripper) http.RoundTripper {
+func (c *client) count(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		w.requests.Add(1)
+		c.requests.Add(1)
 		resp, err := rt.RoundTrip(req)
 		if err == nil && resp.Body != nil {
-			resp.Body = &countingBody{ReadCloser: resp.Body, n: &w.bytes}
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.bytes}
 		}
 		return resp, err
 	})
@@ -119,7 +102,13 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // sets a Transport or NextProtos (see New for why), cfg.Timeout on every
 // request but watches, one rate limiter for both, and the Retry-After
 // header of an error answer kept in its Status (details.retryAfterSeconds).
-func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wire, compression bool) (*client, error) {
+func newClient(cfg *rest.Config, res journal.Resource, enc Wire, compression bool) (*client, error) {
+	sh, err := newShard(res.ShardSelector)
+	if err != nil {
+		return nil, err
+	}
+	cl := &client{res: res, shard: sh}
+	cl.proto.Store(!res.MetadataOnly && enc != WireJSON && servesProto(res.GVR))
 	c := rest.CopyConfig(cfg)
 	// No gzip unless asked for (Options.Compression); a config that
 	// disables it keeps it disabled.
@@ -135,14 +124,10 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	c.AcceptContentTypes = "application/json"
 	c.UserAgent = cmp.Or(c.UserAgent, "watchjournal")
 	if c.Transport == nil && len(c.NextProtos) == 0 {
-		// HTTP/1.1: each watch has its own TCP connection, so closing a
-		// stalled watch closes its connection, and the next request dials
-		// a new one instead of queueing on a dead HTTP/2 connection.
 		c.NextProtos = []string{"http/1.1"}
 	}
 	c.Wrap(keepRetryAfter)
-	wire := &wireCounts{}
-	c.Wrap(wire.wrap)
+	c.Wrap(cl.count)
 	if c.RateLimiter == nil {
 		// One limiter for lists and watches, as one rest client would
 		// have (rest.RESTClientForConfigAndClient's defaults).
@@ -155,91 +140,70 @@ func newClient(cfg *rest.Config, res journal.Resource, metadataOnly bool, enc Wi
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: http client: %w", err)
 	}
-	rc, err := rest.RESTClientForConfigAndClient(c, hc)
-	if err != nil {
+	if cl.rc, err = rest.RESTClientForConfigAndClient(c, hc); err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
 	// cfg.Timeout is http.Client.Timeout, which would cut every watch at
 	// it. Watches use the same transport (and connections) without it.
 	whc := *hc
 	whc.Timeout = 0
-	wrc, err := rest.RESTClientForConfigAndClient(c, &whc)
-	if err != nil {
+	if cl.watchRC, err = rest.RESTClientForConfigAndClient(c, &whc); err != nil {
 		return nil, fmt.Errorf("reconcile: rest client: %w", err)
 	}
-	sh, err := newShard(res.ShardSelector)
-	if err != nil {
-		return nil, err
-	}
-	cl := &client{rc: rc, watchRC: wrc, res: res, metadataOnly: metadataOnly, shard: sh, wire: wire}
-	cl.proto.Store(!metadataOnly && enc != WireJSON && servesProto(res.GVR))
 	return cl, nil
 }
 
 // keepRetryAfter wraps a transport so that an error answer's Retry-After
 // header is not lost: client-go keeps it (as details.retryAfterSeconds)
 // only when the body is not a Status, as with API Priority and Fairness's
-// plain-text 429; a Status body that names no delay gets the header's.
-func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
-	return retryAfterTransport{rt}
-}
-
-type retryAfterTransport struct{ rt http.RoundTripper }
-
-// RoundTrip sends req; for a 4xx or 5xx answer with a Retry-After in whole
+// plain-text 429. For a 4xx or 5xx answer with a Retry-After in whole
 // seconds and a JSON Status body without details.retryAfterSeconds, it
 // returns the Status with the header's delay in its details.
-func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.rt.RoundTrip(req)
-	if err != nil || resp.StatusCode < 400 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return resp, err
-	}
-	secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-	if perr != nil || secs <= 0 {
+func keepRetryAfter(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err != nil || resp.StatusCode < 400 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			return resp, err
+		}
+		secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+		if perr != nil || secs <= 0 {
+			return resp, nil
+		}
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var st metav1.Status
+		if rerr != nil || jsonAPI.Unmarshal(body, &st) != nil || st.Kind != "Status" || (st.Details != nil && st.Details.RetryAfterSeconds > 0) {
+			return resp, nil
+		}
+		st.Details = cmp.Or(st.Details, &metav1.StatusDetails{})
+		st.Details.RetryAfterSeconds = int32(min(secs, math.MaxInt32))
+		if out, merr := jsonAPI.Marshal(&st); merr == nil {
+			resp.Body = io.NopCloser(bytes.NewReader(out))
+			resp.ContentLength = int64(len(out))
+			resp.Header.Del("Content-Length")
+		}
 		return resp, nil
-	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var st metav1.Status
-	if rerr != nil || jsonAPI.Unmarshal(body, &st) != nil || st.Kind != "Status" {
-		return resp, nil
-	}
-	if st.Details == nil {
-		st.Details = &metav1.StatusDetails{}
-	}
-	if st.Details.RetryAfterSeconds > 0 {
-		return resp, nil
-	}
-	st.Details.RetryAfterSeconds = int32(min(secs, math.MaxInt32))
-	if out, merr := jsonAPI.Marshal(&st); merr == nil {
-		resp.Body = io.NopCloser(bytes.NewReader(out))
-		resp.ContentLength = int64(len(out))
-		resp.Header.Del("Content-Length")
-	}
-	return resp, nil
+	})
 }
 
-// path returns the collection path of the resource.
-func (c *client) path() []string { return c.pathIn(c.res.Namespace) }
-
-// pathIn returns the collection path of the resource in namespace ns (all
-// namespaces, or a cluster-scoped resource, when empty).
-func (c *client) pathIn(ns string) []string {
-	p := c.groupVersionPath()
-	if ns != "" {
-		p = append(p, "namespaces", ns)
+// getJSON sends r, which must answer within timeout, and decodes the JSON
+// it answers into v.
+func getJSON(ctx context.Context, r *rest.Request, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	raw, err := r.Do(ctx).Raw()
+	if err != nil {
+		return err
 	}
-	return append(p, c.res.GVR.Resource)
+	return jsonAPI.Unmarshal(raw, v)
 }
 
-// groupVersionPath returns the path of the resource's group version:
-// /api/<version> for the core group, /apis/<group>/<version> otherwise.
-func (c *client) groupVersionPath() []string {
-	if c.res.GVR.Group == "" {
-		return []string{"/api", c.res.GVR.Version}
-	}
-	return []string{"/apis", c.res.GVR.Group, c.res.GVR.Version}
+// get returns a GET of the resource's collection in namespace ns (all
+// namespaces, or a cluster-scoped resource, when empty), without
+// client-side retries: the loop's backoff decides.
+func (c *client) get(rc rest.Interface, ns string) *rest.Request {
+	return rc.Get().Namespace(ns).Resource(c.res.GVR.Resource).MaxRetries(0)
 }
 
 func (c *client) selectors(r *rest.Request) *rest.Request {
@@ -262,15 +226,6 @@ type page struct {
 	Continue        string
 	// Bytes is the size of the page's response body as read, in bytes.
 	Bytes int64
-}
-
-type rawMeta struct {
-	Metadata struct {
-		Name            string `json:"name"`
-		Namespace       string `json:"namespace"`
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
 }
 
 // listRequest is one page request.
@@ -323,17 +278,16 @@ func (c *client) list(ctx context.Context, req listRequest, t timeouts) (*page, 
 // t.progress, cut, or ended early) fails with a *bodyError, which list
 // shrinks pages on.
 func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn func(Item) error) (*page, error) {
-	meta := req.meta || c.metadataOnly
-	if c.metadataOnly {
+	meta := req.meta || c.res.MetadataOnly
+	if c.res.MetadataOnly {
 		if err := c.resolveKind(ctx, t.response); err != nil {
 			return nil, err
 		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// No client-side retries: the loop's backoff decides, and a page that
-	// fails is never half-applied.
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", strconv.FormatInt(req.limit, 10))
+	// A page that fails is never half-applied.
+	r := c.selectors(c.get(c.rc, c.res.Namespace)).Param("limit", strconv.FormatInt(req.limit, 10))
 	switch {
 	case req.cont != "":
 		r = r.Param("continue", req.cont)
@@ -341,7 +295,7 @@ func (c *client) listEach(ctx context.Context, req listRequest, t timeouts, fn f
 		r = r.Param("resourceVersion", req.exactRV).Param("resourceVersionMatch", "Exact")
 	}
 	switch {
-	case c.metadataOnly:
+	case c.res.MetadataOnly:
 		r = r.SetHeader("Accept", onlyMetaListAccept)
 	case meta:
 		r = r.SetHeader("Accept", metaListAccept)
@@ -416,7 +370,7 @@ func (c *client) decodePage(r io.Reader, meta bool, fn func(Item) error) (*page,
 			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
 				var item Item
 				switch {
-				case meta && !c.metadataOnly:
+				case meta && !c.res.MetadataOnly:
 					item, bad = readItemMeta(it, true)
 				case kind == "" || apiVersion == "":
 					early = append(early, it.SkipAndReturnBytes())
@@ -513,12 +467,12 @@ func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %.200s", err, raw)
 	}
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		c.mu.Lock()
 		kind, apiVersion = c.kind, c.apiVersion
 		c.mu.Unlock()
 	}
-	if it.Object, err = typed(raw, kind, apiVersion, c.metadataOnly); err != nil {
+	if it.Object, err = typed(raw, kind, apiVersion, c.res.MetadataOnly); err != nil {
 		return Item{}, err
 	}
 	return it, nil
@@ -698,15 +652,9 @@ func (c *client) resolveKind(ctx context.Context, timeout time.Duration) error {
 	if c.kind != "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	gv := c.res.GVR.GroupVersion()
-	raw, err := c.rc.Get().AbsPath(c.groupVersionPath()...).MaxRetries(0).Do(ctx).Raw()
-	if err != nil {
-		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
-	}
 	var list metav1.APIResourceList
-	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
+	if err := getJSON(ctx, c.rc.Get().MaxRetries(0), timeout, &list); err != nil {
 		return fmt.Errorf("reconcile: discover the kind of %s: %w", c.res.GVR.Resource, err)
 	}
 	for _, r := range list.APIResources {
@@ -750,10 +698,9 @@ type stream struct {
 	body   io.ReadCloser
 	frames *frameReader
 	it     *jsoniter.Iterator
-	// pb reads a protobuf stream; nil for JSON, or before the first frame.
+	// pb reads a protobuf stream, it a JSON one; both nil until the body's
+	// first byte told which (sniff).
 	pb *bufio.Reader
-	// sniffed is set once the body's first byte told its encoding.
-	sniffed bool
 	// buf is the size of the read buffer.
 	buf int
 	// max bounds a protobuf frame, in bytes.
@@ -763,28 +710,15 @@ type stream struct {
 
 // watch opens a watch from resourceVersion rv with bookmarks allowed. The
 // server ends it after timeout (a watch should not live forever; reflector
-// uses 5 to 10 minutes).
-// The request must answer (headers) within open, or it is abandoned.
+// uses 5 to 10 minutes). The request must begin its response within open
+// (ErrNoResponse).
 func (c *client) watch(ctx context.Context, rv string, timeout, open time.Duration) (*stream, error) {
 	r, err := c.watchRequest(ctx, timeout, open)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(open, cancel)
-	body, err := r.Param("resourceVersion", rv).Stream(ctx)
-	if !timer.Stop() {
-		if err == nil {
-			_ = body.Close()
-		}
-		cancel()
-		return nil, fmt.Errorf("watch request got no answer within %v", open)
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return newStream(body, cancel), nil
+	st, _, err := openStream(ctx, r.Param("resourceVersion", rv), timeouts{response: open})
+	return st, err
 }
 
 // watchList opens a streaming list (KEP-3157, API concepts "Streaming
@@ -803,7 +737,12 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 	if err != nil {
 		return nil, nil, err
 	}
-	r = r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan")
+	return openStream(ctx, r.Param("sendInitialEvents", "true").Param("resourceVersionMatch", "NotOlderThan"), t)
+}
+
+// openStream sends the watch request r and reads its frames (openBody,
+// progressReader: no progress bound when t.progress is 0).
+func openStream(ctx context.Context, r *rest.Request, t timeouts) (*stream, *progressReader, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	body, err := openBody(ctx, cancel, r, t.response)
 	if err != nil {
@@ -819,17 +758,17 @@ func (c *client) watchList(ctx context.Context, timeout time.Duration, t timeout
 // or protobuf as the client does. A metadata-only journal's kind is
 // resolved first (resolveKind), within open.
 func (c *client) watchRequest(ctx context.Context, timeout, open time.Duration) (*rest.Request, error) {
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		if err := c.resolveKind(ctx, open); err != nil {
 			return nil, err
 		}
 	}
-	r := c.selectors(c.watchRC.Get().AbsPath(c.path()...)).MaxRetries(0).
+	r := c.selectors(c.get(c.watchRC, c.res.Namespace)).
 		Param("watch", "true").
 		Param("allowWatchBookmarks", "true").
 		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second)))
 	switch {
-	case c.metadataOnly:
+	case c.res.MetadataOnly:
 		r = r.SetHeader("Accept", onlyMetaAccept)
 	case c.proto.Load():
 		r = r.SetHeader("Accept", protoWatchAccept)
@@ -858,7 +797,6 @@ func (s *stream) sniff() error {
 	if _, err := io.ReadFull(s.frames, b[:]); err != nil {
 		return err
 	}
-	s.sniffed = true
 	r := io.MultiReader(bytes.NewReader(b[:]), s.frames)
 	if b[0] == 0 {
 		// Each frame states its length, which nextProto bounds; the
@@ -878,7 +816,7 @@ func (s *stream) sniff() error {
 func (s *stream) next() (watchEvent, error) {
 	s.frames.n = 0
 	var ev watchEvent
-	if !s.sniffed {
+	if s.encoding() == "" {
 		if err := s.sniff(); err != nil {
 			return ev, err
 		}

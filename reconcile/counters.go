@@ -8,12 +8,8 @@ package reconcile
 // progress.
 
 import (
-	"errors"
-	"net"
+	"slices"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -64,8 +60,8 @@ type Counters struct {
 	CommitLatency Histogram
 }
 
-// BackoffReasons counts backoffs by the failure's cause, as reason() in
-// errors.go tells them apart. The fields add up to
+// BackoffReasons counts backoffs by the failure's cause, as countBackoff
+// (errors.go) tells them apart. The fields add up to
 // Status.Backoffs.
 type BackoffReasons struct {
 	// Forbidden: 403. NotFound: 404 (the resource type does not exist).
@@ -109,11 +105,8 @@ func (h *Histogram) observe(d time.Duration) {
 	s := d.Seconds()
 	h.Count++
 	h.Sum += s
-	for i, b := range commitBuckets {
-		if s <= b {
-			h.Counts[i]++
-			return
-		}
+	if i, _ := slices.BinarySearch(commitBuckets[:], s); i < len(commitBuckets) {
+		h.Counts[i]++ // the first bound ≥ s
 	}
 }
 
@@ -141,25 +134,6 @@ func (c *EventCounts) add(o journal.Origin, n TypeCounts) {
 	t.Added += n.Added
 	t.Modified += n.Modified
 	t.Deleted += n.Deleted
-}
-
-// countBackoff counts one backoff after err in b.
-func countBackoff(b *BackoffReasons, err error) {
-	var s apierrors.APIStatus
-	switch {
-	case isForbidden(err):
-		b.Forbidden++
-	case isNotFound(err):
-		b.NotFound++
-	case isThrottled(err):
-		b.Throttled++
-	case errors.As(err, &s) && s.Status().Code >= 500:
-		b.Server++
-	case errors.As(err, new(*net.OpError)) || utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err):
-		b.Network++
-	default:
-		b.Other++
-	}
 }
 
 // countList counts a completed list by its cause (Counters).

@@ -102,13 +102,7 @@ const compactedRevisionMessage = "etcd event received with PrevKv=nil"
 // by what it is, code 500 with that message, not by how often it repeats.
 func isCompactedRevision(err error) bool {
 	var s apierrors.APIStatus
-	return errors.As(err, &s) && statusIsCompactedRevision(s.Status())
-}
-
-// statusIsCompactedRevision is isCompactedRevision for the Status of a
-// watch ERROR event.
-func statusIsCompactedRevision(s metav1.Status) bool {
-	return s.Code == http.StatusInternalServerError && strings.Contains(s.Message, compactedRevisionMessage)
+	return errors.As(err, &s) && s.Status().Code == http.StatusInternalServerError && strings.Contains(s.Status().Message, compactedRevisionMessage)
 }
 
 // serverDelay returns how long the server asked the client to wait before
@@ -125,10 +119,6 @@ func serverDelay(err error) (time.Duration, bool) {
 	}
 	return time.Duration(secs) * time.Second, true
 }
-
-// isThrottled reports whether the server shed the request for load: 429
-// Too Many Requests (API Priority and Fairness, max-requests-inflight).
-func isThrottled(err error) bool { return apierrors.IsTooManyRequests(err) }
 
 // isWatchEnd reports whether a watch stream's read error is a normal end of
 // the watch rather than a failure: EOF (the server's timeoutSeconds), and
@@ -180,33 +170,42 @@ func failureKey(err error) string {
 // isForbidden reports whether err is a 403: RBAC does not allow the request.
 func isForbidden(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
 
-// isNotFound reports whether err is a 404: the resource, its CRD, or the
-// namespace's API path does not exist.
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-// reason names the cause of err for the log, in words an operator acts on.
-func reason(err error) string {
+// countBackoff counts one backoff after err in b, by its cause, and
+// returns the cause for the log, in words an operator acts on.
+func countBackoff(b *BackoffReasons, err error) string {
+	var s apierrors.APIStatus
+	network := errors.As(err, new(*net.OpError)) || utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err)
 	switch {
 	case errors.Is(err, journal.ErrNoSpace):
+		b.Other++
 		return "no space left for the journal: free disk space (nothing is lost; the watch resumes from the last committed resourceVersion)"
 	case isForbidden(err):
+		b.Forbidden++
 		return "forbidden: RBAC does not allow list/watch of this resource (or the credentials are invalid)"
-	case isNotFound(err):
+	case apierrors.IsNotFound(err):
+		b.NotFound++
 		return "not found: the resource type (CRD) or its API group does not exist"
 	case isGone(err):
+		b.Other++
 		return "gone (410)"
-	case isThrottled(err):
+	case apierrors.IsTooManyRequests(err):
+		b.Throttled++
 		return "throttled: the apiserver is shedding load (429); waiting at least as long as it asks"
 	case errors.Is(err, ErrDecode):
+		if network {
+			b.Network++ // a read that broke mid-frame
+		} else {
+			b.Other++
+		}
 		return "undecodable watch frame: watching again from the last applied resourceVersion"
-	}
-	var s apierrors.APIStatus
-	if errors.As(err, &s) && s.Status().Code >= 500 {
+	case errors.As(err, &s) && s.Status().Code >= 500:
+		b.Server++
 		return fmt.Sprintf("apiserver error (%d %s)", s.Status().Code, s.Status().Reason)
-	}
-	if errors.As(err, new(*net.OpError)) || utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err) {
+	case network:
+		b.Network++
 		return "network: the apiserver cannot be reached"
 	}
+	b.Other++
 	return "request failed"
 }
 

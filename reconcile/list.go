@@ -4,9 +4,8 @@ package reconcile
 // resourceVersion. It picks the lister (lister.go: streaming, paginated,
 // or full for the first paginated list of an empty index), feeds its
 // batches to the relist consumer (relist.go), and returns the next state.
-// A list that must start again does not loop here: listFailed returns the
-// list that follows (again at once, in pages, with lookups, or with full
-// pages) or the backoff, and Run steps into it.
+// A list that must start again does not loop here: Run steps into the
+// state listFailed returns.
 
 import (
 	"context"

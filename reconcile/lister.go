@@ -4,11 +4,9 @@ package reconcile
 //
 // A lister reads one complete list from the apiserver and hands it over in
 // ordered batches, in the order the server serves them (key order, for
-// etcd-backed resources: list.go says what happens when it is not). What
-// happens to a batch (the diff against the index, the reasons of its
-// DELETEDs, staging on disk) is the relist consumer's (relist.go), the
-// same for every lister; which lister runs, and what a failure leads to,
-// is the list state's (list.go).
+// etcd-backed resources: list.go says what happens when it is not), to the
+// relist consumer (relist.go), the same for every lister; which lister
+// runs, and what a failure leads to, is the list state's (list.go).
 //
 //	streamLister  a streaming list (KEP-3157): one watch request with
 //	              sendInitialEvents; batches of PageSize objects or

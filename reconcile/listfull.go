@@ -2,8 +2,8 @@ package reconcile
 
 import "context"
 
-// fullLister reads the first paginated list of an empty index (relist.go,
-// "Lists and relists"): nothing to diff, so no metadata page first; every
+// fullLister reads the first paginated list of an empty index (relist.go):
+// nothing to diff, so no metadata page first; every
 // page is read once, in full, from the first page on, and its objects are
 // handed over as they stream in, in batches of at most fillBytes (one
 // object more when one is larger) or PageSize objects, each an ADDED to
@@ -18,7 +18,7 @@ type fullLister struct{ l *Loop }
 // each reads the pages and hands their objects over in batches.
 func (fl fullLister) each(ctx context.Context, fn func(batch) error) (string, error) {
 	l := fl.l
-	pg := &pager{limit: l.listLimit()}
+	pg := &pager{limit: l.pageSize}
 	b := &batcher{fn: fn, max: int(l.opts.PageSize)}
 	// skip counts the objects of the page from cont that are staged or
 	// batched already: a request that broke handed them over.

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -290,8 +291,8 @@ type Loop struct {
 	// fullPages is set once the server answered a metadata-only list with
 	// full objects (or 406): relists then read full pages.
 	fullPages bool
-	// pageSize is the list page size once pages kept breaking mid-body
-	// (pageBroke); 0: Options.PageSize.
+	// pageSize is the list page size: Options.PageSize, less once pages
+	// kept breaking mid-body (pageBroke).
 	pageSize int64
 
 	// verifyAt is the next periodic verify's deadline (verify.go); zero
@@ -329,16 +330,11 @@ type Loop struct {
 //     requests' http.Client.Timeout). A watch is never cut by it: a watch
 //     lives for its timeoutSeconds (Options.WatchTimeout), and a stalled one
 //     is found by Options.IdleTimeout.
-//   - Content type: watches and streaming lists of built-in kinds travel
-//     in protobuf (Options.Wire; wire.go): the apiserver encodes it with
-//     about half the CPU, and the journal stores each object as sent,
-//     without decoding it (journal.ObjectJSON gives JSON to readers
-//     without a scheme). List pages (paginated lists, lookups, verifies)
-//     are JSON, decoded as they stream, field by field, and stored in
-//     JSON; custom resources are served and stored in JSON only.
-//   - Compression: none unless Options.Compression (cfg.DisableCompression
-//     is set on the copy the loop uses), as kube-controller-manager and
-//     kube-scheduler run.
+//   - Content type: protobuf for watches and streaming lists of built-in
+//     kinds, as Options.Wire says; list pages (paginated lists, lookups,
+//     verifies) and custom resources are JSON (wire.go).
+//   - Compression: none unless Options.Compression (set on the loop's copy
+//     of cfg).
 //   - HTTP/1.1, unless cfg sets a Transport or NextProtos: each watch then
 //     holds its own TCP connection, so replacing a stalled watch
 //     (IdleTimeout) closes its connection, and the next request dials a new
@@ -393,11 +389,11 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 			return nil, fmt.Errorf("%w: Options.Inherited.Range %q: %v", ErrInvalidSelector, in.Range, err)
 		}
 	}
-	c, err := newClient(cfg, res, res.MetadataOnly, opts.Wire, opts.Compression)
+	c, err := newClient(cfg, res, opts.Wire, opts.Compression)
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1)}
+	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1), pageSize: opts.PageSize}
 	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {
@@ -425,7 +421,12 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	defer l.startKindRetry(kctx)()
 	defer stopKind()
 	for {
-		l.update(func(st *Status) { st.Phase = s.phase() })
+		l.update(func(st *Status) {
+			st.Phase = s.phase()
+			if b, ok := s.(stateBackoff); ok {
+				st.LastError = b.err // of every backoff: fail's or a watch frame's
+			}
+		})
 		next, err := l.step(ctx, s)
 		if err != nil {
 			// Before ctx: an error that happened as ctx ended is still
@@ -490,10 +491,11 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	d := l.nextBackoff()
 	asked, throttled := serverDelay(s.err)
 	d = max(d, asked)
-	throttled = throttled || isThrottled(s.err)
+	throttled = throttled || apierrors.IsTooManyRequests(s.err)
+	var why string
 	l.update(func(st *Status) {
 		st.Backoffs++
-		countBackoff(&st.BackoffsByReason, s.err)
+		why = countBackoff(&st.BackoffsByReason, s.err)
 		if throttled {
 			st.Throttled++
 		}
@@ -502,7 +504,7 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	// The first of a kind is an error (logr's Error); throttling is
 	// info, as load shedding is the server working as designed; a
 	// repeat is V(1) (debug).
-	msg := "backing off: " + reason(s.err)
+	msg := "backing off: " + why
 	if throttled {
 		msg = "throttled by the apiserver: waiting at least as long as it asks"
 	}
@@ -524,11 +526,11 @@ func (l *Loop) backoffWait(ctx context.Context, s stateBackoff) state {
 	return s.next
 }
 
-// fail records err and returns a backoff to next, or ends Run when the
-// server rejected the request itself.
+// fail returns a backoff to next after err, or records err and ends Run
+// when the server rejected the request itself.
 func (l *Loop) fail(next state, err error) (state, error) {
-	l.update(func(st *Status) { st.LastError = err })
 	if isRejected(err) {
+		l.update(func(st *Status) { st.LastError = err })
 		return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	return stateBackoff{next: next, err: err}, nil
@@ -565,7 +567,7 @@ func (l *Loop) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.status
-	st.Requests, st.BytesReceived = l.c.wire.requests.Load(), l.c.wire.bytes.Load()
+	st.Requests, st.BytesReceived = l.c.requests.Load(), l.c.bytes.Load()
 	return st
 }
 

@@ -49,7 +49,7 @@ func (pl pageLister) each(ctx context.Context, fn func(batch) error) (string, er
 		return ch
 	}
 
-	pages := &pager{limit: l.listLimit()}
+	pages := &pager{limit: l.pageSize}
 	cont := ""
 	next := fetch("", pages.limit)
 	for {
@@ -72,7 +72,7 @@ func (pl pageLister) each(ctx context.Context, fn func(batch) error) (string, er
 		// Only the shard's keys (shard.go); the page's own count still
 		// decides how much of it fillAndStage reads.
 		b := batch{items: l.c.shard.filter(p.Items), rv: p.ResourceVersion}
-		if meta && !l.c.metadataOnly {
+		if meta && !l.c.res.MetadataOnly {
 			from, rv, n := cont, p.ResourceVersion, len(p.Items)
 			b.stage = func(ctx context.Context, evs []journal.Event, stage func([]journal.Event) error) error {
 				if !slices.ContainsFunc(evs, func(e journal.Event) bool { return e.Type != journal.Deleted }) {
@@ -94,7 +94,7 @@ func (pl pageLister) each(ctx context.Context, fn func(batch) error) (string, er
 // cont.
 func (l *Loop) listError(err error, cont string) error {
 	switch {
-	case l.c.metadataOnly && (errors.Is(err, errNoMetadataLists) || apierrors.IsNotAcceptable(err)):
+	case l.c.res.MetadataOnly && (errors.Is(err, errNoMetadataLists) || apierrors.IsNotAcceptable(err)):
 		// Never full objects for a metadata-only journal: a 406 ends Run
 		// (ErrRejected); anything else is retried.
 		return err
@@ -231,15 +231,6 @@ func (l *Loop) pageBroke(pg *pager, err error) bool {
 	l.log.Info("list pages keep breaking mid-body (too large for the link?): halving the page size",
 		"from", from, "to", pg.limit, "error", err)
 	return true
-}
-
-// listLimit returns the page size of the next list: Options.PageSize, or
-// less once pages kept breaking (pageBroke).
-func (l *Loop) listLimit() int64 {
-	if l.pageSize > 0 {
-		return l.pageSize
-	}
-	return l.opts.PageSize
 }
 
 // timeouts returns the timeouts of one list request.

@@ -32,14 +32,13 @@ package reconcile
 // confirmation; then nothing of the batch or relist is committed.
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -81,29 +80,19 @@ func (l *Loop) selective() bool {
 	return l.c.res.LabelSelector != "" || l.c.res.FieldSelector != ""
 }
 
-// reasons sets the Reason of every DELETED in evs that has none: for a
-// relist, rv is the list's resourceVersion; empty means each event's own
-// (a watch's DELETED carries the change's). Only ctx's end is an error.
+// reasons sets the Reason of every DELETED in evs that has none, as of
+// resourceVersion rv: a list's, or, when empty, the server's current state
+// (for the DELETEDs a streaming list finds before its bookmark gives its
+// resourceVersion, stream.go: an object that left and came back in between
+// reads as left-selector, as it would after etcd compaction, reason's
+// fallback). Only ctx's end is an error.
 func (cf *confirmer) reasons(ctx context.Context, evs []journal.Event, rv string) error {
-	return cf.reasonsAt(ctx, evs, func(e *journal.Event) string { return cmp.Or(rv, e.ResourceVersion) })
-}
-
-// reasonsNow is reasons as of the server's current state: for the DELETEDs
-// a streaming list finds before its bookmark gives its resourceVersion
-// (stream.go). An object that left and came back in between reads as
-// left-selector, as it would after etcd compaction (reason's fallback).
-func (cf *confirmer) reasonsNow(ctx context.Context, evs []journal.Event) error {
-	return cf.reasonsAt(ctx, evs, func(*journal.Event) string { return "" })
-}
-
-// reasonsAt is reasons with the resourceVersion each lookup reads at.
-func (cf *confirmer) reasonsAt(ctx context.Context, evs []journal.Event, at func(*journal.Event) string) error {
 	for i := range evs {
 		e := &evs[i]
 		if e.Type != journal.Deleted || e.Reason != "" {
 			continue
 		}
-		r, err := cf.reason(ctx, e.Key, e.UID, at(e))
+		r, err := cf.reason(ctx, e.Key, e.UID, rv)
 		if err != nil {
 			return err
 		}
@@ -166,7 +155,7 @@ func (cf *confirmer) done() {
 // transient reports whether a failed lookup may succeed if tried again:
 // throttling, a server error, a timeout, or no HTTP answer at all.
 func transient(err error) bool {
-	if isThrottled(err) {
+	if apierrors.IsTooManyRequests(err) {
 		return true
 	}
 	var s apierrors.APIStatus
@@ -174,16 +163,6 @@ func transient(err error) bool {
 		return s.Status().Code >= 500
 	}
 	return true // network: no Status
-}
-
-// lookupList is what lookup reads of a metadata-only list.
-type lookupList struct {
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"metadata"`
-	} `json:"items"`
 }
 
 // lookup returns the UID of the object named by key, "" when there is none:
@@ -198,32 +177,23 @@ func (c *client) lookup(ctx context.Context, key, rv string, timeout time.Durati
 	if !namespaced {
 		ns, name = "", key
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	accept := metaListAccept // full objects if need be: only UIDs are read
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		accept = onlyMetaListAccept // never a Secret's data
 	}
-	r := c.rc.Get().AbsPath(c.pathIn(ns)...).MaxRetries(0).
+	r := c.get(c.rc, ns).
 		Param("fieldSelector", "metadata.name="+name).
 		SetHeader("Accept", accept)
 	if rv != "" {
 		r = r.Param("resourceVersion", rv).Param("resourceVersionMatch", "Exact")
 	}
-	raw, err := r.Do(ctx).Raw()
-	if err != nil {
+	var list metav1.PartialObjectMetadataList // of full objects too: only metadata is read
+	if err := getJSON(ctx, r, timeout, &list); err != nil {
 		return "", err
 	}
-	var list lookupList
-	if err := jsonAPI.Unmarshal(raw, &list); err != nil {
-		return "", fmt.Errorf("reconcile: decode lookup of %q: %w", key, err)
-	}
 	for _, it := range list.Items {
-		if it.Metadata.Name == name {
-			return it.Metadata.UID, nil
+		if it.Name == name {
+			return string(it.UID), nil
 		}
 	}
 	return "", nil

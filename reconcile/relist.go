@@ -1,32 +1,19 @@
 package reconcile
 
 // The relist consumer: what every list does with the batches of its lister
-// (lister.go); "Lists and relists" below describes the whole. It holds one
-// journalwrite.Relist. add diffs a batch against the index range it covers
-// (Diff, diff.go) or, once a list broke key order, key by key (diffLookup,
-// with Relist.MarkSeen), asks the server the reasons of its DELETEDs
-// (reason.go) and stages the events (while the next batch is read, for a
-// streaming list: stagepipe.go). commit turns the keys indexed but not
-// listed into DELETEDs (tail) and commits at the list's resourceVersion;
-// abort drops the stage. fresh (the first paginated list of an empty
-// index): every item an ADDED, no tail.
-//
-// Lists and relists.
-//
-// A list, the first one or a relist, is a streaming list where the server
-// serves it (stream.go; the choice, a refusal, and when a streaming list
-// is tried again: listmode.go), and a paginated one otherwise (pages.go,
-// and listfull.go for the first list of an empty index). A streaming list
-// asks for sendInitialEvents=true, resourceVersionMatch=NotOlderThan and
-// resourceVersion unset (a consistent read); its initial ADDED events are
-// diffed as they stream in and committed at the resourceVersion of the
-// k8s.io/initial-events-end bookmark. A verify is always paginated (it
-// reads at exactly one resourceVersion). Pages of etcd-backed resources
+// (lister.go). It holds one journalwrite.Relist. add diffs a batch against
+// the index range it covers (Diff, diff.go): pages of etcd-backed resources
 // come in key order, so the diff is a merge of two sorted streams and
-// memory stays bounded by one page; a page (or a streaming list's batch)
-// that breaks that order starts the relist again, which then finds
-// deletions by lookup. Only a complete list commits (doc.go). The files:
-// doc.go, "Where to find it".
+// memory stays bounded by one page; once a list broke key order, key by
+// key (diffLookup, with Relist.MarkSeen). It asks the server the reasons
+// of its DELETEDs (reason.go) and stages the events (while the next batch
+// is read, for a streaming list: stagepipe.go). commit turns the keys
+// indexed but not listed into DELETEDs (tail) and commits at the list's
+// resourceVersion; abort drops the stage. fresh (the first paginated list
+// of an empty index): every item an ADDED, no tail. Which list runs
+// (streaming or paginated): New's doc and listmode.go; a verify is always
+// paginated, as it reads at exactly one resourceVersion. Only a complete
+// list commits (doc.go).
 
 import (
 	"context"
@@ -98,12 +85,7 @@ func (r *relist) add(ctx context.Context, b batch) error {
 		return journalError{err}
 	}
 	if !r.fresh {
-		if b.rv != "" {
-			err = r.cf.reasons(ctx, evs, b.rv)
-		} else {
-			err = r.cf.reasonsNow(ctx, evs)
-		}
-		if err != nil {
+		if err := r.cf.reasons(ctx, evs, b.rv); err != nil {
 			return err
 		}
 	}
@@ -121,12 +103,17 @@ func (r *relist) add(ctx context.Context, b batch) error {
 	return nil
 }
 
-// stage stages evs, on the pipe when async.
+// stage prepares evs (prepareStage) and stages them, on the pipe when
+// async.
 func (r *relist) stage(evs []journal.Event) error {
-	if !r.async {
-		return r.l.stage(r.rel, r.origin, evs)
+	evs = r.l.prepareStage(r.origin, evs)
+	if r.async {
+		return r.pipe.stage(r.rel, evs)
 	}
-	return r.pipe.stage(r.rel, r.l.prepareStage(r.origin, evs))
+	if err := r.rel.Stage(evs); err != nil {
+		return journalError{err}
+	}
+	return nil
 }
 
 // commit ends a complete list at its resourceVersion rv: the tail, then
@@ -136,9 +123,10 @@ func (r *relist) commit(ctx context.Context, rv string) (n int, first, last uint
 	if err := r.pipe.wait(); err != nil {
 		return 0, 0, 0, err
 	}
+	r.async = false // the tail reads the Relist (Unseen) between its stages
 	if !r.fresh {
 		// Keys indexed but not listed: deleted while we were away.
-		if err := r.l.tail(ctx, r.rel, r.origin, r.unordered, r.lastKey, rv, r.cf); err != nil {
+		if err := r.tail(ctx, rv); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -174,15 +162,6 @@ func (e journalError) Error() string { return e.err.Error() }
 func (l *Loop) indexEmpty() (bool, error) {
 	e, err := l.j.ScanIndex("", 1)
 	return len(e) == 0, err
-}
-
-// stage prepares evs (prepareStage) and stages them in rel, now.
-func (l *Loop) stage(rel journalwrite.Relist, origin journal.Origin, evs []journal.Event) error {
-	evs = l.prepareStage(origin, evs)
-	if err := rel.Stage(evs); err != nil {
-		return journalError{err}
-	}
-	return nil
 }
 
 // prepareStage sets the origin and reasons of evs and counts them in the
@@ -263,12 +242,13 @@ func (l *Loop) diffLookup(rel journalwrite.Relist, items []Item) ([]journal.Even
 
 // tail stages DELETED for indexed keys the list did not contain: those after
 // the last listed key (ordered), or those not seen (unordered), with the
-// reason cf finds at the list's resourceVersion rv.
-func (l *Loop) tail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, unordered bool, last, rv string, cf *confirmer) error {
+// reason the confirmer finds at the list's resourceVersion rv.
+func (r *relist) tail(ctx context.Context, rv string) error {
+	l := r.l
 	chunk := int(l.opts.PageSize)
 	cursor := ""
-	if !unordered {
-		cursor = last
+	if !r.unordered {
+		cursor = r.lastKey
 	}
 	for {
 		entries, err := l.j.ScanIndex(cursor, chunk)
@@ -276,24 +256,24 @@ func (l *Loop) tail(ctx context.Context, rel journalwrite.Relist, origin journal
 			return journalError{err}
 		}
 		if len(entries) == 0 {
-			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+			return r.inheritTail(ctx, rv) // shard.go
 		}
 		cursor = entries[len(entries)-1].Key
 		gone := entries
-		if unordered {
-			if gone, err = rel.Unseen(entries); err != nil {
+		if r.unordered {
+			if gone, err = r.rel.Unseen(entries); err != nil {
 				return journalError{err}
 			}
 		}
 		evs := Diff(gone, nil)
-		if err := cf.reasons(ctx, evs, rv); err != nil {
+		if err := r.cf.reasons(ctx, evs, rv); err != nil {
 			return err
 		}
-		if err := l.stage(rel, origin, evs); err != nil {
+		if err := r.stage(evs); err != nil {
 			return err
 		}
 		if len(entries) < chunk {
-			return l.inheritTail(ctx, rel, origin, rv, cf) // shard.go
+			return r.inheritTail(ctx, rv) // shard.go
 		}
 	}
 }

@@ -59,9 +59,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -171,35 +171,22 @@ func (l *Loop) detectShard(ctx context.Context) error {
 // metadata only for a metadata-only journal, and returns the UIDs listed
 // and whether the answer carries metadata.shardInfo.
 func (c *client) shardProbe(ctx context.Context, sel string, timeout time.Duration) ([]string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r := c.selectors(c.rc.Get().AbsPath(c.path()...)).MaxRetries(0).Param("limit", "1")
+	r := c.selectors(c.get(c.rc, c.res.Namespace)).Param("limit", "1")
 	if sel != "" {
 		r = r.Param("shardSelector", sel)
 	}
-	if c.metadataOnly {
+	if c.res.MetadataOnly {
 		r = r.SetHeader("Accept", onlyMetaListAccept)
 	}
-	raw, err := r.Do(ctx).Raw()
-	if err != nil {
-		return nil, false, err
-	}
-	var lm struct {
-		Metadata struct {
-			ShardInfo *struct {
-				Selector string `json:"selector"`
-			} `json:"shardInfo"`
-		} `json:"metadata"`
-		Items []rawMeta `json:"items"`
-	}
-	if err := jsonAPI.Unmarshal(raw, &lm); err != nil {
+	var lm metav1.PartialObjectMetadataList // of any list: metadata is all it reads
+	if err := getJSON(ctx, r, timeout, &lm); err != nil {
 		return nil, false, err
 	}
 	var uids []string
 	for _, it := range lm.Items {
-		uids = append(uids, it.Metadata.UID)
+		uids = append(uids, string(it.UID))
 	}
-	return uids, lm.Metadata.ShardInfo != nil, nil
+	return uids, lm.ShardInfo != nil, nil
 }
 
 // refusesShardSelector reports whether err is the apiserver refusing the
@@ -310,9 +297,9 @@ func (l *Loop) inheritStage(evs []journal.Event) []journal.Event {
 
 // inheritTail stages, at the end of a list at rv, a tombstone for every
 // inherited key the list did not contain and the journal's index does not
-// hold, with the reason cf finds (reason.go).
-func (l *Loop) inheritTail(ctx context.Context, rel journalwrite.Relist, origin journal.Origin, rv string, cf *confirmer) error {
-	s := l.inherit
+// hold, with the reason the confirmer finds (reason.go).
+func (r *relist) inheritTail(ctx context.Context, rv string) error {
+	l, s := r.l, r.l.inherit
 	if s == nil {
 		return nil
 	}
@@ -322,10 +309,10 @@ func (l *Loop) inheritTail(ctx context.Context, rel journalwrite.Relist, origin 
 		if len(evs) == 0 {
 			return nil
 		}
-		if err := cf.reasons(ctx, evs, rv); err != nil {
+		if err := r.cf.reasons(ctx, evs, rv); err != nil {
 			return err
 		}
-		err := l.stage(rel, origin, evs)
+		err := r.stage(evs)
 		evs = nil
 		return err
 	}

@@ -1,16 +1,13 @@
 package reconcile
 
-// The streaming lister (KEP-3157). What the request is and when it runs:
-// relist.go, "Lists and relists"; the choice and the fallback: listmode.go; what a failure
-// leads to: listFailed (list.go). The ADDEDs before the
-// k8s.io/initial-events-end bookmark are handed over in batches of PageSize
-// objects or fillBytes, whichever fills first, to the relist consumer
-// (relist.go), which stages one while the next is read (stagepipe.go):
-// memory stays bounded by two batches. After the bookmark, handover gives
-// the same connection to the watch (stateWatch.open): a relist costs one
-// request. It reads every object in full, once, from the watch cache (etcd
-// when it is off); a paginated relist moves fewer bytes when little
-// changed, but reads from etcd page by page (pages.go).
+// The streaming lister (KEP-3157; the request: client.watchList; the
+// choice and the fallback: listmode.go; what a failure leads to:
+// listFailed, list.go). The relist consumer stages one batch while the
+// next is read (stagepipe.go): memory stays bounded by two batches. After
+// the bookmark, handover gives the same connection to the watch
+// (stateWatch.open): a relist costs one request. A paginated relist moves
+// fewer bytes when little changed, but reads from etcd page by page
+// (pages.go).
 
 import (
 	"context"
@@ -18,6 +15,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // initialEventsEnd is the annotation of the bookmark that ends a
@@ -93,8 +91,7 @@ func (sl *streamLister) each(ctx context.Context, fn func(batch) error) (string,
 			}
 			return rv, b.flush()
 		case "ERROR":
-			status := decodeStatus(ev.Object)
-			serr := &apierrors.StatusError{ErrStatus: *status}
+			serr := &apierrors.StatusError{ErrStatus: *decodeStatus(ev.Object)}
 			if isRejected(serr) {
 				return "", errNoStreaming{serr}
 			}
@@ -127,14 +124,9 @@ func (sl *streamLister) close() {
 // bookmarkEnd reads a BOOKMARK object: its resourceVersion, and whether
 // it is annotated k8s.io/initial-events-end "true".
 func bookmarkEnd(obj []byte) (rv string, end bool) {
-	var m struct {
-		Metadata struct {
-			ResourceVersion string            `json:"resourceVersion"`
-			Annotations     map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
+	var m metav1.PartialObjectMetadata
+	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.ResourceVersion == "" {
 		return "", false
 	}
-	return m.Metadata.ResourceVersion, m.Metadata.Annotations[initialEventsEnd] == "true"
+	return m.ResourceVersion, m.Annotations[initialEventsEnd] == "true"
 }

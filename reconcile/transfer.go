@@ -27,8 +27,8 @@ import (
 // Errors of a transfer. They reach callers wrapped in ErrList or ErrWatch,
 // through Status.LastError.
 var (
-	// ErrNoResponse is returned when a list request got no response
-	// (status and headers) within Options.RequestTimeout.
+	// ErrNoResponse is returned when a list or watch request got no
+	// response (status and headers) within Options.RequestTimeout.
 	ErrNoResponse = errors.New("reconcile: no response within RequestTimeout")
 	// ErrNoProgress is returned when a list response's body passed no byte
 	// for Options.ProgressTimeout.
@@ -91,8 +91,8 @@ type progressReader struct {
 
 func newProgressReader(ctx context.Context, cancel context.CancelCauseFunc, body io.ReadCloser, timeout time.Duration) *progressReader {
 	stalled := fmt.Errorf("%w (%v)", ErrNoProgress, timeout)
-	timer := time.AfterFunc(timeout, func() { cancel(stalled) })
-	timer.Stop()
+	timer := time.AfterFunc(time.Hour, func() { cancel(stalled) })
+	timer.Stop() // each Read arms it, unless timeout is 0
 	return &progressReader{ctx: ctx, body: body, timeout: timeout, timer: timer}
 }
 

@@ -77,11 +77,6 @@ func (l *Loop) verifyTimer() (<-chan time.Time, func()) {
 	return t.C(), func() { t.Stop() }
 }
 
-// verifyState is the verify that leaves the watch s.
-func verifyState(s stateWatch) state {
-	return stateVerify{applied: s.rv}
-}
-
 // verifyCheck runs a verify's first request: a one-item list at exactly
 // the applied resourceVersion. It returns the verify's list, at exactly
 // that resourceVersion while it is served, at the current one otherwise.

@@ -20,8 +20,6 @@ type frame struct {
 	err error
 	// weight is what the frame holds of the watch's byte budget.
 	weight int64
-	// enc is the stream's encoding (stream.encoding).
-	enc string
 }
 
 // watchBytes bounds the bytes of objects decoded from a watch and not yet
@@ -87,7 +85,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 				return
 			}
 			select {
-			case frames <- frame{ev: ev, err: err, weight: w, enc: st.encoding()}:
+			case frames <- frame{ev: ev, err: err, weight: w}:
 			case <-done.Done():
 				return
 			}
@@ -114,9 +112,9 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		case <-ctx.Done():
 			return s, nil
 		case <-l.verify:
-			return verifyState(s), nil
+			return stateVerify{applied: s.rv}, nil
 		case <-verifyTick:
-			return verifyState(s), nil
+			return stateVerify{applied: s.rv}, nil
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
@@ -157,7 +155,8 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			return nil, err
 		}
 		if got == 0 && n > 0 {
-			l.update(func(x *Status) { x.Encoding = batch[0].enc })
+			// Sniffed before the first frame was sent: no race.
+			l.update(func(x *Status) { x.Encoding = st.encoding() })
 		}
 		got += n
 		if proving && l.provenByFrames(s, next, n) {
@@ -223,13 +222,13 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 		switch f.ev.Type {
 		case "ERROR":
-			status := decodeStatus(f.ev.Object)
-			if statusIsGone(status) || statusIsCompactedRevision(*status) {
+			serr := &apierrors.StatusError{ErrStatus: *decodeStatus(f.ev.Object)}
+			if isGone(serr) || isCompactedRevision(serr) {
 				// The event shape: HTTP 200, then ERROR with a 410 Status
 				// (or the compaction revision's 500).
-				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", &apierrors.StatusError{ErrStatus: *status}))
+				next = l.gone(s, fmt.Errorf("watch ERROR event: %w", serr))
 			} else {
-				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, &apierrors.StatusError{ErrStatus: *status})}
+				next = stateBackoff{next: s.resume(), err: fmt.Errorf("%w: ERROR event: %w", ErrWatch, serr)}
 			}
 		case "BOOKMARK":
 			// A bookmark only advances the resume point; it is never journaled.
@@ -259,21 +258,29 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	if len(ops) == 0 {
-		if b, ok := next.(stateBackoff); ok {
-			l.update(func(x *Status) { x.LastError = b.err })
-		}
 		return next, n, nil
 	}
-	reasons, err := l.watchReasons(ctx, types, items)
-	if err != nil {
-		return nil, 0, nil // ctx ended: the caller returns
+	// Each DELETED's reason, confirmed at its resourceVersion (reason.go).
+	reasons := make([]journal.Reason, len(items))
+	cf := l.newConfirmer()
+	for i, it := range items {
+		if types[i] != journal.Deleted {
+			continue
+		}
+		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
+		if err != nil {
+			cf.done()
+			return nil, 0, nil // ctx ended: the caller returns
+		}
+		reasons[i] = r
 	}
+	cf.done()
 	appended := 0
 	var counts TypeCounts
 	var rv string
 	replayAt := -1
 	start := time.Now()
-	err = l.w.Update(func(tx journalwrite.Tx) error {
+	err := l.w.Update(func(tx journalwrite.Tx) error {
 		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
 		for i, op := range ops {
 			if op.item < 0 {
@@ -328,9 +335,6 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		x.ResourceVersion = rv
 		x.Events += appended
 		x.Journaled.add(journal.OriginWatch, counts)
-		if b, ok := next.(stateBackoff); ok {
-			x.LastError = b.err
-		}
 	})
 	if w, ok := next.(stateWatch); ok {
 		w.rv = rv
@@ -344,26 +348,6 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	return next, n, nil
-}
-
-// watchReasons returns the reason of each DELETED among a batch's items
-// (indexed as items; "" for the others), confirmed at the event's
-// resourceVersion (reason.go). Only ctx's end is an error.
-func (l *Loop) watchReasons(ctx context.Context, types []journal.EventType, items []Item) ([]journal.Reason, error) {
-	out := make([]journal.Reason, len(items))
-	cf := l.newConfirmer()
-	defer cf.done()
-	for i, it := range items {
-		if types[i] != journal.Deleted {
-			continue
-		}
-		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r
-	}
-	return out, nil
 }
 
 // gone records a 410, or the compaction revision's 500 that means the same,
@@ -381,9 +365,6 @@ func (l *Loop) gone(s stateWatch, err error) state {
 // bookmarkRV reads metadata.resourceVersion of a BOOKMARK object, which
 // carries no name or uid.
 func bookmarkRV(obj []byte) (string, bool) {
-	var m rawMeta
-	if err := jsonAPI.Unmarshal(obj, &m); err != nil || m.Metadata.ResourceVersion == "" {
-		return "", false
-	}
-	return m.Metadata.ResourceVersion, true
+	rv, _ := bookmarkEnd(obj)
+	return rv, rv != ""
 }
