@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -62,6 +63,9 @@ type feed struct {
 	hmu     sync.Mutex
 	holders map[*registration]struct{} // handlers holding retention (retention.go)
 	opts    *Options
+	// retentionInterval is the package's when acquire made the feed (read
+	// there, not by retain's goroutine, which a test's restore would race).
+	retentionInterval time.Duration
 
 	pages pages // resident pages given back (pages.go)
 }
@@ -126,7 +130,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		close(f.closed)
 		return nil, err
 	}
-	f.j, f.loop, f.opts = j, loop, o
+	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
 	f.pages.kick = make(chan struct{}, 1)
 	return f, nil
 }

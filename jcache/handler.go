@@ -84,6 +84,9 @@ type registration struct {
 	inf    *informer
 	h      toolscache.ResourceEventHandler
 	resync time.Duration
+	// chunk is replayChunk when the handler was added (read there, not by
+	// the replay's reader goroutine, which a test's restore would race).
+	chunk int
 
 	cancel context.CancelFunc // set by startHandlerLocked
 	done   chan struct{}      // closed when run returns
@@ -96,7 +99,7 @@ type registration struct {
 }
 
 func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
-	return &registration{inf: inf, h: h, resync: resync, done: make(chan struct{}), progress: make(chan struct{})}
+	return &registration{inf: inf, h: h, resync: resync, chunk: replayChunk, done: make(chan struct{}), progress: make(chan struct{})}
 }
 
 func (r *registration) advanced() {
@@ -140,8 +143,8 @@ type stored struct {
 }
 
 // readChunk reads the objects after key after (all from the start when
-// first), at most replayChunk or replayBytes, and returns them, the head
-// they are current with and whether they reach the end of the index.
+// first), at most r.chunk or replayBytes, and returns them, the head they
+// are current with and whether they reach the end of the index.
 //
 // The keys come from Journal.ScanIndex, which seeks to after; their
 // objects from one ObjectView at head h. The two are separate read
@@ -157,11 +160,11 @@ func (r *registration) readChunk(after string, first bool) (objs []stored, head 
 		if err != nil {
 			return nil, 0, false, err
 		}
-		entries, err := j.ScanIndex(after, replayChunk)
+		entries, err := j.ScanIndex(after, r.chunk)
 		if err != nil {
 			return nil, 0, false, err
 		}
-		objs, end = objs[:0], len(entries) < replayChunk
+		objs, end = objs[:0], len(entries) < r.chunk
 		same := false
 		size := 0
 		err = j.ViewObjects(func(v *journal.ObjectView) error {
@@ -211,7 +214,7 @@ func (r *registration) scanChunk(after string, first bool) (objs []stored, head 
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
 			}
-			if len(objs) >= replayChunk || size >= replayBytes {
+			if len(objs) >= r.chunk || size >= replayBytes {
 				end = false
 				return false, nil
 			}

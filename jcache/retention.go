@@ -132,10 +132,10 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 		if _, err := c.Trim(); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, retentionInterval)
+		wctx, cancel := context.WithTimeout(ctx, f.retentionInterval)
 		_ = f.j.Wait(wctx, head)
 		cancel()
-		if gap := min(retentionGap, retentionInterval) - time.Since(round); gap > 0 {
+		if gap := min(retentionGap, f.retentionInterval) - time.Since(round); gap > 0 {
 			t := time.NewTimer(gap)
 			select {
 			case <-ctx.Done():

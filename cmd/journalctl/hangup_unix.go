@@ -29,9 +29,11 @@ func stopOnHangup(ctx context.Context, out io.Writer) (context.Context, context.
 	if !ok {
 		return ctx, cancel
 	}
-	fd := int(f.Fd())
+	// hangupPoll is read here: the goroutine is not waited for, and may
+	// start after a test restored it.
+	fd, poll := int(f.Fd()), hangupPoll
 	go func() { // ends with ctx
-		if wait.PollUntilContextCancel(ctx, hangupPoll, false, func(context.Context) (bool, error) { return hungUp(fd), nil }) == nil {
+		if wait.PollUntilContextCancel(ctx, poll, false, func(context.Context) (bool, error) { return hungUp(fd), nil }) == nil {
 			cancel()
 		}
 	}()
