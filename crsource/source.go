@@ -374,18 +374,20 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 		s.log.Error(ErrNotWrapped, "controller not started", "source", s.String())
 		return ErrNotWrapped
 	}
-	select {
+	select { // the writer first: it does not wait for the workers
 	case <-s.synced:
 	case <-s.failed:
 		return s.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	head, err := s.j.Head()
-	if err != nil {
-		return fmt.Errorf("crsource: %w", err)
-	}
-	return s.t.WaitFed(ctx, head, s.failed, s.Err)
+	return s.t.WaitSynced(ctx, s.synced, func() (uint64, error) {
+		head, err := s.j.Head()
+		if err != nil {
+			return 0, fmt.Errorf("crsource: %w", err)
+		}
+		return head, nil
+	}, s.failed, s.Err)
 }
 
 // Reconciler wraps r so that the source learns each reconcile's outcome:

@@ -78,6 +78,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -365,27 +366,26 @@ func (s *ExactSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 
 // WaitForSync returns once the informer's loop has synced, a replay (when
 // there was no consumer) has queued every object, and every event
-// journaled up to then is queued (or ExactOptions.MaxPending requests wait
-// for the workers, which start after it); or when ctx is done or the
-// source failed. It returns ErrExactNotWrapped, and logs it, when the
+// journaled up to then is queued; or as soon as the feed waits for room
+// (ExactOptions.MaxPending requests queued and not yet reconciled, in a
+// replay or after it): the controller starts its workers only after
+// WaitForSync, and the rest of the replay is queued as they reconcile, so
+// a source over any number of objects starts with at most MaxPending
+// requests queued. It returns early when ctx is done (its error) or the
+// source failed (Err). It returns ErrExactNotWrapped, and logs it, when the
 // controller's reconciler was not wrapped.
 func (s *ExactSource) WaitForSync(ctx context.Context) error {
 	if !s.ctl.out.Wrapped() {
 		s.ctl.log.Error(ErrExactNotWrapped, "controller not started", "source", s.String())
 		return ErrExactNotWrapped
 	}
-	select {
-	case <-s.synced:
-	case <-s.failed:
-		return s.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	head, err := s.Journal().Head()
-	if err != nil {
-		return fmt.Errorf("jcache: %w", err)
-	}
-	return s.t.WaitFed(ctx, head, s.failed, s.Err)
+	return s.t.WaitSynced(ctx, s.synced, func() (uint64, error) {
+		head, err := s.Journal().Head()
+		if err != nil {
+			return 0, fmt.Errorf("jcache: %w", err)
+		}
+		return head, nil
+	}, s.failed, s.Err)
 }
 
 // informer returns the cache's informer of the object, one journal file.
@@ -452,7 +452,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	pos := committed
 	if !s.exists.Load() {
 		log.Info("no consumer: a create event for every object, as an informer's initial list")
-		if pos, err = s.replay(ctx, inf, j, tq, eh); err != nil {
+		if pos, err = s.replay(ctx, inf, tq, eh); err != nil {
 			return err
 		}
 	}
@@ -471,7 +471,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 			if err := j.DeleteConsumer(name); err != nil {
 				return err
 			}
-			if pos, err = s.replay(ctx, inf, j, tq, eh); err != nil {
+			if pos, err = s.replay(ctx, inf, tq, eh); err != nil {
 				return err
 			}
 			continue
@@ -523,58 +523,42 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 	return err
 }
 
-// replay sends a create event for every object of the file, a page of at
-// most the room ExactOptions.MaxPending leaves at a time, each request
-// recorded at offset 1 (the commit point stays 0 until all are
-// reconciled), and returns the head read before the first page: the feed
-// goes on after it. The index is read in pages (Journal.ScanIndex): a key
-// present at head is on its page or was deleted after head (its DELETED
-// follows); an object may be newer than head (its later events are then
-// delivered too: at least once).
-func (s *ExactSource) replay(ctx context.Context, inf *informer, j *journal.Journal, tq *delivery.Queue, eh *exactHandler) (uint64, error) {
+// replay sends a create event for every object of the file, each
+// request recorded at offset 1 (the commit point stays 0 until all are
+// reconciled), and returns the head the first chunk was read at: the feed
+// goes on after it. The objects come through the handlers' replay
+// pipeline (replaypipe.go: chunks bounded in objects and in bytes, decoded
+// on all cores, in key order), and each waits for room below
+// ExactOptions.MaxPending before it is handed to the handler, so a replay
+// of any size holds at most MaxPending requests and a few chunks in
+// memory. A chunk is current with its own head, at or after the first's:
+// a key deleted after the first head has its DELETED after it; an object
+// newer than the first head has its later events delivered too (at least
+// once).
+func (s *ExactSource) replay(ctx context.Context, inf *informer, tq *delivery.Queue, eh *exactHandler) (uint64, error) {
 	s.t.Reset(0)
-	head, err := j.Head()
-	if err != nil {
-		return 0, err
-	}
-	after, n := "", 0
-	for {
-		room, ok := s.t.WaitRoom(ctx, s.max)
-		if !ok {
-			return head, nil
+	tq.SetOffset(1)
+	var head uint64
+	first, n, room := true, 0, 0
+	reg := newRegistration(inf, nil, 0)
+	err := reg.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+		if first {
+			head, first = job.head, false
 		}
-		page, err := j.ScanIndex(after, room)
-		if err != nil {
-			return 0, err
-		}
-		var objs [][]byte
-		if err := j.ViewObjects(func(v *journal.ObjectView) error {
-			for _, e := range page {
-				b, ok, err := v.Get(e.Key)
-				if err != nil {
-					return err
-				}
-				if ok {
-					objs = append(objs, append([]byte(nil), b...))
+		return job.objects(ctx, pctx, func(o runtime.Object) {
+			if room == 0 {
+				var ok bool
+				if room, ok = s.t.WaitRoom(ctx, s.max); !ok {
+					return // ctx done: objects returns without going on
 				}
 			}
-			return nil
-		}); err != nil {
-			return 0, err
-		}
-		tq.SetOffset(1)
-		for _, b := range objs {
-			o, err := inf.decode(b)
-			if err != nil {
-				return 0, err
-			}
+			room--
 			eh.OnAdd(o, true)
-		}
-		n += len(objs)
-		if len(page) < room {
-			break
-		}
-		after = page[len(page)-1].Key
+			n++
+		})
+	})
+	if err != nil || ctx.Err() != nil {
+		return 0, err
 	}
 	s.log.Info("replay queued every object", "objects", n, "head", head)
 	s.t.FedTo(head)

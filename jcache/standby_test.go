@@ -57,6 +57,13 @@ type exReplica struct {
 // is lost).
 func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *standbytest.Reader, cut *atomic.Bool) *exReplica {
 	t.Helper()
+	return startExactReplicaWith(t, cp, ns, id, r, cut, 0)
+}
+
+// startExactReplicaWith is startExactReplica with ExactOptions.MaxPending
+// maxPending (0: the default).
+func startExactReplicaWith(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *standbytest.Reader, cut *atomic.Bool, maxPending int) *exReplica {
+	t.Helper()
 	cfg := rest.CopyConfig(cp.RESTConfig())
 	if cut != nil {
 		cfg = standbytest.Cut(cfg, cut, sbPosition)
@@ -67,7 +74,7 @@ func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
+	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{MaxPending: maxPending,
 		Standby: &jcache.Standby{Namespace: ns, Name: sbPosition, Identity: id, Interval: 200 * time.Millisecond}})
 	if err := ex.AddToManager(mgr); err != nil {
 		t.Fatal(err)

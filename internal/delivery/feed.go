@@ -30,16 +30,33 @@ func (t *Tracker) WaitRoom(ctx context.Context, max int) (room int, ok bool) {
 	}
 }
 
-// WaitFed waits until every event up to head has been queued or the feed
-// waits for room, ctx is done (its error), or failed is closed (errf()).
-func (t *Tracker) WaitFed(ctx context.Context, head uint64, failed <-chan struct{}, errf func() error) error {
+// WaitSynced is a source's WaitForSync. It returns nil once the feed
+// waits for room (MaxPending requests queued and not yet reconciled),
+// whenever that happens: the controller starts the workers that make room
+// only after WaitForSync returns, so waiting longer would never end (a
+// replay of more objects than MaxPending, a follower far behind). Else it
+// waits until synced is closed (the feed follows the journal: the source's
+// own condition, its replay included) and then until every event up to
+// head() is queued. It returns ctx's error when ctx is done first, and
+// errf() when failed is closed first.
+func (t *Tracker) WaitSynced(ctx context.Context, synced <-chan struct{}, head func() (uint64, error), failed <-chan struct{}, errf func() error) error {
+	var h uint64
 	for {
 		fed, full, ch := t.FedState()
-		if fed >= head || full {
+		if full {
+			return nil
+		}
+		if synced == nil && fed >= h {
 			return nil
 		}
 		select {
 		case <-ch:
+		case <-synced:
+			var err error
+			if h, err = head(); err != nil {
+				return err
+			}
+			synced = nil // from here on: until fed reaches h
 		case <-failed:
 			return errf()
 		case <-ctx.Done():
