@@ -230,6 +230,7 @@ func (r *registration) scanChunk(after string, first bool) (objs []stored, head 
 func (r *registration) run(ctx context.Context) {
 	defer close(r.done)
 	defer r.inf.f.holdFrom(r)()
+	r.warnQueueSize()
 	err := r.feed(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
 		r.inf.log.Error(err, "feeding an event handler from the journal stopped", "resource", r.inf.f.res.String())

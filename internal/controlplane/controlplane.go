@@ -130,6 +130,12 @@ type Options struct {
 
 	// Logf, when non-nil, receives progress messages (e.g. t.Logf).
 	Logf func(format string, args ...any)
+
+	// KeepData starts etcd on the data dir's etcd-data left by an earlier
+	// Start on the same dir, if there is one, instead of an empty store:
+	// a benchmark's objects survive across runs. The ports are new each
+	// time; etcd, one member, ignores its stored peer URL.
+	KeepData bool
 }
 
 // ControlPlane is a running etcd and kube-apiserver pair on 127.0.0.1. Its
@@ -241,7 +247,9 @@ func Start(ctx context.Context, dir string, opts Options) (*ControlPlane, error)
 	}
 	began := time.Now()
 	c.etcd, err = c.launch(ctx, EtcdBinary, func() error {
-		_ = os.RemoveAll(c.path("etcd-data")) // a failed attempt may have created it
+		if !opts.KeepData {
+			_ = os.RemoveAll(c.path("etcd-data")) // a failed attempt may have created it
+		}
 		return freePorts(&c.etcdClientPort, &c.etcdPeerPort)
 	})
 	if err != nil {
