@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,13 +92,13 @@ func (c *counter) mark(name string) {
 // reconciler is the operator's: it reads the object it was given through
 // the manager's client, as reconcilers do, and counts.
 type reconciler struct {
-	c   client.Client
-	cnt *counter
+	c      client.Client
+	newObj func() client.Object
+	cnt    *counter
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var cm corev1.ConfigMap
-	if err := r.c.Get(ctx, req.NamespacedName, &cm); err != nil {
+	if err := r.c.Get(ctx, req.NamespacedName, r.newObj()); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if strings.HasPrefix(req.Namespace, "headline-") {
@@ -152,14 +153,31 @@ func childMain(kind string) error {
 	if err != nil {
 		return err
 	}
+	newObj := func() client.Object { return &corev1.ConfigMap{} }
+	jo := jcache.Options{Dir: os.Getenv(envDir)}
+	if os.Getenv(envKind) == kindSecrets {
+		// Sealed on disk, with a key file as a mounted Secret gives it.
+		newObj = func() client.Object { return &corev1.Secret{} }
+		keyFile := filepath.Clean(jo.Dir) + ".key"
+		if _, err := os.Stat(keyFile); err != nil {
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return err
+			}
+			if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+				return err
+			}
+		}
+		jo.KeyFiles, jo.SecretPayloads = []string{keyFile}, true
+	}
 	opts := ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	exact := false
 	switch kind {
 	case caseCR, caseCRNoLimit:
 	case caseDropIn, caseDropInRe:
-		opts.NewCache = jcache.NewFunc(jcache.Options{Dir: os.Getenv(envDir)})
+		opts.NewCache = jcache.NewFunc(jo)
 	case caseExact, caseExactRe:
-		opts.NewCache = jcache.NewFunc(jcache.Options{Dir: os.Getenv(envDir)})
+		opts.NewCache = jcache.NewFunc(jo)
 		exact = true
 	default:
 		return fmt.Errorf("unknown case %q", kind)
@@ -169,15 +187,15 @@ func childMain(kind string) error {
 		return err
 	}
 	cnt := newCounter(n)
-	rec := &reconciler{c: mgr.GetClient(), cnt: cnt}
+	rec := &reconciler{c: mgr.GetClient(), newObj: newObj, cnt: cnt}
 	b := ctrl.NewControllerManagedBy(mgr).Named("headline")
 	var src readySource
 	if exact {
 		ex := jcache.Exact(mgr.GetCache(), "headline")
-		src = readySource{ExactSource: ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}), ready: make(chan struct{}), cnt: cnt}
+		src = readySource{ExactSource: ex.Kind(newObj(), &handler.EnqueueRequestForObject{}), ready: make(chan struct{}), cnt: cnt}
 		err = b.WatchesRawSource(src).Complete(ex.Reconciler(rec))
 	} else {
-		err = b.For(&corev1.ConfigMap{}).Complete(rec)
+		err = b.For(newObj()).Complete(rec)
 	}
 	if err != nil {
 		return err

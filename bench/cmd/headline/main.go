@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +46,7 @@ const (
 	envDir   = "HEADLINE_DIR"   // the cache's directory
 	envN     = "HEADLINE_N"     // objects
 	envPprof = "HEADLINE_PPROF" // a directory: heap profiles every 10 s
+	envKind  = "HEADLINE_KIND"  // configmaps or secrets
 )
 
 // The cases, in the order they run.
@@ -66,12 +68,14 @@ type options struct {
 	cases     []string
 	dir       string
 	out, svg  string
+	svgLink   string // the plot's path as the results file links it
 	json      string
 	workers   int
 	timeout   time.Duration
 	command   string
 	keepCP    bool
 	objectLen int
+	kind      string // configmaps or secrets
 }
 
 func main() {
@@ -93,9 +97,20 @@ func main() {
 	flag.StringVar(&o.json, "json", "", "the raw results to write (JSON); empty: none")
 	flag.IntVar(&o.workers, "workers", 64, "parallel writers creating the objects")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the longest one case may run")
-	flag.IntVar(&o.objectLen, "size", 1024, "bytes of data in each ConfigMap")
+	flag.IntVar(&o.objectLen, "size", 1024, "bytes of data in each object")
+	flag.StringVar(&o.kind, "kind", kindConfigMaps, "the objects: "+kindConfigMaps+" or "+kindSecrets+" (Secrets: jcache keeps them sealed, with a key file as a mounted Secret gives it)")
 	flag.StringVar(&o.command, "command", cmp.Or(os.Getenv("HEADLINE_COMMAND"), "make headline"), "the command recorded as the way to reproduce the results")
 	flag.Parse()
+	if o.svg != "" && o.out != "" {
+		abs, _ := filepath.Abs(o.svg)
+		base, _ := filepath.Abs(filepath.Dir(o.out))
+		if rel, err := filepath.Rel(base, abs); err == nil {
+			o.svgLink = filepath.ToSlash(rel)
+		}
+	}
+	if o.kind != kindConfigMaps && o.kind != kindSecrets {
+		fatal(fmt.Errorf("-kind %q: want %s or %s", o.kind, kindConfigMaps, kindSecrets))
+	}
 	var err error
 	if o.limit, err = parseBytes(limit); err != nil {
 		fatal(err)

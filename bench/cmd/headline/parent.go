@@ -60,6 +60,7 @@ type sample struct {
 }
 
 type results struct {
+	Kind      string    `json:"kind"`
 	N         int       `json:"n"`
 	Size      int       `json:"size"`
 	Limit     int64     `json:"limit"`
@@ -98,14 +99,14 @@ func run(ctx context.Context, o options) error {
 	}
 	// A marker records what an earlier run on this directory created, so
 	// that a rerun does not ask the apiserver a million times.
-	marker := filepath.Join(dir, fmt.Sprintf("created-%d-%d", o.n, o.objectLen))
+	marker := filepath.Join(dir, fmt.Sprintf("created-%s-%d-%d", o.kind, o.n, o.objectLen))
 	var took time.Duration
 	if b, err := os.ReadFile(marker); err == nil {
 		took, _ = time.ParseDuration(strings.TrimSpace(string(b)))
-		logf("the %d ConfigMaps exist (%s); created in %v", o.n, marker, took)
+		logf("the %d %s exist (%s); created in %v", o.n, o.kind, marker, took)
 	} else {
-		logf("creating %d ConfigMaps of %d bytes in %d namespaces with %d writers", o.n, o.objectLen, namespaces, o.workers)
-		if took, err = populate(ctx, kube, o.n, o.objectLen, o.workers); err != nil {
+		logf("creating %d %s of %d bytes in %d namespaces with %d writers", o.n, o.kind, o.objectLen, namespaces, o.workers)
+		if took, err = populate(ctx, kube, o.kind, o.n, o.objectLen, o.workers); err != nil {
 			return err
 		}
 		logf("created %d in %v", o.n, took.Round(time.Second))
@@ -113,7 +114,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	res := &results{N: o.n, Size: o.objectLen, Limit: o.limit, Populated: took.Seconds(), Date: time.Now().UTC(), Machine: machine(), Command: o.command}
+	res := &results{Kind: o.kind, N: o.n, Size: o.objectLen, Limit: o.limit, Populated: took.Seconds(), Date: time.Now().UTC(), Machine: machine(), Command: o.command}
 	for _, c := range o.cases {
 		r, err := runCase(ctx, o, dir, cp.KubeconfigPath(), c)
 		if err != nil {
@@ -148,7 +149,7 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 			return nil, err
 		}
 	}
-	env := append(os.Environ(), envChild+"="+c, envN+"="+strconv.Itoa(o.n), envDir+"="+cdir, "KUBECONFIG="+kubeconfig)
+	env := append(os.Environ(), envChild+"="+c, envKind+"="+o.kind, envN+"="+strconv.Itoa(o.n), envDir+"="+cdir, "KUBECONFIG="+kubeconfig)
 	var cg *cgroup
 	if c != caseCRNoLimit {
 		var err error

@@ -15,9 +15,21 @@ import (
 	"strings"
 )
 
+// The section's markers, one section per kind.
+func sectionBegin(kind string) string {
+	return "<!-- headline " + kind + ": begin (bench/cmd/headline writes this section; make headline) -->"
+}
+func sectionEnd(kind string) string { return "<!-- headline " + kind + ": end -->" }
+
+// objects names n objects of the kind for a reader.
+func objects(kind string, n int) string {
+	if kind == kindSecrets {
+		return thousands(n) + " Secrets"
+	}
+	return thousands(n) + " ConfigMaps"
+}
+
 const (
-	sectionBegin = "<!-- headline: begin (bench/cmd/headline writes this section; make headline) -->"
-	sectionEnd   = "<!-- headline: end -->"
 	// handWritten is benchharness's marker: it keeps what follows, so the
 	// section goes right after it.
 	handWritten = "<!-- Everything below this line is written by hand; benchharness keeps it. -->"
@@ -46,10 +58,11 @@ func write(o options, res *results) error {
 		if err != nil {
 			return err
 		}
-		sec := []byte(sectionBegin + "\n" + section(o, res) + sectionEnd)
+		begin, end := sectionBegin(res.Kind), sectionEnd(res.Kind)
+		sec := []byte(begin + "\n" + section(o, res) + end)
 		var next []byte
-		if i, j := bytes.Index(old, []byte(sectionBegin)), bytes.Index(old, []byte(sectionEnd)); i >= 0 && j > i {
-			next = append(append(append([]byte{}, old[:i]...), sec...), old[j+len(sectionEnd):]...)
+		if i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end)); i >= 0 && j > i {
+			next = append(append(append([]byte{}, old[:i]...), sec...), old[j+len(end):]...)
 		} else if i := bytes.Index(old, []byte(handWritten)); i >= 0 {
 			k := i + len(handWritten)
 			next = append(append(append([]byte{}, old[:k]...), append([]byte("\n\n"), sec...)...), old[k:]...)
@@ -91,10 +104,16 @@ func secs(v float64) string {
 
 func section(o options, res *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## The headline: %s ConfigMaps in a %s operator\n\n", thousands(res.N), mib(res.Limit))
-	fmt.Fprintf(&b, "![RSS over time](docs/headline.svg)\n\n")
-	fmt.Fprintf(&b, "One operator process (controller-runtime's builder, For ConfigMaps, a reconciler that Gets the object through `mgr.GetClient()`), only its cache changed, over %s ConfigMaps of %d bytes of data in %d namespaces, each run in a memory limit of %s with `GOMEMLIMIT` at 90%% of it, as a pod runs. Reproduce: `%s`. Run %s on %s; the objects took %.0f s to create.\n\n",
-		thousands(res.N), res.Size, namespaces, mib(res.Limit), res.Command, res.Date.Format("2006-01-02"), res.Machine, res.Populated)
+	kind, sealed := "ConfigMaps", ""
+	if res.Kind == kindSecrets {
+		kind, sealed = "Secrets", " (jcache keeps them sealed, with a key file as a mounted Secret gives it)"
+	}
+	fmt.Fprintf(&b, "\n## The headline: %s in a %s operator\n\n", objects(res.Kind, res.N), mib(res.Limit))
+	if o.svg != "" {
+		fmt.Fprintf(&b, "![RSS over time](%s)\n\n", o.svgLink)
+	}
+	fmt.Fprintf(&b, "One operator process (controller-runtime's builder, For %s, a reconciler that Gets the object through `mgr.GetClient()`), only its cache changed, over %s of %s of data in %d namespaces%s, each run in a memory limit of %s with `GOMEMLIMIT` at 90%% of it, as a pod runs. Reproduce: `%s`. Run %s on %s; the objects took %.0f s to create.\n\n",
+		kind, objects(res.Kind, res.N), size(res.Size), namespaces, sealed, mib(res.Limit), res.Command, res.Date.Format("2006-01-02"), res.Machine, res.Populated)
 	b.WriteString("| case | limit | killed | peak RSS | peak anon | first reconcile | every object reconciled | ready (Exact) | reconciles | disk |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Cases {
@@ -124,6 +143,13 @@ func section(o options, res *results) string {
 	b.WriteString("- **peak RSS**: the largest VmRSS sampled every 100 ms (bbolt's memory map included, which the kernel can reclaim under the limit); **peak anon**: the largest RssAnon, the memory the OOM killer weighs.\n")
 	b.WriteString("- **reconciles**: the reconciler's calls during the run; a restart with nothing changed that reconciles 0 is Exact's promise.\n\n")
 	return b.String()
+}
+
+func size(b int) string {
+	if b >= 1<<10 && b%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d bytes", b)
 }
 
 func thousands(n int) string {
@@ -168,7 +194,7 @@ func plot(res *results) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">RSS of one operator over %s ConfigMaps, limit %s (GOMEMLIMIT 90%%)</text>`+"\n", pad, thousands(res.N), mib(res.Limit))
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">RSS of one operator over %s, limit %s (GOMEMLIMIT 90%%)</text>`+"\n", pad, objects(res.Kind, res.N), mib(res.Limit))
 	for pi, rs := range panels {
 		x0 := pad + pi*(pw+gap)
 		xmax := 10.0
