@@ -255,6 +255,11 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if err := checkBookmarks(opts); err != nil {
 		return nil, err
 	}
+	// The path of the host, which client-go puts before each request's.
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jcache: %w", err)
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = crlog.Log.WithName("jcache")
 	}
@@ -287,7 +292,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	probe := &probeTransport{next: rt, seen: map[string]*url.URL{}}
+	probe := &probeTransport{next: rt, prefix: host.Path, seen: map[string]*url.URL{}}
 	hc := *base
 	hc.Transport = probe
 	opts.HTTPClient = &hc
