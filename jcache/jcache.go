@@ -135,7 +135,9 @@ type Options struct {
 	// HardMaxBytes, when set: then a handler that fell behind stops.
 	Retention *journal.Retention
 	// NoSocket turns off the inspect socket each open file is served on
-	// (journal/inspect: FILE.sock, mode 0600, beside the file), through
+	// (journal/inspect: FILE.sock, mode 0600, beside the file, or in the
+	// user's runtime directory when that path is too long for a socket:
+	// inspect.SocketPath), through
 	// which journalctl stats, events, index and consumers read a file
 	// while the cache holds it (a read-only open waits for the writer's
 	// lock).
