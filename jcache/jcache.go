@@ -64,6 +64,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -181,7 +182,8 @@ type Cache struct {
 	crcache.Cache
 	dir       string
 	temporary bool
-	log       logr.Logger // Options.Logger (Exact's sources log with it)
+	log       logr.Logger    // Options.Logger (Exact's sources log with it)
+	built     builtInformers // for RemoveInformer (unstarted.go)
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -273,7 +275,10 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		o.Keyring = k
 	}
 	o.SealResources = append([]schema.GroupResource(nil), o.SealResources...)
-	c := &Cache{dir: o.Dir, log: o.Logger}
+	if opts.Scheme == nil {
+		opts.Scheme = scheme.Scheme // as controller-runtime defaults it
+	}
+	c := &Cache{dir: o.Dir, log: o.Logger, built: builtInformers{scheme: opts.Scheme}}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
 		if err != nil {
@@ -322,7 +327,9 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			_, res.MetadataOnly = objType.(*metav1.PartialObjectMetadata)
 			f, err = acquire(cfg, dir, res, &o)
 		}
-		return newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		c.built.add(objType, inf)
+		return inf
 	}
 	inner, err := crcache.New(cfg, opts)
 	if err != nil {
