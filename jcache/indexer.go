@@ -27,6 +27,7 @@ package jcache
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -175,8 +176,12 @@ func (x *indexer) Index(name string, obj any) ([]any, error) {
 	return out, err
 }
 
+// errNoIndex is the error of a lookup in an index that was never added:
+// client-go's indexer's text, word for word (thread_safe_store.go), which
+// controller-runtime's reader returns unchanged for a List whose
+// MatchingFields names no index, and which callers match.
 func errNoIndex(name string) error {
-	return errors.New("jcache: index with name " + name + " does not exist")
+	return fmt.Errorf("Index with name %s does not exist", name) //nolint:staticcheck // ST1005: client-go's text
 }
 
 // byIndex calls fn with each object whose index name includes value.

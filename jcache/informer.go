@@ -12,8 +12,10 @@ package jcache
 //
 // States: built (file open, loop built: New reached discovery) → running
 // (Run: the loop runs, handlers are fed) → stopped (Run's context ended:
-// handlers stopped, the feed released; IsStopped). A built informer that
-// is never run keeps its file open until the process ends.
+// handlers stopped, the feed released; IsStopped). A built informer
+// goes to stopped without running when its cache's RemoveInformer drops
+// it (unstarted.go); one that is never run nor removed keeps its file
+// open until the process ends.
 
 import (
 	"context"

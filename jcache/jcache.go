@@ -64,6 +64,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -135,7 +136,9 @@ type Options struct {
 	// HardMaxBytes, when set: then a handler that fell behind stops.
 	Retention *journal.Retention
 	// NoSocket turns off the inspect socket each open file is served on
-	// (journal/inspect: FILE.sock, mode 0600, beside the file), through
+	// (journal/inspect: FILE.sock, mode 0600, beside the file, or in the
+	// user's runtime directory when that path is too long for a socket:
+	// inspect.SocketPath), through
 	// which journalctl stats, events, index and consumers read a file
 	// while the cache holds it (a read-only open waits for the writer's
 	// lock).
@@ -179,7 +182,8 @@ type Cache struct {
 	crcache.Cache
 	dir       string
 	temporary bool
-	log       logr.Logger // Options.Logger (Exact's sources log with it)
+	log       logr.Logger    // Options.Logger (Exact's sources log with it)
+	built     builtInformers // for RemoveInformer (unstarted.go)
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -255,6 +259,11 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if err := checkBookmarks(opts); err != nil {
 		return nil, err
 	}
+	// The path of the host, which client-go puts before each request's.
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jcache: %w", err)
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = crlog.Log.WithName("jcache")
 	}
@@ -266,7 +275,10 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		o.Keyring = k
 	}
 	o.SealResources = append([]schema.GroupResource(nil), o.SealResources...)
-	c := &Cache{dir: o.Dir, log: o.Logger}
+	if opts.Scheme == nil {
+		opts.Scheme = scheme.Scheme // as controller-runtime defaults it
+	}
+	c := &Cache{dir: o.Dir, log: o.Logger, built: builtInformers{scheme: opts.Scheme}}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
 		if err != nil {
@@ -287,7 +299,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	probe := &probeTransport{next: rt, seen: map[string]*url.URL{}}
+	probe := &probeTransport{next: rt, prefix: host.Path, seen: map[string]*url.URL{}}
 	hc := *base
 	hc.Transport = probe
 	opts.HTTPClient = &hc
@@ -315,7 +327,9 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			_, res.MetadataOnly = objType.(*metav1.PartialObjectMetadata)
 			f, err = acquire(cfg, dir, res, &o)
 		}
-		return newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		c.built.add(objType, inf)
+		return inf
 	}
 	inner, err := crcache.New(cfg, opts)
 	if err != nil {

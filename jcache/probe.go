@@ -41,10 +41,11 @@ var errProbed = errors.New("jcache: probe answered locally")
 // probeTransport passes requests to next, except probes, whose URLs it
 // records.
 type probeTransport struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	seen map[string]*url.URL // marker → request URL
-	n    atomic.Uint64
+	next   http.RoundTripper
+	prefix string // the path of the rest.Config's Host: see parseResourceURL
+	mu     sync.Mutex
+	seen   map[string]*url.URL // marker → request URL
+	n      atomic.Uint64
 }
 
 func (p *probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -79,40 +80,41 @@ func (p *probeTransport) resource(lw toolscache.ListerWatcher) (journal.Resource
 	if u == nil {
 		return journal.Resource{}, errors.New("jcache: the informer's list request did not reach the cache's HTTP client (is cache.Options.HTTPClient replaced after New?)")
 	}
-	return parseResourceURL(u)
+	return parseResourceURL(p.prefix, u)
 }
 
-// parseResourceURL reads a list request's URL: .../api/v1[/namespaces/NS]/RES
-// or .../apis/GROUP/VERSION[/namespaces/NS]/RES, with the labelSelector and
-// fieldSelector parameters.
-func parseResourceURL(u *url.URL) (journal.Resource, error) {
-	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-	var rest []string
-	var gv schema.GroupVersion
-	for i := len(segs) - 1; i >= 0; i-- {
-		switch {
-		case segs[i] == "api" && i+1 < len(segs):
-			gv = schema.GroupVersion{Version: segs[i+1]}
-			rest = segs[i+2:]
-		case segs[i] == "apis" && i+2 < len(segs):
-			gv = schema.GroupVersion{Group: segs[i+1], Version: segs[i+2]}
-			rest = segs[i+3:]
-		default:
-			continue
-		}
-		break
-	}
+// parseResourceURL reads a list request's URL: PREFIX/api/V[/namespaces/NS]/RES
+// or PREFIX/apis/G/V[/namespaces/NS]/RES, with the labelSelector and
+// fieldSelector parameters. PREFIX is the path of the rest.Config's Host
+// (a proxy's, say), which client-go puts before every request path. The
+// path is read from the front, after PREFIX, segment by segment: a
+// namespace or resource named like a path word (api, apis, namespaces,
+// watch) is then only ever read as the segment it is in.
+func parseResourceURL(prefix string, u *url.URL) (journal.Resource, error) {
 	var r journal.Resource
-	switch len(rest) {
-	case 1:
-		r.GVR = gv.WithResource(rest[0])
-	case 3:
-		if rest[0] != "namespaces" {
-			return r, fmt.Errorf("jcache: cannot read the resource from %q", u.Path)
-		}
-		r.GVR, r.Namespace = gv.WithResource(rest[2]), rest[1]
+	bad := fmt.Errorf("jcache: cannot read the resource from %q (the rest.Config's host path is %q)", u.Path, prefix)
+	prefix = strings.TrimRight(prefix, "/")
+	path, ok := strings.CutPrefix(u.Path, prefix+"/")
+	if !ok {
+		return r, bad
+	}
+	segs := strings.Split(path, "/")
+	var gv schema.GroupVersion
+	switch {
+	case len(segs) >= 3 && segs[0] == "api" && segs[1] != "":
+		gv, segs = schema.GroupVersion{Version: segs[1]}, segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis" && segs[1] != "" && segs[2] != "":
+		gv, segs = schema.GroupVersion{Group: segs[1], Version: segs[2]}, segs[3:]
 	default:
-		return r, fmt.Errorf("jcache: cannot read the resource from %q", u.Path)
+		return r, bad
+	}
+	switch {
+	case len(segs) == 1 && segs[0] != "":
+		r.GVR = gv.WithResource(segs[0])
+	case len(segs) == 3 && segs[0] == "namespaces" && segs[1] != "" && segs[2] != "":
+		r.GVR, r.Namespace = gv.WithResource(segs[2]), segs[1]
+	default:
+		return r, bad
 	}
 	q := u.Query()
 	r.LabelSelector = q.Get("labelSelector")

@@ -108,7 +108,8 @@ func newWatchCmd() *cobra.Command {
 			"until SIGINT or SIGTERM. While the apiserver is unreachable or answers 5xx, discovery is\n" +
 			"retried with backoff (200ms doubling to 30s). The namespace defaults to the kubeconfig\n" +
 			"context's, else \"default\"; -A watches all namespaces; cluster-scoped resources ignore -n.\n" +
-			"While it runs it serves reads on the unix socket FILE.sock.\n\n" +
+			"While it runs it serves reads on the unix socket FILE.sock (in $XDG_RUNTIME_DIR, or\n" +
+			"$TMPDIR/watchjournal-UID, when FILE.sock is too long a path for a socket).\n\n" +
 			"Several resources, comma-separated (configmaps,secrets), take --dir DIR: each is journaled\n" +
 			"into a file of its own named after it (DIR/configmaps.v1.db, DIR/deployments.v1.apps.db),\n" +
 			"with its own socket, all under one process; -n, -l and the other flags apply to each. The\n" +

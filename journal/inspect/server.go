@@ -1,7 +1,8 @@
 // Package inspect serves a journal held open for writing to readers in
 // other processes. The writer holds bbolt's exclusive lock, so no other
 // process can open the file, even read-only; the writer answers reads
-// instead, as JSON over HTTP on the unix socket <file>.sock (SocketPath).
+// instead, as JSON over HTTP on the unix socket <file>.sock (SocketPath,
+// which says where a socket goes whose path that long would not fit).
 // journalctl watch serves it, and so does any program that embeds the
 // library and calls Serve: journalctl stats, events, index, consumers and
 // relist then work against it.
@@ -265,10 +266,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// SocketPath returns the path of the socket that serves the journal file
-// at db: db + ".sock", where journalctl looks for it.
-func SocketPath(db string) string { return db + ".sock" }
-
 // Serve serves j (written by loop, which may be nil) on the unix socket
 // SocketPath(j.Path()) until ctx is done, then closes the socket and
 // returns nil. It is the one call an embedding program makes so that
@@ -297,6 +294,9 @@ func Serve(ctx context.Context, j *journal.Journal, loop Loop, opts *Options) er
 // once), waits for the serving goroutine to exit and removes the socket.
 // log receives the serving goroutine's error; the zero Logger discards.
 func Listen(sock string, h http.Handler, log logr.Logger) (stop func(), err error) {
+	if err := prepareSocketDir(sock); err != nil {
+		return nil, err
+	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("inspect: remove stale socket: %w", err)
 	}

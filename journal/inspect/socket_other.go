@@ -20,3 +20,6 @@ func listenPrivate(sock string) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// ownedByMe: without unix owners, the directory's mode is the check.
+func ownedByMe(os.FileInfo) bool { return true }

@@ -4,9 +4,16 @@ package inspect
 
 import (
 	"net"
+	"os"
 	"sync"
 	"syscall"
 )
+
+// ownedByMe tells whether the process's user owns the file fi describes.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
 
 // umaskMu serializes listenPrivate's umask changes: the umask is the
 // process's, and two overlapping changes could restore the wrong one.
