@@ -156,8 +156,10 @@ func childMain(kind string) error {
 	newObj := func() client.Object { return &corev1.ConfigMap{} }
 	jo := jcache.Options{Dir: os.Getenv(envDir)}
 	if os.Getenv(envKind) == kindSecrets {
-		// Sealed on disk, with a key file as a mounted Secret gives it.
 		newObj = func() client.Object { return &corev1.Secret{} }
+	}
+	if os.Getenv(envKind) == kindSecrets && jo.Dir != "" {
+		// Sealed on disk, with a key file as a mounted Secret gives it.
 		keyFile := filepath.Clean(jo.Dir) + ".key"
 		if _, err := os.Stat(keyFile); err != nil {
 			key := make([]byte, 32)
@@ -174,7 +176,7 @@ func childMain(kind string) error {
 	exact := false
 	switch kind {
 	case caseCR, caseCRNoLimit:
-	case caseDropIn, caseDropInRe:
+	case caseDropIn, caseDropInRe, caseDropInNoL:
 		opts.NewCache = jcache.NewFunc(jo)
 	case caseExact, caseExactRe:
 		opts.NewCache = jcache.NewFunc(jo)

@@ -10,8 +10,10 @@
 // process of its own in a fresh cgroup, in this order:
 //
 //	crcache          controller-runtime's cache (cache.New)
+//	crcache-nolimit  the same without a limit: its peak
 //	jcache           the one-line drop-in (jcache.NewFunc), first start
 //	jcache-restart   the same, restarted on its files, nothing changed
+//	jcache-nolimit   the drop-in's first start without a limit: its peak
 //	exact            jcache.Exact (WatchesRawSource of ExactController.Kind)
 //	exact-restart    the same, restarted, nothing changed
 //
@@ -29,6 +31,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -55,9 +58,10 @@ const (
 	caseCRNoLimit  = "crcache-nolimit"
 	caseDropIn     = "jcache"
 	caseDropInRe   = "jcache-restart"
+	caseDropInNoL  = "jcache-nolimit"
 	caseExact      = "exact"
 	caseExactRe    = "exact-restart"
-	defaultCases   = caseCR + "," + caseDropIn + "," + caseDropInRe + "," + caseExact + "," + caseExactRe
+	defaultCases   = caseCR + "," + caseCRNoLimit + "," + caseDropIn + "," + caseDropInRe + "," + caseDropInNoL + "," + caseExact + "," + caseExactRe
 	defaultLimit   = 256 << 20
 	defaultObjects = 1_000_000
 )
@@ -87,10 +91,10 @@ func main() {
 		return
 	}
 	var o options
-	var cases, limit string
+	var cases, limit, from string
 	flag.IntVar(&o.n, "n", defaultObjects, "ConfigMaps to create and reconcile")
 	flag.StringVar(&limit, "limit", "256Mi", "the memory limit of each operator process (Ki, Mi, Gi suffixes)")
-	flag.StringVar(&cases, "cases", defaultCases, "cases to run, comma-separated: "+defaultCases+", "+caseCRNoLimit)
+	flag.StringVar(&cases, "cases", defaultCases, "cases to run, comma-separated, of "+defaultCases)
 	flag.StringVar(&o.dir, "dir", ".cache/headline", "working directory (control plane, caches)")
 	flag.StringVar(&o.out, "out", "", "results file to write its headline section into (BENCHMARKS.md); empty: none")
 	flag.StringVar(&o.svg, "svg", "", "the plot to write (SVG); empty: none")
@@ -100,6 +104,7 @@ func main() {
 	flag.IntVar(&o.objectLen, "size", 1024, "bytes of data in each object")
 	flag.StringVar(&o.kind, "kind", kindConfigMaps, "the objects: "+kindConfigMaps+" or "+kindSecrets+" (Secrets: jcache keeps them sealed, with a key file as a mounted Secret gives it)")
 	flag.StringVar(&o.command, "command", cmp.Or(os.Getenv("HEADLINE_COMMAND"), "make headline"), "the command recorded as the way to reproduce the results")
+	flag.StringVar(&from, "from", "", "rewrite -out, -svg from this -json file of an earlier run, and run nothing")
 	flag.Parse()
 	if o.svg != "" && o.out != "" {
 		abs, _ := filepath.Abs(o.svg)
@@ -114,6 +119,21 @@ func main() {
 	var err error
 	if o.limit, err = parseBytes(limit); err != nil {
 		fatal(err)
+	}
+	if from != "" {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			fatal(err)
+		}
+		var res results
+		if err := json.Unmarshal(b, &res); err != nil {
+			fatal(err)
+		}
+		o.json = ""
+		if err := write(o, &res); err != nil {
+			fatal(err)
+		}
+		return
 	}
 	o.cases = strings.FieldsFunc(cases, func(r rune) bool { return r == ',' }) // none: only create the objects
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -135,6 +135,8 @@ func cacheDir(dir, c string) string {
 	switch c {
 	case caseDropIn, caseDropInRe:
 		return filepath.Join(dir, "jcache")
+	case caseDropInNoL:
+		return filepath.Join(dir, "jcache-nolimit")
 	case caseExact, caseExactRe:
 		return filepath.Join(dir, "exact")
 	}
@@ -151,7 +153,7 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 	}
 	env := append(os.Environ(), envChild+"="+c, envKind+"="+o.kind, envN+"="+strconv.Itoa(o.n), envDir+"="+cdir, "KUBECONFIG="+kubeconfig)
 	var cg *cgroup
-	if c != caseCRNoLimit {
+	if c != caseCRNoLimit && c != caseDropInNoL {
 		var err error
 		if cg, err = newCgroup(o.limit); err != nil {
 			return nil, err

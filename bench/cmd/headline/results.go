@@ -87,6 +87,8 @@ func label(c string) string {
 		return "jcache drop-in, first start"
 	case caseDropInRe:
 		return "jcache drop-in, restart"
+	case caseDropInNoL:
+		return "jcache drop-in, first start, no limit"
 	case caseExact:
 		return "jcache.Exact, first start"
 	case caseExactRe:
@@ -173,18 +175,22 @@ func machine() string {
 // plot draws RSS over time, first starts on the left and restarts on the
 // right, the limit as a dashed line, a cross where the kernel killed.
 func plot(res *results) []byte {
-	const w, h, pad, gap = 1000, 380, 60, 40
+	const w, pad, gap, ph = 1000, 60, 40, 260
 	pw := (w - 2*pad - gap) / 2
-	ph := h - 2*pad
-	colors := map[string]string{caseCR: "#d62728", caseCRNoLimit: "#ff9896", caseDropIn: "#1f77b4", caseDropInRe: "#1f77b4", caseExact: "#2ca02c", caseExactRe: "#2ca02c"}
+	colors := map[string]string{caseCR: "#d62728", caseDropIn: "#1f77b4", caseDropInRe: "#1f77b4", caseExact: "#2ca02c", caseExactRe: "#2ca02c"}
 	panels := [2][]*result{}
 	for _, r := range res.Cases {
+		if r.Limit == 0 { // the peaks without a limit are in the table
+			continue
+		}
 		i := 0
 		if strings.HasSuffix(r.Case, "-restart") {
 			i = 1
 		}
 		panels[i] = append(panels[i], r)
 	}
+	legend := max(len(panels[0]), len(panels[1]))
+	h := pad + ph + 30 + 16*legend + 10 // the legends below the axes
 	ymax := float64(res.Limit) * 1.25
 	for _, r := range res.Cases {
 		if r.Limit > 0 {
@@ -248,8 +254,9 @@ func plot(res *results) []byte {
 			case r.Idle > 0:
 				note += fmt.Sprintf(": ready at %.1f s, %d reconciles, peak %s", r.Ready, r.Reconciles, mib(r.PeakRSS))
 			}
+			ly := pad + ph + 36 + li*16
 			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/><text x="%d" y="%d">%s</text>`+"\n",
-				x0+8, x0+28, pad+16+li*16, pad+16+li*16, col, x0+32, pad+20+li*16, html.EscapeString(note))
+				x0, x0+20, ly, ly, col, x0+24, ly+4, html.EscapeString(note))
 		}
 	}
 	b.WriteString("</svg>\n")
