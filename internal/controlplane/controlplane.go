@@ -702,7 +702,7 @@ func (c *ControlPlane) etcdArgs() []string {
 		"--log-level=warn",
 		// Test data: losing it on a machine crash does not matter.
 		"--unsafe-no-fsync=true",
-		"--quota-backend-bytes=" + strconv.Itoa(4<<30),
+		"--quota-backend-bytes=" + strconv.Itoa(8<<30), // etcd's largest advised: room for 3 GB of Secrets
 		"--auto-compaction-retention=0",
 	}
 }

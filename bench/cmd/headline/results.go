@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 )
@@ -20,6 +21,9 @@ func sectionBegin(kind string) string {
 	return "<!-- headline " + kind + ": begin (bench/cmd/headline writes this section; make headline) -->"
 }
 func sectionEnd(kind string) string { return "<!-- headline " + kind + ": end -->" }
+
+// anyEnd matches any kind's end marker.
+var anyEnd = regexp.MustCompile(`<!-- headline [a-z]+: end -->`)
 
 // objects names n objects of the kind for a reader.
 func objects(kind string, n int) string {
@@ -63,6 +67,9 @@ func write(o options, res *results) error {
 		var next []byte
 		if i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end)); i >= 0 && j > i {
 			next = append(append(append([]byte{}, old[:i]...), sec...), old[j+len(end):]...)
+		} else if m := anyEnd.FindAllIndex(old, -1); len(m) > 0 {
+			k := m[len(m)-1][1] // after the other kinds' sections
+			next = append(append(append([]byte{}, old[:k]...), append([]byte("\n\n"), sec...)...), old[k:]...)
 		} else if i := bytes.Index(old, []byte(handWritten)); i >= 0 {
 			k := i + len(handWritten)
 			next = append(append(append([]byte{}, old[:k]...), append([]byte("\n\n"), sec...)...), old[k:]...)
