@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -266,24 +267,38 @@ func idle(ctx context.Context, src readySource) {
 	}
 }
 
-// heapProfiles writes a heap profile every 10 s into dir, named
-// heap-<case>-<seconds>.pb.gz: the one taken nearest the peak shows what
-// held it.
+// heapProfiles writes a heap profile into dir every 10 s, named
+// heap-<case>-<seconds>.pb.gz, and one each time the live heap (as the
+// last GC found it, read every 100 ms) passes 1.25× the largest profiled
+// so far, named heap-<case>-peak-<MiB>.pb.gz: the last of those shows
+// what held the peak.
 func heapProfiles(ctx context.Context, dir, kind string) {
 	began := time.Now()
-	t := time.NewTicker(10 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("heap-%s-%03.0f.pb.gz", kind, time.Since(began).Seconds())))
+	write := func(name string) {
+		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return
 		}
 		_ = pprof.Lookup("heap").WriteTo(f, 0)
 		f.Close()
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var peak uint64 = 16 << 20
+	for i := 1; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(live)
+		if v := live[0].Value.Uint64(); v > peak*5/4 {
+			peak = v
+			write(fmt.Sprintf("heap-%s-peak-%04d.pb.gz", kind, v>>20))
+		}
+		if i%100 == 0 {
+			write(fmt.Sprintf("heap-%s-%03.0f.pb.gz", kind, time.Since(began).Seconds()))
+		}
 	}
 }
