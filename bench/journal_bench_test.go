@@ -262,7 +262,7 @@ func BenchmarkJournalTrim(b *testing.B) {
 				fillIndex(b, j, events, true)
 				b.StartTimer()
 				for {
-					k, _, err := journalwrite.Of(j).Trim(events+1, 1000, 0)
+					k, _, err := journalwrite.Of(j).Trim(events+1, 1000, 0, 0)
 					if err != nil {
 						b.Fatal(err)
 					}

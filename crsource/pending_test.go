@@ -197,7 +197,7 @@ func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Retention passed the consumer (committed 0): only the last event is left.
-	if trimmed, _, err := journalwrite.Of(j).Trim(n, n, 0); err != nil || trimmed != n-1 {
+	if trimmed, _, err := journalwrite.Of(j).Trim(n, n, 0, 0); err != nil || trimmed != n-1 {
 		t.Fatalf("Trim = %d, %v; want %d", trimmed, err, n-1)
 	}
 	src := crsource.NewFromConsumer(c, nil, crsource.Options{MaxPending: max})

@@ -332,21 +332,24 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 }
 
 // Trim deletes events oldest first, in one write transaction: those with
-// offsets below before, at most max of them, and only while the retained
-// size is above minBytes (0: no size condition). It returns how many it
-// deleted and their size in bytes. Retention (package compactor) calls it in
-// bounded steps. The file does not shrink: the store reuses the pages (see
+// offsets below before, at most max of them, no more once those deleted
+// reach maxBytes (0: no bound; at least one is deleted), and only while
+// the retained size is above minBytes (0: no size condition). It returns
+// how many it deleted and their size in bytes. Retention (package
+// compactor) calls it in bounded steps: bounded in bytes too, as the
+// objects a trim keeps (below) are copied into the transaction, which
+// bbolt holds on the heap until the commit. The file does not shrink: the store reuses the pages (see
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).
-func (w *writer) Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error) {
+func (w *writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		var keep func(uint64, []byte) error
 		if tx.HasObjects() {
 			keep = func(off uint64, rec []byte) error { return keepTrimmed(tx, off, rec, w.j.seal) }
 		}
 		var err error
-		n, size, err = tx.DeleteRecords(before, max, minBytes, keep)
+		n, size, err = tx.DeleteRecords(before, max, maxBytes, minBytes, keep)
 		return err
 	})
 	return n, size, err

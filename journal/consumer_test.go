@@ -180,7 +180,7 @@ func TestJournal_CreateConsumer(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "4", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"),
 		ev(journal.Added, "wj/c", "u", "3"), ev(journal.Added, "wj/d", "u", "4"))
-	if _, _, err := journalwrite.Of(j).Trim(2, 10, 0); err != nil { // offsets 2 to 4 retained
+	if _, _, err := journalwrite.Of(j).Trim(2, 10, 0, 0); err != nil { // offsets 2 to 4 retained
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -201,7 +201,7 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),
 		obj(journal.Modified, "wj/a", "u1", "3", `{"color":"blue"}`))
 	// Trim every event: the backfill reads the objects' kept copies too.
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0); err != nil || n != 3 {
+	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want the 3 events", n, err)
 	}
 	appendEvents(t, j, "4", obj(journal.Added, "wj/c", "u3", "4", `{"color":"red"}`))

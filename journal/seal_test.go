@@ -97,7 +97,7 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim everything: b's latest object moves to the objects bucket.
-	if _, _, err := journalwrite.Of(j).Trim(3, 100, 0); err != nil {
+	if _, _, err := journalwrite.Of(j).Trim(3, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{"wj/a": "hunter2-relisted", "wj/b": "hunter2-b"} {
@@ -195,7 +195,7 @@ func TestSeal_Rotation(t *testing.T) {
 	// Retention trims A's record: its copy in the objects bucket is sealed
 	// again under the primary, B, and A is no longer in use.
 	j = openSealed(t, path, secrets, keyring(t, kb, ka))
-	if _, _, err := journalwrite.Of(j).Trim(2, 100, 0); err != nil {
+	if _, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if use, err := j.SealKeyUse(); err != nil || len(use) != 1 || use[journal.KeyID(kb)] != 2 {

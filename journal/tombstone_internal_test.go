@@ -30,7 +30,7 @@ func TestRelist_InterruptedCommit_TombstoneCarriesLastObject(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := j.writer().Trim(2, 10, 0); err != nil || n != 1 {
+	if n, _, err := j.writer().Trim(2, 10, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's ADDED", n, err)
 	}
 	r, err := j.writer().BeginRelist()

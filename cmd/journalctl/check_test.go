@@ -86,7 +86,7 @@ problems  none
 func TestCheck_TrimmedFileIsNotReplayed(t *testing.T) {
 	path := writeJournal(t)
 	j := openJournal(t, path)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0); err != nil {
+	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

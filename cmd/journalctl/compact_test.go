@@ -36,7 +36,7 @@ func writeTrimmedJournal(t *testing.T) string {
 		}
 		appendEvents(t, j, strconv.Itoa(100+batch*100+99), evs...)
 	}
-	if _, _, err := journalwrite.Of(j).Trim(1991, 5000, 0); err != nil {
+	if _, _, err := journalwrite.Of(j).Trim(1991, 5000, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, j, "tail", 1995)

@@ -44,9 +44,10 @@ type Writer interface {
 	// BeginRelist starts a relist, first finishing a commit an earlier
 	// Relist began and could not complete (journal/relist.go).
 	BeginRelist() (Relist, error)
-	// Trim deletes at most max events below before, oldest first, while
-	// the retained size is above minBytes (journal/consumer.go).
-	Trim(before uint64, max int, minBytes uint64) (n int, size int64, err error)
+	// Trim deletes at most max events and about maxBytes (0: no bound)
+	// below before, oldest first, while the retained size is above
+	// minBytes (journal/consumer.go).
+	Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error)
 	// SetKind records the kind and apiVersion of the resource's objects
 	// if the file records none yet (journal/resource.go).
 	SetKind(kind, apiVersion string) error

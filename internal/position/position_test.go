@@ -213,7 +213,7 @@ func TestStartFor(t *testing.T) {
 
 	// Retention trimmed the list and the first watch event: a position
 	// before what is left cannot be placed.
-	if n, _, err := journalwrite.Of(j).Trim(5, 10, 0); err != nil || n != 4 {
+	if n, _, err := journalwrite.Of(j).Trim(5, 10, 0, 0); err != nil || n != 4 {
 		t.Fatalf("Trim = %d, %v", n, err)
 	}
 	if start, why, ok, err := StartFor(j, "10", 0); err != nil || ok {

@@ -187,7 +187,7 @@ func Write(path string) (err error) {
 	if err := j.CommitConsumer(ConsumerOps, CommittedOps); err != nil {
 		return err
 	}
-	if n, _, err := journalwrite.Of(j).Trim(TrimBefore, 100, 0); err != nil || n != TrimBefore-1 {
+	if n, _, err := journalwrite.Of(j).Trim(TrimBefore, 100, 0, 0); err != nil || n != TrimBefore-1 {
 		return fmt.Errorf("schemafile: trim: %d events, %v", n, err)
 	}
 	_, err = j.Consumer(ConsumerLate)

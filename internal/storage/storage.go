@@ -103,12 +103,13 @@ type Tx interface {
 	// bytes.
 	JournalBytes() uint64
 	// DeleteRecords removes records in offset order, oldest first, while
-	// their offset is below before, fewer than max were removed, and the
-	// retained size is above minBytes. It returns how many it removed and
-	// their total size in bytes. Before removing a record it calls each
-	// (when not nil) with the record's offset and bytes; an error from each
-	// stops it and is returned.
-	DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error)
+	// their offset is below before, fewer than max were removed, the
+	// removed ones total less than maxBytes (0: no bound; at least one is
+	// removed), and the retained size is above minBytes. It returns how
+	// many it removed and their total size in bytes. Before removing a
+	// record it calls each (when not nil) with the record's offset and
+	// bytes; an error from each stops it and is returned.
+	DeleteRecords(before uint64, max int, maxBytes int64, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error)
 
 	// SeenClear empties the seen set of an unordered relist.
 	SeenClear() error

@@ -191,7 +191,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 		j := open(t)
 		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Added, "b", "11", "", "web"))
 		write(t, j, ev(journal.Modified, "a", "12", "10", "db"))
-		if n, _, err := journalwrite.Of(j).Trim(2, 1, 0); err != nil || n != 1 {
+		if n, _, err := journalwrite.Of(j).Trim(2, 1, 0, 0); err != nil || n != 1 {
 			t.Fatalf("Trim = %d, %v; want 1 event trimmed", n, err)
 		}
 		got := updates(t, j, "h", typed, 1)

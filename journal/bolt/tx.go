@@ -218,10 +218,10 @@ func (t *tx) Records(from uint64, fn func(off uint64, rec []byte) (bool, error))
 	return nil
 }
 
-func (t *tx) DeleteRecords(before uint64, max int, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
+func (t *tx) DeleteRecords(before uint64, max int, maxBytes int64, minBytes uint64, each func(off uint64, rec []byte) error) (n int, size int64, err error) {
 	left := t.JournalBytes()
 	c, _ := t.cursor(bucketJournal)
-	for k, v := c.first(); k != nil && getU64(k) < before && n < max && left > minBytes; k, v = c.first() {
+	for k, v := c.first(); k != nil && getU64(k) < before && n < max && (maxBytes <= 0 || size < maxBytes) && left > minBytes; k, v = c.first() {
 		if each != nil {
 			if err := each(getU64(k), v); err != nil {
 				return n, size, err

@@ -170,7 +170,7 @@ func TestReader_MissingObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(2, 10, 0); err != nil || n != 1 {
+	if n, _, err := journalwrite.Of(j).Trim(2, 10, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want a/old's event", n, err)
 	}
 	r := cache.NewReader(j, scheme.Scheme)

@@ -23,6 +23,13 @@ type Options struct {
 	Interval time.Duration
 	// Step is the most events deleted per transaction. Default 1000.
 	Step int
+	// StepBytes is about the most bytes of events deleted per transaction
+	// (one more event may pass it). Default 4 MiB. A file that keeps
+	// objects copies a trimmed event's object when it is still its key's
+	// latest, in the same transaction, and bbolt holds what a transaction
+	// writes on the heap until its commit: the transaction's memory
+	// follows the events' bytes, not their count.
+	StepBytes int64
 	// Logger receives one line, at V(0), per trim that deleted events. The
 	// zero Logger discards.
 	Logger logr.Logger
@@ -56,6 +63,9 @@ func New(j *journal.Journal, p Policy, opts Options) *Compactor {
 	}
 	if opts.Step <= 0 {
 		opts.Step = 1000
+	}
+	if opts.StepBytes <= 0 {
+		opts.StepBytes = 4 << 20
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -151,14 +161,14 @@ func (c *Compactor) Trim() (Result, error) {
 // trim deletes below before, above minBytes, in steps.
 func (c *Compactor) trim(res *Result, before, minBytes uint64) error {
 	for {
-		n, size, err := journalwrite.Of(c.j).Trim(before, c.opts.Step, minBytes)
+		n, size, err := journalwrite.Of(c.j).Trim(before, c.opts.Step, c.opts.StepBytes, minBytes)
 		if err != nil {
 			return fmt.Errorf("compactor: trim: %w", err)
 		}
 		res.Events += n
 		res.Bytes += size
-		if n < c.opts.Step {
-			return nil
+		if n < c.opts.Step && size < c.opts.StepBytes {
+			return nil // nothing more to trim now
 		}
 	}
 }

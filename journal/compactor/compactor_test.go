@@ -353,3 +353,53 @@ func TestRetention_SlowReaderDoesNotGrowFile(t *testing.T) {
 		}
 	}
 }
+
+// A trim transaction is bounded in bytes as well as in events: a file
+// that keeps objects copies each trimmed latest object inside the
+// transaction, which bbolt holds on the heap until the commit, so a
+// thousand events of 100 KiB would hold 100 MB. Trimming goes on, a
+// transaction at a time, until the policy holds.
+func TestTrim_StepBytesBoundsATransaction(t *testing.T) {
+	j, _ := openJ(t)
+	if err := j.KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 40, 100 << 10
+	write(t, j, n, n, size, time.Now()) // 40 keys, each one event: every trimmed event is kept as its key's object
+
+	del, bytes, err := journalwrite.Of(j).Trim(n+1, 1000, 250<<10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if del != 3 || bytes < 250<<10 {
+		t.Fatalf("Trim(maxBytes 250 KiB) over events of %d bytes deleted %d (%d bytes); want 3, the third passing the bound", size, del, bytes)
+	}
+
+	res, err := compactor.New(j, compactor.Policy{MaxEvents: 1}, compactor.Options{StepBytes: 250 << 10}).Trim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := j.Stats()
+	if res.Events != n-4 || st.FirstOffset != n || st.LastOffset != n {
+		t.Fatalf("compactor Trim(MaxEvents 1, StepBytes 250 KiB) = %+v, stats %d..%d; want %d deleted in transactions of 3, %d..%d left", res, st.FirstOffset, st.LastOffset, n-4, n, n)
+	}
+	// Every key's object is still readable: the copies were kept.
+	seen := 0
+	if err := j.ViewObjects(func(v *journal.ObjectView) error {
+		for i := range n {
+			obj, ok, err := v.Get(fmt.Sprintf("wj/o%04d", i))
+			if err != nil {
+				return err
+			}
+			if ok && len(obj) > size {
+				seen++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != n {
+		t.Fatalf("%d of %d objects readable after the trims", seen, n)
+	}
+}
