@@ -25,7 +25,7 @@ vet:
 
 ## test: builds the local control plane if needed, then runs all tests,
 ## then the race detector on RACE_PKGS, then controller-runtime's cache conformance
-## suite against jcache (conformance), then promtool check rules on
+## suite against jcache (conformance), then rulecheck (promtool's rule checks) on
 ## deploy/monitoring (monitoring, monitoring.mk). Tests that need kube-apiserver fail
 ## (not skip) when it is missing; tests that need root (a size-limited
 ## tmpfs, a memory cgroup) fail when they cannot run, unless

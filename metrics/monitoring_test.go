@@ -118,7 +118,7 @@ type dashboard struct {
 // deploy/monitoring is one package metrics exports (with a journal and its
 // loop registered), that the rules cover lag, relists by cause, 410s,
 // backoffs and sync, and that the dashboard is well-formed JSON whose
-// panels query those metrics. promtool check rules (make test) checks the
+// panels query those metrics. tools/rulecheck (make test: promtool's rule checks) checks the
 // rules' syntax.
 func TestMonitoring_NamesExported(t *testing.T) {
 	names := exported(t)
