@@ -68,6 +68,8 @@ type feed struct {
 	retentionInterval time.Duration
 
 	pages pages // resident pages given back (pages.go)
+
+	verify verifications // index verifications (diskindex.go)
 }
 
 // registry holds the process's open feeds by path.
@@ -132,6 +134,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	}
 	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
 	f.pages.kick = make(chan struct{}, 1)
+	f.verify.ctx, f.verify.cancel = context.WithCancel(context.Background())
 	return f, nil
 }
 
@@ -214,6 +217,7 @@ func (f *feed) release() {
 	if stop != nil {
 		stop()
 	}
+	f.verify.stop()
 	_ = f.j.Close()
 	registry.mu.Lock()
 	delete(registry.feeds, f.path)
