@@ -136,14 +136,15 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 }
 
 // verifications are a feed's index verifications: each started by an
-// AddIndexers, running until it is done or stop.
+// AddIndexers, running until it is done or stop. The zero value is ready.
 type verifications struct {
-	ctx    context.Context // set by acquire; cancelled by stop
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg sync.WaitGroup
 
-	mu  sync.Mutex
-	all []*verification
+	mu      sync.Mutex
+	ctx     context.Context // made by the first start; cancelled by stop
+	cancel  context.CancelFunc
+	stopped bool
+	all     []*verification
 }
 
 // verification is one VerifyIndexes; stats and err are set when done is
@@ -159,28 +160,41 @@ type verification struct {
 func (v *verifications) start(j *journal.Journal, names []string, log logr.Logger) {
 	r := &verification{names: names, done: make(chan struct{})}
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.all = append(v.all, r)
-	v.mu.Unlock()
+	if v.stopped {
+		r.err = journal.ErrClosed
+		close(r.done)
+		return
+	}
+	if v.ctx == nil {
+		v.ctx, v.cancel = context.WithCancel(context.Background())
+	}
+	ctx := v.ctx
 	v.wg.Go(func() {
 		defer close(r.done)
 		begin := time.Now()
-		r.stats, r.err = j.VerifyIndexes(v.ctx, names)
+		r.stats, r.err = j.VerifyIndexes(ctx, names)
 		switch {
 		case r.err == nil:
 			log.V(1).Info("indexes verified against their functions", "indexes", names, "keys", r.stats.Keys,
 				"rewritten", r.stats.Rewritten, "transactions", r.stats.Transactions, "duration", time.Since(begin))
-		case v.ctx.Err() != nil || errors.Is(r.err, journal.ErrClosed):
+		case ctx.Err() != nil || errors.Is(r.err, journal.ErrClosed):
 		default:
 			log.Error(r.err, "verifying indexes kept in the journal file failed; they are evaluated at read time", "indexes", names)
 		}
 	})
 }
 
-// stop ends the verifications and waits for them.
+// stop ends the verifications and waits for them; a later start fails
+// its verification with journal.ErrClosed at once.
 func (v *verifications) stop() {
+	v.mu.Lock()
+	v.stopped = true
 	if v.cancel != nil {
 		v.cancel()
 	}
+	v.mu.Unlock()
 	v.wg.Wait()
 }
 

@@ -134,7 +134,6 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	}
 	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
 	f.pages.kick = make(chan struct{}, 1)
-	f.verify.ctx, f.verify.cancel = context.WithCancel(context.Background())
 	return f, nil
 }
 
