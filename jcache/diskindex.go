@@ -19,20 +19,20 @@ package jcache
 // Indexes follow the code. The file cannot tell whether the function
 // given under a name today is the one its entries were computed with (a
 // new version of the program may change it, or the transform, which
-// changes what it sees). So every registration is verified: AddIndexers
+// changes what it sees). So every registration is followed by a reindex: AddIndexers
 // registers the functions (the writer indexes with them from then on)
-// and starts a goroutine that runs journal.VerifyIndexes, which decodes
+// and starts a goroutine that runs journal.Reindex, which decodes
 // every stored object once per index, through the current transform, in
 // bounded batches beside the writer, and rewrites only the keys whose
 // values differ (a name the file does not record is built the same way).
 // Until it is done the index is pending in the file, and a read through
 // it takes the read-time path below: a List is correct throughout, after
-// the cache synced as before it, and the verification is off the path to
-// the first reconcile. The goroutine ends when the verification does, or
+// the cache synced as before it, and the reindex is off the path to
+// the first reconcile. The goroutine ends when the reindex does, or
 // when the feed's last release stops it (the file closes after it).
 //
 // The read-time path stays: an index the file does not keep (the
-// registration failed, the verification is not done, or the namespace
+// registration failed, the reindex is not done, or the namespace
 // index, which is a key-prefix scan)
 // is evaluated by decoding the namespace's objects (indexer.go).
 //
@@ -132,33 +132,33 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 	}
 	maps.Copy(i.disk.names, names)
 	i.disk.mu.Unlock()
-	i.f.verify.start(i.f.j, slices.Sorted(maps.Keys(fns)), i.log.WithValues("file", i.f.path))
+	i.f.reindexes.start(i.f.j, slices.Sorted(maps.Keys(fns)), i.log.WithValues("file", i.f.path))
 }
 
-// verifications are a feed's index verifications: each started by an
+// reindexes are a feed's reindex runs: each started by an
 // AddIndexers, running until it is done or stop. The zero value is ready.
-type verifications struct {
+type reindexes struct {
 	wg sync.WaitGroup
 
 	mu      sync.Mutex
 	ctx     context.Context // made by the first start; cancelled by stop
 	cancel  context.CancelFunc
 	stopped bool
-	all     []*verification
+	all     []*reindexRun
 }
 
-// verification is one VerifyIndexes; stats and err are set when done is
+// reindexRun is one Reindex; stats and err are set when done is
 // closed.
-type verification struct {
+type reindexRun struct {
 	names []string
 	done  chan struct{}
-	stats journal.VerifyStats
+	stats journal.ReindexStats
 	err   error
 }
 
-// start verifies names in j in a goroutine.
-func (v *verifications) start(j *journal.Journal, names []string, log logr.Logger) {
-	r := &verification{names: names, done: make(chan struct{})}
+// start reindexes names in j in a goroutine.
+func (v *reindexes) start(j *journal.Journal, names []string, log logr.Logger) {
+	r := &reindexRun{names: names, done: make(chan struct{})}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.all = append(v.all, r)
@@ -174,21 +174,21 @@ func (v *verifications) start(j *journal.Journal, names []string, log logr.Logge
 	v.wg.Go(func() {
 		defer close(r.done)
 		begin := time.Now()
-		r.stats, r.err = j.VerifyIndexes(ctx, names)
+		r.stats, r.err = j.Reindex(ctx, names)
 		switch {
 		case r.err == nil:
-			log.V(1).Info("indexes verified against their functions", "indexes", names, "keys", r.stats.Keys,
+			log.V(1).Info("indexes reindexed against their functions", "indexes", names, "keys", r.stats.Keys,
 				"rewritten", r.stats.Rewritten, "transactions", r.stats.Transactions, "duration", time.Since(begin))
 		case ctx.Err() != nil || errors.Is(r.err, journal.ErrClosed):
 		default:
-			log.Error(r.err, "verifying indexes kept in the journal file failed; they are evaluated at read time", "indexes", names)
+			log.Error(r.err, "reindexing indexes kept in the journal file failed; they are evaluated at read time", "indexes", names)
 		}
 	})
 }
 
-// stop ends the verifications and waits for them; a later start fails
-// its verification with journal.ErrClosed at once.
-func (v *verifications) stop() {
+// stop ends the reindexes and waits for them; a later start fails
+// its reindex with journal.ErrClosed at once.
+func (v *reindexes) stop() {
 	v.mu.Lock()
 	v.stopped = true
 	if v.cancel != nil {
@@ -198,8 +198,8 @@ func (v *verifications) stop() {
 	v.wg.Wait()
 }
 
-// wait waits for every verification started so far and returns them.
-func (v *verifications) wait(ctx context.Context) ([]*verification, error) {
+// wait waits for every reindex started so far and returns them.
+func (v *reindexes) wait(ctx context.Context) ([]*reindexRun, error) {
 	v.mu.Lock()
 	all := slices.Clone(v.all)
 	v.mu.Unlock()

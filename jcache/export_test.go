@@ -83,10 +83,10 @@ func ModifiedOffsets(dir string) ([]uint64, error) {
 // process started.
 func IndexReads() (disk, scan int64) { return indexReads.disk.Load(), indexReads.scan.Load() }
 
-// IndexVerifications waits for the index verifications started so far
+// Reindexes waits for the reindex runs started so far
 // in the open files of dir (of every directory, for ""), and returns what
 // each did, in the order of the files' paths and then of their start.
-func IndexVerifications(ctx context.Context, dir string) ([]journal.VerifyStats, error) {
+func Reindexes(ctx context.Context, dir string) ([]journal.ReindexStats, error) {
 	registry.mu.Lock()
 	var fs []*feed
 	for p, f := range registry.feeds {
@@ -96,9 +96,9 @@ func IndexVerifications(ctx context.Context, dir string) ([]journal.VerifyStats,
 	}
 	registry.mu.Unlock()
 	slices.SortFunc(fs, func(a, b *feed) int { return strings.Compare(a.path, b.path) })
-	var out []journal.VerifyStats
+	var out []journal.ReindexStats
 	for _, f := range fs {
-		vs, err := f.verify.wait(ctx)
+		vs, err := f.reindexes.wait(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -69,7 +69,7 @@ type feed struct {
 
 	pages pages // resident pages given back (pages.go)
 
-	verify verifications // index verifications (diskindex.go)
+	reindexes reindexes // reindex runs of its indexes (diskindex.go)
 }
 
 // registry holds the process's open feeds by path.
@@ -216,7 +216,7 @@ func (f *feed) release() {
 	if stop != nil {
 		stop()
 	}
-	f.verify.stop()
+	f.reindexes.stop()
 	_ = f.j.Close()
 	registry.mu.Lock()
 	delete(registry.feeds, f.path)

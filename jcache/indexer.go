@@ -15,7 +15,7 @@ package jcache
 // transaction as the object (diskindex.go): ByIndex and IndexKeys are a
 // lookup of the value's keys and a read of their objects. An index the
 // file does not keep (its registration failed) or does not answer for yet
-// (its verification against the function is not done) is evaluated at
+// (its reindex against the function is not done) is evaluated at
 // read time:
 // ByIndex decodes every object of the namespace the index value names
 // (all, for an all-namespaces value) and keeps those whose index function

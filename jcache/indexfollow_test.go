@@ -118,17 +118,17 @@ func waitByV(t *testing.T, c client.Reader, ns, value string, want []string) {
 	}
 }
 
-// verified waits for the index verifications of the open files in dir
+// reindexed waits for the reindex runs of the open files in dir
 // (every open file, for "") and returns their sum.
-func verified(t *testing.T, dir string) journal.VerifyStats {
+func reindexed(t *testing.T, dir string) journal.ReindexStats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	all, err := jcache.IndexVerifications(ctx, dir)
+	all, err := jcache.Reindexes(ctx, dir)
 	if err != nil {
-		t.Fatalf("index verifications of %s: %v", dir, err)
+		t.Fatalf("reindex runs of %s: %v", dir, err)
 	}
-	var sum journal.VerifyStats
+	var sum journal.ReindexStats
 	for _, s := range all {
 		sum.Keys += s.Keys
 		sum.Rewritten += s.Rewritten
@@ -188,7 +188,7 @@ func cmName(i int) string { return fmt.Sprintf("cm-%04d", i) }
 // indexes by-v as data["v"]; run 2, on the same directory, registers
 // by-v as data["v"]+"-2". Without any change to the objects, a List after
 // run 2's cache synced finds every object under the new value and none
-// under the old, before the verification is done (read at read time) and
+// under the old, before the reindex is done (read at read time) and
 // after (from disk, every key rewritten once).
 func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 	cp, kube, ns := setup(t)
@@ -196,7 +196,7 @@ func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
 	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
 	waitByV(t, r1.c, ns, "one", names)
-	verified(t, dir)
+	reindexed(t, dir)
 	r1.stop()
 
 	r2 := startIndexedManager(t, cp, dir, ns, byV("-2"), nil)
@@ -207,16 +207,16 @@ func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 	if got := listByV(t, r2.c, ns, "one"); len(got) != 0 {
 		t.Errorf("run 2, by-v=one (run 1's function) lists %q; want none", got)
 	}
-	st := verified(t, dir)
+	st := reindexed(t, dir)
 	if st.Keys != len(names) || st.Rewritten != len(names) || st.Transactions != 1 {
-		t.Errorf("run 2's verification: %+v; want %d keys read and rewritten, in 1 transaction", st, len(names))
+		t.Errorf("run 2's reindex: %+v; want %d keys read and rewritten, in 1 transaction", st, len(names))
 	}
 	wantFromDisk(t, r2.c, ns, "one-2", names)
 	wantFromDisk(t, r2.c, ns, "one", []string{})
 }
 
 // TestCache_IndexUnchangedAcrossRestartIsNotRewritten: run 2 registers
-// the same function: its verification reads every key and rewrites none
+// the same function: its reindex reads every key and rewrites none
 // (no write transaction), and the index answers from disk.
 func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 	cp, kube, ns := setup(t)
@@ -224,15 +224,15 @@ func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
 	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
 	waitByV(t, r1.c, ns, "one", names)
-	if st := verified(t, dir); st.Keys != 0 {
-		t.Errorf("run 1's verification, on an empty file: %+v; want no key", st)
+	if st := reindexed(t, dir); st.Keys != 0 {
+		t.Errorf("run 1's reindex, on an empty file: %+v; want no key", st)
 	}
 	r1.stop()
 
 	r2 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
 	defer r2.stop()
-	if st := verified(t, dir); st.Keys != len(names) || st.Rewritten != 0 || st.Transactions != 0 {
-		t.Errorf("run 2's verification of the same function: %+v; want %d keys read, none rewritten, no write transaction", st, len(names))
+	if st := reindexed(t, dir); st.Keys != len(names) || st.Rewritten != 0 || st.Transactions != 0 {
+		t.Errorf("run 2's reindex of the same function: %+v; want %d keys read, none rewritten, no write transaction", st, len(names))
 	}
 	wantFromDisk(t, r2.c, ns, "one", names)
 }
@@ -261,15 +261,15 @@ func TestCache_IndexFollowsChangedTransform(t *testing.T) {
 	if got := listByV(t, r2.c, ns, "one"); len(got) != 0 {
 		t.Errorf("run 2 (transformed), by-v=one (untransformed) lists %q; want none", got)
 	}
-	if st := verified(t, dir); st.Rewritten != len(names) {
-		t.Errorf("run 2's verification: %+v; want %d keys rewritten", st, len(names))
+	if st := reindexed(t, dir); st.Rewritten != len(names) {
+		t.Errorf("run 2's reindex: %+v; want %d keys rewritten", st, len(names))
 	}
 	wantFromDisk(t, r2.c, ns, "t-one", names)
 }
 
 // TestCache_IndexAddedToManyObjectsIsBuiltInBatches: run 1 keeps 3,000
 // ConfigMaps without an index; run 2 adds by-v. Its build takes one write
-// transaction per batch of journal.VerifyBatch keys, never one for all;
+// transaction per batch of journal.ReindexBatch keys, never one for all;
 // while it is paused (its function blocked on one object, in no
 // transaction), a List through the index is correct (read at read time)
 // and the writer keeps writing: updates of a key already built and of one
@@ -352,10 +352,10 @@ func TestCache_IndexAddedToManyObjectsIsBuiltInBatches(t *testing.T) {
 	released = true
 	close(resume)
 
-	st := verified(t, dir)
-	batches := (n + journal.VerifyBatch - 1) / journal.VerifyBatch
-	if st.Keys != n || st.Transactions != batches || st.MaxRewrite > journal.VerifyBatch || st.Rewritten < n-2 || st.Rewritten > n {
-		t.Errorf("the build: %+v; want %d keys, %d to %d rewritten in %d transactions of at most %d", st, n, n-2, n, batches, journal.VerifyBatch)
+	st := reindexed(t, dir)
+	batches := (n + journal.ReindexBatch - 1) / journal.ReindexBatch
+	if st.Keys != n || st.Transactions != batches || st.MaxRewrite > journal.ReindexBatch || st.Rewritten < n-2 || st.Rewritten > n {
+		t.Errorf("the build: %+v; want %d keys, %d to %d rewritten in %d transactions of at most %d", st, n, n-2, n, batches, journal.ReindexBatch)
 	}
 	wantFromDisk(t, r2.c, ns, "new", wantNew)
 	wantFromDisk(t, r2.c, ns, "v3", want3)

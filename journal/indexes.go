@@ -5,8 +5,8 @@ package journal
 //
 // Design. A process registers index functions on a writable journal
 // (Journal.AddIndexes) before its writer starts, as client-go's
-// AddIndexers before an informer runs, and verifies them against the file
-// (Journal.VerifyIndexes, indexverify.go), beside the writer. Each function maps an object's
+// AddIndexers before an informer runs, and brings the file current with
+// them (Journal.Reindex, reindex.go), beside the writer. Each function maps an object's
 // bytes (as stored: JSON or protobuf as served, or the metadata a
 // metadata-only journal keeps) to index values. Every write that changes a key's object
 // — the writer's append (tx.go) of an ADDED, MODIFIED or DELETED, a relist's commit (its
@@ -27,19 +27,19 @@ package journal
 // The length prefix keeps any value (a "/" or a NUL included) apart from
 // the key that follows it.
 //
-// Names recorded, and verified at every registration. Go functions cannot
+// Names recorded, and reindexed at every registration. Go functions cannot
 // be fingerprinted, so the file records the names of the indexes it keeps
 // (meta "indexes") and cannot know whether the function registered under
 // a name today is the one its entries were computed with (a program's
 // next version may change it, or the transform its objects pass
 // through). So every registration (AddIndexes) marks its names pending
-// (meta "indexesPending"), and VerifyIndexes brings a pending index
+// (meta "indexesPending"), and Reindex brings a pending index
 // current: it reads the live keys in bounded batches, each in a read
 // transaction of its own, calls the registered function on each object
 // outside any transaction, and rewrites only the keys whose stored values
 // differ, in one short write transaction per batch; the last transaction
 // clears the mark. A name the file does not record is recorded, with an
-// empty bucket, by AddIndexes: its build is the same verification, every
+// empty bucket, by AddIndexes: its build is the same reindex, every
 // key with values differing from none.
 //
 // Invariant: a name that is recorded and not pending has, for every live
@@ -49,11 +49,11 @@ package journal
 // reader evaluates the function itself (jcache's read-time path), so a
 // read never gets a stale or partial answer. It holds because the
 // function is registered in AddIndexes' transaction, before the
-// verification starts: every write from then on indexes with it, and a
+// reindex starts: every write from then on indexes with it, and a
 // batch rewrites a key only when the key's index entry is the one it
 // read (a write in between has indexed the key already). A crash during
-// the verification leaves the name pending; the next registration
-// verifies again.
+// the reindex leaves the name pending; the next registration
+// reindexes again.
 //
 // A write made while a recorded name is not registered (a process that
 // did not, or not yet, register it) drops that index and its record in
@@ -87,9 +87,9 @@ type IndexFunc func(obj []byte) ([]string, error)
 var ErrNoIndex = errors.New("journal: no such index")
 
 // ErrIndexPending matches ErrNoIndex: the index is registered but not yet
-// verified against its function (AddIndexes, then VerifyIndexes), so the
+// reindexed against its function (AddIndexes, then Reindex), so the
 // file cannot answer for it; evaluate the function instead.
-var ErrIndexPending = fmt.Errorf("%w: its verification against the registered function is not finished", ErrNoIndex)
+var ErrIndexPending = fmt.Errorf("%w: its reindex against the registered function is not finished", ErrNoIndex)
 
 // ErrIndexFunc matches the error of a write whose index function failed;
 // the write's transaction was rolled back.
@@ -97,14 +97,14 @@ var ErrIndexFunc = errors.New("journal: index function failed")
 
 // metaIndexes records the names of the indexes the file keeps, sorted,
 // separated by newlines; metaIndexesPending, in the same form, those of
-// them not verified against their function yet.
+// them not reindexed against their function yet.
 const (
 	metaIndexes        = "indexes"
 	metaIndexesPending = "indexesPending"
 )
 
 // registration is one AddIndexes of a name: its address tells a
-// verification whether the name was registered again since it began.
+// reindex whether the name was registered again since it began.
 type registration struct{ fn IndexFunc }
 
 // indexSet is the index functions registered on a Journal in this
@@ -160,7 +160,7 @@ func setNameList(tx storage.Tx, meta string, names []string) error {
 }
 
 // answering returns ErrNoIndex when the file does not record name, and
-// ErrIndexPending while it is not verified.
+// ErrIndexPending while it is not reindexed.
 func answering(tx storage.Tx, name string) error {
 	if !slices.Contains(recordedIndexes(tx), name) {
 		return fmt.Errorf("%w: %q", ErrNoIndex, name)
@@ -175,9 +175,9 @@ func answering(tx storage.Tx, name string) error {
 // this process, and makes the file keep their indexes from this
 // transaction on: every later write indexes its object with them. Each
 // name is marked pending in the file, and lookups in it fail with
-// ErrIndexPending until VerifyIndexes has checked the stored entries
+// ErrIndexPending until Reindex has checked the stored entries
 // against the function (a name the file does not record starts empty:
-// the verification builds it). Registering a name this Journal already
+// the reindex builds it). Registering a name this Journal already
 // has replaces its function, pending again. It is one short write
 // transaction; call it before the writer starts (a write made while a
 // recorded name is not registered drops the index). Errors: ErrReadOnly,

@@ -36,14 +36,14 @@ func color(calls *int) journal.IndexFunc {
 	}
 }
 
-// withIndex registers color and verifies it, and returns what the
-// verification did.
-func withIndex(t *testing.T, j *journal.Journal, calls *int) journal.VerifyStats {
+// withIndex registers color and reindexes it, and returns what the
+// reindex did.
+func withIndex(t *testing.T, j *journal.Journal, calls *int) journal.ReindexStats {
 	t.Helper()
 	return withIndexFunc(t, j, color(calls))
 }
 
-func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journal.VerifyStats {
+func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journal.ReindexStats {
 	t.Helper()
 	if err := j.KeepObjects(); err != nil {
 		t.Fatal(err)
@@ -51,9 +51,9 @@ func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journ
 	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": fn}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := j.VerifyIndexes(context.Background(), []string{"color"})
+	st, err := j.Reindex(context.Background(), []string{"color"})
 	if err != nil {
-		t.Fatalf("VerifyIndexes = %+v, %v", st, err)
+		t.Fatalf("Reindex = %+v, %v", st, err)
 	}
 	return st
 }
@@ -199,8 +199,8 @@ func TestIndexes_SameTransaction(t *testing.T) {
 }
 
 // Ensure that a name registered for the first time on a file with objects
-// is built from them by its verification, that a restart registering the
-// same name verifies it and rewrites nothing, and that a write made
+// is built from them by its reindex, that a restart registering the
+// same name reindexes it and rewrites nothing, and that a write made
 // without the name registered drops it (it would be stale), so the next
 // registration builds it again.
 func TestIndexes_BackfillRestartDrop(t *testing.T) {
@@ -289,7 +289,7 @@ func TestIndexes_CheckValuesRewrite(t *testing.T) {
 	}
 	j = open(t, path)
 	if st := withIndex(t, j, nil); st.Rewritten != 0 {
-		t.Fatalf("the rewritten file's index was rewritten by its verification: %+v", st)
+		t.Fatalf("the rewritten file's index was rewritten by its reindex: %+v", st)
 	}
 	wantIndex(t, j, "red", "wj/a", "wj/c")
 	wantIndex(t, j, "blue")

@@ -1,17 +1,17 @@
 package journal
 
-// Verification of indexes against the functions registered now (see
-// indexes.go, "Names recorded, and verified at every registration").
+// Reindexing against the functions registered now (see
+// indexes.go, "Names recorded, and reindexed at every registration").
 //
-// Design. VerifyIndexes walks the live keys in key order, one batch at a
-// time: a read transaction copies at most VerifyBatch keys (or readBytes
+// Design. Reindex walks the live keys in key order, one batch at a
+// time: a read transaction copies at most ReindexBatch keys (or readBytes
 // of objects) with their index entry, object and stored values; the
 // registered functions run on the copies outside any transaction, so a
 // slow function holds neither the writer nor the store's memory map; a
 // write transaction then rewrites the keys whose values differ, each only
 // if its index entry is still the one read (else a write indexed it with
 // the same function in between). A batch with nothing to rewrite takes no
-// write transaction, so verifying an unchanged index costs the writer
+// write transaction, so reindexing an unchanged index costs the writer
 // nothing but the final transaction that clears the pending mark. The
 // writer waits at most for one batch's rewrite, never for a pass over
 // the file.
@@ -25,12 +25,12 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// VerifyBatch is the most keys VerifyIndexes reads in one read
+// ReindexBatch is the most keys Reindex reads in one read
 // transaction, and so rewrites in one write transaction.
-const VerifyBatch = 512
+const ReindexBatch = 512
 
-// VerifyStats is what one VerifyIndexes did.
-type VerifyStats struct {
+// ReindexStats is what one Reindex did.
+type ReindexStats struct {
 	// Keys is the number of live keys read (each once, whatever the
 	// number of names).
 	Keys int
@@ -42,13 +42,13 @@ type VerifyStats struct {
 	// keys; the one that clears the pending mark is not counted.
 	Transactions int
 	// MaxRewrite is the most pairs rewritten in one write transaction;
-	// at most VerifyBatch times the number of names.
+	// at most ReindexBatch times the number of names.
 	MaxRewrite int
 }
 
-// verifyKey is a key read by a batch: its index entry and object (copies)
+// reindexKey is a key read by a batch: its index entry and object (copies)
 // and its stored values per name.
-type verifyKey struct {
+type reindexKey struct {
 	key   string
 	entry []byte
 	obj   []byte // nil: no object (no values)
@@ -63,19 +63,19 @@ type rewrite struct {
 	vals  []string
 }
 
-// VerifyIndexes brings the pending indexes names (registered by this
+// Reindex brings the pending indexes names (registered by this
 // Journal's AddIndexes) current with their functions, in bounded batches
 // (see the top of the file), then clears their pending mark: lookups in
 // them answer from then on. It runs beside the writer and returns when
 // done or when ctx is done (ctx.Err(); the names stay pending). A name
-// that is not pending is verified all the same. Errors: ErrReadOnly, one
+// that is not pending is reindexed all the same. Errors: ErrReadOnly, one
 // naming an unregistered name, ErrIndexFunc (the names stay pending),
 // an error when a name is registered again while it runs (the later
-// registration's verification takes over), the store's.
-func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStats, error) {
-	var st VerifyStats
+// registration's reindex takes over), the store's.
+func (j *Journal) Reindex(ctx context.Context, names []string) (ReindexStats, error) {
+	var st ReindexStats
 	if j.store.ReadOnly() {
-		return st, fmt.Errorf("%w: verify indexes of %s", ErrReadOnly, j.Path())
+		return st, fmt.Errorf("%w: reindex of %s", ErrReadOnly, j.Path())
 	}
 	names = slices.Clone(names)
 	slices.Sort(names)
@@ -84,7 +84,7 @@ func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStat
 	all := j.ix.get()
 	for i, n := range names {
 		if regs[i] = all[n]; regs[i] == nil {
-			return st, fmt.Errorf("journal: verify index %q: not registered by AddIndexes", n)
+			return st, fmt.Errorf("journal: reindex index %q: not registered by AddIndexes", n)
 		}
 	}
 	if len(names) == 0 {
@@ -95,9 +95,9 @@ func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStat
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		batch, err := j.readVerifyBatch(after, names)
+		batch, err := j.readReindexBatch(after, names)
 		if err != nil {
-			return st, fmt.Errorf("journal: verify indexes: %w", err)
+			return st, fmt.Errorf("journal: reindex: %w", err)
 		}
 		st.Keys += len(batch)
 		var rw []rewrite
@@ -106,7 +106,7 @@ func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStat
 				var vals []string
 				if k.obj != nil {
 					if vals, err = callIndex(n, regs[i].fn, []byte(k.key), k.obj); err != nil {
-						return st, fmt.Errorf("journal: verify indexes: %w", err)
+						return st, fmt.Errorf("journal: reindex: %w", err)
 					}
 				}
 				if !slices.Equal(vals, k.old[i]) {
@@ -117,13 +117,13 @@ func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStat
 		if len(rw) > 0 {
 			n, err := j.rewriteIndexes(names, regs, rw)
 			if err != nil {
-				return st, fmt.Errorf("journal: verify indexes: %w", err)
+				return st, fmt.Errorf("journal: reindex: %w", err)
 			}
 			st.Rewritten += n
 			st.Transactions++
 			st.MaxRewrite = max(st.MaxRewrite, n)
 		}
-		if len(batch) < VerifyBatch && !batchFull(batch) {
+		if len(batch) < ReindexBatch && !batchFull(batch) {
 			break
 		}
 		after = []byte(batch[len(batch)-1].key)
@@ -136,13 +136,13 @@ func (j *Journal) VerifyIndexes(ctx context.Context, names []string) (VerifyStat
 		return setPendingIndexes(tx, pending)
 	})
 	if err != nil {
-		return st, fmt.Errorf("journal: verify indexes: %w", err)
+		return st, fmt.Errorf("journal: reindex: %w", err)
 	}
 	return st, nil
 }
 
 // batchFull reports whether a batch stopped on its bytes bound.
-func batchFull(batch []verifyKey) bool {
+func batchFull(batch []reindexKey) bool {
 	size := 0
 	for _, k := range batch {
 		size += len(k.obj)
@@ -150,12 +150,12 @@ func batchFull(batch []verifyKey) bool {
 	return size >= readBytes
 }
 
-// readVerifyBatch copies up to VerifyBatch live keys after after (or
+// readReindexBatch copies up to ReindexBatch live keys after after (or
 // readBytes of objects), with their index entry, object (opened, when
 // sealed) and stored values in each index of names, in one read
 // transaction.
-func (j *Journal) readVerifyBatch(after []byte, names []string) ([]verifyKey, error) {
-	var out []verifyKey
+func (j *Journal) readReindexBatch(after []byte, names []string) ([]reindexKey, error) {
+	var out []reindexKey
 	err := j.store.View(func(tx storage.Tx) error {
 		out = out[:0]
 		size := 0
@@ -174,7 +174,7 @@ func (j *Journal) readVerifyBatch(after []byte, names []string) ([]verifyKey, er
 				}
 				obj = bytes.Clone(obj)
 			}
-			vk := verifyKey{key: key, entry: bytes.Clone(iv), obj: obj, old: make([][]string, len(names))}
+			vk := reindexKey{key: key, entry: bytes.Clone(iv), obj: obj, old: make([][]string, len(names))}
 			for i, n := range names {
 				if vk.old[i], err = decodeValues(tx.DerivedGet(indexBucket(n), keyEntry(k))); err != nil {
 					return false, err
@@ -182,7 +182,7 @@ func (j *Journal) readVerifyBatch(after []byte, names []string) ([]verifyKey, er
 			}
 			out = append(out, vk)
 			size += len(obj)
-			return len(out) < VerifyBatch && size < readBytes, nil
+			return len(out) < ReindexBatch && size < readBytes, nil
 		})
 	})
 	return out, err
@@ -218,7 +218,7 @@ func stillRegistered(j *Journal, names []string, regs []*registration) error {
 	all := j.ix.get()
 	for i, n := range names {
 		if all[n] != regs[i] {
-			return fmt.Errorf("index %q was registered again during its verification", n)
+			return fmt.Errorf("index %q was registered again during its reindex", n)
 		}
 	}
 	return nil

@@ -42,16 +42,16 @@ func colored(t *testing.T, j *journal.Journal, n int) {
 
 // Ensure that registering another function under a recorded name leaves
 // the index pending (lookups fail with ErrIndexPending, which matches
-// ErrNoIndex) until its verification, which rewrites exactly the keys
+// ErrNoIndex) until its reindex, which rewrites exactly the keys
 // whose values differ, in one write transaction per batch that has some,
 // each at most a batch, and then answers with the new function's values.
-func TestIndexes_Verify_ChangedFunctionRewritesWhatDiffers(t *testing.T) {
+func TestIndexes_Reindex_ChangedFunctionRewritesWhatDiffers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	const n = 3*journal.VerifyBatch + 10
+	const n = 3*journal.ReindexBatch + 10
 	colored(t, j, n)
-	if st := withIndex(t, j, nil); st.Keys != n || st.Rewritten != n || st.Transactions != 4 || st.MaxRewrite != journal.VerifyBatch {
-		t.Fatalf("first verification = %+v; want %d keys, all rewritten, in 4 transactions of at most %d", st, n, journal.VerifyBatch)
+	if st := withIndex(t, j, nil); st.Keys != n || st.Rewritten != n || st.Transactions != 4 || st.MaxRewrite != journal.ReindexBatch {
+		t.Fatalf("first reindex = %+v; want %d keys, all rewritten, in 4 transactions of at most %d", st, n, journal.ReindexBatch)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -62,11 +62,11 @@ func TestIndexes_Verify_ChangedFunctionRewritesWhatDiffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := j.LookupIndex("color", "red"); !errors.Is(err, journal.ErrIndexPending) || !errors.Is(err, journal.ErrNoIndex) {
-		t.Fatalf("LookupIndex before the verification = %v; want ErrIndexPending, matching ErrNoIndex", err)
+		t.Fatalf("LookupIndex before the reindex = %v; want ErrIndexPending, matching ErrNoIndex", err)
 	}
-	st, err := j.VerifyIndexes(context.Background(), []string{"color"})
-	if err != nil || st.Keys != n || st.Rewritten != (n+1)/2 || st.Transactions != 4 || st.MaxRewrite != journal.VerifyBatch/2 {
-		t.Fatalf("VerifyIndexes of the changed function = %+v, %v; want %d keys, the %d even ones rewritten in 4 transactions", st, err, n, (n+1)/2)
+	st, err := j.Reindex(context.Background(), []string{"color"})
+	if err != nil || st.Keys != n || st.Rewritten != (n+1)/2 || st.Transactions != 4 || st.MaxRewrite != journal.ReindexBatch/2 {
+		t.Fatalf("Reindex of the changed function = %+v, %v; want %d keys, the %d even ones rewritten in 4 transactions", st, err, n, (n+1)/2)
 	}
 	if got, err := j.LookupIndex("color", "red"); err != nil || len(got) != 0 {
 		t.Fatalf("LookupIndex(red) = %d keys, %v; want none (every red object is red-2 now)", len(got), err)
@@ -78,18 +78,18 @@ func TestIndexes_Verify_ChangedFunctionRewritesWhatDiffers(t *testing.T) {
 		t.Fatalf("LookupIndex(any) = %d keys, %v; want %d", len(got), err, n)
 	}
 	if r, err := j.Check(); err != nil || !r.OK() {
-		t.Fatalf("Check after the verification = %+v, %v; want sound", r, err)
+		t.Fatalf("Check after the reindex = %+v, %v; want sound", r, err)
 	}
 }
 
-// Ensure that writes made while a verification runs leave the index
-// right: one to a key the verification has read already and one to a key
+// Ensure that writes made while a reindex runs leave the index
+// right: one to a key the reindex has read already and one to a key
 // it has not, both while it is paused inside the function (in no
 // transaction), and a deletion.
-func TestIndexes_Verify_WritesDuringVerification(t *testing.T) {
+func TestIndexes_Reindex_WritesDuringReindex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	const n = 2*journal.VerifyBatch + 10
+	const n = 2*journal.ReindexBatch + 10
 	colored(t, j, n)
 	withIndex(t, j, nil)
 	if err := j.Close(); err != nil {
@@ -98,7 +98,7 @@ func TestIndexes_Verify_WritesDuringVerification(t *testing.T) {
 
 	j = open(t, path)
 	paused, resume := make(chan struct{}), make(chan struct{})
-	gate := fmt.Sprintf(`{"n":%d,`, journal.VerifyBatch+5) // in the second batch
+	gate := fmt.Sprintf(`{"n":%d,`, journal.ReindexBatch+5) // in the second batch
 	first := true
 	fn := func(b []byte) ([]string, error) {
 		if first && len(b) > len(gate) && string(b[:len(gate)]) == gate {
@@ -112,28 +112,28 @@ func TestIndexes_Verify_WritesDuringVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	type result struct {
-		st  journal.VerifyStats
+		st  journal.ReindexStats
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := j.VerifyIndexes(context.Background(), []string{"color"})
+		st, err := j.Reindex(context.Background(), []string{"color"})
 		done <- result{st, err}
 	}()
 	<-paused
-	// wj/0002 was verified (first batch), wj/1030 is not read yet; wj/0004
+	// wj/0002 was reindexed (first batch), wj/1030 is not read yet; wj/0004
 	// goes.
 	appendEvents(t, j, "2",
 		obj(journal.Modified, "wj/0002", "u2", "2", `{"n":2,"color":"green"}`),
 		obj(journal.Modified, fmt.Sprintf("wj/%04d", n-4), fmt.Sprint("u", n-4), "2", fmt.Sprintf(`{"n":%d,"color":"green"}`, n-4)),
 		ev(journal.Deleted, "wj/0004", "u4", "2"))
 	if _, err := j.LookupIndex("color", "green-2"); !errors.Is(err, journal.ErrIndexPending) {
-		t.Fatalf("LookupIndex during the verification = %v; want ErrIndexPending", err)
+		t.Fatalf("LookupIndex during the reindex = %v; want ErrIndexPending", err)
 	}
 	close(resume)
 	r := <-done
 	if r.err != nil {
-		t.Fatalf("VerifyIndexes = %+v, %v", r.st, r.err)
+		t.Fatalf("Reindex = %+v, %v", r.st, r.err)
 	}
 	want := []string{"wj/0002", fmt.Sprintf("wj/%04d", n-4)}
 	if got, err := j.LookupIndex("color", "green-2"); err != nil || !slices.Equal(got, want) {
@@ -143,14 +143,14 @@ func TestIndexes_Verify_WritesDuringVerification(t *testing.T) {
 		t.Fatalf("LookupIndex(red-2) = %d keys (wj/0004 among them: %v), %v; want %d, without wj/0004", len(got), slices.Contains(got, "wj/0004"), err, (n+1)/2-3)
 	}
 	if rep, err := j.Check(); err != nil || !rep.OK() {
-		t.Fatalf("Check after the verification = %+v, %v; want sound", rep, err)
+		t.Fatalf("Check after the reindex = %+v, %v; want sound", rep, err)
 	}
 }
 
-// Ensure that a verification stopped by its context leaves the index
+// Ensure that a reindex stopped by its context leaves the index
 // pending, and a crash's file (the mark persisted) is pending for a
-// reader until the next verification.
-func TestIndexes_Verify_StoppedStaysPending(t *testing.T) {
+// reader until the next reindex.
+func TestIndexes_Reindex_StoppedStaysPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
 	colored(t, j, 10)
@@ -162,8 +162,8 @@ func TestIndexes_Verify_StoppedStaysPending(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := j.VerifyIndexes(ctx, []string{"color"}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("VerifyIndexes with a cancelled context = %v; want context.Canceled", err)
+	if _, err := j.Reindex(ctx, []string{"color"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reindex with a cancelled context = %v; want context.Canceled", err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -174,9 +174,9 @@ func TestIndexes_Verify_StoppedStaysPending(t *testing.T) {
 	}
 	defer ro.Close()
 	if _, err := ro.IndexValues("color"); !errors.Is(err, journal.ErrIndexPending) {
-		t.Fatalf("IndexValues of an index never verified, read-only = %v; want ErrIndexPending", err)
+		t.Fatalf("IndexValues of an index never reindexed, read-only = %v; want ErrIndexPending", err)
 	}
-	if _, err := ro.VerifyIndexes(context.Background(), []string{"color"}); !errors.Is(err, journal.ErrReadOnly) {
-		t.Fatalf("VerifyIndexes read-only = %v; want ErrReadOnly", err)
+	if _, err := ro.Reindex(context.Background(), []string{"color"}); !errors.Is(err, journal.ErrReadOnly) {
+		t.Fatalf("Reindex read-only = %v; want ErrReadOnly", err)
 	}
 }
