@@ -14,15 +14,26 @@ package jcache
 // informer's object type, transformed, as the informer's handlers get it,
 // and calls the user's function: the decode is paid at write time, by the
 // writer (the feed's reconcile.Loop), once per change of the key; a read
-// through the index decodes only the objects it returns. A name the file
-// does not record yet is built once from the stored objects when it is
-// registered (one pass, in one write transaction); after a restart the
-// same IndexField finds the name recorded and the index current (see
-// journal/indexes.go for when a file drops an index: a write made while it
-// is not registered).
+// through the index decodes only the objects it returns.
+//
+// Indexes follow the code. The file cannot tell whether the function
+// given under a name today is the one its entries were computed with (a
+// new version of the program may change it, or the transform, which
+// changes what it sees). So every registration is followed by a reindex: AddIndexers
+// registers the functions (the writer indexes with them from then on)
+// and starts a goroutine that runs journal.Reindex, which decodes
+// every stored object once per index, through the current transform, in
+// bounded batches beside the writer, and rewrites only the keys whose
+// values differ (a name the file does not record is built the same way).
+// Until it is done the index is pending in the file, and a read through
+// it takes the read-time path below: a List is correct throughout, after
+// the cache synced as before it, and the reindex is off the path to
+// the first reconcile. The goroutine ends when the reindex does, or
+// when the feed's last release stops it (the file closes after it).
 //
 // The read-time path stays: an index the file does not keep (the
-// registration failed, or the namespace index, which is a key-prefix scan)
+// registration failed, the reindex is not done, or the namespace
+// index, which is a key-prefix scan)
 // is evaluated by decoding the namespace's objects (indexer.go).
 //
 // An index function is called by the writer inside its write transaction:
@@ -32,11 +43,15 @@ package jcache
 // plaintext: an index over a Secret's data puts that data in the file.
 
 import (
+	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,11 +127,90 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 		return
 	}
 	i.disk.mu.Lock()
-	defer i.disk.mu.Unlock()
 	if i.disk.names == nil {
 		i.disk.names = map[string]string{}
 	}
 	maps.Copy(i.disk.names, names)
+	i.disk.mu.Unlock()
+	i.f.reindexes.start(i.f.j, slices.Sorted(maps.Keys(fns)), i.log.WithValues("file", i.f.path))
+}
+
+// reindexes are a feed's reindex runs: each started by an
+// AddIndexers, running until it is done or stop. The zero value is ready.
+type reindexes struct {
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	ctx     context.Context // made by the first start; cancelled by stop
+	cancel  context.CancelFunc
+	stopped bool
+	all     []*reindexRun
+}
+
+// reindexRun is one Reindex; stats and err are set when done is
+// closed.
+type reindexRun struct {
+	names []string
+	done  chan struct{}
+	stats journal.ReindexStats
+	err   error
+}
+
+// start reindexes names in j in a goroutine.
+func (v *reindexes) start(j *journal.Journal, names []string, log logr.Logger) {
+	r := &reindexRun{names: names, done: make(chan struct{})}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.all = append(v.all, r)
+	if v.stopped {
+		r.err = journal.ErrClosed
+		close(r.done)
+		return
+	}
+	if v.ctx == nil {
+		v.ctx, v.cancel = context.WithCancel(context.Background())
+	}
+	ctx := v.ctx
+	v.wg.Go(func() {
+		defer close(r.done)
+		begin := time.Now()
+		r.stats, r.err = j.Reindex(ctx, names)
+		switch {
+		case r.err == nil:
+			log.V(1).Info("indexes reindexed against their functions", "indexes", names, "keys", r.stats.Keys,
+				"rewritten", r.stats.Rewritten, "transactions", r.stats.Transactions, "duration", time.Since(begin))
+		case ctx.Err() != nil || errors.Is(r.err, journal.ErrClosed):
+		default:
+			log.Error(r.err, "reindexing indexes kept in the journal file failed; they are evaluated at read time", "indexes", names)
+		}
+	})
+}
+
+// stop ends the reindexes and waits for them; a later start fails
+// its reindex with journal.ErrClosed at once.
+func (v *reindexes) stop() {
+	v.mu.Lock()
+	v.stopped = true
+	if v.cancel != nil {
+		v.cancel()
+	}
+	v.mu.Unlock()
+	v.wg.Wait()
+}
+
+// wait waits for every reindex started so far and returns them.
+func (v *reindexes) wait(ctx context.Context) ([]*reindexRun, error) {
+	v.mu.Lock()
+	all := slices.Clone(v.all)
+	v.mu.Unlock()
+	for _, r := range all {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return all, nil
 }
 
 // lookup calls fn with each object whose index name includes value,

@@ -16,7 +16,11 @@
 //   - Get and List decode fresh objects from the file on each call;
 //     nothing is kept on the heap between calls, and no two reads share
 //     memory (indexer.go). IndexField's indexes are kept in the file,
-//     written with the object (diskindex.go).
+//     written with the object, and reindexed at every start with the
+//     function given now (a changed function or transform is followed,
+//     only what differs is rewritten); until the reindex is done a read
+//     through an index decodes the namespace's objects, so it is never
+//     stale (diskindex.go).
 //   - Handlers get OnAdd for every stored object, read from disk before the
 //     server is reached, then the journal's events: OnUpdate with the
 //     complete old object, OnDelete with the last object,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -80,6 +82,35 @@ func ModifiedOffsets(dir string) ([]uint64, error) {
 // disk and how many by evaluating the index at read time, since the
 // process started.
 func IndexReads() (disk, scan int64) { return indexReads.disk.Load(), indexReads.scan.Load() }
+
+// Reindexes waits for the reindex runs started so far
+// in the open files of dir (of every directory, for ""), and returns what
+// each did, in the order of the files' paths and then of their start.
+func Reindexes(ctx context.Context, dir string) ([]journal.ReindexStats, error) {
+	registry.mu.Lock()
+	var fs []*feed
+	for p, f := range registry.feeds {
+		if (dir == "" || filepath.Dir(p) == filepath.Clean(dir)) && f.j != nil {
+			fs = append(fs, f)
+		}
+	}
+	registry.mu.Unlock()
+	slices.SortFunc(fs, func(a, b *feed) int { return strings.Compare(a.path, b.path) })
+	var out []journal.ReindexStats
+	for _, f := range fs {
+		vs, err := f.reindexes.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			if v.err != nil {
+				return nil, v.err
+			}
+			out = append(out, v.stats)
+		}
+	}
+	return out, nil
+}
 
 // SetExactFinalCommit sets whether an Exact source commits once more when
 // its context ends (false: a SIGKILL-like stop), for tests; it returns a

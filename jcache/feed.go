@@ -68,6 +68,8 @@ type feed struct {
 	retentionInterval time.Duration
 
 	pages pages // resident pages given back (pages.go)
+
+	reindexes reindexes // reindex runs of its indexes (diskindex.go)
 }
 
 // registry holds the process's open feeds by path.
@@ -214,6 +216,7 @@ func (f *feed) release() {
 	if stop != nil {
 		stop()
 	}
+	f.reindexes.stop()
 	_ = f.j.Close()
 	registry.mu.Lock()
 	delete(registry.feeds, f.path)

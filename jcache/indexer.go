@@ -14,7 +14,9 @@ package jcache
 // Indexes (IndexField) are kept in the file, written in the same
 // transaction as the object (diskindex.go): ByIndex and IndexKeys are a
 // lookup of the value's keys and a read of their objects. An index the
-// file does not keep (its registration failed) is evaluated at read time:
+// file does not keep (its registration failed) or does not answer for yet
+// (its reindex against the function is not done) is evaluated at
+// read time:
 // ByIndex decodes every object of the namespace the index value names
 // (all, for an all-namespaces value) and keeps those whose index function
 // gives the value. Index(name, obj) is a lookup per value of obj's;

@@ -5,7 +5,8 @@ package journal
 //
 // Design. A process registers index functions on a writable journal
 // (Journal.AddIndexes) before its writer starts, as client-go's
-// AddIndexers before an informer runs. Each function maps an object's
+// AddIndexers before an informer runs, and brings the file current with
+// them (Journal.Reindex, reindex.go), beside the writer. Each function maps an object's
 // bytes (as stored: JSON or protobuf as served, or the metadata a
 // metadata-only journal keeps) to index values. Every write that changes a key's object
 // — the writer's append (tx.go) of an ADDED, MODIFIED or DELETED, a relist's commit (its
@@ -26,16 +27,38 @@ package journal
 // The length prefix keeps any value (a "/" or a NUL included) apart from
 // the key that follows it.
 //
-// Names recorded. Go functions cannot be fingerprinted, so the file
-// records the names of the indexes it keeps (meta "indexes"). A name
-// registered for the first time on a file is built once from the stored
-// objects (one pass over the index, in the registering transaction); a
-// name the file already records is trusted: a restart registers the same
-// names with the same functions, and the index is current. A write made
-// while a recorded name is not registered (a process that did not, or not
-// yet, register it) drops that index and its record in the same
-// transaction, since the write would leave it stale; registering it
-// later builds it again. An index function's error fails the write (as
+// Names recorded, and reindexed at every registration. Go functions cannot
+// be fingerprinted, so the file records the names of the indexes it keeps
+// (meta "indexes") and cannot know whether the function registered under
+// a name today is the one its entries were computed with (a program's
+// next version may change it, or the transform its objects pass
+// through). So every registration (AddIndexes) marks its names pending
+// (meta "indexesPending"), and Reindex brings a pending index
+// current: it reads the live keys in bounded batches, each in a read
+// transaction of its own, calls the registered function on each object
+// outside any transaction, and rewrites only the keys whose stored values
+// differ, in one short write transaction per batch; the last transaction
+// clears the mark. A name the file does not record is recorded, with an
+// empty bucket, by AddIndexes: its build is the same reindex, every
+// key with values differing from none.
+//
+// Invariant: a name that is recorded and not pending has, for every live
+// key, the values its registered function gives the key's object. While a
+// name is pending, lookups in it (LookupIndex, ObjectView.Lookup,
+// IndexValues) fail with ErrIndexPending, which matches ErrNoIndex: the
+// reader evaluates the function itself (jcache's read-time path), so a
+// read never gets a stale or partial answer. It holds because the
+// function is registered in AddIndexes' transaction, before the
+// reindex starts: every write from then on indexes with it, and a
+// batch rewrites a key only when the key's index entry is the one it
+// read (a write in between has indexed the key already). A crash during
+// the reindex leaves the name pending; the next registration
+// reindexes again.
+//
+// A write made while a recorded name is not registered (a process that
+// did not, or not yet, register it) drops that index and its record in
+// the same transaction, since the write would leave it stale; registering
+// it later builds it again. An index function's error fails the write (as
 // client-go's store, which panics on one): the transaction is rolled back
 // whole and the error matches ErrIndexFunc.
 
@@ -63,21 +86,34 @@ type IndexFunc func(obj []byte) ([]string, error)
 // dropped by a write made while it was not registered).
 var ErrNoIndex = errors.New("journal: no such index")
 
+// ErrIndexPending matches ErrNoIndex: the index is registered but not yet
+// reindexed against its function (AddIndexes, then Reindex), so the
+// file cannot answer for it; evaluate the function instead.
+var ErrIndexPending = fmt.Errorf("%w: its reindex against the registered function is not finished", ErrNoIndex)
+
 // ErrIndexFunc matches the error of a write whose index function failed;
 // the write's transaction was rolled back.
 var ErrIndexFunc = errors.New("journal: index function failed")
 
 // metaIndexes records the names of the indexes the file keeps, sorted,
-// separated by newlines.
-const metaIndexes = "indexes"
+// separated by newlines; metaIndexesPending, in the same form, those of
+// them not reindexed against their function yet.
+const (
+	metaIndexes        = "indexes"
+	metaIndexesPending = "indexesPending"
+)
+
+// registration is one AddIndexes of a name: its address tells a
+// reindex whether the name was registered again since it began.
+type registration struct{ fn IndexFunc }
 
 // indexSet is the index functions registered on a Journal in this
 // process, replaced whole by AddIndexes.
 type indexSet struct {
-	atomic.Pointer[map[string]IndexFunc]
+	atomic.Pointer[map[string]*registration]
 }
 
-func (s *indexSet) get() map[string]IndexFunc {
+func (s *indexSet) get() map[string]*registration {
 	if p := s.Load(); p != nil {
 		return *p
 	}
@@ -94,32 +130,58 @@ func checkIndexName(name string) error {
 	return nil
 }
 
-func recordedIndexes(tx storage.Tx) []string {
-	v := tx.Meta(metaIndexes)
+func recordedIndexes(tx storage.Tx) []string { return nameList(tx, metaIndexes) }
+
+func pendingIndexes(tx storage.Tx) []string { return nameList(tx, metaIndexesPending) }
+
+func setRecordedIndexes(tx storage.Tx, names []string) error {
+	return setNameList(tx, metaIndexes, names)
+}
+
+func setPendingIndexes(tx storage.Tx, names []string) error {
+	return setNameList(tx, metaIndexesPending, names)
+}
+
+func nameList(tx storage.Tx, meta string) []string {
+	v := tx.Meta(meta)
 	if len(v) == 0 {
 		return nil
 	}
 	return strings.Split(string(v), "\n")
 }
 
-func setRecordedIndexes(tx storage.Tx, names []string) error {
+// setNameList stores names sorted and distinct; none deletes the entry.
+func setNameList(tx storage.Tx, meta string, names []string) error {
 	if len(names) == 0 {
-		return tx.SetMeta(metaIndexes, nil)
+		return tx.SetMeta(meta, nil)
 	}
 	slices.Sort(names)
-	return tx.SetMeta(metaIndexes, []byte(strings.Join(names, "\n")))
+	return tx.SetMeta(meta, []byte(strings.Join(slices.Compact(names), "\n")))
+}
+
+// answering returns ErrNoIndex when the file does not record name, and
+// ErrIndexPending while it is not reindexed.
+func answering(tx storage.Tx, name string) error {
+	if !slices.Contains(recordedIndexes(tx), name) {
+		return fmt.Errorf("%w: %q", ErrNoIndex, name)
+	}
+	if slices.Contains(pendingIndexes(tx), name) {
+		return fmt.Errorf("%w: %q", ErrIndexPending, name)
+	}
+	return nil
 }
 
 // AddIndexes registers index functions by name on a writable journal, for
 // this process, and makes the file keep their indexes from this
-// transaction on. A name the file does not record yet is built from the
-// stored objects (one pass over the index, in the same transaction as the
-// registration, so no write falls between); a recorded name is trusted to
-// be current (a restart registers the same names). Registering a name this
-// Journal already has replaces its function without a rebuild. Call it
-// before the writer starts (it may run beside a writer: the registration
-// is one write transaction). Errors: ErrReadOnly, a bad name, ErrIndexFunc
-// (nothing registered then), the store's.
+// transaction on: every later write indexes its object with them. Each
+// name is marked pending in the file, and lookups in it fail with
+// ErrIndexPending until Reindex has checked the stored entries
+// against the function (a name the file does not record starts empty:
+// the reindex builds it). Registering a name this Journal already
+// has replaces its function, pending again. It is one short write
+// transaction; call it before the writer starts (a write made while a
+// recorded name is not registered drops the index). Errors: ErrReadOnly,
+// a bad name, the store's.
 func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 	for name, fn := range add {
 		if err := checkIndexName(name); err != nil {
@@ -132,30 +194,32 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 	if j.store.ReadOnly() {
 		return fmt.Errorf("%w: add indexes to %s", ErrReadOnly, j.Path())
 	}
-	var prev map[string]IndexFunc
+	var prev map[string]*registration
 	err := j.store.Update(func(tx storage.Tx) error {
-		recorded := recordedIndexes(tx)
+		recorded, pending := recordedIndexes(tx), pendingIndexes(tx)
 		prev = j.ix.get()
-		var build []string
-		for name := range add {
-			if _, ok := prev[name]; !ok && !slices.Contains(recorded, name) {
-				build = append(build, name)
-			}
+		next := maps.Clone(prev)
+		if next == nil {
+			next = map[string]*registration{}
 		}
-		slices.Sort(build)
-		if err := buildIndexes(tx, build, add, j.seal); err != nil {
+		for name, fn := range add {
+			if !slices.Contains(recorded, name) {
+				if err := tx.DropDerived(indexBucket(name)); err != nil {
+					return err
+				}
+				recorded = append(recorded, name)
+			}
+			pending = append(pending, name)
+			next[name] = &registration{fn: fn}
+		}
+		if err := setRecordedIndexes(tx, recorded); err != nil {
 			return err
 		}
-		if len(build) > 0 {
-			if err := setRecordedIndexes(tx, append(recorded, build...)); err != nil {
-				return err
-			}
+		if err := setPendingIndexes(tx, pending); err != nil {
+			return err
 		}
 		// Registered inside the transaction: the next write transaction
 		// begins after this one ends, and sees the functions.
-		next := make(map[string]IndexFunc, len(prev)+len(add))
-		maps.Copy(next, prev)
-		maps.Copy(next, add)
 		j.ix.Store(&next)
 		return nil
 	})
@@ -164,38 +228,6 @@ func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
 		return fmt.Errorf("journal: add indexes: %w", err)
 	}
 	return nil
-}
-
-// buildIndexes builds the indexes names (functions in fns) from every
-// live key's stored object, in one pass.
-func buildIndexes(tx storage.Tx, names []string, fns map[string]IndexFunc, seal *sealer) error {
-	if len(names) == 0 {
-		return nil
-	}
-	for _, n := range names {
-		if err := tx.DropDerived(indexBucket(n)); err != nil {
-			return err
-		}
-	}
-	// Read as every reader reads objects (the record, else the kept copy;
-	// sealed objects opened).
-	view := &ObjectView{tx: tx, head: tx.NextOffset() - 1, headOK: true, seal: seal}
-	return view.Scan("", func(k string, obj []byte) (bool, error) {
-		if obj == nil {
-			return true, nil
-		}
-		key := []byte(k)
-		for _, n := range names {
-			vals, err := callIndex(n, fns[n], key, obj)
-			if err != nil {
-				return false, err
-			}
-			if err := setIndexValues(tx, indexBucket(n), key, vals); err != nil {
-				return false, err
-			}
-		}
-		return true, nil
-	})
 }
 
 func callIndex(name string, fn IndexFunc, key, obj []byte) ([]string, error) {
@@ -233,6 +265,10 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 		if err := setRecordedIndexes(tx, slices.Clone(keep)); err != nil {
 			return err
 		}
+		pending := slices.DeleteFunc(pendingIndexes(tx), func(n string) bool { return !slices.Contains(keep, n) })
+		if err := setPendingIndexes(tx, pending); err != nil {
+			return err
+		}
 	}
 	obj := e.Object
 	if e.Type != Deleted && len(obj) > 0 {
@@ -247,7 +283,7 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 		var vals []string
 		if e.Type != Deleted && len(obj) > 0 {
 			var err error
-			if vals, err = callIndex(n, fns[n], key, obj); err != nil {
+			if vals, err = callIndex(n, fns[n].fn, key, obj); err != nil {
 				return err
 			}
 		}
@@ -322,8 +358,8 @@ func setIndexValues(tx storage.Tx, bucket string, key []byte, vals []string) err
 // indexKeys calls fn with every key whose values in index name include
 // value, in key order.
 func indexKeys(tx storage.Tx, name, value string, fn func(key string) (bool, error)) error {
-	if !slices.Contains(recordedIndexes(tx), name) {
-		return fmt.Errorf("%w: %q", ErrNoIndex, name)
+	if err := answering(tx, name); err != nil {
+		return err
 	}
 	prefix := valueEntry(value)
 	return tx.DerivedScan(indexBucket(name), prefix, func(k, _ []byte) (bool, error) {
@@ -332,7 +368,7 @@ func indexKeys(tx storage.Tx, name, value string, fn func(key string) (bool, err
 }
 
 // Indexes returns the names of the indexes the file keeps, sorted: those
-// registered (AddIndexes) and not dropped since.
+// registered (AddIndexes) and not dropped since, pending ones included.
 func (j *Journal) Indexes() ([]string, error) {
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error { out = recordedIndexes(tx); return nil })
@@ -340,7 +376,8 @@ func (j *Journal) Indexes() ([]string, error) {
 }
 
 // LookupIndex returns the keys whose values in index name include value,
-// in key order, in one read transaction. Errors: ErrNoIndex, the store's.
+// in key order, in one read transaction. Errors: ErrNoIndex (and
+// ErrIndexPending, which matches it), the store's.
 func (j *Journal) LookupIndex(name, value string) ([]string, error) {
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
@@ -352,7 +389,7 @@ func (j *Journal) LookupIndex(name, value string) ([]string, error) {
 // Lookup calls fn with every live key whose values in index name include
 // value, in key order, and its stored object (as Get gives it), until fn
 // returns false or an error: keys and objects of one commit. Errors:
-// ErrNoIndex, Get's, fn's.
+// ErrNoIndex (and ErrIndexPending, which matches it), Get's, fn's.
 func (v *ObjectView) Lookup(name, value string, fn func(key string, obj []byte) (bool, error)) error {
 	return indexKeys(v.tx, name, value, func(k string) (bool, error) {
 		obj, ok, err := v.Get(k)
@@ -380,13 +417,14 @@ func parseValueEntry(k []byte) (value string, key []byte, ok bool) {
 
 // IndexValues returns the distinct values of index name, sorted by their
 // stored form (length, then bytes), in one read transaction: a walk of the
-// index's value entries, without a decode. Errors: ErrNoIndex, the
-// store's, ErrBadRecord for a damaged entry.
+// index's value entries, without a decode. Errors: ErrNoIndex (and
+// ErrIndexPending, which matches it), the store's, ErrBadRecord for a
+// damaged entry.
 func (j *Journal) IndexValues(name string) ([]string, error) {
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
-		if !slices.Contains(recordedIndexes(tx), name) {
-			return fmt.Errorf("%w: %q", ErrNoIndex, name)
+		if err := answering(tx, name); err != nil {
+			return err
 		}
 		return tx.DerivedScan(indexBucket(name), []byte{'v'}, func(k, _ []byte) (bool, error) {
 			v, _, ok := parseValueEntry(k)

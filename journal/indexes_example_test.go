@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -13,8 +14,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Keep an index of ConfigMaps by a label on disk: registered before the
-// writer starts, updated with every object in the same transaction, read
+// Keep an index of ConfigMaps by a label on disk: registered and reindexed
+// before the writer starts (or reindexed beside it), updated with every object in the same transaction, read
 // by value without decoding the other objects.
 func ExampleJournal_AddIndexes() {
 	dir, _ := os.MkdirTemp("", "example")
@@ -43,6 +44,11 @@ func ExampleJournal_AddIndexes() {
 		return nil, nil
 	}
 	if err := j.AddIndexes(map[string]journal.IndexFunc{"app": byApp}); err != nil {
+		log.Fatal(err)
+	}
+	// The file may hold the index from an earlier run, computed by
+	// another version of byApp: it answers once reindexed against this one.
+	if _, err := j.Reindex(context.Background(), []string{"app"}); err != nil {
 		log.Fatal(err)
 	}
 

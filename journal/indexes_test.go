@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -35,14 +36,26 @@ func color(calls *int) journal.IndexFunc {
 	}
 }
 
-func withIndex(t *testing.T, j *journal.Journal, calls *int) {
+// withIndex registers color and reindexes it, and returns what the
+// reindex did.
+func withIndex(t *testing.T, j *journal.Journal, calls *int) journal.ReindexStats {
+	t.Helper()
+	return withIndexFunc(t, j, color(calls))
+}
+
+func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journal.ReindexStats {
 	t.Helper()
 	if err := j.KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": color(calls)}); err != nil {
+	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": fn}); err != nil {
 		t.Fatal(err)
 	}
+	st, err := j.Reindex(context.Background(), []string{"color"})
+	if err != nil {
+		t.Fatalf("Reindex = %+v, %v", st, err)
+	}
+	return st
 }
 
 // wantIndex checks the keys of value (LookupIndex) and that the view's
@@ -186,8 +199,8 @@ func TestIndexes_SameTransaction(t *testing.T) {
 }
 
 // Ensure that a name registered for the first time on a file with objects
-// is built from them in one pass, that a restart registering the same name
-// does not build it again and finds it current, and that a write made
+// is built from them by its reindex, that a restart registering the
+// same name reindexes it and rewrites nothing, and that a write made
 // without the name registered drops it (it would be stale), so the next
 // registration builds it again.
 func TestIndexes_BackfillRestartDrop(t *testing.T) {
@@ -206,9 +219,8 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	}
 	appendEvents(t, j, "4", obj(journal.Added, "wj/c", "u3", "4", `{"color":"red"}`))
 	calls := 0
-	withIndex(t, j, &calls)
-	if calls != 3 {
-		t.Fatalf("backfill called the index function %d times; want 3 (one per live object)", calls)
+	if st := withIndex(t, j, &calls); calls != 3 || st.Rewritten != 3 {
+		t.Fatalf("backfill called the index function %d times and rewrote %d keys; want 3 and 3 (one per live object)", calls, st.Rewritten)
 	}
 	wantIndex(t, j, "blue", "wj/a", "wj/b")
 	wantIndex(t, j, "red", "wj/c")
@@ -219,9 +231,8 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	// Restart: the same name, not built again; writes keep it current.
 	j = open(t, path)
 	calls = 0
-	withIndex(t, j, &calls)
-	if calls != 0 {
-		t.Fatalf("re-registering a recorded index called its function %d times; want 0", calls)
+	if st := withIndex(t, j, &calls); calls != 3 || st.Rewritten != 0 || st.Transactions != 0 {
+		t.Fatalf("re-registering a recorded index: %d calls, %+v; want 3 calls (one per live object) and nothing rewritten", calls, st)
 	}
 	appendEvents(t, j, "5", obj(journal.Modified, "wj/b", "u2", "5", `{"color":"red"}`))
 	wantIndex(t, j, "red", "wj/b", "wj/c")
@@ -239,9 +250,8 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 		t.Fatalf("LookupIndex of a dropped index = %v; want ErrNoIndex", err)
 	}
 	calls = 0
-	withIndex(t, j, &calls)
-	if calls != 3 {
-		t.Fatalf("re-registering a dropped index called its function %d times; want 3", calls)
+	if st := withIndex(t, j, &calls); calls != 3 || st.Rewritten != 3 {
+		t.Fatalf("re-registering a dropped index: %d calls, %+v; want 3 calls and 3 keys rewritten", calls, st)
 	}
 	wantIndex(t, j, "red", "wj/b")
 	wantIndex(t, j, "blue", "wj/a", "wj/c")
@@ -278,10 +288,8 @@ func TestIndexes_CheckValuesRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = open(t, path)
-	calls := 0
-	withIndex(t, j, &calls)
-	if calls != 0 {
-		t.Fatalf("the rewritten file's index was built again (%d calls)", calls)
+	if st := withIndex(t, j, nil); st.Rewritten != 0 {
+		t.Fatalf("the rewritten file's index was rewritten by its reindex: %+v", st)
 	}
 	wantIndex(t, j, "red", "wj/a", "wj/c")
 	wantIndex(t, j, "blue")

@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -308,6 +309,9 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 	}
 	if err := j.AddIndexes(map[string]journal.IndexFunc{"password": password}); err != nil {
 		t.Fatalf("AddIndexes over a sealed object = %v", err)
+	}
+	if st, err := j.Reindex(context.Background(), []string{"password"}); err != nil || st.Rewritten != 1 {
+		t.Fatalf("Reindex over a sealed object = %+v, %v; want 1 key rewritten", st, err)
 	}
 	if got, err := j.LookupIndex("password", "one"); err != nil || len(got) != 1 || got[0] != "wj/a" {
 		t.Fatalf("LookupIndex(password, one) = %q, %v; want [wj/a]", got, err)
