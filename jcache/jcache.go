@@ -259,11 +259,6 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	if err := checkBookmarks(opts); err != nil {
 		return nil, err
 	}
-	// The path of the host, which client-go puts before each request's.
-	host, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("jcache: %w", err)
-	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = crlog.Log.WithName("jcache")
 	}
@@ -298,6 +293,14 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
+	}
+	if cfg == nil {
+		return nil, errors.New("jcache: no rest.Config")
+	}
+	// The path of the host, which client-go puts before each request's.
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jcache: %w", err)
 	}
 	probe := &probeTransport{next: rt, prefix: host.Path, seen: map[string]*url.URL{}}
 	hc := *base
