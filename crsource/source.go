@@ -36,7 +36,8 @@ package crsource
 //     APIReader): NotFound there is a deletion, found is left-selector.
 //     Cleanup that must precede the object's removal runs on
 //     deletionTimestamp (finalizers), which an object leaving a selector
-//     never has (README, "A delete is not always a deletion").
+//     never has (docs/controller-runtime.md, "A delete is not always a
+//     deletion").
 //   - moved (package shards): not queued. The key moved to another
 //     replica's range; that replica journals ADDED with reason moved and
 //     reconciles it. Reconciling here too would race the new owner, and

@@ -131,8 +131,8 @@ const (
 	// object, but it left the journal's scope: a consumer whose scope is
 	// the selector (it manages what matches) cleans up what it made for
 	// the object as for a deletion; one whose scope is the object whatever
-	// its labels must not run deletion logic for it (README, "A delete is
-	// not always a deletion").
+	// its labels must not run deletion logic for it (docs/controller-runtime.md,
+	// "A delete is not always a deletion").
 	ReasonLeftSelector Reason = "left-selector"
 	// ReasonMoved: the key's UID hash moved out of (DELETED) or into
 	// (ADDED) this journal's shard range (package shards): another

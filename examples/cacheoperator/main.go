@@ -15,8 +15,8 @@
 // names them, through a field index of the cache). It reads through
 // mgr.GetClient().
 //
-// Production setup, in run (the README's operator section shows run as
-// it is; readme_test.go checks that they agree): journal retention (on by
+// Production setup, in run (docs/exact.md, "The production setup", shows
+// run as it is; docs_test.go checks that they agree): journal retention (on by
 // default, jcache.DefaultRetention), the cache's watchjournal_* metrics on
 // the manager's metrics endpoint (jcache.RegisterMetrics), healthz and
 // readyz checks of the journals (jcache.HealthzCheck, jcache.ReadyzCheck)
