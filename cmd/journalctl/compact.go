@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 	"github.com/watchjournal/watchjournal/journal/inspect"
@@ -43,20 +42,12 @@ func newCompactCmd() *cobra.Command {
 
 // runCompact rewrites f.db compacted and renames the result over it.
 func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
-	// The writer's lock, held through the rewrite and the rename, keeps
-	// every writer out, a running one included in the moment it reopens
-	// its file (journal/bolt/refresh.go): it would journal into the file
-	// that the rename then replaces. The shared lock of the read-only open
-	// keeps out what does not know the writer's lock; the rewrite's own
-	// read-only opens share it.
-	unlock, err := journalwrite.LockWriter(f.db, 0)
-	if err == nil {
-		defer unlock()
-	}
-	var j *journal.Journal
-	if err == nil {
-		j, err = journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
-	}
+	// The rewrite holds the writer's lock through the copy and the rename
+	// (compactor.Rewrite), which keeps every writer out, a running one
+	// included in the moment it reopens its file (journal/bolt/refresh.go).
+	// The shared lock of this read-only open keeps out what does not know
+	// the writer's lock; the rewrite's own read-only opens share it.
+	j, err := journal.Open(f.db, &journal.Options{ReadOnly: true, Timeout: -1})
 	if errors.Is(err, journal.ErrLocked) {
 		if _, serr := inspect.NewClient(inspect.SocketPath(f.db)).Head(ctx); serr == nil {
 			return fmt.Errorf("%w: a watch is running on it (%s); stop it to rewrite the file", err, inspect.SocketPath(f.db))
@@ -69,6 +60,9 @@ func runCompact(ctx context.Context, out io.Writer, f compactFlags) error {
 	defer j.Close()
 
 	before, after, err := compactor.Rewrite(f.db, &compactor.RewriteOptions{KeepBackup: f.keepBackup})
+	if errors.Is(err, journal.ErrLocked) {
+		return fmt.Errorf("%w: stop the process that writes it to rewrite the file", err)
+	}
 	if err != nil {
 		return asFileError(err)
 	}

@@ -33,13 +33,20 @@ type RewriteOptions struct {
 // <path>.compact) and renames the copy over it, with the file's
 // permissions, then syncs the directory; it returns both sizes in bytes.
 // The file must be a watchjournal file this build reads (Open's errors,
-// read-only) and its writer stopped: a running writer makes it fail with
-// ErrLocked; a caller that must keep writers out through the rename holds
-// LockWriter. A <path>.compact left by a rewrite that was killed is removed
-// first, unless a running rewrite still writes it (an error). On any later
-// error the copy is removed and the file is as it was, unless the rename
-// happened.
+// read-only) and its writer stopped. Rewrite holds the writer's lock
+// (LockWriter) from before the copy until after the rename, so a running
+// writer makes it fail with ErrLocked at once, and no writer opens the file
+// meanwhile: a writer that reopened its file in the rename's moment would
+// go on writing the replaced one. A <path>.compact left by a rewrite that
+// was killed is removed first, unless a running rewrite still writes it
+// (an error). On any later error the copy is removed and the file is as it
+// was, unless the rename happened.
 func Rewrite(path string, o RewriteOptions) (before, after int64, err error) {
+	release, err := LockWriter(path, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer release()
 	dst := path + ".compact"
 	if err := removeStale(dst); err != nil {
 		return 0, 0, err

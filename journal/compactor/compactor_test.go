@@ -403,3 +403,51 @@ func TestTrim_StepBytesBoundsATransaction(t *testing.T) {
 		t.Fatalf("%d of %d objects readable after the trims", seen, n)
 	}
 }
+
+// Rewrite holds the writer's lock through the copy and the rename: it
+// fails with ErrLocked while a writer runs, in the moment a writer reopens
+// its file too (its lock held, no bbolt handle open), and leaves the file
+// as it was; once the lock is free it rewrites.
+func TestRewrite_RefusedWhileAWriterHoldsTheLock(t *testing.T) {
+	j, path := openJ(t)
+	write(t, j, 50, 10, 100, time.Now())
+	if _, _, err := compactor.Rewrite(path, nil); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("Rewrite while the writer runs = %v; want ErrLocked", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	release, err := journalwrite.LockWriter(path, 0) // a writer between its close and its reopen
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := compactor.Rewrite(path, nil); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("Rewrite while a writer holds its lock between reopens = %v; want ErrLocked", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(before) != string(after) {
+		t.Fatal("a refused Rewrite changed the file")
+	}
+	if _, err := os.Stat(path + ".compact"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused Rewrite left %s.compact: %v", path, err)
+	}
+	release()
+	if _, _, err := compactor.Rewrite(path, nil); err != nil {
+		t.Fatalf("Rewrite with the lock free = %v", err)
+	}
+	j2, err := journal.Open(path, &journal.Options{Resource: &cm, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if st, _ := j2.Stats(); st.LastOffset != 50 || st.Objects != 10 {
+		t.Fatalf("after the rewrite: %d..%d, %d objects; want ..50, 10 objects", st.FirstOffset, st.LastOffset, st.Objects)
+	}
+}

@@ -25,9 +25,10 @@ type RewriteOptions = bolt.RewriteOptions
 // Rewrite rewrites the journal file at path compacted (CompactFile into
 // <path>.compact) and renames the copy over it, with the file's
 // permissions, then syncs the directory; it returns both sizes in bytes.
-// The writer must be stopped, as for CompactFile; a caller that must keep
-// writers out through the rename holds the file's writer lock
-// (bolt.LockWriter, package journal/bolt). A <path>.compact left by a
+// The writer must be stopped: Rewrite holds the file's writer lock
+// (bolt.LockWriter) through the copy and the rename, so a running writer
+// makes it fail with journal.ErrLocked and none starts meanwhile. A
+// <path>.compact left by a
 // rewrite that was killed is removed first, unless a running rewrite still
 // writes it (an error). On any later error the copy is
 // removed and the file is as it was, unless the rename happened.
