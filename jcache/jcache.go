@@ -126,7 +126,8 @@ type Options struct {
 	// tests and benchmarks only.
 	NoSync bool
 	// Loop configures each resource's reconcile.Loop; its SecretPayloads
-	// is replaced by the field above, and a zero Logger by Logger.
+	// is replaced by the field above, its Transform by the informers'
+	// transforms (transform.go), and a zero Logger by Logger.
 	Loop reconcile.Options
 	// Retention bounds each journal file's events (package compactor):
 	// nil means DefaultRetention (64 MiB of encoded events); a zero
