@@ -47,6 +47,7 @@ import (
 
 // feed is one journal file and its loop.
 type feed struct {
+	cfg  *rest.Config // to open the file again (transform.go)
 	path string
 	res  journal.Resource
 	j    *journal.Journal
@@ -121,10 +122,11 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		registry.mu.Unlock()
 		<-wait
 	}
-	f := &feed{path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
+	f := &feed{cfg: cfg, path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
 	registry.feeds[path] = f
 	registry.mu.Unlock()
 
+	f.opts = o // read by the loop's transform (transformObject)
 	j, loop, err := open(cfg, path, res, o, f.transformObject)
 	registry.mu.Lock()
 	defer registry.mu.Unlock()

@@ -50,7 +50,6 @@ type informer struct {
 	disk    diskIndexes // indexes kept in the file (diskindex.go)
 
 	mu         sync.Mutex
-	transform  toolscache.TransformFunc
 	indexers   toolscache.Indexers
 	handlers   map[*registration]struct{}
 	runCtx     context.Context // set by Run
@@ -60,6 +59,11 @@ type informer struct {
 	handlersWG sync.WaitGroup
 
 	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+
+	// onDecode, when set, is applied to every object the informer
+	// decodes; nil in a cache (the transform ran before the disk). Tests
+	// count decodes or fail one with it.
+	onDecode toolscache.TransformFunc
 }
 
 // hasHandlers reports whether a handler is registered.
@@ -79,8 +83,9 @@ func newInformer(f *feed, err error, objType runtime.Object, gvk schema.GroupVer
 	return inf
 }
 
-// decode turns a stored object into one of the informer's type,
-// transformed, as a handler gets it: a typed object without TypeMeta.
+// decode turns a stored object into one of the informer's type, as a
+// handler gets it: a typed object without TypeMeta. The object was
+// transformed before it was stored (transform.go).
 func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(b, false) }
 
 // decodeRead is decode for a read (Get, List, an index): a typed object
@@ -93,10 +98,7 @@ func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	i.mu.Lock()
-	t := i.transform
-	i.mu.Unlock()
-	return applyTransform(t, obj)
+	return applyTransform(i.onDecode, obj)
 }
 
 // decodeStored decodes a stored object into one of the informer's type,
@@ -349,9 +351,8 @@ func (i *informer) beforeStart(set func() error) error {
 }
 
 // SetTransform sets the transform, before the informer has started: the
-// feed applies it to every object before it is stored (transform.go), and
-// the informer again to every object it reads from the file (reads and
-// events). controller-runtime calls it right after building the informer:
+// feed applies it to every object before it is stored (transform.go);
+// reads and events decode the stored, transformed objects. controller-runtime calls it right after building the informer:
 // it also returns the error that kept the informer from being built
 // (NewInformer cannot), and *TransformConflictError when another informer
 // of the file set another transform.
@@ -359,13 +360,7 @@ func (i *informer) SetTransform(t toolscache.TransformFunc) error {
 	if i.err != nil {
 		return i.err
 	}
-	return i.beforeStart(func() error {
-		if err := i.f.setTransform(i, t); err != nil {
-			return err
-		}
-		i.transform = t
-		return nil
-	})
+	return i.beforeStart(func() error { return i.f.setTransform(i, t) })
 }
 
 // IsStopped reports whether Run's context has ended (Run returns once its

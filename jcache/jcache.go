@@ -122,6 +122,15 @@ type Options struct {
 	// journal.DefaultSealResources): their informers need a key too,
 	// unless metadata-only.
 	SealResources []schema.GroupResource
+	// TransformID names the transforms of cache.Options (DefaultTransform,
+	// ByObject[...].Transform), which run before objects are stored: each
+	// file records it, and a start whose transform is another (another
+	// TransformID, a transform where there was none, or none where there
+	// was one) starts the file afresh, listing its objects again under the
+	// new transform (transform.go). Change it whenever a transform changes
+	// what it keeps or drops: the functions themselves cannot be compared
+	// across restarts. Empty is a name like any other.
+	TransformID string
 	// NoSync skips fsync on each commit (journal.Options.NoSync): for
 	// tests and benchmarks only.
 	NoSync bool

@@ -31,30 +31,40 @@ package jcache
 // calls differ, which refuses more than needed, never less.
 // Metadata-only informers have files of their own.
 //
-// Reads apply the transform again. Every object an informer decodes from
-// the file (Get, List, an index, a handler's event) goes through its
-// transform, as before objects were stored transformed: a transform must
-// be idempotent (controller-runtime's TransformStripManagedFields is;
-// dropping a field or an annotation is). That is also the rule across
-// restarts: objects stored under an older transform stay as they were
-// stored until their key changes again (or the file is removed), but no
-// read serves them past the current transform, so a transform that drops
-// more than the one before is followed at once. A transform that keeps
-// more than the one before cannot bring back what was dropped: objects
-// stored before keep lacking it until their key changes; to have it at
-// once, remove the cache's files before the start (the loop lists into
-// new ones).
+// Reads do not apply it again: every object in the file was stored under
+// the file's transform, which is every one of its informers' (above), so
+// a transform need not be idempotent; handlers and reads get the stored
+// object decoded, as the transform returned it, encoded.
+//
+// Across restarts. A file records the transform its objects are stored
+// under (the meta entry "jcache.transform": "none", or "transform:" and
+// Options.TransformID). When the first informer of a file sets a transform
+// that differs from the recorded one (a transform where there was none,
+// none where there was one, or another TransformID), the objects stored
+// are not what the new transform would store: a transform that drops more
+// would serve what it drops, and one that keeps more cannot bring back
+// what the older one dropped without the server. So the file is started
+// afresh before anything reads it: removed with its relist stage file and
+// opened again, empty, and the loop lists every object under the new
+// transform (handlers get OnAdd for each, as on any start). The file's
+// history, with what the older transform kept, goes with it. The
+// function itself cannot be compared across processes: a transform that
+// changes what it keeps under the same TransformID is not noticed, so
+// change TransformID with it.
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/internal/journalwrite"
 )
 
 // ErrTransformConflict matches a *TransformConflictError.
@@ -91,11 +101,15 @@ type writeTransform struct {
 }
 
 // setTransform makes t the transform of f's file when no informer set one
-// yet; otherwise t must be the one set (sameTransform).
+// yet (starting the file afresh when it was written under another:
+// afresh); otherwise t must be the one set (sameTransform).
 func (f *feed) setTransform(inf *informer, t toolscache.TransformFunc) error {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	if !f.wt.set {
+		if err := f.afresh(transformID(t, f.opts)); err != nil {
+			return err
+		}
 		f.wt = writeTransform{set: true, inf: inf, fn: t}
 		return nil
 	}
@@ -158,4 +172,78 @@ func (f *feed) transformObject(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("jcache: encode the transformed object: %w", err)
 	}
 	return enc, nil
+}
+
+// transformMeta is the meta entry ("jcache.transform") recording the
+// transform a file's objects are stored under.
+const transformMeta = "transform"
+
+// transformID is what a file written under t records: "none" for no
+// transform, else "transform:" and Options.TransformID.
+func transformID(t toolscache.TransformFunc, o *Options) string {
+	if t == nil {
+		return "none"
+	}
+	return "transform:" + o.TransformID
+}
+
+// afresh records id as the transform of f's file. A file that recorded
+// another (no record: "none", as files were written before transforms
+// ran before the disk) and holds events is first removed with its relist
+// stage file and opened again, empty, with a new loop: only before the
+// feed runs and while one informer holds it (SetTransform comes right
+// after the informer is built), else it is an error.
+func (f *feed) afresh(id string) error {
+	m := journalwrite.Of(f.j).Meta("jcache")
+	old, err := m.Get(transformMeta)
+	if err != nil {
+		return fmt.Errorf("jcache: %s: %w", f.res, err)
+	}
+	head, err := f.j.Head()
+	if err != nil {
+		return fmt.Errorf("jcache: %s: %w", f.res, err)
+	}
+	recorded := string(old)
+	if old == nil {
+		recorded = "none"
+	}
+	if recorded != id && head > 0 {
+		if err := f.reopenEmpty(); err != nil {
+			return err
+		}
+		f.opts.Logger.Info("the cache file was written under another transform: started afresh, its objects are listed again",
+			"file", f.path, "was", recorded, "now", id)
+		m = journalwrite.Of(f.j).Meta("jcache")
+	}
+	if recorded == id && old != nil {
+		return nil
+	}
+	if err := m.Put(transformMeta, []byte(id)); err != nil {
+		return fmt.Errorf("jcache: %s: %w", f.res, err)
+	}
+	return nil
+}
+
+// reopenEmpty closes f's file, removes it and its relist stage file, and
+// opens a new one with a new loop.
+func (f *feed) reopenEmpty() error {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if f.running || f.refs != 1 {
+		return fmt.Errorf("jcache: %s: the file %s was written under another transform and cannot be started afresh while %d informers hold it (running: %v)", f.res, f.path, f.refs, f.running)
+	}
+	if err := f.j.Close(); err != nil {
+		return fmt.Errorf("jcache: %s: %w", f.res, err)
+	}
+	for _, p := range []string{f.path, f.path + ".relist"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("jcache: %s: start the file afresh: %w", f.res, err)
+		}
+	}
+	j, loop, err := open(f.cfg, f.path, f.res, f.opts, f.transformObject)
+	if err != nil {
+		return err
+	}
+	f.j, f.loop = j, loop
+	return nil
 }
