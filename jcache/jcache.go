@@ -16,7 +16,8 @@ package jcache
 //
 // What that makes of the cache's calls is in doc.go ("Guarantees"), with
 // these details: a Get or List is one bbolt read transaction, its objects
-// transformed (DefaultTransform, ByObject.Transform); OnUpdate's old
+// stored transformed (DefaultTransform, ByObject.Transform, applied before
+// the disk: transform.go); OnUpdate's old
 // object is the key's previous event in the file; RemoveEventHandler
 // stops a handler; HasSynced is the loop's (a complete list, or a resume
 // the server proved); RemoveInformer stops the informer, and the last
