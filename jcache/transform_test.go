@@ -31,6 +31,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // fieldManager is the server-side apply field manager of the test's
@@ -108,6 +109,30 @@ func filesHolding(t *testing.T, dir, s string) (holding []string, size int64) {
 		t.Fatal(err)
 	}
 	return holding, size
+}
+
+// journalBytes returns the sum of the retained events' bytes
+// (journal.Stats.JournalBytes) of dir's journal files.
+func journalBytes(t *testing.T, dir string) uint64 {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, p := range paths {
+		j, err := journal.Open(p, &journal.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := j.Stats()
+		_ = j.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.JournalBytes
+	}
+	return n
 }
 
 // waitCached waits until the cache c lists the ConfigMaps of ns that
@@ -219,7 +244,7 @@ func TestCache_TransformStripsManagedFieldsBeforeTheDisk(t *testing.T) {
 	applyCMs(t, kube, ns, n)
 	all := func(cms []corev1.ConfigMap) bool { return len(cms) == n }
 
-	sizes := map[string]int64{}
+	sizes, events := map[string]int64{}, map[string]uint64{}
 	for _, run := range []struct {
 		name string
 		tr   toolscache.TransformFunc
@@ -229,7 +254,7 @@ func TestCache_TransformStripsManagedFieldsBeforeTheDisk(t *testing.T) {
 		cms := waitCached(t, m.c, ns, "every ConfigMap", all)
 		m.stop()
 		holding, size := filesHolding(t, dir, fieldManager)
-		sizes[run.name] = size
+		sizes[run.name], events[run.name] = size, journalBytes(t, dir)
 		if run.tr == nil {
 			if len(cms[0].ManagedFields) == 0 || len(holding) == 0 {
 				t.Fatalf("%s: read %d managedFields, files holding %q: %q; want both (the test's ConfigMaps carry managedFields)", run.name, len(cms[0].ManagedFields), fieldManager, holding)
@@ -245,8 +270,8 @@ func TestCache_TransformStripsManagedFieldsBeforeTheDisk(t *testing.T) {
 			t.Errorf("%s: files %q hold the field manager %q; want none", run.name, holding, fieldManager)
 		}
 	}
-	t.Logf("journal files of %d server-side applied ConfigMaps: %d bytes without a transform, %d bytes with TransformStripManagedFields",
-		n, sizes["without a transform"], sizes["with TransformStripManagedFields"])
+	t.Logf("journal files of %d server-side applied ConfigMaps: %d bytes (events %d bytes) without a transform, %d bytes (events %d bytes) with TransformStripManagedFields",
+		n, sizes["without a transform"], events["without a transform"], sizes["with TransformStripManagedFields"], events["with TransformStripManagedFields"])
 }
 
 // TestCache_TransformDropsAnnotationBeforeTheDisk: a transform drops the
