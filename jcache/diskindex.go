@@ -10,19 +10,20 @@ package jcache
 // each index function on the feed's journal under a name of the file's,
 // "<flavor>:<index>" (typed, unstructured or metadata: a typed and an
 // unstructured informer share a file, and their functions take other
-// objects). The journal's function decodes the stored bytes into the
-// informer's object type, transformed, as the informer's handlers get it,
+// objects). The journal's function decodes the stored bytes (transformed
+// before they were stored: transform.go) into the informer's object type,
+// as the informer's handlers get it,
 // and calls the user's function: the decode is paid at write time, by the
 // writer (the feed's reconcile.Loop), once per change of the key; a read
 // through the index decodes only the objects it returns.
 //
 // Indexes follow the code. The file cannot tell whether the function
 // given under a name today is the one its entries were computed with (a
-// new version of the program may change it, or the transform, which
-// changes what it sees). So every registration is followed by a reindex: AddIndexers
+// new version of the program may change it; a changed transform starts
+// the file afresh: transform.go). So every registration is followed by a reindex: AddIndexers
 // registers the functions (the writer indexes with them from then on)
 // and starts a goroutine that runs journal.Reindex, which decodes
-// every stored object once per index, through the current transform, in
+// every stored object once per index, in
 // bounded batches beside the writer, and rewrites only the keys whose
 // values differ (a name the file does not record is built the same way).
 // Until it is done the index is pending in the file, and a read through

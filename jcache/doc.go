@@ -17,8 +17,8 @@
 //     nothing is kept on the heap between calls, and no two reads share
 //     memory (indexer.go). IndexField's indexes are kept in the file,
 //     written with the object, and reindexed at every start with the
-//     function given now (a changed function or transform is followed,
-//     only what differs is rewritten); until the reindex is done a read
+//     function given now (a changed function is followed, only what
+//     differs is rewritten); until the reindex is done a read
 //     through an index decodes the namespace's objects, so it is never
 //     stale (diskindex.go).
 //   - Handlers get OnAdd for every stored object, read from disk before the
@@ -38,6 +38,10 @@
 //     Options.Retention (DefaultRetention, 64 MiB beyond what the handlers
 //     have been given), never past what a handler has not been given
 //     unless Retention.HardMaxBytes is set (retention.go).
+//   - cache.Options.DefaultTransform and ByObject's Transform run before
+//     an object is stored: what they drop never reaches a file; a file
+//     written under another transform (Options.TransformID) is started
+//     afresh (transform.go).
 //   - Secrets are refused unless Options.SecretPayloads and a key, then
 //     stored sealed (jcache.go).
 //

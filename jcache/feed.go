@@ -47,6 +47,7 @@ import (
 
 // feed is one journal file and its loop.
 type feed struct {
+	cfg  *rest.Config // to open the file again (transform.go)
 	path string
 	res  journal.Resource
 	j    *journal.Journal
@@ -70,6 +71,9 @@ type feed struct {
 	pages pages // resident pages given back (pages.go)
 
 	reindexes reindexes // reindex runs of its indexes (diskindex.go)
+
+	tmu sync.Mutex
+	wt  writeTransform // the transform its objects are stored under (transform.go)
 }
 
 // registry holds the process's open feeds by path.
@@ -118,11 +122,12 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		registry.mu.Unlock()
 		<-wait
 	}
-	f := &feed{path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
+	f := &feed{cfg: cfg, path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
 	registry.feeds[path] = f
 	registry.mu.Unlock()
 
-	j, loop, err := open(cfg, path, res, o)
+	f.opts = o // read by the loop's transform (transformObject)
+	j, loop, err := open(cfg, path, res, o, f.transformObject)
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	close(f.opening)
@@ -138,8 +143,8 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 }
 
 // open opens res's journal file at path, keeping objects, and builds its
-// loop.
-func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*journal.Journal, *reconcile.Loop, error) {
+// loop, which stores each object as transform returns it.
+func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error)) (*journal.Journal, *reconcile.Loop, error) {
 	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync,
 		Keyring: o.Keyring, SealResources: o.SealResources})
 	if err != nil {
@@ -151,6 +156,7 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options) (*jou
 	}
 	lo := o.Loop
 	lo.SecretPayloads = o.SecretPayloads
+	lo.Transform = transform
 	if lo.Logger.GetSink() == nil {
 		lo.Logger = o.Logger
 	}

@@ -7,8 +7,9 @@ package jcache
 // List. Each call here is one read transaction of the journal's objects
 // (journal.ObjectView): keys are the journal's index keys, which are
 // exactly client-go's MetaNamespaceKeyFunc keys (<namespace>/<name>, or
-// <name>). Objects are decoded fresh on every call (and transformed), so
-// nothing is kept in memory between calls. controller-runtime's reader is
+// <name>). Objects are decoded fresh on every call (stored transformed:
+// transform.go), so nothing is kept in memory between calls.
+// controller-runtime's reader is
 // told not to deep-copy them (newCache): each is already the caller's own.
 //
 // Indexes (IndexField) are kept in the file, written in the same

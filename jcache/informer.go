@@ -50,7 +50,6 @@ type informer struct {
 	disk    diskIndexes // indexes kept in the file (diskindex.go)
 
 	mu         sync.Mutex
-	transform  toolscache.TransformFunc
 	indexers   toolscache.Indexers
 	handlers   map[*registration]struct{}
 	runCtx     context.Context // set by Run
@@ -60,6 +59,11 @@ type informer struct {
 	handlersWG sync.WaitGroup
 
 	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+
+	// onDecode, when set, is applied to every object the informer
+	// decodes; nil in a cache (the transform ran before the disk). Tests
+	// count decodes or fail one with it.
+	onDecode toolscache.TransformFunc
 }
 
 // hasHandlers reports whether a handler is registered.
@@ -79,8 +83,9 @@ func newInformer(f *feed, err error, objType runtime.Object, gvk schema.GroupVer
 	return inf
 }
 
-// decode turns a stored object into one of the informer's type,
-// transformed, as a handler gets it: a typed object without TypeMeta.
+// decode turns a stored object into one of the informer's type, as a
+// handler gets it: a typed object without TypeMeta. The object was
+// transformed before it was stored (transform.go).
 func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(b, false) }
 
 // decodeRead is decode for a read (Get, List, an index): a typed object
@@ -89,29 +94,36 @@ func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(
 func (i *informer) decodeRead(b []byte) (runtime.Object, error) { return i.decodeAs(b, true) }
 
 func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
-	var obj runtime.Object
+	obj, err := i.decodeStored(b, typeMeta)
+	if err != nil {
+		return nil, err
+	}
+	return applyTransform(i.onDecode, obj)
+}
+
+// decodeStored decodes a stored object into one of the informer's type,
+// untransformed; with typeMeta a typed object keeps its kind and
+// apiVersion (decodeRead).
+func (i *informer) decodeStored(b []byte, typeMeta bool) (runtime.Object, error) {
 	switch i.objType.(type) {
 	case *unstructured.Unstructured:
-		u, err := jc.Unstructured(b)
-		if err != nil {
-			return nil, err
-		}
-		obj = u
-	default:
-		obj = reflect.New(reflect.TypeOf(i.objType).Elem()).Interface().(runtime.Object)
-		if err := jc.DecodeInto(b, obj); err != nil {
-			return nil, err
-		}
-		if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			obj.GetObjectKind().SetGroupVersionKind(i.gvk)
-		} else if !typeMeta {
-			// As a typed informer's objects: decoded without TypeMeta.
-			obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-		}
+		return jc.Unstructured(b)
 	}
-	i.mu.Lock()
-	t := i.transform
-	i.mu.Unlock()
+	obj := reflect.New(reflect.TypeOf(i.objType).Elem()).Interface().(runtime.Object)
+	if err := jc.DecodeInto(b, obj); err != nil {
+		return nil, err
+	}
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		obj.GetObjectKind().SetGroupVersionKind(i.gvk)
+	} else if !typeMeta {
+		// As a typed informer's objects: decoded without TypeMeta.
+		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	}
+	return obj, nil
+}
+
+// applyTransform returns t(obj), obj when t is nil.
+func applyTransform(t toolscache.TransformFunc, obj runtime.Object) (runtime.Object, error) {
 	if t == nil {
 		return obj, nil
 	}
@@ -324,29 +336,31 @@ func (i *informer) SetWatchErrorHandler(h toolscache.WatchErrorHandler) error {
 // SetWatchErrorHandlerWithContext sets a handler of the loop's errors
 // (Status.LastError, each new one once); before Run only.
 func (i *informer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
-	return i.beforeStart(func() { i.errHandler = h })
+	return i.beforeStart(func() error { i.errHandler = h; return nil })
 }
 
-// beforeStart calls set under the informer's lock, unless it has started.
-func (i *informer) beforeStart(set func()) error {
+// beforeStart calls set under the informer's lock, unless it has started,
+// and returns its error.
+func (i *informer) beforeStart(set func() error) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.started {
 		return errors.New("jcache: the informer has already started")
 	}
-	set()
-	return nil
+	return set()
 }
 
-// SetTransform sets the transform applied to every object read from the
-// file (reads and events), before the informer has started. controller-
-// runtime calls it right after building the informer: it also returns the
-// error that kept the informer from being built (NewInformer cannot).
+// SetTransform sets the transform, before the informer has started: the
+// feed applies it to every object before it is stored (transform.go);
+// reads and events decode the stored, transformed objects. controller-runtime calls it right after building the informer:
+// it also returns the error that kept the informer from being built
+// (NewInformer cannot), and *TransformConflictError when another informer
+// of the file set another transform.
 func (i *informer) SetTransform(t toolscache.TransformFunc) error {
 	if i.err != nil {
 		return i.err
 	}
-	return i.beforeStart(func() { i.transform = t })
+	return i.beforeStart(func() error { return i.f.setTransform(i, t) })
 }
 
 // IsStopped reports whether Run's context has ended (Run returns once its

@@ -16,7 +16,8 @@ package jcache
 //
 // What that makes of the cache's calls is in doc.go ("Guarantees"), with
 // these details: a Get or List is one bbolt read transaction, its objects
-// transformed (DefaultTransform, ByObject.Transform); OnUpdate's old
+// stored transformed (DefaultTransform, ByObject.Transform, applied before
+// the disk: transform.go); OnUpdate's old
 // object is the key's previous event in the file; RemoveEventHandler
 // stops a handler; HasSynced is the loop's (a complete list, or a resume
 // the server proved); RemoveInformer stops the informer, and the last
@@ -122,11 +123,21 @@ type Options struct {
 	// journal.DefaultSealResources): their informers need a key too,
 	// unless metadata-only.
 	SealResources []schema.GroupResource
+	// TransformID names the transforms of cache.Options (DefaultTransform,
+	// ByObject[...].Transform), which run before objects are stored: each
+	// file records it, and a start whose transform is another (another
+	// TransformID, a transform where there was none, or none where there
+	// was one) starts the file afresh, listing its objects again under the
+	// new transform (transform.go). Change it whenever a transform changes
+	// what it keeps or drops: the functions themselves cannot be compared
+	// across restarts. Empty is a name like any other.
+	TransformID string
 	// NoSync skips fsync on each commit (journal.Options.NoSync): for
 	// tests and benchmarks only.
 	NoSync bool
 	// Loop configures each resource's reconcile.Loop; its SecretPayloads
-	// is replaced by the field above, and a zero Logger by Logger.
+	// is replaced by the field above, its Transform by the informers'
+	// transforms (transform.go), and a zero Logger by Logger.
 	Loop reconcile.Options
 	// Retention bounds each journal file's events (package compactor):
 	// nil means DefaultRetention (64 MiB of encoded events); a zero

@@ -180,7 +180,7 @@ func TestReplay_DecodeErrorSurfaces(t *testing.T) {
 	h := &recorder{}
 	r := replayRegistration(j, h)
 	bad := errors.New("this object does not decode")
-	r.inf.transform = func(o any) (any, error) {
+	r.inf.onDecode = func(o any) (any, error) {
 		if o.(*corev1.ConfigMap).Name == "o000500" {
 			return nil, bad
 		}
@@ -275,7 +275,7 @@ func TestReplay_DecodesBoundedAhead(t *testing.T) {
 	release := make(chan struct{})
 	h := &blockFirst{release: release}
 	r := replayRegistration(j, &h.recorder)
-	r.inf.transform = func(o any) (any, error) {
+	r.inf.onDecode = func(o any) (any, error) {
 		decoded.Add(1)
 		return o, nil
 	}

@@ -64,6 +64,10 @@ type client struct {
 	// requests counts the requests sent, bytes the bytes of their response
 	// bodies read (count).
 	requests, bytes atomic.Int64
+
+	// transform is Options.Transform (transform.go); nil stores objects
+	// as served.
+	transform func(obj []byte) ([]byte, error)
 }
 
 // count counts each request rt sends and the body bytes read from its
@@ -475,7 +479,7 @@ func (c *client) item(raw []byte, kind, apiVersion string) (Item, error) {
 	if it.Object, err = typed(raw, kind, apiVersion, c.res.MetadataOnly); err != nil {
 		return Item{}, err
 	}
-	return it, nil
+	return c.transformed(it)
 }
 
 // lastApplied is the annotation kubectl apply writes; it holds the whole
@@ -687,7 +691,11 @@ func (ev watchEvent) size() int {
 // either encoding.
 func (c *client) eventItem(ev watchEvent) (Item, error) {
 	if ev.proto != nil {
-		return protoItem(*ev.proto)
+		it, err := protoItem(*ev.proto)
+		if err != nil {
+			return Item{}, err
+		}
+		return c.transformed(it)
 	}
 	return c.item(ev.Object, "", "")
 }

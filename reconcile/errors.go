@@ -25,7 +25,7 @@ import (
 //     ErrSecretPayloads, and ErrUnknownResource (kind.go). Nothing runs.
 //   - Retried by Run with backoff, shown in Status.LastError and the log,
 //     never returned by Run: ErrList, ErrWatchStart, ErrWatch (ErrDecode
-//     inside it), ErrNoResponse, ErrNoProgress and ErrFrameTooLarge
+//     and ErrTransform inside it), ErrNoResponse, ErrNoProgress and ErrFrameTooLarge
 //     (transfer.go: a request that does not answer, a page that stalls, a
 //     watch frame past 16 MiB), and ErrJournal when it wraps
 //     journal.ErrNoSpace (a full disk).
@@ -46,6 +46,12 @@ var (
 	// watch is retried from the same resourceVersion with backoff, as any
 	// other watch failure.
 	ErrDecode = errors.New("reconcile: undecodable watch frame")
+	// ErrTransform is returned, inside the phase's error, when
+	// Options.Transform fails on an object or its result changes the
+	// object's name, namespace, UID or resourceVersion (which the journal
+	// keys on). The object is not stored; the request is retried with
+	// backoff, as an undecodable one is.
+	ErrTransform = errors.New("reconcile: transform before the disk failed")
 	// ErrRejected is returned by Run, which stops, when the apiserver
 	// rejects the list or watch request itself (400 Bad Request, 422
 	// Invalid, 405 Method Not Allowed, 406 Not Acceptable): retrying the

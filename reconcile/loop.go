@@ -145,6 +145,18 @@ type Options struct {
 	Logger logr.Logger
 	// Clock drives backoff waits; tests may pass a fake. Default real time.
 	Clock clock.WithTicker
+	// Transform, when set, is called with every object before it is
+	// stored, and its result is stored instead (transform.go): the objects
+	// of watch events (a DELETED's last object too), of list and relist
+	// pages and of streaming lists, so what it removes never reaches the
+	// file. obj is as Item.Object describes it (JSON, or a built-in
+	// kind's protobuf envelope); the result may be either encoding, and
+	// must keep the object's name, namespace, UID and resourceVersion. A
+	// result that changes them, or an error it returns, is ErrTransform:
+	// the object is not stored and the request is retried with backoff,
+	// as an undecodable one. Calls may overlap. Nil: objects are stored
+	// as served.
+	Transform func(obj []byte) ([]byte, error)
 	// Inherited is what the previous owners of the journal's pending shard
 	// range held (package shards sets it when a dead member's range is
 	// taken over; shard.go): the first list that commits turns their
@@ -393,6 +405,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.transform = opts.Transform
 	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1), pageSize: opts.PageSize}
 	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
