@@ -111,3 +111,12 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	}
 	return c, head, err
 }
+
+// SetRetainFinalCommit sets whether a file's hold is committed once more
+// when its feed stops (false: a SIGKILL-like stop), for tests; it returns
+// a function that restores it.
+func SetRetainFinalCommit(v bool) (restore func()) {
+	old := retainFinalCommit
+	retainFinalCommit = v
+	return func() { retainFinalCommit = old }
+}
