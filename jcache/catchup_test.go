@@ -22,6 +22,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -143,9 +144,12 @@ type downCase struct {
 	retention *journal.Retention
 }
 
-// testDeletesWhileDown: 30 ConfigMaps, all reconciled; the manager stops;
+// testDeletesWhileDown: 30 ConfigMaps, all reconciled; the manager stops
+// (crash: once the rounds recorded the handlers at the head, with no last
+// commit);
 // while it is down 5 are deleted, 5 deleted and created again under the
-// same name (a new UID), 5 updated; the manager restarts on the same
+// same name (a new UID), 5 updated (crash: then a cache without
+// handlers runs and stops); the manager restarts on the same
 // directory. The reconciler sees every deleted name as NotFound, and a
 // raw handler added to the restarted cache's informer gets a
 // DeletedFinalStateUnknown for each deleted object (the 5 deleted, the 5
@@ -174,6 +178,11 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		}
 		return true
 	})
+	if dc.crash {
+		// A record past the first list, committed by a round, not by
+		// the stop.
+		waitRecord(t, opts.Dir, "the handlers' record at the head", func(committed, head uint64) bool { return committed >= 30 && committed == head })
+	}
 	stop()
 
 	// While down.
@@ -197,6 +206,19 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		if _, err := cp.Compact(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	if dc.crash {
+		// A process whose informer gets no handler, stopped gracefully
+		// (its last commit included): it journals the changes but must
+		// not record them as given.
+		jcache.SetRetainFinalCommit(true)
+		r := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
+		if _, err := r.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+			t.Fatal(err)
+		}
+		r.stop()
+		jcache.SetRetainFinalCommit(false)
 	}
 
 	second := newOutcomes()
@@ -265,6 +287,26 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 	if len(bad) > 0 {
 		sort.Strings(bad)
 		t.Fatalf("the raw handler after the restart: %s; got %q", strings.Join(bad, "; "), evs)
+	}
+}
+
+// waitRecord waits until cond holds for the handlers' record and the
+// head of the one open file in dir.
+func waitRecord(t *testing.T, dir, what string, cond func(committed, head uint64) bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		committed, head, err := jcache.HandlersRecord(dir)
+		if err == nil && cond(committed, head) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s: record %d, head %d, %v", what, committed, head, err)
+		}
 	}
 }
 
