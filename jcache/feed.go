@@ -14,11 +14,11 @@ package jcache
 //
 // States of a feed: opening (the file opens, the loop asks discovery for
 // the kind; the registry's lock is not held) → open (file open, loop
-// built, not running) → running
-// (Run's goroutine, with the file's retention and record of the handlers
-// (retention.go, catchup.go), its pager (pages.go) and
-// its inspect socket, FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
-// closed, out of the registry).
+// built, not running) → running (Run's goroutine, with the file's
+// retention and record of the handlers (retention.go, catchup.go), its
+// pager (pages.go) and its inspect socket, FILE.sock, for journalctl) →
+// closing (refs 0: loop cancelled) → closed (file closed, out of the
+// registry).
 //
 // Files. Options.Dir holds one file per resource and scope (fileName). New
 // uses DefaultDir, else $WATCHJOURNAL_CACHE_DIR, else a temporary directory
@@ -65,10 +65,11 @@ type feed struct {
 	holders map[*registration]struct{} // handlers holding retention (retention.go)
 	// The record of the handlers last current (catchup.go), guarded by
 	// hmu. record is P, read when the file opened (hasRecord: there was
-	// one): every registration catches up from it. While capped, the rounds commit at most limit
-	// (P, or the floor of a handler that stopped); gen counts the caps,
-	// so that only a registration that joined under the current one
-	// lifts it (registration.gen); caughtUp once one has caught up.
+	// one): every registration catches up from it. While capped, the
+	// rounds commit at most limit (P, or the floor of a handler that
+	// stopped); gen counts the caps, so that only a registration that
+	// joined under the current one lifts it (registration.gen); caughtUp
+	// once one has caught up.
 	record    uint64
 	hasRecord bool
 	capped    bool

@@ -12,10 +12,10 @@ package jcache
 // The chunks are read ahead and decoded on all cores, the handler called
 // in key order from one goroutine (replaypipe.go).
 //
-// Catch-up (catchup.go). On a restarted file whose record is held, each
-// chunk's OnAdds are preceded by OnDelete(DeletedFinalStateUnknown) for
-// the keys of its range deleted since the file's handlers were last
-// current (and not back with the same UID at the chunk's head).
+// Catch-up (catchup.go). On a file that records where its handlers were
+// last current (a restart), each chunk's OnAdds are preceded by
+// OnDelete(DeletedFinalStateUnknown) for the keys of its range deleted
+// since (and not back with the same UID at the chunk's head).
 //
 // Follow. Then it reads the journal from the first chunk's head + 1 and
 // skips an event at offset o for key k when o ≤ h_c of k's chunk (the
