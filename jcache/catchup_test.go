@@ -325,3 +325,85 @@ func TestCatchUp_DeletesWhileDownAndCompactedRelist(t *testing.T) {
 func TestCatchUp_DeletesWhileDownTrimmingOff(t *testing.T) {
 	testDeletesWhileDown(t, downCase{retention: &journal.Retention{}})
 }
+
+// gate is a raw handler whose first OnAdd waits until open is closed;
+// it records calls as uidRecorder does.
+type gate struct {
+	*uidRecorder
+	once sync.Once
+	open chan struct{}
+}
+
+func (g *gate) OnAdd(o any, initial bool) {
+	g.once.Do(func() { <-g.open })
+	g.uidRecorder.OnAdd(o, initial)
+}
+
+// TestCatchUp_DeleteDuringTheReplay: after a restart, a handler's replay
+// (chunks of 2 objects) is held in its first chunk while the last key,
+// which the previous process's handler was given, is deleted and the
+// delete journaled; the chunks after it are read at heads past the
+// delete, so neither the replay nor the follow (which skips what those
+// chunks cover) shows it: the catch-up of that chunk must.
+func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)})
+	for i := range 30 {
+		createCM(t, kube, ns, fmt.Sprintf("cm%02d", i), nil, nil)
+	}
+	last := createCM(t, kube, ns, "zz-last", nil, nil)
+	r1 := startCache(t, newCache, crcache.Options{}, cp)
+	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &uidRecorder{recorder: newRecorder()}
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "zz-last given", hasAll("add zz-last "+string(last.UID)))
+	r1.stop()
+
+	defer jcache.SetReplayChunk(2)()
+	r2 := startCache(t, newCache, crcache.Options{}, cp)
+	defer r2.stop()
+	inf, err = r2.c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{uidRecorder: &uidRecorder{recorder: newRecorder()}, open: make(chan struct{})}
+	reg, err := inf.AddEventHandler(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second handler, not held, tells when the delete is journaled.
+	seen := &uidRecorder{recorder: newRecorder()}
+	if _, err := inf.AddEventHandler(seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "zz-last", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := func(evs []string) bool {
+		for _, e := range evs {
+			if e == "unknown zz-last "+string(last.UID) || e == "delete zz-last "+string(last.UID) {
+				return true
+			}
+		}
+		return false
+	}
+	seen.waitFor(t, "the delete journaled", deleted)
+	close(g.open)
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		t.Fatal("the handler did not sync")
+	}
+	evs := g.waitFor(t, "a delete of zz-last", deleted)
+	for _, e := range evs {
+		if strings.HasPrefix(e, "add zz-last") {
+			t.Fatalf("zz-last added after its delete: %q", evs)
+		}
+	}
+}
