@@ -25,6 +25,9 @@
 //     server is reached, then the journal's events: OnUpdate with the
 //     complete old object, OnDelete with the last object,
 //     DeletedFinalStateUnknown for deletes a relist inferred (handler.go).
+//     A handler added after a restart first gets, at least once, a
+//     DeletedFinalStateUnknown for each object deleted since the file's
+//     handlers were last current (catchup.go).
 //   - HasSynced is true once the file is current with the server.
 //   - The file's pages that replays, lists and reads make resident in the
 //     process are given back after each (pages.go): RSS stays near the

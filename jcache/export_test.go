@@ -142,3 +142,33 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	}
 	return c, head, err
 }
+
+// SetRetainFinalCommit sets whether a file's hold is committed once more
+// when its feed stops (false: a SIGKILL-like stop), for tests; it returns
+// a function that restores it.
+func SetRetainFinalCommit(v bool) (restore func()) {
+	old := retainFinalCommit
+	retainFinalCommit = v
+	return func() { retainFinalCommit = old }
+}
+
+// HandlersRecord returns the committed offset of the handlers' consumer
+// (RetentionConsumer) and the head of the one open file in dir.
+func HandlersRecord(dir string) (committed, head uint64, err error) {
+	registry.mu.Lock()
+	var j *journal.Journal
+	for p, f := range registry.feeds {
+		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
+			j = f.j
+		}
+	}
+	registry.mu.Unlock()
+	if j == nil {
+		return 0, 0, errors.New("no open file")
+	}
+	if committed, err = j.ConsumerCommitted(RetentionConsumer); err != nil {
+		return 0, 0, err
+	}
+	head, err = j.Head()
+	return committed, head, err
+}

@@ -14,10 +14,11 @@ package jcache
 //
 // States of a feed: opening (the file opens, the loop asks discovery for
 // the kind; the registry's lock is not held) → open (file open, loop
-// built, not running) → running
-// (Run's goroutine, with the file's retention, its pager (pages.go) and
-// its inspect socket, FILE.sock, for journalctl) → closing (refs 0: loop cancelled) → closed (file
-// closed, out of the registry).
+// built, not running) → running (Run's goroutine, with the file's
+// retention and record of the handlers (retention.go, catchup.go), its
+// pager (pages.go) and its inspect socket, FILE.sock, for journalctl) →
+// closing (refs 0: loop cancelled) → closed (file closed, out of the
+// registry).
 //
 // Files. Options.Dir holds one file per resource and scope (fileName). New
 // uses DefaultDir, else $WATCHJOURNAL_CACHE_DIR, else a temporary directory
@@ -63,7 +64,22 @@ type feed struct {
 
 	hmu     sync.Mutex
 	holders map[*registration]struct{} // handlers holding retention (retention.go)
-	opts    *Options
+	// The record of the handlers last current (catchup.go), guarded by
+	// hmu. record is P, read when the file opened (hasRecord: there was
+	// one): every registration catches up from it. While capped, the
+	// rounds commit at most limit (P, or the floor of a handler that
+	// stopped); gen counts the caps, so that only a registration that
+	// joined under the current one lifts it (registration.gen); caughtUp
+	// once one has caught up.
+	record    uint64
+	hasRecord bool
+	capped    bool
+	limit     uint64
+	gen       uint64
+	caughtUp  bool
+	// committed is the hold the last round committed.
+	committed uint64
+	opts      *Options
 	// retentionInterval is the package's when acquire made the feed (read
 	// there, not by retain's goroutine, which a test's restore would race).
 	retentionInterval time.Duration
@@ -128,6 +144,18 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 
 	f.opts = o // read by the loop's transform (transformObject)
 	j, loop, err := open(cfg, path, res, o, f.transformObject)
+	var record uint64
+	hasRecord := false
+	if err == nil {
+		record, err = j.ConsumerCommitted(RetentionConsumer)
+		hasRecord = err == nil
+		if errors.Is(err, journal.ErrNoConsumer) {
+			err = nil
+		} else if err != nil {
+			_ = j.Close()
+			err = fmt.Errorf("jcache: %s: %w", res, err)
+		}
+	}
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	close(f.opening)
@@ -138,6 +166,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		return nil, err
 	}
 	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
+	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
 	return f, nil
 }
@@ -189,13 +218,12 @@ func (f *feed) start() {
 		f.runErr = err
 		registry.mu.Unlock()
 	})
-	if p, on := f.opts.policy(); on {
-		wg.Go(func() {
-			if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
-				f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
-			}
-		})
-	}
+	wg.Go(func() {
+		p, _ := f.opts.policy()
+		if err := f.retain(ctx, p, f.opts); err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
+			f.opts.Logger.Error(err, "retention of a cache file stopped", "resource", f.res.String())
+		}
+	})
 	wg.Go(func() { f.pager(ctx, f.pages.kick) })
 	if !f.opts.NoSocket {
 		wg.Go(func() {

@@ -12,6 +12,11 @@ package jcache
 // The chunks are read ahead and decoded on all cores, the handler called
 // in key order from one goroutine (replaypipe.go).
 //
+// Catch-up (catchup.go). On a file that records where its handlers were
+// last current (a restart), each chunk's OnAdds are preceded by
+// OnDelete(DeletedFinalStateUnknown) for the keys of its range deleted
+// since (and not back with the same UID at the chunk's head).
+//
 // Follow. Then it reads the journal from the first chunk's head + 1 and
 // skips an event at offset o for key k when o ≤ h_c of k's chunk (the
 // replay already showed its outcome); past the last chunk's head nothing
@@ -93,6 +98,13 @@ type registration struct {
 
 	replayed atomic.Bool
 	pos      atomic.Uint64 // last offset delivered (or skipped)
+
+	// Set by holdFrom, under the feed's hmu: whether the registration
+	// catches up from the file's record (catchup.go), the record and its
+	// generation (feed.gen).
+	catchUp bool
+	record  uint64
+	gen     uint64
 
 	mu       sync.Mutex
 	progress chan struct{} // closed and replaced when pos or replayed change
@@ -238,9 +250,18 @@ func (r *registration) run(ctx context.Context) {
 }
 
 func (r *registration) feed(ctx context.Context) error {
-	// Replay.
+	// Replay, with the deletes owed since the file's record (catchup.go).
+	var cu *catchUp
+	if r.catchUp {
+		cu = newCatchUp(r.inf, r.record)
+	}
 	var chunks []chunk
 	err := r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+		if cu != nil {
+			if err := cu.chunk(ctx, r.h, job.head, job.lastKey(), job.end); err != nil || ctx.Err() != nil {
+				return err
+			}
+		}
 		if err := job.objects(ctx, pctx, func(o runtime.Object) { r.h.OnAdd(o, true) }); err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -253,6 +274,10 @@ func (r *registration) feed(ctx context.Context) error {
 	})
 	if err != nil || ctx.Err() != nil {
 		return err
+	}
+	if cu != nil && cu.given > 0 {
+		r.inf.log.Info("gave a handler the deletes made since the file's handlers were last current",
+			"resource", r.inf.f.res.String(), "deletes", cu.given, "record", r.record)
 	}
 	r.pos.Store(chunks[0].head)
 	r.replayed.Store(true)
@@ -365,14 +390,7 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		}
 		h.OnUpdate(old, o)
 	case journal.Deleted:
-		b := e.Object
-		if b == nil {
-			var err error
-			if b, err = i.previous(e); err != nil {
-				return err
-			}
-		}
-		o, err := i.object(e, b, e.ResourceVersion)
+		o, err := i.lastObject(e)
 		if err != nil {
 			return err
 		}
@@ -383,6 +401,20 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		}
 	}
 	return nil
+}
+
+// lastObject returns the last object of DELETED e: its own, else its
+// key's previous event's, else a metadata-only one (see the top of the
+// file).
+func (i *informer) lastObject(e journal.Event) (runtime.Object, error) {
+	b := e.Object
+	if b == nil {
+		var err error
+		if b, err = i.previous(e); err != nil {
+			return nil, err
+		}
+	}
+	return i.object(e, b, e.ResourceVersion)
 }
 
 // previous returns the object of e's key's previous event (PrevOffset):

@@ -245,5 +245,10 @@ func (f *feed) reopenEmpty() error {
 		return err
 	}
 	f.j, f.loop = j, loop
+	// The handlers' record was the old file's: the new one has seen no
+	// handler, so no catch-up (catchup.go).
+	f.hmu.Lock()
+	f.record, f.hasRecord, f.capped, f.limit, f.committed = 0, false, false, 0, 0
+	f.hmu.Unlock()
 	return nil
 }
