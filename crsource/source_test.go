@@ -229,12 +229,12 @@ func equal(a, b []string) bool {
 	return true
 }
 
-// The mistake of issue 21 (item 3): a controller built with Complete(r),
-// the reconciler not wrapped by src.Reconciler. Before, nothing was ever
-// committed and, once MaxPending requests were outstanding, no more
-// arrived, without an error or a log line. Now the controller fails to
-// start: the manager's Start returns ErrNotWrapped, whose message names
-// the fix, before a single request is reconciled.
+// A controller built with Complete(r), the reconciler not wrapped by
+// src.Reconciler, would never commit and, once MaxPending requests were
+// outstanding, would receive no more, without an error or a log line. So
+// the controller fails to start: the manager's Start returns
+// ErrNotWrapped, whose message names the fix, before a single request is
+// reconciled.
 func TestSource_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	cp := controlplane.StartT(t, controlplane.Options{})
@@ -282,7 +282,7 @@ func TestSource_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	<-src.Done()
 }
 
-// Issue 24, item 2: (Result{RequeueAfter: d}, nil) completes the events of
+// (Result{RequeueAfter: d}, nil) completes the events of
 // its request, so a key that always asks to be looked at again ("tick",
 // every 300 ms; "slow", in an hour) does not pin the commit, and its
 // timer is kept in the timers file. A restart with nothing changed

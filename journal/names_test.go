@@ -10,9 +10,7 @@ import (
 
 // Ensure that a wrapped *TrimmedError matches ErrTrimmed and errors.As,
 // names both offsets in its message, and that a CheckReport with events
-// and no problems is OK. (The former names ErrCompacted, CompactedError,
-// VerifyReport and Journal.Verify are gone: issue 22, "one word, one
-// meaning"; pre-1.0.)
+// and no problems is OK.
 func TestJournal_TrimmedAndCheckNames(t *testing.T) {
 	err := fmt.Errorf("read: %w", &journal.TrimmedError{Requested: 1, First: 3})
 	if !errors.Is(err, journal.ErrTrimmed) {

@@ -1,6 +1,6 @@
 package journal
 
-// A file bound to a shard range (Resource.ShardSelector, issue 14) holds
+// A file bound to a shard range (Resource.ShardSelector) holds
 // only the keys whose UID hashes into the range (FNV-1a, KEP-5866; package
 // internal/hashrange). Open refuses another range (ErrResourceMismatch), as
 // it refuses another selector; the range changes only through Reshard,

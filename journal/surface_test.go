@@ -52,8 +52,8 @@ func TestJournal_Surface_WriterMachineryOnWriter(t *testing.T) {
 	}
 }
 
-// Ensure that package journal exports none of the writer's machinery
-// (issue 22): its types and functions live in internal/journalwrite.
+// Ensure that package journal exports none of the writer's machinery:
+// its types and functions live in internal/journalwrite.
 func TestJournal_Surface_NoWriterTypes(t *testing.T) {
 	names, err := filepath.Glob("*.go")
 	if err != nil {

@@ -5,7 +5,7 @@ package journal
 // Journal is the reader's API, with the settings a user chooses
 // (SetRetention, KeepObjects). The writer's machinery (write
 // transactions, the staged relist, retention trimming, Reshard) is this
-// package's code but not its API (issue 22): a program that reads and
+// package's code but not its API: a program that reads and
 // consumes a journal needs none of it, and writes one by running a
 // reconcile.Loop (one writer per file). The packages of this module that
 // write a file (reconcile, compactor, shards, journalctl) reach it through

@@ -103,7 +103,7 @@ func TestFold(t *testing.T) {
 		{"DELETED of an absent key gives nothing", false, journal.Deleted, li("wj/a", "u1", "13"), []string{}},
 		{"DELETED of another UID deletes the indexed one", true, journal.Deleted, li("wj/a", "u2", "13"),
 			[]string{"DELETED wj/a u1 10 gone"}},
-		// Issue 21, item 5: an event below what the index holds is a replay.
+		// An event below what the index holds is a replay.
 		{"ADDED below the indexed RV is a replay", true, journal.Added, li("wj/a", "u1", "9"), []string{}},
 		{"MODIFIED below the indexed RV is a replay", true, journal.Modified, li("wj/a", "u1", "9"), []string{}},
 		{"ADDED of an older object than the indexed is a replay", true, journal.Added, li("wj/a", "u0", "9"), []string{}},

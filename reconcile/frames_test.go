@@ -44,10 +44,10 @@ func (r repeatByte) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Issue 9 item 14: a watch frame larger than the 16 MiB bound fails the
-// watch with ErrFrameTooLarge; nothing of it is journaled, the loop does not
-// stop, and the next watch journals what happens next. (Before, frames had
-// no bound: the 17 MiB frame was decoded and journaled.)
+// A watch frame larger than the 16 MiB bound fails the watch with
+// ErrFrameTooLarge; nothing of it is journaled, the loop does not stop, and
+// the next watch journals what happens next. (Without the bound the 17 MiB
+// frame would be decoded and journaled.)
 func TestLoop_OversizedWatchFrame_TypedErrorNothingJournaled(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")

@@ -1,6 +1,6 @@
 package reconcile
 
-// Several resources in one process (issue 10, item 7). An operator watches
+// Several resources in one process. An operator watches
 // a handful of kinds; a Group keeps one journal per resource, each in its
 // own file in one directory, and runs their Loops under one lifecycle: one
 // Run, one HasSynced and WaitForSync for all, one Status per resource.

@@ -1,10 +1,9 @@
 package reconcile
 
-// The kind of the journaled objects, recorded in the file (issue 10, item
-// 1): a tombstone (a DELETED inferred by a relist) carries no object in a
-// file that does not keep objects, so a consumer in a fresh process can
-// label it only from the file. New asks
-// discovery once per file, the way client-go's RESTMapper does
+// The kind of the journaled objects, recorded in the file: a tombstone (a
+// DELETED inferred by a relist) carries no object in a file that does not keep
+// objects, so a consumer in a fresh process can label it only from the file.
+// New asks discovery once per file, the way client-go's RESTMapper does
 // (/api/v1, /apis/<group>/<version>), and records the answer with
 // journalwrite.Writer.SetKind; a file that has it skips the request.
 //
@@ -19,7 +18,7 @@ package reconcile
 // logs it, goes on, and Run retries it in the background (retryKind), so an
 // apiserver that is down at start neither stops nor stalls the loop.
 //
-// The retry lives within Run (issue 21, item 15): Run starts it, it waits
+// The retry lives within Run: Run starts it, it waits
 // on Options.Clock and Run's context, and Run returns only after it has
 // exited. A Loop that is never run, or whose Run returned, sends no
 // discovery request; the next Run retries again until the kind is

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Issue 21, item 15: the discovery retry for a kind New could not record
-// lives within Run. While Run runs it retries; once Run has returned no
-// goroutine of the loop is left to poll discovery.
+// The discovery retry for a kind New could not record lives within Run. While
+// Run runs it retries; once Run has returned no goroutine of the loop is left
+// to poll discovery.
 func TestLoop_KindRetry_EndsWithRun(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")

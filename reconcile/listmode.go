@@ -26,11 +26,11 @@ package reconcile
 //     empty collection is taken for a refusal too: the cost is paginated
 //     lists until StreamingRetry.
 //
-// A silence on a collection that holds objects, or a silence whose
-// one-item list fails or times out too, is a stall, not a refusal (issue
-// 21, item 10): a conversion webhook that hangs (the apiserver cannot
-// encode the first object), a slow etcd, a stalled link. The streaming
-// list is retried after the backoff, as after any other failure.
+// A silence on a collection that holds objects, or a silence whose one-item
+// list fails or times out too, is a stall, not a refusal: a conversion webhook
+// that hangs (the apiserver cannot encode the first object), a slow etcd, a
+// stalled link. The streaming list is retried after the backoff, as after any
+// other failure.
 //
 // kube-apiserver v1.37 serves streaming lists with its watch cache off
 // too (from etcd), so a cache that is off is no refusal.

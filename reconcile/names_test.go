@@ -23,7 +23,7 @@ const (
 	oddData = "Ünïcødé \"apiVersion\":\"v0\" ✓"
 )
 
-// Issue 9 item 10: names and namespaces that collide with JSON field names
+// Names and namespaces that collide with JSON field names
 // (kind, apiversion, metadata, items), labels and data keys named kind and
 // apiVersion, and non-ASCII annotations and data. Every object journaled —
 // by the initial list, by the watch and by a relist after a 410 — carries

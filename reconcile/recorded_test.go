@@ -319,8 +319,8 @@ func TestRecorded_DiffOfListsEqualsWatchedChanges(t *testing.T) {
 // A watch from the compaction revision less one: one ERROR frame with the
 // apiserver's "PrevKv=nil" 500 (the event at the compaction revision lost
 // its previous value). It is not a 410, yet the server will answer it for
-// that resourceVersion forever: issue 9 item 1 keeps a relist for it,
-// recognised by this shape.
+// that resourceVersion forever: the loop relists for it, recognising it
+// by this shape.
 func TestRecorded_WatchPrevKvNil_IsA500(t *testing.T) {
 	frames := recordedFrames(t, "watch-prevkv-nil.json")
 	if len(frames) != 1 || frames[0].Type != "ERROR" {

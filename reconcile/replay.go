@@ -1,6 +1,6 @@
 package reconcile
 
-// A server that replays from scratch on resume (issue 21, item 5). Some
+// A server that replays from scratch on resume. Some
 // aggregated apiservers accept any resourceVersion on a watch and stream
 // every object as ADDED from the start, as kube-apiserver does for a watch
 // without one. Taken as a resume, that stream would move the journal

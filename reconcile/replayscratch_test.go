@@ -59,7 +59,7 @@ func (m *rvMonitor) run(ctx context.Context, l *reconcile.Loop) {
 	})
 }
 
-// Issue 21, item 5: a server that replays from scratch on resume. The
+// A server that replays from scratch on resume. The
 // index held d (the oldest) and a, b, c; while the loop was down a was
 // updated and b deleted. The resumed watch streams a, c, d as ADDED, with
 // c's and d's resourceVersions below the stored one. The journal's

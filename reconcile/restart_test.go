@@ -229,7 +229,7 @@ func TestLoop_RestartAfterKill(t *testing.T) {
 			_ = j.Close()
 
 			// Nothing changed: a restart adds no event, and the verify
-			// after the resume (issue 21, item 8: its one list) none either.
+			// after the resume (its one list) none either.
 			c = e.startChild()
 			c.waitFor(t, "phase=Watching", "lists=1")
 			c.kill()

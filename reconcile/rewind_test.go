@@ -14,11 +14,11 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Issue 9 item 6: etcd restored from an older backup while the journal
-// was down. The resume check finds the server's resourceVersion below the
-// stored one, relists (origin restart) and journals the objects the
-// restore rolled back, brought back and removed; the index equals the
-// server. Before the check, the resume watched a future that never came.
+// Etcd restored from an older backup while the journal was down. The resume
+// check finds the server's resourceVersion below the stored one, relists
+// (origin restart) and journals the objects the restore rolled back, brought
+// back and removed; the index equals the server. Without the check, the resume
+// would watch a future that never comes.
 func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	controlPlane(t) // fails or skips as the package's when binaries are missing
 	// A control plane of its own: the restore rewinds every namespace.
@@ -126,8 +126,8 @@ func padRevisions(t *testing.T, e *env) {
 	e.waitHead(h + 151)
 }
 
-// Issue 21, item 8: etcd restored from an older backup while the journal
-// was down, and written since, so that the server's resourceVersion has
+// Etcd restored from an older backup while the journal was down, and
+// written since, so that the server's resourceVersion has
 // passed the stored one: the resume check cannot see it (the stored
 // resourceVersion is served, in another history) and the resumed watch
 // syncs. One verify soon after the restart, not the periodic one, finds

@@ -74,7 +74,7 @@ func leaks(b []byte) string {
 	return ""
 }
 
-// Issue 9 item 15: a metadata-only journal of Secrets asks the server for
+// A metadata-only journal of Secrets asks the server for
 // metadata only, so a Secret's data never leaves the apiserver: not in an
 // initial list, a watch update, nor a relist after a 410. The bytes received
 // hold neither the value nor its base64; nor do the raw bytes of the .db

@@ -1,6 +1,6 @@
 package reconcile_test
 
-// Server signals and timing (issue 9, items 1, 4 and 13): throttling and
+// Server signals and timing: throttling and
 // Retry-After, refused watches that must stay watches, the caller's
 // Timeout, undecodable frames, LastError after a healthy resume, and
 // log-once by kind. Faults are injected at the HTTP level, in front of the

@@ -13,12 +13,12 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Issue 9 item 3: a slow link finishes a list. 40 ConfigMaps of 500 KiB
+// A slow link finishes a list. 40 ConfigMaps of 500 KiB
 // (20 MiB) are one page of 500; through a proxy at 3 MiB/s the page's body
 // takes about 7 s, longer than RequestTimeout (2 s), which bounds only the
 // time to first byte: the list completes, then a relist of every object
-// after a 410 does too, and the index equals the server. (Before, a
-// timeout on the whole page cut it every time and the list started again
+// after a 410 does too, and the index equals the server. (A timeout on
+// the whole page would cut it every time and the list would start again
 // from page one, forever.)
 func TestLoop_SlowLink_PageLongerThanRequestTimeoutCompletes(t *testing.T) {
 	if testing.Short() {
@@ -125,7 +125,7 @@ func (b *brokenBody) Read(p []byte) (int, error) {
 
 func (b *brokenBody) Close() error { return b.c.Close() }
 
-// Issue 9 item 3: a list whose pages keep breaking mid-body makes its pages
+// A list whose pages keep breaking mid-body makes its pages
 // smaller until they pass, and completes without starting over: each page
 // size is tried twice (16, 16, 8, 8), then pages of 4 pass; the next list
 // (a relist after a 410) starts at 4.

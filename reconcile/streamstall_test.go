@@ -41,7 +41,7 @@ func (b *blockedBody) Read([]byte) (int, error) {
 
 func (b *blockedBody) Close() error { return nil }
 
-// Issue 21, item 10: a streaming list that hangs (no frame within
+// A streaming list that hangs (no frame within
 // ProgressTimeout on a collection that holds objects: a hung conversion
 // webhook) is a stall, not a refusal: the loop tries the streaming list
 // again and never falls back to pages.

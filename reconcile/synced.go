@@ -3,8 +3,8 @@ package reconcile
 // When the journal is known current with the server (Status.Synced,
 // HasSynced, WaitForSync). Synced turns true once, and stays true for the
 // life of the Loop (the shape of client-go's HasSynced: the first sync),
-// on something the server said, never on a quiet interval (issue 21, item
-// 9), at the first of:
+// on something the server said, never on a quiet interval, at the first
+// of:
 //
 //   - a complete list committed (the initial list, or a relist: after a 410,
 //     a rewind, or a resume check that found the stored resourceVersion

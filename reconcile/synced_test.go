@@ -14,7 +14,7 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Issue 9 item 8, issue 10 item 2: HasSynced after a restart is true only
+// HasSynced after a restart is true only
 // once the journal is known current with the server; with the apiserver's
 // watch cache off (the watch reads etcd) and on (the watch is served from
 // the cache, the resume check's lists from etcd).
@@ -101,7 +101,7 @@ func testHasSyncedRestart(t *testing.T, newEnv func(*testing.T) *env) {
 		took := time.Since(began)
 		st := e.loop.Status()
 		t.Logf("synced %v after the restart: %+v", took, st)
-		// The restart's verify (issue 21, item 8) may have listed since:
+		// The restart's verify may have listed since:
 		// it finds nothing, and is the only list.
 		if st.Lists != st.Verifies || st.Gone != 0 || e.head() != h || st.SyncedOffset != h {
 			t.Errorf("status at sync %+v, head %d; want no list but the restart's verify, no 410, head and SyncedOffset %d", st, e.head(), h)
@@ -186,7 +186,7 @@ func (b *lateBody) Read(p []byte) (int, error) {
 
 func (b *lateBody) Close() error { return nil }
 
-// Issue 21, item 9: HasSynced rests on what the server says, never on a
+// HasSynced rests on what the server says, never on a
 // quiet interval. The stored resourceVersion is still served to a list
 // (the resume check passes), but the watch from it is answered 200 and
 // its 410 comes late: HasSynced stays false until the 410 is met, the
@@ -215,7 +215,7 @@ func TestLoop_HasSynced_Late410(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the watch from the stored resourceVersion %s never came; status %+v", stored, e.loop.Status())
 	}
-	// The old proof was 200 ms of quiet: give it ten times as long.
+	// A quiet interval is no proof: well past one, still not synced.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	err = e.loop.WaitFor(ctx, func(s reconcile.Status) bool { return s.Synced })
 	cancel()

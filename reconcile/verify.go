@@ -24,8 +24,8 @@ package reconcile
 // does (pages.go): its cost is a metadata list, plus full pages only where
 // something diverged.
 //
-// After a restart, one verify runs as soon as the resume is proven
-// (issue 21, item 8), whatever VerifyInterval says (also when it is
+// After a restart, one verify runs as soon as the resume is proven,
+// whatever VerifyInterval says (also when it is
 // negative), and the periodic one goes on as scheduled. Restores happen
 // during outages, which is when a watcher restarts: an etcd restored from
 // an older snapshot whose revisions have since passed the stored

@@ -115,7 +115,7 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	}
 }
 
-// Issue 9 item 7a: the verify interval is wall-clock across watches. With
+// The verify interval is wall-clock across watches. With
 // IdleTimeout 1 s every watch on a quiet resource ends within a second;
 // with VerifyInterval 3 s (± 20%) verifies still happen, on time.
 func TestLoop_VerifyInterval_LongerThanAWatch(t *testing.T) {
@@ -141,7 +141,7 @@ func TestLoop_VerifyInterval_LongerThanAWatch(t *testing.T) {
 	}
 }
 
-// Issue 9 item 7b: verify compares like with like. Hundreds of updates
+// Verify compares like with like. Hundreds of updates
 // while verifying again and again: no divergence is reported, since the
 // watch lost nothing, and the index equals the server afterwards.
 func TestLoop_Verify_UnderWrites_NoFalseDivergences(t *testing.T) {

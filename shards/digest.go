@@ -4,7 +4,7 @@ package shards
 //
 // Whoever takes a dead member's range over must learn what it held, or a
 // key deleted while no journal watched it is never journaled DELETED: the
-// survivor never had it (issue 21, item 6). So every member publishes its
+// survivor never had it. So every member publishes its
 // index (key, UID, resourceVersion of each key its file holds) after its
 // loop synced and whenever its journal moved, at most every IndexInterval,
 // in Leases of the group's namespace: the format and the write order that

@@ -1,5 +1,5 @@
 // Package shards splits one resource's journal across the replicas of an
-// operator (issue 14): each replica, a Member of a shard group, journals
+// operator: each replica, a Member of a shard group, journals
 // the objects whose UID hashes into its share of the hash space
 // (KEP-5866's shardSelector), into a file of its own, and the shares
 // follow the group's live members. Membership is kept on

@@ -182,8 +182,7 @@ type Options struct {
 	// longer, the more of what it journaled last is journaled again by
 	// the new owner. A publication also waits ten times as long as the
 	// last one took (a large index). Default RenewInterval; negative: never
-	// published, and a dead member's deletes in the gap are lost (as
-	// before issue 21).
+	// published, and a dead member's deletes in the gap are lost.
 	IndexInterval time.Duration
 	// Buckets is how many buckets the hash space is cut into for the
 	// rendezvous hashing that assigns them (0: 256; member.go,

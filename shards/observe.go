@@ -1,6 +1,6 @@
 package shards
 
-// A Lease is judged by this replica's clock alone (issue 21). Its
+// A Lease is judged by this replica's clock alone. Its
 // spec.renewTime is written by its holder's clock, which may be minutes off
 // this one's: compared with the local clock, a peer whose clock is behind
 // by the lease duration looks dead while it renews, and one whose clock is

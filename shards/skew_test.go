@@ -19,7 +19,7 @@ import (
 	"github.com/watchjournal/watchjournal/shards"
 )
 
-// Leases are judged by this replica's clock (issue 21, item 11): a peer
+// Leases are judged by this replica's clock: a peer
 // whose clock is an hour behind and keeps renewing is live; a peer whose
 // clock is an hour ahead and stops renewing is dead a Lease duration
 // later, not an hour later.

@@ -65,7 +65,7 @@ func childMember(v string) {
 // and one is updated while no journal watches them. The survivor takes its
 // range over with the index the dead member published: it journals the
 // two DELETED (reason gone) and the MODIFIED, exactly once each, and ADDED
-// (moved) for the rest of the range (issue 21, item 6). Once it holds the
+// (moved) for the rest of the range. Once it holds the
 // range, the dead member's Lease and index are deleted. When the member
 // does come back on its old file after all, it journals none of those
 // changes again: it hands the range's keys back (DELETED, moved) and lists

@@ -66,8 +66,8 @@ problems  none
 	if code != 0 || stdout != wantJSON || stderr != "" {
 		t.Errorf("verify -o json: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, wantJSON)
 	}
-	// check is the command (issue 22: the file check, not the relist);
-	// verify, its former name, is the alias used above. --help lists check.
+	// check is the command (the file check, not the relist); verify is
+	// an alias of it, used above. --help lists check.
 	stdout, stderr, code = runCLI("check", "--db", path)
 	if code != 0 || stdout != want || stderr != "" {
 		t.Errorf("check: exit %d, stdout\n%s\nstderr %q; want 0 and\n%s", code, stdout, stderr, want)

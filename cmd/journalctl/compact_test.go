@@ -191,7 +191,7 @@ func TestShrinkage(t *testing.T) {
 
 // A writer that is reopening its file (journal/bolt/refresh.go) holds only
 // its own lock, <path>.lock, not bbolt's: compact must be refused then too,
-// or the writer goes on in the file the rename replaces (issue 21 item 1).
+// or the writer goes on in the file the rename replaces.
 func TestCompact_InAWritersReopen(t *testing.T) {
 	path := writeTrimmedJournal(t)
 	size := fileSize(t, path)

@@ -13,8 +13,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// What the CLI says for arguments and flags it cannot take (issue 13,
-// Messages): each a sentence that names the fix, no strconv or cobra text.
+// What the CLI says for arguments and flags it cannot take: each a
+// sentence that names the fix, no strconv or cobra text.
 func TestMessages_Usage(t *testing.T) {
 	path := writeJournal(t)
 	for _, tc := range []struct {

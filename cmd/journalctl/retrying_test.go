@@ -37,7 +37,7 @@ func (o *output) waitForCount(t *testing.T, s string, n int) {
 }
 
 // With the apiserver unreachable from the start, watch keeps saying that
-// it retries and why, not only once (issue 13).
+// it retries and why, not only once.
 func TestWatch_StillRetrying_Unreachable(t *testing.T) {
 	oldEvery, oldMax := stillRetryingEvery, maxDiscoveryBackoff
 	stillRetryingEvery, maxDiscoveryBackoff = 300*time.Millisecond, 200*time.Millisecond
@@ -61,7 +61,7 @@ func TestWatch_StillRetrying_Unreachable(t *testing.T) {
 
 // With the apiserver cut off after the watch synced, reportRetrying keeps
 // saying that the loop retries and why, and says "recovered" once the
-// link heals (issue 13).
+// link heals.
 func TestReportRetrying_Loop(t *testing.T) {
 	old := stillRetryingEvery
 	stillRetryingEvery = 300 * time.Millisecond

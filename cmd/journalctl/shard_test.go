@@ -2,7 +2,7 @@
 
 package main
 
-// Shard groups end to end (issue 14): replicas are separate processes
+// Shard groups end to end: replicas are separate processes
 // (this test binary re-run as journalctl), against a real kube-apiserver
 // with the ShardedListAndWatch gate on (server mode) and off (client
 // mode).

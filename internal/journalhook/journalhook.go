@@ -1,6 +1,6 @@
 // Package journalhook is the one door from package internal/journalwrite
 // into a journal's write side, which package journal keeps unexported
-// (issue 22: no writer machinery in journal's API). It sits below journal,
+// (no writer machinery in journal's API). It sits below journal,
 // so that journal can set it without importing journalwrite, which imports
 // journal: the standard access hook, as in the standard library's
 // internal packages.

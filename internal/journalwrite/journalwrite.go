@@ -4,7 +4,7 @@
 // (retention trimming), shards (Reshard and the pending ranges) and
 // journalctl (compact's lock); tests and tools that write a file by hand
 // use it too. A program that reads and consumes a journal needs none of
-// it, so package journal keeps it out of its API (issue 22) and this
+// it, so package journal keeps it out of its API and this
 // package, under the module's internal/, names it.
 //
 // Of(j) returns the Writer of an open journal. The implementation is

@@ -138,7 +138,7 @@ func TestRank(t *testing.T) {
 
 // TestPublicAPINamesNoInternalType fails for a declaration in `go doc -all`
 // of a public package that names a type of an internal package: a type a
-// user cannot name (issue 22), an alias of one included. Doc text and the
+// user cannot name, an alias of one included. Doc text and the
 // values of consts and vars (ErrLocked = storage.ErrLocked) are not
 // declarations of a type and are not checked.
 func TestPublicAPINamesNoInternalType(t *testing.T) {

@@ -1,6 +1,6 @@
 package adapt_test
 
-// WatchConsumer's commit (issue 21, item 2): an event counts as processed
+// WatchConsumer's commit: an event counts as processed
 // once the receiver comes back for the next one, or calls Stop. Each test
 // "kills" a process at one point: it closes the journal (the file lock
 // goes, as with a dead process) without Stop, opens the file again as a

@@ -1,6 +1,6 @@
 package adapt_test
 
-// Handle's OnUpdate old object (issue 21, item 18): the object as it was
+// Handle's OnUpdate old object: the object as it was
 // before the change, read from the key's previous event in the journal;
 // metadata-only when retention trimmed that event.
 
