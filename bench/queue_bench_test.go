@@ -1,7 +1,7 @@
 package bench
 
-// What a controller's workqueue keeps after its start-up's adds drained
-// (issue 23): a controller-runtime controller starts with one add per
+// What a controller's workqueue keeps after its start-up's adds drained:
+// a controller-runtime controller starts with one add per
 // object of the cache, all queued before its first reconcile (it waits
 // for the cache's sync), and the queue's maps keep the size they grew to
 // (Go maps do not shrink). That heap follows N whichever cache the

@@ -1,6 +1,6 @@
 package main
 
-// The cache subjects (issue 23, "Measured"): an operator process, a
+// The cache subjects: an operator process, a
 // controller-runtime manager with one controller whose reconciler reads
 // the object it was given through mgr.GetClient(), on controller-runtime's
 // cache (crcache) or on jcache, started twice on one directory, a process

@@ -1,7 +1,7 @@
 package main
 
 // The cache subjects' section of the results file (cache.go): its tables,
-// issue 23's targets, and how a run of only those subjects rewrites that
+// their targets, and how a run of only those subjects rewrites that
 // section and keeps the rest of the file.
 
 import (
@@ -60,7 +60,7 @@ func findCache(rows []cacheRow, w string, n int, subject string) (cacheRow, bool
 // ratio formats a / b.
 func ratio(a, b float64) string { return dash(b != 0, "%.2f×", a/b) }
 
-// cacheTargets evaluates issue 23's targets on the cache subjects' rows.
+// cacheTargets evaluates the cache targets on the cache subjects' rows.
 func (r *results) cacheTargets() []target {
 	var ts []target
 	var ns []int

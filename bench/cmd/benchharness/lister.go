@@ -1,6 +1,6 @@
 package main
 
-// The readers (issue 11): journal/cache's Reader (over a reconcile.Loop
+// The readers: journal/cache's Reader (over a reconcile.Loop
 // into a file that keeps objects) against the informer lister's Get and
 // List + DeepCopy, each in a child process of its own at every N, after
 // the subjects; readerTable's text says what they read. Both watch the
@@ -270,7 +270,7 @@ func (r *results) findReader(n int, kind string) (readerRow, bool) {
 	return first(r.readers, func(x readerRow) bool { return x.N == n && x.Kind == kind && x.Err == "" })
 }
 
-// readerTargets evaluates issue 11's targets on this run's readers and the
+// readerTargets evaluates the readers' targets on this run's readers and the
 // in-process append benchmarks.
 func (r *results) readerTargets() []target {
 	var ts []target

@@ -1,6 +1,6 @@
 package main
 
-// Issue 12's measurements, the parent's side: after a subject's forced
+// The restart measurements, the parent's side: after a subject's forced
 // relists, a relist after a gap in which 1% of the objects changed, then
 // restarts of the subject (restartchild.go) with nothing changed and with
 // 1% changed while it was down; restartSection's notes (restart_results.go)

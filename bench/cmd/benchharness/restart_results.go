@@ -1,6 +1,6 @@
 package main
 
-// Issue 12's part of the results: the table of the relist with 1% changed
+// The restarts' part of the results: the table of the relist with 1% changed
 // and of the restarts (restart.go, journalctl.go), and its targets.
 
 import (
@@ -66,8 +66,8 @@ func inProcess(x *restartResult) string {
 	return fmt.Sprintf("%s (%s)", secs(x.Seconds), secs(x.SubjectSeconds))
 }
 
-// restartSection is the results file's section on issue 12's
-// measurements.
+// restartSection is the results file's section on the relist with 1%
+// changed and the restarts.
 func (r *results) restartSection() string {
 	var b strings.Builder
 	b.WriteString("\n### Relist with 1% changed, restarts, journalctl\n\n")
@@ -82,7 +82,7 @@ func (r *results) restartSection() string {
 	return b.String()
 }
 
-// restartTargets are issue 12's targets on this run's numbers, for every N.
+// restartTargets are the restart targets on this run's numbers, for every N.
 func (r *results) restartTargets() []target {
 	var ts []target
 	for _, n := range r.o.ns {

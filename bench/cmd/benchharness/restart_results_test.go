@@ -37,7 +37,7 @@ func restartResultsFixture() *results {
 	return &results{o: options{ns: ns}, rows: rows}
 }
 
-// TestRestartTargets checks issue 12's target rows on made-up rows: one per
+// TestRestartTargets checks the restart target rows on made-up rows: one per
 // N for each ratio, the 200k RSS row and the 1,000,000-object row, with the
 // right verdicts.
 func TestRestartTargets(t *testing.T) {

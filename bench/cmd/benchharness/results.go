@@ -317,7 +317,7 @@ func (r *results) targets() []target {
 			x.Relisted.RelistSeconds, l.Relisted.RelistSeconds, "s", 1.3))
 	}
 
-	ts = append(ts, r.restartTargets()...) // issue 12 (restart_results.go)
+	ts = append(ts, r.restartTargets()...) // restart_results.go
 
 	gb := parseGobench(r.gobench)
 	add := func(name, bench, unit string, ok func(float64) bool) {

@@ -1,6 +1,6 @@
 package main
 
-// The workloads (issue 25, "Benchmarks on real shapes"): besides the 1 KiB
+// The workloads, real shapes: besides the 1 KiB
 // ConfigMaps of parent.go, the objects operators really watch, each with
 // its churn (workloadByName; workloadSection's notes describe them). Every
 // object carries workloadLabel=<workload>, which every subject selects. A

@@ -1,8 +1,8 @@
 package main
 
-// The workloads' section of the results file (workload.go, issue 25): per
-// workload the subjects' table, the restart with nothing changed,
-// watchjournal's disk cost, and the issue's targets on them.
+// The workloads' section of the results file (workload.go): per workload
+// the subjects' table, the restart with nothing changed, watchjournal's
+// disk cost, and the workload targets on them.
 
 import (
 	"fmt"
@@ -101,7 +101,7 @@ func (r *results) wlCacheTable(wr workloadResult) string {
 	return b.String()
 }
 
-// workloadTargets evaluates issue 25's targets on the workloads' rows.
+// workloadTargets evaluates the workload targets on the workloads' rows.
 func (r *results) workloadTargets() []target {
 	var ts []target
 	for _, wr := range r.workloads {
