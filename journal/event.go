@@ -342,8 +342,7 @@ func decodeEvent(off uint64, b []byte) (_ Event, err error) {
 // field. It does not hand
 // the body to msgpack.Unmarshal: msgpack v5.4.1 allocates a bin field's
 // declared length before reading it, so a body of a few bytes that claims
-// a 4 GiB Object would allocate 4 GiB (found by FuzzDecodeEvent; the
-// process died). Every declared length is checked against the bytes left.
+// a 4 GiB Object would allocate 4 GiB (FuzzDecodeEvent). Every declared length is checked against the bytes left.
 func decodeBody(body []byte, fields int) (r record, reason string, prev uint64, err error) {
 	br := bytes.NewReader(body)
 	d := msgpack.NewDecoder(br)

@@ -18,9 +18,8 @@ import (
 // MB); it does not change what is committed. The count matters when the
 // changes are scattered over the index: each MODIFIED of a relist with 1%
 // changed lands in its own index leaf, and bbolt reads every leaf it
-// writes into nodes on the heap. Committing 2,500 such events into an
-// index of 50,000 grew the live heap by 6.9–7.2 MiB at 1,000 a
-// transaction and by 2.4–3.2 MiB at 250, in the same time (fsync per
+// writes into nodes on the heap, so a transaction's heap grows with the
+// scattered events it holds, and a smaller chunk costs no time (fsync per
 // chunk included); the initial list, in key order, is as fast either way
 // (BenchmarkRelistStaged).
 const (
@@ -33,12 +32,11 @@ const (
 // transaction fills the index's leaves in sequence; the secondary indexes'
 // value entries (indexes.go), and the keys of a streaming list that broke
 // key order, land in scattered leaves, which bbolt holds on the heap until
-// the commit (a few MiB at 1,000 events, as commitChunk's note measures).
-// What a transaction costs on disk is mostly fixed (two fdatasyncs, the
-// meta page, the freelist). At commitChunk a streaming batch of 500
-// took two commits: profiled at 50,000 ConfigMaps, the first list's 200
-// commits spent 0.21 s in fdatasync and 0.27 s in pwrite while the stream's
-// reader waited 0.63 s of a 0.88 s sync for them (reconcile/stagepipe.go).
+// the commit (commitChunk's note). What a transaction costs on disk is
+// mostly fixed (two fdatasyncs, the meta page, the freelist), so fewer,
+// larger transactions suit a first list: at commitChunk a streaming batch
+// of 500 would take two commits, and the stream's reader would wait for
+// their syncs (reconcile/stagepipe.go).
 const directChunk = 1000
 
 // relist stages the events a relist infers, on disk, until the list is

@@ -2,12 +2,11 @@ package journal
 
 // A relist's events wait in a sibling file, <path>.relist, until the list is
 // complete, and only then move into the bbolt file. Staging them inside the
-// bbolt file (as the first design did) made every initial list write N
-// records into a bucket and free those pages again: bbolt's freelist keeps
-// an entry per page allocated from free pages (its allocs map), so the
-// journal's pages reusing the staging pages cost the process about 12 bytes
-// of heap per object for as long as the file stays open (2.4 MB at 200,000
-// objects; BenchmarkJournalHeap). Appends at the end of the file make no
+// bbolt file would make every initial list write N records into a bucket
+// and free those pages again: bbolt's freelist keeps an entry per page
+// allocated from free pages (its allocs map), so the journal's pages
+// reusing the staging pages would cost the process about 12 bytes of heap
+// per object for as long as the file stays open (BenchmarkJournalHeap). Appends at the end of the file make no
 // such entries. A plain append-only file also needs no transaction, and no
 // fsync, per page; it is fsynced once, before the commit marker is set.
 //

@@ -130,11 +130,9 @@ type Options struct {
 	// kube-controller-manager and kube-scheduler run
 	// (rest.Config.DisableCompression, kubernetes/kubernetes#80919 and
 	// #112296): on a local or in-cluster link gzip costs the apiserver
-	// more CPU than the bytes save time. Measured on a 2-core machine, a
-	// streaming list of 50,000 ConfigMaps of 1 KiB took 2.3 s with gzip
-	// and 1.5 s without in JSON, 1.6-1.8 s and 0.75-0.96 s in protobuf.
-	// Set it over a slow or metered link (a remote cluster through a
-	// VPN). A cfg with DisableCompression set is never compressed.
+	// more CPU than the bytes save time (BENCHMARKS.md). Set it over a
+	// slow or metered link (a remote cluster through a VPN). A cfg with
+	// DisableCompression set is never compressed.
 	Compression bool
 	// Logger receives one line per state change and per error: errors
 	// through Error (a failure, logged once per kind until the loop
@@ -357,11 +355,9 @@ type Loop struct {
 //     goes unnoticed for up to 45 s more, and a relist's pages share the
 //     connection's flow-control window with the watch. The loop makes a few
 //     requests at a time (a watch, or a list and its next page), so one
-//     connection per request costs it a few handshakes; measured on a
-//     loaded 2-core machine, an initial sync of 2,000 ConfigMaps of 1 KiB
-//     took 0.36-0.53 s over HTTP/1.1 and 0.24-0.35 s over HTTP/2
-//     (BENCHMARKS.md): the price of finding a dead link within IdleTimeout
-//     rather than up to 45 s later. A caller who wants HTTP/2 sets
+//     connection per request costs it a few handshakes, which make small
+//     lists slower than over HTTP/2 (BENCHMARKS.md): the price of finding
+//     a dead link within IdleTimeout rather than up to 45 s later. A caller who wants HTTP/2 sets
 //     cfg.NextProtos = []string{"h2", "http/1.1"} (or its own Transport):
 //     the loop is correct either way, as the health check bounds how long a
 //     dead connection lives.

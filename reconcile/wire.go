@@ -5,10 +5,8 @@ package reconcile
 // For the built-in kinds client-go knows (its kubernetes/scheme), watches
 // and streaming lists ask for protobuf, as client-go's typed clients and
 // informers do (gentype.PrefersProtobuf): the apiserver encodes protobuf
-// with about half the CPU of JSON. Measured on this 2-core machine, a
-// streaming list of 50,000 ConfigMaps of 1 KiB, read and thrown away,
-// without compression: 1.5 s in JSON, 0.75-0.96 s in protobuf (0.8 MB/s
-// of apiserver CPU is the bound, not the client).
+// with about half the CPU of JSON, and the apiserver's encoding, not the
+// client, bounds how fast a list arrives (BENCHMARKS.md).
 //
 // A frame is a watch event (metav1.WatchEvent, length-delimited: 4 bytes
 // big-endian, then the message) whose object is the protobuf envelope

@@ -96,9 +96,8 @@ import (
 
 // indexDuty bounds the time a member spends publishing its index: the
 // next publication waits at least indexDuty times as long as the last one
-// took (a tenth of the time, at most). Measured on a loaded 2-core
-// machine: 500,000 entries encode in some 4.6 s into 256 chunks, 15 MB,
-// 30 bytes an entry.
+// took (a tenth of the time, at most): a large index takes seconds to
+// encode.
 const indexDuty = 10
 
 // chunkBytes bounds a chunk's compressed size: with base64 (4/3) some
@@ -149,8 +148,8 @@ type chunk struct {
 // few as keep each under chunkBytes; each chunk keeps key order. Empty
 // chunks are left out.
 func encodeChunks(prefix string, entries []journal.IndexEntry) ([]chunk, error) {
-	// Start from some 40 compressed bytes an entry (30 measured for
-	// ConfigMaps with 36-byte UIDs), so that one pass does in most cases.
+	// Start from some 40 compressed bytes an entry (more than ConfigMaps
+	// with 36-byte UIDs take), so that one pass does in most cases.
 	n := 1
 	for n*chunkBytes < len(entries)*40 {
 		n *= 2

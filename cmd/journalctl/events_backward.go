@@ -5,7 +5,7 @@ package main
 // so going back is done in windows of offsets, each read forward, the one
 // before it next. Objects may be a MiB each: what is read and held is
 // bounded by what is printed and by bytes, never by a page of readPage
-// events (-n 5 once read 1,000 events of 900 KiB, 880 MiB, to print five).
+// events (with objects of 900 KiB, a page is 880 MiB read to print five).
 //
 //   - -n N without a filter: offsets are contiguous from the first
 //     retained one, so the last N events are head-N+1 to head. Only they

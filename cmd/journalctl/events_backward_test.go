@@ -96,7 +96,7 @@ func runCounted(t *testing.T, args ...string) (stdout string, src *countingSourc
 }
 
 // Ensure events -n N reads the events it prints, not a page of readPage
-// (-n 5 once read 1,000 events of 900 KiB, 880 MiB, to print five): N
+// (with objects of 900 KiB, a page is 880 MiB read to print five): N
 // without filters; with filters at most about twice the span of the N
 // matches. -r holds at most about reverseBytes of events before it prints
 // them. The output is what the whole journal's output ends with.

@@ -6,13 +6,12 @@ package bolt
 // hands out from the freelist, the transaction that allocated it: an entry
 // in a Go map, deleted only when that page is freed again, in a map that
 // never shrinks. Pages that stay in use keep their entries for as long as
-// the handle is open. A 1,000,000-object initial list (about 4,000
-// transactions) leaves about 1.2 MB of them behind; a handle that has
-// rewritten every page of a file holds one per page. The entries serve only
-// to free pages early around long read transactions, and a fresh handle
-// starts without them (it treats every page as allocated before it
-// opened), so closing and reopening the file gives the memory back and
-// changes nothing on disk.
+// the handle is open. A large initial list leaves many of them behind; a
+// handle that has rewritten every page of a file holds one per page. The
+// entries serve only to free pages early around long read transactions, and
+// a fresh handle starts without them (it treats every page as allocated
+// before it opened), so closing and reopening the file gives the memory
+// back and changes nothing on disk.
 //
 // So a writable Store counts the pages bbolt allocated since it opened the
 // file (bbolt's TxStats.PageCount, a superset of the pages that get an

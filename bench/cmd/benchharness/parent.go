@@ -69,8 +69,8 @@ func run(ctx context.Context, o options) (*results, error) {
 		defer os.RemoveAll(dir)
 	}
 	// The apiserver restarts that force relists refill its watch cache
-	// from etcd before /readyz answers: 53 s to over 60 s at 1,000,000
-	// ConfigMaps here, so the wait grows with the largest N.
+	// from etcd before /readyz answers, which takes longer the more
+	// objects it holds, so the wait grows with the largest N.
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	cp, err := controlplane.Start(sctx, dir, controlplane.Options{
 		WatchCache:            true,

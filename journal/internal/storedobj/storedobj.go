@@ -29,8 +29,8 @@
 //     1.27), whose defaults already match names case-sensitively, set to
 //     allow duplicate names and invalid UTF-8 as above. It decodes in one
 //     pass, where encoding/json (and sigs.k8s.io/json, its fork) first
-//     scans the whole value to validate it and then decodes it: 2–2.5×
-//     faster on a 1 KiB ConfigMap, with half the allocations. The API
+//     scans the whole value to validate it and then decodes it: faster,
+//     with fewer allocations. The API
 //     conventions keep interface{} and time.Duration, where the two
 //     packages differ, out of these types (they use RawExtension, JSON and
 //     metav1.Duration, whose own UnmarshalJSON both call); json_test.go
