@@ -127,8 +127,8 @@ const ResourceLabel = "resource"
 
 // RegisterResource is Register for a journal that must record its
 // resource: it fails with an error when j records none. Register labels
-// every metric with the resource too; RegisterResource remains for the
-// programs written before it did.
+// every metric with the resource too; RegisterResource adds the check
+// that j records one.
 func RegisterResource(reg prometheus.Registerer, j *journal.Journal, l *reconcile.Loop) error {
 	if _, ok, err := j.Resource(); err != nil {
 		return err

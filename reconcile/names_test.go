@@ -28,9 +28,9 @@ const (
 // apiVersion, and non-ASCII annotations and data. Every object journaled —
 // by the initial list, by the watch and by a relist after a 410 — carries
 // kind ConfigMap and apiVersion v1, decodes through client-go's scheme, and
-// keeps its text byte for byte. (Before, kind and apiVersion were skipped
-// for any item whose first 64 bytes held "kind", as a name or a namespace
-// named kind does, and such objects failed to decode.)
+// keeps its text byte for byte. (A guess from an item's first 64 bytes
+// would take a name or a namespace named kind for the field, skip kind and
+// apiVersion, and leave such objects undecodable.)
 func TestLoop_NamesLikeJSONFields_EveryObjectTypedAndDecodable(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

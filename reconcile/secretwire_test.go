@@ -81,8 +81,8 @@ func leaks(b []byte) string {
 // file or of the .relist stage file (copied at every list request: 300
 // Secrets with 2 KiB of annotations stage more than the stage file's write
 // buffer, so it has records on disk mid-list). Every journaled object is a
-// v1 Secret with its metadata and no data. (Before, Secrets were fetched in
-// full and stripped on the client.)
+// v1 Secret with its metadata and no data. (Secrets fetched in full and
+// stripped on the client would carry their data over the wire.)
 func TestLoop_Secrets_DataNeverLeavesTheServer(t *testing.T) {
 	e := newEnv(t)
 	e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}

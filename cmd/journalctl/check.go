@@ -2,8 +2,8 @@ package main
 
 // The file check (journalctl check, journal.Journal.Check): offline, the
 // whole file. Not the anti-entropy relist against the server, which is
-// journalctl relist (relist.go). Its former name, verify, stays an alias so
-// that scripts keep working; its messages still say verify.
+// journalctl relist (relist.go). verify is an alias of it, so that scripts
+// that call it by that name keep working; its messages say verify.
 
 import (
 	"context"
@@ -22,7 +22,8 @@ import (
 )
 
 // errProblems is returned by check when the file has problems: exit
-// status 3. Its text is unchanged from when the command was verify.
+// status 3. Its text says verify, the alias, so that scripts matching it
+// keep working.
 var errProblems = errors.New("verify: problems found")
 
 // newCheckCmd returns the check command; verify is its alias.

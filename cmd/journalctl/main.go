@@ -32,7 +32,7 @@
 //     watch's socket, or reopens the file every second without one, and
 //     moves between the two when a watch starts or stops; --commit
 //     commits only the rows that reached the output whole.
-//   - check (alias verify, its former name) is the offline file check
+//   - check (alias verify) is the offline file check
 //     (journal.Journal.Check); relist asks a running watch for the
 //     anti-entropy relist (reconcile.Loop.Verify); compact rewrites the
 //     file offline to give freed pages back to the filesystem.

@@ -79,7 +79,7 @@ func TestWatch_MetricsAddr(t *testing.T) {
 
 // Ensure watch configmaps,secrets --dir DIR --metrics-addr, against a real
 // apiserver, serves both files' metrics on one /metrics, each series
-// labeled with its resource (it was refused: "serves one resource's
+// labeled with its resource, not refused ("serves one resource's
 // metrics").
 func TestWatch_MetricsAddr_SeveralResources(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{})

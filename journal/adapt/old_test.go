@@ -204,8 +204,8 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 // The filter a controller writes for "did the labels change", against the
 // real apiserver: a label change and a data-only change to one ConfigMap,
 // the second handled by a new Handle in a new process (its previous event
-// lies before the consumer's position). Before, the old object had no
-// labels: the data-only change looked like a label change.
+// lies before the consumer's position). An old object without its labels
+// would make the data-only change look like a label change.
 func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

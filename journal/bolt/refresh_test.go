@@ -271,8 +271,8 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 // Another writer opening the file in the gap (journalctl consumers reset,
 // a second process) gets storage.ErrLocked naming the writer's lock: the store
 // keeps the file for its whole life, reopens included, and every commit
-// stands. (Before the writer's lock, that Open took the file and the
-// store's later transactions failed.)
+// stands. (Without the writer's lock, that Open would take the file and
+// the store's later transactions would fail.)
 func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 	lowRefresh(t, 64)
 	s, path := openTemp(t, Options{NoSync: true})
