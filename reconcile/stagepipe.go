@@ -5,10 +5,10 @@ package reconcile
 // A streaming list reads its initial events, diffs a batch against the
 // index, encodes its objects, and stages it (journalwrite.Relist.Stage: into the
 // stage file, or straight into the journal and the index when the index was
-// empty). Profiled at 50,000 ConfigMaps into an empty journal, staging was
-// 43% of the client's CPU (bbolt puts, record encoding, page writes and
-// fsync) and reading plus encoding 35%, all on one goroutine, while the
-// apiserver waited on a full socket. stagePipe runs each Stage on a
+// empty). Staging (bbolt puts, record encoding, page writes and fsync) and
+// reading plus encoding each take a large share of the client's CPU; on
+// one goroutine, the apiserver would wait on a full socket while a batch
+// is staged. stagePipe runs each Stage on a
 // goroutine of its own, one at a time and in order, so the stream goes on
 // being read meanwhile.
 //

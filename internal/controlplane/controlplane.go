@@ -124,8 +124,8 @@ type Options struct {
 	// APIServerReadyTimeout bounds each wait for the apiserver to be
 	// ready, at start and after RestartAPIServer. Zero means the package's
 	// APIServerReadyTimeout (60 s). An apiserver with the watch cache on
-	// fills it from etcd before /readyz answers: about a minute for
-	// 1,000,000 ConfigMaps of 1 KiB on 2 cores.
+	// fills it from etcd before /readyz answers, which takes longer the
+	// more objects etcd holds: a large store needs a longer timeout.
 	APIServerReadyTimeout time.Duration
 
 	// Logf, when non-nil, receives progress messages (e.g. t.Logf).

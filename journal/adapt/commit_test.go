@@ -163,12 +163,12 @@ func recv(t *testing.T, w *adapt.Watcher, want string) {
 	}
 }
 
-// The scenario against the real apiserver: a ConfigMap patched
+// Against the real apiserver: a ConfigMap patched
 // twice; the operator processed the first MODIFIED and came back for the
 // second, then died while processing it. After a restart (new journal,
 // loop and Watcher on the same file) the second MODIFIED is handed over
-// again, and the first is not. Before the fix the Watcher committed each
-// event as soon as it was received: the restart started after the second.
+// again, and the first is not. A Watcher that committed each event as
+// soon as it was received would restart after the second.
 func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

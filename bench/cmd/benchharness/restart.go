@@ -31,7 +31,7 @@ const envRestart = "BENCH_RESTART"
 // changes made while the subject was down: "TYPE namespace/name" a line.
 const expectedFile = "restart-expected.txt"
 
-// restartResults are a row's issue-12 measurements.
+// restartResults are a row's restart measurements.
 type restartResults struct {
 	// Changed is how many objects each 1% gap changed (modified + deleted
 	// + created).

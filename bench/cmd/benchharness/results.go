@@ -252,7 +252,7 @@ func (r *results) writtenBy() string {
 		r.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.revision, r.cpu, r.nproc, r.o.command)
 }
 
-// targets evaluates the targets on this run's numbers.
+// targets evaluates the targets on this run's numbers.
 func (r *results) targets() []target {
 	var ts []target
 	ns := r.o.ns

@@ -353,8 +353,8 @@ func (p *parent) servedBytes(ctx context.Context, w *workload) (sv served, err e
 // defragments etcd, and logs its size before and after. It deletes them
 // in etcd, by key prefix (the apiserver's default --etcd-prefix /registry,
 // <resource>/<namespace>/ or <group>/<resource>/<namespace>/): the
-// apiserver's own DeleteCollection takes minutes for 50,000 Pods here
-// (about 130 objects/s), and bound Pods would need a grace period of 0.
+// apiserver's own DeleteCollection is far slower at these N, and bound
+// Pods would need a grace period of 0.
 // The apiserver's watch cache sees the deletes through its etcd watch; no
 // subject runs at that point.
 func (p *parent) cleanupWorkload(ctx context.Context, w *workload) {

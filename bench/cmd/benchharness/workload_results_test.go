@@ -52,7 +52,7 @@ func TestWorkloadDiskTable(t *testing.T) {
 	}
 }
 
-// The targets on the workload rows, with their verdicts.
+// The workload targets on the workload rows, with their verdicts.
 func TestWorkloadTargets(t *testing.T) {
 	r := workloadResultsFixture()
 	got := map[string]string{}
