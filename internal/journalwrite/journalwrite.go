@@ -48,6 +48,9 @@ type Writer interface {
 	// below before, oldest first, while the retained size is above
 	// minBytes (journal/consumer.go).
 	Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error)
+	// TrimRetained is Trim below every consumer's first uncommitted
+	// event, read in the same transaction (journal/consumer.go).
+	TrimRetained(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error)
 	// SetKind records the kind and apiVersion of the resource's objects
 	// if the file records none yet (journal/resource.go).
 	SetKind(kind, apiVersion string) error

@@ -128,11 +128,11 @@ func (c *Compactor) Trim() (Result, error) {
 		protect = min(protect, off+1)
 	}
 	// Count and age first, then size, oldest first.
-	if err := c.trim(&res, min(before, protect), 0); err != nil {
+	if err := c.trim(&res, min(before, protect), 0, false); err != nil {
 		return res, err
 	}
 	if c.p.MaxBytes > 0 && st.JournalBytes > c.p.MaxBytes {
-		if err := c.trim(&res, protect, c.p.MaxBytes); err != nil {
+		if err := c.trim(&res, protect, c.p.MaxBytes, false); err != nil {
 			return res, err
 		}
 	}
@@ -144,7 +144,7 @@ func (c *Compactor) Trim() (Result, error) {
 		}
 		if left > c.p.HardMaxBytes {
 			res.Forced = true
-			if err := c.trim(&res, st.LastOffset+1, c.p.HardMaxBytes); err != nil {
+			if err := c.trim(&res, st.LastOffset+1, c.p.HardMaxBytes, true); err != nil {
 				return res, err
 			}
 		}
@@ -159,9 +159,18 @@ func (c *Compactor) Trim() (Result, error) {
 }
 
 // trim deletes below before, above minBytes, in steps.
-func (c *Compactor) trim(res *Result, before, minBytes uint64) error {
+// trim deletes events below before, in transactions of at most Step
+// events and StepBytes, while the retained size is above minBytes; it
+// keeps every event a consumer has not committed, read in each
+// transaction (Stats was read before it), unless forced (the hard cap).
+func (c *Compactor) trim(res *Result, before, minBytes uint64, forced bool) error {
+	w := journalwrite.Of(c.j)
 	for {
-		n, size, err := journalwrite.Of(c.j).Trim(before, c.opts.Step, c.opts.StepBytes, minBytes)
+		trim := w.TrimRetained
+		if forced {
+			trim = w.Trim
+		}
+		n, size, err := trim(before, c.opts.Step, c.opts.StepBytes, minBytes)
 		if err != nil {
 			return fmt.Errorf("compactor: trim: %w", err)
 		}

@@ -451,3 +451,29 @@ func TestRewrite_RefusedWhileAWriterHoldsTheLock(t *testing.T) {
 		t.Fatalf("after the rewrite: %d..%d, %d objects; want ..50, 10 objects", st.FirstOffset, st.LastOffset, st.Objects)
 	}
 }
+
+// TrimRetained reads the consumers inside its write transaction: a
+// consumer created or moved back after retention read Stats (the hold a
+// joining handler lowers, a new consumer at 0) keeps its first uncommitted
+// event, where Trim, the hard cap's, deletes past it.
+func TestTrimRetained_ConsumersReadInTheTransaction(t *testing.T) {
+	j, _ := openJ(t)
+	write(t, j, 20, 20, 10, time.Now())
+	if err := j.CreateConsumer("late", 6); err != nil { // reads next from 6: committed 5
+		t.Fatal(err)
+	}
+	n, _, err := journalwrite.Of(j).TrimRetained(21, 100, 0, 0) // chosen before the consumer existed
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := j.Stats()
+	if n != 5 || st.FirstOffset != 6 {
+		t.Fatalf("TrimRetained(21) with a consumer at 5 deleted %d, first offset %d; want 5 deleted, 6 first", n, st.FirstOffset)
+	}
+	if c, err := j.ConsumerCommitted("late"); err != nil || c != 5 {
+		t.Fatalf("consumer after the trim: %d, %v; want 5", c, err)
+	}
+	if n, _, err := journalwrite.Of(j).Trim(21, 100, 0, 0); err != nil || n != 15 {
+		t.Fatalf("Trim(21), the hard cap's, = %d, %v; want 15 deleted past the consumer", n, err)
+	}
+}
