@@ -16,6 +16,11 @@ package jcache
 //		WatchesRawSource(ex.Kind(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mapper, &v1.Foo{}, handler.OnlyControllerOwner()))).
 //		Complete(ex.Reconciler(r))
 //
+// Like the cache's handlers, a source resyncs on the cache's SyncPeriod
+// (cache.Options.SyncPeriod): every stored object queued again as an
+// update (old and new the same), at most MaxPending at a time, recorded at
+// the next event's offset so that the commit never passes them (resync).
+//
 // An ExactSource is source.Kind (object, handler, predicates) whose
 // position survives a restart: it reads the journal file of its object's
 // informer in this cache (one file, one watch: the cache's; never a second
@@ -457,6 +462,12 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 		}
 	}
 	close(s.synced)
+	var tick <-chan time.Time // the cache's SyncPeriod, as its handlers resync
+	if inf.resync > 0 {
+		t := time.NewTicker(inf.resync)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		room, ok := s.t.WaitRoom(ctx, s.max)
 		if !ok {
@@ -480,11 +491,17 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 			return err
 		}
 		if len(evs) == 0 {
-			if err := j.Wait(ctx, pos); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			resync, err := waitOrTick(ctx, j, pos, tick)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
 				return err
+			}
+			if resync {
+				if err := s.resync(ctx, inf, tq, eh, pos); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -519,6 +536,55 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 	}
 	if err == nil && s.ctl.sb != nil {
 		s.tracker.NoteCommit(j, p)
+	}
+	return err
+}
+
+// waitOrTick waits until the journal has an event after pos (false) or
+// tick fires (true, a resync is due).
+func waitOrTick(ctx context.Context, j *journal.Journal, pos uint64, tick <-chan time.Time) (bool, error) {
+	if tick == nil {
+		return false, j.Wait(ctx, pos)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- j.Wait(wctx, pos) }()
+	select {
+	case err := <-waited:
+		return false, err
+	case <-tick:
+		cancel()
+		<-waited
+		return true, nil
+	}
+}
+
+// resync sends an update event (old and new the same object) for every
+// object of the file, as an informer's resync does every SyncPeriod
+// (cache.Options.SyncPeriod): controllers that repair drift on it get
+// it from Exact sources too. Each request is recorded at offset pos+1,
+// the next event's, so the commit point stays at pos until they are
+// reconciled (a crash before then repeats the events after pos, not the
+// resync), and each waits for room below MaxPending, as the replay's do.
+func (s *ExactSource) resync(ctx context.Context, inf *informer, tq *delivery.Queue, eh *exactHandler, pos uint64) error {
+	tq.SetOffset(pos + 1)
+	n, room := 0, 0
+	err := newRegistration(inf, nil, 0).eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+		return job.objects(ctx, pctx, func(o runtime.Object) {
+			if room == 0 {
+				var ok bool
+				if room, ok = s.t.WaitRoom(ctx, s.max); !ok {
+					return
+				}
+			}
+			room--
+			eh.OnUpdate(o, o)
+			n++
+		})
+	})
+	if err == nil && ctx.Err() == nil {
+		s.log.V(1).Info("resync queued every object", "objects", n)
 	}
 	return err
 }
