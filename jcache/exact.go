@@ -27,9 +27,12 @@ package jcache
 // watch of the resource) with a durable journal consumer,
 // "exact/<controller>/<apiVersion>/<Kind>" (an unstructured object adds
 // "/unstructured", as typed and unstructured informers of a resource share
-// a file; a second Kind of one controller with the same object type adds
-// "/2", the n-th "/<n>", in the order of the Kind calls: keep that order
-// across versions of the operator), and commits it only past events whose
+// a file; the type is read from the cache's scheme, TypeMeta set or not),
+// or "exact/<controller>/<name>" for KindNamed: two sources of one
+// controller that would share a consumer fail with ErrExactDuplicate, as
+// one would commit past events the other has not reconciled; sources of
+// one type each get a name that does not depend on the order of the
+// calls), and commits it only past events whose
 // requests all reconciled (package internal/delivery; the rules are
 // crsource's, source.go there, "Commit"). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
@@ -208,11 +211,36 @@ func (e *ExactController) Reconciler(r reconcile.Reconciler) reconcile.Reconcile
 	return e.out.Wrap(r)
 }
 
+// ErrExactDuplicate is returned by the Start of an Exact source whose
+// consumer another source of the controller has too: two Kind calls of
+// one object type (typed, unstructured or metadata-only, the same GVK),
+// or two KindNamed calls with one name. Give each a name with KindNamed.
+var ErrExactDuplicate = errors.New("jcache: two Exact sources of one controller would share a consumer (one object type without names, or one name): give each its own name with KindNamed")
+
 // Kind returns a source like source.Kind(cache, obj, h, preds...) whose
 // position survives restarts (see ExactSource). Give it to the
 // controller's builder with WatchesRawSource; the predicates filter its
 // events (the builder's WithEventFilter does not apply to raw sources).
+// Its consumer is named after the controller and the object's type
+// ("exact/<controller>/<apiVersion>/<Kind>", "/unstructured" added for an
+// unstructured object), the type read from the cache's scheme, not from
+// obj's TypeMeta: one Kind per object type and controller; a second one
+// fails its Start with ErrExactDuplicate (use KindNamed).
 func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
+	return e.kind("", obj, h, preds...)
+}
+
+// KindNamed is Kind with an explicit name: the source's consumer is
+// "exact/<controller>/<name>", whatever the object's type and the order
+// of the calls, so several sources of one type (a For and a Watches of
+// ConfigMaps) keep their positions across versions of the operator that
+// reorder them. The name must be a valid consumer name (journal.Consumer)
+// and unique in the controller (else ErrExactDuplicate at Start).
+func (e *ExactController) KindNamed(name string, obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
+	return e.kind(name, obj, h, preds...)
+}
+
+func (e *ExactController) kind(name string, obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
 	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, finalCommit: exactFinalCommit,
@@ -220,7 +248,11 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 	if e.sb != nil {
 		s.tracker.Signal = e.sb.Signal
 	}
-	k := fmt.Sprintf("%T %s", obj, obj.GetObjectKind().GroupVersionKind())
+	s.named = name
+	k := "name " + name
+	if name == "" {
+		k = "type " + e.typeKey(obj)
+	}
 	e.mu.Lock()
 	e.names[k]++
 	s.dup = e.names[k]
@@ -242,14 +274,33 @@ func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (name
 	if err != nil {
 		return "", "", err
 	}
+	if s.dup > 1 {
+		what := "object type " + e.typeKey(s.obj)
+		if s.named != "" {
+			what = "name " + strconv.Quote(s.named)
+		}
+		return "", "", fmt.Errorf("%w: controller %q, %s", ErrExactDuplicate, e.name, what)
+	}
+	if s.named != "" {
+		return "exact/" + e.name + "/" + s.named, position.Resource(r), nil
+	}
 	name = "exact/" + e.name + "/" + apiVersion + "/" + kind
 	if _, ok := s.obj.(*unstructured.Unstructured); ok {
 		name += "/unstructured"
 	}
-	if s.dup > 1 {
-		name += "/" + strconv.Itoa(s.dup)
-	}
 	return name, position.Resource(r), nil
+}
+
+// typeKey names obj's type as the cache keys its informers (the GVK from
+// the cache's scheme, typed, unstructured or metadata-only), TypeMeta set
+// or not; the Go type when the scheme does not know it.
+func (e *ExactController) typeKey(obj client.Object) string {
+	if jc, ok := e.cache.(*Cache); ok {
+		if k, err := keyOf(obj, jc.built.scheme); err == nil {
+			return k.kind + " " + k.gvk.String()
+		}
+	}
+	return fmt.Sprintf("%T", obj)
 }
 
 // ExactSource is a source.TypedSyncingSource[reconcile.Request] like
@@ -262,7 +313,8 @@ type ExactSource struct {
 	preds []predicate.Predicate
 	t     *delivery.Tracker
 	max   int
-	dup   int // the n-th Kind call of the controller with this object type
+	dup   int    // the n-th Kind call of the controller with this object type (or name)
+	named string // KindNamed's name; "" for Kind
 	// finalCommit is exactFinalCommit when Kind made the source (read
 	// there, not by run's goroutines, which a test's restore would race).
 	finalCommit bool

@@ -1,0 +1,112 @@
+package jcache_test
+
+// An Exact source's consumer name does not depend on the order of the
+// Kind calls or on whether the object sets TypeMeta: two unnamed sources
+// of one type fail (they would share a consumer, one committing past what
+// the other has not reconciled), and KindNamed gives each its own.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/jcache"
+)
+
+// namesManager builds a manager on a journal cache in dir whose
+// controller "names" has the sources kinds makes.
+func namesManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, kinds func(*jcache.ExactController) []*jcache.ExactSource) (ctrl.Manager, *mirror, []*jcache.ExactSource) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newMirror(ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	rec.c = mgr.GetClient()
+	ex := jcache.Exact(mgr.GetCache(), "names")
+	srcs := kinds(ex)
+	b := ctrl.NewControllerManagedBy(mgr).Named("names").WithOptions(controller.Options{CacheSyncTimeout: 20 * time.Second})
+	for _, s := range srcs {
+		b = b.WatchesRawSource(s)
+	}
+	if err := b.Complete(ex.Reconciler(rec)); err != nil {
+		t.Fatal(err)
+	}
+	return mgr, rec, srcs
+}
+
+func TestExact_TwoUnnamedSourcesOfOneTypeFail(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createMany(t, kube, ns, 3)
+	withTypeMeta := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}
+	mgr, _, _ := namesManager(t, cp, t.TempDir(), ns, func(ex *jcache.ExactController) []*jcache.ExactSource {
+		return []*jcache.ExactSource{
+			ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}),
+			ex.Kind(withTypeMeta, &handler.EnqueueRequestForObject{}),
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := mgr.Start(ctx)
+	if err == nil || ctx.Err() != nil || !(errors.Is(err, jcache.ErrExactDuplicate) || strings.Contains(err.Error(), "would share a consumer")) {
+		t.Fatalf("manager Start with two unnamed Exact sources of ConfigMaps (one with TypeMeta) = %v (ctx %v); want ErrExactDuplicate", err, ctx.Err())
+	}
+}
+
+func TestExact_KindNamedGivesEachItsConsumer(t *testing.T) {
+	cp, kube, ns := setup(t)
+	const n = 5
+	createMany(t, kube, ns, n)
+	mgr, rec, srcs := namesManager(t, cp, t.TempDir(), ns, func(ex *jcache.ExactController) []*jcache.ExactSource {
+		return []*jcache.ExactSource{
+			ex.KindNamed("first", &corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}),
+			ex.KindNamed("second", &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}, &handler.EnqueueRequestForObject{}),
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager Start = %v", err)
+		}
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		ok, s := atHead(srcs...)
+		if ok && len(rec.names()) == n {
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("the manager stopped: %v; %s", err, s)
+		case <-deadline:
+			t.Fatalf("timed out: %d names reconciled; %s", len(rec.names()), s)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if a, b := srcs[0].Consumer(), srcs[1].Consumer(); a != "exact/names/first" || b != "exact/names/second" {
+		t.Fatalf("consumers %q and %q; want exact/names/first and exact/names/second", a, b)
+	}
+}
