@@ -126,6 +126,10 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 			break
 		}
 		if f.refs > 0 && f.opening == nil {
+			if opt := optionsConflict(f.opts, o); opt != "" {
+				registry.mu.Unlock()
+				return nil, &OptionsConflictError{Path: path, Option: opt}
+			}
 			f.refs++
 			registry.mu.Unlock()
 			return f, nil
