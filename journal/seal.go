@@ -143,6 +143,9 @@ func KeyID(key []byte) string {
 type sealKey struct {
 	id   [sealIDSize]byte
 	aead cipher.AEAD
+	// index is the HMAC-SHA256 key of index values (sealfile.go),
+	// derived from the sealing key.
+	index []byte
 }
 
 // Keyring holds the keys a journal seals and opens objects with. The
@@ -172,7 +175,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("journal: keyring: %w", err)
 		}
 		sum := sha256.Sum256(key)
-		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead}
+		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead, index: deriveIndexKey(key)}
 		if k.find(sk.id) != nil {
 			return nil, fmt.Errorf("journal: keyring: key %d (%s) is listed twice", i, hex.EncodeToString(sk.id[:]))
 		}
@@ -267,6 +270,7 @@ type sealer struct {
 	ring  *Keyring
 	gr    schema.GroupResource
 	seals bool // the resource is sensitive
+	index indexHash // how index values are stored (sealfile.go)
 }
 
 // initSeal sets j's sealer from o and the resource the file records. A
@@ -285,7 +289,10 @@ func (j *Journal) initSeal(o *Options) error {
 		s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
 	}
 	j.seal = s
-	return nil
+	if o.ReadOnly {
+		return j.initIndexHash() // sealfile.go
+	}
+	return j.recordSealing()
 }
 
 // active reports whether objects appended are sealed.
