@@ -269,7 +269,7 @@ func (k *Keyring) find(id [sealIDSize]byte) *sealKey {
 type sealer struct {
 	ring  *Keyring
 	gr    schema.GroupResource
-	seals bool // the resource is sensitive
+	seals bool      // the resource is sensitive
 	index indexHash // how index values are stored (sealfile.go)
 }
 
