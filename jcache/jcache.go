@@ -280,6 +280,13 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		}
 		o.Keyring = k
 	}
+	if o.Keyring == nil {
+		k, err := processKeyring() // seal.go
+		if err != nil {
+			return nil, err
+		}
+		o.Keyring = k
+	}
 	o.SealResources = append([]schema.GroupResource(nil), o.SealResources...)
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme // as controller-runtime defaults it
