@@ -330,10 +330,11 @@ func TestManager_SecretIndexNoPlaintext(t *testing.T) {
 }
 
 // TestCache_DroppedSealingRefused: a file that seals its resource is not
-// written by a restart that would not seal it: jcache without the
-// resource in SealResources fails the informer with *journal.SealingError
-// naming the option, and a writer of the Secrets' file without a keyring
-// is refused the same way; nothing was written.
+// written by a restart that would not seal it: jcache restarted with the
+// same key but without the resource in SealResources fails the informer
+// with *journal.SealingError naming the option, and a writer of the
+// Secrets' file without a keyring is refused the same way; nothing was
+// written in plaintext.
 func TestCache_DroppedSealingRefused(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
@@ -344,7 +345,9 @@ func TestCache_DroppedSealingRefused(t *testing.T) {
 	defer cancel()
 	cms := schema.GroupResource{Resource: "configmaps"}
 
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, SealResources: []schema.GroupResource{cms}}), crcache.Options{Scheme: scheme.Scheme}, cp)
+	keyFile := writeKeyFile(t)
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, SecretPayloads: true, KeyFiles: []string{keyFile},
+		SealResources: []schema.GroupResource{cms}}), crcache.Options{Scheme: scheme.Scheme}, cp)
 	var cm corev1.ConfigMap
 	if err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c"}, &cm); err != nil || cm.Data["v"] != secret {
 		t.Fatalf("Get ConfigMap (sealed) = %v, data %v", err, cm.Data)
@@ -356,7 +359,7 @@ func TestCache_DroppedSealingRefused(t *testing.T) {
 	r.stop()
 	grepDir(t, dir, secret)
 
-	r = startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}), crcache.Options{Scheme: scheme.Scheme}, cp)
+	r = startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, SecretPayloads: true, KeyFiles: []string{keyFile}}), crcache.Options{Scheme: scheme.Scheme}, cp)
 	err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c"}, &cm)
 	var se *journal.SealingError
 	if !errors.As(err, &se) || !errors.Is(err, journal.ErrSealingDropped) || se.Option != "Options.SealResources" || !strings.Contains(err.Error(), "jcache.Options.SealResources") {
