@@ -12,7 +12,9 @@ package journal
 // and the relist's stage file alike): the key, UID, resourceVersions, offsets,
 // times and the index stay readable without the key, because they are
 // not secret and every file check, retention trimming, relist diff and
-// Snapshot works on them.
+// Snapshot works on them. Secondary index values (indexes.go) may be
+// secret: they are stored as keyed hashes (sealfile.go), as is the record
+// of what the file seals.
 //
 // The sealed form (an envelope) replaces the Object bytes in the record:
 //
