@@ -75,7 +75,7 @@ const sealKeyMeta = "sealKey"
 // sealKeyID is what a file sealed under o's keyring records: "process:"
 // and the key's ID for the process key, "keys" for a provisioned one.
 func sealKeyID(o *Options) string {
-	if o.Keyring == processKey.ring {
+	if ring, _ := processKeyring(); o.Keyring == ring {
 		return "process:" + o.Keyring.IDs()[0]
 	}
 	return "keys"
