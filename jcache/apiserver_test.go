@@ -8,6 +8,7 @@ package jcache_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -436,6 +438,14 @@ func TestCache_SecretsWithoutOptions(t *testing.T) {
 	var s corev1.SecretList
 	if err := r.c.List(ctx, &s, client.InNamespace(ns)); err != nil || len(s.Items) != 1 || string(s.Items[0].Data["v"]) != "jsecret-no-options-3e0f51" {
 		t.Fatalf("List of typed Secrets without options = %v, %v; want s with its data", err, s.Items)
+	}
+	var u unstructured.UnstructuredList
+	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
+	if err := r.c.List(ctx, &u, client.InNamespace(ns)); err != nil || len(u.Items) != 1 {
+		t.Fatalf("List of unstructured Secrets without options = %v, %v; want s", err, u.Items)
+	}
+	if v, _, _ := unstructured.NestedString(u.Items[0].Object, "data", "v"); v != base64.StdEncoding.EncodeToString([]byte("jsecret-no-options-3e0f51")) {
+		t.Fatalf("unstructured Secret data.v = %q", v)
 	}
 	var m metav1.PartialObjectMetadataList
 	m.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
