@@ -120,7 +120,8 @@ func (j *Journal) recordSealing() error {
 			}
 			return &SealingError{Path: j.Path(), Resource: sealed, Option: opt}
 		}
-		return s.readIndexHash(indexKey)
+		s.readIndexHash(indexKey)
+		return nil
 	}
 	primary := &s.ring.keys[0]
 	id := hex.EncodeToString(primary.id[:])
@@ -154,19 +155,18 @@ func (j *Journal) recordSealing() error {
 
 // readIndexHash sets s.index from the file's "indexKey" entry, for a
 // journal that does not seal (a reader).
-func (s *sealer) readIndexHash(id string) error {
+func (s *sealer) readIndexHash(id string) {
 	if id == "" {
-		return nil
+		return
 	}
 	s.index = indexHash{hashed: true, id: id}
 	raw, err := hex.DecodeString(id)
 	if err != nil || len(raw) != sealIDSize {
-		return nil // a lookup fails: no key
+		return // a lookup fails: no key
 	}
 	if k := s.ring.find([sealIDSize]byte(raw)); k != nil {
 		s.index.key = k.index
 	}
-	return nil
 }
 
 // initIndexHash sets a read-only journal's index hashing from the file.
@@ -175,7 +175,8 @@ func (j *Journal) initIndexHash() error {
 	if err := j.store.View(func(tx storage.Tx) error { id = string(tx.Meta(metaIndexKey)); return nil }); err != nil {
 		return err
 	}
-	return j.seal.readIndexHash(id)
+	j.seal.readIndexHash(id)
+	return nil
 }
 
 // hashValues returns vals as the file stores them: hashed (sorted,
