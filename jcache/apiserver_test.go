@@ -8,6 +8,7 @@ package jcache_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -419,25 +421,38 @@ func TestCache_RemoveInformerReleasesFile(t *testing.T) {
 	}
 }
 
-// TestCache_SecretsRefusedWithoutOptIn: typed Secrets need SecretPayloads;
-// metadata-only Secrets do not.
-func TestCache_SecretsRefusedWithoutOptIn(t *testing.T) {
-	cp, _, ns := setup(t)
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{Scheme: scheme.Scheme}, cp)
+// TestCache_SecretsWithoutOptions: typed and metadata-only Secrets are
+// read with no option at all (the typed ones sealed under the process's
+// key).
+func TestCache_SecretsWithoutOptions(t *testing.T) {
+	cp, kube, ns := setup(t)
+	if _, err := kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns},
+		Data: map[string][]byte{"v": []byte("jsecret-no-options-3e0f51")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}), crcache.Options{Scheme: scheme.Scheme}, cp)
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var s corev1.SecretList
-	err := r.c.List(ctx, &s, client.InNamespace(ns))
-	if err == nil {
-		t.Fatal("List of typed Secrets without SecretPayloads succeeded")
+	if err := r.c.List(ctx, &s, client.InNamespace(ns)); err != nil || len(s.Items) != 1 || string(s.Items[0].Data["v"]) != "jsecret-no-options-3e0f51" {
+		t.Fatalf("List of typed Secrets without options = %v, %v; want s with its data", err, s.Items)
 	}
-	t.Logf("refused as expected: %v", err)
+	var u unstructured.UnstructuredList
+	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
+	if err := r.c.List(ctx, &u, client.InNamespace(ns)); err != nil || len(u.Items) != 1 {
+		t.Fatalf("List of unstructured Secrets without options = %v, %v; want s", err, u.Items)
+	}
+	if v, _, _ := unstructured.NestedString(u.Items[0].Object, "data", "v"); v != base64.StdEncoding.EncodeToString([]byte("jsecret-no-options-3e0f51")) {
+		t.Fatalf("unstructured Secret data.v = %q", v)
+	}
 	var m metav1.PartialObjectMetadataList
 	m.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
-	if err := r.c.List(ctx, &m, client.InNamespace(ns)); err != nil {
-		t.Fatalf("metadata-only Secrets: %v", err)
+	if err := r.c.List(ctx, &m, client.InNamespace(ns)); err != nil || len(m.Items) != 1 {
+		t.Fatalf("metadata-only Secrets = %v, %v; want s", err, m.Items)
 	}
+	grepDir(t, dir, "jsecret-no-options-3e0f51")
 }
 
 // TestCache_SyncPeriodResyncsFromDisk: with a SyncPeriod, a handler gets

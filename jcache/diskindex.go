@@ -40,8 +40,13 @@ package jcache
 // An index function is called by the writer inside its write transaction:
 // a function that fails (a decode error) fails the write, as client-go's
 // store panics on one; the loop retries it. The function must not read the
-// cache. Index values are stored as the function returns them, in
-// plaintext: an index over a Secret's data puts that data in the file.
+// cache. Index values are stored as the function returns them, except in
+// a file that seals its objects (Secrets, SealResources): there each value
+// is stored as its keyed hash (journal/sealfile.go), so an index over a
+// Secret's data puts none of it in the file; a lookup hashes the value it
+// is asked for, and lookup below checks each object's real values again.
+// ListIndexFuncValues cannot list hashed values: it evaluates the
+// function over the objects.
 
 import (
 	"context"
@@ -215,12 +220,19 @@ func (v *reindexes) wait(ctx context.Context) ([]*reindexRun, error) {
 }
 
 // lookup calls fn with each object whose index name includes value,
-// through the index on disk, in one read transaction. ok is false when the
+// through the index on disk, in one read transaction; where the file
+// stores its values hashed, each object's values are checked again. ok is false when the
 // file keeps no such index (fn was not called).
 func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Object)) (ok bool, err error) {
 	dn, found := x.inf.disk.get(name)
 	if !found || x.inf.f == nil {
 		return false, nil
+	}
+	// Hashed values: the object's own values decide (a hash collision
+	// would be the only way to differ).
+	var check toolscache.IndexFunc
+	if x.inf.f.j.IndexesHashed() {
+		check, _ = x.inf.indexFunc(name)
 	}
 	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		return v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
@@ -228,6 +240,15 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 			o, err := x.inf.decodeRead(b)
 			if err != nil {
 				return false, err
+			}
+			if check != nil {
+				vals, err := check(o)
+				if err != nil {
+					return false, err
+				}
+				if !slices.Contains(vals, value) {
+					return true, nil
+				}
 			}
 			fn(k, o)
 			return true, nil

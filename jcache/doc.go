@@ -45,8 +45,10 @@
 //     an object is stored: what they drop never reaches a file; a file
 //     written under another transform (Options.TransformID) is started
 //     afresh (transform.go).
-//   - Secrets are refused unless Options.SecretPayloads and a key, then
-//     stored sealed (jcache.go).
+//   - Secrets need no option: typed and unstructured Secrets are stored
+//     sealed, their index values hashed, under Options.KeyFiles' key or
+//     else a key made for the process, which a restart replaces by
+//     listing the file afresh (seal.go).
 //
 // # Where to read more
 //

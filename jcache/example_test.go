@@ -14,8 +14,9 @@ import (
 )
 
 // An operator keeps its builder calls; only NewCache changes. Owned
-// Secrets are watched as metadata (no Secret data on disk; with
-// Options.SecretPayloads and KeyFiles it would be stored sealed).
+// Secrets are watched as metadata (no Secret data on disk; a typed Secret
+// informer would store it sealed, under Options.KeyFiles' key or a key
+// made for the process).
 func ExampleNewFunc() {
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

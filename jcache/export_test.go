@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -171,4 +172,11 @@ func HandlersRecord(dir string) (committed, head uint64, err error) {
 	}
 	head, err = j.Head()
 	return committed, head, err
+}
+
+// ResetProcessKey forgets the process's sealing key, as a restart does:
+// the next cache given no key makes a new one.
+func ResetProcessKey() {
+	processKey.once = sync.Once{}
+	processKey.ring, processKey.err = nil, nil
 }

@@ -178,17 +178,16 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 // open opens res's journal file at path, keeping objects, and builds its
 // loop, which stores each object as transform returns it.
 func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error)) (*journal.Journal, *reconcile.Loop, error) {
-	j, err := journal.Open(path, &journal.Options{Resource: &res, Logger: o.Logger, NoSync: o.NoSync,
-		Keyring: o.Keyring, SealResources: o.SealResources})
+	j, err := openSealed(path, res, o) // seal.go
 	if err != nil {
-		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+		return nil, nil, err
 	}
 	if err := j.KeepObjects(); err != nil {
 		_ = j.Close()
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
 	lo := o.Loop
-	lo.SecretPayloads = o.SecretPayloads
+	lo.SecretPayloads = true // always sealed (seal.go)
 	lo.Transform = transform
 	if lo.Logger.GetSink() == nil {
 		lo.Logger = o.Logger
@@ -196,9 +195,6 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options, trans
 	loop, err := reconcile.New(cfg, j, lo)
 	if err != nil {
 		_ = j.Close()
-		if errors.Is(err, reconcile.ErrSecretPayloads) {
-			return nil, nil, fmt.Errorf("jcache: %s: %w (a Secret's data is kept in the cache's files only sealed: set jcache.Options.SecretPayloads and a key, jcache.Options.KeyFiles (a mounted Secret of 32 random bytes or their base64) or Options.Keyring; or read Secrets as metav1.PartialObjectMetadata)", res, err)
-		}
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
 	return j, loop, nil

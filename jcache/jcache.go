@@ -44,11 +44,13 @@ package jcache
 //     stored object each period).
 //   - NewInformer is refused (ErrNewInformer): the informers are the
 //     journal files.
-//   - Secrets: a typed or unstructured informer of Secrets is refused
-//     unless Options.SecretPayloads opts in and the cache has a key; then
-//     its objects are stored sealed and opened on each read (the options
-//     SecretPayloads, KeyFiles and SealResources say how, and how to
-//     rotate the key: journalctl check until journal.Journal.SealKeyUse
+//   - Secrets: a typed or unstructured informer of Secrets needs no
+//     option: its objects are stored sealed and opened on each read, its
+//     index values stored as keyed hashes, under the key of KeyFiles or
+//     Keyring, else under a key made for the process, which a restart
+//     replaces (the file is then listed afresh: seal.go). KeyFiles and
+//     SealResources say how to keep files across restarts and how to
+//     rotate the key (journalctl check until journal.Journal.SealKeyUse
 //     no longer reports the old key).
 
 import (
@@ -88,21 +90,24 @@ type Options struct {
 	// second process's informer fails with journal.ErrLocked); within a
 	// process, caches on one directory share each file.
 	Dir string
-	// SecretPayloads opts in to keeping the data of Secrets in the
-	// journal files (reconcile.Options.SecretPayloads), sealed: it needs
-	// a key (Keyring or KeyFiles), and every Secret's object is then
-	// stored encrypted with AES-256-GCM (journal/seal.go), in the file,
-	// its objects bucket and a relist's stage file alike. Without
-	// SecretPayloads, or with it but without a key, an informer of typed
-	// or unstructured Secrets is refused (GetInformer, Get and List
-	// return an error wrapping reconcile.ErrSecretPayloads that says how
-	// to enable it); metav1.PartialObjectMetadata Secrets keep only
-	// metadata and need neither.
+	// SecretPayloads is accepted and has no effect: the data of Secrets
+	// is always kept, sealed (seal.go). Typed and unstructured Secret
+	// informers need no option: without Keyring or KeyFiles their objects
+	// are sealed with AES-256-GCM (journal/seal.go) under a key made for
+	// the process (32 bytes of crypto/rand, never written down), and a
+	// restart, which makes a new key, lists their files afresh; with a
+	// key their files survive restarts. metav1.PartialObjectMetadata
+	// Secrets keep only metadata and seal nothing.
+	//
+	// Deprecated: Secrets' data is always kept sealed; set KeyFiles (or
+	// Keyring) for files that survive restarts.
 	SecretPayloads bool
 	// Keyring seals and opens the objects of sensitive resources (Secrets
 	// and SealResources) in the cache's files (journal.Options.Keyring):
-	// its first key seals, every key opens. Nil: the keys of KeyFiles, if
-	// any.
+	// its first key seals, every key opens; index values of those files
+	// are stored as HMAC-SHA256 hashes under a key derived from the first.
+	// Nil: the keys of KeyFiles, if any, else a key made for the process
+	// (SecretPayloads says what that costs at a restart).
 	Keyring *journal.Keyring
 	// KeyFiles are read with journal.LoadKeyring when the cache is built
 	// (New fails on a missing or malformed file), when Keyring is nil:
@@ -115,13 +120,19 @@ type Options struct {
 	// the old one after it and restart; once retention has trimmed every
 	// record sealed before (journal.Journal.SealKeyUse reports no use of
 	// the old key; journalctl check shows the sealed row), remove the
-	// old key. A file is read once, when the cache is built: a changed
-	// mounted Secret takes effect at the next restart.
+	// old key; the restart with a new primary also rebuilds the files'
+	// indexes, whose values are hashed under it. A file is read once,
+	// when the cache is built: a changed mounted Secret takes effect at
+	// the next restart. A file sealed under the process's key is listed
+	// afresh when KeyFiles is first given, as at any restart without them.
 	KeyFiles []string
 	// SealResources are resources sealed besides Secrets
 	// (journal.Options.SealResources, which extend
-	// journal.DefaultSealResources): their informers need a key too,
-	// unless metadata-only.
+	// journal.DefaultSealResources), under the same key as Secrets,
+	// unless metadata-only. A file records that it seals: a restart
+	// without its resource here fails its informer with a
+	// *journal.SealingError rather than write plaintext into it (remove
+	// the file to accept that).
 	SealResources []schema.GroupResource
 	// TransformID names the transforms of cache.Options (DefaultTransform,
 	// ByObject[...].Transform), which run before objects are stored: each
@@ -136,7 +147,7 @@ type Options struct {
 	// tests and benchmarks only.
 	NoSync bool
 	// Loop configures each resource's reconcile.Loop; its SecretPayloads
-	// is replaced by the field above, its Transform by the informers'
+	// is set (the cache always seals), its Transform by the informers'
 	// transforms (transform.go), and a zero Logger by Logger.
 	Loop reconcile.Options
 	// Retention bounds each journal file's events (package compactor):
@@ -277,6 +288,13 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		k, err := journal.LoadKeyring(o.KeyFiles...)
 		if err != nil {
 			return nil, fmt.Errorf("jcache: Options.KeyFiles: %w", err)
+		}
+		o.Keyring = k
+	}
+	if o.Keyring == nil {
+		k, err := processKeyring() // seal.go
+		if err != nil {
+			return nil, err
 		}
 		o.Keyring = k
 	}

@@ -3,14 +3,13 @@ package jcache_test
 // Secrets in a cache's files, against the real kube-apiserver: with a key
 // (Options.KeyFiles, as a mounted Secret holds it) a typed Secret's data
 // is read through Get and an informer handler while the files hold it
-// only sealed; without a key the typed Secret informer is refused.
+// only sealed (secrets_test.go: without a key).
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/watchjournal/watchjournal/jcache"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // writeKeyFile writes one random key, base64 on a line, as a mounted
@@ -161,27 +159,6 @@ func TestCache_SecretsSealedWithKey(t *testing.T) {
 		t.Fatalf("Get after the relist: data %q, want %q", got.Data["v"], v3)
 	}
 	grepDir(t, dir, v1, v2, v3)
-}
-
-// TestCache_SecretsRefusedWithoutKey: SecretPayloads without a key refuses
-// the typed Secret informer with an error that says how to enable it.
-func TestCache_SecretsRefusedWithoutKey(t *testing.T) {
-	cp, _, ns := setup(t)
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, SecretPayloads: true}), crcache.Options{Scheme: scheme.Scheme}, cp)
-	defer r.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, err := r.c.GetInformer(ctx, &corev1.Secret{})
-	if !errors.Is(err, reconcile.ErrSecretPayloads) {
-		t.Fatalf("GetInformer of typed Secrets without a key = %v, want reconcile.ErrSecretPayloads", err)
-	}
-	if !strings.Contains(err.Error(), "jcache.Options.KeyFiles") {
-		t.Fatalf("the error does not say how to enable: %v", err)
-	}
-	var s corev1.SecretList
-	if err := r.c.List(ctx, &s, client.InNamespace(ns)); !errors.Is(err, reconcile.ErrSecretPayloads) {
-		t.Fatalf("List of typed Secrets without a key = %v, want reconcile.ErrSecretPayloads", err)
-	}
 }
 
 // TestCache_KeyFileMalformed: a key file that holds no key fails New.

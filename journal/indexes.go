@@ -25,7 +25,9 @@ package journal
 //	'k' key → values (uvarint(len) bytes)…      the key's current values, to remove them on change
 //
 // The length prefix keeps any value (a "/" or a NUL included) apart from
-// the key that follows it.
+// the key that follows it. In a file that seals its objects, a value is
+// stored as its keyed hash (HMAC-SHA256, sealfile.go), never in
+// plaintext, and a lookup hashes the value it is given.
 //
 // Names recorded, and reindexed at every registration. Go functions cannot
 // be fingerprinted, so the file records the names of the indexes it keeps
@@ -286,6 +288,9 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 			if vals, err = callIndex(n, fns[n].fn, key, obj); err != nil {
 				return err
 			}
+			if vals, err = j.seal.hashValues(vals); err != nil {
+				return err
+			}
 		}
 		if err := setIndexValues(tx, indexBucket(n), key, vals); err != nil {
 			return err
@@ -356,12 +361,17 @@ func setIndexValues(tx storage.Tx, bucket string, key []byte, vals []string) err
 }
 
 // indexKeys calls fn with every key whose values in index name include
-// value, in key order.
-func indexKeys(tx storage.Tx, name, value string, fn func(key string) (bool, error)) error {
+// value, in key order; s gives the value's stored form (hashed in a sealed
+// file: sealfile.go).
+func indexKeys(tx storage.Tx, s *sealer, name, value string, fn func(key string) (bool, error)) error {
 	if err := answering(tx, name); err != nil {
 		return err
 	}
-	prefix := valueEntry(value)
+	stored, err := s.lookupValue(tx, value)
+	if err != nil {
+		return err
+	}
+	prefix := valueEntry(stored)
 	return tx.DerivedScan(indexBucket(name), prefix, func(k, _ []byte) (bool, error) {
 		return fn(string(k[len(prefix):]))
 	})
@@ -381,7 +391,7 @@ func (j *Journal) Indexes() ([]string, error) {
 func (j *Journal) LookupIndex(name, value string) ([]string, error) {
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
-		return indexKeys(tx, name, value, func(k string) (bool, error) { out = append(out, k); return true, nil })
+		return indexKeys(tx, j.seal, name, value, func(k string) (bool, error) { out = append(out, k); return true, nil })
 	})
 	return out, err
 }
@@ -391,7 +401,7 @@ func (j *Journal) LookupIndex(name, value string) ([]string, error) {
 // returns false or an error: keys and objects of one commit. Errors:
 // ErrNoIndex (and ErrIndexPending, which matches it), Get's, fn's.
 func (v *ObjectView) Lookup(name, value string, fn func(key string, obj []byte) (bool, error)) error {
-	return indexKeys(v.tx, name, value, func(k string) (bool, error) {
+	return indexKeys(v.tx, v.seal, name, value, func(k string) (bool, error) {
 		obj, ok, err := v.Get(k)
 		if err != nil {
 			return false, err
@@ -418,13 +428,17 @@ func parseValueEntry(k []byte) (value string, key []byte, ok bool) {
 // IndexValues returns the distinct values of index name, sorted by their
 // stored form (length, then bytes), in one read transaction: a walk of the
 // index's value entries, without a decode. Errors: ErrNoIndex (and
-// ErrIndexPending, which matches it), the store's, ErrBadRecord for a
-// damaged entry.
+// ErrIndexPending, which matches it, also for a file whose values are
+// stored hashed: IndexesHashed), the store's, ErrBadRecord for a damaged
+// entry.
 func (j *Journal) IndexValues(name string) ([]string, error) {
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
 		if err := answering(tx, name); err != nil {
 			return err
+		}
+		if j.IndexesHashed() {
+			return fmt.Errorf("%w: %q: the file's index values are stored hashed (sealfile.go)", ErrIndexPending, name)
 		}
 		return tx.DerivedScan(indexBucket(name), []byte{'v'}, func(k, _ []byte) (bool, error) {
 			v, _, ok := parseValueEntry(k)

@@ -108,6 +108,9 @@ func (j *Journal) Reindex(ctx context.Context, names []string) (ReindexStats, er
 					if vals, err = callIndex(n, regs[i].fn, []byte(k.key), k.obj); err != nil {
 						return st, fmt.Errorf("journal: reindex: %w", err)
 					}
+					if vals, err = j.seal.hashValues(vals); err != nil {
+						return st, fmt.Errorf("journal: reindex: %w", err)
+					}
 				}
 				if !slices.Equal(vals, k.old[i]) {
 					rw = append(rw, rewrite{name: n, key: []byte(k.key), entry: k.entry, vals: vals})

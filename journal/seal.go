@@ -12,7 +12,9 @@ package journal
 // and the relist's stage file alike): the key, UID, resourceVersions, offsets,
 // times and the index stay readable without the key, because they are
 // not secret and every file check, retention trimming, relist diff and
-// Snapshot works on them.
+// Snapshot works on them. Secondary index values (indexes.go) may be
+// secret: they are stored as keyed hashes (sealfile.go), as is the record
+// of what the file seals.
 //
 // The sealed form (an envelope) replaces the Object bytes in the record:
 //
@@ -143,6 +145,9 @@ func KeyID(key []byte) string {
 type sealKey struct {
 	id   [sealIDSize]byte
 	aead cipher.AEAD
+	// index is the HMAC-SHA256 key of index values (sealfile.go),
+	// derived from the sealing key.
+	index []byte
 }
 
 // Keyring holds the keys a journal seals and opens objects with. The
@@ -172,7 +177,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("journal: keyring: %w", err)
 		}
 		sum := sha256.Sum256(key)
-		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead}
+		sk := sealKey{id: [sealIDSize]byte(sum[:sealIDSize]), aead: aead, index: deriveIndexKey(key)}
 		if k.find(sk.id) != nil {
 			return nil, fmt.Errorf("journal: keyring: key %d (%s) is listed twice", i, hex.EncodeToString(sk.id[:]))
 		}
@@ -266,7 +271,8 @@ func (k *Keyring) find(id [sealIDSize]byte) *sealKey {
 type sealer struct {
 	ring  *Keyring
 	gr    schema.GroupResource
-	seals bool // the resource is sensitive
+	seals bool      // the resource is sensitive
+	index indexHash // how index values are stored (sealfile.go)
 }
 
 // initSeal sets j's sealer from o and the resource the file records. A
@@ -285,7 +291,10 @@ func (j *Journal) initSeal(o *Options) error {
 		s.seals = !r.MetadataOnly && (slices.Contains(DefaultSealResources, s.gr) || slices.Contains(o.SealResources, s.gr))
 	}
 	j.seal = s
-	return nil
+	if o.ReadOnly {
+		return j.initIndexHash() // sealfile.go
+	}
+	return j.recordSealing()
 }
 
 // active reports whether objects appended are sealed.
