@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Two caches of one process on one directory share its files: a second
