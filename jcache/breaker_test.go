@@ -1,6 +1,6 @@
 package jcache_test
 
-// Attempts to break Exact's restart-exactness claims (issue 24, "breaker"),
+// Attempts to break Exact's restart-exactness claims ("breaker"),
 // against the real apiserver: a key whose reconcile failed when the
 // process died; two controllers on one cache and GVK; a change to a key
 // waiting on a long RequeueAfter; read-your-writes after a delete.

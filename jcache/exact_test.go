@@ -181,8 +181,7 @@ func secretMeta() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
 
-// TestExact_BuilderRestartReconcilesOnlyChanges: items 1 (a), (b), (c) of
-// issue 24. For(ConfigMap) with a predicate (label skip=yes filtered), the
+// TestExact_BuilderRestartReconcilesOnlyChanges: For(ConfigMap) with a predicate (label skip=yes filtered), the
 // owned Secrets through EnqueueRequestForOwner and ServiceAccounts through
 // a map function, all Exact sources on the cache's files. Stopped without
 // a last commit; while down 5 of 20 ConfigMaps change, 2 are deleted, one
@@ -348,7 +347,7 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	}
 }
 
-// TestExact_RequeueAfterDoesNotPin: item 2 of issue 24. "tick" always asks
+// TestExact_RequeueAfterDoesNotPin: "tick" always asks
 // to be looked at again in 300 ms, "slow" in an hour: the commit still
 // reaches the head. A restart with nothing changed reconciles the due
 // timer (tick) and nothing else: not slow (not due), not the others.

@@ -127,7 +127,7 @@ func exPublishedFor(t *testing.T, ctx context.Context, kube kubernetes.Interface
 	return m[consumer].ResourceVersion
 }
 
-// Issue 24 item 3 on the builder path: the leader (a) reconciles every
+// The warm standby on the builder path: the leader (a) reconciles every
 // ConfigMap through its Exact source and publishes the source's position;
 // the standby (b) keeps its cache's journal current without reconciling,
 // and its follower commits b's consumer behind a's position. Mid-stream

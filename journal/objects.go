@@ -228,7 +228,7 @@ func (j *Journal) KeepObjects() error {
 // value (it is not ErrCorrupt: the store's panics are only those of its
 // own reads).
 //
-// Cost (the per-read overhead of a Get, issue 25): the objects bucket's
+// Cost (the per-read overhead of a Get): the objects bucket's
 // presence is checked in the transaction only until it is first seen
 // (objectsKept: the bucket, once created, is never deleted, so a later
 // transaction of this Journal has it too), and the head is read only when
