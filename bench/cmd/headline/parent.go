@@ -168,7 +168,8 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 	}
 	cmd := exec.Command(self)
 	cmd.Env = env
-	cmd.Stderr = os.Stderr
+	lastErr := &lastLine{}
+	cmd.Stderr = io.MultiWriter(os.Stderr, lastErr) // the child's own error, for the table
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -284,6 +285,9 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 			r.Killed, r.KilledAt = true, end
 		} else if r.Err == "" {
 			r.Err = werr.Error()
+			if l := lastErr.String(); l != "" {
+				r.Err = l
+			}
 		}
 	} else if werr != nil && r.Err == "" {
 		r.Err = werr.Error()
@@ -362,4 +366,35 @@ func (r *result) summary() string {
 	fmt.Fprintf(&b, "ready %.1f s, first %.1f s, all %.1f s, idle %.1f s; %d distinct, %d reconciles; peak RSS %s (anon %s, cgroup %s); disk %s",
 		r.Ready, r.First, r.All, r.Idle, r.Distinct, r.Reconciles, mib(r.PeakRSS), mib(r.PeakAnon), mib(r.PeakCgroup), mib(r.Disk))
 	return b.String()
+}
+
+// lastLine keeps the last line written to it that starts with "headline
+// child": the child's error when it exits with one.
+type lastLine struct {
+	mu   sync.Mutex
+	buf  []byte
+	last string
+}
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if line := string(l.buf[:i]); strings.HasPrefix(line, "headline child") {
+			l.last = line
+		}
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lastLine) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
