@@ -48,6 +48,11 @@ func TestDecoded_IndexDecodeHandedToHandler(t *testing.T) {
 		mu.Unlock()
 		return []string{cm.Name}, nil
 	}})
+	// The reindex registering the index starts calls the function on its
+	// own goroutine: let it finish before the test reads what it wrote.
+	if _, err := inf.f.reindexes.wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if n := len(inf.decoded.m); n != 0 {
 		t.Fatalf("%d objects kept with no handler registered", n)
 	}
