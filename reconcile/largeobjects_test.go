@@ -1,14 +1,9 @@
 package reconcile_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/watchjournal/watchjournal/internal/memcgroup"
 	"github.com/watchjournal/watchjournal/internal/testenv"
 )
 
@@ -110,7 +106,7 @@ func TestLoop_LargeObjectsUnderMemoryLimit(t *testing.T) {
 	e.checkIndex(j)
 	checkAnon(t, anon, anonBudget)
 	t.Logf("memory cgroup %s: limit %d MiB, peak usage (page cache included) %d MiB, peak anonymous memory (sampled) %d MiB, OOM kills %d",
-		cg.dir, limit>>20, cg.peak()>>20, anon.max()>>20, cg.oomKills())
+		cg.Dir, limit>>20, cg.Peak()>>20, anon.max()>>20, cg.OOMKills())
 }
 
 // checkAnon fails when the sampled anonymous memory of the cgroup went
@@ -173,16 +169,13 @@ func checkAlive(t *testing.T, c *child, cg *cgroup) {
 	if c.cmd.ProcessState != nil {
 		t.Fatalf("the journal process exited: %v", c.cmd.ProcessState)
 	}
-	if n := cg.oomKills(); n > 0 {
+	if n := cg.OOMKills(); n > 0 {
 		t.Fatalf("the memory cgroup OOM-killed %d processes", n)
 	}
 }
 
 // cgroup is a memory cgroup made for one test (cgroup v1 or v2).
-type cgroup struct {
-	dir string
-	v2  bool
-}
+type cgroup struct{ *memcgroup.Cgroup }
 
 // memoryCgroup creates a memory cgroup limited to limit bytes under the
 // test process's own. Where cgroups cannot be created (not root, no
@@ -190,107 +183,15 @@ type cgroup struct {
 // (testenv.Unavailable), as the full-disk tests do without tmpfs. Processes left in it are killed at cleanup.
 func memoryCgroup(t *testing.T, limit int64) *cgroup {
 	t.Helper()
-	base, v2, err := ownMemoryCgroup()
+	cg, err := memcgroup.New("wj-test", limit)
 	if err != nil {
-		testenv.Unavailable(t, "no memory cgroup here: %v", err)
+		testenv.Unavailable(t, "%v", err)
 	}
-	cg := &cgroup{dir: filepath.Join(base, fmt.Sprintf("wj-test-%d-%d", os.Getpid(), rand.Uint32())), v2: v2}
-	if err := os.Mkdir(cg.dir, 0o755); err != nil {
-		testenv.Unavailable(t, "cannot create a memory cgroup here (needs root): %v", err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if err := os.Remove(cg.dir); err == nil || errors.Is(err, os.ErrNotExist) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // the killed children are still leaving
-		}
-	})
-	file, swap := "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"
-	if v2 {
-		file, swap = "memory.max", "memory.swap.max"
-	}
-	if err := os.WriteFile(filepath.Join(cg.dir, file), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
-		testenv.Unavailable(t, "cannot limit a memory cgroup here: %v", err)
-	}
-	_ = os.WriteFile(filepath.Join(cg.dir, swap), []byte(strconv.FormatInt(limit, 10)), 0) // no swap to escape to, where there is any
-	return cg
+	t.Cleanup(cg.Remove)
+	return &cgroup{cg}
 }
 
-// ownMemoryCgroup finds the directory of this process's memory cgroup.
-func ownMemoryCgroup() (dir string, v2 bool, err error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", false, err
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	var unified string
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(f[1], ",") {
-			if c == "memory" {
-				d := filepath.Join("/sys/fs/cgroup/memory", f[2])
-				if _, err := os.Stat(filepath.Join(d, "memory.limit_in_bytes")); err == nil {
-					return d, false, nil
-				}
-			}
-		}
-		if f[0] == "0" {
-			unified = f[2]
-		}
-	}
-	if unified != "" {
-		d := filepath.Join("/sys/fs/cgroup", unified)
-		if c, err := os.ReadFile(filepath.Join(d, "cgroup.subtree_control")); err == nil && strings.Contains(string(c), "memory") {
-			return d, true, nil
-		}
-	}
-	return "", false, errors.New("no writable memory controller in /proc/self/cgroup")
-}
-
-// add moves process pid into the cgroup.
-func (c *cgroup) add(pid int) error {
-	return os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-}
-
-// oomKills returns how many processes the cgroup's OOM killer killed.
-func (c *cgroup) oomKills() int {
-	file := "memory.oom_control"
-	if c.v2 {
-		file = "memory.events"
-	}
-	b, _ := os.ReadFile(filepath.Join(c.dir, file))
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return 0
-}
-
-// anon returns the cgroup's anonymous memory in bytes, page cache
-// excluded: memory.stat "anon" (v2) or "total_rss" (v1, this cgroup and
-// its children).
-func (c *cgroup) anon() (int64, error) {
-	b, err := os.ReadFile(filepath.Join(c.dir, "memory.stat"))
-	if err != nil {
-		return 0, err
-	}
-	name := "total_rss"
-	if c.v2 {
-		name = "anon"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %q in %s/memory.stat", name, c.dir)
-}
+func (c *cgroup) add(pid int) error { return c.Add(pid) }
 
 // anonSampler reads a cgroup's anonymous memory periodically and keeps
 // the maximum (cgroup v1 keeps no anonymous peak; v2's memory.peak counts
@@ -313,7 +214,7 @@ func (c *cgroup) sampleAnon(t *testing.T, every time.Duration) *anonSampler {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			v, err := c.anon()
+			v, err := c.Anon()
 			s.mu.Lock()
 			if err != nil {
 				s.lastErr = err
@@ -349,16 +250,4 @@ func (s *anonSampler) err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastErr
-}
-
-// peak returns the cgroup's peak memory usage in bytes, page cache
-// included.
-func (c *cgroup) peak() int64 {
-	file := "memory.max_usage_in_bytes"
-	if c.v2 {
-		file = "memory.peak"
-	}
-	b, _ := os.ReadFile(filepath.Join(c.dir, file))
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }

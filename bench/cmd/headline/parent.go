@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/memcgroup"
 )
 
 // result is one case's outcome. Times are seconds from the moment the
@@ -152,13 +153,13 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 		}
 	}
 	env := append(os.Environ(), envChild+"="+c, envKind+"="+o.kind, envN+"="+strconv.Itoa(o.n), envDir+"="+cdir, "KUBECONFIG="+kubeconfig)
-	var cg *cgroup
+	var cg *memcgroup.Cgroup
 	if c != caseCRNoLimit && c != caseDropInNoL {
 		var err error
-		if cg, err = newCgroup(o.limit); err != nil {
+		if cg, err = memcgroup.New("headline", o.limit); err != nil {
 			return nil, err
 		}
-		defer cg.remove()
+		defer cg.Remove()
 		r.Limit, r.How = o.limit, cg.String()+" and GOMEMLIMIT at 90%"
 		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(o.limit*9/10, 10))
 	}
@@ -183,7 +184,7 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 		return nil, err
 	}
 	if cg != nil {
-		if err := cg.add(cmd.Process.Pid); err != nil {
+		if err := cg.Add(cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return nil, err
@@ -293,7 +294,7 @@ func runCase(ctx context.Context, o options, dir, kubeconfig, c string) (*result
 		r.Err = werr.Error()
 	}
 	if cg != nil {
-		r.OOMKills, r.PeakCgroup = cg.oomKills(), cg.peak()
+		r.OOMKills, r.PeakCgroup = cg.OOMKills(), cg.Peak()
 	}
 	if cdir != "" {
 		r.Disk = dirSize(cdir)
