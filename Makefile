@@ -45,7 +45,7 @@ test: controlplane vet fuzz
 ## the reason beside it. Measured on 2 cores shared with other work (load
 ## about 15), go test -count=1, test time per package without / with -race:
 ## journal 26/55 s, journal/adapt 19/56 s, journal/compactor 1/25 s,
-## cmd/journalctl 5/22 s, internal/controlplane 63/97 s, internal/demo
+## cmd/journalctl 5/22 s, internal/testing/controlplane 63/97 s, internal/testing/demo
 ## 38/60 s (wall 2.2/21 min, mostly building with -race); reconcile without
 ## the S12 large-object test 312 s with -race (7.3 min wall); jcache 50/69 s.
 RACE_PKGS ?= ./journal/... ./cmd/... ./internal/... ./reconcile/... ./jcache/...
@@ -87,12 +87,12 @@ fuzz:
 ## demo: a local control plane, journalctl watching it through a 410 and a
 ## restart, and journalctl showing the result.
 demo: controlplane build
-	$(GO) run ./internal/demo -journalctl $(BIN)/journalctl
+	$(GO) run ./internal/testing/demo -journalctl $(BIN)/journalctl
 
 ## cluster: a local control plane that keeps running until Ctrl-C, to try
 ## journalctl against; it prints the KUBECONFIG to export.
 cluster: controlplane build
-	$(GO) run ./internal/cluster
+	$(GO) run ./internal/testing/cluster
 
 clean:
 	rm -rf .cache

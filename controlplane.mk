@@ -1,5 +1,5 @@
 # controlplane.mk: builds the etcd and kube-apiserver binaries that
-# internal/controlplane runs in tests and the demo. Included from the
+# internal/testing/controlplane runs in tests and the demo. Included from the
 # Makefile; paths are relative to the directory holding this file.
 #
 #   make controlplane   build .cache/bin/etcd and .cache/bin/kube-apiserver

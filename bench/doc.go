@@ -17,7 +17,7 @@
 //
 // # Against a local control plane
 //
-// cmd/benchharness starts etcd and kube-apiserver (internal/controlplane),
+// cmd/benchharness starts etcd and kube-apiserver (internal/testing/controlplane),
 // creates N ConfigMaps of about 1 KiB and runs each subject (watchjournal,
 // journalctl, four client-go informers, a bare paginated list, two bare
 // watch-lists, the Reader against a lister, and an operator process on

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchjournal/watchjournal/crsource"
-	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/standbytest"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/journal"
 )
 

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
-	"github.com/watchjournal/watchjournal/internal/standbytest"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/jcache"
 )
 

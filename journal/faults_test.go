@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/testenv"
+	"github.com/watchjournal/watchjournal/internal/testing/testenv"
 	"github.com/watchjournal/watchjournal/journal"
 )
 

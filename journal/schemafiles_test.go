@@ -1,7 +1,7 @@
 package journal_test
 
 // The journal files in testdata/journal were written by released schema
-// versions (one per version, by internal/schemafile) and are never
+// versions (one per version, by internal/testing/schemafile) and are never
 // rewritten: today's code must read each exactly as it was written, or
 // migrate it on a writable open and then read the same; a file that claims
 // a newer schema is refused with ErrNewerSchema and left untouched.
@@ -20,7 +20,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
-	"github.com/watchjournal/watchjournal/internal/schemafile"
+	"github.com/watchjournal/watchjournal/internal/testing/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
@@ -37,7 +37,7 @@ func schemaFiles(t *testing.T) []string {
 	}
 	today := filepath.Join(schemaDir, fmt.Sprintf("v%d.db", bolt.SchemaVersion))
 	if _, err := os.Stat(today); err != nil {
-		t.Fatalf("no journal file of today's schema version %d (%v): add it with go run ./internal/schemafile/write (testdata/README.md)", bolt.SchemaVersion, err)
+		t.Fatalf("no journal file of today's schema version %d (%v): add it with go run ./internal/testing/schemafile/write (testdata/README.md)", bolt.SchemaVersion, err)
 	}
 	return files
 }

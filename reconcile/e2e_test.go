@@ -1,7 +1,7 @@
 package reconcile_test
 
 // End-to-end tests against a real kube-apiserver and etcd on loopback
-// (internal/controlplane). One control plane serves the whole package; tests
+// (internal/testing/controlplane). One control plane serves the whole package; tests
 // run one at a time, each in its own namespace, and wait on conditions.
 
 import (
@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )

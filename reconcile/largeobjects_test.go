@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/watchjournal/watchjournal/internal/memcgroup"
-	"github.com/watchjournal/watchjournal/internal/testenv"
+	"github.com/watchjournal/watchjournal/internal/testing/memcgroup"
+	"github.com/watchjournal/watchjournal/internal/testing/testenv"
 )
 
 // SCENARIOS S12: relist memory with many or large objects. 300 ConfigMaps

@@ -1,7 +1,7 @@
 package reconcile
 
 // Replays of responses recorded from a real kube-apiserver v1.37
-// (testdata/apiserver, written by go run ./internal/recordapiserver): the
+// (testdata/apiserver, written by go run ./internal/testing/recordapiserver): the
 // page decoder, the watch frame decoder and Diff get the bytes the server
 // really sends, and their results are checked against the same bytes
 // decoded independently with encoding/json and the API types, and against
@@ -34,7 +34,7 @@ func readRecorded(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(recordedDir, name))
 	if err != nil {
-		t.Fatalf("%v (record the file with go run ./internal/recordapiserver)", err)
+		t.Fatalf("%v (record the file with go run ./internal/testing/recordapiserver)", err)
 	}
 	return b
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 

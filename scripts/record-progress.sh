@@ -5,7 +5,7 @@
 #
 #   scripts/record-progress.sh [OUT_DIR]     (N=3000 PAGE=5 by default)
 #
-# It starts the local control plane (internal/cluster; binaries as for
+# It starts the local control plane (internal/testing/cluster; binaries as for
 # `make cluster`), creates N configmaps in namespace progress, runs
 #   journalctl watch configmaps -n progress --page-size PAGE
 # in a tmux pane (a terminal: the status line is drawn), and writes to
@@ -31,7 +31,7 @@ trap cleanup EXIT
 
 cd "$root"
 go build -o "$work/journalctl" ./cmd/journalctl
-go build -o "$work/cluster" ./internal/cluster
+go build -o "$work/cluster" ./internal/testing/cluster
 "$work/cluster" -dir "$work/cp" >"$work/cluster.out" 2>&1 &
 cluster=$!
 for _ in $(seq 600); do

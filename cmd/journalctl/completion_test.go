@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
 
 // Shell completion: cobra's completion command, and its __complete

@@ -131,8 +131,8 @@ func TestRank(t *testing.T) {
 			t.Errorf("rank(%s) = %d, %v; want %d", p, got, ok, want)
 		}
 	}
-	if _, ok := rank(module + "/internal/controlplane"); ok {
-		t.Error("internal/controlplane has a layer; want none (test support)")
+	if _, ok := rank(module + "/internal/testing/controlplane"); ok {
+		t.Error("internal/testing/controlplane has a layer; want none (test support)")
 	}
 }
 
@@ -180,5 +180,30 @@ func TestPublicAPINamesNoInternalType(t *testing.T) {
 	}
 	if checked < 8 {
 		t.Fatalf("only %d public packages checked", checked)
+	}
+}
+
+// TestLibraryImportsNoTestSupport fails when a package of a layer imports,
+// outside its tests, a package under internal/testing (the control plane,
+// the recorder, the demo and cluster helpers): test and demo support
+// serves the tests and the programs, never the library.
+func TestLibraryImportsNoTestSupport(t *testing.T) {
+	const support = module + "/internal/testing/"
+	pkgs := listModule(t)
+	checked := 0
+	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
+		r, ok := rank(name)
+		if !ok || r >= 4 {
+			continue
+		}
+		checked++
+		for _, imp := range pkgs[name].Imports {
+			if strings.HasPrefix(imp, support) {
+				t.Errorf("%s (layer %d) imports test support %s", short(name), r, short(imp))
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d library packages checked: is the table out of date?", checked)
 	}
 }

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
 	"github.com/watchjournal/watchjournal/internal/journalwrite"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 	"github.com/watchjournal/watchjournal/reconcile"

@@ -1,5 +1,5 @@
 // Command benchharness measures watchjournal against client-go at scale, on
-// a local control plane (internal/controlplane, watch cache on): bench/doc.go
+// a local control plane (internal/testing/controlplane, watch cache on): bench/doc.go
 // says what it runs, and the notes it writes beside its tables what each
 // column measures.
 //

@@ -36,7 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/prometheus/procfs"
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
 
 // Workload names. wlConfigMaps is the run of parent.go (its subjects, the

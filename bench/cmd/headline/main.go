@@ -22,7 +22,7 @@
 // for a restart that has nothing to reconcile), and the disk used.
 //
 // The parent (this process) starts a control plane on loopback
-// (internal/controlplane, the apiserver's watch cache on, as a cluster
+// (internal/testing/controlplane, the apiserver's watch cache on, as a cluster
 // runs), creates the objects once, samples each child's VmRSS every
 // 100 ms, and writes the results: -out (BENCHMARKS.md, its marked
 // section), -svg (the plot) and -json.

@@ -21,8 +21,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
-	"github.com/watchjournal/watchjournal/internal/memcgroup"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/memcgroup"
 )
 
 // result is one case's outcome. Times are seconds from the moment the

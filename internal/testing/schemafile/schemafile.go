@@ -18,7 +18,7 @@
 // through the public API, in a form that is written next to the file as
 // JSON (v<N>.json) and compared exactly.
 //
-// To add the file of a new schema version: go run ./internal/schemafile/write
+// To add the file of a new schema version: go run ./internal/testing/schemafile/write
 // (see testdata/README.md).
 package schemafile
 

@@ -6,7 +6,7 @@
 // runs `make test` as root, where they all can run.
 //
 // The control plane itself has its own switch,
-// WATCHJOURNAL_REQUIRE_CONTROLPLANE (internal/controlplane.EnvRequire).
+// WATCHJOURNAL_REQUIRE_CONTROLPLANE (internal/testing/controlplane.EnvRequire).
 package testenv
 
 import (

@@ -3,7 +3,7 @@
 // schemafile.Dump reads back from it. It refuses to replace an existing
 // file: a released version's file is never rewritten (testdata/README.md).
 //
-//	go run ./internal/schemafile/write [-dir testdata/journal]
+//	go run ./internal/testing/schemafile/write [-dir testdata/journal]
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/watchjournal/watchjournal/internal/schemafile"
+	"github.com/watchjournal/watchjournal/internal/testing/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )

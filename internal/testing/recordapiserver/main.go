@@ -5,7 +5,7 @@
 // recording: record once, commit, and let the tests assert against the
 // committed files' content.
 //
-// It starts its own etcd and kube-apiserver (internal/controlplane, watch
+// It starts its own etcd and kube-apiserver (internal/testing/controlplane, watch
 // cache on as in a production apiserver; off for watch-gone.json), creates ConfigMaps labelled
 // app=rec in namespace wj-rec (one named "kind", whose name collides with a
 // JSON field; one with a non-ASCII annotation), and writes the bodies as
@@ -24,7 +24,7 @@
 //
 // Each watch file is the stream's frames as sent, one JSON object a line.
 //
-//	go run ./internal/recordapiserver [-dir testdata/apiserver]
+//	go run ./internal/testing/recordapiserver [-dir testdata/apiserver]
 package main
 
 import (
@@ -45,7 +45,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
 
 const (

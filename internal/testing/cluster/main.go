@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
 
 func main() {
