@@ -248,7 +248,7 @@ func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
 // TestBreak_ReadYourDelete: after the controller's own Delete, a wait on
 // the journal ends only once the delete is applied, so that a Get
 // through the cache says NotFound. WaitFor given the object read before
-// the Delete (crsource.Source.WaitFor's advice) returns at once: the
+// the Delete (the advice of WaitFor's doc) returns at once: the
 // key's index entry is at that object's resourceVersion. WaitForDeleted
 // waits for the key to be gone (or taken by another UID).
 func TestBreak_ReadYourDelete(t *testing.T) {

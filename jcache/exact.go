@@ -33,8 +33,8 @@ package jcache
 // one would commit past events the other has not reconciled; sources of
 // one type each get a name that does not depend on the order of the
 // calls), and commits it only past events whose
-// requests all reconciled (package internal/delivery; the rules are
-// crsource's, source.go there, "Commit"). Each source's consumer holds its
+// requests all reconciled (package internal/delivery; Reconciler says
+// which outcomes complete a request). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
 // Retention.HardMaxBytes.
 //
