@@ -63,11 +63,12 @@ func startManager(t *testing.T, cp *controlplane.ControlPlane, dir string, build
 }
 
 // exactCM adds the controller name, reconciling ConfigMaps with r through
-// an Exact source, and returns the source through src.
+// an Exact source, and returns the source through src. Its sources stop
+// as by SIGKILL: no last commit.
 func exactCM(name string, r *mirror, src **jcache.ExactSource) func(manager.Manager) error {
 	return func(mgr manager.Manager) error {
 		r.c = mgr.GetClient()
-		ex := jcache.Exact(mgr.GetCache(), name)
+		ex := jcache.ExactWith(mgr.GetCache(), name, jcache.NoFinalCommit(jcache.ExactOptions{}))
 		*src = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 		return ctrl.NewControllerManagedBy(mgr).Named(name).WatchesRawSource(*src).Complete(ex.Reconciler(r))
 	}
@@ -96,7 +97,6 @@ func patchCM(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, n
 // keeps failing holds the commit; the process dies (no last commit) after
 // later keys reconciled; the restart reconciles the failed key again.
 func TestBreak_FailedKeyThenKilled_ReconciledAgain(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -141,7 +141,6 @@ func TestBreak_FailedKeyThenKilled_ReconciledAgain(t *testing.T) {
 // controller's failing key holds only its own commit; after a stop
 // without a last commit, each restarts from its own position.
 func TestBreak_TwoControllersOneGVK(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -209,7 +208,6 @@ func TestBreak_TwoControllersOneGVK(t *testing.T) {
 // when the timer fires, and committed; a restart then does not reconcile
 // it (its timer is an hour away).
 func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -250,7 +248,7 @@ func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
 // TestBreak_ReadYourDelete: after the controller's own Delete, a wait on
 // the journal ends only once the delete is applied, so that a Get
 // through the cache says NotFound. WaitFor given the object read before
-// the Delete (crsource.Source.WaitFor's advice) returns at once: the
+// the Delete (the advice of WaitFor's doc) returns at once: the
 // key's index entry is at that object's resourceVersion. WaitForDeleted
 // waits for the key to be gone (or taken by another UID).
 func TestBreak_ReadYourDelete(t *testing.T) {
@@ -316,7 +314,7 @@ func TestBreak_FailingKeyDoesNotStopTheFeed(t *testing.T) {
 			return reconcile.Result{}, fmt.Errorf("bad fails")
 		}
 		return reconcile.Result{}, nil
-	}, 3)
+	}, jcache.ExactOptions{MaxPending: 3})
 	defer h.stop()
 	createCM(t, kube, ns, "bad", nil, nil)
 	h.rec.waitUntil(t, "bad tried twice", func() bool { return h.rec.count("bad") >= 2 }, func() any { return h.rec.names() })
@@ -338,7 +336,6 @@ func TestBreak_FailingKeyDoesNotStopTheFeed(t *testing.T) {
 // object). EnqueueRequestForOwner must reconcile both the old owner (from
 // the old Secret) and the new one, and nothing else.
 func TestBreak_OwnedRecreatedWithAnotherOwnerWhileDown(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -354,7 +351,7 @@ func TestBreak_OwnedRecreatedWithAnotherOwnerWhileDown(t *testing.T) {
 	build := func(r *mirror) func(manager.Manager) error {
 		return func(mgr manager.Manager) error {
 			r.c = mgr.GetClient()
-			ex := jcache.Exact(mgr.GetCache(), "mirror")
+			ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{})) // no last commit: as by SIGKILL
 			forSrc = ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 			ownsSrc = ex.Kind(secretMeta(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.ConfigMap{}, handler.OnlyControllerOwner()))
 			return ctrl.NewControllerManagedBy(mgr).Named("mirror").WatchesRawSource(forSrc).WatchesRawSource(ownsSrc).Complete(ex.Reconciler(r))

@@ -16,7 +16,7 @@ package jcache
 // counts where it stopped: below), or the head when none has run. So at
 // P every handler of the file had been given every event up to P. A round
 // commits it whenever it moved (a round follows an append within
-// retentionGap, or retentionInterval when quiet), and once more when the
+// retentionGap, or Options.retentionInterval when quiet), and once more when the
 // feed stops gracefully. The feed reads P once, when it opens the file
 // (acquire), before any round of this process commits; every
 // registration of this process catches up from it. The rounds commit at

@@ -156,20 +156,21 @@ type downCase struct {
 // recreated with their old UID, before their new UID's OnAdd), and OnAdd
 // of every other object.
 func testDeletesWhileDown(t *testing.T, dc downCase) {
-	if dc.crash {
-		defer jcache.SetRetainFinalCommit(false)()
-	}
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	opts := jcache.Options{Dir: t.TempDir(), NoSync: true, Retention: dc.retention}
+	run := opts // the manager's processes
+	if dc.crash {
+		run = jcache.NoRetainFinalCommit(opts) // they stop as by SIGKILL: no last commit of the hold
+	}
 	name := func(i int) string { return fmt.Sprintf("cm%02d", i) }
 	uids := map[string]types.UID{}
 	for i := range 30 {
 		uids[name(i)] = createCM(t, kube, ns, name(i), nil, map[string]string{"v": "1"}).UID
 	}
 	first := newOutcomes()
-	_, stop := runOutcomes(t, cp, opts, first)
+	_, stop := runOutcomes(t, cp, run, first)
 	first.waitUntil(t, "all 30 reconciled", func(found, _ map[string]int) bool {
 		for i := range 30 {
 			if found[name(i)] == 0 {
@@ -212,17 +213,15 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		// A process whose informer gets no handler, stopped gracefully
 		// (its last commit included): it journals the changes but must
 		// not record them as given.
-		jcache.SetRetainFinalCommit(true)
 		r := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
 		if _, err := r.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
 			t.Fatal(err)
 		}
 		r.stop()
-		jcache.SetRetainFinalCommit(false)
 	}
 
 	second := newOutcomes()
-	mgr, stop := runOutcomes(t, cp, opts, second)
+	mgr, stop := runOutcomes(t, cp, run, second)
 	defer stop()
 	second.waitUntil(t, "every name deleted while down reconciled as NotFound", func(_, notFound map[string]int) bool {
 		for i := range 5 {
@@ -350,12 +349,12 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)})
+	opts := jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}
 	for i := range 30 {
 		createCM(t, kube, ns, fmt.Sprintf("cm%02d", i), nil, nil)
 	}
 	last := createCM(t, kube, ns, "zz-last", nil, nil)
-	r1 := startCache(t, newCache, crcache.Options{}, cp)
+	r1 := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
 	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		t.Fatal(err)
@@ -367,8 +366,7 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 	rec.waitFor(t, "zz-last given", hasAll("add zz-last "+string(last.UID)))
 	r1.stop()
 
-	defer jcache.SetReplayChunk(2)()
-	r2 := startCache(t, newCache, crcache.Options{}, cp)
+	r2 := startCache(t, jcache.NewFunc(jcache.WithReplayChunk(opts, 2)), crcache.Options{}, cp)
 	defer r2.stop()
 	inf, err = r2.c.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {

@@ -18,7 +18,8 @@ package jcache
 // after the cache synced, so the listed objects reach the handler by the
 // replay from disk (a decode of its own), after the list was committed.
 //
-// Bounded: at most decodedMax objects, the oldest dropped first; an
+// Bounded: at most decodedMax objects (decodedObjects.max in tests), the
+// oldest dropped first; an
 // object is taken once (a second handler decodes its own); everything
 // left is dropped when a handler reaches the journal's head (what it did
 // not take by then it will not take) and when the informer has no
@@ -33,8 +34,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// decodedMax bounds the objects held (a variable for tests).
-var decodedMax = 1024
+// decodedMax bounds the objects an informer holds.
+const decodedMax = 1024
 
 var decodedSeed = maphash.MakeSeed()
 
@@ -46,6 +47,8 @@ type decodedEntry struct {
 // decodedObjects is an informer's objects decoded by its index functions
 // and not yet taken.
 type decodedObjects struct {
+	max int // the bound; 0: decodedMax (set by tests before any put)
+
 	mu    sync.Mutex
 	m     map[uint64]decodedEntry
 	order []uint64 // insertion order, for dropping the oldest
@@ -59,7 +62,11 @@ func (d *decodedObjects) put(b []byte, o runtime.Object) {
 	if d.m == nil {
 		d.m = map[uint64]decodedEntry{}
 	}
-	for len(d.order) >= decodedMax {
+	limit := d.max
+	if limit <= 0 {
+		limit = decodedMax
+	}
+	for len(d.order) >= limit {
 		delete(d.m, d.order[0])
 		d.order = d.order[1:]
 	}

@@ -37,7 +37,7 @@ func (h *pointerHandler) OnDelete(any)      {}
 func TestDecoded_IndexDecodeHandedToHandler(t *testing.T) {
 	j, _ := replayFile(t, 10)
 	h := &pointerHandler{adds: map[string]*corev1.ConfigMap{}}
-	r := replayRegistration(j, &recorder{})
+	r := replayRegistration(j, &recorder{}, 0)
 	inf := r.inf
 	var mu sync.Mutex
 	indexed := map[string]*corev1.ConfigMap{}
@@ -101,12 +101,10 @@ func TestDecoded_IndexDecodeHandedToHandler(t *testing.T) {
 	}
 }
 
-// TestDecoded_Bounded: at most decodedMax objects are held, the oldest
+// TestDecoded_Bounded: at most max objects are held, the oldest
 // dropped first; an object is taken once, and only for equal bytes.
 func TestDecoded_Bounded(t *testing.T) {
-	defer func(n int) { decodedMax = n }(decodedMax)
-	decodedMax = 3
-	var d decodedObjects
+	d := decodedObjects{max: 3}
 	objs := make([]*corev1.ConfigMap, 5)
 	for i := range objs {
 		objs[i] = &corev1.ConfigMap{}

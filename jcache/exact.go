@@ -33,8 +33,8 @@ package jcache
 // one would commit past events the other has not reconciled; sources of
 // one type each get a name that does not depend on the order of the
 // calls), and commits it only past events whose
-// requests all reconciled (package internal/delivery; the rules are
-// crsource's, source.go there, "Commit"). Each source's consumer holds its
+// requests all reconciled (package internal/delivery; Reconciler says
+// which outcomes complete a request). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
 // Retention.HardMaxBytes.
 //
@@ -126,10 +126,6 @@ var ErrExactCache = errors.New("jcache: an Exact source needs a jcache cache who
 // batch's requests.
 const DefaultExactMaxPending = 10000
 
-// exactFinalCommit: a source commits once more when its context ends
-// (false in tests of a SIGKILL-like stop).
-var exactFinalCommit = true
-
 // ExactController is restart-exact delivery for one controller: it makes
 // the controller's sources (Kind) and wraps its reconciler (Reconciler),
 // which reports every reconcile's outcome to all of them. Create it with
@@ -143,6 +139,8 @@ type ExactController struct {
 	err   error // the timers file could not be read: every source's Start fails
 
 	sb *position.Standby // nil without ExactOptions.Standby (standby.go)
+
+	finalCommit bool // a source commits once more when its context ends (ExactOptions.hooks)
 
 	mu    sync.Mutex
 	names map[string]int // Kind calls by object type (consumerName)
@@ -161,6 +159,8 @@ type ExactOptions struct {
 	// and a new leader's sources start from their own journals at those
 	// positions instead of replaying every object. Requires ExactController.AddToManager.
 	Standby *Standby
+
+	hooks exactHooks // tests only (testhooks.go)
 }
 
 // Exact returns restart-exact delivery for the controller named controller
@@ -177,7 +177,7 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultExactMaxPending
 	}
-	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending}
+	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending, finalCommit: !o.hooks.noFinalCommit}
 	jc, ok := c.(*Cache)
 	if !ok {
 		e.err = fmt.Errorf("%w: the cache is %T", ErrExactCache, c)
@@ -243,7 +243,7 @@ func (e *ExactController) KindNamed(name string, obj client.Object, h handler.Ev
 func (e *ExactController) kind(name string, obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	t := delivery.NewTracker(0)
 	e.out.AddTracker(t)
-	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, finalCommit: exactFinalCommit,
+	s := &ExactSource{ctl: e, obj: obj, h: h, preds: preds, t: t, max: e.max, finalCommit: e.finalCommit,
 		done: make(chan struct{}), synced: make(chan struct{}), failed: make(chan struct{})}
 	if e.sb != nil {
 		s.tracker.Signal = e.sb.Signal
@@ -315,8 +315,8 @@ type ExactSource struct {
 	max   int
 	dup   int    // the n-th Kind call of the controller with this object type (or name)
 	named string // KindNamed's name; "" for Kind
-	// finalCommit is exactFinalCommit when Kind made the source (read
-	// there, not by run's goroutines, which a test's restore would race).
+	// finalCommit: the committer commits once more when the source's
+	// context ends (the controller's, copied when Kind made the source).
 	finalCommit bool
 
 	exists  atomic.Bool      // the consumer exists in the file

@@ -161,7 +161,8 @@ func startExact(t *testing.T, cp *controlplane.ControlPlane, dir string, build f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := build(mgr, jcache.Exact(mgr.GetCache(), "mirror")); err != nil {
+	// Stops as by SIGKILL: no last commit.
+	if err := build(mgr, jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{}))); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,7 +191,6 @@ func secretMeta() *metav1.PartialObjectMetadata {
 // restart relists: the deletes are inferred). The restart reconciles
 // exactly the 5 + 2 + the Secret's owner + the mapped one, not the 20.
 func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -352,7 +352,6 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 // reaches the head. A restart with nothing changed reconciles the due
 // timer (tick) and nothing else: not slow (not due), not the others.
 func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -476,14 +475,14 @@ type byHand struct {
 }
 
 func runByHand(t *testing.T, c crcache.Cache, ns string) *byHand {
-	return runByHandWith(t, c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, 0)
+	return runByHandWith(t, c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{})
 }
 
-// runByHandWith is runByHand whose reconciler answers with outcome, with
-// ExactOptions.MaxPending maxPending.
-func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error), maxPending int) *byHand {
+// runByHandWith is runByHand whose reconciler answers with outcome, its
+// controller built with opts.
+func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error), opts jcache.ExactOptions) *byHand {
 	t.Helper()
-	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{MaxPending: maxPending})
+	ex := jcache.ExactWith(c, "mirror", opts)
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 	rec := newMirror(ns, outcome)
 	r := ex.Reconciler(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -538,7 +537,6 @@ func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string
 // object, not only the changed ones (a few at a time: MaxPending), and a
 // log line that says so; the commit then reaches the head.
 func TestExact_TrimmedConsumerResyncs(t *testing.T) {
-	defer jcache.SetRetentionInterval(50 * time.Millisecond)()
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -556,7 +554,7 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	}()
 
 	// First run: every object, the commit at the head.
-	rc := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
+	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}, 50*time.Millisecond)), crcache.Options{}, cp)
 	h := runByHand(t, rc.c, ns)
 	h.rec.waitUntil(t, "all reconciled, the commit at the head", func() bool {
 		ok, _ := atHead(h.src)
@@ -587,8 +585,8 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 		logged = append(logged, args)
 		logMu.Unlock()
 	}, funcr.Options{})
-	rc = startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
-		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}), crcache.Options{}, cp)
+	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
+		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
 	defer rc.stop()
 	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
 		t.Fatal(err)
@@ -615,7 +613,7 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 		}
 	}
 	// MaxPending 3: the replay queues its 10 objects 3 at a time.
-	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, 3)
+	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{MaxPending: 3})
 	defer h.stop()
 	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
 		ok, _ := atHead(h.src)
@@ -639,7 +637,6 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 // the commit after every replayed request reconciled, so a process that
 // stops before that (here cm02 keeps failing) replays every object again.
 func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)()
 	cp, kube, ns := setup(t)
 	const n = 5
 	var all []string
@@ -654,7 +651,7 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 			return reconcile.Result{}, errors.New("not yet")
 		}
 		return reconcile.Result{}, nil
-	}, 0)
+	}, jcache.NoFinalCommit(jcache.ExactOptions{})) // stops as by SIGKILL: no last commit
 	h.rec.waitUntil(t, "every object reconciled, cm02 retried", func() bool {
 		return len(h.rec.names()) == n && h.rec.count("cm02") > 1
 	}, func() any { return h.rec.names() })

@@ -12,20 +12,18 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// SetReplayChunk sets the replay's chunk size in objects, for tests; it
-// returns a function that restores it.
-func SetReplayChunk(n int) (restore func()) {
-	old := replayChunk
-	replayChunk = n
-	return func() { replayChunk = old }
+// WithReplayChunk returns o whose cache bounds a replay chunk to n
+// objects (testhooks.go).
+func WithReplayChunk(o Options, n int) Options {
+	o.hooks.replayChunk = n
+	return o
 }
 
-// SetRetentionInterval sets the longest time between two trims of a file
-// without appends, for tests; it returns a function that restores it.
-func SetRetentionInterval(d time.Duration) (restore func()) {
-	old := retentionInterval
-	retentionInterval = d
-	return func() { retentionInterval = old }
+// WithRetentionInterval returns o whose cache trims a file without
+// appends at least every d (testhooks.go).
+func WithRetentionInterval(o Options, d time.Duration) Options {
+	o.hooks.retentionInterval = d
+	return o
 }
 
 // FileOffsets returns the first retained offset and the head of every
@@ -113,13 +111,11 @@ func Reindexes(ctx context.Context, dir string) ([]journal.ReindexStats, error) 
 	return out, nil
 }
 
-// SetExactFinalCommit sets whether an Exact source commits once more when
-// its context ends (false: a SIGKILL-like stop), for tests; it returns a
-// function that restores it.
-func SetExactFinalCommit(v bool) (restore func()) {
-	old := exactFinalCommit
-	exactFinalCommit = v
-	return func() { exactFinalCommit = old }
+// NoFinalCommit returns o whose sources do not commit once more when
+// their context ends: a SIGKILL-like stop (testhooks.go).
+func NoFinalCommit(o ExactOptions) ExactOptions {
+	o.hooks.noFinalCommit = true
+	return o
 }
 
 // StandbyCommitted returns the committed offset of s's consumer in its
@@ -144,13 +140,11 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	return c, head, err
 }
 
-// SetRetainFinalCommit sets whether a file's hold is committed once more
-// when its feed stops (false: a SIGKILL-like stop), for tests; it returns
-// a function that restores it.
-func SetRetainFinalCommit(v bool) (restore func()) {
-	old := retainFinalCommit
-	retainFinalCommit = v
-	return func() { retainFinalCommit = old }
+// NoRetainFinalCommit returns o whose cache does not commit a file's hold
+// once more when its feed stops: a SIGKILL-like stop (testhooks.go).
+func NoRetainFinalCommit(o Options) Options {
+	o.hooks.noRetainFinalCommit = true
+	return o
 }
 
 // HandlersRecord returns the committed offset of the handlers' consumer

@@ -37,7 +37,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -80,9 +79,6 @@ type feed struct {
 	// committed is the hold the last round committed.
 	committed uint64
 	opts      *Options
-	// retentionInterval is the package's when acquire made the feed (read
-	// there, not by retain's goroutine, which a test's restore would race).
-	retentionInterval time.Duration
 
 	pages pages // resident pages given back (pages.go)
 
@@ -169,7 +165,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		close(f.closed)
 		return nil, err
 	}
-	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
+	f.j, f.loop, f.opts = j, loop, o
 	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
 	return f, nil

@@ -4,7 +4,7 @@ package jcache
 //
 // Replay. A handler first gets OnAdd(obj, true) for every stored object,
 // read from disk before the server is reached, in chunks of at most
-// replayChunk objects or replayBytes bytes, each chunk one read
+// Options.replayChunk objects or replayBytes bytes, each chunk one read
 // transaction at its own head offset h_c (a bbolt read transaction is not
 // held while the handler runs: a long one would hold back the writer's
 // remap). Chunks cover consecutive key ranges, so after the replay the
@@ -78,19 +78,16 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// A replay chunk's bounds: objects, and bytes of stored objects (variables
-// for tests).
-var (
-	replayChunk = 5000
-	replayBytes = 4 << 20
-)
+// replayBytes bounds a replay chunk in bytes of stored objects (its bound
+// in objects is the cache's Options.replayChunk).
+const replayBytes = 4 << 20
 
 type registration struct {
 	inf    *informer
 	h      toolscache.ResourceEventHandler
 	resync time.Duration
-	// chunk is replayChunk when the handler was added (read there, not by
-	// the replay's reader goroutine, which a test's restore would race).
+	// chunk bounds a replay chunk in objects: the cache's
+	// Options.replayChunk, read when the handler was added.
 	chunk int
 
 	cancel context.CancelFunc // set by startHandlerLocked
@@ -111,7 +108,7 @@ type registration struct {
 }
 
 func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
-	return &registration{inf: inf, h: h, resync: resync, chunk: replayChunk, done: make(chan struct{}), progress: make(chan struct{})}
+	return &registration{inf: inf, h: h, resync: resync, chunk: inf.options().replayChunk(), done: make(chan struct{}), progress: make(chan struct{})}
 }
 
 func (r *registration) advanced() {
@@ -155,7 +152,7 @@ type stored struct {
 }
 
 // readChunk reads the objects after key after (all from the start when
-// first), at most r.chunk or replayBytes, and returns them, the head they
+// first), at most r.chunk objects or replayBytes, and returns them, the head they
 // are current with and whether they reach the end of the index.
 //
 // The keys come from Journal.ScanIndex, which seeks to after; their

@@ -8,8 +8,7 @@ package jcache
 //	mgr.AddHealthzCheck("cache", jcache.HealthzCheck(mgr.GetCache(), &corev1.ConfigMap{}))
 //	err = jcache.WaitFor(ctx, mgr.GetCache(), patched) // after the controller's own write
 //
-// They follow crsource's (crsource/health.go, readyourwrites.go): ready is
-// each journal's loop synced, running and not failing past a bound
+// Ready is each journal's loop synced, running and not failing past a bound
 // (reconcile.Loop.Ready); healthy is no loop stopped on a fatal error
 // (reconcile.Loop.Alive); WaitFor is journal.Journal.WaitForResourceVersion
 // for the object's key and resourceVersion.

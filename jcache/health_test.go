@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,4 +92,41 @@ func TestCache_WaitForAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitErr("readyz ready again", func() bool { return readyz(nil) == nil })
+}
+
+// Ensure a journal whose loop stopped on a fatal error (the apiserver
+// rejects the request: a field selector ConfigMaps do not support, 400)
+// fails both the healthz and the readyz checker with that error, where
+// an apiserver outage (above) fails readyz alone.
+func TestCache_HealthzFailsOnFatalError(t *testing.T) {
+	cp, _, _ := setup(t)
+	c, err := jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true,
+		Loop: wjreconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}})(cp.RESTConfig(), crcache.Options{
+		ByObject: map[client.Object]crcache.ByObject{&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("spec.nodeName", "x")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	defer func() {
+		cancel()
+		t.Logf("cache Start = %v", <-done) // the informer's fatal error may end it
+	}()
+	healthz := jcache.HealthzCheck(c, &corev1.ConfigMap{})
+	readyz := jcache.ReadyzCheck(c, time.Second, &corev1.ConfigMap{})
+	var lastH, lastR error
+	for {
+		lastH, lastR = healthz(nil), readyz(nil)
+		if errors.Is(lastH, wjreconcile.ErrRejected) && errors.Is(lastR, wjreconcile.ErrRejected) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("healthz = %v, readyz = %v; want both to match reconcile.ErrRejected once the apiserver rejected the field selector", lastH, lastR)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Logf("healthz: %v", lastH)
 }

@@ -169,6 +169,8 @@ type Options struct {
 	// read that failed where the Store interface has no error to return).
 	// Zero: controller-runtime's log.Log, named "jcache".
 	Logger logr.Logger
+
+	hooks testHooks // tests only (testhooks.go)
 }
 
 // EnvDir names the environment variable New reads for the journal

@@ -73,7 +73,8 @@ func startMaxPending(t *testing.T, cp *controlplane.ControlPlane, dir, ns string
 		return reconcile.Result{}, nil
 	})
 	rec.c = mgr.GetClient()
-	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{MaxPending: mpMax})
+	// Stops as by SIGKILL: no last commit.
+	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{MaxPending: mpMax}))
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 	// CacheSyncTimeout well below the waits below: a WaitForSync that
 	// never returns fails the manager's Start, which the waits report.
@@ -159,7 +160,6 @@ func each(t *testing.T, n int, f func(i int) error) {
 }
 
 func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
-	defer jcache.SetExactFinalCommit(false)() // stops as by SIGKILL: no last commit
 	cp, kube, ns := setup(t)
 	createMany(t, kube, ns, mpObjects)
 	dir := t.TempDir()

@@ -35,8 +35,8 @@ import (
 )
 
 // unmapReadBytes is how many bytes of objects read make a feed drop the
-// file's pages (a variable for tests).
-var unmapReadBytes int64 = 8 << 20
+// file's pages.
+const unmapReadBytes = 8 << 20
 
 // pages counts what a feed's readers read since its last drop.
 type pages struct {

@@ -55,7 +55,7 @@ func TestReplay_GivesBackPages(t *testing.T) {
 	rss0, anon0, file0 := memStatus(t)
 
 	h := &recorder{}
-	r := replayRegistration(j, h)
+	r := replayRegistration(j, h, 0)
 	if err := r.eachChunk(t.Context(), func(ctx context.Context, job *replayJob) error {
 		for i := range job.objs {
 			o, err := job.object(ctx, i)

@@ -78,13 +78,12 @@ func (v *view) OnDelete(o any) {
 // (no add of a key it holds, every update's old object the one it holds)
 // and ends with the server's state.
 func TestCache_ReplayInChunksWhileWriting(t *testing.T) {
-	defer jcache.SetReplayChunk(3)()
 	cp, kube, ns := setup(t)
 	const n = 30
 	for i := range n {
 		createCM(t, kube, ns, fmt.Sprintf("cm%02d", i), nil, map[string]string{"v": "0"})
 	}
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}), crcache.Options{}, cp)
+	r := startCache(t, jcache.NewFunc(jcache.WithReplayChunk(jcache.Options{Dir: t.TempDir(), NoSync: true}, 3)), crcache.Options{}, cp)
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

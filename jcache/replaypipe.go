@@ -22,7 +22,7 @@ package jcache
 //
 // Memory: the reader is at most chunksAhead chunks ahead of the
 // deliverer (one queued, one it holds), so at most chunksAhead+1 chunks
-// (each at most replayChunk objects or replayBytes of stored bytes) are
+// (each at most Options.replayChunk objects or replayBytes of stored bytes) are
 // in memory as stored bytes; and at most aheadBatches() batches of
 // decodeBatch objects are decoded and not yet delivered (a token per
 // batch, taken before the batch is queued for a worker and given back

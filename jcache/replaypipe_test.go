@@ -105,9 +105,17 @@ func (h *recorder) OnUpdate(_, o any) {
 
 func (h *recorder) OnDelete(any) {}
 
-func replayRegistration(j *journal.Journal, h *recorder) *registration {
-	inf := newInformer(&feed{j: j, opts: &Options{}}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
-	return newRegistration(inf, h, 0)
+// replayRegistration returns a registration of h on j whose replay
+// chunks hold at most chunk objects (0: the default).
+func replayRegistration(j *journal.Journal, h *recorder, chunk int) *registration {
+	return newRegistration(replayInformer(j, chunk), h, 0)
+}
+
+// replayInformer returns an informer of ConfigMaps on j whose replay
+// chunks hold at most chunk objects (0: the default).
+func replayInformer(j *journal.Journal, chunk int) *informer {
+	o := &Options{hooks: testHooks{replayChunk: chunk}}
+	return newInformer(&feed{j: j, opts: o}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
 }
 
 func sameKeys(t *testing.T, what string, got, want []string) {
@@ -127,10 +135,9 @@ func sameKeys(t *testing.T, what string, got, want []string) {
 // stored object as OnAdd(obj, true) in key order, one call at a time;
 // then a resync gives every object as OnUpdate in key order.
 func TestReplay_ParallelDecodeKeepsOrder(t *testing.T) {
-	defer SetReplayChunk(37)()
 	j, keys := replayFile(t, 1000)
 	h := &recorder{}
-	r := replayRegistration(j, h)
+	r := replayRegistration(j, h, 37)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.feed(ctx) }()
@@ -175,10 +182,9 @@ func TestReplay_ParallelDecodeKeepsOrder(t *testing.T) {
 // objects before it were delivered in order and none after it; the
 // registration never reports the replay done.
 func TestReplay_DecodeErrorSurfaces(t *testing.T) {
-	defer SetReplayChunk(37)()
 	j, keys := replayFile(t, 1000)
 	h := &recorder{}
-	r := replayRegistration(j, h)
+	r := replayRegistration(j, h, 37)
 	bad := errors.New("this object does not decode")
 	r.inf.onDecode = func(o any) (any, error) {
 		if o.(*corev1.ConfigMap).Name == "o000500" {
@@ -210,7 +216,7 @@ func BenchmarkReplay(b *testing.B) {
 	j, _ := replayFileB(b, 20000)
 	for b.Loop() {
 		h := &recorder{}
-		r := replayRegistration(j, h)
+		r := replayRegistration(j, h, 0)
 		if err := r.eachChunk(b.Context(), func(ctx context.Context, job *replayJob) error {
 			for i := range job.objs {
 				o, err := job.object(ctx, i)
@@ -245,13 +251,11 @@ func (h *cancelAfter) OnAdd(o any, initial bool) {
 // later chunks were read and decoded ahead), returns nil, and is not
 // reported done.
 func TestReplay_StopsWithItsContext(t *testing.T) {
-	defer SetReplayChunk(37)()
 	j, keys := replayFile(t, 1000)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &cancelAfter{n: 100, cancel: cancel}
-	inf := newInformer(&feed{j: j, opts: &Options{}}, nil, &corev1.ConfigMap{}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, logr.Discard())
-	r := newRegistration(inf, h, 0)
+	r := newRegistration(replayInformer(j, 37), h, 0)
 	if err := r.feed(ctx); err != nil {
 		t.Fatalf("feed returned %v after its context ended, want nil", err)
 	}
@@ -274,7 +278,7 @@ func TestReplay_DecodesBoundedAhead(t *testing.T) {
 	var decoded atomic.Int64
 	release := make(chan struct{})
 	h := &blockFirst{release: release}
-	r := replayRegistration(j, &h.recorder)
+	r := replayRegistration(j, &h.recorder, 0)
 	r.inf.onDecode = func(o any) (any, error) {
 		decoded.Add(1)
 		return o, nil

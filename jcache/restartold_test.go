@@ -54,11 +54,10 @@ func deployment(ns, name string, labels map[string]string) *appsv1.Deployment {
 // old is that state and new the server's; controller-runtime's
 // GenerationChangedPredicate and LabelChangedPredicate see the change.
 func TestCache_RestartOldObjectComplete(t *testing.T) {
-	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 2},
-		Loop: reconcile.Options{MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}})
+	newCache := jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 2},
+		Loop: reconcile.Options{MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}}, 20*time.Millisecond))
 	opts := crcache.Options{Mapper: deploymentMapper()}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

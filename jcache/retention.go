@@ -62,19 +62,14 @@ var DefaultRetention = journal.Retention{MaxBytes: 64 << 20}
 // cache file's handlers hold retention (journalctl consumers shows it).
 const RetentionConsumer = "jcache"
 
-// retentionInterval is the longest time between two trims of a file
-// without appends (a variable for tests).
-var retentionInterval = 10 * time.Second
-
 // retentionGap is the shortest time between two rounds of retention (a
 // round is up to two write transactions, each fsynced twice, and takes
-// bbolt's one writer lock). Without it a round followed every append:
-// during a first list, every chunk the list committed, so the list's
-// commits waited on the rounds' and the fsyncs doubled (profiled at 50,000
-// ConfigMaps, a first start: the rounds held the writer 0.38 s of the
-// list's time and spent 0.57 s in their own syscalls). Its cost: Bound,
-// at the top of the file.
-var retentionGap = time.Second
+// the file's one writer lock): without it a round would follow every
+// append, and during a first list every chunk the list commits would wait
+// on a round's fsyncs. Its cost: Bound, at the top of the file. The
+// longest time between two rounds of a quiet file is the cache's
+// Options.retentionInterval.
+const retentionGap = time.Second
 
 // policy returns the retention o asks for and whether any limit is set.
 func (o *Options) policy() (journal.Retention, bool) {
@@ -152,10 +147,6 @@ func (f *feed) hold(head uint64, over bool) uint64 {
 	return h
 }
 
-// retainFinalCommit: the hold is committed once more when the feed stops
-// (false for tests: a SIGKILL-like stop).
-var retainFinalCommit = true
-
 // retain commits the hold and trims f's journal under p until ctx is done
 // (see the top of the file); a zero p commits only. It records p in the
 // file (Journal.SetRetention) for tools.
@@ -173,6 +164,7 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 	f.hmu.Lock()
 	f.committed = last
 	f.hmu.Unlock()
+	interval := o.retentionInterval()
 	var c *compactor.Compactor
 	if p != (journal.Retention{}) {
 		c = compactor.New(f.j, p, compactor.Options{Logger: o.Logger.WithValues("resource", f.res.String())})
@@ -214,10 +206,10 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 				return err
 			}
 		}
-		wctx, cancel := context.WithTimeout(ctx, f.retentionInterval)
+		wctx, cancel := context.WithTimeout(ctx, interval)
 		_ = f.j.Wait(wctx, head)
 		cancel()
-		if gap := min(retentionGap, f.retentionInterval) - time.Since(round); gap > 0 {
+		if gap := min(retentionGap, interval) - time.Since(round); gap > 0 {
 			t := time.NewTimer(gap)
 			select {
 			case <-ctx.Done():
@@ -226,7 +218,7 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 			}
 		}
 		if ctx.Err() != nil {
-			if !retainFinalCommit {
+			if o.hooks.noRetainFinalCommit { // a SIGKILL-like stop (testhooks.go)
 				return nil
 			}
 			head, err := f.j.Head()

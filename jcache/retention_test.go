@@ -128,14 +128,13 @@ func waitOffsets(t *testing.T, dir, what string, cond func(first, head uint64) b
 // must be complete (labels and data, one generation back). Once every
 // handler is through, the file keeps only the last 3 events.
 func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
-	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
 	const objects, rounds = 5, 20
 	for i := range objects {
 		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), map[string]string{"gen": "0"}, map[string]string{"gen": "0"})
 	}
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 3}}),
+	r := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 3}}, 20*time.Millisecond)),
 		crcache.Options{Mapper: staticMapper()}, cp)
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

@@ -21,8 +21,8 @@ package jcache
 // leader runs the controller and so its ExactSources. How the positions
 // move across replicas (the publisher on the leader, the follower on
 // every replica, where a new leader starts) is internal/position's
-// Standby, shared with crsource (see the top of
-// internal/position/standby.go). What is jcache's:
+// Standby (see the top of internal/position/standby.go). What is
+// jcache's:
 //
 //   - One annotation, AnnotationExactPositions, holds every source's
 //     position (Standby.Name defaults to "<controller>-position"); the
@@ -67,17 +67,15 @@ const DefaultStandbyInterval = position.DefaultInterval
 var ErrStandbyNotAdded = errors.New("jcache: ExactOptions.Standby is set but ex.AddToManager(mgr) was not called: " +
 	"it adds the position publisher (on the leader) and follower (on every replica)")
 
-// Standby configures a warm standby under leader election: of an Exact
-// controller (ExactOptions.Standby) and of a crsource.Source
-// (crsource.Options.Standby, the same type). Namespace is required.
+// Standby configures the warm standby of an Exact controller under leader
+// election (ExactOptions.Standby). Namespace is required.
 type Standby struct {
 	// Namespace is where the position Lease lives: the operator's own
 	// namespace, as for its leader-election Lease.
 	Namespace string
-	// Name is the position Lease's name. Default "<controller>-position"
-	// for Exact, "<consumer>-position" for crsource. Two controllers, or
-	// two operators, in one namespace with the same name need two names.
-	// Never the leader-election Lease's name.
+	// Name is the position Lease's name. Default "<controller>-position".
+	// Two controllers, or two operators, in one namespace with the same
+	// name need two names. Never the leader-election Lease's name.
 	Name string
 	// Identity is written as the Lease's holderIdentity (who published
 	// last). Default the host name.
@@ -94,9 +92,9 @@ type Standby struct {
 }
 
 // newExactStandby returns the standby of the controller e: its sources in
-// internal/position's Standby (shared with crsource), whose entries are
-// AnnotationExactPositions. The entries of sources that have not started
-// yet are published as the first source read them.
+// internal/position's Standby, whose entries are AnnotationExactPositions.
+// The entries of sources that have not started yet are published as the
+// first source read them.
 func newExactStandby(e *ExactController, so Standby) (*position.Standby, error) {
 	sb, err := position.NewStandby(position.Config(so), "jcache", "ExactOptions.Standby", e.name+"-position")
 	if err != nil {

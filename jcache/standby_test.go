@@ -64,12 +64,20 @@ func startExactReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 // maxPending (0: the default).
 func startExactReplicaWith(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *standbytest.Reader, cut *atomic.Bool, maxPending int) *exReplica {
 	t.Helper()
+	return startExactReplicaOn(t, cp, ns, id, r, cut, maxPending,
+		jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t).WithValues("replica", id)})
+}
+
+// startExactReplicaOn is startExactReplicaWith whose cache is built from
+// o (its own directory, logger, retention).
+func startExactReplicaOn(t *testing.T, cp *controlplane.ControlPlane, ns, id string, r *standbytest.Reader, cut *atomic.Bool, maxPending int, o jcache.Options) *exReplica {
+	t.Helper()
 	cfg := rest.CopyConfig(cp.RESTConfig())
 	if cut != nil {
 		cfg = standbytest.Cut(cfg, cut, sbPosition)
 	}
 	opts := standbytest.ManagerOptions(ns, sbElection)
-	opts.NewCache = jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t).WithValues("replica", id)})
+	opts.NewCache = jcache.NewFunc(o)
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

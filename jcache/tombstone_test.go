@@ -30,11 +30,10 @@ import (
 // journal stored the relist's DELETED with the key's last object, though
 // no record of the key was left.
 func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
-	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 2},
-		Loop: reconcile.Options{MaxBackoff: 300 * time.Millisecond}})
+	newCache := jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxEvents: 2},
+		Loop: reconcile.Options{MaxBackoff: 300 * time.Millisecond}}, 20*time.Millisecond))
 	opts := crcache.Options{Mapper: staticMapper()}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -142,11 +141,10 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 // Secret's last data, and the DELETED that carries it is stored sealed: no
 // file of the cache's directory holds the value or its base64.
 func TestCache_SecretRelistDeleteSealed(t *testing.T) {
-	defer jcache.SetRetentionInterval(20 * time.Millisecond)()
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	newCache := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, SecretPayloads: true, KeyFiles: []string{writeKeyFile(t)},
-		Retention: &journal.Retention{MaxEvents: 1}, Loop: reconcile.Options{MaxBackoff: 300 * time.Millisecond}})
+	newCache := jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, SecretPayloads: true, KeyFiles: []string{writeKeyFile(t)},
+		Retention: &journal.Retention{MaxEvents: 1}, Loop: reconcile.Options{MaxBackoff: 300 * time.Millisecond}}, 20*time.Millisecond))
 	opts := crcache.Options{Scheme: scheme.Scheme, Mapper: secretMapper()}
 	const value, other = "jdelete-last-value-4e91a7", "jdelete-other-value-0b3c52"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -3,7 +3,7 @@ package journal
 // Conventions of the whole API.
 //
 //   - Shutdown: a call that runs until its context is done
-//     (reconcile.Loop.Run, adapt.Handle, crsource.Source) returns nil when
+//     (reconcile.Loop.Run, adapt.Handle, a jcache.ExactSource) returns nil when
 //     it ends because the context was cancelled: a clean shutdown is not an
 //     error, as for controller-runtime's Runnable.Start and the loop. A call
 //     that waits for one thing (Wait, Consumer.Next, a WaitForSync) returns

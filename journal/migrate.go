@@ -38,7 +38,7 @@ func onlySelectorsDiffer(have, want Resource) bool {
 func mismatch(have, want Resource) error {
 	if onlySelectorsDiffer(have, want) {
 		return fmt.Errorf("%w: file has %q, asked for %q: only the selectors differ; "+
-			"open with Options.MigrateSelectors (crsource does) to relist under the new selectors "+
+			"open with Options.MigrateSelectors to relist under the new selectors "+
 			"(keys that leave them are journaled DELETED, reason left-selector), "+
 			"or remove the file (or use a new path) to list afresh",
 			ErrResourceMismatch, have, want)

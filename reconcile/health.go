@@ -1,8 +1,8 @@
 package reconcile
 
 // Health: what a manager's healthz and readyz probes ask of a loop
-// (crsource.Source.HealthzCheck and ReadyzCheck wrap them as
-// controller-runtime healthz.Checkers).
+// (jcache.HealthzCheck and ReadyzCheck wrap them as controller-runtime
+// healthz.Checkers).
 //
 // Alive: the loop has not stopped on a fatal error (ErrJournal: the file
 // cannot be written; ErrRejected). A loop not yet run counts as alive (a

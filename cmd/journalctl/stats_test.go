@@ -113,7 +113,7 @@ func TestStats_Retention(t *testing.T) {
 }
 
 // Ensure stats shows the retention of a compactor running in the process
-// that holds the file (an operator: crsource runs one by default), read
+// that holds the file (an operator: jcache runs one by default), read
 // through its socket: the compactor records its policy in the file, so
 // stats does not say "none" while one trims.
 func TestStats_RetentionOfARunningCompactor(t *testing.T) {

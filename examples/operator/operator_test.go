@@ -22,6 +22,10 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
+// consumer is the journal consumer of the operator's Exact source: the
+// controller "mirror", ConfigMaps.
+const consumer = "exact/mirror/v1/ConfigMap"
+
 // child is the operator running as a separate process.
 type child struct {
 	cmd *exec.Cmd
@@ -163,8 +167,8 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	for i := 0; i < n; i++ {
 		set(key(i), "v0")
 	}
-	db := filepath.Join(t.TempDir(), "cm.db")
-	args := []string{"--kubeconfig", cp.KubeconfigPath(), "-n", ns, "--db", db, "--status-namespace", statusNS}
+	dir := filepath.Join(t.TempDir(), "cache")
+	args := []string{"--kubeconfig", cp.KubeconfigPath(), "-n", ns, "--dir", dir, "--status-namespace", statusNS}
 
 	// First run: everything reconciled and committed.
 	op := startChild(t, bin, args...)
@@ -226,7 +230,11 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	}
 	changedWhileDown := map[string]bool{}
 	uncommitted := map[string]bool{}
-	j, err := journal.Open(db, &journal.Options{ReadOnly: true})
+	files, err := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the cache's ConfigMap files in %s: %v, %v; want one", dir, files, err)
+	}
+	j, err := journal.Open(files[0], &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +253,7 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			changedWhileDown[k] = true
 		}
 	}
-	committed, err := j.ConsumerCommitted("controller")
+	committed, err := j.ConsumerCommitted(consumer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,19 +65,19 @@ func (t *Tracker) WaitSynced(ctx context.Context, synced <-chan struct{}, head f
 	}
 }
 
-// TimersSaveInterval is how often CommitLoop writes timers that changed
+// timersSaveInterval is how often CommitLoop writes timers that changed
 // without a commit (a periodic reconcile moving its own due time): the
 // file is always written before a commit, and at most this often besides.
 // A timer not yet written fires earlier after a restart (its older due
 // time) or once more (a cleared one), never later.
-var TimersSaveInterval = 10 * time.Second
+const timersSaveInterval = 10 * time.Second
 
 // CommitLoop commits t's point whenever it moves, coalescing bursts into
 // one write, until ctx is done; then once more when final. Before each
 // commit it saves timers (nil: none), so that the file holds the timer of
 // every request whose events the commit passes; a failed save holds the
 // commit back and is tried again a second later. Timers that changed
-// without a commit are saved every TimersSaveInterval. committed is the
+// without a commit are saved every 10 s (timersSaveInterval). committed is the
 // consumer's committed offset at start; errors for which ignore is true
 // (a closed journal) are not logged.
 func CommitLoop(ctx context.Context, t *Tracker, committed uint64, timers *Timers, commit func(uint64) error,
@@ -113,7 +113,7 @@ func CommitLoop(ctx context.Context, t *Tracker, committed uint64, timers *Timer
 	}
 	var tick <-chan time.Time
 	if timers != nil {
-		tk := time.NewTicker(TimersSaveInterval)
+		tk := time.NewTicker(timersSaveInterval)
 		defer tk.Stop()
 		tick = tk.C
 	}

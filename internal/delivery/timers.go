@@ -8,7 +8,7 @@ package delivery
 // memory of "look again at t". It is recorded (Set) when the reconcile
 // returns, and written (Save) by the committer before each commit: the
 // file holds the timer of every request whose events a commit passed
-// (changes without a commit are written every TimersSaveInterval). At
+// (changes without a commit are written every timersSaveInterval, 10 s). At
 // start the sources re-arm each stored timer (AddAfter(due - now), at once
 // when due). A reconcile that completes without RequeueAfter clears its
 // key's timer; an error or Requeue leaves it as it was.

@@ -1,11 +1,11 @@
-// Package delivery is the restart-exact bookkeeping shared by the
-// controller-runtime sources (crsource.Source, jcache's Exact sources):
-// which queued reconcile.Request came from which journal offset, how far a
-// consumer may commit, the durable RequeueAfter timers, and the
-// reconciler wrapper that reports each reconcile's outcome to them.
+// Package delivery is the restart-exact bookkeeping of jcache's Exact
+// sources (controller-runtime sources): which queued reconcile.Request
+// came from which journal offset, how far a consumer may commit, the
+// durable RequeueAfter timers, and the reconciler wrapper that reports
+// each reconcile's outcome to them.
 //
 // It is internal because it is plumbing: operators meet its rules through
-// the sources' documentation (crsource/source.go, jcache/exact.go).
+// the sources' documentation (jcache/exact.go, docs/exact.md).
 //
 // # Tracker
 //

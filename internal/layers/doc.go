@@ -2,7 +2,7 @@
 // between the module's packages: each layer imports only those below it.
 //
 //	cmd/..., bench/..., examples/...    programs
-//	crsource/..., jcache/..., shards/..., metrics/... on top of the loop
+//	jcache/..., shards/..., metrics/...  on top of the loop
 //	reconcile/...                       the list/watch loop
 //	journal, journal/...,               the journal, its storage and socket,
 //	internal/journalwrite,              the journal's write side,
@@ -10,7 +10,7 @@
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
 //	internal/storage,                   the storage interface journal holds,
 //	internal/journalhook,               journal's hook for journalwrite,
-//	internal/delivery                   restart-exact bookkeeping of crsource and jcache
+//	internal/delivery                   restart-exact bookkeeping of jcache.Exact
 //
 // A package may import one of its own layer or below, never above:
 // journal/inspect reports the loop through an interface of its own

@@ -30,7 +30,7 @@ func rank(pkg string) (r int, ok bool) {
 		return 1, true
 	case under("reconcile"):
 		return 2, true
-	case under("crsource"), under("jcache"), under("shards"), under("metrics"):
+	case under("jcache"), under("shards"), under("metrics"):
 		return 3, true
 	case under("cmd"), under("bench"), under("examples"):
 		return 4, true
@@ -125,7 +125,7 @@ func short(pkg string) string { return strings.TrimPrefix(pkg, module+"/") }
 func TestRank(t *testing.T) {
 	for p, want := range map[string]int{
 		"internal/hashrange": 0, "internal/suggest": 0, "internal/storage": 0, "internal/delivery": 0, "internal/protofields": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1, "internal/position": 1,
-		"reconcile": 2, "crsource": 3, "jcache": 3, "shards": 3, "shards/hashrange": 3, "metrics": 3, "cmd/journalctl": 4,
+		"reconcile": 2, "jcache": 3, "shards": 3, "shards/hashrange": 3, "metrics": 3, "cmd/journalctl": 4,
 	} {
 		if got, ok := rank(module + "/" + p); !ok || got != want {
 			t.Errorf("rank(%s) = %d, %v; want %d", p, got, ok, want)

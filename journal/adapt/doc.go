@@ -1,7 +1,8 @@
 // Package adapt lets code written for client-go read a journal: a
 // watch.Interface in the shape of client-go's RetryWatcher (Watcher), and a
 // feed for a cache.ResourceEventHandler in the shape of an informer's
-// (Handle). For controller-runtime, see package crsource.
+// (Handle). For controller-runtime, see package jcache (the cache, and
+// jcache.Exact for restart-exact sources).
 //
 // The difference from the originals is what happens on 410 Gone: the
 // journal's writer (package reconcile) relists and journals the exact gap,

@@ -10,10 +10,14 @@
 //
 // # Use
 //
-//	src, _ := crsource.New(cfg, crsource.Options{Path: "cm.db", Resource: res})
-//	r := cache.NewReader(src.Journal(), scheme.Scheme) // in place of mgr.GetCache()
+//	j, _ := journal.Open("cm.db", &journal.Options{Resource: &res})
+//	loop, _ := reconcile.New(cfg, j, reconcile.Options{}) // the writer: go loop.Run(ctx)
+//	r := cache.NewReader(j, scheme.Scheme)
 //	var cm corev1.ConfigMap
-//	err := r.Get(ctx, req.NamespacedName, &cm)
+//	err := r.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, &cm)
+//
+// A controller-runtime operator needs none of this: package jcache is a
+// whole cache (mgr.GetCache()) over journal files.
 //
 // # What a read sees
 //
@@ -25,8 +29,8 @@
 // costs no append rate (the object is written once, in the journal; the
 // entry grows ~5 bytes) and, on disk, at most one more copy of each live
 // object whose last event was trimmed. Create the reader before the
-// journal's retention first trims (before mgr.Start with crsource) for a
-// complete cache.
+// journal's retention first trims (before the writer and its compactor
+// run) for a complete cache.
 //
 // Every Get and List is one bbolt read transaction over the index, the
 // journal and the objects bucket: it sees one commit, never uncommitted

@@ -19,8 +19,8 @@ import (
 )
 
 // A Reader in place of controller-runtime's cache: Get and List read the
-// journal file. Here the journal is filled by hand; in an operator the
-// writer is crsource's loop (create the Reader before mgr.Start).
+// journal file. Here the journal is filled by hand; in a program the
+// writer is a reconcile.Loop (create the Reader before it runs).
 func ExampleNewReader() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)

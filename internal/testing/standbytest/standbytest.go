@@ -1,7 +1,7 @@
-// Package standbytest is the test support the warm-standby tests of
-// crsource and jcache share: a Reconciler that records what it read, the
-// replicas' manager options and position-Lease cut, and the failover
-// scenario itself (Workload), against the real kube-apiserver.
+// Package standbytest is the test support of jcache's warm-standby tests:
+// a Reconciler that records what it read, the replicas' manager options
+// and position-Lease cut, and the failover scenario itself (Workload),
+// against the real kube-apiserver.
 package standbytest
 
 import (
