@@ -483,7 +483,13 @@ func runByHand(t *testing.T, c crcache.Cache, ns string) *byHand {
 // ExactOptions.MaxPending maxPending.
 func runByHandWith(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error), maxPending int) *byHand {
 	t.Helper()
-	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{MaxPending: maxPending})
+	return runByHandOpts(t, c, ns, outcome, jcache.ExactOptions{MaxPending: maxPending})
+}
+
+// runByHandOpts is runByHandWith with ExactOptions o.
+func runByHandOpts(t *testing.T, c crcache.Cache, ns string, outcome func(string) (reconcile.Result, error), o jcache.ExactOptions) *byHand {
+	t.Helper()
+	ex := jcache.ExactWith(c, "mirror", o)
 	src := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})
 	rec := newMirror(ns, outcome)
 	r := ex.Reconciler(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
