@@ -14,10 +14,10 @@ package position
 //
 //   - The leader's publisher (a leader-election Runnable) reads its term
 //     from the leader-election Lease (Config.LeaderElectionID) when it
-//     starts, and writes the
-//     sources' P (Tracker: the RV of the last committed watch event, or
-//     the journal's resourceVersion once the commit reached the head,
-//     which moves on with bookmarks) on a Lease of its own (Config.Name
+//     starts, and writes the sources' P under it (Tracker: the RV of the
+//     last committed watch event, or the journal's resourceVersion once
+//     the commit reached the head, which moves on with bookmarks) on a
+//     Lease of its own (Config.Name
 //     in Config.Namespace; never the leader-election Lease): when they
 //     moved, at most every Interval (or after Commits commits), on every
 //     Interval tick after a refresh, and once more on a graceful stop,
