@@ -81,7 +81,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -138,7 +137,8 @@ type ExactController struct {
 	out   *delivery.Outcomes
 	err   error // the timers file could not be read: every source's Start fails
 
-	sb *position.Standby // nil without ExactOptions.Standby (standby.go)
+	sb    *position.Standby // nil without ExactOptions.Standby (standby.go)
+	hooks exactHooks        // ExactOptions.hooks
 
 	finalCommit bool // a source commits once more when its context ends (ExactOptions.hooks)
 
@@ -160,7 +160,21 @@ type ExactOptions struct {
 	// positions instead of replaying every object. Requires ExactController.AddToManager.
 	Standby *Standby
 
-	hooks exactHooks // tests only (testhooks.go)
+	hooks exactHooks // tests' pauses in the sources' goroutines
+}
+
+// exactHooks are an Exact controller's test settings (testhooks.go):
+// pauses in a source's goroutines at the points where they meet, and a
+// SIGKILL-like stop; zero fields do nothing (export_test.go sets them).
+type exactHooks struct {
+	// trimmed is called by the feed once it marked the consumer for reset
+	// (retention trimmed past it), before deleting it.
+	trimmed func()
+	// commit wraps each commit of the committer: it must call do once.
+	commit func(p uint64, do func() error) error
+	// noFinalCommit skips a source's last commit when its context ends
+	// (a SIGKILL-like stop).
+	noFinalCommit bool
 }
 
 // Exact returns restart-exact delivery for the controller named controller
@@ -177,7 +191,7 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultExactMaxPending
 	}
-	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending, finalCommit: !o.hooks.noFinalCommit}
+	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending, finalCommit: !o.hooks.noFinalCommit, hooks: o.hooks}
 	jc, ok := c.(*Cache)
 	if !ok {
 		e.err = fmt.Errorf("%w: the cache is %T", ErrExactCache, c)
@@ -319,8 +333,8 @@ type ExactSource struct {
 	// context ends (the controller's, copied when Kind made the source).
 	finalCommit bool
 
-	exists  atomic.Bool      // the consumer exists in the file
-	tracker position.Tracker // the position published for a standby (ExactOptions.Standby)
+	consumer consumerState    // whether the consumer exists in the file (exactconsumer.go)
+	tracker  position.Tracker // the position published for a standby (ExactOptions.Standby)
 
 	mu       sync.Mutex
 	started  bool
@@ -481,17 +495,17 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	committed, err := j.ConsumerCommitted(name)
 	switch {
 	case err == nil:
-		s.exists.Store(true)
+		s.consumer.set(true)
 	case errors.Is(err, journal.ErrNoConsumer):
 	default:
 		return err
 	}
 	if s.ctl.sb != nil {
-		exists := s.exists.Load()
+		exists := s.consumer.exists()
 		if committed, exists, err = s.standbyStart(ctx, j, name, committed, exists); err != nil {
 			return err
 		}
-		s.exists.Store(exists)
+		s.consumer.set(exists)
 	}
 	s.t.Reset(committed)
 
@@ -503,11 +517,11 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	eh := &exactHandler{ctx: ctx, h: s.h, pred: predicate.And(s.preds...), q: tq.Interface(), log: log}
 	wg.Go(func() {
 		delivery.CommitLoop(ctx, s.t, committed, s.ctl.out.Timers(), func(p uint64) error { return s.commit(j, name, p) },
-			func(err error) bool { return errors.Is(err, journal.ErrClosed) }, log, s.finalCommit)
+			func(err error) bool { return errors.Is(err, journal.ErrClosed) || errors.Is(err, errConsumerResetting) }, log, s.finalCommit)
 	})
 
 	pos := committed
-	if !s.exists.Load() {
+	if !s.consumer.exists() {
 		log.Info("no consumer: a create event for every object, as an informer's initial list")
 		if pos, err = s.replay(ctx, inf, tq, eh); err != nil {
 			return err
@@ -530,8 +544,8 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 			log.Info("retention trimmed events this consumer had not committed (the hard byte cap): "+
 				"deleting the consumer and sending a create event for every object, as an informer's relist; deletes among the trimmed events are not seen",
 				"position", pos, "error", err.Error())
-			s.exists.Store(false)
-			if err := j.DeleteConsumer(name); err != nil {
+			if err := s.consumer.reset(s.ctl.hooks.trimmed, func() error { return j.DeleteConsumer(name) },
+				func() { s.t.Reset(0) }); err != nil {
 				return err
 			}
 			if pos, err = s.replay(ctx, inf, tq, eh); err != nil {
@@ -572,19 +586,26 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 }
 
 // commit commits p for the consumer, creating it on the first commit (see
-// "Crash safety of a replay" at the top of the file).
+// "Crash safety of a replay" at the top of the file); errConsumerResetting
+// while the feed resets the consumer, or when p is from before the reset
+// (exactconsumer.go).
 func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
+	do := func() error {
+		return s.consumer.commit(func() bool { return p > s.t.Point() },
+			func() error {
+				err := j.CreateConsumer(name, p+1)
+				if errors.Is(err, journal.ErrConsumerExists) {
+					err = j.CommitConsumer(name, p)
+				}
+				return err
+			},
+			func() error { return j.CommitConsumer(name, p) })
+	}
 	var err error
-	if s.exists.Load() {
-		err = j.CommitConsumer(name, p)
+	if h := s.ctl.hooks.commit; h != nil {
+		err = h(p, do)
 	} else {
-		err = j.CreateConsumer(name, p+1)
-		if errors.Is(err, journal.ErrConsumerExists) {
-			err = j.CommitConsumer(name, p)
-		}
-		if err == nil {
-			s.exists.Store(true)
-		}
+		err = do()
 	}
 	if err == nil && s.ctl.sb != nil {
 		s.tracker.NoteCommit(j, p)

@@ -83,7 +83,8 @@ func ExampleExactController_AddToManager() {
 	}
 	var r reconcile.Reconciler // the operator's
 	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
-		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position",
+			LeaderElectionID: "mirror-leader"}}) // the manager's: its term fences the publishes
 	if err := ex.AddToManager(mgr); err != nil { // the publisher (leader) and follower (every replica)
 		panic(err)
 	}

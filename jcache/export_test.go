@@ -174,3 +174,12 @@ func ResetProcessKey() {
 	processKey.once = sync.Once{}
 	processKey.ring, processKey.err = nil, nil
 }
+
+// WithExactHooks returns o with the pauses of a source's goroutines:
+// trimmed is called by the feed once it marked the consumer for reset
+// (retention trimmed past it), before deleting it; commit wraps each
+// commit of the committer and must call do once. Nil hooks do nothing.
+func WithExactHooks(o ExactOptions, trimmed func(), commit func(p uint64, do func() error) error) ExactOptions {
+	o.hooks = exactHooks{trimmed: trimmed, commit: commit}
+	return o
+}

@@ -3,7 +3,8 @@ package jcache
 // Warm standby of Exact under leader election (ExactOptions.Standby).
 //
 //	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{
-//		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position"}})
+//		Standby: &jcache.Standby{Namespace: "mirror-system", Name: "mirror-position",
+//			LeaderElectionID: "mirror-leader"}}) // the manager's Options.LeaderElectionID
 //	if err := ex.AddToManager(mgr); err != nil { // publisher (leader), follower (every replica)
 //		return err
 //	}
@@ -14,7 +15,8 @@ package jcache
 // A failover reconciles what changed since the old leader's last publish,
 // not every object. Each replica needs its own cache Dir (a volume per
 // pod) and the RBAC get, create, update on leases.coordination.k8s.io in
-// Standby.Namespace.
+// Standby.Namespace (and get on the leader-election Lease, which the
+// manager's leader election has already).
 //
 // controller-runtime's cache runs on every replica (NeedLeaderElection
 // false), so each replica's journal files are already current; only the
@@ -34,6 +36,11 @@ package jcache
 //     consumer when it has one, else replays every object as a first
 //     start does; so does a quiet resource whose position has not reached
 //     the standby's own list yet (conservative: more, never less).
+//   - Publishes are fenced by the leader's term: the leader-election
+//     Lease's holderIdentity and leaseTransitions (Standby.LeaderElectionID),
+//     read when the publisher starts. A deposed leader's late publish (its
+//     final one on stop among them) is refused and logged, and its
+//     successor's positions stand.
 //   - The follower gets each source's informer from the cache (so a
 //     standby's journals exist and follow the watch even before anything
 //     else reads them) and creates each source's consumer as it commits.
@@ -67,8 +74,16 @@ const DefaultStandbyInterval = position.DefaultInterval
 var ErrStandbyNotAdded = errors.New("jcache: ExactOptions.Standby is set but ex.AddToManager(mgr) was not called: " +
 	"it adds the position publisher (on the leader) and follower (on every replica)")
 
+// ErrStandbyNoElection is returned by an ExactSource's Start (and so by
+// the controller's and the manager's Start) when ExactOptions.Standby has
+// no LeaderElectionID: without the leader's term, a deposed leader's
+// publish could overwrite its successor's positions.
+var ErrStandbyNoElection = errors.New("jcache: ExactOptions.Standby.LeaderElectionID is empty: " +
+	"set it to the manager's Options.LeaderElectionID, whose term fences the position publishes")
+
 // Standby configures the warm standby of an Exact controller under leader
-// election (ExactOptions.Standby). Namespace is required.
+// election (ExactOptions.Standby). Namespace and LeaderElectionID are
+// required.
 type Standby struct {
 	// Namespace is where the position Lease lives: the operator's own
 	// namespace, as for its leader-election Lease.
@@ -89,6 +104,18 @@ type Standby struct {
 	// Commits, when above 0, also publishes once the sources' commits
 	// have moved Commits times since the last write, before Interval.
 	Commits int
+	// LeaderElectionID is the name of the manager's leader-election Lease
+	// (manager.Options.LeaderElectionID). Required for Exact. When this
+	// replica is elected, its publisher reads the Lease's holderIdentity
+	// and leaseTransitions, its term, and writes every position under it
+	// (the position Lease's annotation watchjournal.io/leader-term): a
+	// write under an older term, or under the same term by another
+	// holder, is refused, so a deposed leader's late publish cannot
+	// overwrite its successor's positions.
+	LeaderElectionID string
+	// LeaderElectionNamespace is the leader-election Lease's namespace
+	// (manager.Options.LeaderElectionNamespace). Default Namespace.
+	LeaderElectionNamespace string
 }
 
 // newExactStandby returns the standby of the controller e: its sources in
@@ -99,6 +126,9 @@ func newExactStandby(e *ExactController, so Standby) (*position.Standby, error) 
 	sb, err := position.NewStandby(position.Config(so), "jcache", "ExactOptions.Standby", e.name+"-position")
 	if err != nil {
 		return nil, err
+	}
+	if so.LeaderElectionID == "" {
+		return nil, ErrStandbyNoElection
 	}
 	sb.NoPosition, sb.Carry = "no position published for this source on Lease ", true
 	sb.Codec = position.Codec{

@@ -83,7 +83,7 @@ func startExactReplicaOn(t *testing.T, cp *controlplane.ControlPlane, ns, id str
 		t.Fatal(err)
 	}
 	ex := jcache.ExactWith(mgr.GetCache(), "mirror", jcache.ExactOptions{MaxPending: maxPending,
-		Standby: &jcache.Standby{Namespace: ns, Name: sbPosition, Identity: id, Interval: 200 * time.Millisecond}})
+		Standby: &jcache.Standby{Namespace: ns, Name: sbPosition, Identity: id, Interval: 200 * time.Millisecond, LeaderElectionID: sbElection}})
 	if err := ex.AddToManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +216,8 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 		standbytest.Replica{R: b.r, Elected: func() { b.elected(t, 30*time.Second) }, Publish: pub})
 }
 
-// ExactOptions.Standby without AddToManager, or without a namespace,
-// fails the source's Start (and so the manager's) instead of running a
+// ExactOptions.Standby without AddToManager, without LeaderElectionID or
+// without a namespace, fails the source's Start (and so the manager's) instead of running a
 // cold standby that publishes nothing.
 func TestExactStandby_NotAdded(t *testing.T) {
 	c, err := jcache.NewFunc(jcache.Options{Dir: t.TempDir()})(&rest.Config{Host: "http://127.0.0.1:1"}, crcache.Options{Mapper: staticMapper()})
@@ -226,9 +226,13 @@ func TestExactStandby_NotAdded(t *testing.T) {
 	}
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
-	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{Standby: &jcache.Standby{Namespace: "mirror-system"}})
+	ex := jcache.ExactWith(c, "mirror", jcache.ExactOptions{Standby: &jcache.Standby{Namespace: "mirror-system", LeaderElectionID: "mirror-leader"}})
 	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); !errors.Is(err, jcache.ErrStandbyNotAdded) {
 		t.Errorf("Start without AddToManager = %v; want ErrStandbyNotAdded", err)
+	}
+	ex = jcache.ExactWith(c, "fenced", jcache.ExactOptions{Standby: &jcache.Standby{Namespace: "mirror-system"}})
+	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); !errors.Is(err, jcache.ErrStandbyNoElection) {
+		t.Errorf("Start with Standby.LeaderElectionID empty = %v; want ErrStandbyNoElection", err)
 	}
 	ex = jcache.ExactWith(c, "other", jcache.ExactOptions{Standby: &jcache.Standby{}})
 	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); err == nil || !strings.Contains(err.Error(), "Standby.Namespace") {

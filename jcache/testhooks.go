@@ -36,13 +36,6 @@ type testHooks struct {
 	noRetainFinalCommit bool
 }
 
-// exactHooks are an Exact controller's test settings (ExactOptions.hooks).
-type exactHooks struct {
-	// noFinalCommit skips a source's last commit when its context ends
-	// (a SIGKILL-like stop).
-	noFinalCommit bool
-}
-
 // replayChunk returns the replay chunk bound of a cache built from o (nil:
 // the default).
 func (o *Options) replayChunk() int {

@@ -131,7 +131,8 @@ func run(ctx context.Context, f flags) error {
 	// leader starts from its own cache's files there.
 	opts := jcache.ExactOptions{}
 	if f.leaderElect {
-		opts.Standby = &jcache.Standby{Namespace: f.positionNS(), Name: "cacheoperator-position"}
+		opts.Standby = &jcache.Standby{Namespace: f.positionNS(), Name: "cacheoperator-position",
+			LeaderElectionID: "cacheoperator.example.watchjournal.io"} // the manager's: its term fences the publishes
 	}
 	ex := jcache.ExactWith(mgr.GetCache(), "secrets", opts)
 	if f.leaderElect {

@@ -10,7 +10,9 @@ package position
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -30,7 +32,8 @@ const DefaultInterval = 5 * time.Second
 
 // Lease reads and writes the annotations of the position Lease.
 // Only the publisher writes; it keeps the Lease it last wrote, so a
-// publish is one Update (a conflict reads it again).
+// publish is one Update carrying that copy's resourceVersion (a conflict
+// reads it again, and checks the term again: fence.go).
 type Lease struct {
 	Client    coordinationclient.LeaseInterface // of Namespace
 	Namespace string
@@ -56,15 +59,30 @@ func (l *Lease) Get(ctx context.Context) (map[string]string, bool, error) {
 }
 
 // Put writes ann into the Lease's annotations (other annotations are
-// kept), with holderIdentity and renewTime, creating the Lease when
-// missing.
-func (l *Lease) Put(ctx context.Context, ann map[string]string) error {
+// kept), with holderIdentity, renewTime and term (AnnotationTerm),
+// creating the Lease when missing. It returns a *FencedError (ErrFenced)
+// and writes nothing when the Lease carries a term that fences term (a
+// newer leader wrote it); the zero term is not fenced and leaves the
+// Lease's term as it is. A conflict (another write since the copy it
+// holds) reads the Lease again, twice at most, then returns the conflict.
+func (l *Lease) Put(ctx context.Context, ann map[string]string, term Term) error {
 	now := metav1.NewMicroTime(time.Now())
+	var stamp string
+	if !term.IsZero() {
+		b, err := json.Marshal(term)
+		if err != nil {
+			return fmt.Errorf("position: %w", err)
+		}
+		stamp = string(b)
+	}
 	fill := func(o *coordinationv1.Lease) {
 		if o.Annotations == nil {
 			o.Annotations = map[string]string{}
 		}
 		maps.Copy(o.Annotations, ann)
+		if stamp != "" {
+			o.Annotations[AnnotationTerm] = stamp
+		}
 		id := l.Identity
 		o.Spec.HolderIdentity = &id
 		o.Spec.RenewTime = &now
@@ -80,9 +98,21 @@ func (l *Lease) Put(ctx context.Context, ann map[string]string) error {
 			fill(o)
 			out, err = l.Client.Create(ctx, o, metav1.CreateOptions{})
 		} else if err == nil {
-			o = o.DeepCopy()
+			stored, terr := termOf(o)
+			if terr != nil {
+				l.written = nil
+				return terr
+			}
+			if fences(stored, term) {
+				l.written = nil
+				return &FencedError{Lease: l.String(), Stored: stored, Writer: term}
+			}
+			o = o.DeepCopy() // its resourceVersion makes the Update conditional
 			fill(o)
 			out, err = l.Client.Update(ctx, o, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			out = nil // client-go returns an empty object with an error: read the Lease again
 		}
 		l.written = out
 		if err == nil || try >= 2 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {

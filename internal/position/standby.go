@@ -12,18 +12,23 @@ package position
 // controller and so the sources. What moves across replicas is each
 // source's position P, a resourceVersion:
 //
-//   - The leader's publisher (a leader-election Runnable) writes the
-//     sources' P (Tracker: the RV of the last committed watch event, or
-//     the journal's resourceVersion once the commit reached the head,
-//     which moves on with bookmarks) on a Lease of its own (Config.Name
+//   - The leader's publisher (a leader-election Runnable) reads its term
+//     from the leader-election Lease (Config.LeaderElectionID) when it
+//     starts, and writes the sources' P under it (Tracker: the RV of the
+//     last committed watch event, or the journal's resourceVersion once
+//     the commit reached the head, which moves on with bookmarks) on a
+//     Lease of its own (Config.Name
 //     in Config.Namespace; never the leader-election Lease): when they
 //     moved, at most every Interval (or after Commits commits), on every
 //     Interval tick after a refresh, and once more on a graceful stop,
 //     after the sources' final commits: the manager stops its
 //     leader-election Runnables before it releases the election Lease, so
 //     the next leader reads the final P. After a crash (no final publish)
-//     the next leader replays up to Interval of changes more. RBAC: get,
-//     create and update on leases.coordination.k8s.io in the namespace.
+//     the next leader replays up to Interval of changes more. Each write
+//     carries the term; a write of a deposed leader is refused and it
+//     publishes no more (fence.go). RBAC: get, create and update on
+//     leases.coordination.k8s.io in the namespace, get on the election
+//     Lease.
 //   - A new leader's source places its P in its own journal (Start,
 //     StartFor) and starts right after the last event P covers, or after
 //     its own commit when that is later: conservatively, more, never
@@ -52,6 +57,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -64,6 +70,10 @@ type Config struct {
 	Namespace, Name, Identity string
 	Interval                  time.Duration
 	Commits                   int
+	// The manager's leader-election Lease, whose term fences the
+	// publishes (fence.go); no LeaderElectionID: the publishes are not
+	// fenced.
+	LeaderElectionID, LeaderElectionNamespace string
 }
 
 // Entry is one source's published position: the resourceVersion up to
@@ -106,6 +116,9 @@ type Standby struct {
 	Log        logr.Logger // the publisher's
 	Signal     *Signal
 	Lease      *Lease // set by NewLease
+	// Election reads the leader-election Lease (Config.LeaderElectionID);
+	// set by NewLease, nil without LeaderElectionID.
+	Election coordinationclient.LeaseInterface
 
 	mu    sync.Mutex
 	added bool             // AddToManager was called
@@ -113,8 +126,9 @@ type Standby struct {
 }
 
 // NewStandby returns a Standby for c with the defaults filled in: Name
-// defaultName, Identity the host name, Interval DefaultInterval. field
-// names the option in the error for an empty Namespace.
+// defaultName, Identity the host name, Interval DefaultInterval,
+// LeaderElectionNamespace Namespace. field names the option in the error
+// for an empty Namespace.
 func NewStandby(c Config, prefix, field, defaultName string) (*Standby, error) {
 	if c.Namespace == "" {
 		return nil, fmt.Errorf("%s: %s.Namespace is empty", prefix, field)
@@ -128,16 +142,23 @@ func NewStandby(c Config, prefix, field, defaultName string) (*Standby, error) {
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
 	}
+	if c.LeaderElectionNamespace == "" {
+		c.LeaderElectionNamespace = c.Namespace
+	}
 	return &Standby{Config: c, Prefix: prefix, Signal: NewSignal()}, nil
 }
 
-// NewLease sets the position Lease, with a client made from cfg.
+// NewLease sets the position Lease and, with LeaderElectionID, Election,
+// with clients made from cfg.
 func (sb *Standby) NewLease(cfg *rest.Config) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", sb.Prefix, err)
 	}
 	sb.Lease = &Lease{Client: cs.CoordinationV1().Leases(sb.Namespace), Namespace: sb.Namespace, Name: sb.Name, Identity: sb.Identity}
+	if sb.LeaderElectionID != "" {
+		sb.Election = cs.CoordinationV1().Leases(sb.LeaderElectionNamespace)
+	}
 	return nil
 }
 
@@ -197,18 +218,30 @@ func (sb *Standby) annotations() map[string]string {
 	return sb.Codec.Encode(out)
 }
 
-// publish writes the positions until ctx is done, then once more (see the
-// top of this file).
+// publish reads this leader's term, then writes the positions under it
+// until ctx is done, then once more (see the top of this file); it
+// returns early, publishing no more, once a write was fenced (a newer
+// leader wrote the Lease). Its error: the election Lease may not be read
+// (RBAC).
 func (sb *Standby) publish(ctx context.Context) error {
+	term, err := sb.term(ctx)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
 	var last map[string]string
 	var lastAt time.Time
+	fenced := false
 	write := func(ctx context.Context) {
 		ann := sb.annotations()
 		if len(ann) == 0 || maps.Equal(ann, last) {
 			return
 		}
-		if err := sb.Lease.Put(ctx, ann); err != nil {
-			if ctx.Err() == nil {
+		if err := sb.Lease.Put(ctx, ann, term); err != nil {
+			if errors.Is(err, ErrFenced) {
+				fenced = true
+				sb.Log.Error(err, "a newer leader publishes on the position Lease: this replica was deposed and publishes no more",
+					"lease", sb.Lease.String(), "position", ann)
+			} else if ctx.Err() == nil {
 				sb.Log.Error(err, "publishing the position failed", "lease", sb.Lease.String(), "position", ann)
 			}
 			return
@@ -245,6 +278,39 @@ func (sb *Standby) publish(ctx context.Context) error {
 			sb.refresh()
 			write(ctx)
 			timer.Reset(sb.Interval)
+		}
+		if fenced {
+			return nil
+		}
+	}
+}
+
+// term returns the term this leader publishes under: the election
+// Lease's, read again every second while that fails but for a refusal
+// (RBAC: its error); the zero Term without Election, or when ctx ends
+// first.
+func (sb *Standby) term(ctx context.Context) (Term, error) {
+	if sb.Election == nil {
+		return Term{}, nil
+	}
+	for {
+		t, err := ElectionTerm(ctx, sb.Election, sb.LeaderElectionID)
+		if err == nil {
+			sb.Log.Info("publishing under this leader's term", "term", t.String())
+			return t, nil
+		}
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return Term{}, fmt.Errorf("%s: reading the leader-election Lease %s/%s (RBAC: get on leases.coordination.k8s.io in %s): %w",
+				sb.Prefix, sb.LeaderElectionNamespace, sb.LeaderElectionID, sb.LeaderElectionNamespace, err)
+		}
+		if ctx.Err() != nil {
+			return Term{}, nil
+		}
+		sb.Log.Error(err, "reading the leader-election Lease failed; retrying", "lease", sb.LeaderElectionNamespace+"/"+sb.LeaderElectionID)
+		select {
+		case <-ctx.Done():
+			return Term{}, nil
+		case <-time.After(time.Second):
 		}
 	}
 }
