@@ -472,6 +472,9 @@ func (s *ExactSource) informer(ctx context.Context) (*informer, error) {
 	if inf.f == nil {
 		return nil, inf.err
 	}
+	if inf.shard != nil {
+		return nil, fmt.Errorf("%w: %s", ErrExactSharded, inf.f.res)
+	}
 	return inf, nil
 }
 

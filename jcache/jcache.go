@@ -61,6 +61,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -165,6 +166,12 @@ type Options struct {
 	// while the cache holds it (a read-only open waits for the writer's
 	// lock).
 	NoSocket bool
+	// Shard, when set, makes the cache one member of a shard group: its
+	// handlers (For, Owns, Watches) get the objects of Shard.Resources only
+	// in this replica's hash range, hashed by their controller owner's
+	// UID, else their own; reads and the other resources stay whole
+	// (shard.go). Nil: not sharded.
+	Shard *ShardOptions
 	// Logger receives the cache's errors (a handler's feed that stopped, a
 	// read that failed where the Store interface has no error to return).
 	// Zero: controller-runtime's log.Log, named "jcache".
@@ -208,6 +215,8 @@ type Cache struct {
 	temporary bool
 	log       logr.Logger    // Options.Logger (Exact's sources log with it)
 	built     builtInformers // for RemoveInformer (unstarted.go)
+	shard     *shardGroup    // nil unless Options.Shard (shardgroup.go)
+	shardRes  *ShardOptions
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -216,8 +225,16 @@ func (c *Cache) Dir() string { return c.dir }
 // Start runs the cache until ctx is done (controller-runtime's
 // Cache.Start); a temporary directory (Options.Dir empty) is removed when
 // it returns.
+//
+// A sharded cache (Options.Shard) also holds its Lease in the group while
+// it runs, and deletes it when ctx is done, before Start returns.
 func (c *Cache) Start(ctx context.Context) error {
+	var group sync.WaitGroup
+	if c.shard != nil {
+		group.Go(func() { c.shard.run(ctx) })
+	}
 	err := c.Cache.Start(ctx)
+	group.Wait()
 	if c.temporary {
 		_ = os.RemoveAll(c.dir)
 	}
@@ -305,6 +322,16 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		opts.Scheme = scheme.Scheme // as controller-runtime defaults it
 	}
 	c := &Cache{dir: o.Dir, log: o.Logger, built: builtInformers{scheme: opts.Scheme}}
+	if o.Shard != nil {
+		so, err := o.Shard.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		if c.shard, err = newShardGroup(cfg, so, o.Logger); err != nil {
+			return nil, err
+		}
+		c.shardRes = &so
+	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
 		if err != nil {
@@ -362,6 +389,9 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			f, err = acquire(cfg, dir, res, &o)
 		}
 		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		if err == nil && c.shardRes.sharded(res.GVR.GroupResource()) {
+			inf.shard = c.shard
+		}
 		c.built.add(objType, inf)
 		return inf
 	}
