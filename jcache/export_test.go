@@ -183,3 +183,11 @@ func WithExactHooks(o ExactOptions, trimmed func(), commit func(p uint64, do fun
 	o.hooks = exactHooks{trimmed: trimmed, commit: commit}
 	return o
 }
+
+// AbandonShardLease returns o whose cache's shard group leaves its Lease
+// behind when its Start returns, as a killed process leaves it: the
+// others take its range over when the Lease expires (testhooks.go).
+func AbandonShardLease(o Options) Options {
+	o.hooks.abandonShardLease = true
+	return o
+}

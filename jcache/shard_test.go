@@ -3,10 +3,11 @@ package jcache_test
 // Three managers in one shard group against the real apiserver: owner
 // ConfigMaps each owning one child Secret, a controller For(owner).
 // Owns(child) on each replica. Each owner is reconciled by the replica
-// that holds it, its child's events reach that replica, a replica that
-// stops hands its owners to the others, one that joins takes its share
-// from live replicas, and no handler sees a delete for a key that only
-// moved.
+// that holds it and its child's events reach that replica; then one
+// replica is killed (its Lease left to expire), one joins (keys move from
+// live replicas), one leaves cleanly: every owner whose holder changed is
+// reconciled by its new holder, each owner is held by one replica, and no
+// handler sees a delete for a key that only moved.
 
 import (
 	"context"
@@ -92,13 +93,17 @@ func (r *shardReplica) counts() map[string]int {
 }
 
 // startShardReplica starts a manager whose cache is member name of group.
-func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOptions, name string) *shardReplica {
+func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOptions, name string, hooks ...func(jcache.Options) jcache.Options) *shardReplica {
 	t.Helper()
 	so := cfg()
 	so.Member = name
 	r := &shardReplica{name: name, reconciled: map[string]int{}, done: make(chan error, 1)}
+	o := jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: so}
+	for _, h := range hooks {
+		o = h(o)
+	}
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: so}),
+		NewCache:               jcache.NewFunc(o),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -216,9 +221,10 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 		}
 	}
 	var rs []*shardReplica
-	for _, n := range []string{"r0", "r1", "r2"} {
-		rs = append(rs, startShardReplica(t, cp.RESTConfig(), cfg, n))
-	}
+	// r1 is killed below: its cache leaves its Lease behind.
+	rs = append(rs, startShardReplica(t, cp.RESTConfig(), cfg, "r0"),
+		startShardReplica(t, cp.RESTConfig(), cfg, "r1", jcache.AbandonShardLease),
+		startShardReplica(t, cp.RESTConfig(), cfg, "r2"))
 	all := slices.Clone(rs)
 	defer func() {
 		for _, r := range all {
@@ -293,56 +299,70 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 		}
 	}
 
-	// r1 stops: its owners are reconciled by r0 and r2.
-	stopped := rs[1]
-	var itsOwners []string
-	for o, hs := range h {
-		if hs[0] == stopped.name {
-			itsOwners = append(itsOwners, o)
+	// A membership change: every owner whose holder changed is reconciled
+	// by its new holder, and each owner is held by one replica.
+	change := func(why string, do func() []*shardReplica) {
+		t.Helper()
+		before := holders(t, kube, ns, rs)
+		counts := map[string]map[string]int{}
+		for _, r := range rs {
+			counts[r.name] = r.counts()
 		}
-	}
-	stopped.stop(t)
-	rs = []*shardReplica{rs[0], rs[2]}
-	waitShard(t, "r1's owners reconciled by the others", func() bool {
-		if !settled(rs) {
-			last = "not settled"
-			return false
-		}
-		for _, o := range itsOwners {
-			if len(reconciledBy(o, rs)) != 1 {
-				last = fmt.Sprintf("%s reconciled by %v", o, reconciledBy(o, rs))
+		start := time.Now()
+		rs = do()
+		waitShard(t, why, func() bool {
+			if !settled(rs) {
+				last = "not settled"
 				return false
 			}
-		}
-		return true
-	}, func() string { return last + describeShards(rs) })
-	for o, hs := range holders(t, kube, ns, rs) {
-		if len(hs) != 1 {
-			t.Errorf("after r1 stopped: %s held by %v; want one replica", o, hs)
-		}
-	}
-
-	// r3 joins: keys move from live replicas to it.
-	rs = append(rs, startShardReplica(t, cp.RESTConfig(), cfg, "r3"))
-	all = append(all, rs[2])
-	waitShard(t, "r3 joins and takes its share", func() bool {
-		if !settled(rs) {
-			last = "not settled"
-			return false
-		}
+			for o, hs := range holders(t, kube, ns, rs) {
+				if len(hs) != 1 {
+					last = fmt.Sprintf("%s held by %v", o, hs)
+					return false
+				}
+				if hs[0] != before[o][0] {
+					r := rs[slices.IndexFunc(rs, func(r *shardReplica) bool { return r.name == hs[0] })]
+					if r.counts()[o] <= counts[r.name][o] {
+						last = fmt.Sprintf("%s moved from %s to %s, not reconciled there since", o, before[o][0], hs[0])
+						return false
+					}
+				}
+			}
+			return true
+		}, func() string { return last + describeShards(rs) })
+		moved := 0
 		for o, hs := range holders(t, kube, ns, rs) {
-			if len(hs) != 1 {
-				last = fmt.Sprintf("%s held by %v", o, hs)
-				return false
-			}
-			if hs[0] == "r3" && rs[2].counts()[o] == 0 {
-				last = fmt.Sprintf("%s held by r3, not reconciled there", o)
-				return false
+			if hs[0] != before[o][0] {
+				moved++
 			}
 		}
-		return true
-	}, func() string { return last + describeShards(rs) })
+		t.Logf("%s: %d owners moved, every one reconciled by its new holder within %v", why, moved, time.Since(start).Round(100*time.Millisecond))
+	}
+	r0, r1, r2 := rs[0], rs[1], rs[2]
+	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
+		r1.stop(t)
+		return []*shardReplica{r0, r2}
+	})
+	var r3 *shardReplica
+	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
+		r3 = startShardReplica(t, cp.RESTConfig(), cfg, "r3")
+		all = append(all, r3)
+		return []*shardReplica{r0, r2, r3}
+	})
+	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
+		r2.stop(t)
+		return []*shardReplica{r0, r3}
+	})
 
+	// The end: every owner held by one replica, which reconciled it; no
+	// replica's handlers got a delete, none reconciled a missing owner or
+	// one it did not hold.
+	for o, hs := range holders(t, kube, ns, rs) {
+		r := rs[slices.IndexFunc(rs, func(r *shardReplica) bool { return r.name == hs[0] })]
+		if r.counts()[o] == 0 {
+			t.Errorf("%s held by %s, never reconciled there", o, r.name)
+		}
+	}
 	for _, r := range all {
 		r.mu.Lock()
 		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
@@ -351,14 +371,4 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 		}
 		r.mu.Unlock()
 	}
-	moved := 0
-	for o, hs := range holders(t, kube, ns, rs) {
-		if hs[0] == "r3" {
-			moved++
-			if len(reconciledBy(o, rs[:2])) == 0 {
-				t.Errorf("%s moved to r3 but was never reconciled by r0 or r2", o)
-			}
-		}
-	}
-	t.Logf("owners moved to r3: %d", moved)
 }

@@ -63,6 +63,9 @@ type shardGroup struct {
 	mine   *coordinationv1.Lease
 	seen   map[string]observed // by Lease name: the last renewal seen and when
 	wake   chan struct{}       // a handler acknowledged a generation
+	// abandon makes run return at ctx's end without deleting the Lease,
+	// as a killed process would (a test hook: testhooks.go).
+	abandon bool
 
 	mu        sync.Mutex
 	held      hashrange.Set
@@ -88,7 +91,7 @@ type observed struct {
 	at            time.Time
 }
 
-func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger) (*shardGroup, error) {
+func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bool) (*shardGroup, error) {
 	if cfg == nil {
 		return nil, errors.New("jcache: no rest.Config")
 	}
@@ -109,6 +112,7 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger) (*shardGro
 		changed: make(chan struct{}),
 		filters: map[*shardFilter]struct{}{},
 		st:      ShardStatus{Member: o.Member},
+		abandon: abandon,
 	}, nil
 }
 
@@ -203,6 +207,9 @@ func (g *shardGroup) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if g.abandon {
+				return
+			}
 			g.setHeld(nil)
 			g.release()
 			return
