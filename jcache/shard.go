@@ -23,7 +23,11 @@ package jcache
 // the range applies where an object reaches a handler (shardfilter.go).
 // Get and List read the whole resource: a reconcile of a key that just
 // moved away still finds its object, so a move never looks like a
-// deletion to a reconciler (a filtered read would answer NotFound).
+// deletion to a reconciler (a filtered read would answer NotFound). So
+// the apiserver's shardSelector (ShardedListAndWatch) is not used: it
+// hashes an object's own metadata.uid, which would serve an owner
+// resource's range, but an owned child's shard is its owner's UID, which
+// only a client-side filter can compute.
 //
 // States of a member's range H (the range its handlers are given), with
 // T its share of the live set and O the union of the ranges the other
