@@ -134,3 +134,56 @@ func TestShardOptions_Invalid(t *testing.T) {
 		t.Errorf("defaults = %+v; want a member name, namespace default, 15s lease, 5s renewal", o)
 	}
 }
+
+func TestNextHeld(t *testing.T) {
+	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
+	for _, c := range []struct {
+		name                      string
+		cur, target, others, want hashrange.Set
+	}{
+		{"a first member takes its share", nil, r(0, 99), nil, r(0, 99)},
+		{"it waits for what another still publishes", nil, r(0, 99), r(50, 199), r(0, 49)},
+		{"what left the share goes at once", r(0, 199), r(0, 99), r(100, 199), r(0, 99)},
+		{"even where no one publishes it yet", r(0, 199), r(0, 99), nil, r(0, 99)},
+		{"what it holds stays though another publishes it", r(0, 99), r(0, 99), r(0, 49), r(0, 99)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := nextHeld(c.cur, c.target, c.others); !got.Equal(c.want) {
+				t.Errorf("nextHeld(%v, %v, %v) = %v; want %v", c.cur, c.target, c.others, got, c.want)
+			}
+		})
+	}
+}
+
+// A shrink is published only once every handler applied it: until then
+// the published range still covers what a handler may deliver.
+func TestShardGroup_PublishesAShrinkOnceApplied(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, wake: make(chan struct{}, 1)}
+	whole, half := hashrange.Set{{First: 0, Last: 199}}, hashrange.Set{{First: 0, Last: 99}}
+	f1, f2 := newShardFilter(g, nil), newShardFilter(g, nil)
+	g.join(f1)
+	g.setHeld(whole)
+	if got := g.publishable(); !got.Equal(whole) {
+		t.Fatalf("after a grow, publishable = %v; want %v (published before the handlers apply it)", got, whole)
+	}
+	f1.acked.Store(1)
+	g.join(f2) // at generation 1
+	g.setHeld(half)
+	if got := g.publishable(); !got.Equal(whole) {
+		t.Fatalf("after a shrink no handler applied, publishable = %v; want %v", got, whole)
+	}
+	f1.acked.Store(2)
+	if got := g.publishable(); !got.Equal(whole) {
+		t.Fatalf("after a shrink one of two handlers applied, publishable = %v; want %v", got, whole)
+	}
+	f2.acked.Store(2)
+	if got := g.publishable(); !got.Equal(half) {
+		t.Fatalf("after a shrink every handler applied, publishable = %v; want %v", got, half)
+	}
+	g.setHeld(nil)
+	g.remove(f1)
+	g.remove(f2)
+	if got := g.publishable(); !got.Empty() {
+		t.Fatalf("after the handlers stopped, publishable = %v; want none", got)
+	}
+}

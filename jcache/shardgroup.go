@@ -245,14 +245,21 @@ func (g *shardGroup) tick(ctx context.Context) {
 	}
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
-	next := cur.Intersect(target).Union(target.Minus(others))
-	g.setHeld(next)
+	g.setHeld(nextHeld(cur, target, others))
 	g.mu.Lock()
 	g.st.Members, g.st.Target, g.st.LastError = live, target.Selector(), nil
 	g.mu.Unlock()
 	if !g.publishable().Equal(pub) {
 		g.kick() // publish the grown range, or a shrink already applied
 	}
+}
+
+// nextHeld returns the range the handlers move to from cur, given this
+// member's share target and the ranges others publish (shard.go,
+// "States"): what left the share goes at once; what entered comes only
+// where no other live member publishes it.
+func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
+	return cur.Intersect(target).Union(target.Minus(others))
 }
 
 // renew creates or renews the member's Lease with pub on it.
