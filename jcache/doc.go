@@ -21,7 +21,6 @@
 //     differs is rewritten); until the reindex is done a read
 //     through an index decodes the namespace's objects, so it is never
 //     stale (diskindex.go).
-//
 //   - Handlers get OnAdd for every stored object, read from disk before the
 //     server is reached, then the journal's events: OnUpdate with the
 //     complete old object, OnDelete with the last object,
@@ -29,34 +28,27 @@
 //     A handler added after a restart first gets, at least once, a
 //     DeletedFinalStateUnknown for each object deleted since the file's
 //     handlers were last current (catchup.go).
-//
 //   - HasSynced is true once the file is current with the server.
-//
 //   - The file's pages that replays, lists and reads make resident in the
 //     process are given back after each (pages.go): RSS stays near the
 //     process's own memory, not the file's size (the pages stay in the
 //     page cache).
-//
 //   - Exact gives the builder's sources a durable position: a restart
 //     reconciles what changed, not every object (exact.go); with
 //     ExactOptions.Standby a new leader starts where the old one's
 //     published position left off (standby.go).
-//
 //   - Disk is bounded: each file's events are trimmed under
 //     Options.Retention (DefaultRetention, 64 MiB beyond what the handlers
 //     have been given), never past what a handler has not been given
 //     unless Retention.HardMaxBytes is set (retention.go).
-//
 //   - cache.Options.DefaultTransform and ByObject's Transform run before
 //     an object is stored: what they drop never reaches a file; a file
 //     written under another transform (Options.TransformID) is started
 //     afresh (transform.go).
-//
 //   - Secrets need no option: typed and unstructured Secrets are stored
 //     sealed, their index values hashed, under Options.KeyFiles' key or
 //     else a key made for the process, which a restart replaces by
 //     listing the file afresh (seal.go).
-//
 //   - A sharded cache (Options.Shard) gives its handlers the objects of
 //     the sharded resources only in its range of the shard group, an owned
 //     object in its controller owner's; a key that moves away gets no
