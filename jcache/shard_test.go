@@ -98,7 +98,8 @@ func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOp
 	so := cfg()
 	so.Member = name
 	r := &shardReplica{name: name, reconciled: map[string]int{}, done: make(chan error, 1)}
-	o := jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: so}
+	// Replays, and the reads of a range that enters, in many chunks.
+	o := jcache.WithReplayChunk(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: so}, 37)
 	for _, h := range hooks {
 		o = h(o)
 	}

@@ -12,9 +12,11 @@ package jcache
 //  1. the events up to the journal's head are delivered under the old
 //     range;
 //  2. the new range is applied: a key that left gets nothing from here on;
-//  3. the stored objects of the part that entered are read at one head h
-//     and given as OnAdd(obj, false); the later delivery skips the events
-//     at or below h of the keys given (their outcome is in the OnAdd);
+//  3. the stored objects of the part that entered are read in chunks, as
+//     a replay reads them (one read transaction per chunk, at its head h:
+//     handler.go), and given as OnAdd(obj, false); the later delivery
+//     skips the events at or below h of the keys given (their outcome is
+//     in the OnAdd);
 //  4. the generation is acknowledged, so the group may publish the shrink.
 
 import (
@@ -36,9 +38,9 @@ type shardFilter struct {
 	acked atomic.Uint64                 // the group's generation applied
 
 	// Owned by the registration's goroutine.
-	changed   <-chan struct{}     // closed at the group's next change
-	entered   map[string]struct{} // keys given as OnAdd when their range entered
-	enteredAt uint64              // the head those OnAdds were read at
+	changed   <-chan struct{}   // closed at the group's next change
+	entered   map[string]uint64 // keys given as OnAdd when their range entered, and the head each was read at
+	enteredAt uint64            // the highest of those heads
 }
 
 func newShardFilter(g *shardGroup, h toolscache.ResourceEventHandler) *shardFilter {
@@ -97,8 +99,8 @@ func (f *shardFilter) skip(e journal.Event) bool {
 	if f.entered == nil {
 		return false
 	}
-	_, ok := f.entered[e.Key]
-	return ok && e.Offset <= f.enteredAt
+	h, ok := f.entered[e.Key]
+	return ok && e.Offset <= h
 }
 
 // apply moves the filter to the group's current range (this file's
@@ -117,14 +119,12 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	}
 	f.set.Store(&next)
 	if !entering.Empty() {
-		objs, head, err := r.entering(entering)
-		if err != nil {
+		f.entered, f.enteredAt = map[string]uint64{}, 0
+		if err := r.entering(ctx, entering, func(key string, head uint64, obj runtime.Object) {
+			f.entered[key], f.enteredAt = head, max(f.enteredAt, head)
+			f.h.OnAdd(obj, false)
+		}); err != nil || ctx.Err() != nil {
 			return err
-		}
-		f.entered, f.enteredAt = make(map[string]struct{}, len(objs)), head
-		for _, o := range objs {
-			f.entered[o.key] = struct{}{}
-			f.h.OnAdd(o.obj, false)
 		}
 	}
 	f.changed = ch
@@ -133,33 +133,30 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	return nil
 }
 
-// decodedObject is a stored object decoded for a handler.
-type decodedObject struct {
-	key string
-	obj runtime.Object
-}
-
-// entering reads, in one read transaction, the stored objects whose shard
-// UID is in s, decoded for the handler, and the head they are current
-// with.
-func (r *registration) entering(s hashrange.Set) ([]decodedObject, uint64, error) {
-	var out []decodedObject
-	var head uint64
-	err := r.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		head = v.Head()
-		return v.Scan("", func(k string, b []byte) (bool, error) {
-			if b == nil {
-				return true, nil
-			}
-			o, err := r.inf.decode(b)
+// entering calls fn, in key order, with each stored object whose shard
+// UID is in s, decoded for the handler, and the head of the chunk it was
+// read in (readChunk: a chunk per read transaction). It returns early,
+// with nil, when ctx is done.
+func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(key string, head uint64, obj runtime.Object)) error {
+	after, first := "", true
+	for ctx.Err() == nil {
+		objs, head, end, err := r.readChunk(after, first)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			obj, err := r.inf.decode(o.obj)
 			if err != nil {
-				return false, err
+				return err
 			}
-			if uid, ok := shardUID(o); ok && s.ContainsUID(string(uid)) {
-				out = append(out, decodedObject{key: k, obj: o})
+			if uid, ok := shardUID(obj); ok && s.ContainsUID(string(uid)) {
+				fn(o.key, head, obj)
 			}
-			return true, nil
-		})
-	})
-	return out, head, err
+		}
+		if end || len(objs) == 0 {
+			return nil
+		}
+		after, first = objs[len(objs)-1].key, false
+	}
+	return nil
 }
