@@ -230,10 +230,12 @@ func (c *Cache) Dir() string { return c.dir }
 // it runs, and deletes it when ctx is done, before Start returns.
 func (c *Cache) Start(ctx context.Context) error {
 	var group sync.WaitGroup
+	gctx, stop := context.WithCancel(ctx) // ends with the cache, on an error too
 	if c.shard != nil {
-		group.Go(func() { c.shard.run(ctx) })
+		group.Go(func() { c.shard.run(gctx) })
 	}
 	err := c.Cache.Start(ctx)
+	stop()
 	group.Wait()
 	if c.temporary {
 		_ = os.RemoveAll(c.dir)
