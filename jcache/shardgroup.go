@@ -406,8 +406,9 @@ func (c *Cache) ShardStatus() ShardStatus {
 // owner's UID, else its own, hashes into the range the handlers are given
 // now. A reconciler of a sharded resource can ask it before acting on an
 // object whose request was queued before its key moved away (shard.go,
-// "Limits"). True when the cache is not sharded; false for an object
-// without a UID in a sharded cache.
+// "Limits"). It does not look at obj's resource: ask it of objects of
+// ShardOptions.Resources. True when the cache is not sharded; false for an
+// object without a UID in a sharded cache.
 func (c *Cache) Holds(obj metav1.Object) bool {
 	if c.shard == nil {
 		return true
