@@ -11,6 +11,7 @@ package jcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -371,5 +373,37 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 				r.name, r.deletes, r.notFound, r.notHeld)
 		}
 		r.mu.Unlock()
+	}
+}
+
+// An Exact source of a sharded resource fails the manager's start with
+// ErrExactSharded, rather than deliver every object of the file.
+func TestShard_ExactSourceRefused(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createCM(t, kube, ns, "a", nil, nil)
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: &jcache.ShardOptions{
+			Group: "exact", Member: "r0", Namespace: ns, Resources: []schema.GroupResource{{Resource: "configmaps"}}}}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &shardReplica{name: "r0", reconciled: map[string]int{}, cache: mgr.GetCache().(*jcache.Cache), c: mgr.GetClient()}
+	ex := jcache.Exact(mgr.GetCache(), "sharded")
+	if err := ctrl.NewControllerManagedBy(mgr).Named("sharded").
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WatchesRawSource(ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{})).
+		Complete(ex.Reconciler(r)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := mgr.Start(ctx); !errors.Is(err, jcache.ErrExactSharded) {
+		t.Fatalf("manager Start = %v; want ErrExactSharded", err)
+	}
+	if got := r.counts(); len(got) != 0 {
+		t.Errorf("reconciled %v; want none", got)
 	}
 }
