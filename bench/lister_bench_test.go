@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sjson "sigs.k8s.io/json"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 )
@@ -75,7 +74,7 @@ func listerFixture(b *testing.B, pb bool) (*journal.Journal, toolscache.Indexer)
 	dec := scheme.Codecs.UniversalDeserializer()
 	total := listerN + listerOthers
 	for lo := 0; lo < total; lo += 1000 {
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := lo; i < min(lo+1000, total); i++ {
 				ns := "bench"
 				if i >= listerN {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -41,7 +40,7 @@ func BenchmarkReindex(b *testing.B) {
 				b.Fatal(err)
 			}
 			for from := 0; from < indexN; from += 1000 {
-				err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+				err := j.Writer().Update(func(tx *journal.Tx) error {
 					for i := from; i < min(from+1000, indexN); i++ {
 						e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i),
 							Object: object(i, rv(i)), Origin: journal.OriginWatch}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/crsource"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -58,7 +57,7 @@ func ExampleNewFromConsumer() {
 		log.Fatal(err)
 	}
 	defer j.Close()
-	_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, k := range []string{"demo/a", "demo/b"} {
 			e := journal.Event{Type: journal.Added, Key: k, UID: "u-" + k, ResourceVersion: "1", Origin: journal.OriginRelist}
 			if _, err := tx.Append(&e); err != nil {

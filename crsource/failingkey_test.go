@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/crsource"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -29,7 +28,7 @@ func TestSource_FailingKeyDoesNotStopTheFeed(t *testing.T) {
 	}
 	defer j.Close()
 	const n = 50
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i <= n; i++ {
 			key := fmt.Sprintf("wj/o%02d", i)
 			if i == 0 {

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/crsource"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -28,7 +27,7 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 	}
 	defer j.Close()
 	const n = 50
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%02d", i), UID: "u", ResourceVersion: "1", Origin: journal.OriginRelist}
 			if _, err := tx.Append(&e); err != nil {
@@ -108,7 +107,7 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 		{Type: journal.Added, Key: "wj/back", UID: "u4", ResourceVersion: "4", Origin: journal.OriginRelist, Reason: journal.ReasonMoved},
 	}
 	for _, batch := range [][]journal.Event{evs, more} {
-		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := range batch {
 				if _, err := tx.Append(&batch[i]); err != nil {
 					return err
@@ -181,7 +180,7 @@ func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 	}
 	defer j.Close()
 	const n, max = 50, 10
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%02d", i), UID: "u", ResourceVersion: "1", Origin: journal.OriginRelist}
 			if _, err := tx.Append(&e); err != nil {
@@ -197,7 +196,7 @@ func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Retention passed the consumer (committed 0): only the last event is left.
-	if trimmed, _, err := journalwrite.Of(j).Trim(n, n, 0, 0); err != nil || trimmed != n-1 {
+	if trimmed, _, err := j.Writer().Trim(n, n, 0, 0); err != nil || trimmed != n-1 {
 		t.Fatalf("Trim = %d, %v; want %d", trimmed, err, n-1)
 	}
 	src := crsource.NewFromConsumer(c, nil, crsource.Options{MaxPending: max})

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchjournal/watchjournal/crsource"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/journal"
@@ -228,7 +227,7 @@ func TestStandby_PositionOlderThanRetention_Resyncs(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Origin != journal.OriginWatch || !standbytest.After(evs[0].ResourceVersion, pos) {
 		t.Fatalf("b's first change = %+v, %v; want a watch event past a's position %s", evs, err, pos)
 	}
-	if trimmed, _, err := journalwrite.Of(j).Trim(n+6, n+5, 0, 0); err != nil || trimmed != n+5 {
+	if trimmed, _, err := j.Writer().Trim(n+6, n+5, 0, 0); err != nil || trimmed != n+5 {
 		t.Fatalf("Trim = %d, %v; want %d", trimmed, err, n+5)
 	}
 	if err := j.Close(); err != nil {

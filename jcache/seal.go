@@ -41,7 +41,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -90,7 +89,7 @@ func checkSealKey(j *journal.Journal, o *Options) (afresh bool, recorded string,
 		return false, "", nil
 	}
 	want := sealKeyID(o)
-	m := journalwrite.Of(j).Meta("jcache")
+	m := j.Writer().Meta("jcache")
 	old, err := m.Get(sealKeyMeta)
 	if err != nil {
 		return false, "", err

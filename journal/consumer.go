@@ -342,7 +342,7 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).
-func (w *writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
+func (w *Writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
 	return w.trim(before, max, maxBytes, minBytes, false)
 }
 
@@ -350,11 +350,11 @@ func (w *writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (
 // committed, read in the same write transaction: a consumer created,
 // reset or moved back after the caller chose before (retention reads the
 // consumers first, outside the transaction) keeps its place.
-func (w *writer) TrimRetained(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
+func (w *Writer) TrimRetained(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
 	return w.trim(before, max, maxBytes, minBytes, true)
 }
 
-func (w *writer) trim(before uint64, max int, maxBytes int64, minBytes uint64, consumers bool) (n int, size int64, err error) {
+func (w *Writer) trim(before uint64, max int, maxBytes int64, minBytes uint64, consumers bool) (n int, size int64, err error) {
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		if consumers {
 			if err := tx.Consumers(func(_ string, off uint64) error {

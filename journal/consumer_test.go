@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -33,7 +32,7 @@ func TestConsumer_ConcurrentWithInMemoryRebuilds_AtLeastOnce(t *testing.T) {
 		defer wg.Done()
 		for n := 0; n < total; {
 			k := min(1+rand.IntN(50), total-n)
-			err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+			err := j.Writer().Update(func(tx *journal.Tx) error {
 				for i := 0; i < k; i++ {
 					e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%05d", n+i), UID: "u", ResourceVersion: fmt.Sprint(n + i + 1), Origin: journal.OriginWatch}
 					if _, err := tx.Append(&e); err != nil {
@@ -180,7 +179,7 @@ func TestJournal_CreateConsumer(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "4", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"),
 		ev(journal.Added, "wj/c", "u", "3"), ev(journal.Added, "wj/d", "u", "4"))
-	if _, _, err := journalwrite.Of(j).Trim(2, 10, 0, 0); err != nil { // offsets 2 to 4 retained
+	if _, _, err := j.Writer().Trim(2, 10, 0, 0); err != nil { // offsets 2 to 4 retained
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

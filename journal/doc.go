@@ -34,6 +34,6 @@
 // Keys: keys.go. The file's resource and selectors: selector.go. Errors:
 // errors.go. Objects, secondary indexes and sealing: objects.go,
 // indexes.go, seal.go. Conventions (shutdown, ErrClosed, batch sizes) and
-// concurrency: journal.go. The writer, which is not this package's API:
-// write.go.
+// concurrency: journal.go. The write side, Writer, which whoever runs the
+// loop holds (package reconcile): write.go.
 package journal

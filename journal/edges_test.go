@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -124,14 +123,14 @@ func TestAppend_RejectsEventsAgainstTheIndex(t *testing.T) {
 		{noOrigin, journal.ErrBadEvent},
 		{ev("BOOKMARK", "wj/a", "u", "2"), journal.ErrBadEvent},
 	} {
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&tc.e); return err })
+		err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&tc.e); return err })
 		if !errors.Is(err, tc.want) {
 			t.Errorf("Append(%s %s origin %q) = %v; want %v", tc.e.Type, tc.e.Key, tc.e.Origin, err, tc.want)
 		}
 	}
 	var kse *journal.KeyStateError
 	e := ev(journal.Added, "wj/a", "u2", "2")
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&e); return err }); !errors.As(err, &kse) || !kse.Present || kse.UID != "u1" {
+	if err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&e); return err }); !errors.As(err, &kse) || !kse.Present || kse.UID != "u1" {
 		t.Errorf("ADDED for present key: %#v; want a KeyStateError with Present and UID u1", kse)
 	}
 	if head, _ := j.Head(); head != 1 {
@@ -178,7 +177,7 @@ func TestResource_KindRecordedNotIdentity(t *testing.T) {
 		t.Fatalf("Open without kind of a file with = %v", err)
 	}
 	defer j.Close()
-	if err := journalwrite.Of(j).SetKind("Other", "v9"); err != nil {
+	if err := j.Writer().SetKind("Other", "v9"); err != nil {
 		t.Fatal(err)
 	}
 	if r, _, _ := j.Resource(); r.Kind != "ConfigMap" {

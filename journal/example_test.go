@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -29,7 +28,7 @@ func ExampleOpen() {
 
 	// Package reconcile does this for you; index, journal and
 	// resourceVersion change together.
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "101", Origin: journal.OriginWatch},
 			{Type: journal.Deleted, Key: "demo/a", UID: "u-1", ResourceVersion: "102", Origin: journal.OriginRelist},
@@ -72,7 +71,7 @@ func ExampleJournal_Consumer() {
 		log.Fatal(err)
 	}
 	go func() { // the writer (package reconcile in real use)
-		_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		_ = j.Writer().Update(func(tx *journal.Tx) error {
 			e := journal.Event{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "7", Origin: journal.OriginWatch}
 			_, err := tx.Append(&e)
 			return err

@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -53,7 +52,7 @@ func ExampleJournal_AddIndexes() {
 	}
 
 	// Package reconcile writes these; the index changes with them.
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "101", Origin: journal.OriginWatch,
 				Object: []byte(`{"metadata":{"name":"a","namespace":"demo","labels":{"app":"web"}}}`)},

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
@@ -124,7 +123,7 @@ func TestIndexes_FollowRelists(t *testing.T) {
 	withIndex(t, j, nil)
 	relist := func(rv string, evs ...journal.Event) {
 		t.Helper()
-		r, err := journalwrite.Of(j).BeginRelist()
+		r, err := j.Writer().BeginRelist()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +163,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 	appendEvents(t, j, "1", obj(journal.Added, "wj/a", "u1", "1", `{"color":"red"}`))
 
 	abort := errors.New("abort")
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		m := obj(journal.Modified, "wj/a", "u1", "2", `{"color":"blue"}`)
 		if _, err := tx.Append(&m); err != nil {
 			return err
@@ -184,7 +183,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 		t.Fatalf("object of wj/a = %s after the abort", got)
 	}
 
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		m := obj(journal.Modified, "wj/a", "u1", "3", `{"color":"blue","bad":true}`)
 		_, err := tx.Append(&m)
 		return err
@@ -214,7 +213,7 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),
 		obj(journal.Modified, "wj/a", "u1", "3", `{"color":"blue"}`))
 	// Trim every event: the backfill reads the objects' kept copies too.
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want the 3 events", n, err)
 	}
 	appendEvents(t, j, "4", obj(journal.Added, "wj/c", "u3", "4", `{"color":"red"}`))

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
@@ -43,7 +42,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatalf("Object(wj/a) = %q, %v, %v; want the MODIFIED's object", got, ok, err)
 	}
 	// A relist: b deleted (tombstone, no object), a modified, c added.
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim every event: the objects stay.
-	if n, _, err := journalwrite.Of(j).Trim(7, 100, 0, 0); err != nil || n != 6 {
+	if n, _, err := j.Writer().Trim(7, 100, 0, 0); err != nil || n != 6 {
 		t.Fatalf("Trim = %d, %v; want the 6 events", n, err)
 	}
 	if err := j.Close(); err != nil {
@@ -92,7 +91,7 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrObjectsNotKept) {
 		t.Fatalf("Object(wj/old) before KeepObjects = ok %v, %v; want ErrObjectsNotKept", ok, err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's event", n, err)
 	}
 	if err := j.KeepObjects(); err != nil {
@@ -168,7 +167,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 	}
 	trim := func(before uint64, want int) {
 		t.Helper()
-		if n, _, err := journalwrite.Of(j).Trim(before, 100, 0, 0); err != nil || n != want {
+		if n, _, err := j.Writer().Trim(before, 100, 0, 0); err != nil || n != want {
 			t.Fatalf("Trim(%d) = %d, %v; want %d", before, n, err, want)
 		}
 	}
@@ -288,7 +287,7 @@ func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
 		t.Fatalf("Previous before the trim = %q, %v; want the record at 2", got, ok)
 	}
 	// Trim offsets 1-3: the record at 2 is not wj/a's latest (4 is).
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want 3", n, err)
 	}
 	for _, e := range []journal.Event{last, relisted} {

@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -81,7 +80,7 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "hunter2-a")},
 		journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch, Object: secretJSON("b", "hunter2-b")})
 	// A relist: its stage file exists until Commit.
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim everything: b's latest object moves to the objects bucket.
-	if _, _, err := journalwrite.Of(j).Trim(3, 100, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{"wj/a": "hunter2-relisted", "wj/b": "hunter2-b"} {
@@ -196,7 +195,7 @@ func TestSeal_Rotation(t *testing.T) {
 	// Retention trims A's record: its copy in the objects bucket is sealed
 	// again under the primary, B, and A is no longer in use.
 	j = openSealed(t, path, secrets, keyring(t, kb, ka))
-	if _, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if use, err := j.SealKeyUse(); err != nil || len(use) != 1 || use[journal.KeyID(kb)] != 2 {
@@ -316,7 +315,7 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 	if got, err := j.LookupIndex("password", "one"); err != nil || len(got) != 1 || got[0] != "wj/a" {
 		t.Fatalf("LookupIndex(password, one) = %q, %v; want [wj/a]", got, err)
 	}
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +368,7 @@ func TestSeal_ReshardTombstonesSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = openSealed(t, path, secrets, keyring(t, sealKey(1)))
-	res, err := journalwrite.Of(j).Reshard("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
+	res, err := j.Writer().Reshard("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
 	if err != nil || res.Left == 0 {
 		t.Fatalf("Reshard = %+v, %v; want some of 16 keys to leave", res, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -44,7 +43,7 @@ func checkFile(t *testing.T, j *journal.Journal) {
 // key of the index entry (key, uid, rv of the entry).
 func relistDrop(t *testing.T, j *journal.Journal, key, uid, entryRV, rv string) {
 	t.Helper()
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Modified, "wj/a", "u1", "2", `{"a":2,"labels":{"x":"y"}}`),
 		obj(journal.Added, "wj/b", "u2", "3", `{"b":1}`))
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want the 3 events", n, err)
 	}
 	relistDrop(t, j, "wj/a", "u1", "2", "9")
@@ -148,7 +147,7 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	}
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch,
 		Object: secretJSON("a", "tombstone-hunter2")})
-	if n, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want the ADDED", n, err)
 	}
 	relistDrop(t, j, "wj/a", "u1", "1", "3")

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/bolt"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
@@ -36,7 +36,7 @@ func writeTrimmedJournal(t *testing.T) string {
 		}
 		appendEvents(t, j, strconv.Itoa(100+batch*100+99), evs...)
 	}
-	if _, _, err := journalwrite.Of(j).Trim(1991, 5000, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(1991, 5000, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, j, "tail", 1995)
@@ -195,7 +195,7 @@ func TestShrinkage(t *testing.T) {
 func TestCompact_InAWritersReopen(t *testing.T) {
 	path := writeTrimmedJournal(t)
 	size := fileSize(t, path)
-	release, err := journalwrite.LockWriter(path, 0) // the writer's lock, no bbolt handle: the reopen's gap
+	release, err := bolt.LockWriter(path, 0) // the writer's lock, no bbolt handle: the reopen's gap
 	if err != nil {
 		t.Fatal(err)
 	}

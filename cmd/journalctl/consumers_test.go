@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -167,7 +166,7 @@ func TestEvents_Consumer_File_Compacted(t *testing.T) {
 	j := openJournal(t, path)
 	commit(t, j, "slow", 0) // registered before any event: committed 0
 	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

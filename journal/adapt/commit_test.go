@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
@@ -32,7 +31,7 @@ import (
 // transaction (so one read takes them all).
 func appendAdded(t *testing.T, j *journal.Journal, rv string, names ...string) {
 	t.Helper()
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for _, n := range names {
 			obj := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + n + `","namespace":"demo","uid":"u-` + n + `","resourceVersion":"` + rv + `"}}`)
 			e := journal.Event{Type: journal.Added, Key: "demo/" + n, UID: "u-" + n, ResourceVersion: rv, Object: obj, Origin: journal.OriginWatch}

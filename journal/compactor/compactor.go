@@ -8,7 +8,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -164,7 +163,7 @@ func (c *Compactor) Trim() (Result, error) {
 // keeps every event a consumer has not committed, read in each
 // transaction (Stats was read before it), unless forced (the hard cap).
 func (c *Compactor) trim(res *Result, before, minBytes uint64, forced bool) error {
-	w := journalwrite.Of(c.j)
+	w := c.j.Writer()
 	for {
 		trim := w.TrimRetained
 		if forced {

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/bolt"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
 
@@ -38,7 +38,7 @@ func openJ(t *testing.T) (*journal.Journal, string) {
 func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
 	t.Helper()
 	payload := []byte(`{"data":"` + strings.Repeat("x", size) + `"}`)
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			h, _ := tx.ResourceVersion(), 0
 			key := fmt.Sprintf("wj/o%04d", i%keys)
@@ -367,7 +367,7 @@ func TestTrim_StepBytesBoundsATransaction(t *testing.T) {
 	const n, size = 40, 100 << 10
 	write(t, j, n, n, size, time.Now()) // 40 keys, each one event: every trimmed event is kept as its key's object
 
-	del, bytes, err := journalwrite.Of(j).Trim(n+1, 1000, 250<<10, 0)
+	del, bytes, err := j.Writer().Trim(n+1, 1000, 250<<10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestRewrite_RefusedWhileAWriterHoldsTheLock(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	release, err := journalwrite.LockWriter(path, 0) // a writer between its close and its reopen
+	release, err := bolt.LockWriter(path, 0) // a writer between its close and its reopen
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestTrimRetained_ConsumersReadInTheTransaction(t *testing.T) {
 	if err := j.CreateConsumer("late", 6); err != nil { // reads next from 6: committed 5
 		t.Fatal(err)
 	}
-	n, _, err := journalwrite.Of(j).TrimRetained(21, 100, 0, 0) // chosen before the consumer existed
+	n, _, err := j.Writer().TrimRetained(21, 100, 0, 0) // chosen before the consumer existed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestTrimRetained_ConsumersReadInTheTransaction(t *testing.T) {
 	if c, err := j.ConsumerCommitted("late"); err != nil || c != 5 {
 		t.Fatalf("consumer after the trim: %d, %v; want 5", c, err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(21, 100, 0, 0); err != nil || n != 15 {
+	if n, _, err := j.Writer().Trim(21, 100, 0, 0); err != nil || n != 15 {
 		t.Fatalf("Trim(21), the hard cap's, = %d, %v; want 15 deleted past the consumer", n, err)
 	}
 }

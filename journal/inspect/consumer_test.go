@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -19,7 +18,7 @@ func consumersJournal(t *testing.T) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 1; i <= 4; i++ {
 			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/%d", i), UID: fmt.Sprint("u", i),
 				ResourceVersion: fmt.Sprint(i), Origin: journal.OriginWatch}

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -168,7 +167,7 @@ func Write(path string) (err error) {
 	}
 	i := 0
 	for _, b := range batches {
-		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for _, e := range b.events {
 				e.Time = base.Add(time.Duration(i) * time.Second)
 				i++
@@ -187,7 +186,7 @@ func Write(path string) (err error) {
 	if err := j.CommitConsumer(ConsumerOps, CommittedOps); err != nil {
 		return err
 	}
-	if n, _, err := journalwrite.Of(j).Trim(TrimBefore, 100, 0, 0); err != nil || n != TrimBefore-1 {
+	if n, _, err := j.Writer().Trim(TrimBefore, 100, 0, 0); err != nil || n != TrimBefore-1 {
 		return fmt.Errorf("schemafile: trim: %d events, %v", n, err)
 	}
 	_, err = j.Consumer(ConsumerLate)
