@@ -5,7 +5,7 @@ package bench
 // whatever b.N the framework picks:
 //
 //	BenchmarkJournalAppend   events/s through Writer.Update (group commit);
-//	                         …/objects keeps objects (Journal.KeepObjects)
+//	                         …/objects keeps objects (Settings.KeepObjects)
 //	BenchmarkJournalRead     events/s through Journal.Read (replay)
 //	BenchmarkJournalTrim     events/s through Writer.Trim; …/objects keeps objects
 //	BenchmarkRelistDiff      objects/s of reconcile.Diff over ScanIndex pages
@@ -172,12 +172,12 @@ func BenchmarkJournalAppend(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			j := openJournal(b, c.opts)
 			if strings.Contains(c.name, "/objects") {
-				if err := j.KeepObjects(); err != nil { // journal/objects.go: the objects bucket
+				if err := j.Settings().KeepObjects(); err != nil { // journal/objects.go: the objects bucket
 					b.Fatal(err)
 				}
 			}
 			if strings.HasSuffix(c.name, "/index") {
-				if err := j.AddIndexes(map[string]journal.IndexFunc{"name": indexByName}); err != nil {
+				if err := j.Indexes().Add(map[string]journal.IndexFunc{"name": indexByName}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -254,7 +254,7 @@ func BenchmarkJournalTrim(b *testing.B) {
 				b.StopTimer()
 				j := openJournal(b, journal.Options{NoSync: true})
 				if kept {
-					if err := j.KeepObjects(); err != nil {
+					if err := j.Settings().KeepObjects(); err != nil {
 						b.Fatal(err)
 					}
 				}

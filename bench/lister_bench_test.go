@@ -67,7 +67,7 @@ func listerFixture(b *testing.B, pb bool) (*journal.Journal, toolscache.Indexer)
 	fixture()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j := openJournalRes(b, res)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		b.Fatal(err)
 	}
 	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})

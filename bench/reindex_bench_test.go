@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkReindex reindexes an index over indexN stored ConfigMaps
-// (Journal.Reindex, what every start of a jcache with an IndexField
+// (Indexes.Reindex, what every start of a jcache with an IndexField
 // pays, beside its writer): unchanged, the same function registered again
 // (every object decoded, nothing rewritten); changed, another function
 // under the name (every key rewritten, as a build). It reports keys/s and
@@ -36,7 +36,7 @@ func BenchmarkReindex(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			j := openJournal(b, journal.Options{NoSync: true})
-			if err := j.KeepObjects(); err != nil {
+			if err := j.Settings().KeepObjects(); err != nil {
 				b.Fatal(err)
 			}
 			for from := 0; from < indexN; from += 1000 {
@@ -55,10 +55,10 @@ func BenchmarkReindex(b *testing.B) {
 				}
 			}
 			reindex := func(fn journal.IndexFunc) journal.ReindexStats {
-				if err := j.AddIndexes(map[string]journal.IndexFunc{"name": fn}); err != nil {
+				if err := j.Indexes().Add(map[string]journal.IndexFunc{"name": fn}); err != nil {
 					b.Fatal(err)
 				}
-				st, err := j.Reindex(context.Background(), []string{"name"})
+				st, err := j.Indexes().Reindex(context.Background(), []string{"name"})
 				if err != nil {
 					b.Fatal(err)
 				}

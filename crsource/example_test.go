@@ -66,7 +66,7 @@ func ExampleNewFromConsumer() {
 		}
 		return tx.SetResourceVersion("1")
 	})
-	c, err := j.Consumer("controller")
+	c, err := j.Consumers().Open("controller")
 	if err != nil {
 		log.Fatal(err)
 	}

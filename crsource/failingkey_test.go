@@ -43,7 +43,7 @@ func TestSource_FailingKeyDoesNotStopTheFeed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := j.Consumer("controller")
+	c, err := j.Consumers().Open("controller")
 	if err != nil {
 		t.Fatal(err)
 	}

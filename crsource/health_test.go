@@ -202,7 +202,7 @@ func TestSource_Retention(t *testing.T) {
 	}
 	stop := runManager(t, cp, src, newRecorder(nil))
 	until(t, time.Minute, "the default retention recorded", func() error {
-		r, err := src.Journal().Retention()
+		r, err := src.Journal().Settings().Retention()
 		if err == nil && r != crsource.DefaultRetention {
 			err = fmt.Errorf("retention %+v; want %+v", r, crsource.DefaultRetention)
 		}
@@ -242,7 +242,7 @@ func TestSource_Retention(t *testing.T) {
 		}
 		return nil
 	})
-	if got, err := j.Retention(); err != nil || got != p {
+	if got, err := j.Settings().Retention(); err != nil || got != p {
 		t.Errorf("recorded retention = %+v, %v; want %+v", got, err, p)
 	}
 }

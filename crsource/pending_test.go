@@ -38,7 +38,7 @@ func TestSource_BacklogAboveMaxPending(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := j.Consumer("controller")
+	c, err := j.Consumers().Open("controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +118,12 @@ func TestSource_Reasons_MovedDeleteNotQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := j.Consumer("controller")
+	c, err := j.Consumers().Open("controller")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first three are reconciled already.
-	if err := j.CommitConsumer("controller", 3); err != nil {
+	if err := j.Consumers().Commit("controller", 3); err != nil {
 		t.Fatal(err)
 	}
 	c.Seek(4)
@@ -191,7 +191,7 @@ func TestSource_ResyncQueuesMaxPendingAtATime(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := j.Consumer("controller")
+	c, err := j.Consumers().Open("controller")
 	if err != nil {
 		t.Fatal(err)
 	}

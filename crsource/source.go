@@ -230,7 +230,7 @@ func New(cfg *rest.Config, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("crsource: %w", err)
 	}
 	name := cmp.Or(opts.Consumer, DefaultConsumer)
-	c, err := j.Consumer(name)
+	c, err := j.Consumers().Open(name)
 	if err != nil {
 		_ = j.Close()
 		return nil, fmt.Errorf("crsource: %w", err)
@@ -553,7 +553,7 @@ func (s *Source) commitLoop(ctx context.Context) {
 	committed, _ := s.c.Committed()
 	delivery.CommitLoop(ctx, s.t, committed, s.out.Timers(),
 		func(p uint64) error {
-			if err := s.j.CommitConsumer(s.c.Name(), p); err != nil {
+			if err := s.j.Consumers().Commit(s.c.Name(), p); err != nil {
 				return err
 			}
 			if s.sb != nil {

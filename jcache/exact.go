@@ -364,7 +364,7 @@ func (s *ExactSource) Committed() (uint64, error) {
 	if j == nil {
 		return 0, nil
 	}
-	off, err := j.ConsumerCommitted(name)
+	off, err := j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, nil
 	}
@@ -478,7 +478,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	s.mu.Lock()
 	s.j, s.name, s.log, s.resource = j, name, log, res
 	s.mu.Unlock()
-	committed, err := j.ConsumerCommitted(name)
+	committed, err := j.Consumers().Committed(name)
 	switch {
 	case err == nil:
 		s.exists.Store(true)
@@ -531,7 +531,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 				"deleting the consumer and sending a create event for every object, as an informer's relist; deletes among the trimmed events are not seen",
 				"position", pos, "error", err.Error())
 			s.exists.Store(false)
-			if err := j.DeleteConsumer(name); err != nil {
+			if err := j.Consumers().Delete(name); err != nil {
 				return err
 			}
 			if pos, err = s.replay(ctx, inf, tq, eh); err != nil {
@@ -576,11 +576,11 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 	var err error
 	if s.exists.Load() {
-		err = j.CommitConsumer(name, p)
+		err = j.Consumers().Commit(name, p)
 	} else {
-		err = j.CreateConsumer(name, p+1)
+		err = j.Consumers().Create(name, p+1)
 		if errors.Is(err, journal.ErrConsumerExists) {
-			err = j.CommitConsumer(name, p)
+			err = j.Consumers().Commit(name, p)
 		}
 		if err == nil {
 			s.exists.Store(true)

@@ -36,7 +36,7 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	keys := make([]string, n)

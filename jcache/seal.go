@@ -85,7 +85,7 @@ func sealKeyID(o *Options) string {
 // cache lacks (see above). A file that does not seal has nothing to
 // check.
 func checkSealKey(j *journal.Journal, o *Options) (afresh bool, recorded string, err error) {
-	if !j.Seals() {
+	if !j.Settings().Seals() {
 		return false, "", nil
 	}
 	want := sealKeyID(o)

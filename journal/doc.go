@@ -7,9 +7,9 @@
 // reconcile fills it from list and watch; consumers read it from their own
 // offsets:
 //
-//	j, err := journal.Open(path, nil) // nil options: the defaults
-//	c, err := j.Consumer("audit")     // holds retention back
-//	evs, err := c.Next(ctx, 100)      // waits at the head
+//	j, err := journal.Open(path, nil)      // nil options: the defaults
+//	c, err := j.Consumers().Open("audit") // holds retention back
+//	evs, err := c.Next(ctx, 100)           // waits at the head
 //	err = c.Commit(evs[len(evs)-1].Offset)
 //
 // # Guarantees

@@ -17,7 +17,7 @@ func TestClosed_ErrClosedEverywhere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
 	appendEvents(t, j, "1", ev(journal.Added, "wj/a", "u", "1"))
-	c, err := j.Consumer("c")
+	c, err := j.Consumers().Open("c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestMax_ZeroIsDefaultNegativeIsError(t *testing.T) {
 	if _, err := j.Read(1, -1); !errors.Is(err, journal.ErrBadMax) {
 		t.Errorf("Read(1, -1) = %v; want ErrBadMax", err)
 	}
-	c, _ := j.Consumer("c")
+	c, _ := j.Consumers().Open("c")
 	if got, err := c.TryNext(0); err != nil || len(got) != journal.DefaultBatch {
 		t.Errorf("TryNext(0) = %d events, %v; want %d", len(got), err, journal.DefaultBatch)
 	}
@@ -81,7 +81,7 @@ func TestCommit_BackwardsRejected_ResetRewinds(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		appendEvents(t, j, "1", ev(journal.Added, "wj/"+k, "u", "1"))
 	}
-	c, _ := j.Consumer("c")
+	c, _ := j.Consumers().Open("c")
 	if err := c.Commit(4); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func ExampleOpen() {
 
 // A durable consumer reads from its committed offset, follows the head and
 // commits what it has processed; after a crash it resumes after the commit.
-func ExampleJournal_Consumer() {
+func ExampleConsumers_Open() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	j, err := journal.Open(filepath.Join(dir, "j.db"), nil)
@@ -66,7 +66,7 @@ func ExampleJournal_Consumer() {
 	}
 	defer j.Close()
 
-	c, err := j.Consumer("audit") // registered in the file; holds retention back
+	c, err := j.Consumers().Open("audit") // registered in the file; holds retention back
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // Keep an index of ConfigMaps by a label on disk: registered and reindexed
 // before the writer starts (or reindexed beside it), updated with every object in the same transaction, read
 // by value without decoding the other objects.
-func ExampleJournal_AddIndexes() {
+func ExampleIndexes_Add() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
@@ -25,7 +25,7 @@ func ExampleJournal_AddIndexes() {
 		log.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		log.Fatal(err)
 	}
 	byApp := func(obj []byte) ([]string, error) {
@@ -42,12 +42,12 @@ func ExampleJournal_AddIndexes() {
 		}
 		return nil, nil
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"app": byApp}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"app": byApp}); err != nil {
 		log.Fatal(err)
 	}
 	// The file may hold the index from an earlier run, computed by
 	// another version of byApp: it answers once reindexed against this one.
-	if _, err := j.Reindex(context.Background(), []string{"app"}); err != nil {
+	if _, err := j.Indexes().Reindex(context.Background(), []string{"app"}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -68,7 +68,7 @@ func ExampleJournal_AddIndexes() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	keys, err := j.LookupIndex("app", "web")
+	keys, err := j.Indexes().Lookup("app", "web")
 	if err != nil {
 		log.Fatal(err)
 	}

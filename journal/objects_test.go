@@ -31,7 +31,7 @@ func get(t *testing.T, j *journal.Journal, key string) (string, bool, error) {
 func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3",
@@ -94,7 +94,7 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's event", n, err)
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok, err := get(t, j, "wj/new"); got != `{"y":0}` || !ok || err != nil {
@@ -162,7 +162,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	trim := func(before uint64, want int) {
@@ -223,7 +223,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 // index, and passes a file that keeps objects through deletes.
 func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2", obj(journal.Added, "wj/a", "u1", "1", `{}`), ev(journal.Deleted, "wj/a", "u1", "2"))
@@ -246,7 +246,7 @@ func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 // current object still reads the newest record.
 func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	body := func(rv, d string) string {

@@ -95,7 +95,7 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	err = j.Writer().Update(func(tx *Tx) error {

@@ -115,7 +115,7 @@ func TestSchemaFiles_ReadBackExactly(t *testing.T) {
 
 			// The file goes on: a consumer resumes after its offset and
 			// sees the new event after the old ones.
-			c, err := j.Consumer(schemafile.ConsumerOps)
+			c, err := j.Consumers().Open(schemafile.ConsumerOps)
 			if err != nil {
 				t.Fatal(err)
 			}

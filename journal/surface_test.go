@@ -14,8 +14,9 @@ import (
 )
 
 // Ensure that Journal shows a reader what a reader needs, that the
-// writer's machinery is on Writer only (j.Writer()), and that the file
-// check has one name.
+// writer's machinery is on Writer only (j.Writer()), that consumers,
+// indexes and settings are on their own types, and that the file check
+// has one name.
 func TestJournal_Surface_WriterMachineryOnWriter(t *testing.T) {
 	reader := reflect.TypeOf((*journal.Journal)(nil))
 	writer := reflect.TypeOf((*journal.Writer)(nil))
@@ -27,9 +28,35 @@ func TestJournal_Surface_WriterMachineryOnWriter(t *testing.T) {
 			t.Errorf("*journal.Writer lacks %s", m)
 		}
 	}
-	for _, m := range []string{"Read", "Wait", "Head", "Lookup", "ScanIndex", "Snapshot", "Stats", "Check", "TypeMeta", "Resource", "ResourceVersion", "Close", "Writer"} {
+	for _, m := range []string{"Read", "Wait", "Head", "Lookup", "ScanIndex", "Snapshot", "Stats", "Check", "TypeMeta", "Resource", "ResourceVersion", "Close", "Writer", "Consumers", "Indexes", "Settings"} {
 		if _, ok := reader.MethodByName(m); !ok {
 			t.Errorf("*journal.Journal lacks %s", m)
+		}
+	}
+	// The roles hold the rest: each type's method set stays short enough
+	// to read on one screen.
+	roles := map[reflect.Type][]string{
+		reflect.TypeOf(journal.Consumers{}): {"Open", "Create", "Commit", "Reset", "Committed", "Delete", "List"},
+		reflect.TypeOf(journal.Indexes{}):   {"Add", "Names", "Values", "Lookup", "Reindex", "Hashed"},
+		reflect.TypeOf(journal.Settings{}):  {"Retention", "SetRetention", "KeepObjects", "Seals", "Sensitive", "KeyIDs", "SealKeyUse", "ReleaseMapped", "JournalBytes"},
+	}
+	for ty, ms := range roles {
+		for _, m := range ms {
+			if _, ok := ty.MethodByName(m); !ok {
+				t.Errorf("journal.%s lacks %s", ty.Name(), m)
+			}
+		}
+	}
+	for _, m := range []string{"Consumer", "CreateConsumer", "CommitConsumer", "ResetConsumer", "ConsumerCommitted", "DeleteConsumer",
+		"AddIndexes", "IndexValues", "LookupIndex", "Reindex", "IndexesHashed",
+		"Retention", "SetRetention", "KeepObjects", "Seals", "Sensitive", "KeyIDs", "SealKeyUse", "ReleaseMapped", "JournalBytes"} {
+		if _, ok := reader.MethodByName(m); ok {
+			t.Errorf("*journal.Journal has %s; want it on its role (Consumers, Indexes, Settings)", m)
+		}
+	}
+	for _, ty := range []reflect.Type{reader, writer, reflect.TypeOf(journal.Consumers{}), reflect.TypeOf(journal.Indexes{}), reflect.TypeOf(journal.Settings{})} {
+		if n := ty.NumMethod(); n > 22 {
+			t.Errorf("%v has %d methods; want a method set that fits on a screen (at most 22)", ty, n)
 		}
 	}
 	// Verify is the anti-entropy relist's word (reconcile.Loop.Verify); the

@@ -18,7 +18,7 @@ func TestRelist_InterruptedCommit_TombstoneCarriesLastObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Writer().Update(func(tx *Tx) error {

@@ -63,7 +63,7 @@ func relistDrop(t *testing.T, j *journal.Journal, key, uid, entryRV, rv string) 
 func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3",
@@ -102,7 +102,7 @@ func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 // object, not the stored one.
 func TestJournal_Tombstone_AppendCarriesLastObject(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2",
@@ -142,7 +142,7 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	k := keyring(t, sealKey(7))
 	j := openSealed(t, path, secrets, k)
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch,
@@ -156,7 +156,7 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	if err := json.Unmarshal(e.Object, &got); err != nil || !bytes.Equal(e.Object, secretJSON("a", "tombstone-hunter2")) {
 		t.Fatalf("sealed tombstone object = %q, %v; want the Secret opened", e.Object, err)
 	}
-	use, err := j.SealKeyUse()
+	use, err := j.Settings().SealKeyUse()
 	if err != nil || use[journal.KeyID(sealKey(7))] != 1 {
 		t.Fatalf("SealKeyUse = %v, %v; want the tombstone's one sealed object", use, err)
 	}

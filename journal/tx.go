@@ -56,7 +56,7 @@ func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
 // e.Time is set to the current time, and a time earlier than the latest
 // event's is raised to it, so that times never decrease with offsets
 // (clock.go). e.PrevOffset is set from the index (see Event.PrevOffset).
-// In a file that keeps objects (Journal.KeepObjects), a DELETED without an
+// In a file that keeps objects (Settings.KeepObjects), a DELETED without an
 // Object is stored with the key's last stored object (see Event.Object);
 // e.Object is left as it is. It returns the offset assigned.
 //

@@ -95,7 +95,7 @@ func TestJournal_BadKeysAreRefusedWhereTheyEnter(t *testing.T) {
 		if err := rel.Abort(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := j.Consumer(key); !errors.Is(err, journal.ErrBadKey) {
+		if _, err := j.Consumers().Open(key); !errors.Is(err, journal.ErrBadKey) {
 			t.Errorf("Consumer with a %d-byte name = %.300v; want ErrBadKey", len(key), err)
 		}
 	}

@@ -40,7 +40,7 @@ func writeTrimmedJournal(t *testing.T) string {
 		t.Fatal(err)
 	}
 	commit(t, j, "tail", 1995)
-	if err := j.SetRetention(journal.Retention{MaxEvents: 10}); err != nil {
+	if err := j.Settings().SetRetention(journal.Retention{MaxEvents: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -73,10 +73,10 @@ func readContent(t *testing.T, path string) content {
 	if c.Events, err = j.Read(0, 100000); err != nil {
 		t.Fatal(err)
 	}
-	if c.Consumers, err = j.Consumers(); err != nil {
+	if c.Consumers, err = j.Consumers().List(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Retention, err = j.Retention(); err != nil {
+	if c.Retention, err = j.Settings().Retention(); err != nil {
 		t.Fatal(err)
 	}
 	return c

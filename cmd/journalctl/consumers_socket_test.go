@@ -93,7 +93,7 @@ func TestSocket_Commit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `journal: no such consumer: "nobody"`) {
 			t.Errorf("Commit(nobody, 1) = %v; want no such consumer", err)
 		}
-		if _, err := j.ConsumerCommitted("nobody"); !errors.Is(err, journal.ErrNoConsumer) {
+		if _, err := j.Consumers().Committed("nobody"); !errors.Is(err, journal.ErrNoConsumer) {
 			t.Error("Commit(nobody) registered the consumer")
 		}
 	})

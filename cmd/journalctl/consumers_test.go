@@ -33,7 +33,7 @@ func writeConsumersJournal(t *testing.T) string {
 // commit registers consumer name in the writable j and commits off.
 func commit(t *testing.T, j *journal.Journal, name string, off uint64) {
 	t.Helper()
-	c, err := j.Consumer(name)
+	c, err := j.Consumers().Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func commit(t *testing.T, j *journal.Journal, name string, off uint64) {
 // committed returns consumer name's committed offset in j.
 func committed(t *testing.T, j *journal.Journal, name string) uint64 {
 	t.Helper()
-	c, err := j.Consumer(name)
+	c, err := j.Consumers().Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			changedWhileDown[k] = true
 		}
 	}
-	committed, err := j.ConsumerCommitted("controller")
+	committed, err := j.Consumers().Committed("controller")
 	if err != nil {
 		t.Fatal(err)
 	}

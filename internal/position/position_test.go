@@ -105,7 +105,7 @@ func TestFollower_Step(t *testing.T) {
 	f.commit = func(p uint64) error { calls++; return f.commitLocked(p) }
 	committed := func() uint64 {
 		t.Helper()
-		c, err := j.ConsumerCommitted("standby")
+		c, err := j.Consumers().Committed("standby")
 		if errors.Is(err, journal.ErrNoConsumer) {
 			return 0
 		}
@@ -136,7 +136,7 @@ func TestFollower_Step(t *testing.T) {
 	}
 
 	// The source started here: the consumer is its own from now on.
-	if err := j.ResetConsumer("standby", 0); err != nil {
+	if err := j.Consumers().Reset("standby", 0); err != nil {
 		t.Fatal(err)
 	}
 	started = true

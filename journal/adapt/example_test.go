@@ -77,7 +77,7 @@ func ExampleWatchConsumer() {
 	path := j.Path()
 
 	run := func(j *journal.Journal, n int) {
-		c, err := j.Consumer("my-watcher")
+		c, err := j.Consumers().Open("my-watcher")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func ExampleHandle() {
 	j, cleanup := demoJournal()
 	defer cleanup()
 
-	c, err := j.Consumer("my-controller")
+	c, err := j.Consumers().Open("my-controller")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (u update) String() string {
 // updates have been seen, and returns them.
 func updates(t *testing.T, j *journal.Journal, consumer string, decode func([]byte) (runtime.Object, error), n int) []update {
 	t.Helper()
-	c, err := j.Consumer(consumer)
+	c, err := j.Consumers().Open(consumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +136,10 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 			fill = append(fill, ev(journal.Added, fmt.Sprintf("o%03d", i), "11", "", "x"))
 		}
 		head := write(t, j, fill...)
-		if _, err := j.Consumer("h"); err != nil {
+		if _, err := j.Consumers().Open("h"); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.CommitConsumer("h", head); err != nil {
+		if err := j.Consumers().Commit("h", head); err != nil {
 			t.Fatal(err)
 		}
 		write(t, j, ev(journal.Modified, "o599", "12", "11", "y"), ev(journal.Modified, "a", "13", "10", "db"))

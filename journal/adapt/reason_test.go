@@ -96,7 +96,7 @@ func (h *reasonHandler) OnDeleteWithReason(obj any, r journal.Reason) {
 
 func TestHandle_DeleteReasonHandler(t *testing.T) {
 	j := reasonJournal(t)
-	c, err := j.Consumer("h")
+	c, err := j.Consumers().Open("h")
 	if err != nil {
 		t.Fatal(err)
 	}

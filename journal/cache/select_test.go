@@ -32,7 +32,7 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	keys := make([]string, 0, len(cms))
