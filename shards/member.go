@@ -565,10 +565,7 @@ func (m *Member) reshard(next hashrange.Set) error {
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	entered, err := hashrange.ParseOrEmpty(r.Entered)
-	if err != nil {
-		return fmt.Errorf("shards: %w", err)
-	}
+	entered, _ := hashrange.ParseOrEmpty(r.Entered) // for the log: a selector the journal wrote in canonical form
 	m.log.Info("range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "ranges", len(next),
 		"left", r.Left, "entered", fmt.Sprintf("%.1f%%", 100*entered.Share()))
 	m.set(func(s *status) { s.Range = next; s.Reshards++; s.MovedOut += r.Left })
