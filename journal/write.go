@@ -13,7 +13,7 @@ package journal
 // One writer per file: Open for writing takes the file's exclusive lock
 // (ErrLocked for a second process), so every Writer of a file lives in the
 // process that holds it. A read-only Open holds no lock, and its Writer's
-// methods return ErrReadOnly. Within the process, the rule that one loop
+// writes return ErrReadOnly. Within the process, the rule that one loop
 // appends the events is the caller's: two loops would each keep the file
 // consistent per transaction, but would race each other's
 // resourceVersions.
@@ -26,13 +26,14 @@ package journal
 // a second process's Open fails with ErrLocked. In the process that holds
 // the lock, one reconcile loop appends events; a compactor (Trim) and a
 // shard member (Reshard, with the loop stopped) may act beside it. Every
-// method returns an error matching ErrReadOnly on a journal opened
-// read-only, and ErrClosed after Close. A Writer is safe for concurrent
-// use; its writes are serialized with the journal's.
+// method that writes returns an error matching ErrReadOnly on a journal
+// opened read-only, and ErrClosed after Close. A Writer is safe for
+// concurrent use; its writes are serialized with the journal's (a Relist
+// it begins is not: see Relist).
 type Writer struct{ j *Journal }
 
 // Writer returns j's write side. Every call returns a writer of the same
-// file; on a journal opened read-only its methods return ErrReadOnly.
+// file; on a journal opened read-only its writes return ErrReadOnly.
 func (j *Journal) Writer() *Writer { return &Writer{j: j} }
 
 // ReshardResult is what a Writer.Reshard did.
