@@ -133,7 +133,7 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	if head, err = inf.f.j.Head(); err != nil {
 		return 0, 0, err
 	}
-	c, err := inf.f.j.ConsumerCommitted(name)
+	c, err := inf.f.j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, head, nil
 	}
@@ -161,7 +161,7 @@ func HandlersRecord(dir string) (committed, head uint64, err error) {
 	if j == nil {
 		return 0, 0, errors.New("no open file")
 	}
-	if committed, err = j.ConsumerCommitted(RetentionConsumer); err != nil {
+	if committed, err = j.Consumers().Committed(RetentionConsumer); err != nil {
 		return 0, 0, err
 	}
 	head, err = j.Head()

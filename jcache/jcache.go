@@ -50,7 +50,7 @@ package jcache
 //     Keyring, else under a key made for the process, which a restart
 //     replaces (the file is then listed afresh: seal.go). KeyFiles and
 //     SealResources say how to keep files across restarts and how to
-//     rotate the key (journalctl check until journal.Journal.SealKeyUse
+//     rotate the key (journalctl check until journal.Settings.SealKeyUse
 //     no longer reports the old key).
 
 import (
@@ -119,7 +119,7 @@ type Options struct {
 	// `head -c 32 /dev/urandom | base64`). The files' first key is the
 	// primary. Rotation (journal/seal.go): put the new key first, keep
 	// the old one after it and restart; once retention has trimmed every
-	// record sealed before (journal.Journal.SealKeyUse reports no use of
+	// record sealed before (journal.Settings.SealKeyUse reports no use of
 	// the old key; journalctl check shows the sealed row), remove the
 	// old key; the restart with a new primary also rebuilds the files'
 	// indexes, whose values are hashed under it. A file is read once,

@@ -19,13 +19,13 @@ func TestCommit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
 		journal.Event{Type: journal.Modified, Key: "wj/a", UID: "u1", ResourceVersion: "2", PrevResourceVersion: "1", Origin: journal.OriginWatch},
 	)
-	if _, err := j.Consumer("billing"); err != nil {
+	if _, err := j.Consumers().Open("billing"); err != nil {
 		t.Fatal(err)
 	}
 	h := inspect.Handler(j, nil, nil)
 	deleted := false
 	defer inspect.SetBeforeCommit(func() {
-		if err := j.DeleteConsumer("billing"); err != nil {
+		if err := j.Consumers().Delete("billing"); err != nil {
 			t.Error(err)
 		}
 		deleted = true
@@ -39,7 +39,7 @@ func TestCommit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `no such consumer: \"billing\"`) {
 		t.Errorf("commit of a consumer deleted meanwhile = %d %s; want 404, no such consumer", rec.Code, rec.Body)
 	}
-	cs, err := j.Consumers()
+	cs, err := j.Consumers().List()
 	if err != nil {
 		t.Fatal(err)
 	}
