@@ -33,7 +33,7 @@ package jcache
 // one would commit past events the other has not reconciled; sources of
 // one type each get a name that does not depend on the order of the
 // calls), and commits it only past events whose
-// requests all reconciled (package internal/delivery; Reconciler says
+// requests all reconciled (package jcache/internal/delivery; Reconciler says
 // which outcomes complete a request). Each source's consumer holds its
 // file's retention back, as any journal consumer does, up to
 // Retention.HardMaxBytes.
@@ -96,8 +96,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/watchjournal/watchjournal/internal/delivery"
-	"github.com/watchjournal/watchjournal/internal/position"
+	"github.com/watchjournal/watchjournal/jcache/internal/delivery"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
 	"github.com/watchjournal/watchjournal/journal"
 )
 

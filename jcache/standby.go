@@ -22,8 +22,8 @@ package jcache
 // false), so each replica's journal files are already current; only the
 // leader runs the controller and so its ExactSources. How the positions
 // move across replicas (the publisher on the leader, the follower on
-// every replica, where a new leader starts) is internal/position's
-// Standby (see the top of internal/position/standby.go). What is
+// every replica, where a new leader starts) is jcache/internal/position's
+// Standby (see the top of jcache/internal/position/standby.go). What is
 // jcache's:
 //
 //   - One annotation, AnnotationExactPositions, holds every source's
@@ -54,7 +54,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/watchjournal/watchjournal/internal/position"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -119,7 +119,7 @@ type Standby struct {
 }
 
 // newExactStandby returns the standby of the controller e: its sources in
-// internal/position's Standby, whose entries are AnnotationExactPositions.
+// jcache/internal/position's Standby, whose entries are AnnotationExactPositions.
 // The entries of sources that have not started yet are published as the
 // first source read them.
 func newExactStandby(e *ExactController, so Standby) (*position.Standby, error) {

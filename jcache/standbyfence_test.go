@@ -183,7 +183,7 @@ func TestExactStandby_DeposedLeaderFinalPublishFenced(t *testing.T) {
 }
 
 // leaderTermAnnotation is the position Lease's annotation of its
-// writer's term (internal/position.AnnotationTerm).
+// writer's term (position.AnnotationTerm).
 const leaderTermAnnotation = "watchjournal.io/leader-term"
 
 type positionTerm struct {

@@ -24,9 +24,9 @@ func rank(pkg string) (r int, ok bool) {
 	}
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	switch {
-	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/delivery", p == "internal/protofields":
+	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/protofields", p == "internal/clientrate":
 		return 0, true
-	case under("journal"), p == "internal/position":
+	case under("journal"):
 		return 1, true
 	case under("reconcile"):
 		return 2, true
@@ -124,7 +124,8 @@ func short(pkg string) string { return strings.TrimPrefix(pkg, module+"/") }
 // TestRank pins the table for the packages the layering is about.
 func TestRank(t *testing.T) {
 	for p, want := range map[string]int{
-		"internal/hashrange": 0, "internal/suggest": 0, "internal/storage": 0, "internal/delivery": 0, "internal/protofields": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1, "internal/position": 1,
+		"internal/hashrange": 0, "internal/suggest": 0, "internal/storage": 0, "internal/protofields": 0, "internal/clientrate": 0, "journal": 1, "journal/bolt": 1, "journal/inspect": 1,
+		"jcache/internal/delivery": 3, "jcache/internal/position": 3,
 		"reconcile": 2, "jcache": 3, "shards": 3, "shards/hashrange": 3, "metrics": 3, "cmd/journalctl": 4,
 	} {
 		if got, ok := rank(module + "/" + p); !ok || got != want {
@@ -205,5 +206,21 @@ func TestLibraryImportsNoTestSupport(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d library packages checked: is the table out of date?", checked)
+	}
+}
+
+// TestInternalIsTheBottomLayer fails for a package under internal/ that
+// is neither in the bottom layer nor test support: a library internal
+// belongs under the layer it serves (jcache/internal/..., journal/internal/...),
+// so that no import runs from internal/ back up.
+func TestInternalIsTheBottomLayer(t *testing.T) {
+	for _, name := range slices.Sorted(maps.Keys(listModule(t))) {
+		p := short(name)
+		if !strings.HasPrefix(p, "internal/") || strings.HasPrefix(p, "internal/testing/") || p == "internal/layers" {
+			continue
+		}
+		if r, ok := rank(name); !ok || r != 0 {
+			t.Errorf("%s is under internal/ but not in the bottom layer (rank %d, in the table %v): move it under the layer it serves, or into internal/testing if it is test support", p, r, ok)
+		}
 	}
 }

@@ -5,7 +5,7 @@ package position
 // The Lease is one of the operator's own, never the leader-election
 // Lease: client-go's LeaseLock updates that one from the copy it last
 // read, so a foreign write would make its renew conflict. What the
-// annotations hold is the caller's (crsource: one position; jcache: one
+// annotations hold is the caller's (jcache: one
 // per source of a controller).
 
 import (

@@ -1,14 +1,13 @@
 package position
 
-// The warm standby under the manager's leader election, the one
-// implementation behind crsource's (Options.Standby: one source, two
-// annotations) and jcache.Exact's (ExactOptions.Standby: every source of
-// a controller in one JSON annotation). The adapters say what differs:
+// The warm standby under the manager's leader election, behind
+// jcache.Exact's ExactOptions.Standby (every source of a controller in one
+// JSON annotation). The adapter (jcache/standby.go) says what is its own:
 // the Codec of the annotations, the Sources, the error prefix, and what a
 // new leader's source does with where it starts.
 //
-// Every replica keeps its own journal current (crsource's writer, the
-// jcache cache: NeedLeaderElection false); only the leader runs the
+// Every replica keeps its own journal current (the jcache cache:
+// NeedLeaderElection false); only the leader runs the
 // controller and so the sources. What moves across replicas is each
 // source's position P, a resourceVersion:
 //
@@ -34,8 +33,8 @@ package position
 //     its own commit when that is later: conservatively, more, never
 //     less. A P it cannot place (none published, another resource's,
 //     older than the journal's retention) is the adapter's to handle,
-//     with why: crsource resyncs, jcache starts from its own consumer or
-//     replays every object.
+//     with why: jcache starts from its own consumer or replays every
+//     object.
 //   - The follower (a Runnable on every replica) reads the Lease every
 //     Interval and commits each source's consumer behind its P (Follower),
 //     so a standby's registered consumers do not hold retention back; it
@@ -64,8 +63,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// Config is a standby's settings: the fields of jcache.Standby (which
-// crsource.Standby is), in its order, so that one converts to the other.
+// Config is a standby's settings: the fields of jcache.Standby, in its
+// order, so that one converts to the other.
 type Config struct {
 	Namespace, Name, Identity string
 	Interval                  time.Duration
@@ -108,7 +107,7 @@ type Source struct {
 // NewStandby; set Codec, Sources and Log before AddToManager.
 type Standby struct {
 	Config
-	Prefix     string // of its errors: "crsource", "jcache"
+	Prefix     string // of its errors, e.g. "jcache"
 	NoPosition string // why a source has no entry, before the Lease's name
 	Carry      bool   // publish the entries read at start of sources with no position yet
 	Codec      Codec

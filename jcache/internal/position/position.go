@@ -1,5 +1,5 @@
 // Package position is the one warm standby under leader election, that
-// of crsource and jcache.Exact (Standby; standby.go says how it works).
+// of jcache.Exact (Standby; standby.go says how it works).
 //
 // A position is a resourceVersion P: every change at or before P is
 // reconciled. The leader computes P from its journal and its committed
