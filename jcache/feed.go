@@ -86,6 +86,8 @@ type feed struct {
 
 	pages pages // resident pages given back (pages.go)
 
+	tail tail // the watch's batch in flight, before its commit (tail.go)
+
 	reindexes reindexes // reindex runs of its indexes (diskindex.go)
 
 	tmu sync.Mutex
@@ -147,7 +149,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	registry.mu.Unlock()
 
 	f.opts = o // read by the loop's transform (transformObject)
-	j, loop, err := open(cfg, path, res, o, f.transformObject)
+	j, loop, err := open(cfg, path, res, o, f.transformObject, f.tail.stage)
 	var record uint64
 	hasRecord := false
 	if err == nil {
@@ -176,8 +178,9 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 }
 
 // open opens res's journal file at path, keeping objects, and builds its
-// loop, which stores each object as transform returns it.
-func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error)) (*journal.Journal, *reconcile.Loop, error) {
+// loop, which stores each object as transform returns it and shows each
+// watch batch to staged before committing it (tail.go).
+func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error), staged func([]journal.Event) func(error)) (*journal.Journal, *reconcile.Loop, error) {
 	j, err := openSealed(path, res, o) // seal.go
 	if err != nil {
 		return nil, nil, err
@@ -189,6 +192,7 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options, trans
 	lo := o.Loop
 	lo.SecretPayloads = true // always sealed (seal.go)
 	lo.Transform = transform
+	lo.Staged = staged
 	if lo.Logger.GetSink() == nil {
 		lo.Logger = o.Logger
 	}

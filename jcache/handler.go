@@ -97,7 +97,12 @@ type registration struct {
 	done   chan struct{}      // closed when run returns
 
 	replayed atomic.Bool
-	pos      atomic.Uint64 // last offset delivered (or skipped)
+	pos      atomic.Uint64 // last committed offset delivered (or skipped)
+	// tpos is the last offset given from the tail before its commit
+	// (tail.go), under the tail's abort count taborts; events up to it
+	// are not given again when read back from the file, unless a batch
+	// was aborted since. Used by run's goroutine only.
+	tpos, taborts uint64
 
 	// Set by holdFrom, under the feed's hmu: whether the registration
 	// catches up from the file's record (catchup.go), the record and its
@@ -299,7 +304,11 @@ func (r *registration) feed(ctx context.Context) error {
 		tick = t.C
 	}
 	for {
+		staged := r.inf.f.tail.wait()
 		if err := r.deliver(ctx, 0, skip); err != nil {
+			return err
+		}
+		if err := r.deliverStaged(ctx, skip); err != nil {
 			return err
 		}
 		if chunks != nil && r.pos.Load() >= chunks[len(chunks)-1].head {
@@ -317,6 +326,9 @@ func (r *registration) feed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+		case <-staged:
+			cancel()
+			<-waitErr
 		case <-tick:
 			cancel()
 			<-waitErr
@@ -343,8 +355,16 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			return err
 		}
 		if len(evs) == 0 {
-			r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
+			if staged, _ := r.inf.f.tail.after(r.pos.Load()); staged == nil {
+				r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
+			}
 			return nil
+		}
+		// Read, then the abort count: events read up to tpos are the
+		// batch given from the tail only if it has not been aborted
+		// (tail.go).
+		if n := r.inf.f.tail.abortCount(); n != r.taborts {
+			r.tpos, r.taborts = 0, n
 		}
 		for _, e := range evs {
 			if upTo != 0 && e.Offset > upTo {
@@ -353,7 +373,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !skip(e) {
+			if !skip(e) && e.Offset > r.tpos {
 				r.inf.f.readObject(len(e.Object))
 				if err := r.inf.dispatch(e, r.h); err != nil {
 					return err
@@ -363,6 +383,31 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 		}
 		r.advanced()
 	}
+}
+
+// deliverStaged hands the handler the tail's events (tail.go) that
+// follow what it has been given, before they commit. pos does not move:
+// it counts committed events only.
+func (r *registration) deliverStaged(ctx context.Context, skip func(journal.Event) bool) error {
+	evs, aborts := r.inf.f.tail.after(max(r.pos.Load(), r.tpos))
+	if aborts != r.taborts {
+		// A batch given from the tail was aborted: its offsets come
+		// again from the file, with what the server sends again.
+		r.tpos, r.taborts = 0, aborts
+		evs, _ = r.inf.f.tail.after(r.pos.Load())
+	}
+	for _, e := range evs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !skip(e) {
+			if err := r.inf.dispatch(e, r.h); err != nil {
+				return err
+			}
+		}
+		r.tpos = e.Offset
+	}
+	return nil
 }
 
 // dispatch calls h for one event (see the top of the file): the Exact
@@ -423,6 +468,9 @@ func (i *informer) lastObject(e journal.Event) (runtime.Object, error) {
 func (i *informer) previous(e journal.Event) ([]byte, error) {
 	if e.PrevOffset == 0 {
 		return nil, nil
+	}
+	if b, ok := i.f.tail.object(e.PrevOffset); ok {
+		return b, nil // not committed yet (tail.go)
 	}
 	var b []byte
 	err := i.f.j.ViewObjects(func(v *journal.ObjectView) error {

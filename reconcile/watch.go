@@ -280,8 +280,10 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	var rv string
 	replayAt := -1
 	start := time.Now()
+	var settled func(error)
 	err := l.w.Update(func(tx journalwrite.Tx) error {
 		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
+		var staged []journal.Event
 		for i, op := range ops {
 			if op.item < 0 {
 				if op.event && !s.fromList && atOrBelow(op.rv, rv) {
@@ -308,6 +310,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 				if _, err := tx.Append(&e); err != nil {
 					return err
 				}
+				staged = append(staged, e)
 				appended++
 				counts.add(e.Type)
 			}
@@ -316,8 +319,14 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		if rv == s.rv && appended == 0 {
 			return nil
 		}
-		return tx.SetResourceVersion(rv)
+		if err := tx.SetResourceVersion(rv); err != nil {
+			return err
+		}
+		return l.stage(ctx, staged, &settled)
 	})
+	if settled != nil {
+		settled(err)
+	}
 	l.committed(start, err)
 	if errors.Is(err, journal.ErrNoSpace) {
 		// Nothing of the batch was kept: watch again from the last
@@ -348,6 +357,20 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	return next, n, nil
+}
+
+// stage shows a watch batch's events, staged in its transaction, to
+// Options.Staged before the commit (its settle function goes to
+// *settled), then calls Options.CommitHook; an error from the hook
+// aborts the batch.
+func (l *Loop) stage(ctx context.Context, evs []journal.Event, settled *func(error)) error {
+	if l.opts.Staged != nil && len(evs) > 0 {
+		*settled = l.opts.Staged(evs)
+	}
+	if l.opts.CommitHook != nil {
+		return l.opts.CommitHook(ctx)
+	}
+	return nil
 }
 
 // gone records a 410, or the compaction revision's 500 that means the same,
