@@ -22,7 +22,11 @@ package jcache
 // replay already showed its outcome); past the last chunk's head nothing
 // is skipped. The first event it delivers for a key is therefore the one
 // right after the state the handler saw, so its old object (below) is the
-// object the handler last got.
+// object the handler last got. Past the file's head, it is given the
+// watch's batch in flight, before its commit (tail.go): pos, which
+// retention and the handlers' record read, moves only over committed
+// events; tpos marks what the tail gave, not given again when the commit
+// is read back (unless the batch was aborted).
 //
 //   - ADDED: OnAdd(obj, false).
 //   - MODIFIED: OnUpdate(old, new), old read from the key's previous
