@@ -174,6 +174,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	f.j, f.loop, f.opts, f.retentionInterval = j, loop, o, retentionInterval
 	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
+	f.tail.read = f.storedObject
 	return f, nil
 }
 
@@ -273,4 +274,18 @@ func (f *feed) stopped() bool {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	return f.runErr != nil
+}
+
+// storedObject returns a copy of the object the file holds for key, nil
+// when it holds none.
+func (f *feed) storedObject(key string) ([]byte, error) {
+	var b []byte
+	err := f.j.ViewObjects(func(v *journal.ObjectView) error {
+		o, ok, err := v.Get(key)
+		if ok {
+			b = append([]byte(nil), o...)
+		}
+		return err
+	})
+	return b, err
 }

@@ -359,7 +359,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			return err
 		}
 		if len(evs) == 0 {
-			if staged, _ := r.inf.f.tail.after(r.pos.Load()); staged == nil {
+			if staged, _, _ := r.inf.f.tail.after(r.pos.Load()); staged == nil {
 				r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
 			}
 			return nil
@@ -393,19 +393,20 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 // follow what it has been given, before they commit. pos does not move:
 // it counts committed events only.
 func (r *registration) deliverStaged(ctx context.Context, skip func(journal.Event) bool) error {
-	evs, aborts := r.inf.f.tail.after(max(r.pos.Load(), r.tpos))
+	evs, olds, aborts := r.inf.f.tail.after(max(r.pos.Load(), r.tpos))
 	if aborts != r.taborts {
 		// A batch given from the tail was aborted: its offsets come
 		// again from the file, with what the server sends again.
 		r.tpos, r.taborts = 0, aborts
-		evs, _ = r.inf.f.tail.after(r.pos.Load())
+		evs, olds, _ = r.inf.f.tail.after(r.pos.Load())
 	}
-	for _, e := range evs {
+	for k, e := range evs {
 		if ctx.Err() != nil {
 			return nil
 		}
 		if !skip(e) {
-			if err := r.inf.dispatch(e, r.h); err != nil {
+			old := olds[k]
+			if err := r.inf.dispatchPrev(e, r.h, func(journal.Event) ([]byte, error) { return old, nil }); err != nil {
 				return err
 			}
 		}
@@ -417,6 +418,12 @@ func (r *registration) deliverStaged(ctx context.Context, skip func(journal.Even
 // dispatch calls h for one event (see the top of the file): the Exact
 // sources (exact.go) use it too.
 func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) error {
+	return i.dispatchPrev(e, h, i.previous)
+}
+
+// dispatchPrev is dispatch with the object before e read by previous
+// (the tail's events carry theirs: tail.go).
+func (i *informer) dispatchPrev(e journal.Event, h toolscache.ResourceEventHandler, previous func(journal.Event) ([]byte, error)) error {
 	switch e.Type {
 	case journal.Added:
 		o, err := i.object(e, e.Object, e.ResourceVersion)
@@ -429,7 +436,7 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		if err != nil {
 			return err
 		}
-		prev, err := i.previous(e)
+		prev, err := previous(e)
 		if err != nil {
 			return err
 		}
@@ -439,7 +446,7 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		}
 		h.OnUpdate(old, o)
 	case journal.Deleted:
-		o, err := i.lastObject(e)
+		o, err := i.lastObject(e, previous)
 		if err != nil {
 			return err
 		}
@@ -455,11 +462,11 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 // lastObject returns the last object of DELETED e: its own, else its
 // key's previous event's, else a metadata-only one (see the top of the
 // file).
-func (i *informer) lastObject(e journal.Event) (runtime.Object, error) {
+func (i *informer) lastObject(e journal.Event, previous func(journal.Event) ([]byte, error)) (runtime.Object, error) {
 	b := e.Object
 	if b == nil {
 		var err error
-		if b, err = i.previous(e); err != nil {
+		if b, err = previous(e); err != nil {
 			return nil, err
 		}
 	}
@@ -472,9 +479,6 @@ func (i *informer) lastObject(e journal.Event) (runtime.Object, error) {
 func (i *informer) previous(e journal.Event) ([]byte, error) {
 	if e.PrevOffset == 0 {
 		return nil, nil
-	}
-	if b, ok := i.f.tail.object(e.PrevOffset); ok {
-		return b, nil // not committed yet (tail.go)
 	}
 	var b []byte
 	err := i.f.j.ViewObjects(func(v *journal.ObjectView) error {

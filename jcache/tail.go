@@ -3,17 +3,18 @@ package jcache
 // The tail: the watch's events between their staging and their commit.
 //
 // A watch batch is one bbolt write transaction, and its commit fsyncs.
-// The feed's loop hands each batch's events to the tail once they are
-// staged in the transaction and before it commits
-// (reconcile.Options.Staged), and the tail lets them go when the commit
-// returns. In between, handlers are given them (handler.go) and reads
+// The feed's loop hands each batch's events to the tail once it has
+// planned them, before their commit and while the batch before may
+// still be committing (reconcile.Options.Staged, reconcile/pipeline.go),
+// and the tail lets them go when the commit returns. In between, handlers are given them (handler.go), with the
+// object before each MODIFIED taken when the batch is staged, and reads
 // see them over the disk (indexer.go, diskindex.go): fsync is never on
 // the path from the watch to an in-process handler or read, as with an
 // informer, whose store is changed before its handlers are called.
 //
-// Invariant: the tail holds the events of the one batch in flight (the
-// loop commits its batches one at a time), in offset order, starting
-// right after the file's committed head. Per key, its latest event
+// Invariant: the tail holds the events of the batches in flight, in
+// offset order, starting right after the file's committed head: the one
+// committing and at most one planned after it. Per key, its latest event
 // (an object, or deleted) is newer than anything the file holds for
 // the key as long as the file's head is below the event's offset; a
 // read that saw the file at head h uses only the tail's events above h,
@@ -21,11 +22,11 @@ package jcache
 // its read transaction is never applied twice, nor a later file state
 // covered by an older tail.
 //
-// Bound: one batch, at most reconcile.Options.BatchLimit watch frames
-// (1000 by default; a frame that changes a key's UID makes two events)
-// and about the watch's byte budget of objects (8 MiB, or one object
-// larger than that): the frames of a batch hold that budget until it
-// has committed.
+// Bound: two batches, each at most reconcile.Options.BatchLimit watch
+// frames (1000 by default; a frame that changes a key's UID makes two
+// events), together within the watch's byte budget of objects (8 MiB,
+// or one object larger than that), which a batch's frames hold until it
+// has committed; plus, per MODIFIED, the object before it.
 //
 // Offsets. A handler's position (registration.pos), which retention
 // holds and the record of the handlers last current is made of
@@ -50,44 +51,99 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// tail is a feed's uncommitted batch.
+// tail is a feed's uncommitted batches.
 type tail struct {
 	mu      sync.Mutex
-	evs     []journal.Event // the batch in flight, in offset order
+	evs     []journal.Event // the batches in flight, in offset order
+	olds    [][]byte        // per event of evs, its key's object before it, where a handler needs it
 	latest  map[string]int  // key → index in evs of its latest event
 	aborts  uint64          // batches dropped without a commit
 	changed chan struct{}   // closed and replaced when the tail changes
+
+	// read returns the file's object of a key (nil when absent), for the
+	// old object of an event whose key no batch in flight holds. Set
+	// when the feed opens, before its loop runs.
+	read func(key string) ([]byte, error)
 }
 
-// stage holds evs, the batch in flight, and returns the function that
-// lets it go once its commit returned err (reconcile.Options.Staged).
+// stage holds evs, a batch planned after those the tail holds, and
+// returns the function that lets it go once its commit returned err
+// (reconcile.Options.Staged). Called from the loop's goroutine, outside
+// any transaction.
 func (t *tail) stage(evs []journal.Event) func(error) {
-	latest := make(map[string]int, len(evs))
+	if len(evs) == 0 {
+		return func(error) {}
+	}
+	// The object before each MODIFIED, and before each DELETED that
+	// carries none: an earlier event of the batch, the tail's, else the
+	// file's (no batch in flight changes that key, so the file is
+	// current for it).
+	olds := make([][]byte, len(evs))
+	var fromFile []int
+	t.mu.Lock()
+	last := map[string]int{}
 	for i, e := range evs {
-		latest[e.Key] = i
+		needs := e.Type == journal.Modified || e.Type == journal.Deleted && e.Object == nil
+		if k, ok := last[e.Key]; ok {
+			olds[i] = objectOf(evs[k])
+		} else if k, ok := t.latest[e.Key]; ok {
+			olds[i] = objectOf(t.evs[k])
+		} else if needs {
+			fromFile = append(fromFile, i)
+		}
+		last[e.Key] = i
+	}
+	t.mu.Unlock()
+	for _, i := range fromFile {
+		if t.read != nil {
+			olds[i], _ = t.read(evs[i].Key) // a failed read: a metadata-only old object, as when the file holds none
+		}
 	}
 	t.mu.Lock()
-	t.evs, t.latest = evs, latest
-	t.notifyLocked()
+	t.evs = slices.Concat(t.evs, evs)
+	t.olds = slices.Concat(t.olds, olds)
+	t.changedLocked()
 	t.mu.Unlock()
-	return t.settle
+	lo, hi := evs[0].Offset, evs[len(evs)-1].Offset
+	return func(err error) { t.settle(lo, hi, err) }
 }
 
-// settle lets the batch go: committed (err nil), or aborted.
-func (t *tail) settle(err error) {
+// objectOf returns the object a key has after e: e's, or none after a
+// DELETED.
+func objectOf(e journal.Event) []byte {
+	if e.Type == journal.Deleted {
+		return nil
+	}
+	return e.Object
+}
+
+// settle lets the batch of offsets lo..hi go: committed (err nil), or
+// aborted, and with it every batch planned after it.
+func (t *tail) settle(lo, hi uint64, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.evs == nil {
-		return
-	}
-	t.evs, t.latest = nil, nil
-	if err != nil {
+	i := 0
+	if err == nil {
+		for i < len(t.evs) && t.evs[i].Offset <= hi {
+			i++
+		}
+		t.evs, t.olds = t.evs[i:], t.olds[i:]
+	} else {
+		for i < len(t.evs) && t.evs[i].Offset < lo {
+			i++
+		}
+		t.evs, t.olds = t.evs[:i:i], t.olds[:i:i]
 		t.aborts++
 	}
-	t.notifyLocked()
+	t.changedLocked()
 }
 
-func (t *tail) notifyLocked() {
+// changedLocked rebuilds latest and wakes the waiters.
+func (t *tail) changedLocked() {
+	t.latest = make(map[string]int, len(t.evs))
+	for i, e := range t.evs {
+		t.latest[e.Key] = i
+	}
 	if t.changed != nil {
 		close(t.changed)
 	}
@@ -111,29 +167,18 @@ func (t *tail) abortCount() uint64 {
 	return t.aborts
 }
 
-// after returns the tail's events after offset pos when the first of
-// them is pos+1 (none when the tail is empty or starts later: the file
-// has events the caller has not read yet), and the abort count they
-// belong to.
-func (t *tail) after(pos uint64) ([]journal.Event, uint64) {
+// after returns the tail's events after offset pos, with the object
+// before each (see olds), when the first of them is pos+1 (none when
+// the tail is empty or starts later: the file has events the caller has
+// not read yet), and the abort count they belong to.
+func (t *tail) after(pos uint64) ([]journal.Event, [][]byte, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.evs) == 0 || pos < t.evs[0].Offset-1 || pos >= t.evs[len(t.evs)-1].Offset {
-		return nil, t.aborts
+		return nil, nil, t.aborts
 	}
 	i := int(pos + 1 - t.evs[0].Offset)
-	return t.evs[i:], t.aborts
-}
-
-// object returns the object of the tail's event at offset off, for an
-// OnUpdate's old object whose event has not committed.
-func (t *tail) object(off uint64) ([]byte, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.evs) == 0 || off < t.evs[0].Offset || off > t.evs[len(t.evs)-1].Offset {
-		return nil, false
-	}
-	return t.evs[off-t.evs[0].Offset].Object, true
+	return t.evs[i:], t.olds[i:], t.aborts
 }
 
 // tailEntry is the tail's latest state of a key: its object, or deleted,

@@ -21,7 +21,7 @@ func ev(off uint64, t journal.EventType, key, obj string) journal.Event {
 // state per key over the file's keys, in key order; a read of the file
 // at or past the batch's offsets (it committed meanwhile) sees the file.
 func TestTail_OverlayMergesInKeyOrder(t *testing.T) {
-	var tl tail
+	tl := tail{read: func(key string) ([]byte, error) { return []byte(key + "@file"), nil }}
 	settle := tl.stage([]journal.Event{
 		ev(11, journal.Deleted, "ns/b", "b0"),
 		ev(12, journal.Added, "ns/c", "c1"),
@@ -56,8 +56,10 @@ func TestTail_OverlayMergesInKeyOrder(t *testing.T) {
 	if e, ok := tl.entry("ns/d"); !ok || string(e.obj) != "d2" || e.offset != 15 {
 		t.Fatalf("entry(ns/d) = %+v, %v; want d2 at 15", e, ok)
 	}
-	if b, ok := tl.object(13); !ok || string(b) != "d1" {
-		t.Fatalf("object(13) = %q, %v; want d1", b, ok)
+	// The object before each MODIFIED: the file's, then the batch's own.
+	evs, olds, _ := tl.after(12)
+	if len(evs) != 3 || string(olds[0]) != "ns/d@file" || olds[1] != nil || string(olds[2]) != "d1" {
+		t.Fatalf("after(12): %d events, olds %q; want 3, [ns/d@file, nil, d1]", len(evs), olds)
 	}
 	settle(nil)
 	if o := tl.overlay(""); o != nil {
@@ -81,7 +83,7 @@ func TestTail_AfterAndAborts(t *testing.T) {
 		pos  uint64
 		want []uint64
 	}{{3, nil}, {4, []uint64{5, 6, 7}}, {6, []uint64{7}}, {7, nil}} {
-		evs, aborts := tl.after(c.pos)
+		evs, _, aborts := tl.after(c.pos)
 		var got []uint64
 		for _, e := range evs {
 			got = append(got, e.Offset)
@@ -91,11 +93,48 @@ func TestTail_AfterAndAborts(t *testing.T) {
 		}
 	}
 	settle(errors.New("no space"))
-	if evs, aborts := tl.after(4); evs != nil || aborts != 1 {
+	if evs, _, aborts := tl.after(4); evs != nil || aborts != 1 {
 		t.Fatalf("after an abort: after(4) = %v, aborts %d; want none, 1", evs, aborts)
 	}
 	tl.stage(batch(5, 2))(nil)
 	if n := tl.abortCount(); n != 1 {
 		t.Fatalf("abortCount after a commit = %d; want 1", n)
+	}
+}
+
+// Two batches in flight: the first's commit lets only it go; an abort
+// of the first drops the second with it.
+func TestTail_TwoBatches(t *testing.T) {
+	var tl tail
+	offsets := func() []uint64 {
+		evs, _, _ := tl.after(0)
+		var out []uint64
+		for _, e := range evs {
+			out = append(out, e.Offset)
+		}
+		return out
+	}
+	s1 := tl.stage([]journal.Event{ev(1, journal.Added, "a", "a1"), ev(2, journal.Added, "b", "b1")})
+	s2 := tl.stage([]journal.Event{ev(3, journal.Modified, "a", "a2")})
+	if _, olds, _ := tl.after(2); string(olds[0]) != "a1" {
+		t.Fatalf("the object before offset 3 = %q; want a1, the first batch's", olds[0])
+	}
+	s1(nil)
+	if got := offsets(); got != nil {
+		t.Fatalf("after(0) once the first batch committed = %v; want none (the tail starts at 3)", got)
+	}
+	if evs, _, _ := tl.after(2); len(evs) != 1 || evs[0].Offset != 3 {
+		t.Fatalf("after(2) = %v; want offset 3", evs)
+	}
+	s2(errors.New("stale"))
+	if evs, _, n := tl.after(2); evs != nil || n != 1 {
+		t.Fatalf("after the second batch aborted: after(2) = %v, aborts %d; want none, 1", evs, n)
+	}
+
+	s3 := tl.stage([]journal.Event{ev(4, journal.Added, "c", "c1")})
+	tl.stage([]journal.Event{ev(5, journal.Added, "d", "d1")})
+	s3(errors.New("no space"))
+	if o := tl.overlay(""); o != nil {
+		t.Fatalf("overlay after the first of two batches aborted = %v; want none", o)
 	}
 }
