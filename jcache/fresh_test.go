@@ -9,6 +9,7 @@ package jcache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
@@ -342,4 +344,90 @@ func inNamespace(keys []string, ns string) []string {
 		}
 	}
 	return out
+}
+
+// A batch given to the handler whose commit fails (a full disk) is given
+// again once the server sends it again, and the handlers' record never
+// claims an offset the file does not hold.
+func TestFresh_FailedCommitGivenAgain(t *testing.T) {
+	cp, kube, ns := setup(t)
+	dir := t.TempDir()
+	var fail atomic.Bool
+	var adds atomic.Int64
+	h := &hook{}
+	st := newState(ns)
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: func(ctx context.Context) error {
+			if fail.CompareAndSwap(true, false) {
+				return fmt.Errorf("test: %w", journal.ErrNoSpace)
+			}
+			return h.fn(ctx)
+		}}}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(st.handler()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+		if o.(*corev1.ConfigMap).Name == "x" {
+			adds.Add(1)
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if !mgr.GetCache().WaitForCacheSync(wctx) {
+		t.Fatal("the cache did not sync")
+	}
+
+	fail.Store(true)
+	createCM(t, kube, ns, "x", nil, map[string]string{"v": "1"})
+	st.waitFor(t, "the handler gets x", 30*time.Second, func(m map[string]string) bool { return m["x"] == "1" })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		keys, head, err := jcache.CommittedKeys(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(keys, ns+"/x") {
+			record, _, err := jcache.HandlersRecord(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if record > head {
+				t.Fatalf("the handlers' record %d is past the file's head %d", record, head)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("x never committed after the failed commit: keys %v, head %d, failure pending %v", inNamespace(keys, ns), head, fail.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fail.Load() {
+		t.Fatal("the commit hook never failed a commit")
+	}
+	// Given before the failed commit, and again with the batch the
+	// server sent again.
+	deadline = time.Now().Add(30 * time.Second)
+	for adds.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("x added %d times; want 2 (before the failed commit, and after it)", adds.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -14,7 +14,7 @@ package jcache
 //
 // Invariant: the tail holds the events of the batches in flight, in
 // offset order, starting right after the file's committed head: the one
-// committing and at most one planned after it. Per key, its latest event
+// committing and those planned since. Per key, its latest event
 // (an object, or deleted) is newer than anything the file holds for
 // the key as long as the file's head is below the event's offset; a
 // read that saw the file at head h uses only the tail's events above h,
@@ -22,11 +22,12 @@ package jcache
 // its read transaction is never applied twice, nor a later file state
 // covered by an older tail.
 //
-// Bound: two batches, each at most reconcile.Options.BatchLimit watch
-// frames (1000 by default; a frame that changes a key's UID makes two
-// events), together within the watch's byte budget of objects (8 MiB,
-// or one object larger than that), which a batch's frames hold until it
-// has committed; plus, per MODIFIED, the object before it.
+// Bound: the commit that runs and the batches planned meanwhile, which
+// wait for it merged into one of at most reconcile.Options.BatchLimit
+// events (1000 by default) before the loop waits; their frames' objects
+// stay within the watch's byte budget (8 MiB, or one object larger than
+// that), which a frame holds until its batch has committed; plus, per
+// MODIFIED, the object before it.
 //
 // Offsets. A handler's position (registration.pos), which retention
 // holds and the record of the handlers last current is made of

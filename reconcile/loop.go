@@ -159,8 +159,8 @@ type Options struct {
 	// be committed (offsets assigned, objects as stored but never
 	// sealed, in offset order; PrevOffset, PrevResourceVersion and Time
 	// are the commit's and unset here) as soon as the batch is planned:
-	// before its commit, and while the batch before it may still be
-	// committing (pipeline.go); at most two batches are in flight. The
+	// before its commit, and while the batches before it may still be
+	// committing (pipeline.go). The
 	// function it returns is called once, after the commit, with its
 	// result (nil: the events are in the file; an error: none of them
 	// is, nor of any batch given after it, and the watch resumes from

@@ -15,9 +15,12 @@ package reconcile
 //
 // Invariants:
 //   - At most one commit runs, and at most one planned batch waits for
-//     it: the loop waits for batch k's commit before starting batch
-//     k+1's, and plans batch k+2 only after that. Frames hold the watch's
-//     byte budget (watchBytes) until their batch's commit returns.
+//     it (pending): the batches planned while a commit runs merge into
+//     it, up to BatchLimit events; past that the loop waits for the
+//     running commit. Frames hold the watch's byte budget (watchBytes)
+//     until their batch's commit returns, and the loop takes a returned
+//     commit's result as soon as it comes (committing), so the budget
+//     bounds the frames in flight and never stalls the loop.
 //   - view holds, for each key an uncommitted batch changed, its state
 //     after the last such batch (present, UID, resourceVersion); a key
 //     absent from view is the file's, which no batch in flight changes.
@@ -68,8 +71,8 @@ type commitJob struct {
 	rv     string
 	counts TypeCounts
 	frames []frame
-	settle func(error) // Options.Staged's, nil when none
-	proof  func()      // called once committed, nil when none
+	settle []func(error) // Options.Staged's, one per batch merged in
+	proof  []func()      // called once committed
 
 	start time.Time
 	done  chan struct{}
@@ -83,10 +86,15 @@ type pipeline struct {
 	view     map[string]keyState
 	next     uint64 // the next event's offset; 0: read the file's head
 	inflight *commitJob
+	// pending is planned and staged, and waits for inflight: the batches
+	// planned while a commit runs merge into it, up to maxPending events.
+	pending    *commitJob
+	maxPending int
+	ctx        context.Context // the pending commit's
 }
 
 func newPipeline(l *Loop, budget *semaphore.Weighted) *pipeline {
-	return &pipeline{l: l, budget: budget, view: map[string]keyState{}}
+	return &pipeline{l: l, budget: budget, view: map[string]keyState{}, maxPending: l.opts.BatchLimit}
 }
 
 // lookup returns key's state after the batches planned so far.
@@ -126,8 +134,47 @@ func (p *pipeline) release(frames []frame) {
 // stage shows job's events to Options.Staged, before any commit.
 func (p *pipeline) stage(job *commitJob) {
 	if p.l.opts.Staged != nil && len(job.evs) > 0 {
-		job.settle = p.l.opts.Staged(slices.Clone(job.evs))
+		job.settle = append(job.settle, p.l.opts.Staged(slices.Clone(job.evs)))
 	}
+}
+
+// submit commits job: at once when no commit runs, else once the one
+// that runs has returned, merged with the batches planned meanwhile. It
+// waits for the running commit only when the merged batch would pass
+// maxPending events, and returns that commit's error.
+func (p *pipeline) submit(ctx context.Context, job *commitJob) error {
+	if p.inflight == nil {
+		p.start(ctx, job)
+		return nil
+	}
+	if q := p.pending; q != nil {
+		q.evs = append(q.evs, job.evs...)
+		q.want = append(q.want, job.want...)
+		q.rv = job.rv
+		q.counts.Added += job.counts.Added
+		q.counts.Modified += job.counts.Modified
+		q.counts.Deleted += job.counts.Deleted
+		q.frames = append(q.frames, job.frames...)
+		q.settle = append(q.settle, job.settle...)
+		q.proof = append(q.proof, job.proof...)
+	} else {
+		p.pending = job
+	}
+	p.ctx = ctx
+	if len(p.pending.evs) >= p.maxPending {
+		return p.wait()
+	}
+	return nil
+}
+
+// drain waits until no commit runs or waits.
+func (p *pipeline) drain() error {
+	for p.inflight != nil {
+		if err := p.wait(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // start commits job in a goroutine; the commit before it must have
@@ -142,9 +189,9 @@ func (p *pipeline) start(ctx context.Context, job *commitJob) {
 	}()
 }
 
-// wait waits for the commit in flight, if any, and returns its error;
-// after an error, nothing planned stands (the caller fails the batch it
-// planned since, abort).
+// wait waits for the commit in flight, if any, starts the pending one
+// after it, and returns its error; after an error, nothing planned
+// stands: the pending batch is failed with it.
 func (p *pipeline) wait() error {
 	job := p.inflight
 	if job == nil {
@@ -153,11 +200,15 @@ func (p *pipeline) wait() error {
 	<-job.done
 	p.inflight = nil
 	p.l.committed(job.start, job.err)
-	if job.settle != nil {
-		job.settle(job.err)
+	for _, f := range job.settle {
+		f(job.err)
 	}
 	p.release(job.frames)
 	if job.err != nil {
+		if q := p.pending; q != nil {
+			p.pending = nil
+			p.abort(q, job.err)
+		}
 		p.view, p.next = map[string]keyState{}, 0
 		return job.err
 	}
@@ -177,8 +228,12 @@ func (p *pipeline) wait() error {
 			p.next = 0 // nothing planned after it: read the head again
 		}
 	}
-	if job.proof != nil {
-		job.proof()
+	for _, f := range job.proof {
+		f()
+	}
+	if q := p.pending; q != nil {
+		p.pending = nil
+		p.start(p.ctx, q)
 	}
 	return nil
 }
@@ -194,8 +249,8 @@ func (p *pipeline) committing() <-chan struct{} {
 
 // abort fails a planned batch that will not be committed.
 func (p *pipeline) abort(job *commitJob, err error) {
-	if job.settle != nil {
-		job.settle(err)
+	for _, f := range job.settle {
+		f(err)
 	}
 	p.release(job.frames)
 }

@@ -77,7 +77,7 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 	// leave returns next once the commit in flight returned, or what its
 	// failure leads to: every exit of the watch goes through it.
 	leave := func(next state) (state, error) {
-		if err := p.wait(); err != nil {
+		if err := p.drain(); err != nil {
 			return l.commitFailed(ctx, s, err)
 		}
 		return next, nil
@@ -165,28 +165,23 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			p.release(batch)
 		}
 		if err != nil {
-			_ = p.wait()
+			_ = p.drain()
 			return nil, err
-		}
-		// The commit before this batch first (one write transaction at
-		// a time); then this batch's, in the background.
-		if werr := p.wait(); werr != nil {
-			if job != nil {
-				p.abort(job, werr)
-			}
-			return l.commitFailed(ctx, s, werr)
 		}
 		if job != nil {
 			// Proven by frames once this batch is in the file
 			// (synced.go reads the committed resourceVersion).
-			job.proof = func() {
+			job.proof = []func(){func() {
 				if proving && l.provenByFrames(s, next, n) {
 					proving = false
 				}
-			}
-			p.start(ctx, job)
+			}}
 			s.rv = job.rv
-		} else if proving && l.provenByFrames(s, next, n) {
+			// Committed in the background, after the commit that runs.
+			if werr := p.submit(ctx, job); werr != nil {
+				return l.commitFailed(ctx, s, werr)
+			}
+		} else if p.inflight == nil && proving && l.provenByFrames(s, next, n) {
 			proving = false
 		}
 		if got == 0 && n > 0 {
