@@ -287,10 +287,12 @@ func TestFresh_CrashBeforeCommitLosesNothing(t *testing.T) {
 	createCM(t, kube, ns, "d", nil, map[string]string{"v": "1"})
 	want := map[string]string{"b": "2", "c": "1", "d": "1"}
 	same := func(m map[string]string) bool { return fmtState(m) == fmtState(want) }
-	// The batch of the delete (the first change) is staged and never
-	// commits: the handler and reads see it, the file does not.
-	st.waitFor(t, "the handler gets the delete before its commit", 30*time.Second, func(m map[string]string) bool { _, ok := m["a"]; return !ok })
+	// The batch of the delete (the first change) never commits; the
+	// changes after it are planned while it hangs: the handler and reads
+	// see all of them, the file none.
+	st.waitFor(t, "the handler gets the changes before their commit", 30*time.Second, same)
 	getWithin(t, mgr.GetClient(), ns, "a", true, 30*time.Second)
+	getWithin(t, mgr.GetClient(), ns, "d", false, 30*time.Second)
 	keys, _, err := jcache.CommittedKeys(dir)
 	if err != nil {
 		t.Fatal(err)
