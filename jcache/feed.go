@@ -86,7 +86,7 @@ type feed struct {
 
 	pages pages // resident pages given back (pages.go)
 
-	tail tail // the watch's batch in flight, before its commit (tail.go)
+	tail tail // the watch's batches in flight, before their commits (tail.go)
 
 	reindexes reindexes // reindex runs of its indexes (diskindex.go)
 
