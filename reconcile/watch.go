@@ -21,9 +21,10 @@ type frame struct {
 }
 
 // watchBytes bounds the bytes of objects decoded from a watch and not yet
-// committed (the frames queued plus the batch being committed): with large
-// objects, BatchLimit frames alone could hold gigabytes (SCENARIOS S12).
-// One frame larger than the budget takes all of it.
+// committed (the frames queued plus the batches planned and committing,
+// pipeline.go): with large objects, BatchLimit frames alone could hold
+// gigabytes (SCENARIOS S12). One frame larger than the budget takes all
+// of it.
 const watchBytes = 8 << 20
 
 // watch runs one watch request from s.rv and returns the next state.
