@@ -361,6 +361,10 @@ func TestFresh_FailedCommitGivenAgain(t *testing.T) {
 	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
 		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: func(ctx context.Context) error {
 			if fail.CompareAndSwap(true, false) {
+				// Once a handler was given the batch: then the disk is full.
+				for adds.Load() == 0 && ctx.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
 				return fmt.Errorf("test: %w", journal.ErrNoSpace)
 			}
 			return h.fn(ctx)
