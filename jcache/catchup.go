@@ -199,5 +199,5 @@ func (c *catchUp) object(e journal.Event) (any, error) {
 	if len(evs) == 0 || evs[0].Offset != e.Offset {
 		return c.inf.object(e, nil, e.ResourceVersion)
 	}
-	return c.inf.lastObject(evs[0])
+	return c.inf.lastObject(evs[0], c.inf.previous)
 }

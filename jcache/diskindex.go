@@ -234,25 +234,54 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 	if x.inf.f.j.Indexes().Hashed() {
 		check, _ = x.inf.indexFunc(name)
 	}
-	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		return v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
-			x.inf.f.readObject(len(b))
-			o, err := x.inf.decodeRead(b)
+	// The batch in flight (tail.go): its keys' objects are checked
+	// against the function, whatever the file's index says of them.
+	pending := x.inf.f.tail.overlay("")
+	if len(pending) > 0 {
+		check, _ = x.inf.indexFunc(name)
+	}
+	one := func(k string, b []byte) (bool, error) {
+		x.inf.f.readObject(len(b))
+		o, err := x.inf.decodeRead(b)
+		if err != nil {
+			return false, err
+		}
+		if check != nil {
+			vals, err := check(o)
 			if err != nil {
 				return false, err
 			}
-			if check != nil {
-				vals, err := check(o)
-				if err != nil {
-					return false, err
-				}
-				if !slices.Contains(vals, value) {
-					return true, nil
-				}
+			if !slices.Contains(vals, value) {
+				return true, nil
 			}
-			fn(k, o)
-			return true, nil
+		}
+		fn(k, o)
+		return true, nil
+	}
+	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		over := pending.above(v.Head())
+		inTail := make(map[string]bool, len(over))
+		for _, e := range over {
+			inTail[e.key] = true
+		}
+		err := v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
+			if inTail[k] {
+				return true, nil
+			}
+			return one(k, b)
 		})
+		if err != nil {
+			return err
+		}
+		for _, e := range over {
+			if e.deleted {
+				continue
+			}
+			if _, err := one(e.key, e.obj); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if errors.Is(err, journal.ErrNoIndex) {
 		return false, nil

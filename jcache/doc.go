@@ -28,6 +28,12 @@
 //     A handler added after a restart first gets, at least once, a
 //     DeletedFinalStateUnknown for each object deleted since the file's
 //     handlers were last current (catchup.go).
+//   - A watch event reaches the handlers, and Get, List and index
+//     lookups, once its batch is planned, before the commit's fsync
+//     (and while the batch before it commits): the batches in flight are
+//     held in memory and laid over the file until their commits return
+//     (tail.go). A crash
+//     before the commit loses only events the server sends again.
 //   - HasSynced is true once the file is current with the server.
 //   - The file's pages that replays, lists and reads make resident in the
 //     process are given back after each (pages.go): RSS stays near the

@@ -191,3 +191,24 @@ func AbandonShardLease(o Options) Options {
 	o.hooks.abandonShardLease = true
 	return o
 }
+
+// CommittedKeys returns the keys the one open file in dir holds in its
+// committed state (not the tail of a batch in flight), and its head.
+func CommittedKeys(dir string) (keys []string, head uint64, err error) {
+	registry.mu.Lock()
+	var j *journal.Journal
+	for p, f := range registry.feeds {
+		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
+			j = f.j
+		}
+	}
+	registry.mu.Unlock()
+	if j == nil {
+		return nil, 0, errors.New("no open file")
+	}
+	err = j.ViewObjects(func(v *journal.ObjectView) error {
+		head = v.Head()
+		return v.Scan("", func(k string, _ []byte) (bool, error) { keys = append(keys, k); return true, nil })
+	})
+	return keys, head, err
+}

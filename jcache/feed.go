@@ -82,6 +82,8 @@ type feed struct {
 
 	pages pages // resident pages given back (pages.go)
 
+	tail tail // the watch's batches in flight, before their commits (tail.go)
+
 	reindexes reindexes // reindex runs of its indexes (diskindex.go)
 
 	tmu sync.Mutex
@@ -143,7 +145,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	registry.mu.Unlock()
 
 	f.opts = o // read by the loop's transform (transformObject)
-	j, loop, err := open(cfg, path, res, o, f.transformObject)
+	j, loop, err := open(cfg, path, res, o, f.transformObject, f.tail.stage)
 	var record uint64
 	hasRecord := false
 	if err == nil {
@@ -168,12 +170,14 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	f.j, f.loop, f.opts = j, loop, o
 	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
+	f.tail.read = f.storedObject
 	return f, nil
 }
 
 // open opens res's journal file at path, keeping objects, and builds its
-// loop, which stores each object as transform returns it.
-func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error)) (*journal.Journal, *reconcile.Loop, error) {
+// loop, which stores each object as transform returns it and shows each
+// watch batch to staged before committing it (tail.go).
+func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error), staged func([]journal.Event) func(error)) (*journal.Journal, *reconcile.Loop, error) {
 	j, err := openSealed(path, res, o) // seal.go
 	if err != nil {
 		return nil, nil, err
@@ -185,6 +189,7 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options, trans
 	lo := o.Loop
 	lo.SecretPayloads = true // always sealed (seal.go)
 	lo.Transform = transform
+	lo.Staged = staged
 	if lo.Logger.GetSink() == nil {
 		lo.Logger = o.Logger
 	}
@@ -265,4 +270,18 @@ func (f *feed) stopped() bool {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	return f.runErr != nil
+}
+
+// storedObject returns a copy of the object the file holds for key, nil
+// when it holds none.
+func (f *feed) storedObject(key string) ([]byte, error) {
+	var b []byte
+	err := f.j.ViewObjects(func(v *journal.ObjectView) error {
+		o, ok, err := v.Get(key)
+		if ok {
+			b = append([]byte(nil), o...)
+		}
+		return err
+	})
+	return b, err
 }

@@ -22,7 +22,11 @@ package jcache
 // replay already showed its outcome); past the last chunk's head nothing
 // is skipped. The first event it delivers for a key is therefore the one
 // right after the state the handler saw, so its old object (below) is the
-// object the handler last got.
+// object the handler last got. Past the file's head, it is given the
+// watch's batch in flight, before its commit (tail.go): pos, which
+// retention and the handlers' record read, moves only over committed
+// events; tpos marks what the tail gave, not given again when the commit
+// is read back (unless the batch was aborted).
 //
 //   - ADDED: OnAdd(obj, false).
 //   - MODIFIED: OnUpdate(old, new), old read from the key's previous
@@ -95,7 +99,12 @@ type registration struct {
 	done   chan struct{}      // closed when run returns
 
 	replayed atomic.Bool
-	pos      atomic.Uint64 // last offset delivered (or skipped)
+	pos      atomic.Uint64 // last committed offset delivered (or skipped)
+	// tpos is the last offset given from the tail before its commit
+	// (tail.go), under the tail's abort count taborts; events up to it
+	// are not given again when read back from the file, unless a batch
+	// was aborted since. Used by run's goroutine only.
+	tpos, taborts uint64
 
 	// Set by holdFrom, under the feed's hmu: whether the registration
 	// catches up from the file's record (catchup.go), the record and its
@@ -313,7 +322,11 @@ func (r *registration) feed(ctx context.Context) error {
 		reshard = r.sf.changed
 	}
 	for {
+		staged := r.inf.f.tail.wait()
 		if err := r.deliver(ctx, 0, skip); err != nil {
+			return err
+		}
+		if err := r.deliverStaged(ctx, skip); err != nil {
 			return err
 		}
 		if chunks != nil && r.pos.Load() >= chunks[len(chunks)-1].head {
@@ -334,6 +347,9 @@ func (r *registration) feed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+		case <-staged:
+			cancel()
+			<-waitErr
 		case <-tick:
 			cancel()
 			<-waitErr
@@ -367,8 +383,16 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			return err
 		}
 		if len(evs) == 0 {
-			r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
+			if staged, _, _ := r.inf.f.tail.after(r.pos.Load()); staged == nil {
+				r.inf.decoded.clear() // at the head: nothing left to take (decoded.go)
+			}
 			return nil
+		}
+		// Read, then the abort count: events read up to tpos are the
+		// batch given from the tail only if it has not been aborted
+		// (tail.go).
+		if n := r.inf.f.tail.abortCount(); n != r.taborts {
+			r.tpos, r.taborts = 0, n
 		}
 		for _, e := range evs {
 			if upTo != 0 && e.Offset > upTo {
@@ -377,7 +401,7 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !skip(e) {
+			if !skip(e) && e.Offset > r.tpos {
 				r.inf.f.readObject(len(e.Object))
 				if err := r.inf.dispatch(e, r.h); err != nil {
 					return err
@@ -389,9 +413,41 @@ func (r *registration) deliver(ctx context.Context, upTo uint64, skip func(journ
 	}
 }
 
+// deliverStaged hands the handler the tail's events (tail.go) that
+// follow what it has been given, before they commit. pos does not move:
+// it counts committed events only.
+func (r *registration) deliverStaged(ctx context.Context, skip func(journal.Event) bool) error {
+	evs, olds, aborts := r.inf.f.tail.after(max(r.pos.Load(), r.tpos))
+	if aborts != r.taborts {
+		// A batch given from the tail was aborted: its offsets come
+		// again from the file, with what the server sends again.
+		r.tpos, r.taborts = 0, aborts
+		evs, olds, _ = r.inf.f.tail.after(r.pos.Load())
+	}
+	for k, e := range evs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !skip(e) {
+			old := olds[k]
+			if err := r.inf.dispatchPrev(e, r.h, func(journal.Event) ([]byte, error) { return old, nil }); err != nil {
+				return err
+			}
+		}
+		r.tpos = e.Offset
+	}
+	return nil
+}
+
 // dispatch calls h for one event (see the top of the file): the Exact
 // sources (exact.go) use it too.
 func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) error {
+	return i.dispatchPrev(e, h, i.previous)
+}
+
+// dispatchPrev is dispatch with the object before e read by previous
+// (the tail's events carry theirs: tail.go).
+func (i *informer) dispatchPrev(e journal.Event, h toolscache.ResourceEventHandler, previous func(journal.Event) ([]byte, error)) error {
 	switch e.Type {
 	case journal.Added:
 		o, err := i.object(e, e.Object, e.ResourceVersion)
@@ -404,7 +460,7 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		if err != nil {
 			return err
 		}
-		prev, err := i.previous(e)
+		prev, err := previous(e)
 		if err != nil {
 			return err
 		}
@@ -414,7 +470,7 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 		}
 		h.OnUpdate(old, o)
 	case journal.Deleted:
-		o, err := i.lastObject(e)
+		o, err := i.lastObject(e, previous)
 		if err != nil {
 			return err
 		}
@@ -430,11 +486,11 @@ func (i *informer) dispatch(e journal.Event, h toolscache.ResourceEventHandler) 
 // lastObject returns the last object of DELETED e: its own, else its
 // key's previous event's, else a metadata-only one (see the top of the
 // file).
-func (i *informer) lastObject(e journal.Event) (runtime.Object, error) {
+func (i *informer) lastObject(e journal.Event, previous func(journal.Event) ([]byte, error)) (runtime.Object, error) {
 	b := e.Object
 	if b == nil {
 		var err error
-		if b, err = i.previous(e); err != nil {
+		if b, err = previous(e); err != nil {
 			return nil, err
 		}
 	}

@@ -24,6 +24,10 @@ package jcache
 // ListIndexFuncValues a walk of the index's values. Namespace lookups
 // (toolscache.NamespaceIndex) are key-prefix scans.
 //
+// Each read also sees the watch's batch in flight, staged but not yet
+// committed (tail.go): per key, its latest state (an object, or deleted)
+// over the file's.
+//
 // Store's writes fail: the file is written only by its reconcile.Loop.
 // Store.List and ListKeys cannot return an error: one is logged, and the
 // objects read before it are returned.
@@ -73,18 +77,31 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 	if x.inf.f == nil {
 		return x.inf.err
 	}
+	pending := x.inf.f.tail.overlay(prefix)
+	one := func(k string, b []byte) error {
+		x.inf.f.readObject(len(b))
+		obj, err := x.inf.decodeRead(b)
+		if err != nil {
+			return err
+		}
+		return fn(k, obj)
+	}
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		return v.Scan(prefix, func(k string, b []byte) (bool, error) {
+		m := &merge{o: pending.above(v.Head()), emit: one}
+		err := v.Scan(prefix, func(k string, b []byte) (bool, error) {
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
 			}
-			x.inf.f.readObject(len(b))
-			obj, err := x.inf.decodeRead(b)
-			if err != nil {
-				return false, err
+			b, ok, err := m.file(k, b)
+			if err != nil || !ok {
+				return err == nil, err
 			}
-			return true, fn(k, obj)
+			return true, one(k, b)
 		})
+		if err != nil {
+			return err
+		}
+		return m.rest()
 	})
 }
 
@@ -101,8 +118,20 @@ func (x *indexer) ListKeys() []string {
 	if x.inf.f == nil {
 		return nil
 	}
+	pending := x.inf.f.tail.overlay("")
 	err := x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		return v.Scan("", func(k string, _ []byte) (bool, error) { out = append(out, k); return true, nil })
+		m := &merge{o: pending.above(v.Head()), emit: func(k string, _ []byte) error { out = append(out, k); return nil }}
+		err := v.Scan("", func(k string, b []byte) (bool, error) {
+			if _, ok, err := m.file(k, b); err != nil || !ok {
+				return err == nil, err
+			}
+			out = append(out, k)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		return m.rest()
 	})
 	if err != nil {
 		x.inf.log.Error(err, "list keys from the journal file")
@@ -123,8 +152,16 @@ func (x *indexer) GetByKey(key string) (any, bool, error) {
 		return nil, false, x.inf.err
 	}
 	var out runtime.Object
+	pending, inTail := x.inf.f.tail.entry(key)
 	err := x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		b, ok, err := v.Get(key)
+		var b []byte
+		var ok bool
+		var err error
+		if inTail && pending.offset > v.Head() {
+			b, ok = pending.obj, !pending.deleted
+		} else {
+			b, ok, err = v.Get(key)
+		}
 		if err != nil || !ok {
 			return err
 		}
@@ -233,7 +270,9 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 	if !ok {
 		return nil
 	}
-	if dn, onDisk := x.inf.disk.get(name); onDisk && x.inf.f != nil {
+	// With a batch in flight, the values are evaluated over the objects,
+	// the tail's among them (tail.go).
+	if dn, onDisk := x.inf.disk.get(name); onDisk && x.inf.f != nil && x.inf.f.tail.overlay("") == nil {
 		vals, err := x.inf.f.j.Indexes().Values(dn)
 		if err == nil {
 			return vals

@@ -238,7 +238,7 @@ func (f *feed) reopenEmpty() error {
 			return fmt.Errorf("jcache: %s: start the file afresh: %w", f.res, err)
 		}
 	}
-	j, loop, err := open(f.cfg, f.path, f.res, f.opts, f.transformObject)
+	j, loop, err := open(f.cfg, f.path, f.res, f.opts, f.transformObject, f.tail.stage)
 	if err != nil {
 		return err
 	}

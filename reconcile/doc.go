@@ -21,6 +21,10 @@
 //     (loop.go, "Server signals").
 //   - A verify (Options.VerifyInterval, Loop.Verify) relists at the applied
 //     resourceVersion and journals what the watch lost (verify.go).
+//   - A watch batch is planned in memory and committed in the background
+//     while the next frames are read: no frame waits for the fsync of the
+//     batch before it to reach Options.Staged, and each batch commits
+//     exactly what was planned or nothing (pipeline.go).
 //
 // # Where to find it
 //

@@ -154,6 +154,31 @@ type Options struct {
 	// as an undecodable one. Calls may overlap. Nil: objects are stored
 	// as served.
 	Transform func(obj []byte) ([]byte, error)
+	// Staged, when set, is given each watch batch's events as they will
+	// be committed (offsets assigned, objects as stored but never
+	// sealed, in offset order; PrevOffset, PrevResourceVersion and Time
+	// are the commit's and unset here) as soon as the batch is planned:
+	// before its commit, and while the batches before it may still be
+	// committing (pipeline.go). The
+	// function it returns is called once, after the commit, with its
+	// result (nil: the events are in the file; an error: none of them
+	// is, nor of any batch given after it, and the watch resumes from
+	// the file's resourceVersion, so the server sends them again). A
+	// process that shows events before their commit (jcache) uses it to
+	// keep fsync off the path from the watch to its handlers and reads.
+	// A relist's events are not staged: they are seen when its commit
+	// is. Both are called from the loop's goroutine, outside any
+	// transaction, and must not block long; evs and its objects are the
+	// callee's to keep, never changed by the loop. Nil: events are seen
+	// when they are committed.
+	Staged func(evs []journal.Event) (settled func(err error))
+	// CommitHook, when set, is called inside each watch batch's write
+	// transaction before it commits (in the goroutine that commits,
+	// pipeline.go), with the loop's context: for tests that need a slow
+	// commit (a hook that waits) or one that never completes, as when
+	// the process dies mid-batch (a hook that returns an error: nothing
+	// of the batch is committed). Nil outside tests.
+	CommitHook func(ctx context.Context) error
 	// Inherited is what the previous owners of the journal's pending shard
 	// range held (package shards sets it when a dead member's range is
 	// taken over; shard.go): the first list that commits turns their

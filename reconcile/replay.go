@@ -9,7 +9,7 @@ package reconcile
 // exactly it would journal DELETED for live objects created since. And it
 // hides every deletion made while the watch was away.
 //
-// Three rules, in apply (watch.go) and Fold (diff.go):
+// Three rules, in plan (watch.go) and Fold (diff.go):
 //
 //   - The journal's resourceVersion never goes backwards: each frame moves
 //     it to the later of the two (later), by CompareResourceVersion; where
@@ -46,7 +46,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// watchOp is one frame of a batch as apply commits it.
+// watchOp is one frame of a batch as plan folds it.
 type watchOp struct {
 	// item indexes the batch's items (this shard's keys); -1 for a
 	// bookmark or another shard's key, which move the resume point only.

@@ -155,7 +155,7 @@ func (l *Loop) provenByFrames(s stateWatch, next state, n int) bool {
 
 // servedToEnd reports whether a batch ends with the server's normal end of
 // the watch (the response's terminating chunk: io.EOF, not a cut), after
-// no ERROR frame: apply then returns the watch that resumes it.
+// no ERROR frame: plan then returns the watch that resumes it.
 func servedToEnd(batch []frame, next state) bool {
 	if _, ok := next.(stateWatch); !ok || len(batch) == 0 {
 		return false

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,9 +21,10 @@ type frame struct {
 }
 
 // watchBytes bounds the bytes of objects decoded from a watch and not yet
-// committed (the frames queued plus the batch being committed): with large
-// objects, BatchLimit frames alone could hold gigabytes (SCENARIOS S12).
-// One frame larger than the budget takes all of it.
+// committed (the frames queued plus the batches planned and committing,
+// pipeline.go): with large objects, BatchLimit frames alone could hold
+// gigabytes (SCENARIOS S12). One frame larger than the budget takes all
+// of it.
 const watchBytes = 8 << 20
 
 // watch runs one watch request from s.rv and returns the next state.
@@ -74,6 +74,15 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 
 	frames := make(chan frame, l.opts.BatchLimit)
 	budget := semaphore.NewWeighted(watchBytes)
+	p := newPipeline(l, budget) // pipeline.go
+	// leave returns next once the commit in flight returned, or what its
+	// failure leads to: every exit of the watch goes through it.
+	leave := func(next state) (state, error) {
+		if err := p.drain(); err != nil {
+			return l.commitFailed(ctx, s, err)
+		}
+		return next, nil
+	}
 	done, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { // exits when the stream ends or errors, which close() forces
@@ -109,20 +118,26 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		var batch []frame
 		select {
 		case <-ctx.Done():
-			return s, nil
+			return leave(s)
 		case <-l.verify:
-			return stateVerify{applied: s.rv}, nil
+			return leave(stateVerify{applied: s.rv})
 		case <-verifyTick:
-			return stateVerify{applied: s.rv}, nil
+			return leave(stateVerify{applied: s.rv})
 		case <-idle.C():
 			// Nothing for IdleTimeout: the connection may be stalled. A new
 			// watch from the same resourceVersion loses nothing.
 			l.log.Info("watch idle: replacing it", "resourceVersion", s.rv, "idle", l.opts.IdleTimeout)
 			l.update(func(x *Status) { x.IdleRestarts++ })
-			return s, nil
+			return leave(s)
 		case <-settled:
 			settled = nil
 			l.succeed()
+			continue
+		case <-p.committing():
+			// The commit in flight returned: its frames' budget back.
+			if err := p.wait(); err != nil {
+				return l.commitFailed(ctx, s, err)
+			}
 			continue
 		case f := <-frames:
 			batch = append(batch, f)
@@ -146,27 +161,44 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 		}
 		as := s
 		as.fromList = fromList
-		next, n, err := l.apply(ctx, as, batch)
-		for _, f := range batch {
-			budget.Release(f.weight)
+		job, next, n, err := l.plan(ctx, as, batch, p)
+		if job == nil {
+			p.release(batch)
 		}
 		if err != nil {
+			_ = p.drain()
 			return nil, err
+		}
+		if job != nil {
+			// Proven by frames once this batch is in the file
+			// (synced.go reads the committed resourceVersion).
+			job.proof = []func(){func() {
+				if proving && l.provenByFrames(s, next, n) {
+					proving = false
+				}
+			}}
+			s.rv = job.rv
+			// Committed in the background, after the commit that runs.
+			if werr := p.submit(ctx, job); werr != nil {
+				return l.commitFailed(ctx, s, werr)
+			}
+		} else if p.inflight == nil && proving && l.provenByFrames(s, next, n) {
+			proving = false
 		}
 		if got == 0 && n > 0 {
 			// Sniffed before the first frame was sent: no race.
 			l.update(func(x *Status) { x.Encoding = st.encoding() })
 		}
 		got += n
-		if proving && l.provenByFrames(s, next, n) {
-			proving = false
-		}
 		if _, failed := next.(stateBackoff); n > 0 && !failed {
 			l.succeed()
 			// After the first frame past a restart, a 410 is an ordinary relist.
 			s.goneOrigin = journal.OriginRelist
 		}
 		if next != nil {
+			if next, err = leave(next); err != nil || next == nil {
+				return next, err
+			}
 			if proving && servedToEnd(batch, next) {
 				// The proving watch's normal end at its short
 				// timeoutSeconds (about a second: not a spin).
@@ -179,9 +211,6 @@ func (l *Loop) watch(ctx context.Context, s stateWatch) (state, error) {
 			}
 			return next, nil
 		}
-		if rv, _ := l.j.ResourceVersion(); rv != "" {
-			s.rv = rv
-		}
 	}
 }
 
@@ -191,15 +220,17 @@ func (l *Loop) watchTimeout() time.Duration {
 	return wait.Jitter(l.opts.WatchTimeout, 1)
 }
 
-// apply commits the events of a batch of frames in one transaction and
-// returns the next state when a frame ended the watch (nil to go on), and
-// how many frames were events or bookmarks. Each DELETED gets its reason
-// first (reason.go); when ctx ends meanwhile nothing is committed and apply
-// returns (nil, 0, nil): the watch resumes from the journal's
-// resourceVersion. The journal's resourceVersion never goes backwards,
-// and a frame that shows the server replaying from scratch ends the watch
-// in a relist (replay.go).
-func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, int, error) {
+// plan folds a batch of frames into the events its commit will append
+// (pipeline.go), against the file as the batches planned before it leave
+// it, shows them to Options.Staged, and returns them as a job (nil when
+// nothing is to be committed), the next state when a frame ended the
+// watch (nil to go on), and how many frames were events or bookmarks.
+// Each DELETED gets its reason first (reason.go); when ctx ends
+// meanwhile nothing is planned and plan returns (nil, nil, 0, nil): the
+// watch resumes from the journal's resourceVersion. The journal's
+// resourceVersion never goes backwards, and a frame that shows the
+// server replaying from scratch ends the watch in a relist (replay.go).
+func (l *Loop) plan(ctx context.Context, s stateWatch, batch []frame, p *pipeline) (*commitJob, state, int, error) {
 	var ops []watchOp
 	var items []Item
 	var types []journal.EventType
@@ -257,7 +288,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		}
 	}
 	if len(ops) == 0 {
-		return next, n, nil
+		return nil, next, n, nil
 	}
 	// Each DELETED's reason, confirmed at its resourceVersion (reason.go).
 	reasons := make([]journal.Reason, len(items))
@@ -269,72 +300,54 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 		r, err := cf.reason(ctx, it.Key, it.UID, it.ResourceVersion)
 		if err != nil {
 			cf.done()
-			return nil, 0, nil // ctx ended: the caller returns
+			return nil, nil, 0, nil // ctx ended: the caller returns
 		}
 		reasons[i] = r
 	}
 	cf.done()
-	appended := 0
-	var counts TypeCounts
-	var rv string
+	job := &commitJob{frames: batch}
+	rv := s.rv
 	replayAt := -1
-	start := time.Now()
-	err := l.w.Update(func(tx *journal.Tx) error {
-		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
-		for i, op := range ops {
-			if op.item < 0 {
-				if op.event && !s.fromList && atOrBelow(op.rv, rv) {
-					replayAt = i
-					break
-				}
-				rv = later(rv, op.rv)
-				continue
-			}
-			it := items[op.item]
-			cur, present, err := tx.Lookup(it.Key)
-			if err != nil {
-				return err
-			}
-			if !s.fromList && replayed(rv, cur, present, types[op.item], it) {
+	for i, op := range ops {
+		if op.item < 0 {
+			if op.event && !s.fromList && atOrBelow(op.rv, rv) {
 				replayAt = i
 				break
 			}
-			for _, e := range Fold(cur, present, types[op.item], it) {
-				e.Origin = journal.OriginWatch
-				if e.Type == journal.Deleted && e.Reason == "" {
-					e.Reason = reasons[op.item]
-				}
-				if _, err := tx.Append(&e); err != nil {
-					return err
-				}
-				appended++
-				counts.add(e.Type)
-			}
 			rv = later(rv, op.rv)
+			continue
 		}
-		if rv == s.rv && appended == 0 {
-			return nil
+		it := items[op.item]
+		cur, present, err := p.lookup(it.Key)
+		if err != nil {
+			return nil, nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
 		}
-		return tx.SetResourceVersion(rv)
-	})
-	l.committed(start, err)
-	if errors.Is(err, journal.ErrNoSpace) {
-		// Nothing of the batch was kept: watch again from the last
-		// committed resourceVersion once there may be space.
-		next, _ := l.fail(s.resume(), fmt.Errorf("%w: %w", ErrJournal, err))
-		return next, n, nil
+		if !s.fromList && replayed(rv, cur, present, types[op.item], it) {
+			replayAt = i
+			break
+		}
+		for _, e := range Fold(cur, present, types[op.item], it) {
+			e.Origin = journal.OriginWatch
+			if e.Type == journal.Deleted && e.Reason == "" {
+				e.Reason = reasons[op.item]
+			}
+			before, was, err := p.lookup(e.Key)
+			if err != nil {
+				return nil, nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
+			}
+			if err := p.add(&e); err != nil {
+				return nil, nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
+			}
+			job.evs = append(job.evs, e)
+			job.want = append(job.want, keyState{entry: before, present: was})
+			job.counts.add(e.Type)
+		}
+		rv = later(rv, op.rv)
 	}
-	if err != nil {
-		return nil, n, fmt.Errorf("%w: %w", ErrJournal, err)
-	}
+	job.rv = rv
 	if replayAt >= 0 {
 		next = l.replay(s, ops[replayAt].rv)
 	}
-	l.update(func(x *Status) {
-		x.ResourceVersion = rv
-		x.Events += appended
-		x.Journaled.add(journal.OriginWatch, counts)
-	})
 	if w, ok := next.(stateWatch); ok {
 		w.rv = rv
 		next = w
@@ -346,7 +359,11 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 			next = b
 		}
 	}
-	return next, n, nil
+	if rv == s.rv && len(job.evs) == 0 {
+		return nil, next, n, nil
+	}
+	p.stage(job)
+	return job, next, n, nil
 }
 
 // gone records a 410, or the compaction revision's 500 that means the same,

@@ -146,6 +146,9 @@ type cacheReads struct {
 	NSListed    int     `json:"nsListed"`
 	// After is the steady memory after the reads.
 	After memory `json:"after"`
+	// Fresh is the freshness measured after them (freshness.go); nil
+	// for a workload's objects.
+	Fresh *freshness `json:"fresh,omitempty"`
 }
 
 // cacheReport is a cache child's report ("cache-synced" or "cache-reads").
@@ -249,6 +252,10 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (st cacheStart, re
 		logf("N=%d %s: Get p50 %.1f µs p99 %.1f µs; List through the index (%d) p50 %.2f ms p99 %.2f ms; List of %s (%d) %.2f ms; heap after %s",
 			n, kind, 1e6*reads.GetP50, 1e6*reads.GetP99, reads.IndexListed, 1e3*reads.IndexP50, 1e3*reads.IndexP99,
 			cacheListNS, reads.NSListed, 1e3*reads.NSListP50, mib(reads.After.HeapInuse))
+		if f := reads.Fresh; f != nil {
+			logf("N=%d %s: event to handler p50 %.3f ms p99 %.3f ms (%d early); own write to Get p50 %.3f ms p99 %.3f ms",
+				n, kind, 1e3*f.EventP50, 1e3*f.EventP99, f.Early, 1e3*f.GetP50, 1e3*f.GetP99)
+		}
 	}
 	if err := c.exit(2 * time.Minute); err != nil {
 		return st, reads, err
@@ -403,6 +410,11 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 		stopCPU()
 		if err != nil {
 			return err
+		}
+		if childWorkload() == nil {
+			if reads.Fresh, err = freshnessOf(ctx, mgr, kind); err != nil {
+				return err
+			}
 		}
 		send(report{Event: "cache-reads", Cache: &cacheReport{Reads: reads}})
 	}

@@ -146,7 +146,7 @@ func (r *results) cacheTargets() []target {
 		}
 		ts = append(ts, t)
 	}
-	return ts
+	return append(ts, r.freshnessTargets(ns)...)
 }
 
 // cacheSection returns the cache subjects' section of the results file,
@@ -185,6 +185,7 @@ func (r *results) cacheSection() string {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %s |\n", x.N, x.Subject,
 			1e6*x.Reads.GetP50, 1e6*x.Reads.GetP99, 1e3*x.Reads.IndexP50, 1e3*x.Reads.IndexP99, 1e3*x.Reads.NSListP50, mb(x.Reads.After.HeapInuse))
 	}
+	b.WriteString(r.freshnessTable())
 	b.WriteString(`
 - **The process**: this binary as a child, one per start: ctrl.NewManager with cache.Options{DefaultLabelSelector: ` + cacheLabel + `=true} (one cluster-wide informer of ConfigMaps, the apiserver filters), metrics and probes off, a field index on the group label (mgr.GetFieldIndexer().IndexField, before Start), one controller For(&corev1.ConfigMap{}) whose reconciler Gets the object through mgr.GetClient(). **crcache**: NewCache = cache.New (controller-runtime's default; reads deep-copy). **jcache**: NewCache = jcache.NewFunc(jcache.Options{Dir}), default options (fsync on, default retention, inspect socket on), ConfigMaps (Secrets would be sealed, with a key).
 - **heap / RSS**: as the other subjects (HeapInuse and VmRSS after runtime.GC and debug.FreeOSMemory), once every object was reconciled once (the workqueue the start filled has drained; its maps keep the size they grew to, as Go maps do not shrink: BenchmarkControllerQueueRetained in bench/queue_bench_test.go measures that part, the same in both subjects, and the targets show the heap less it when the run has that benchmark's output, -gobench); **anon RSS**: RssAnon (jcache's RSS also counts bbolt's mapped file pages).
