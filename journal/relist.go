@@ -36,8 +36,10 @@ const (
 // mostly fixed (two fdatasyncs, the meta page, the freelist), so fewer,
 // larger transactions suit a first list: at commitChunk a streaming batch
 // of 500 would take two commits, and the stream's reader would wait for
-// their syncs (reconcile/stagepipe.go).
-const directChunk = 1000
+// their syncs. The reconcile loop hands over, in one Stage, the batches
+// read while the last Stage was written (reconcile/stagepipe.go, at most
+// 2,000 events), so that one call is one transaction.
+const directChunk = 2000
 
 // relist stages the events a relist infers, on disk, until the list is
 // complete. Nothing staged is visible in the index or the journal before
