@@ -145,6 +145,7 @@ func (r *relist) appendDirect(evs []Event) error {
 		var first uint64
 		err := r.j.store.Update(func(tx storage.Tx) error {
 			n, first = 0, 0
+			var bulk bulkIndexes // the secondary indexes, put in key order at the end (indexbulk.go)
 			if r.first == 0 {
 				if err := tx.SetMeta(metaRV, nil); err != nil {
 					return err
@@ -160,7 +161,7 @@ func (r *relist) appendDirect(evs []Event) error {
 				if err != nil {
 					return err
 				}
-				if err := r.j.put(tx, []byte(e.Key), e, rec); err != nil {
+				if err := r.j.putDirect(tx, []byte(e.Key), e, rec, &bulk); err != nil {
 					return err
 				}
 				if first == 0 {
@@ -168,7 +169,7 @@ func (r *relist) appendDirect(evs []Event) error {
 				}
 				written += len(rec)
 			}
-			return nil
+			return bulk.put(tx)
 		})
 		if err != nil {
 			return fmt.Errorf("journal: stage: %w", err)
