@@ -235,24 +235,27 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 		check, _ = x.inf.indexFunc(name)
 	}
 	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		return v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
-			x.inf.f.readObject(len(b))
-			o, err := x.inf.decodeRead(b)
-			if err != nil {
-				return false, err
-			}
+		d := readDecoder{inf: x.inf, fn: func(k string, o runtime.Object) error { // decoded on all cores (readdecode.go)
 			if check != nil {
 				vals, err := check(o)
 				if err != nil {
-					return false, err
+					return err
 				}
 				if !slices.Contains(vals, value) {
-					return true, nil
+					return nil
 				}
 			}
 			fn(k, o)
-			return true, nil
+			return nil
+		}}
+		err := v.Lookup(dn, value, func(k string, b []byte) (bool, error) {
+			x.inf.f.readObject(len(b))
+			return true, d.add(k, b)
 		})
+		if ferr := d.flush(); err == nil {
+			err = ferr
+		}
+		return err
 	})
 	if errors.Is(err, journal.ErrNoIndex) {
 		return false, nil

@@ -68,23 +68,26 @@ func (x *indexer) LastStoreSyncResourceVersion() string {
 }
 
 // scan calls fn with each object whose key starts with prefix, decoded,
-// in key order, in one read transaction.
+// in key order, in one read transaction; fn runs on the caller's
+// goroutine, one call at a time.
 func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) error) error {
 	if x.inf.f == nil {
 		return x.inf.err
 	}
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		return v.Scan(prefix, func(k string, b []byte) (bool, error) {
+		d := readDecoder{inf: x.inf, fn: fn} // decoded on all cores (readdecode.go)
+		err := v.Scan(prefix, func(k string, b []byte) (bool, error) {
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
 			}
 			x.inf.f.readObject(len(b))
-			obj, err := x.inf.decodeRead(b)
-			if err != nil {
-				return false, err
-			}
-			return true, fn(k, obj)
+			return true, d.add(k, b)
 		})
+		// The objects before a scan's error are handed over first.
+		if ferr := d.flush(); err == nil {
+			err = ferr
+		}
+		return err
 	})
 }
 
