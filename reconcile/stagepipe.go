@@ -40,10 +40,13 @@ import (
 )
 
 // The bounds of the events one Stage of the pipe takes (see the top of
-// the file): events, and bytes of their objects.
+// the file): events, and bytes of their objects. The bytes are one full
+// batch's (fillBytes), so that a list of large objects holds what it held
+// with one batch a Stage, plus the batch queued: its transactions are
+// bounded by commitBytes in the journal anyway.
 const (
 	coalesceEvents = 2000
-	coalesceBytes  = 8 << 20
+	coalesceBytes  = fillBytes
 )
 
 // stagePipe stages batches of a relist one at a time on another goroutine,
