@@ -240,25 +240,20 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 	if len(pending) > 0 {
 		check, _ = x.inf.indexFunc(name)
 	}
-	one := func(k string, b []byte) (bool, error) {
-		x.inf.f.readObject(len(b))
-		o, err := x.inf.decodeRead(b)
-		if err != nil {
-			return false, err
-		}
-		if check != nil {
-			vals, err := check(o)
-			if err != nil {
-				return false, err
-			}
-			if !slices.Contains(vals, value) {
-				return true, nil
-			}
-		}
-		fn(k, o)
-		return true, nil
-	}
 	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
+		d := readDecoder{inf: x.inf, fn: func(k string, o runtime.Object) error { // decoded on all cores (readdecode.go)
+			if check != nil {
+				vals, err := check(o)
+				if err != nil {
+					return err
+				}
+				if !slices.Contains(vals, value) {
+					return nil
+				}
+			}
+			fn(k, o)
+			return nil
+		}}
 		over := pending.above(v.Head())
 		inTail := make(map[string]bool, len(over))
 		for _, e := range over {
@@ -268,20 +263,23 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 			if inTail[k] {
 				return true, nil
 			}
-			return one(k, b)
+			x.inf.f.readObject(len(b))
+			return true, d.add(k, b)
 		})
-		if err != nil {
-			return err
-		}
 		for _, e := range over {
-			if e.deleted {
-				continue
+			if err != nil {
+				break
 			}
-			if _, err := one(e.key, e.obj); err != nil {
-				return err
+			if !e.deleted {
+				x.inf.f.readObject(len(e.obj))
+				err = d.add(e.key, e.obj)
 			}
 		}
-		return nil
+		// The objects before an error are handed over first.
+		if ferr := d.flush(); err == nil {
+			err = ferr
+		}
+		return err
 	})
 	if errors.Is(err, journal.ErrNoIndex) {
 		return false, nil

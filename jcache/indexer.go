@@ -72,22 +72,20 @@ func (x *indexer) LastStoreSyncResourceVersion() string {
 }
 
 // scan calls fn with each object whose key starts with prefix, decoded,
-// in key order, in one read transaction.
+// in key order, in one read transaction; fn runs on the caller's
+// goroutine, one call at a time.
 func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) error) error {
 	if x.inf.f == nil {
 		return x.inf.err
 	}
 	pending := x.inf.f.tail.overlay(prefix)
-	one := func(k string, b []byte) error {
-		x.inf.f.readObject(len(b))
-		obj, err := x.inf.decodeRead(b)
-		if err != nil {
-			return err
-		}
-		return fn(k, obj)
-	}
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
-		m := &merge{o: pending.above(v.Head()), emit: one}
+		d := readDecoder{inf: x.inf, fn: fn} // decoded on all cores (readdecode.go)
+		add := func(k string, b []byte) error {
+			x.inf.f.readObject(len(b))
+			return d.add(k, b)
+		}
+		m := &merge{o: pending.above(v.Head()), emit: add}
 		err := v.Scan(prefix, func(k string, b []byte) (bool, error) {
 			if b == nil {
 				return false, &journal.NoObjectError{Key: k}
@@ -96,12 +94,16 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 			if err != nil || !ok {
 				return err == nil, err
 			}
-			return true, one(k, b)
+			return true, add(k, b)
 		})
-		if err != nil {
-			return err
+		if err == nil {
+			err = m.rest()
 		}
-		return m.rest()
+		// The objects before an error are handed over first.
+		if ferr := d.flush(); err == nil {
+			err = ferr
+		}
+		return err
 	})
 }
 

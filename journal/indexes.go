@@ -260,27 +260,9 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 	if j == nil { // a Tx built by hand in a test
 		return nil
 	}
-	recorded := recordedIndexes(tx)
-	if len(recorded) == 0 {
-		return nil
-	}
-	fns := j.ix.get()
-	keep := recorded[:0:0]
-	for _, n := range recorded {
-		if _, ok := fns[n]; ok {
-			keep = append(keep, n)
-		} else if err := tx.DropDerived(indexBucket(n)); err != nil {
-			return err
-		}
-	}
-	if len(keep) < len(recorded) {
-		if err := setRecordedIndexes(tx, slices.Clone(keep)); err != nil {
-			return err
-		}
-		pending := slices.DeleteFunc(pendingIndexes(tx), func(n string) bool { return !slices.Contains(keep, n) })
-		if err := setPendingIndexes(tx, pending); err != nil {
-			return err
-		}
+	keep, fns, err := j.keptIndexes(tx)
+	if err != nil || len(keep) == 0 {
+		return err
 	}
 	obj := e.Object
 	if e.Type != Deleted && len(obj) > 0 {
@@ -307,6 +289,35 @@ func (j *Journal) applyIndexes(tx storage.Tx, key []byte, e *Event) error {
 		}
 	}
 	return nil
+}
+
+// keptIndexes returns the recorded names that have a registered function,
+// and the functions; it drops, in tx, the recorded names that have none
+// (see the design above).
+func (j *Journal) keptIndexes(tx storage.Tx) ([]string, map[string]*registration, error) {
+	recorded := recordedIndexes(tx)
+	if len(recorded) == 0 {
+		return nil, nil, nil
+	}
+	fns := j.ix.get()
+	keep := recorded[:0:0]
+	for _, n := range recorded {
+		if _, ok := fns[n]; ok {
+			keep = append(keep, n)
+		} else if err := tx.DropDerived(indexBucket(n)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(keep) < len(recorded) {
+		if err := setRecordedIndexes(tx, slices.Clone(keep)); err != nil {
+			return nil, nil, err
+		}
+		pending := slices.DeleteFunc(pendingIndexes(tx), func(n string) bool { return !slices.Contains(keep, n) })
+		if err := setPendingIndexes(tx, pending); err != nil {
+			return nil, nil, err
+		}
+	}
+	return keep, fns, nil
 }
 
 // valueEntry is the 'v' entry prefix of value; the entry is it plus the key.

@@ -36,8 +36,10 @@ const (
 // mostly fixed (two fdatasyncs, the meta page, the freelist), so fewer,
 // larger transactions suit a first list: at commitChunk a streaming batch
 // of 500 would take two commits, and the stream's reader would wait for
-// their syncs (reconcile/stagepipe.go).
-const directChunk = 1000
+// their syncs. The reconcile loop hands over, in one Stage, the batches
+// read while the last Stage was written (reconcile/stagepipe.go, at most
+// 2,000 events), so that one call is one transaction.
+const directChunk = 2000
 
 // Relist stages the events a relist infers, on disk, until the list is
 // complete; Writer.BeginRelist starts one. Nothing staged is visible in the index or the journal before
@@ -143,6 +145,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 		var first uint64
 		err := r.j.store.Update(func(tx storage.Tx) error {
 			n, first = 0, 0
+			var bulk bulkIndexes // the secondary indexes, put in key order at the end (indexbulk.go)
 			if r.first == 0 {
 				if err := tx.SetMeta(metaRV, nil); err != nil {
 					return err
@@ -158,7 +161,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 				if err != nil {
 					return err
 				}
-				if err := r.j.put(tx, []byte(e.Key), e, rec); err != nil {
+				if err := r.j.putDirect(tx, []byte(e.Key), e, rec, &bulk); err != nil {
 					return err
 				}
 				if first == 0 {
@@ -166,7 +169,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 				}
 				written += len(rec)
 			}
-			return nil
+			return bulk.put(tx)
 		})
 		if err != nil {
 			return fmt.Errorf("journal: stage: %w", err)

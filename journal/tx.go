@@ -116,6 +116,23 @@ func (j *Journal) put(tx storage.Tx, key []byte, e *Event, rec []byte) (err erro
 	return err
 }
 
+// putDirect is put for an ADDED of a first list's direct appends
+// (relist.go): its secondary index entries are gathered in bulk, to be
+// put in key order at the end of the transaction (indexbulk.go).
+func (j *Journal) putDirect(tx storage.Tx, key []byte, e *Event, rec []byte, bulk *bulkIndexes) (err error) {
+	if e.Offset, err = tx.Append(rec); err != nil {
+		e.Offset = 0
+		return fmt.Errorf("journal: append: %w", err)
+	}
+	if err = applyIndex(tx, key, e); err == nil {
+		err = bulk.add(j, tx, key, e)
+	}
+	if err != nil {
+		e.Offset = 0
+	}
+	return err
+}
+
 // check returns why e cannot be appended, nil when it can, and the key's
 // index value (nil when absent); key is e.Key's bytes.
 func (t *Tx) check(e *Event, key []byte) ([]byte, error) {

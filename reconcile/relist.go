@@ -145,7 +145,7 @@ func (r *relist) abort() {
 		r.cf.done()
 	}
 	if !r.committed {
-		_ = r.pipe.wait()
+		_ = r.pipe.discard()
 		_ = r.rel.Abort()
 	}
 }

@@ -80,9 +80,10 @@ func TestStagePipe_BatchesInOrder(t *testing.T) {
 	}
 }
 
-// A batch that fails to stage fails the next stage call (or wait), as a
-// journal error, and the batch after it is not started.
-func TestStagePipe_ErrorSurfacesBeforeTheNextBatch(t *testing.T) {
+// A batch that fails to stage fails a later stage call or the wait, as a
+// journal error, before any commit, and no batch handed over after it is
+// staged.
+func TestStagePipe_ErrorSurfacesBeforeTheCommit(t *testing.T) {
 	j := pipeJournal(t)
 	rel, err := j.Writer().BeginRelist()
 	if err != nil {
@@ -95,15 +96,18 @@ func TestStagePipe_ErrorSurfacesBeforeTheNextBatch(t *testing.T) {
 	bad := pipeBatch(10, 10)
 	bad[3].Key = "" // refused by the journal
 	if err := p.stage(rel, bad); err != nil {
-		t.Fatalf("the bad batch's own stage call: %v (its error belongs to the next call)", err)
+		t.Fatalf("the bad batch's own stage call: %v (its error belongs to a later call)", err)
 	}
-	err = p.stage(rel, pipeBatch(20, 10))
+	var errs []error
+	if err := p.stage(rel, pipeBatch(20, 10)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.wait(); err != nil {
+		errs = append(errs, err)
+	}
 	var je journalError
-	if !errors.As(err, &je) {
-		t.Fatalf("stage after a failed batch: %v (%T), want a journalError", err, err)
-	}
-	if p.busy {
-		t.Fatal("the batch after the failed one was started")
+	if len(errs) != 1 || !errors.As(errs[0], &je) {
+		t.Fatalf("errors of the stage after the failed batch and of the wait: %v; want one journalError", errs)
 	}
 	if err := p.wait(); err != nil {
 		t.Fatalf("wait after the error was returned: %v", err)
@@ -112,5 +116,53 @@ func TestStagePipe_ErrorSurfacesBeforeTheNextBatch(t *testing.T) {
 	idx, err := j.ScanIndex("ns/cm-0019", 100)
 	if err != nil || len(idx) != 0 {
 		t.Fatalf("keys of the batch after the failure were indexed: %v (%v)", idx, err)
+	}
+}
+
+// blockedRelist is a stager whose first Stage waits for
+// release; it records the size of each Stage.
+type blockedRelist struct {
+	release chan struct{}
+	stages  []int
+	keys    []string
+}
+
+func (r *blockedRelist) Stage(evs []journal.Event) error {
+	if len(r.stages) == 0 {
+		<-r.release
+	}
+	r.stages = append(r.stages, len(evs))
+	for _, e := range evs {
+		r.keys = append(r.keys, e.Key)
+	}
+	return nil
+}
+
+// The batches handed over while a Stage runs are staged together by the
+// next, in order, up to coalesceEvents: a slow Stage (an fsync) makes the
+// transactions larger instead of holding the reader back per batch.
+func TestStagePipe_CoalescesBatchesDuringAStage(t *testing.T) {
+	rel := &blockedRelist{release: make(chan struct{})}
+	var p stagePipe
+	const batch = 100
+	n := coalesceEvents/batch + 2 // the first, a full queue, one more
+	for b := range n {
+		if b == coalesceEvents/batch {
+			close(rel.release) // this batch fills the queue: its stage call waits for the first Stage
+		}
+		if err := p.stage(rel, pipeBatch(b*batch, batch)); err != nil {
+			t.Fatalf("batch %d: %v", b, err)
+		}
+	}
+	if err := p.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{batch, coalesceEvents, batch}; fmt.Sprint(rel.stages) != fmt.Sprint(want) {
+		t.Fatalf("Stage sizes %v; want %v", rel.stages, want)
+	}
+	for i, k := range rel.keys {
+		if want := fmt.Sprintf("ns/cm-%04d", i); k != want {
+			t.Fatalf("staged key %d: %s; want %s", i, k, want)
+		}
 	}
 }

@@ -45,7 +45,7 @@ const (
 )
 
 // cacheSubjects are the subjects run by runCacheSubject, not runSubject.
-var cacheSubjects = []string{subjCRCache, subjJCache}
+var cacheSubjects = []string{subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform}
 
 // isCache reports whether a subject is one of the cache subjects.
 func isCache(kind string) bool { return slices.Contains(cacheSubjects, kind) }
@@ -120,9 +120,15 @@ type cacheStart struct {
 	// (the handler's own HasSynced, which the controller waits for) may
 	// have ended. 0: not seen.
 	SyncedSeconds float64 `json:"syncedSeconds"`
+	// ReadySeconds (jcache-exact) is from the parent's exec until the
+	// Exact source's WaitForSync returned: the controller's workers run
+	// from then on; 0 for the other subjects.
+	ReadySeconds float64 `json:"readySeconds,omitempty"`
 	// AllSeconds is from the parent's exec until every object was
-	// reconciled once (the queue the start filled has drained); CPU the
-	// process's CPU time (user + system) until then.
+	// reconciled once (the queue the start filled has drained; an Exact
+	// restart: until the source was idle, cache_exact.go); CPU the
+	// process's CPU time (user + system) until then. FirstReconcileSeconds
+	// is 0 when nothing was reconciled (an Exact restart).
 	AllSeconds float64 `json:"allSeconds"`
 	CPU        float64 `json:"cpuSeconds"`
 	Reconciles int64   `json:"reconciles"`
@@ -156,6 +162,7 @@ type cacheReport struct {
 	NewManagerUnixNano     int64      `json:"newManagerUnixNano,omitempty"`
 	FirstReconcileUnixNano int64      `json:"firstReconcileUnixNano,omitempty"`
 	SyncedUnixNano         int64      `json:"syncedUnixNano,omitempty"` // the informer's HasSynced (0: not seen)
+	ReadyUnixNano          int64      `json:"readyUnixNano,omitempty"`  // the Exact source's WaitForSync returned (0: not Exact)
 	AllUnixNano            int64      `json:"allUnixNano,omitempty"`
 	CPU                    float64    `json:"cpuSeconds,omitempty"`
 	Reconciles             int64      `json:"reconciles,omitempty"`
@@ -239,6 +246,12 @@ func (p *parent) cacheProcess(n int, kind, dir, phase string) (st cacheStart, re
 	}
 	if cr.SyncedUnixNano == 0 {
 		st.SyncedSeconds = 0
+	}
+	if cr.FirstReconcileUnixNano == 0 {
+		st.FirstReconcileSeconds, st.InProcessSeconds = 0, 0
+	}
+	if cr.ReadyUnixNano != 0 {
+		st.ReadySeconds = time.Unix(0, cr.ReadyUnixNano).Sub(began).Seconds()
 	}
 	logf("N=%d %s: %s start: informer synced %.2f s, first reconcile %.2f s after exec (%.2f s after NewManager), all %d reconciled %.2f s (CPU %.2f s), heap %s, RSS %s",
 		n, kind, phase, st.SyncedSeconds, st.FirstReconcileSeconds, st.InProcessSeconds, st.Reconciles, st.AllSeconds, st.CPU,
@@ -330,7 +343,7 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 	switch kind {
 	case subjCRCache:
 		newCache = crcache.New
-	case subjJCache:
+	case subjJCache, subjJCacheExact, subjJCacheTransform:
 		jo := jcache.Options{Dir: os.Getenv(envDir)}
 		if k.sealed { // Secrets: kept sealed, with a key file as a mounted Secret gives it
 			keyFile := filepath.Clean(os.Getenv(envDir)) + ".key"
@@ -344,10 +357,14 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 	default:
 		return fmt.Errorf("unknown cache subject %q", kind)
 	}
+	co := crcache.Options{DefaultLabelSelector: k.selector}
+	if kind == subjJCacheTransform {
+		co.DefaultTransform = crcache.TransformStripManagedFields()
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:   scheme.Scheme,
 		NewCache: newCache,
-		Cache:    crcache.Options{DefaultLabelSelector: k.selector},
+		Cache:    co,
 		// Reads of unstructured objects (the custom resource) from the
 		// cache too, not from the apiserver (controller-runtime's default).
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -369,11 +386,26 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 		return err
 	}
 	rec := &countingReconciler{c: mgr.GetClient(), newObj: k.newObj, want: int64(k.want), all: make(chan struct{})}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("bench").For(k.newObj()).Complete(rec); err != nil {
+	b := ctrl.NewControllerManagedBy(mgr).Named("bench")
+	var exact *exactSource
+	if kind == subjJCacheExact {
+		var ex *jcache.ExactController
+		exact, ex = newExactSource(mgr.GetCache(), k)
+		err = b.WatchesRawSource(exact).Complete(ex.Reconciler(rec))
+	} else {
+		err = b.For(k.newObj()).Complete(rec)
+	}
+	if err != nil {
 		return err
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(ctx) }()
+	// Every object reconciled once; Exact's restart: the source idle, as
+	// it delivers nothing when nothing changed (cache_exact.go).
+	all := (<-chan struct{})(rec.all)
+	if exact != nil && os.Getenv(envCachePhase) == "restart" {
+		all = exact.idle(ctx)
+	}
 	// When the informer (the one the controller watches) says it has
 	// synced: crcache, its store holds the list; jcache, the journal is
 	// current with the server (the replay to the handler may still run).
@@ -389,19 +421,19 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 	}()
 	timeout := time.After(syncTimeout(n) + 2*time.Minute)
 	select {
-	case <-rec.all:
+	case <-all:
 	case err := <-stopped:
 		return fmt.Errorf("manager stopped: %v", err)
 	case <-timeout:
 		return fmt.Errorf("%d of %d objects reconciled after %v", rec.n.Load(), rec.want, syncTimeout(n)+2*time.Minute)
 	}
-	all, cpu := time.Now(), cpuTime()-cpu0
+	allAt, cpu := time.Now(), cpuTime()-cpu0
 	stopCPU()
 	st := steady()
 	prof.heap("heap-steady")
 	send(report{Event: "cache-synced", Cache: &cacheReport{
-		NewManagerUnixNano: newManager.UnixNano(), FirstReconcileUnixNano: rec.first.Load(), AllUnixNano: all.UnixNano(), SyncedUnixNano: syncedAt.Load(),
-		CPU: cpu.Seconds(), Reconciles: rec.n.Load(), Base: base, Steady: st,
+		NewManagerUnixNano: newManager.UnixNano(), FirstReconcileUnixNano: rec.first.Load(), AllUnixNano: allAt.UnixNano(), SyncedUnixNano: syncedAt.Load(),
+		ReadyUnixNano: exactReady(exact), CPU: cpu.Seconds(), Reconciles: rec.n.Load(), Base: base, Steady: st,
 	}})
 
 	if os.Getenv(envCachePhase) == "first" {

@@ -93,10 +93,10 @@ func cachesFixture() []cacheRow {
 	var rs []cacheRow
 	for i, n := range []int{20_000, 200_000} {
 		f := float64(n) / 20_000
-		for _, s := range []string{subjCRCache, subjJCache} {
+		for _, s := range []string{subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform} {
 			x := cacheRow{N: n, Subject: s, Objects: n + cacheListN, Load: "3.25"}
 			heap := uint64(n) * 1500
-			if s == subjJCache {
+			if s != subjCRCache {
 				heap = 6<<20 + uint64(i)<<20
 				x.Restart.DiskBytes = int64(n) * 1400
 			}
@@ -106,8 +106,15 @@ func cachesFixture() []cacheRow {
 			x.Restart.Steady = memory{HeapInuse: heap + 1<<20, RSS: 3*heap + 1<<20}
 			x.Reads = cacheReads{GetP50: 3e-6 * f, GetP99: 9e-6 * f, IndexP50: 1e-4, IndexP99: 4e-4, IndexListed: cacheGroupSize, NSListP50: 2e-3, NSListed: cacheListN,
 				After: memory{HeapInuse: heap + 2<<20}}
-			if s == subjJCache {
+			if s != subjCRCache {
 				x.Reads.GetP50 *= 4
+			}
+			switch s {
+			case subjJCacheExact: // its restart delivers nothing
+				x.Restart.FirstReconcileSeconds, x.Restart.InProcessSeconds, x.Restart.Reconciles = 0, 0, 0
+				x.Restart.ReadySeconds, x.Restart.AllSeconds = 0.25*f, 0.3*f
+			case subjJCacheTransform:
+				x.Restart.DiskBytes = int64(n) * 900
 			}
 			rs = append(rs, x)
 		}
