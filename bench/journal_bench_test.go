@@ -5,7 +5,7 @@ package bench
 // whatever b.N the framework picks:
 //
 //	BenchmarkJournalAppend   events/s through Writer.Update (group commit);
-//	                         …/objects keeps objects (Journal.KeepObjects)
+//	                         …/objects keeps objects (Settings.KeepObjects)
 //	BenchmarkJournalRead     events/s through Journal.Read (replay)
 //	BenchmarkJournalTrim     events/s through Writer.Trim; …/objects keeps objects
 //	BenchmarkRelistDiff      objects/s of reconcile.Diff over ScanIndex pages
@@ -36,7 +36,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
@@ -114,7 +113,7 @@ func fillIndex(b *testing.B, j *journal.Journal, n int, withObject bool) {
 	b.Helper()
 	fixture()
 	for lo := 0; lo < n; lo += 1000 {
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := lo; i < min(lo+1000, n); i++ {
 				e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 				if withObject {
@@ -173,12 +172,12 @@ func BenchmarkJournalAppend(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			j := openJournal(b, c.opts)
 			if strings.Contains(c.name, "/objects") {
-				if err := j.KeepObjects(); err != nil { // journal/objects.go: the objects bucket
+				if err := j.Settings().KeepObjects(); err != nil { // journal/objects.go: the objects bucket
 					b.Fatal(err)
 				}
 			}
 			if strings.HasSuffix(c.name, "/index") {
-				if err := j.AddIndexes(map[string]journal.IndexFunc{"name": indexByName}); err != nil {
+				if err := j.Indexes().Add(map[string]journal.IndexFunc{"name": indexByName}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -189,7 +188,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 			b.SetBytes(int64(c.batch * len(objs[0])))
 			n := 0
 			for b.Loop() {
-				err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+				err := j.Writer().Update(func(tx *journal.Tx) error {
 					for range c.batch {
 						i := n % indexN
 						typ := journal.Modified
@@ -255,14 +254,14 @@ func BenchmarkJournalTrim(b *testing.B) {
 				b.StopTimer()
 				j := openJournal(b, journal.Options{NoSync: true})
 				if kept {
-					if err := j.KeepObjects(); err != nil {
+					if err := j.Settings().KeepObjects(); err != nil {
 						b.Fatal(err)
 					}
 				}
 				fillIndex(b, j, events, true)
 				b.StartTimer()
 				for {
-					k, _, err := journalwrite.Of(j).Trim(events+1, 1000, 0, 0)
+					k, _, err := j.Writer().Trim(events+1, 1000, 0, 0)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -435,7 +434,7 @@ func BenchmarkRelistDiff(b *testing.B) {
 func BenchmarkRelistStaged(b *testing.B) {
 	relist := func(b *testing.B, j *journal.Journal, items []reconcile.Item, want int) {
 		b.Helper()
-		rel, err := journalwrite.Of(j).BeginRelist()
+		rel, err := j.Writer().BeginRelist()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -545,7 +544,7 @@ func BenchmarkIndexSize(b *testing.B) {
 			for b.Loop() {
 				j := openJournal(b, journal.Options{NoSync: true})
 				for lo := 0; lo < indexN; lo += 1000 {
-					err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+					err := j.Writer().Update(func(tx *journal.Tx) error {
 						for _, i := range perm[lo:min(lo+1000, indexN)] {
 							e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 							if _, err := tx.Append(&e); err != nil {
@@ -815,7 +814,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 					}
 					if mode == "append" {
 						for lo := 0; lo < n; lo += 1000 {
-							err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+							err := j.Writer().Update(func(tx *journal.Tx) error {
 								for _, it := range items[lo:min(lo+1000, n)] {
 									e := journal.Event{Type: journal.Added, Key: it.Key, UID: it.UID, ResourceVersion: it.ResourceVersion,
 										Object: value, Origin: journal.OriginWatch}
@@ -830,7 +829,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 							}
 						}
 					} else {
-						rel, err := journalwrite.Of(j).BeginRelist()
+						rel, err := j.Writer().BeginRelist()
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sjson "sigs.k8s.io/json"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 )
@@ -68,14 +67,14 @@ func listerFixture(b *testing.B, pb bool) (*journal.Journal, toolscache.Indexer)
 	fixture()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j := openJournalRes(b, res)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		b.Fatal(err)
 	}
 	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	dec := scheme.Codecs.UniversalDeserializer()
 	total := listerN + listerOthers
 	for lo := 0; lo < total; lo += 1000 {
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := lo; i < min(lo+1000, total); i++ {
 				ns := "bench"
 				if i >= listerN {

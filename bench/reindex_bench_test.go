@@ -4,12 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // BenchmarkReindex reindexes an index over indexN stored ConfigMaps
-// (Journal.Reindex, what every start of a jcache with an IndexField
+// (Indexes.Reindex, what every start of a jcache with an IndexField
 // pays, beside its writer): unchanged, the same function registered again
 // (every object decoded, nothing rewritten); changed, another function
 // under the name (every key rewritten, as a build). It reports keys/s and
@@ -37,11 +36,11 @@ func BenchmarkReindex(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			j := openJournal(b, journal.Options{NoSync: true})
-			if err := j.KeepObjects(); err != nil {
+			if err := j.Settings().KeepObjects(); err != nil {
 				b.Fatal(err)
 			}
 			for from := 0; from < indexN; from += 1000 {
-				err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+				err := j.Writer().Update(func(tx *journal.Tx) error {
 					for i := from; i < min(from+1000, indexN); i++ {
 						e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i),
 							Object: object(i, rv(i)), Origin: journal.OriginWatch}
@@ -56,10 +55,10 @@ func BenchmarkReindex(b *testing.B) {
 				}
 			}
 			reindex := func(fn journal.IndexFunc) journal.ReindexStats {
-				if err := j.AddIndexes(map[string]journal.IndexFunc{"name": fn}); err != nil {
+				if err := j.Indexes().Add(map[string]journal.IndexFunc{"name": fn}); err != nil {
 					b.Fatal(err)
 				}
-				st, err := j.Reindex(context.Background(), []string{"name"})
+				st, err := j.Indexes().Reindex(context.Background(), []string{"name"})
 				if err != nil {
 					b.Fatal(err)
 				}

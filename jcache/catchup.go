@@ -81,7 +81,7 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// recordBudget is how many bytes of events (Journal.JournalBytes) a file
+// recordBudget is how many bytes of events (Settings.JournalBytes) a file
 // may retain while its hold is capped and no registration has caught up:
 // twice the retention's MaxBytes, DefaultRetention's when it sets none.
 func recordBudget(p journal.Retention) uint64 {

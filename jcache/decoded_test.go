@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -64,7 +63,7 @@ func TestDecoded_IndexDecodeHandedToHandler(t *testing.T) {
 	}
 	r.pos.Store(head)
 
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range 5 {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"

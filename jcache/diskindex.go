@@ -1,7 +1,7 @@
 package jcache
 
 // Indexes on disk: IndexField's index kept in the journal file, written in
-// the same transaction as the object (journal.AddIndexes), so that
+// the same transaction as the object (journal.Indexes.Add), so that
 // client.MatchingFields{...} is a lookup of the keys holding the value and
 // a read of their objects, not a decode of every object of the namespace.
 //
@@ -128,7 +128,7 @@ func (i *informer) indexOnDisk(add toolscache.Indexers) {
 	if len(fns) == 0 {
 		return
 	}
-	if err := i.f.j.AddIndexes(fns); err != nil {
+	if err := i.f.j.Indexes().Add(fns); err != nil {
 		i.log.Error(err, "keeping an index in the journal file failed; it is evaluated at read time", "file", i.f.path)
 		return
 	}
@@ -180,7 +180,7 @@ func (v *reindexes) start(j *journal.Journal, names []string, log logr.Logger) {
 	v.wg.Go(func() {
 		defer close(r.done)
 		begin := time.Now()
-		r.stats, r.err = j.Reindex(ctx, names)
+		r.stats, r.err = j.Indexes().Reindex(ctx, names)
 		switch {
 		case r.err == nil:
 			log.V(1).Info("indexes reindexed against their functions", "indexes", names, "keys", r.stats.Keys,
@@ -231,7 +231,7 @@ func (x *indexer) lookup(name, value string, fn func(key string, o runtime.Objec
 	// Hashed values: the object's own values decide (a hash collision
 	// would be the only way to differ).
 	var check toolscache.IndexFunc
-	if x.inf.f.j.IndexesHashed() {
+	if x.inf.f.j.Indexes().Hashed() {
 		check, _ = x.inf.indexFunc(name)
 	}
 	err = x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {

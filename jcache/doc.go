@@ -49,6 +49,10 @@
 //     sealed, their index values hashed, under Options.KeyFiles' key or
 //     else a key made for the process, which a restart replaces by
 //     listing the file afresh (seal.go).
+//   - A sharded cache (Options.Shard) gives its handlers the objects of
+//     the sharded resources only in its range of the shard group, an owned
+//     object in its controller owner's; a key that moves away gets no
+//     event, one that moves in an OnAdd (shard.go).
 //
 // # Where to read more
 //

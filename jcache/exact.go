@@ -378,7 +378,7 @@ func (s *ExactSource) Committed() (uint64, error) {
 	if j == nil {
 		return 0, nil
 	}
-	off, err := j.ConsumerCommitted(name)
+	off, err := j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, nil
 	}
@@ -472,6 +472,9 @@ func (s *ExactSource) informer(ctx context.Context) (*informer, error) {
 	if inf.f == nil {
 		return nil, inf.err
 	}
+	if inf.shard != nil {
+		return nil, fmt.Errorf("%w: %s", ErrExactSharded, inf.f.res)
+	}
 	return inf, nil
 }
 
@@ -492,7 +495,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 	s.mu.Lock()
 	s.j, s.name, s.log, s.resource = j, name, log, res
 	s.mu.Unlock()
-	committed, err := j.ConsumerCommitted(name)
+	committed, err := j.Consumers().Committed(name)
 	switch {
 	case err == nil:
 		s.consumer.set(true)
@@ -544,7 +547,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 			log.Info("retention trimmed events this consumer had not committed (the hard byte cap): "+
 				"deleting the consumer and sending a create event for every object, as an informer's relist; deletes among the trimmed events are not seen",
 				"position", pos, "error", err.Error())
-			if err := s.consumer.reset(s.ctl.hooks.trimmed, func() error { return j.DeleteConsumer(name) },
+			if err := s.consumer.reset(s.ctl.hooks.trimmed, func() error { return j.Consumers().Delete(name) },
 				func() { s.t.Reset(0) }); err != nil {
 				return err
 			}
@@ -593,13 +596,13 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 	do := func() error {
 		return s.consumer.commit(func() bool { return p > s.t.Point() },
 			func() error {
-				err := j.CreateConsumer(name, p+1)
+				err := j.Consumers().Create(name, p+1)
 				if errors.Is(err, journal.ErrConsumerExists) {
-					err = j.CommitConsumer(name, p)
+					err = j.Consumers().Commit(name, p)
 				}
 				return err
 			},
-			func() error { return j.CommitConsumer(name, p) })
+			func() error { return j.Consumers().Commit(name, p) })
 	}
 	var err error
 	if h := s.ctl.hooks.commit; h != nil {

@@ -655,7 +655,7 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 	h.rec.waitUntil(t, "every object reconciled, cm02 retried", func() bool {
 		return len(h.rec.names()) == n && h.rec.count("cm02") > 1
 	}, func() any { return h.rec.names() })
-	cs, err := h.src.Journal().Consumers()
+	cs, err := h.src.Journal().Consumers().List()
 	if err != nil {
 		t.Fatal(err)
 	}

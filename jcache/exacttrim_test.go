@@ -132,11 +132,11 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 		_, s := atHead(h.src)
 		pausedCommit.Lock()
 		defer pausedCommit.Unlock()
-		cs, err := j.Consumers()
+		cs, err := j.Consumers().List()
 		return fmt.Sprintf("%s; consumers %+v (%v); the commit while paused: offset %d, error %v", s, cs, err, pausedCommit.p, pausedCommit.err)
 	})
 	// The consumer holds retention back again: it is in the file, at the head.
-	cs, err := j.Consumers()
+	cs, err := j.Consumers().List()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	if head, err = inf.f.j.Head(); err != nil {
 		return 0, 0, err
 	}
-	c, err := inf.f.j.ConsumerCommitted(name)
+	c, err := inf.f.j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, head, nil
 	}
@@ -161,7 +161,7 @@ func HandlersRecord(dir string) (committed, head uint64, err error) {
 	if j == nil {
 		return 0, 0, errors.New("no open file")
 	}
-	if committed, err = j.ConsumerCommitted(RetentionConsumer); err != nil {
+	if committed, err = j.Consumers().Committed(RetentionConsumer); err != nil {
 		return 0, 0, err
 	}
 	head, err = j.Head()
@@ -181,5 +181,13 @@ func ResetProcessKey() {
 // commit of the committer and must call do once. Nil hooks do nothing.
 func WithExactHooks(o ExactOptions, trimmed func(), commit func(p uint64, do func() error) error) ExactOptions {
 	o.hooks = exactHooks{trimmed: trimmed, commit: commit}
+	return o
+}
+
+// AbandonShardLease returns o whose cache's shard group leaves its Lease
+// behind when its Start returns, as a killed process leaves it: the
+// others take its range over when the Lease expires (testhooks.go).
+func AbandonShardLease(o Options) Options {
+	o.hooks.abandonShardLease = true
 	return o
 }

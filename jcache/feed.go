@@ -147,7 +147,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 	var record uint64
 	hasRecord := false
 	if err == nil {
-		record, err = j.ConsumerCommitted(RetentionConsumer)
+		record, err = j.Consumers().Committed(RetentionConsumer)
 		hasRecord = err == nil
 		if errors.Is(err, journal.ErrNoConsumer) {
 			err = nil
@@ -178,7 +178,7 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options, trans
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		_ = j.Close()
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}

@@ -84,7 +84,8 @@ const replayBytes = 4 << 20
 
 type registration struct {
 	inf    *informer
-	h      toolscache.ResourceEventHandler
+	h      toolscache.ResourceEventHandler // sf when the resource is sharded
+	sf     *shardFilter                    // nil unless the resource is sharded (shardfilter.go)
 	resync time.Duration
 	// chunk bounds a replay chunk in objects: the cache's
 	// Options.replayChunk, read when the handler was added.
@@ -108,7 +109,12 @@ type registration struct {
 }
 
 func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
-	return &registration{inf: inf, h: h, resync: resync, chunk: inf.options().replayChunk(), done: make(chan struct{}), progress: make(chan struct{})}
+	r := &registration{inf: inf, h: h, resync: resync, chunk: inf.options().replayChunk(), done: make(chan struct{}), progress: make(chan struct{})}
+	if inf.shard != nil {
+		r.sf = newShardFilter(inf.shard, h)
+		r.h = r.sf
+	}
+	return r
 }
 
 func (r *registration) advanced() {
@@ -239,6 +245,10 @@ func (r *registration) scanChunk(after string, first bool) (objs []stored, head 
 func (r *registration) run(ctx context.Context) {
 	defer close(r.done)
 	defer r.inf.f.holdFrom(r)()
+	if r.sf != nil {
+		r.sf.start()
+		defer r.sf.stop()
+	}
 	r.warnQueueSize()
 	err := r.feed(ctx)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, journal.ErrClosed) {
@@ -281,6 +291,9 @@ func (r *registration) feed(ctx context.Context) error {
 	r.advanced()
 	r.inf.f.releaseMapped("a replay")
 	skip := func(e journal.Event) bool {
+		if r.sf != nil && r.sf.skip(e) {
+			return true
+		}
 		if len(chunks) == 0 || e.Offset > chunks[len(chunks)-1].head {
 			return false
 		}
@@ -295,12 +308,19 @@ func (r *registration) feed(ctx context.Context) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	var reshard <-chan struct{} // the shard group's next change (shardfilter.go)
+	if r.sf != nil {
+		reshard = r.sf.changed
+	}
 	for {
 		if err := r.deliver(ctx, 0, skip); err != nil {
 			return err
 		}
 		if chunks != nil && r.pos.Load() >= chunks[len(chunks)-1].head {
 			chunks = nil
+		}
+		if r.sf != nil && r.pos.Load() >= r.sf.enteredAt {
+			r.sf.entered = nil
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		waitErr := make(chan error, 1)
@@ -320,6 +340,13 @@ func (r *registration) feed(ctx context.Context) error {
 			if err := r.resyncAll(ctx, skip); err != nil {
 				return err
 			}
+		case <-reshard:
+			cancel()
+			<-waitErr
+			if err := r.sf.apply(ctx, r, skip); err != nil {
+				return err
+			}
+			reshard = r.sf.changed
 		}
 	}
 }

@@ -234,7 +234,7 @@ func (x *indexer) ListIndexFuncValues(name string) []string {
 		return nil
 	}
 	if dn, onDisk := x.inf.disk.get(name); onDisk && x.inf.f != nil {
-		vals, err := x.inf.f.j.IndexValues(dn)
+		vals, err := x.inf.f.j.Indexes().Values(dn)
 		if err == nil {
 			return vals
 		}

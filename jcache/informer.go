@@ -48,6 +48,9 @@ type informer struct {
 	log     logr.Logger
 	idx     *indexer
 	disk    diskIndexes // indexes kept in the file (diskindex.go)
+	// shard is the cache's shard group when the resource is sharded: the
+	// handlers get only its range (shardfilter.go); nil otherwise.
+	shard *shardGroup
 
 	mu         sync.Mutex
 	indexers   toolscache.Indexers

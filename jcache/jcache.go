@@ -50,7 +50,7 @@ package jcache
 //     Keyring, else under a key made for the process, which a restart
 //     replaces (the file is then listed afresh: seal.go). KeyFiles and
 //     SealResources say how to keep files across restarts and how to
-//     rotate the key (journalctl check until journal.Journal.SealKeyUse
+//     rotate the key (journalctl check until journal.Settings.SealKeyUse
 //     no longer reports the old key).
 
 import (
@@ -61,6 +61,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -118,7 +119,7 @@ type Options struct {
 	// `head -c 32 /dev/urandom | base64`). The files' first key is the
 	// primary. Rotation (journal/seal.go): put the new key first, keep
 	// the old one after it and restart; once retention has trimmed every
-	// record sealed before (journal.Journal.SealKeyUse reports no use of
+	// record sealed before (journal.Settings.SealKeyUse reports no use of
 	// the old key; journalctl check shows the sealed row), remove the
 	// old key; the restart with a new primary also rebuilds the files'
 	// indexes, whose values are hashed under it. A file is read once,
@@ -165,6 +166,12 @@ type Options struct {
 	// while the cache holds it (a read-only open waits for the writer's
 	// lock).
 	NoSocket bool
+	// Shard, when set, makes the cache one member of a shard group: its
+	// handlers (For, Owns, Watches) get the objects of Shard.Resources only
+	// in this replica's hash range, hashed by their controller owner's
+	// UID, else their own; reads and the other resources stay whole
+	// (shard.go). Nil: not sharded.
+	Shard *ShardOptions
 	// Logger receives the cache's errors (a handler's feed that stopped, a
 	// read that failed where the Store interface has no error to return).
 	// Zero: controller-runtime's log.Log, named "jcache".
@@ -208,6 +215,8 @@ type Cache struct {
 	temporary bool
 	log       logr.Logger    // Options.Logger (Exact's sources log with it)
 	built     builtInformers // for RemoveInformer (unstarted.go)
+	shard     *shardGroup    // nil unless Options.Shard (shardgroup.go)
+	shardRes  *ShardOptions
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -216,8 +225,18 @@ func (c *Cache) Dir() string { return c.dir }
 // Start runs the cache until ctx is done (controller-runtime's
 // Cache.Start); a temporary directory (Options.Dir empty) is removed when
 // it returns.
+//
+// A sharded cache (Options.Shard) also holds its Lease in the group while
+// it runs, and deletes it when ctx is done, before Start returns.
 func (c *Cache) Start(ctx context.Context) error {
+	var group sync.WaitGroup
+	gctx, stop := context.WithCancel(ctx) // ends with the cache, on an error too
+	if c.shard != nil {
+		group.Go(func() { c.shard.run(gctx) })
+	}
 	err := c.Cache.Start(ctx)
+	stop()
+	group.Wait()
 	if c.temporary {
 		_ = os.RemoveAll(c.dir)
 	}
@@ -305,6 +324,16 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		opts.Scheme = scheme.Scheme // as controller-runtime defaults it
 	}
 	c := &Cache{dir: o.Dir, log: o.Logger, built: builtInformers{scheme: opts.Scheme}}
+	if o.Shard != nil {
+		so, err := o.Shard.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		if c.shard, err = newShardGroup(cfg, so, o.Logger, o.hooks.abandonShardLease); err != nil {
+			return nil, err
+		}
+		c.shardRes = &so
+	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "jcache-")
 		if err != nil {
@@ -362,6 +391,9 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			f, err = acquire(cfg, dir, res, &o)
 		}
 		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		if err == nil && c.shardRes.sharded(res.GVR.GroupResource()) {
+			inf.shard = c.shard
+		}
 		c.built.add(objType, inf)
 		return inf
 	}

@@ -7,7 +7,7 @@ package jcache
 // replay that read every stored object, a list committed into the file, or
 // reads (Get, List) that touched every object leave the whole file
 // resident, about the size of the file. So a feed asks the journal to drop
-// its resident pages (journal.Journal.ReleaseMapped: madvise
+// its resident pages (journal.Settings.ReleaseMapped: madvise
 // MADV_DONTNEED over the map):
 //
 //   - after each handler's replay (handler.go);
@@ -59,7 +59,7 @@ func (f *feed) readObject(n int) {
 // file); an error is logged, as the drop changes nothing on disk.
 func (f *feed) releaseMapped(why string) {
 	f.pages.read.Store(0)
-	n, err := f.j.ReleaseMapped()
+	n, err := f.j.Settings().ReleaseMapped()
 	if err != nil {
 		f.opts.Logger.Error(err, "giving back the cache file's resident pages", "resource", f.res.String(), "after", why)
 		return

@@ -48,7 +48,7 @@ func TestReplay_GivesBackPages(t *testing.T) {
 	replayPayload = 1000
 	const n = 20000
 	j, keys := replayFile(t, n)
-	if _, err := j.ReleaseMapped(); err != nil { // the writes' pages: start cold
+	if _, err := j.Settings().ReleaseMapped(); err != nil { // the writes' pages: start cold
 		t.Fatal(err)
 	}
 	objBytes := int64(n * replayPayload)

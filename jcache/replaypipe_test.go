@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -37,11 +36,11 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	keys := make([]string, n)
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range n {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"

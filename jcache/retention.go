@@ -15,7 +15,7 @@ package jcache
 // at its floor until a registration that joins after it has caught up,
 // so handlers that stop with the process are recorded where they
 // stopped, not at a head they were never given. Each round commits the
-// hold as the journal consumer "jcache" (ResetConsumer: a handler that
+// hold as the journal consumer "jcache" (Consumers.Reset: a handler that
 // joins lowers it), so the compactor keeps every event a handler has not
 // yet delivered, as it does for any consumer, and the committed offset is
 // the record a later process catches up from. Rounds run whatever the
@@ -149,15 +149,15 @@ func (f *feed) hold(head uint64, over bool) uint64 {
 
 // retain commits the hold and trims f's journal under p until ctx is done
 // (see the top of the file); a zero p commits only. It records p in the
-// file (Journal.SetRetention) for tools.
+// file (Settings.SetRetention) for tools.
 func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) error {
-	if err := f.j.SetRetention(p); err != nil {
+	if err := f.j.Settings().SetRetention(p); err != nil {
 		return err
 	}
-	if err := f.j.CreateConsumer(RetentionConsumer, 0); err != nil && !errors.Is(err, journal.ErrConsumerExists) {
+	if err := f.j.Consumers().Create(RetentionConsumer, 0); err != nil && !errors.Is(err, journal.ErrConsumerExists) {
 		return err
 	}
-	last, err := f.j.ConsumerCommitted(RetentionConsumer)
+	last, err := f.j.Consumers().Committed(RetentionConsumer)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 	commit := func(head uint64) error {
 		over := false
 		if c != nil && f.holdCapped() {
-			n, err := f.j.JournalBytes()
+			n, err := f.j.Settings().JournalBytes()
 			if err != nil {
 				return err
 			}
@@ -183,7 +183,7 @@ func (f *feed) retain(ctx context.Context, p journal.Retention, o *Options) erro
 		if h == last {
 			return nil
 		}
-		if err := f.j.ResetConsumer(RetentionConsumer, h); err != nil {
+		if err := f.j.Consumers().Reset(RetentionConsumer, h); err != nil {
 			return err
 		}
 		last = h

@@ -41,7 +41,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -86,11 +85,11 @@ func sealKeyID(o *Options) string {
 // cache lacks (see above). A file that does not seal has nothing to
 // check.
 func checkSealKey(j *journal.Journal, o *Options) (afresh bool, recorded string, err error) {
-	if !j.Seals() {
+	if !j.Settings().Seals() {
 		return false, "", nil
 	}
 	want := sealKeyID(o)
-	m := journalwrite.Of(j).Meta("jcache")
+	m := j.Writer().Meta("jcache")
 	old, err := m.Get(sealKeyMeta)
 	if err != nil {
 		return false, "", err

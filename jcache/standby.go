@@ -231,9 +231,9 @@ func (s *ExactSource) standbyStart(ctx context.Context, j *journal.Journal, name
 	why, err := s.ctl.sb.Start(ctx, s.log, j, &s.tracker, name, res, committed, exists, func(start uint64) error {
 		var err error
 		if !exists {
-			err = j.CreateConsumer(name, start)
+			err = j.Consumers().Create(name, start)
 		} else if start-1 > committed {
-			err = j.CommitConsumer(name, start-1)
+			err = j.Consumers().Commit(name, start-1)
 		}
 		placed = true
 		committed, exists = start-1, true

@@ -34,6 +34,9 @@ type testHooks struct {
 	// noRetainFinalCommit skips the hold's last commit when a feed stops
 	// (a SIGKILL-like stop).
 	noRetainFinalCommit bool
+	// abandonShardLease leaves the shard group's Lease behind when the
+	// cache stops (a SIGKILL-like stop: shardgroup.go).
+	abandonShardLease bool
 }
 
 // replayChunk returns the replay chunk bound of a cache built from o (nil:

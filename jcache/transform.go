@@ -63,8 +63,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
-
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 )
 
 // ErrTransformConflict matches a *TransformConflictError.
@@ -194,7 +192,7 @@ func transformID(t toolscache.TransformFunc, o *Options) string {
 // feed runs and while one informer holds it (SetTransform comes right
 // after the informer is built), else it is an error.
 func (f *feed) afresh(id string) error {
-	m := journalwrite.Of(f.j).Meta("jcache")
+	m := f.j.Writer().Meta("jcache")
 	old, err := m.Get(transformMeta)
 	if err != nil {
 		return fmt.Errorf("jcache: %s: %w", f.res, err)
@@ -213,7 +211,7 @@ func (f *feed) afresh(id string) error {
 		}
 		f.opts.Logger.Info("the cache file was written under another transform: started afresh, its objects are listed again",
 			"file", f.path, "was", recorded, "now", id)
-		m = journalwrite.Of(f.j).Meta("jcache")
+		m = f.j.Writer().Meta("jcache")
 	}
 	if recorded == id && old != nil {
 		return nil

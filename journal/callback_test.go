@@ -51,7 +51,7 @@ func TestJournal_CallbackPanic_PropagatesNotCorrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "j.db")
 			j := open(t, path)
-			if err := j.KeepObjects(); err != nil {
+			if err := j.Settings().KeepObjects(); err != nil {
 				t.Fatal(err)
 			}
 			a := obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`)

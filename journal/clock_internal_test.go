@@ -26,7 +26,7 @@ func fakeClock(t *testing.T, start time.Time) *stepClock {
 func appendAt(t *testing.T, j *Journal, key string) uint64 {
 	t.Helper()
 	var off uint64
-	err := j.writer().Update(func(tx txAPI) (err error) {
+	err := j.Writer().Update(func(tx *Tx) (err error) {
 		off, err = tx.Append(&Event{Type: Added, Key: key, UID: "u-" + key, ResourceVersion: "1", Origin: OriginWatch})
 		return err
 	})
@@ -54,7 +54,7 @@ func TestOffsetAt_ClockStepsBack(t *testing.T) {
 	for i := 0; i < 4; i++ { // t0, t0+1m, t0+2m, t0+3m
 		appendAt(t, j, fmt.Sprintf("wj/before%d", i))
 	}
-	rel, err := j.writer().BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}

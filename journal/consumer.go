@@ -43,16 +43,28 @@ type Consumer struct {
 	next uint64 // next offset to read
 }
 
+// Consumers is a journal's registry of durable consumers: open one to
+// read (Open), create one at an offset, move or read a committed offset,
+// delete one, list them. Get it from Journal.Consumers; each method is one
+// transaction, and Consumers is safe for concurrent use. Registered
+// consumers hold retention back (package compactor) until the hard byte
+// cap. A consumer name is a key: non-empty, at most MaxKeyBytes.
+type Consumers struct{ j *Journal }
+
+// Consumers returns j's registry of durable consumers.
+func (j *Journal) Consumers() Consumers { return Consumers{j: j} }
+
 // ErrNoConsumer is returned for a consumer that does not exist in a journal
 // opened read-only (only a writable journal registers consumers).
 var ErrNoConsumer = errors.New("journal: no such consumer")
 
-// Consumer returns the named consumer, positioned right after its committed
+// Open returns the named consumer, positioned right after its committed
 // offset. A new name is registered as if it had committed everything before
 // the first retained event, so it reads from there. Registered consumers
 // hold retention back (package compactor) until the hard byte cap. An
 // empty name or one longer than MaxKeyBytes is refused with ErrBadKey.
-func (j *Journal) Consumer(name string) (*Consumer, error) {
+func (cs Consumers) Open(name string) (*Consumer, error) {
+	j := cs.j
 	if err := checkKey("consumer name", name); err != nil {
 		return nil, err
 	}
@@ -79,19 +91,20 @@ func (j *Journal) Consumer(name string) (*Consumer, error) {
 	return &Consumer{j: j, name: name, next: committed + 1}, nil
 }
 
-// ErrConsumerExists is returned by CreateConsumer for a name already
+// ErrConsumerExists is returned by Consumers.Create for a name already
 // registered.
 var ErrConsumerExists = errors.New("journal: consumer exists")
 
-// CreateConsumer registers the new consumer name to read next from offset
+// Create registers the new consumer name to read next from offset
 // next (its committed offset next-1); next 0 means the first retained
-// event, as for Journal.Consumer. The check that no consumer of that name
+// event, as for Consumers.Open. The check that no consumer of that name
 // exists and the registration are one write transaction: a name registered
 // meanwhile is refused with ErrConsumerExists, never moved. It returns
 // ErrOffsetRange for next past the head + 1, a *TrimmedError
 // (ErrTrimmed) for next below the first retained event, and ErrBadKey
-// for a name Journal.Consumer refuses; ErrReadOnly on a read-only journal.
-func (j *Journal) CreateConsumer(name string, next uint64) error {
+// for a name Consumers.Open refuses; ErrReadOnly on a read-only journal.
+func (cs Consumers) Create(name string, next uint64) error {
+	j := cs.j
 	if err := checkKey("consumer name", name); err != nil {
 		return err
 	}
@@ -149,14 +162,14 @@ func (c *Consumer) Committed() (uint64, error) {
 // is ErrCommitBackwards (rewind on purpose with Reset). It returns
 // ErrOffsetRange for an offset past the head, and ErrNoConsumer if the
 // consumer was deleted meanwhile. It does not move the read position.
-func (c *Consumer) Commit(off uint64) error { return c.j.CommitConsumer(c.name, off) }
+func (c *Consumer) Commit(off uint64) error { return c.j.Consumers().Commit(c.name, off) }
 
 // Reset sets the committed offset to off, backwards or forwards, on
 // purpose (to replay from off + 1, say), and moves the read position to
 // off + 1. It is one write transaction; ErrOffsetRange past the head,
 // ErrNoConsumer if the consumer was deleted meanwhile.
 func (c *Consumer) Reset(off uint64) error {
-	if err := c.j.ResetConsumer(c.name, off); err != nil {
+	if err := c.j.Consumers().Reset(c.name, off); err != nil {
 		return err
 	}
 	c.next = off + 1
@@ -166,18 +179,20 @@ func (c *Consumer) Reset(off uint64) error {
 // ErrOffsetRange is returned by a commit past the journal's head.
 var ErrOffsetRange = errors.New("journal: offset past the head")
 
-// CommitConsumer commits offset off for the existing consumer name, in one
+// Commit commits offset off for the existing consumer name, in one
 // write transaction; ErrNoConsumer if there is no such consumer (it does not
 // register one), ErrOffsetRange if off is past the head, ErrCommitBackwards
-// if off is below its committed offset (see ResetConsumer).
-func (j *Journal) CommitConsumer(name string, off uint64) error {
+// if off is below its committed offset (see Consumers.Reset).
+func (cs Consumers) Commit(name string, off uint64) error {
+	j := cs.j
 	return j.setConsumer(name, off, false)
 }
 
-// ResetConsumer sets the committed offset of the existing consumer name to
-// off, backwards or forwards; errors as CommitConsumer, but never
+// Reset sets the committed offset of the existing consumer name to
+// off, backwards or forwards; errors as Consumers.Commit, but never
 // ErrCommitBackwards.
-func (j *Journal) ResetConsumer(name string, off uint64) error {
+func (cs Consumers) Reset(name string, off uint64) error {
+	j := cs.j
 	return j.setConsumer(name, off, true)
 }
 
@@ -200,9 +215,10 @@ func (j *Journal) setConsumer(name string, off uint64, rewind bool) error {
 	})
 }
 
-// ConsumerCommitted returns the committed offset of the named consumer,
+// Committed returns the committed offset of the named consumer,
 // and ErrNoConsumer when there is none.
-func (j *Journal) ConsumerCommitted(name string) (uint64, error) {
+func (cs Consumers) Committed(name string) (uint64, error) {
+	j := cs.j
 	var off uint64
 	var ok bool
 	if err := j.store.View(func(tx storage.Tx) error { off, ok = tx.Consumer(name); return nil }); err != nil {
@@ -249,8 +265,9 @@ func (c *Consumer) Next(ctx context.Context, max int) ([]Event, error) {
 	}
 }
 
-// DeleteConsumer removes a consumer and its hold on retention.
-func (j *Journal) DeleteConsumer(name string) error {
+// Delete removes a consumer and its hold on retention.
+func (cs Consumers) Delete(name string) error {
+	j := cs.j
 	return j.store.Update(func(tx storage.Tx) error { return tx.DeleteConsumer(name) })
 }
 
@@ -264,8 +281,9 @@ type ConsumerInfo struct {
 	Lag uint64
 }
 
-// Consumers lists the registered consumers in name order.
-func (j *Journal) Consumers() ([]ConsumerInfo, error) {
+// List returns the registered consumers in name order.
+func (cs Consumers) List() ([]ConsumerInfo, error) {
+	j := cs.j
 	var out []ConsumerInfo
 	err := j.store.View(func(tx storage.Tx) error {
 		head := tx.NextOffset() - 1
@@ -342,7 +360,7 @@ func (j *Journal) OffsetAt(t time.Time) (uint64, error) {
 // compactor.CompactFile). When the file keeps objects, a deleted event
 // that is still a live key's latest object is copied into the objects
 // bucket first, in the same transaction (objects.go).
-func (w *writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
+func (w *Writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
 	return w.trim(before, max, maxBytes, minBytes, false)
 }
 
@@ -350,11 +368,11 @@ func (w *writer) Trim(before uint64, max int, maxBytes int64, minBytes uint64) (
 // committed, read in the same write transaction: a consumer created,
 // reset or moved back after the caller chose before (retention reads the
 // consumers first, outside the transaction) keeps its place.
-func (w *writer) TrimRetained(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
+func (w *Writer) TrimRetained(before uint64, max int, maxBytes int64, minBytes uint64) (n int, size int64, err error) {
 	return w.trim(before, max, maxBytes, minBytes, true)
 }
 
-func (w *writer) trim(before uint64, max int, maxBytes int64, minBytes uint64, consumers bool) (n int, size int64, err error) {
+func (w *Writer) trim(before uint64, max int, maxBytes int64, minBytes uint64, consumers bool) (n int, size int64, err error) {
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		if consumers {
 			if err := tx.Consumers(func(_ string, off uint64) error {
@@ -377,7 +395,8 @@ func (w *writer) trim(before uint64, max int, maxBytes int64, minBytes uint64, c
 
 // JournalBytes returns the total size of the retained events as stored, in
 // bytes (payload, not file size).
-func (j *Journal) JournalBytes() (uint64, error) {
+func (s Settings) JournalBytes() (uint64, error) {
+	j := s.j
 	var n uint64
 	err := j.store.View(func(tx storage.Tx) error { n = tx.JournalBytes(); return nil })
 	return n, err

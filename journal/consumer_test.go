@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -33,7 +32,7 @@ func TestConsumer_ConcurrentWithInMemoryRebuilds_AtLeastOnce(t *testing.T) {
 		defer wg.Done()
 		for n := 0; n < total; {
 			k := min(1+rand.IntN(50), total-n)
-			err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+			err := j.Writer().Update(func(tx *journal.Tx) error {
 				for i := 0; i < k; i++ {
 					e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/o%05d", n+i), UID: "u", ResourceVersion: fmt.Sprint(n + i + 1), Origin: journal.OriginWatch}
 					if _, err := tx.Append(&e); err != nil {
@@ -56,7 +55,7 @@ func TestConsumer_ConcurrentWithInMemoryRebuilds_AtLeastOnce(t *testing.T) {
 			defer wg.Done()
 			seen := map[uint64]int{}
 			var allowedDup map[uint64]bool = map[uint64]bool{}
-			c, err := j.Consumer(name)
+			c, err := j.Consumers().Open(name)
 			if err != nil {
 				t.Error(err)
 				return
@@ -91,7 +90,7 @@ func TestConsumer_ConcurrentWithInMemoryRebuilds_AtLeastOnce(t *testing.T) {
 						allowedDup[off] = true
 					}
 					readNotCommitted = nil
-					if c, err = j.Consumer(name); err != nil {
+					if c, err = j.Consumers().Open(name); err != nil {
 						t.Error(err)
 						return
 					}
@@ -118,18 +117,18 @@ func TestConsumer_CommitIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"), ev(journal.Added, "wj/c", "u", "3"))
-	c, _ := j.Consumer("app")
+	c, _ := j.Consumers().Open("app")
 	evs, _ := c.TryNext(2)
 	_ = c.Commit(evs[1].Offset)
 	_ = j.Close()
 
 	j = open(t, path)
-	c, _ = j.Consumer("app")
+	c, _ = j.Consumers().Open("app")
 	evs, err = c.TryNext(10)
 	if err != nil || len(evs) != 1 || evs[0].Offset != 3 {
 		t.Fatalf("after reopen TryNext = %+v, %v; want offset 3 only", evs, err)
 	}
-	infos, _ := j.Consumers()
+	infos, _ := j.Consumers().List()
 	if len(infos) != 1 || infos[0].Committed != 2 || infos[0].Lag != 1 {
 		t.Errorf("Consumers() = %+v; want app committed 2 lag 1", infos)
 	}
@@ -137,7 +136,7 @@ func TestConsumer_CommitIsDurable(t *testing.T) {
 
 func TestConsumer_Next_BlocksUntilAppendAndHonoursContext(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	c, _ := j.Consumer("app")
+	c, _ := j.Consumers().Open("app")
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := c.Next(short, 10); !errors.Is(err, context.DeadlineExceeded) {
@@ -162,7 +161,7 @@ func TestConsumer_SeekTime(t *testing.T) {
 		e.Time = base.Add(time.Duration(i) * time.Minute)
 		appendEvents(t, j, fmt.Sprint(i), e)
 	}
-	c, _ := j.Consumer("app")
+	c, _ := j.Consumers().Open("app")
 	if err := c.SeekTime(base.Add(4*time.Minute + time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestConsumer_SeekTime(t *testing.T) {
 	}
 }
 
-// Ensure CreateConsumer registers a new name at the position asked (0: the
+// Ensure Consumers.Create registers a new name at the position asked (0: the
 // first retained event) and refuses, moving nothing, a name already
 // registered (ErrConsumerExists), a position past the head + 1
 // (ErrOffsetRange), one retention trimmed (ErrTrimmed) and a bad name.
@@ -180,7 +179,7 @@ func TestJournal_CreateConsumer(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "4", ev(journal.Added, "wj/a", "u", "1"), ev(journal.Added, "wj/b", "u", "2"),
 		ev(journal.Added, "wj/c", "u", "3"), ev(journal.Added, "wj/d", "u", "4"))
-	if _, _, err := journalwrite.Of(j).Trim(2, 10, 0, 0); err != nil { // offsets 2 to 4 retained
+	if _, _, err := j.Writer().Trim(2, 10, 0, 0); err != nil { // offsets 2 to 4 retained
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -198,16 +197,16 @@ func TestJournal_CreateConsumer(t *testing.T) {
 		{"trimmed", 1, journal.ErrTrimmed, 0},
 		{"", 0, journal.ErrBadKey, 0},
 	} {
-		err := j.CreateConsumer(tc.name, tc.next)
+		err := j.Consumers().Create(tc.name, tc.next)
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-			t.Errorf("CreateConsumer(%q, %d) = %v; want %v", tc.name, tc.next, err, tc.want)
+			t.Errorf("Consumers.Create(%q, %d) = %v; want %v", tc.name, tc.next, err, tc.want)
 		}
-		got, err := j.ConsumerCommitted(tc.name)
+		got, err := j.Consumers().Committed(tc.name)
 		switch {
 		case tc.committed == 0 && !errors.Is(err, journal.ErrNoConsumer):
-			t.Errorf("after CreateConsumer(%q, %d): committed %d, %v; want no such consumer", tc.name, tc.next, got, err)
+			t.Errorf("after Consumers.Create(%q, %d): committed %d, %v; want no such consumer", tc.name, tc.next, got, err)
 		case tc.committed > 0 && got != tc.committed:
-			t.Errorf("after CreateConsumer(%q, %d): committed %d, %v; want %d", tc.name, tc.next, got, err, tc.committed)
+			t.Errorf("after Consumers.Create(%q, %d): committed %d, %v; want %d", tc.name, tc.next, got, err, tc.committed)
 		}
 	}
 }

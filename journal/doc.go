@@ -7,9 +7,9 @@
 // reconcile fills it from list and watch; consumers read it from their own
 // offsets:
 //
-//	j, err := journal.Open(path, nil) // nil options: the defaults
-//	c, err := j.Consumer("audit")     // holds retention back
-//	evs, err := c.Next(ctx, 100)      // waits at the head
+//	j, err := journal.Open(path, nil)      // nil options: the defaults
+//	c, err := j.Consumers().Open("audit") // holds retention back
+//	evs, err := c.Next(ctx, 100)           // waits at the head
 //	err = c.Commit(evs[len(evs)-1].Offset)
 //
 // # Guarantees
@@ -34,6 +34,6 @@
 // Keys: keys.go. The file's resource and selectors: selector.go. Errors:
 // errors.go. Objects, secondary indexes and sealing: objects.go,
 // indexes.go, seal.go. Conventions (shutdown, ErrClosed, batch sizes) and
-// concurrency: journal.go. The writer, which is not this package's API:
-// write.go.
+// concurrency: journal.go. The write side, Writer, which whoever runs the
+// loop holds (package reconcile): write.go.
 package journal

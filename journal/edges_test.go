@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -18,7 +17,7 @@ func TestClosed_ErrClosedEverywhere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
 	appendEvents(t, j, "1", ev(journal.Added, "wj/a", "u", "1"))
-	c, err := j.Consumer("c")
+	c, err := j.Consumers().Open("c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestMax_ZeroIsDefaultNegativeIsError(t *testing.T) {
 	if _, err := j.Read(1, -1); !errors.Is(err, journal.ErrBadMax) {
 		t.Errorf("Read(1, -1) = %v; want ErrBadMax", err)
 	}
-	c, _ := j.Consumer("c")
+	c, _ := j.Consumers().Open("c")
 	if got, err := c.TryNext(0); err != nil || len(got) != journal.DefaultBatch {
 		t.Errorf("TryNext(0) = %d events, %v; want %d", len(got), err, journal.DefaultBatch)
 	}
@@ -82,7 +81,7 @@ func TestCommit_BackwardsRejected_ResetRewinds(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		appendEvents(t, j, "1", ev(journal.Added, "wj/"+k, "u", "1"))
 	}
-	c, _ := j.Consumer("c")
+	c, _ := j.Consumers().Open("c")
 	if err := c.Commit(4); err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +123,14 @@ func TestAppend_RejectsEventsAgainstTheIndex(t *testing.T) {
 		{noOrigin, journal.ErrBadEvent},
 		{ev("BOOKMARK", "wj/a", "u", "2"), journal.ErrBadEvent},
 	} {
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&tc.e); return err })
+		err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&tc.e); return err })
 		if !errors.Is(err, tc.want) {
 			t.Errorf("Append(%s %s origin %q) = %v; want %v", tc.e.Type, tc.e.Key, tc.e.Origin, err, tc.want)
 		}
 	}
 	var kse *journal.KeyStateError
 	e := ev(journal.Added, "wj/a", "u2", "2")
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&e); return err }); !errors.As(err, &kse) || !kse.Present || kse.UID != "u1" {
+	if err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&e); return err }); !errors.As(err, &kse) || !kse.Present || kse.UID != "u1" {
 		t.Errorf("ADDED for present key: %#v; want a KeyStateError with Present and UID u1", kse)
 	}
 	if head, _ := j.Head(); head != 1 {
@@ -178,7 +177,7 @@ func TestResource_KindRecordedNotIdentity(t *testing.T) {
 		t.Fatalf("Open without kind of a file with = %v", err)
 	}
 	defer j.Close()
-	if err := journalwrite.Of(j).SetKind("Other", "v9"); err != nil {
+	if err := j.Writer().SetKind("Other", "v9"); err != nil {
 		t.Fatal(err)
 	}
 	if r, _, _ := j.Resource(); r.Kind != "ConfigMap" {

@@ -61,7 +61,7 @@ type Event struct {
 	// returns either as JSON. A synthesized DELETED (a
 	// tombstone: the deletion was inferred, no object was served) carries
 	// the key's last stored object in a file that keeps objects
-	// (Journal.KeepObjects), read in the transaction that stored the
+	// (Settings.KeepObjects), read in the transaction that stored the
 	// DELETED, so the final state survives retention trimming; elsewhere
 	// it is nil (only Key, UID and ResourceVersion are known). Nil also
 	// for journals that keep metadata only.

@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -29,7 +28,7 @@ func ExampleOpen() {
 
 	// Package reconcile does this for you; index, journal and
 	// resourceVersion change together.
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "101", Origin: journal.OriginWatch},
 			{Type: journal.Deleted, Key: "demo/a", UID: "u-1", ResourceVersion: "102", Origin: journal.OriginRelist},
@@ -58,7 +57,7 @@ func ExampleOpen() {
 
 // A durable consumer reads from its committed offset, follows the head and
 // commits what it has processed; after a crash it resumes after the commit.
-func ExampleJournal_Consumer() {
+func ExampleConsumers_Open() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	j, err := journal.Open(filepath.Join(dir, "j.db"), nil)
@@ -67,12 +66,12 @@ func ExampleJournal_Consumer() {
 	}
 	defer j.Close()
 
-	c, err := j.Consumer("audit") // registered in the file; holds retention back
+	c, err := j.Consumers().Open("audit") // registered in the file; holds retention back
 	if err != nil {
 		log.Fatal(err)
 	}
 	go func() { // the writer (package reconcile in real use)
-		_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		_ = j.Writer().Update(func(tx *journal.Tx) error {
 			e := journal.Event{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "7", Origin: journal.OriginWatch}
 			_, err := tx.Append(&e)
 			return err

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/testenv"
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -30,7 +29,7 @@ func TestJournal_FullDisk_TypedErrorLosesNothing(t *testing.T) {
 
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {
-		err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		err = j.Writer().Update(func(tx *journal.Tx) error {
 			e := journal.Event{Type: journal.Modified, Key: "wj/a", UID: "u", ResourceVersion: "x", Object: payload(100 << 10), Origin: journal.OriginWatch}
 			for k := 0; k < 5; k++ {
 				if _, err := tx.Append(&e); err != nil {
@@ -140,7 +139,7 @@ func TestJournal_RandomDamage_NeverPanics(t *testing.T) {
 		if i%3 == 0 {
 			e.Object = payload(3000)
 		}
-		_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		_ = j.Writer().Update(func(tx *journal.Tx) error {
 			if _, ok, _ := tx.Lookup(e.Key); ok {
 				e.Type = journal.Modified
 			}

@@ -4,16 +4,16 @@ package journal
 // disk in the same transaction as the object they derive from.
 //
 // Design. A process registers index functions on a writable journal
-// (Journal.AddIndexes) before its writer starts, as client-go's
+// (Indexes.Add) before its writer starts, as client-go's
 // AddIndexers before an informer runs, and brings the file current with
-// them (Journal.Reindex, reindex.go), beside the writer. Each function maps an object's
+// them (Indexes.Reindex, reindex.go), beside the writer. Each function maps an object's
 // bytes (as stored: JSON or protobuf as served, or the metadata a
 // metadata-only journal keeps) to index values. Every write that changes a key's object
 // — the writer's append (tx.go) of an ADDED, MODIFIED or DELETED, a relist's commit (its
 // tombstones included) and a first list's direct appends — calls every
 // registered function on the new object, in the write transaction, and
 // updates the bucket idx/<name> there: the index and the object commit or
-// roll back together, so a reader (ObjectView.Lookup, LookupIndex) sees
+// roll back together, so a reader (ObjectView.Lookup, Indexes.Lookup) sees
 // both of one commit. The cost is paid by the writer, once per change: one
 // call of each function (a decode, for jcache) and a few bucket writes.
 // An event without an object (a DELETED, or an ADDED or MODIFIED that
@@ -34,23 +34,23 @@ package journal
 // (meta "indexes") and cannot know whether the function registered under
 // a name today is the one its entries were computed with (a program's
 // next version may change it, or the transform its objects pass
-// through). So every registration (AddIndexes) marks its names pending
+// through). So every registration (Indexes.Add) marks its names pending
 // (meta "indexesPending"), and Reindex brings a pending index
 // current: it reads the live keys in bounded batches, each in a read
 // transaction of its own, calls the registered function on each object
 // outside any transaction, and rewrites only the keys whose stored values
 // differ, in one short write transaction per batch; the last transaction
 // clears the mark. A name the file does not record is recorded, with an
-// empty bucket, by AddIndexes: its build is the same reindex, every
+// empty bucket, by Indexes.Add: its build is the same reindex, every
 // key with values differing from none.
 //
 // Invariant: a name that is recorded and not pending has, for every live
 // key, the values its registered function gives the key's object. While a
-// name is pending, lookups in it (LookupIndex, ObjectView.Lookup,
-// IndexValues) fail with ErrIndexPending, which matches ErrNoIndex: the
+// name is pending, lookups in it (Indexes.Lookup, ObjectView.Lookup,
+// Indexes.Values) fail with ErrIndexPending, which matches ErrNoIndex: the
 // reader evaluates the function itself (jcache's read-time path), so a
 // read never gets a stale or partial answer. It holds because the
-// function is registered in AddIndexes' transaction, before the
+// function is registered in Indexes.Add's transaction, before the
 // reindex starts: every write from then on indexes with it, and a
 // batch rewrites a key only when the key's index entry is the one it
 // read (a write in between has indexed the key already). A crash during
@@ -89,7 +89,7 @@ type IndexFunc func(obj []byte) ([]string, error)
 var ErrNoIndex = errors.New("journal: no such index")
 
 // ErrIndexPending matches ErrNoIndex: the index is registered but not yet
-// reindexed against its function (AddIndexes, then Reindex), so the
+// reindexed against its function (Indexes.Add, then Reindex), so the
 // file cannot answer for it; evaluate the function instead.
 var ErrIndexPending = fmt.Errorf("%w: its reindex against the registered function is not finished", ErrNoIndex)
 
@@ -105,12 +105,12 @@ const (
 	metaIndexesPending = "indexesPending"
 )
 
-// registration is one AddIndexes of a name: its address tells a
+// registration is one Indexes.Add of a name: its address tells a
 // reindex whether the name was registered again since it began.
 type registration struct{ fn IndexFunc }
 
 // indexSet is the index functions registered on a Journal in this
-// process, replaced whole by AddIndexes.
+// process, replaced whole by Indexes.Add.
 type indexSet struct {
 	atomic.Pointer[map[string]*registration]
 }
@@ -173,7 +173,16 @@ func answering(tx storage.Tx, name string) error {
 	return nil
 }
 
-// AddIndexes registers index functions by name on a writable journal, for
+// Indexes is a journal's secondary indexes: register index functions
+// (Add), build or check their entries (Reindex), and look keys up by an
+// indexed value. Get it from Journal.Indexes; it is safe for concurrent
+// use.
+type Indexes struct{ j *Journal }
+
+// Indexes returns j's secondary indexes.
+func (j *Journal) Indexes() Indexes { return Indexes{j: j} }
+
+// Add registers index functions by name on a writable journal, for
 // this process, and makes the file keep their indexes from this
 // transaction on: every later write indexes its object with them. Each
 // name is marked pending in the file, and lookups in it fail with
@@ -184,7 +193,8 @@ func answering(tx storage.Tx, name string) error {
 // transaction; call it before the writer starts (a write made while a
 // recorded name is not registered drops the index). Errors: ErrReadOnly,
 // a bad name, the store's.
-func (j *Journal) AddIndexes(add map[string]IndexFunc) error {
+func (in Indexes) Add(add map[string]IndexFunc) error {
+	j := in.j
 	for name, fn := range add {
 		if err := checkIndexName(name); err != nil {
 			return err
@@ -377,18 +387,20 @@ func indexKeys(tx storage.Tx, s *sealer, name, value string, fn func(key string)
 	})
 }
 
-// Indexes returns the names of the indexes the file keeps, sorted: those
-// registered (AddIndexes) and not dropped since, pending ones included.
-func (j *Journal) Indexes() ([]string, error) {
+// Names returns the names of the indexes the file keeps, sorted: those
+// registered (Indexes.Add) and not dropped since, pending ones included.
+func (in Indexes) Names() ([]string, error) {
+	j := in.j
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error { out = recordedIndexes(tx); return nil })
 	return out, err
 }
 
-// LookupIndex returns the keys whose values in index name include value,
+// Lookup returns the keys whose values in index name include value,
 // in key order, in one read transaction. Errors: ErrNoIndex (and
 // ErrIndexPending, which matches it), the store's.
-func (j *Journal) LookupIndex(name, value string) ([]string, error) {
+func (in Indexes) Lookup(name, value string) ([]string, error) {
+	j := in.j
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
 		return indexKeys(tx, j.seal, name, value, func(k string) (bool, error) { out = append(out, k); return true, nil })
@@ -425,19 +437,20 @@ func parseValueEntry(k []byte) (value string, key []byte, ok bool) {
 	return string(k[1+w : 1+w+int(n)]), k[1+w+int(n):], true
 }
 
-// IndexValues returns the distinct values of index name, sorted by their
+// Values returns the distinct values of index name, sorted by their
 // stored form (length, then bytes), in one read transaction: a walk of the
 // index's value entries, without a decode. Errors: ErrNoIndex (and
 // ErrIndexPending, which matches it, also for a file whose values are
-// stored hashed: IndexesHashed), the store's, ErrBadRecord for a damaged
+// stored hashed: Indexes.Hashed), the store's, ErrBadRecord for a damaged
 // entry.
-func (j *Journal) IndexValues(name string) ([]string, error) {
+func (in Indexes) Values(name string) ([]string, error) {
+	j := in.j
 	var out []string
 	err := j.store.View(func(tx storage.Tx) error {
 		if err := answering(tx, name); err != nil {
 			return err
 		}
-		if j.IndexesHashed() {
+		if j.Indexes().Hashed() {
 			return fmt.Errorf("%w: %q: the file's index values are stored hashed (sealfile.go)", ErrIndexPending, name)
 		}
 		return tx.DerivedScan(indexBucket(name), []byte{'v'}, func(k, _ []byte) (bool, error) {

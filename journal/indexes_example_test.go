@@ -10,14 +10,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Keep an index of ConfigMaps by a label on disk: registered and reindexed
 // before the writer starts (or reindexed beside it), updated with every object in the same transaction, read
 // by value without decoding the other objects.
-func ExampleJournal_AddIndexes() {
+func ExampleIndexes_Add() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
@@ -26,7 +25,7 @@ func ExampleJournal_AddIndexes() {
 		log.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		log.Fatal(err)
 	}
 	byApp := func(obj []byte) ([]string, error) {
@@ -43,17 +42,17 @@ func ExampleJournal_AddIndexes() {
 		}
 		return nil, nil
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"app": byApp}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"app": byApp}); err != nil {
 		log.Fatal(err)
 	}
 	// The file may hold the index from an earlier run, computed by
 	// another version of byApp: it answers once reindexed against this one.
-	if _, err := j.Reindex(context.Background(), []string{"app"}); err != nil {
+	if _, err := j.Indexes().Reindex(context.Background(), []string{"app"}); err != nil {
 		log.Fatal(err)
 	}
 
 	// Package reconcile writes these; the index changes with them.
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "101", Origin: journal.OriginWatch,
 				Object: []byte(`{"metadata":{"name":"a","namespace":"demo","labels":{"app":"web"}}}`)},
@@ -69,7 +68,7 @@ func ExampleJournal_AddIndexes() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	keys, err := j.LookupIndex("app", "web")
+	keys, err := j.Indexes().Lookup("app", "web")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
@@ -45,26 +44,26 @@ func withIndex(t *testing.T, j *journal.Journal, calls *int) journal.ReindexStat
 
 func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journal.ReindexStats {
 	t.Helper()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": fn}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": fn}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := j.Reindex(context.Background(), []string{"color"})
+	st, err := j.Indexes().Reindex(context.Background(), []string{"color"})
 	if err != nil {
 		t.Fatalf("Reindex = %+v, %v", st, err)
 	}
 	return st
 }
 
-// wantIndex checks the keys of value (LookupIndex) and that the view's
+// wantIndex checks the keys of value (Indexes.Lookup) and that the view's
 // Lookup gives the same keys with their current objects.
 func wantIndex(t *testing.T, j *journal.Journal, value string, want ...string) {
 	t.Helper()
-	got, err := j.LookupIndex("color", value)
+	got, err := j.Indexes().Lookup("color", value)
 	if err != nil || !slices.Equal(got, want) {
-		t.Fatalf("LookupIndex(color, %q) = %q, %v; want %q", value, got, err, want)
+		t.Fatalf("Indexes.Lookup(color, %q) = %q, %v; want %q", value, got, err, want)
 	}
 	var viewed []string
 	err = j.ViewObjects(func(v *journal.ObjectView) error {
@@ -111,8 +110,8 @@ func TestIndexes_FollowAppends(t *testing.T) {
 	noObj.Object = nil
 	appendEvents(t, j, "6", noObj)
 	wantIndex(t, j, "red", "wj/d")
-	if _, err := j.LookupIndex("size", "1"); !errors.Is(err, journal.ErrNoIndex) {
-		t.Fatalf("LookupIndex(size) = %v; want ErrNoIndex", err)
+	if _, err := j.Indexes().Lookup("size", "1"); !errors.Is(err, journal.ErrNoIndex) {
+		t.Fatalf("Indexes.Lookup(size) = %v; want ErrNoIndex", err)
 	}
 }
 
@@ -124,7 +123,7 @@ func TestIndexes_FollowRelists(t *testing.T) {
 	withIndex(t, j, nil)
 	relist := func(rv string, evs ...journal.Event) {
 		t.Helper()
-		r, err := journalwrite.Of(j).BeginRelist()
+		r, err := j.Writer().BeginRelist()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +163,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 	appendEvents(t, j, "1", obj(journal.Added, "wj/a", "u1", "1", `{"color":"red"}`))
 
 	abort := errors.New("abort")
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		m := obj(journal.Modified, "wj/a", "u1", "2", `{"color":"blue"}`)
 		if _, err := tx.Append(&m); err != nil {
 			return err
@@ -184,7 +183,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 		t.Fatalf("object of wj/a = %s after the abort", got)
 	}
 
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		m := obj(journal.Modified, "wj/a", "u1", "3", `{"color":"blue","bad":true}`)
 		_, err := tx.Append(&m)
 		return err
@@ -206,7 +205,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3",
@@ -214,7 +213,7 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),
 		obj(journal.Modified, "wj/a", "u1", "3", `{"color":"blue"}`))
 	// Trim every event: the backfill reads the objects' kept copies too.
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want the 3 events", n, err)
 	}
 	appendEvents(t, j, "4", obj(journal.Added, "wj/c", "u3", "4", `{"color":"red"}`))
@@ -243,11 +242,11 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	// A writer without the index: its write drops it.
 	j = open(t, path)
 	appendEvents(t, j, "6", obj(journal.Modified, "wj/c", "u3", "6", `{"color":"blue"}`))
-	if names, err := j.Indexes(); err != nil || len(names) != 0 {
+	if names, err := j.Indexes().Names(); err != nil || len(names) != 0 {
 		t.Fatalf("Indexes() after a write without the index = %q, %v; want none", names, err)
 	}
-	if _, err := j.LookupIndex("color", "red"); !errors.Is(err, journal.ErrNoIndex) {
-		t.Fatalf("LookupIndex of a dropped index = %v; want ErrNoIndex", err)
+	if _, err := j.Indexes().Lookup("color", "red"); !errors.Is(err, journal.ErrNoIndex) {
+		t.Fatalf("Indexes.Lookup of a dropped index = %v; want ErrNoIndex", err)
 	}
 	calls = 0
 	if st := withIndex(t, j, &calls); calls != 3 || st.Rewritten != 3 {
@@ -255,7 +254,7 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	}
 	wantIndex(t, j, "red", "wj/b")
 	wantIndex(t, j, "blue", "wj/a", "wj/c")
-	if names, err := j.Indexes(); err != nil || !slices.Equal(names, []string{"color"}) {
+	if names, err := j.Indexes().Names(); err != nil || !slices.Equal(names, []string{"color"}) {
 		t.Fatalf("Indexes() = %q, %v; want [color]", names, err)
 	}
 	if r, err := j.Check(); err != nil || !r.OK() {
@@ -263,7 +262,7 @@ func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	}
 }
 
-// Ensure that the file check passes over kept indexes, that IndexValues
+// Ensure that the file check passes over kept indexes, that Indexes.Values
 // lists each value once, and that a file rewrite (journalctl compact)
 // keeps the index and its record.
 func TestIndexes_CheckValuesRewrite(t *testing.T) {
@@ -275,8 +274,8 @@ func TestIndexes_CheckValuesRewrite(t *testing.T) {
 		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),
 		obj(journal.Added, "wj/c", "u3", "3", `{"color":"red"}`))
 	appendEvents(t, j, "4", ev(journal.Deleted, "wj/b", "u2", "4"))
-	if vals, err := j.IndexValues("color"); err != nil || !slices.Equal(vals, []string{"any", "red"}) {
-		t.Fatalf("IndexValues(color) = %q, %v; want [any red]", vals, err)
+	if vals, err := j.Indexes().Values("color"); err != nil || !slices.Equal(vals, []string{"any", "red"}) {
+		t.Fatalf("Indexes.Values(color) = %q, %v; want [any red]", vals, err)
 	}
 	if r, err := j.Check(); err != nil || !r.OK() {
 		t.Fatalf("Check = %+v, %v; want sound", r, err)

@@ -92,7 +92,11 @@ type Options struct {
 	SealResources []schema.GroupResource
 }
 
-// Journal is an open journal file. It is safe for concurrent use by many
+// Journal is an open journal file. Its methods read: events by offset,
+// the index, objects, the resource and its state. The rest is reached by
+// role: Consumers (durable consumers), Indexes (secondary indexes),
+// Settings (retention, objects kept, sealing) and Writer (the write side,
+// for whoever runs the loop). It is safe for concurrent use by many
 // goroutines; writes are serialized.
 type Journal struct {
 	store  storage.Store
@@ -377,7 +381,7 @@ func (j *Journal) wake() {
 // drops as they age); the next read of a page faults it in again. It
 // returns how many bytes of the file it covered, 0 where the platform
 // has no madvise. Errors: ErrClosed. See journal/bolt/unmap.go.
-func (j *Journal) ReleaseMapped() (int64, error) { return j.store.ReleaseMapped() }
+func (s Settings) ReleaseMapped() (int64, error) { return s.j.store.ReleaseMapped() }
 
 // Stats describes a journal file at one moment (one read transaction).
 type Stats struct {

@@ -13,7 +13,6 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -31,7 +30,7 @@ func open(t *testing.T, path string) *journal.Journal {
 
 func appendEvents(t *testing.T, j *journal.Journal, rv string, evs ...journal.Event) {
 	t.Helper()
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range evs {
 			if _, err := tx.Append(&evs[i]); err != nil {
 				return err
@@ -77,7 +76,7 @@ func TestJournal_Append_IndexJournalAndRVTogether(t *testing.T) {
 func TestJournal_Update_ErrorChangesNothing(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	boom := errors.New("boom")
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		e := ev(journal.Added, "wj/a", "u1", "10")
 		if _, err := tx.Append(&e); err != nil {
 			return err
@@ -203,7 +202,7 @@ func TestOpen_Errors(t *testing.T) {
 func TestRelist_AbortChangesNothing(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "5", ev(journal.Added, "wj/a", "u1", "5"))
-	rel, err := journalwrite.Of(j).BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +219,7 @@ func TestRelist_AbortChangesNothing(t *testing.T) {
 func TestRelist_CommitAppliesInOrder(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	appendEvents(t, j, "5", ev(journal.Added, "wj/a", "u1", "5"))
-	rel, _ := journalwrite.Of(j).BeginRelist()
+	rel, _ := j.Writer().BeginRelist()
 	var staged []journal.Event
 	for i := 0; i < 2500; i++ { // more than one commit chunk
 		key := "wj/n" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))

@@ -26,7 +26,7 @@ import (
 const MaxKeyBytes = 32768
 
 // ErrBadKey is returned for an object key or consumer name that is empty or
-// longer than MaxKeyBytes: by Journal.Consumer, and by the writer's
+// longer than MaxKeyBytes: by Consumers.Open, and by the writer's
 // append and relist (tx.go, relist.go), before anything is written.
 var ErrBadKey = errors.New("journal: key empty or too long")
 

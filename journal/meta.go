@@ -14,28 +14,30 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// metaNS is one namespace of the file's meta entries, for a package that
-// keeps a small setting in the file beside the journal (journalwrite.Writer.Meta).
-type metaNS struct {
+// Meta is one namespace of the file's meta entries, for a package that
+// keeps a small setting in the file beside the journal (Writer.Meta). Each
+// Get and Put is a transaction of its own; it is safe for concurrent use.
+type Meta struct {
 	j      *Journal
 	prefix string
 }
 
 // Meta returns the meta entries of namespace ns, which must be non-empty
-// and hold no dot. The entry key of namespace ns is stored as "ns.key":
+// and hold no dot (else it panics: ns is a constant of the calling
+// package). The entry key of namespace ns is stored as "ns.key":
 // reconcile's list mode, ns "reconcile" and key "listMode", is the entry
 // "reconcile.listMode" that files written before Meta existed hold.
-func (w *writer) Meta(ns string) metaAPI {
+func (w *Writer) Meta(ns string) *Meta {
 	if ns == "" || strings.Contains(ns, ".") {
 		panic(fmt.Sprintf("journal: Meta namespace %q is empty or holds a dot", ns))
 	}
-	return &metaNS{j: w.j, prefix: ns + "."}
+	return &Meta{j: w.j, prefix: ns + "."}
 }
 
 // Get returns the value of the entry key, or nil when it is not set. A
 // read that fails is an error, never "not set": the store's (ErrCorrupt,
 // or ErrClosed for a closed journal).
-func (m *metaNS) Get(key string) ([]byte, error) {
+func (m *Meta) Get(key string) ([]byte, error) {
 	var v []byte
 	err := m.j.store.View(func(tx storage.Tx) error {
 		v = append([]byte(nil), tx.Meta(m.prefix+key)...)
@@ -52,7 +54,7 @@ func (m *metaNS) Get(key string) ([]byte, error) {
 
 // Put sets the entry key to v, in a transaction of its own; a nil v
 // deletes it. It returns ErrReadOnly on a journal opened read-only.
-func (m *metaNS) Put(key string, v []byte) error {
+func (m *Meta) Put(key string, v []byte) error {
 	if err := m.j.store.Update(func(tx storage.Tx) error { return tx.SetMeta(m.prefix+key, v) }); err != nil {
 		return fmt.Errorf("journal: meta %s%s: %w", m.prefix, key, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -16,7 +15,7 @@ import (
 // value deletes it.
 func TestWriter_Meta_NamespacedEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	m := journalwrite.Of(j).Meta("reconcile")
+	m := j.Writer().Meta("reconcile")
 	if v, err := m.Get("listMode"); v != nil || err != nil {
 		t.Fatalf("Get of an entry never set = %q, %v; want nil, nil", v, err)
 	}

@@ -23,10 +23,10 @@ func TestOpen_MigrateSelectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "12", ev(journal.Added, "wj/a", "u1", "11"), ev(journal.Added, "wj/c", "u3", "12"))
-	if err := j.CreateConsumer("controller", 2); err != nil {
+	if err := j.Consumers().Create("controller", 2); err != nil {
 		t.Fatal(err)
 	}
-	committed, err := j.ConsumerCommitted("controller")
+	committed, err := j.Consumers().Committed("controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestOpen_MigrateSelectors(t *testing.T) {
 	if err != nil || st.Objects != 2 || st.LastOffset != 2 {
 		t.Errorf("stats after migration = %+v, %v; want the index (2 objects) and events (head 2) kept", st, err)
 	}
-	if c, err := j.ConsumerCommitted("controller"); err != nil || c != committed {
+	if c, err := j.Consumers().Committed("controller"); err != nil || c != committed {
 		t.Errorf("consumer after migration = %d, %v; want %d, as before", c, err, committed)
 	}
 }

@@ -211,7 +211,8 @@ type ObjectView struct {
 // the journal (before the first list, simplest) for a complete cache. It is
 // idempotent; on a read-only journal it is an error unless the file
 // already keeps objects.
-func (j *Journal) KeepObjects() error {
+func (s Settings) KeepObjects() error {
+	j := s.j
 	var on bool
 	if err := j.store.View(func(tx storage.Tx) error { on = tx.HasObjects(); return nil }); err != nil || on {
 		return err

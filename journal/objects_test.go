@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/storage"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/compactor"
@@ -32,7 +31,7 @@ func get(t *testing.T, j *journal.Journal, key string) (string, bool, error) {
 func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3",
@@ -43,7 +42,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatalf("Object(wj/a) = %q, %v, %v; want the MODIFIED's object", got, ok, err)
 	}
 	// A relist: b deleted (tombstone, no object), a modified, c added.
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim every event: the objects stay.
-	if n, _, err := journalwrite.Of(j).Trim(7, 100, 0, 0); err != nil || n != 6 {
+	if n, _, err := j.Writer().Trim(7, 100, 0, 0); err != nil || n != 6 {
 		t.Fatalf("Trim = %d, %v; want the 6 events", n, err)
 	}
 	if err := j.Close(); err != nil {
@@ -92,10 +91,10 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	if _, ok, err := get(t, j, "wj/old"); ok || !errors.Is(err, journal.ErrObjectsNotKept) {
 		t.Fatalf("Object(wj/old) before KeepObjects = ok %v, %v; want ErrObjectsNotKept", ok, err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's event", n, err)
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok, err := get(t, j, "wj/new"); got != `{"y":0}` || !ok || err != nil {
@@ -163,12 +162,12 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	trim := func(before uint64, want int) {
 		t.Helper()
-		if n, _, err := journalwrite.Of(j).Trim(before, 100, 0, 0); err != nil || n != want {
+		if n, _, err := j.Writer().Trim(before, 100, 0, 0); err != nil || n != want {
 			t.Fatalf("Trim(%d) = %d, %v; want %d", before, n, err, want)
 		}
 	}
@@ -224,7 +223,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 // index, and passes a file that keeps objects through deletes.
 func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2", obj(journal.Added, "wj/a", "u1", "1", `{}`), ev(journal.Deleted, "wj/a", "u1", "2"))
@@ -247,7 +246,7 @@ func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 // current object still reads the newest record.
 func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	body := func(rv, d string) string {
@@ -288,7 +287,7 @@ func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
 		t.Fatalf("Previous before the trim = %q, %v; want the record at 2", got, ok)
 	}
 	// Trim offsets 1-3: the record at 2 is not wj/a's latest (4 is).
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want 3", n, err)
 	}
 	for _, e := range []journal.Event{last, relisted} {

@@ -53,7 +53,7 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 	// Watch appends: a ADDED, MODIFIED twice (the second in the same
 	// transaction as the first), b ADDED without an object then MODIFIED,
 	// c ADDED then DELETED; a caller's PrevOffset is ignored.
-	if err := j.writer().Update(func(tx txAPI) error {
+	if err := j.Writer().Update(func(tx *Tx) error {
 		for _, e := range []Event{
 			{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: obj("1"), PrevOffset: 99},
 			{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2"},
@@ -69,7 +69,7 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.writer().Update(func(tx txAPI) error {
+	if err := j.Writer().Update(func(tx *Tx) error {
 		for _, e := range []Event{
 			{Type: Modified, Key: "ns/a", UID: "ua", ResourceVersion: "5", PrevResourceVersion: "4", Object: obj("5"), PrevOffset: 1},
 			{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "6", PrevResourceVersion: "2", Object: obj("6")},
@@ -87,7 +87,7 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 
 	// A relist whose commit takes three chunks (commitChunk 250): 600 new
 	// keys, then a changed and b gone.
-	rel, err := j.writer().BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer j.Close()
-			if err := j.writer().Update(func(tx txAPI) error {
+			if err := j.Writer().Update(func(tx *Tx) error {
 				for _, e := range []Event{
 					{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: []byte(`{}`)},
 					{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2", Object: []byte(`{}`)},

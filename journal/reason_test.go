@@ -12,7 +12,6 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
 )
@@ -31,7 +30,7 @@ func TestEvent_Reason_RoundTrip(t *testing.T) {
 		ev(journal.Added, "ns/a", "u2", "5"),
 		withReason(ev(journal.Deleted, "ns/a", "u2", "5"), journal.ReasonGone),
 	)
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +86,11 @@ func TestTx_Append_BadReason(t *testing.T) {
 	} {
 		e := ev(c.typ, c.key, "u1", "2")
 		e.Reason = c.reason
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&e); return err })
+		err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&e); return err })
 		if !errors.Is(err, journal.ErrBadEvent) {
 			t.Errorf("Append(%s %s reason %q) = %v; want ErrBadEvent", c.typ, c.key, c.reason, err)
 		}
-		r, err := journalwrite.Of(j).BeginRelist()
+		r, err := j.Writer().BeginRelist()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +153,7 @@ func TestSchemaFiles_V1_NoReasonAndMigrates(t *testing.T) {
 	}
 	defer j.Close()
 	last := evs[len(evs)-1]
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Deleted, Key: last.Key, UID: last.UID, ResourceVersion: "99", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector})
 		return err
 	}); err != nil {

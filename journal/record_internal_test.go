@@ -95,10 +95,10 @@ func TestObjects_EntryPointingAtAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	err = j.writer().Update(func(tx txAPI) error {
+	err = j.Writer().Update(func(tx *Tx) error {
 		for _, k := range []string{"ns/a", "ns/b"} {
 			if _, err := tx.Append(&Event{Type: Added, Key: k, UID: "u-" + k, ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{"k":"` + k + `"}`)}); err != nil {
 				return err

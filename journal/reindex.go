@@ -63,8 +63,8 @@ type rewrite struct {
 	vals  []string
 }
 
-// Reindex brings the pending indexes names (registered by this
-// Journal's AddIndexes) current with their functions, in bounded batches
+// Reindex brings the pending indexes names (registered in this process by
+// Indexes.Add) current with their functions, in bounded batches
 // (see the top of the file), then clears their pending mark: lookups in
 // them answer from then on. It runs beside the writer and returns when
 // done or when ctx is done (ctx.Err(); the names stay pending). A name
@@ -72,7 +72,8 @@ type rewrite struct {
 // naming an unregistered name, ErrIndexFunc (the names stay pending),
 // an error when a name is registered again while it runs (the later
 // registration's reindex takes over), the store's.
-func (j *Journal) Reindex(ctx context.Context, names []string) (ReindexStats, error) {
+func (in Indexes) Reindex(ctx context.Context, names []string) (ReindexStats, error) {
+	j := in.j
 	var st ReindexStats
 	if j.store.ReadOnly() {
 		return st, fmt.Errorf("%w: reindex of %s", ErrReadOnly, j.Path())

@@ -58,24 +58,24 @@ func TestIndexes_Reindex_ChangedFunctionRewritesWhatDiffers(t *testing.T) {
 	}
 
 	j = open(t, path)
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": shade}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": shade}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.LookupIndex("color", "red"); !errors.Is(err, journal.ErrIndexPending) || !errors.Is(err, journal.ErrNoIndex) {
-		t.Fatalf("LookupIndex before the reindex = %v; want ErrIndexPending, matching ErrNoIndex", err)
+	if _, err := j.Indexes().Lookup("color", "red"); !errors.Is(err, journal.ErrIndexPending) || !errors.Is(err, journal.ErrNoIndex) {
+		t.Fatalf("Indexes.Lookup before the reindex = %v; want ErrIndexPending, matching ErrNoIndex", err)
 	}
-	st, err := j.Reindex(context.Background(), []string{"color"})
+	st, err := j.Indexes().Reindex(context.Background(), []string{"color"})
 	if err != nil || st.Keys != n || st.Rewritten != (n+1)/2 || st.Transactions != 4 || st.MaxRewrite != journal.ReindexBatch/2 {
 		t.Fatalf("Reindex of the changed function = %+v, %v; want %d keys, the %d even ones rewritten in 4 transactions", st, err, n, (n+1)/2)
 	}
-	if got, err := j.LookupIndex("color", "red"); err != nil || len(got) != 0 {
-		t.Fatalf("LookupIndex(red) = %d keys, %v; want none (every red object is red-2 now)", len(got), err)
+	if got, err := j.Indexes().Lookup("color", "red"); err != nil || len(got) != 0 {
+		t.Fatalf("Indexes.Lookup(red) = %d keys, %v; want none (every red object is red-2 now)", len(got), err)
 	}
-	if got, err := j.LookupIndex("color", "red-2"); err != nil || len(got) != (n+1)/2 {
-		t.Fatalf("LookupIndex(red-2) = %d keys, %v; want %d", len(got), err, (n+1)/2)
+	if got, err := j.Indexes().Lookup("color", "red-2"); err != nil || len(got) != (n+1)/2 {
+		t.Fatalf("Indexes.Lookup(red-2) = %d keys, %v; want %d", len(got), err, (n+1)/2)
 	}
-	if got, err := j.LookupIndex("color", "any"); err != nil || len(got) != n {
-		t.Fatalf("LookupIndex(any) = %d keys, %v; want %d", len(got), err, n)
+	if got, err := j.Indexes().Lookup("color", "any"); err != nil || len(got) != n {
+		t.Fatalf("Indexes.Lookup(any) = %d keys, %v; want %d", len(got), err, n)
 	}
 	if r, err := j.Check(); err != nil || !r.OK() {
 		t.Fatalf("Check after the reindex = %+v, %v; want sound", r, err)
@@ -108,7 +108,7 @@ func TestIndexes_Reindex_WritesDuringReindex(t *testing.T) {
 		}
 		return shade(b)
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": fn}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": fn}); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -117,7 +117,7 @@ func TestIndexes_Reindex_WritesDuringReindex(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := j.Reindex(context.Background(), []string{"color"})
+		st, err := j.Indexes().Reindex(context.Background(), []string{"color"})
 		done <- result{st, err}
 	}()
 	<-paused
@@ -127,8 +127,8 @@ func TestIndexes_Reindex_WritesDuringReindex(t *testing.T) {
 		obj(journal.Modified, "wj/0002", "u2", "2", `{"n":2,"color":"green"}`),
 		obj(journal.Modified, fmt.Sprintf("wj/%04d", n-4), fmt.Sprint("u", n-4), "2", fmt.Sprintf(`{"n":%d,"color":"green"}`, n-4)),
 		ev(journal.Deleted, "wj/0004", "u4", "2"))
-	if _, err := j.LookupIndex("color", "green-2"); !errors.Is(err, journal.ErrIndexPending) {
-		t.Fatalf("LookupIndex during the reindex = %v; want ErrIndexPending", err)
+	if _, err := j.Indexes().Lookup("color", "green-2"); !errors.Is(err, journal.ErrIndexPending) {
+		t.Fatalf("Indexes.Lookup during the reindex = %v; want ErrIndexPending", err)
 	}
 	close(resume)
 	r := <-done
@@ -136,11 +136,11 @@ func TestIndexes_Reindex_WritesDuringReindex(t *testing.T) {
 		t.Fatalf("Reindex = %+v, %v", r.st, r.err)
 	}
 	want := []string{"wj/0002", fmt.Sprintf("wj/%04d", n-4)}
-	if got, err := j.LookupIndex("color", "green-2"); err != nil || !slices.Equal(got, want) {
-		t.Fatalf("LookupIndex(green-2) = %q, %v; want %q", got, err, want)
+	if got, err := j.Indexes().Lookup("color", "green-2"); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Indexes.Lookup(green-2) = %q, %v; want %q", got, err, want)
 	}
-	if got, err := j.LookupIndex("color", "red-2"); err != nil || len(got) != (n+1)/2-3 || slices.Contains(got, "wj/0004") {
-		t.Fatalf("LookupIndex(red-2) = %d keys (wj/0004 among them: %v), %v; want %d, without wj/0004", len(got), slices.Contains(got, "wj/0004"), err, (n+1)/2-3)
+	if got, err := j.Indexes().Lookup("color", "red-2"); err != nil || len(got) != (n+1)/2-3 || slices.Contains(got, "wj/0004") {
+		t.Fatalf("Indexes.Lookup(red-2) = %d keys (wj/0004 among them: %v), %v; want %d, without wj/0004", len(got), slices.Contains(got, "wj/0004"), err, (n+1)/2-3)
 	}
 	if rep, err := j.Check(); err != nil || !rep.OK() {
 		t.Fatalf("Check after the reindex = %+v, %v; want sound", rep, err)
@@ -154,15 +154,15 @@ func TestIndexes_Reindex_StoppedStaysPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
 	colored(t, j, 10)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"color": color(nil)}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": color(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := j.Reindex(ctx, []string{"color"}); !errors.Is(err, context.Canceled) {
+	if _, err := j.Indexes().Reindex(ctx, []string{"color"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reindex with a cancelled context = %v; want context.Canceled", err)
 	}
 	if err := j.Close(); err != nil {
@@ -173,10 +173,10 @@ func TestIndexes_Reindex_StoppedStaysPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if _, err := ro.IndexValues("color"); !errors.Is(err, journal.ErrIndexPending) {
-		t.Fatalf("IndexValues of an index never reindexed, read-only = %v; want ErrIndexPending", err)
+	if _, err := ro.Indexes().Values("color"); !errors.Is(err, journal.ErrIndexPending) {
+		t.Fatalf("Indexes.Values of an index never reindexed, read-only = %v; want ErrIndexPending", err)
 	}
-	if _, err := ro.Reindex(context.Background(), []string{"color"}); !errors.Is(err, journal.ErrReadOnly) {
+	if _, err := ro.Indexes().Reindex(context.Background(), []string{"color"}); !errors.Is(err, journal.ErrReadOnly) {
 		t.Fatalf("Reindex read-only = %v; want ErrReadOnly", err)
 	}
 }

@@ -39,8 +39,8 @@ const (
 // their syncs (reconcile/stagepipe.go).
 const directChunk = 1000
 
-// relist stages the events a relist infers, on disk, until the list is
-// complete. Nothing staged is visible in the index or the journal before
+// Relist stages the events a relist infers, on disk, until the list is
+// complete; Writer.BeginRelist starts one. Nothing staged is visible in the index or the journal before
 // Commit; Abort, an error, or a crash discards it all. Memory stays bounded
 // by what one call passes in. Not safe for concurrent use; one Relist at a
 // time per Journal.
@@ -58,7 +58,7 @@ const directChunk = 1000
 // with no resourceVersion the next run lists again and diffs against
 // them, so nothing is lost or duplicated. It writes every object once
 // instead of twice (stage file, then journal).
-type relist struct {
+type Relist struct {
 	j      *Journal
 	w      *stageWriter // nil until the first event is staged
 	staged int
@@ -73,7 +73,7 @@ type relist struct {
 // BeginRelist starts a relist. It first finishes a commit that an earlier
 // Relist began and could not complete (a full disk, say), and discards
 // whatever an unfinished relist staged.
-func (w *writer) BeginRelist() (relistAPI, error) {
+func (w *Writer) BeginRelist() (*Relist, error) {
 	j := w.j
 	if err := j.finishRelist(); err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (w *writer) BeginRelist() (relistAPI, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("journal: begin relist: %w", err)
 	}
-	return &relist{j: j, direct: direct}, nil
+	return &Relist{j: j, direct: direct}, nil
 }
 
 // Stage appends evs to the staging file, in order; in direct mode (a
@@ -93,7 +93,7 @@ func (w *writer) BeginRelist() (relistAPI, error) {
 // to the journal and the index instead, and sets their Offset. Their
 // Offset is otherwise ignored; a zero Time is set now. A full disk gives
 // an error matching ErrNoSpace.
-func (r *relist) Stage(evs []Event) error {
+func (r *Relist) Stage(evs []Event) error {
 	if r.done {
 		return fmt.Errorf("journal: relist already finished")
 	}
@@ -137,7 +137,7 @@ func (r *relist) Stage(evs []Event) error {
 }
 
 // appendDirect is Stage in direct mode (see relist).
-func (r *relist) appendDirect(evs []Event) error {
+func (r *Relist) appendDirect(evs []Event) error {
 	for len(evs) > 0 {
 		var n int
 		var first uint64
@@ -185,11 +185,11 @@ func (r *relist) appendDirect(evs []Event) error {
 }
 
 // Staged returns how many events have been staged.
-func (r *relist) Staged() int { return r.staged }
+func (r *Relist) Staged() int { return r.staged }
 
 // MarkSeen records keys as listed, for a relist whose pages did not come in
 // key order and so must find deletions by lookup (Unseen).
-func (r *relist) MarkSeen(keys []string) error {
+func (r *Relist) MarkSeen(keys []string) error {
 	for _, k := range keys {
 		if err := checkKey("key", k); err != nil {
 			return fmt.Errorf("journal: mark seen: %w", err)
@@ -206,7 +206,7 @@ func (r *relist) MarkSeen(keys []string) error {
 }
 
 // Unseen returns the entries whose keys were not recorded by MarkSeen.
-func (r *relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
+func (r *Relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 	var out []IndexEntry
 	err := r.j.store.View(func(tx storage.Tx) error {
 		for _, e := range entries {
@@ -228,7 +228,7 @@ func (r *relist) Unseen(entries []IndexEntry) ([]IndexEntry, error) {
 // offsets assigned (0, 0 when nothing was staged). A chunk that finds the
 // marker changed since the previous one (another writer moved the commit
 // on) stops it with a *stageMarkerError.
-func (r *relist) Commit(rv string) (first, last uint64, err error) {
+func (r *Relist) Commit(rv string) (first, last uint64, err error) {
 	if r.done {
 		return 0, 0, fmt.Errorf("journal: relist already finished")
 	}
@@ -261,7 +261,7 @@ func (r *relist) Commit(rv string) (first, last uint64, err error) {
 
 // mark makes the staged events durable and sets the commit marker; from
 // here on the relist rolls forward. It returns the first offset.
-func (r *relist) mark(rv string) (first uint64, err error) {
+func (r *Relist) mark(rv string) (first uint64, err error) {
 	path := stagePath(r.j.Path())
 	if err := r.w.finish(r.j.noSync); err != nil {
 		r.w.discard(path)
@@ -281,7 +281,7 @@ func (r *relist) mark(rv string) (first uint64, err error) {
 
 // Abort discards what was staged. A relist whose Commit failed after its
 // marker was set is not aborted: the next BeginRelist or Open finishes it.
-func (r *relist) Abort() error {
+func (r *Relist) Abort() error {
 	if r.done {
 		return nil
 	}

@@ -6,11 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// The first list into an empty index (journalwrite.Relist, direct mode) commits
+// The first list into an empty index (*journal.Relist, direct mode) commits
 // its ADDEDs as they are staged, writes no stage file, and clears the
 // stored resourceVersion; aborted, it keeps them with no resourceVersion,
 // and the next relist stages and diffs as any relist: every key once, the
@@ -30,7 +29,7 @@ func TestRelist_FirstListIntoEmptyIndex_CommitsAsItGoes(t *testing.T) {
 		}
 		return evs
 	}
-	rel, err := journalwrite.Of(j).BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +54,7 @@ func TestRelist_FirstListIntoEmptyIndex_CommitsAsItGoes(t *testing.T) {
 
 	// The next list is a relist: k0000..k0299 unchanged, k0300..k0599 gone,
 	// k0600..k0699 new. Nothing of it shows before Commit.
-	rel, err = journalwrite.Of(j).BeginRelist()
+	rel, err = j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestRelist_FirstListIntoEmptyIndex_CommitsAsItGoes(t *testing.T) {
 	// the call that holds it shows nothing before Commit.
 	path2 := filepath.Join(t.TempDir(), "j2.db")
 	j2 := open(t, path2)
-	rel, err = journalwrite.Of(j2).BeginRelist()
+	rel, err = j2.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,14 @@ import (
 
 // stagedRelist opens a journal holding one object ("wj/old", rv 1), stages
 // n ADDED events and the DELETED of wj/old, and returns both.
-func stagedRelist(t *testing.T, n int) (string, *Journal, *relist) {
+func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.writer().Update(func(tx txAPI) error {
+	if err := j.Writer().Update(func(tx *Tx) error {
 		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch})
 		if err != nil {
 			return err
@@ -25,11 +25,10 @@ func stagedRelist(t *testing.T, n int) (string, *Journal, *relist) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := j.writer().BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := r.(*relist)
 	evs := make([]Event, 0, n+1)
 	for i := range n {
 		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
@@ -146,7 +145,7 @@ func TestRelist_LostStageFileForcesRelist(t *testing.T) {
 				t.Fatalf("LastOffset = %d; want the first chunk kept", st.LastOffset)
 			}
 			// The next relist works as usual.
-			next, err := j2.writer().BeginRelist()
+			next, err := j2.Writer().BeginRelist()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +174,7 @@ func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
 	if err := j.finishRelistChunks(1); err != nil { // then the disk filled up
 		t.Fatal(err)
 	}
-	if _, err := j.writer().BeginRelist(); err != nil {
+	if _, err := j.Writer().BeginRelist(); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := j.Stats()
@@ -195,7 +194,7 @@ func TestRelist_DirectChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	r, err := j.writer().BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,17 +60,17 @@ var afterReshardChunk func()
 
 // finishReshard runs the Reshard whose marker the file holds to its end,
 // and returns what its chunks did; with no marker it does nothing.
-func (j *Journal) finishReshard() (reshardResult, error) { return j.finishReshardChunks(-1) }
+func (j *Journal) finishReshard() (ReshardResult, error) { return j.finishReshardChunks(-1) }
 
 // finishReshardChunks is finishReshard running at most max chunks (all
 // when max < 0): tests stop there to stand for a crash.
-func (j *Journal) finishReshardChunks(max int) (reshardResult, error) {
-	var res reshardResult
+func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
+	var res ReshardResult
 	_, err := j.chunks(max, afterReshardChunk, func(tx storage.Tx) (int, bool, error) {
-		return reshardChunk(&wtx{tx: tx, j: j, seal: j.seal}, &res)
+		return reshardChunk(&Tx{tx: tx, j: j, seal: j.seal}, &res)
 	})
 	if err != nil {
-		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+		return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 	}
 	return res, nil
 }
@@ -78,7 +78,7 @@ func (j *Journal) finishReshardChunks(max int) (reshardResult, error) {
 // reshardChunk runs one chunk of the Reshard whose marker t holds, adding
 // what it did to res. done reports that the Reshard is over (or there was
 // none).
-func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) {
+func reshardChunk(t *Tx, res *ReshardResult) (moved int, done bool, err error) {
 	b := t.tx.Meta(metaReshard)
 	if b == nil {
 		return 0, true, nil
@@ -87,10 +87,10 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 	var old, nw hashrange.Set
 	err = json.Unmarshal(b, &m)
 	if err == nil {
-		old, err = shardSet(m.From)
+		old, err = hashrange.Selected(m.From)
 	}
 	if err == nil {
-		nw, err = shardSet(m.To)
+		nw, err = hashrange.Selected(m.To)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: reshard marker: %v", ErrBadRecord, err)
@@ -143,12 +143,13 @@ func reshardChunk(t *wtx, res *reshardResult) (moved int, done bool, err error) 
 	if err := errors.Join(t.tx.SetMeta(metaResource, rec.encode()), t.tx.SetMeta(metaReshard, nil)); err != nil {
 		return 0, false, err
 	}
-	res.Entered = nw.Minus(old)
-	if res.Entered.Empty() {
+	entered := nw.Minus(old)
+	if entered.Empty() {
 		// What is pending and no longer in the range is no longer pending.
 		return len(leaving), true, setPending(t.tx, pendingSet(t.tx).Intersect(nw))
 	}
-	if err := setPending(t.tx, pendingSet(t.tx).Union(res.Entered)); err != nil {
+	res.Entered = entered.Selector()
+	if err := setPending(t.tx, pendingSet(t.tx).Union(entered)); err != nil {
 		return 0, false, err
 	}
 	return len(leaving), true, t.tx.SetMeta(metaRV, nil)

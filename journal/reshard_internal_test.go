@@ -48,8 +48,8 @@ func readReshardState(t *testing.T, j *Journal) reshardState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := j.writer().ShardPending()
-	s.sel, s.pending = rec.ShardSelector, p.Selector()
+	s.pending, _ = j.Writer().ShardPending()
+	s.sel = rec.ShardSelector
 	s.rv, _ = j.ResourceVersion()
 	_ = j.store.View(func(tx storage.Tx) error { s.marker = tx.Meta(metaReshard) != nil; return nil })
 	return s
@@ -77,7 +77,7 @@ func TestReshard_Chunked_CrashAfterEachChunkRollsForward(t *testing.T) {
 	}
 	defer func() { _ = j.Close() }()
 	var leave, keep []string
-	err = j.writer().Update(func(tx txAPI) error {
+	err = j.Writer().Update(func(tx *Tx) error {
 		for i := 0; len(leave) < 3*commitChunk+17; i++ {
 			uid := fmt.Sprintf("uid-%d", i)
 			if !low.ContainsUID(uid) {
@@ -118,7 +118,7 @@ func TestReshard_Chunked_CrashAfterEachChunkRollsForward(t *testing.T) {
 		copies = append(copies, c)
 	}
 	t.Cleanup(func() { afterReshardChunk = nil })
-	r, err := j.writer().Reshard(quarter)
+	r, err := j.Writer().Reshard(quarter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func decodeResource(b []byte) (Resource, bool, error) {
 // existing, different pair is kept: a resource's kind does not change). It
 // returns ErrReadOnly on a read-only journal and an error when the file
 // records no resource. Package reconcile calls it from New.
-func (w *writer) SetKind(kind, apiVersion string) error {
+func (w *Writer) SetKind(kind, apiVersion string) error {
 	j := w.j
 	if kind == "" || apiVersion == "" {
 		return fmt.Errorf("journal: SetKind: empty kind %q or apiVersion %q", kind, apiVersion)

@@ -30,7 +30,8 @@ type Retention struct {
 const metaRetention = "retention"
 
 // SetRetention records r in the file.
-func (j *Journal) SetRetention(r Retention) error {
+func (s Settings) SetRetention(r Retention) error {
+	j := s.j
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -40,7 +41,8 @@ func (j *Journal) SetRetention(r Retention) error {
 
 // Retention returns the retention recorded in the file; the zero value
 // (no limits) when none is.
-func (j *Journal) Retention() (Retention, error) {
+func (s Settings) Retention() (Retention, error) {
+	j := s.j
 	var r Retention
 	err := j.store.View(func(tx storage.Tx) error {
 		b := tx.Meta(metaRetention)

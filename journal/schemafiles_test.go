@@ -19,7 +19,6 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/bolt"
@@ -116,7 +115,7 @@ func TestSchemaFiles_ReadBackExactly(t *testing.T) {
 
 			// The file goes on: a consumer resumes after its offset and
 			// sees the new event after the old ones.
-			c, err := j.Consumer(schemafile.ConsumerOps)
+			c, err := j.Consumers().Open(schemafile.ConsumerOps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +123,7 @@ func TestSchemaFiles_ReadBackExactly(t *testing.T) {
 				t.Fatalf("consumer %q resumes at %d, want %d", schemafile.ConsumerOps, c.Position(), schemafile.CommittedOps+1)
 			}
 			var off uint64
-			if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+			if err := j.Writer().Update(func(tx *journal.Tx) error {
 				e := journal.Event{Type: journal.Added, Key: "wj/new", UID: "uid-new", ResourceVersion: "99", Origin: journal.OriginWatch, Object: []byte(`{}`)}
 				if off, err = tx.Append(&e); err != nil {
 					return err

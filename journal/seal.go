@@ -53,7 +53,7 @@ package journal
 //     holding both, e.g. one base64 key a line, the new one first), and
 //     restart the writer and the readers with it;
 //  2. wait until the file holds nothing sealed under the old key
-//     (Journal.SealKeyUse): new events are sealed under the new key, and
+//     (Settings.SealKeyUse): new events are sealed under the new key, and
 //     retention trimming, when it copies a key's latest object into the
 //     objects bucket (KeepObjects), seals it again under the primary; so
 //     once retention has trimmed every record written before step 1, only
@@ -409,17 +409,18 @@ func (s *sealer) openEvent(e *Event) error {
 // Seals reports whether the journal seals the objects it appends: it was
 // opened with a Keyring and its resource is sensitive
 // (DefaultSealResources, Options.SealResources) and not metadata-only.
-func (j *Journal) Seals() bool { return j.seal.active() }
+func (s Settings) Seals() bool { return s.j.seal.active() }
 
 // Sensitive reports whether the journal's resource is one whose objects
 // must be sealed (DefaultSealResources, Options.SealResources) and it
 // keeps more than metadata: package reconcile refuses to write such a
 // journal that does not Seal.
-func (j *Journal) Sensitive() bool { return j.seal != nil && j.seal.seals }
+func (s Settings) Sensitive() bool { return s.j.seal != nil && s.j.seal.seals }
 
 // KeyIDs returns the IDs of the journal's keys (Options.Keyring), the
 // primary first; nil without a keyring.
-func (j *Journal) KeyIDs() []string {
+func (s Settings) KeyIDs() []string {
+	j := s.j
 	if j.seal == nil {
 		return nil
 	}
@@ -431,7 +432,8 @@ func (j *Journal) KeyIDs() []string {
 // one read transaction. It opens nothing and needs no key. A key of the
 // keyring absent from it seals nothing the file holds: after a rotation,
 // once the old key is absent, remove it (seal.go, "Rotation").
-func (j *Journal) SealKeyUse() (map[string]uint64, error) {
+func (s Settings) SealKeyUse() (map[string]uint64, error) {
+	j := s.j
 	use := map[string]uint64{}
 	count := func(obj []byte) {
 		if isSealed(obj) && len(obj) >= sealHeader {

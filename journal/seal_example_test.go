@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -38,7 +37,7 @@ func ExampleLoadKeyring() {
 		log.Fatal(err)
 	}
 	secret := []byte(`{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db"},"data":{"password":"aHVudGVyMg=="}}`)
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "demo/db", UID: "u-1", ResourceVersion: "7", Origin: journal.OriginWatch, Object: secret})
 		return err
 	})

@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -71,17 +70,17 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	ka := sealKey(1)
 	j := openSealed(t, path, secrets, keyring(t, ka))
-	if !j.Seals() || !j.Sensitive() {
-		t.Fatalf("Seals, Sensitive = %v, %v; want true for Secrets with a keyring", j.Seals(), j.Sensitive())
+	if !j.Settings().Seals() || !j.Settings().Sensitive() {
+		t.Fatalf("Seals, Sensitive = %v, %v; want true for Secrets with a keyring", j.Settings().Seals(), j.Settings().Sensitive())
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2",
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "hunter2-a")},
 		journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch, Object: secretJSON("b", "hunter2-b")})
 	// A relist: its stage file exists until Commit.
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Trim everything: b's latest object moves to the objects bucket.
-	if _, _, err := journalwrite.Of(j).Trim(3, 100, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{"wj/a": "hunter2-relisted", "wj/b": "hunter2-b"} {
@@ -160,14 +159,14 @@ func TestSeal_Rotation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	ka, kb := sealKey(1), sealKey(2)
 	j := openSealed(t, path, secrets, keyring(t, ka))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "under-a")})
 	_ = j.Close()
 
 	j = openSealed(t, path, secrets, keyring(t, kb, ka))
-	if ids := j.KeyIDs(); len(ids) != 2 || ids[0] != journal.KeyID(kb) {
+	if ids := j.Settings().KeyIDs(); len(ids) != 2 || ids[0] != journal.KeyID(kb) {
 		t.Fatalf("KeyIDs = %v; want B first", ids)
 	}
 	appendEvents(t, j, "2", journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch, Object: secretJSON("b", "under-b")})
@@ -175,7 +174,7 @@ func TestSeal_Rotation(t *testing.T) {
 	if err != nil || len(evs) != 2 || string(evs[0].Object) != string(secretJSON("a", "under-a")) || string(evs[1].Object) != string(secretJSON("b", "under-b")) {
 		t.Fatalf("Read with [B, A] = %v, %v; want both opened", evs, err)
 	}
-	use, err := j.SealKeyUse()
+	use, err := j.Settings().SealKeyUse()
 	if err != nil || len(use) != 2 || use[journal.KeyID(ka)] != 1 || use[journal.KeyID(kb)] != 1 {
 		t.Fatalf("SealKeyUse = %v, %v; want one object under each key", use, err)
 	}
@@ -196,10 +195,10 @@ func TestSeal_Rotation(t *testing.T) {
 	// Retention trims A's record: its copy in the objects bucket is sealed
 	// again under the primary, B, and A is no longer in use.
 	j = openSealed(t, path, secrets, keyring(t, kb, ka))
-	if _, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if use, err := j.SealKeyUse(); err != nil || len(use) != 1 || use[journal.KeyID(kb)] != 2 {
+	if use, err := j.Settings().SealKeyUse(); err != nil || len(use) != 1 || use[journal.KeyID(kb)] != 2 {
 		t.Fatalf("SealKeyUse after trimming = %v, %v; want both objects under B only", use, err)
 	}
 	_ = j.Close()
@@ -233,8 +232,8 @@ func TestSeal_SensitiveResources(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "j.db")
 			j := openSealed(t, path, c.res, k, c.extra...)
-			if j.Seals() != c.seals || j.Sensitive() != c.seals {
-				t.Fatalf("Seals, Sensitive = %v, %v; want %v", j.Seals(), j.Sensitive(), c.seals)
+			if j.Settings().Seals() != c.seals || j.Settings().Sensitive() != c.seals {
+				t.Fatalf("Seals, Sensitive = %v, %v; want %v", j.Settings().Seals(), j.Settings().Sensitive(), c.seals)
 			}
 			appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: []byte(`{"data":{"v":"plain-value"}}`)})
 			_ = j.Close()
@@ -293,7 +292,7 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	j := openSealed(t, path, secrets, keyring(t, sealKey(1)))
 	defer j.Close()
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "1",
@@ -307,16 +306,16 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 		}
 		return []string{string(s.Data["password"])}, nil
 	}
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"password": password}); err != nil {
-		t.Fatalf("AddIndexes over a sealed object = %v", err)
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"password": password}); err != nil {
+		t.Fatalf("Indexes.Add over a sealed object = %v", err)
 	}
-	if st, err := j.Reindex(context.Background(), []string{"password"}); err != nil || st.Rewritten != 1 {
+	if st, err := j.Indexes().Reindex(context.Background(), []string{"password"}); err != nil || st.Rewritten != 1 {
 		t.Fatalf("Reindex over a sealed object = %+v, %v; want 1 key rewritten", st, err)
 	}
-	if got, err := j.LookupIndex("password", "one"); err != nil || len(got) != 1 || got[0] != "wj/a" {
-		t.Fatalf("LookupIndex(password, one) = %q, %v; want [wj/a]", got, err)
+	if got, err := j.Indexes().Lookup("password", "one"); err != nil || len(got) != 1 || got[0] != "wj/a" {
+		t.Fatalf("Indexes.Lookup(password, one) = %q, %v; want [wj/a]", got, err)
 	}
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +326,8 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 	if _, _, err := r.Commit("2"); err != nil {
 		t.Fatalf("relist commit with an index = %v", err)
 	}
-	if got, err := j.LookupIndex("password", "two"); err != nil || len(got) != 1 || got[0] != "wj/a" {
-		t.Fatalf("LookupIndex(password, two) after the relist = %q, %v; want [wj/a]", got, err)
+	if got, err := j.Indexes().Lookup("password", "two"); err != nil || len(got) != 1 || got[0] != "wj/a" {
+		t.Fatalf("Indexes.Lookup(password, two) after the relist = %q, %v; want [wj/a]", got, err)
 	}
 	evs, err := j.Read(0, 0)
 	if err != nil || len(evs) != 2 {
@@ -355,7 +354,7 @@ func TestSeal_ReshardTombstonesSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	var evs []journal.Event
@@ -369,7 +368,7 @@ func TestSeal_ReshardTombstonesSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = openSealed(t, path, secrets, keyring(t, sealKey(1)))
-	res, err := journalwrite.Of(j).Reshard("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
+	res, err := j.Writer().Reshard("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
 	if err != nil || res.Left == 0 {
 		t.Fatalf("Reshard = %+v, %v; want some of 16 keys to leave", res, err)
 	}

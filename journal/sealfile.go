@@ -4,7 +4,7 @@ package journal
 // index values are hashed under.
 //
 // Sealing once means sealing always. A writable Open of a file whose
-// resource is sealed (Journal.Seals) records the resource in the meta
+// resource is sealed (Settings.Seals) records the resource in the meta
 // entry "sealed". A later writable Open that would not seal it (no
 // Keyring, or a SealResources without the resource) fails with a
 // *SealingError naming the option to set: the writer would append its
@@ -24,12 +24,12 @@ package journal
 // writable Open whose primary key is another (a rotation, or a file sealed
 // before its values were hashed) drops every index the file records, in
 // the same transaction that records the new ID: the processes's
-// AddIndexes builds them again (a name not recorded starts empty, and
+// Indexes.Add builds them again (a name not recorded starts empty, and
 // its reindex computes every key's values). A lookup in a transaction
 // whose "indexKey" is not the one the journal was opened with, or by a
 // journal whose keyring lacks that key, fails with ErrIndexPending (which
 // matches ErrNoIndex): the reader evaluates the function itself. Hashed
-// values cannot be listed back (IndexValues fails the same way).
+// values cannot be listed back (Indexes.Values fails the same way).
 //
 // A full 32-byte HMAC makes two values with one stored form a collision
 // of HMAC-SHA256: a lookup's keys are the keys holding the value. Readers
@@ -137,7 +137,7 @@ func (j *Journal) recordSealing() error {
 			return nil
 		}
 		// Entries hashed under another key (or none) match no lookup:
-		// drop them; AddIndexes builds them again.
+		// drop them; Indexes.Add builds them again.
 		for _, n := range recordedIndexes(tx) {
 			if err := tx.DropDerived(indexBucket(n)); err != nil {
 				return err
@@ -218,7 +218,7 @@ func (s *sealer) lookupValue(tx storage.Tx, value string) (string, error) {
 	return vals[0], nil
 }
 
-// IndexesHashed reports whether the file's index values are stored as
-// keyed hashes (a sealed file): IndexValues cannot list them, and a lookup
+// Hashed reports whether the file's index values are stored as
+// keyed hashes (a sealed file): Indexes.Values cannot list them, and a lookup
 // needs the sealing key they derive from.
-func (j *Journal) IndexesHashed() bool { return j.seal != nil && j.seal.index.hashed }
+func (in Indexes) Hashed() bool { return in.j.seal != nil && in.j.seal.index.hashed }

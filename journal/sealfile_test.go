@@ -26,10 +26,10 @@ func passwordIndex(obj []byte) ([]string, error) {
 
 func indexPasswords(t *testing.T, j *journal.Journal) {
 	t.Helper()
-	if err := j.AddIndexes(map[string]journal.IndexFunc{"password": passwordIndex}); err != nil {
+	if err := j.Indexes().Add(map[string]journal.IndexFunc{"password": passwordIndex}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Reindex(context.Background(), []string{"password"}); err != nil {
+	if _, err := j.Indexes().Reindex(context.Background(), []string{"password"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -43,23 +43,23 @@ func TestSealFile_IndexValuesHashed(t *testing.T) {
 	const p1, p2 = "sealfile-password-one-0c4e", "sealfile-password-two-9a1d"
 	ka, kb := sealKey(1), sealKey(2)
 	j := openSealed(t, path, secrets, keyring(t, ka))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	indexPasswords(t, j)
 	a, b, c := ev(journal.Added, "wj/a", "ua", "1"), ev(journal.Added, "wj/b", "ub", "2"), ev(journal.Added, "wj/c", "uc", "3")
 	a.Object, b.Object, c.Object = secretJSON("a", p1), secretJSON("b", p2), secretJSON("c", p1)
 	appendEvents(t, j, "3", a, b, c)
-	if !j.IndexesHashed() {
-		t.Fatal("IndexesHashed() = false for a sealed file")
+	if !j.Indexes().Hashed() {
+		t.Fatal("Indexes.Hashed() = false for a sealed file")
 	}
 	for v, want := range map[string][]string{p1: {"wj/a", "wj/c"}, p2: {"wj/b"}, "none": nil} {
-		if got, err := j.LookupIndex("password", v); err != nil || !slices.Equal(got, want) {
-			t.Errorf("LookupIndex(password, %s) = %v, %v; want %v", v, got, err, want)
+		if got, err := j.Indexes().Lookup("password", v); err != nil || !slices.Equal(got, want) {
+			t.Errorf("Indexes.Lookup(password, %s) = %v, %v; want %v", v, got, err, want)
 		}
 	}
-	if got, err := j.IndexValues("password"); !errors.Is(err, journal.ErrNoIndex) {
-		t.Errorf("IndexValues(password) = %q, %v; want ErrNoIndex: the values are hashed", got, err)
+	if got, err := j.Indexes().Values("password"); !errors.Is(err, journal.ErrNoIndex) {
+		t.Errorf("Indexes.Values(password) = %q, %v; want ErrNoIndex: the values are hashed", got, err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -72,28 +72,28 @@ func TestSealFile_IndexValuesHashed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.LookupIndex("password", p2); err != nil || !slices.Equal(got, []string{"wj/b"}) {
-		t.Errorf("reader with the key: LookupIndex(password, p2) = %v, %v; want [wj/b]", got, err)
+	if got, err := r.Indexes().Lookup("password", p2); err != nil || !slices.Equal(got, []string{"wj/b"}) {
+		t.Errorf("reader with the key: Indexes.Lookup(password, p2) = %v, %v; want [wj/b]", got, err)
 	}
 	_ = r.Close()
 	r, err = journal.Open(path, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.LookupIndex("password", p2); !errors.Is(err, journal.ErrIndexPending) {
-		t.Errorf("reader without the key: LookupIndex = %v, %v; want ErrIndexPending", got, err)
+	if got, err := r.Indexes().Lookup("password", p2); !errors.Is(err, journal.ErrIndexPending) {
+		t.Errorf("reader without the key: Indexes.Lookup = %v, %v; want ErrIndexPending", got, err)
 	}
 	_ = r.Close()
 
 	// Rotation: kb seals now; the entries hashed under ka are dropped.
 	j = openSealed(t, path, secrets, keyring(t, kb, ka))
 	defer j.Close()
-	if names, err := j.Indexes(); err != nil || len(names) != 0 {
+	if names, err := j.Indexes().Names(); err != nil || len(names) != 0 {
 		t.Fatalf("Indexes() after a rotation = %v, %v; want none (rebuilt when registered)", names, err)
 	}
 	indexPasswords(t, j)
-	if got, err := j.LookupIndex("password", p1); err != nil || !slices.Equal(got, []string{"wj/a", "wj/c"}) {
-		t.Errorf("after the rotation and a reindex: LookupIndex(password, p1) = %v, %v; want [wj/a wj/c]", got, err)
+	if got, err := j.Indexes().Lookup("password", p1); err != nil || !slices.Equal(got, []string{"wj/a", "wj/c"}) {
+		t.Errorf("after the rotation and a reindex: Indexes.Lookup(password, p1) = %v, %v; want [wj/a wj/c]", got, err)
 	}
 }
 

@@ -50,15 +50,6 @@ func shardSummary(s string) string {
 	return fmt.Sprintf("%.1f%%/%d-ranges", 100*set.Share(), len(set))
 }
 
-// shardSet returns the hash ranges a shard selector selects: the whole
-// space for "" (unsharded). Errors match hashrange.ErrSyntax.
-func shardSet(selector string) (hashrange.Set, error) {
-	if selector == "" {
-		return hashrange.Full(), nil
-	}
-	return hashrange.Parse(selector)
-}
-
 // Reshard binds the file to the shard selector sel (KEP-5866 syntax;
 // "" unbinds: the whole space): every indexed key whose UID hash is
 // outside sel is journaled DELETED (reason moved, origin relist, no
@@ -78,10 +69,10 @@ func shardSet(selector string) (hashrange.Set, error) {
 //
 // Errors: one matching hashrange.ErrSyntax for sel, ErrReadOnly, a file
 // that records no resource, or the store's.
-func (w *writer) Reshard(sel string) (reshardResult, error) {
-	nw, err := shardSet(sel)
+func (w *Writer) Reshard(sel string) (ReshardResult, error) {
+	nw, err := hashrange.Selected(sel)
 	if err != nil {
-		return reshardResult{}, err
+		return ReshardResult{}, err
 	}
 	canon := ""
 	if sel != "" {
@@ -91,23 +82,23 @@ func (w *writer) Reshard(sel string) (reshardResult, error) {
 	// Open finishes them: a relist commit (its events were inferred at the
 	// old range), then a Reshard.
 	if err := w.j.finishRelist(); err != nil {
-		return reshardResult{}, err
+		return ReshardResult{}, err
 	}
 	if _, err := w.j.finishReshard(); err != nil {
-		return reshardResult{}, err
+		return ReshardResult{}, err
 	}
 	err = w.j.store.Update(func(tx storage.Tx) error {
 		rec, err := recordedResource(tx, "Reshard")
 		if err != nil {
 			return err
 		}
-		if _, err := shardSet(rec.ShardSelector); err != nil {
+		if _, err := hashrange.Selected(rec.ShardSelector); err != nil {
 			return fmt.Errorf("%w: recorded shard selector: %v", ErrBadRecord, err)
 		}
 		return setReshardMarker(tx, reshardMarker{From: rec.ShardSelector, To: canon})
 	})
 	if err != nil {
-		return reshardResult{}, fmt.Errorf("journal: reshard: %w", err)
+		return ReshardResult{}, fmt.Errorf("journal: reshard: %w", err)
 	}
 	return w.j.finishReshard()
 }
@@ -132,27 +123,40 @@ func setPending(tx storage.Tx, s hashrange.Set) error {
 }
 
 // ShardPending returns the hash ranges a Reshard added whose keys no
-// list has journaled yet: package reconcile journals the ADDED of a list
-// for keys in them as moved. Empty when none.
-func (w *writer) ShardPending() (hashrange.Set, error) {
+// list has journaled yet, as a canonical KEP-5866 shard selector ("" when
+// none): package reconcile journals the ADDED of a list for keys in them
+// as moved.
+func (w *Writer) ShardPending() (string, error) {
 	var s hashrange.Set
 	err := w.j.store.View(func(tx storage.Tx) error { s = pendingSet(tx); return nil })
 	if err != nil {
-		return nil, fmt.Errorf("journal: shard pending: %w", err)
+		return "", fmt.Errorf("journal: shard pending: %w", err)
 	}
-	return s, nil
+	if s.Empty() {
+		return "", nil
+	}
+	return s.Selector(), nil
 }
 
-// MarkShardPending adds s to the pending ranges (ShardPending) of a file
-// bound to a shard range: the next list's ADDED for keys that hash into s
-// are journaled as moved in. A shard member calls it when it joins a group
-// with an empty file whose range others held. Errors: the store's.
-func (w *writer) MarkShardPending(s hashrange.Set) error {
+// MarkShardPending adds the ranges of the shard selector sel (KEP-5866
+// syntax; "" adds nothing) to the pending ranges (ShardPending) of a file
+// bound to a shard range: the next list's ADDED for keys that hash into
+// them are journaled as moved in. A shard member calls it when it joins a
+// group with an empty file whose range others held. Errors: sel's, as
+// Reshard's, or the store's.
+func (w *Writer) MarkShardPending(sel string) error {
+	if sel == "" {
+		return nil
+	}
+	s, err := hashrange.Parse(sel)
+	if err != nil {
+		return fmt.Errorf("journal: mark shard pending: %w", err)
+	}
 	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, pendingSet(tx).Union(s)) })
 }
 
 // ClearShardPending forgets the pending ranges (ShardPending), once a list
 // at the new range has committed.
-func (w *writer) ClearShardPending() error {
+func (w *Writer) ClearShardPending() error {
 	return w.j.store.Update(func(tx storage.Tx) error { return setPending(tx, nil) })
 }

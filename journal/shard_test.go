@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -60,7 +59,7 @@ func TestWriter_Reshard(t *testing.T) {
 	low, _ := hashrange.Parse(lowHalf)
 	quarter, _ := hashrange.Parse("shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')")
 	var keep, leave []string
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; len(keep) < 5 || len(leave) < 5; i++ {
 			uid := fmt.Sprintf("uid-%d", i)
 			if !low.ContainsUID(uid) {
@@ -82,11 +81,11 @@ func TestWriter_Reshard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Shrink to the first quarter: the second quarter's keys leave.
-	r, err := journalwrite.Of(j).Reshard(quarter.Selector())
+	r, err := j.Writer().Reshard(quarter.Selector())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Left != len(leave) || !r.Entered.Empty() {
+	if r.Left != len(leave) || r.Entered != "" {
 		t.Fatalf("Reshard(quarter) = %+v; want %d left, nothing entered", r, len(leave))
 	}
 	evs, _ := j.Read(r.First, 100)
@@ -105,13 +104,13 @@ func TestWriter_Reshard(t *testing.T) {
 	}
 	// Grow to the high half as well: pending, no resourceVersion.
 	grown := quarter.Union(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}})
-	if r, err = journalwrite.Of(j).Reshard(grown.Selector()); err != nil {
+	if r, err = j.Writer().Reshard(grown.Selector()); err != nil {
 		t.Fatal(err)
 	}
-	if r.Left != 0 || !r.Entered.Equal(hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}}) {
+	if r.Left != 0 || r.Entered != (hashrange.Set{{First: 1 << 63, Last: 1<<64 - 1}}).Selector() {
 		t.Fatalf("Reshard(grown) = %+v; want nothing left, the high half entered", r)
 	}
-	if p, _ := journalwrite.Of(j).ShardPending(); !p.Equal(r.Entered) {
+	if p, _ := j.Writer().ShardPending(); p != r.Entered {
 		t.Errorf("ShardPending = %v; want %v", p, r.Entered)
 	}
 	if rv, _ := j.ResourceVersion(); rv != "" {
@@ -120,10 +119,10 @@ func TestWriter_Reshard(t *testing.T) {
 	if rec, _, _ := j.Resource(); rec.ShardSelector != grown.Selector() {
 		t.Errorf("recorded shard selector = %q; want %q", rec.ShardSelector, grown.Selector())
 	}
-	if err := journalwrite.Of(j).ClearShardPending(); err != nil {
+	if err := j.Writer().ClearShardPending(); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := journalwrite.Of(j).ShardPending(); !p.Empty() {
+	if p, _ := j.Writer().ShardPending(); p != "" {
 		t.Errorf("ShardPending after ClearShardPending = %v; want none", p)
 	}
 }

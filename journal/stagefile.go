@@ -148,8 +148,8 @@ func (e *stageRecordError) Unwrap() error { return errStageLost }
 // finished it (no marker) or began another (another nonce). Nothing of that
 // chunk is written, and the commit stops: going on would append again what
 // the other writer appended. With one writer per file for the writer's
-// whole life (the writer's lock, journalwrite.LockWriter) it does not happen; the check turns a
-// breach of that into an error instead of duplicate events.
+// whole life (the writer's lock, bolt.LockWriter) it does not happen;
+// the check turns a breach of that into an error instead of duplicate events.
 type stageMarkerError struct {
 	// Path is the stage file's path.
 	Path string

@@ -18,10 +18,10 @@ func TestRelist_InterruptedCommit_TombstoneCarriesLastObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.writer().Update(func(tx txAPI) error {
+	if err := j.Writer().Update(func(tx *Tx) error {
 		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch, Object: []byte(`{"old":1}`)})
 		if err != nil {
 			return err
@@ -30,14 +30,13 @@ func TestRelist_InterruptedCommit_TombstoneCarriesLastObject(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := j.writer().Trim(2, 10, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 10, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's ADDED", n, err)
 	}
-	r, err := j.writer().BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := r.(*relist)
 	evs := make([]Event, 0, n+1)
 	for i := range n {
 		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist, Object: []byte(`{}`)})

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -44,7 +43,7 @@ func checkFile(t *testing.T, j *journal.Journal) {
 // key of the index entry (key, uid, rv of the entry).
 func relistDrop(t *testing.T, j *journal.Journal, key, uid, entryRV, rv string) {
 	t.Helper()
-	r, err := journalwrite.Of(j).BeginRelist()
+	r, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +63,14 @@ func relistDrop(t *testing.T, j *journal.Journal, key, uid, entryRV, rv string) 
 func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "3",
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Modified, "wj/a", "u1", "2", `{"a":2,"labels":{"x":"y"}}`),
 		obj(journal.Added, "wj/b", "u2", "3", `{"b":1}`))
-	if n, _, err := journalwrite.Of(j).Trim(4, 100, 0, 0); err != nil || n != 3 {
+	if n, _, err := j.Writer().Trim(4, 100, 0, 0); err != nil || n != 3 {
 		t.Fatalf("Trim = %d, %v; want the 3 events", n, err)
 	}
 	relistDrop(t, j, "wj/a", "u1", "2", "9")
@@ -103,7 +102,7 @@ func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 // object, not the stored one.
 func TestJournal_Tombstone_AppendCarriesLastObject(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "2",
@@ -143,12 +142,12 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	k := keyring(t, sealKey(7))
 	j := openSealed(t, path, secrets, k)
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch,
 		Object: secretJSON("a", "tombstone-hunter2")})
-	if n, _, err := journalwrite.Of(j).Trim(2, 100, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want the ADDED", n, err)
 	}
 	relistDrop(t, j, "wj/a", "u1", "1", "3")
@@ -157,7 +156,7 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	if err := json.Unmarshal(e.Object, &got); err != nil || !bytes.Equal(e.Object, secretJSON("a", "tombstone-hunter2")) {
 		t.Fatalf("sealed tombstone object = %q, %v; want the Secret opened", e.Object, err)
 	}
-	use, err := j.SealKeyUse()
+	use, err := j.Settings().SealKeyUse()
 	if err != nil || use[journal.KeyID(sealKey(7))] != 1 {
 		t.Fatalf("SealKeyUse = %v, %v; want the tombstone's one sealed object", use, err)
 	}

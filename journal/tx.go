@@ -6,10 +6,11 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// wtx is a write transaction (journalwrite.Tx): the index, the journal and
-// the last synced resourceVersion change together when it commits. It is
-// valid only inside the function given to Update.
-type wtx struct {
+// Tx is a write transaction: the index, the journal and the last synced
+// resourceVersion change together when it commits. It is valid only
+// inside the function given to Writer.Update, and only in that function's
+// goroutine.
+type Tx struct {
 	tx       storage.Tx
 	j        *Journal
 	seal     *sealer // seal.go
@@ -25,10 +26,10 @@ type wtx struct {
 // from Update with fn's value: the file is untouched and stays healthy.
 // Only a panic inside the store (on a corrupt page, reached through a Tx
 // method) is returned as ErrCorrupt.
-func (w *writer) Update(fn func(txAPI) error) error {
-	var t *wtx
+func (w *Writer) Update(fn func(*Tx) error) error {
+	var t *Tx
 	err := w.j.store.Update(func(tx storage.Tx) error {
-		t = &wtx{tx: tx, j: w.j, seal: w.j.seal}
+		t = &Tx{tx: tx, j: w.j, seal: w.j.seal}
 		return fn(t)
 	})
 	if err == nil && t.appended > 0 {
@@ -38,7 +39,7 @@ func (w *writer) Update(fn func(txAPI) error) error {
 }
 
 // Lookup returns the index entry for key as this transaction sees it.
-func (t *wtx) Lookup(key string) (IndexEntry, bool, error) { return lookup(t.tx, key) }
+func (t *Tx) Lookup(key string) (IndexEntry, bool, error) { return lookup(t.tx, key) }
 
 // lookup returns the index entry for key in tx, and false when key is absent.
 func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
@@ -55,7 +56,7 @@ func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
 // e.Time is set to the current time, and a time earlier than the latest
 // event's is raised to it, so that times never decrease with offsets
 // (clock.go). e.PrevOffset is set from the index (see Event.PrevOffset).
-// In a file that keeps objects (Journal.KeepObjects), a DELETED without an
+// In a file that keeps objects (Settings.KeepObjects), a DELETED without an
 // Object is stored with the key's last stored object (see Event.Object);
 // e.Object is left as it is. It returns the offset assigned.
 //
@@ -68,7 +69,7 @@ func lookup(tx storage.Tx, key string) (IndexEntry, bool, error) {
 // and DELETED only for a present one (journal/doc.go, "Guarantees"); a key
 // empty or too long is ErrBadKey. On an error nothing of e is stored; the
 // transaction may go on.
-func (t *wtx) Append(e *Event) (uint64, error) {
+func (t *Tx) Append(e *Event) (uint64, error) {
 	if err := checkKey("key", e.Key); err != nil {
 		return 0, err
 	}
@@ -117,7 +118,7 @@ func (j *Journal) put(tx storage.Tx, key []byte, e *Event, rec []byte) (err erro
 
 // check returns why e cannot be appended, nil when it can, and the key's
 // index value (nil when absent); key is e.Key's bytes.
-func (t *wtx) check(e *Event, key []byte) ([]byte, error) {
+func (t *Tx) check(e *Event, key []byte) ([]byte, error) {
 	switch {
 	case e.Type != Added && e.Type != Modified && e.Type != Deleted:
 		return nil, fmt.Errorf("%w: type %q", ErrBadEvent, e.Type)
@@ -178,12 +179,12 @@ func applyIndex(tx storage.Tx, key []byte, e *Event) error {
 
 // SetResourceVersion records rv as the last synced resourceVersion, the
 // point a watch resumes from.
-func (t *wtx) SetResourceVersion(rv string) error {
+func (t *Tx) SetResourceVersion(rv string) error {
 	return t.tx.SetMeta(metaRV, []byte(rv))
 }
 
 // ResourceVersion returns the last synced resourceVersion as this
 // transaction sees it.
-func (t *wtx) ResourceVersion() string {
+func (t *Tx) ResourceVersion() string {
 	return string(t.tx.Meta(metaRV))
 }

@@ -21,8 +21,8 @@ func TestUpdate_PanicInStoreIsCorrupt(t *testing.T) {
 	if err := j.store.View(func(tx storage.Tx) error { ended = tx; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	err = j.writer().Update(func(tx txAPI) error {
-		broken := &wtx{tx: ended}
+	err = j.Writer().Update(func(tx *Tx) error {
+		broken := &Tx{tx: ended}
 		_ = broken.ResourceVersion()
 		return nil
 	})

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -25,7 +24,7 @@ func TestJournal_Update_PanicInCallerPropagates(t *testing.T) {
 	var err2 error
 	func() {
 		defer func() { got = recover() }()
-		err2 = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		err2 = j.Writer().Update(func(tx *journal.Tx) error {
 			e := ev(journal.Added, "wj/b", "u2", "11")
 			if _, err := tx.Append(&e); err != nil {
 				return err
@@ -66,7 +65,7 @@ func TestJournal_Update_PanicInCallerPropagates(t *testing.T) {
 func TestJournal_Update_ErrorIsNotCorruption(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
 	mine := errors.New("mine")
-	if err := journalwrite.Of(j).Update(func(journalwrite.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, journal.ErrCorrupt) {
+	if err := j.Writer().Update(func(*journal.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, journal.ErrCorrupt) {
 		t.Errorf("Update returning an error = %v; want that error, not ErrCorrupt", err)
 	}
 }
@@ -79,11 +78,11 @@ func TestJournal_BadKeysAreRefusedWhereTheyEnter(t *testing.T) {
 	long := strings.Repeat("k", journal.MaxKeyBytes+1)
 	for _, key := range []string{"", long} {
 		e := ev(journal.Added, key, "u", "1")
-		err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error { _, err := tx.Append(&e); return err })
+		err := j.Writer().Update(func(tx *journal.Tx) error { _, err := tx.Append(&e); return err })
 		if !errors.Is(err, journal.ErrBadKey) || len(err.Error()) > 1000 {
 			t.Errorf("Append with a %d-byte key = %.300v; want a short ErrBadKey", len(key), err)
 		}
-		rel, err := journalwrite.Of(j).BeginRelist()
+		rel, err := j.Writer().BeginRelist()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func TestJournal_BadKeysAreRefusedWhereTheyEnter(t *testing.T) {
 		if err := rel.Abort(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := j.Consumer(key); !errors.Is(err, journal.ErrBadKey) {
+		if _, err := j.Consumers().Open(key); !errors.Is(err, journal.ErrBadKey) {
 			t.Errorf("Consumer with a %d-byte name = %.300v; want ErrBadKey", len(key), err)
 		}
 	}

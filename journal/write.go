@@ -1,78 +1,50 @@
 package journal
 
-// Reading and writing.
+// The write side.
 //
-// Journal is the reader's API, with the settings a user chooses
-// (SetRetention, KeepObjects). The writer's machinery (write
-// transactions, the staged relist, retention trimming, Reshard) is this
-// package's code but not its API: a program that reads and
-// consumes a journal needs none of it, and writes one by running a
-// reconcile.Loop (one writer per file). The packages of this module that
-// write a file (reconcile, compactor, shards, journalctl) reach it through
-// package internal/journalwrite: journalwrite.Of(j) returns j's *writer,
-// through the hook in internal/journalhook that init sets below.
-// journalwrite.Writer documents the write side as its callers see it; the
-// methods here (tx.go, relist.go, meta.go, shard.go, consumer.go's Trim,
-// resource.go's SetKind) say what each does in full.
+// Journal is what a reader and a consumer use. Writing is one type,
+// Writer, that whoever runs the loop holds (package reconcile's Loop, and
+// beside it the compactor's retention and a shard member's Reshard). Its
+// methods live next to the code they drive: tx.go (Update, Tx), relist.go
+// and stagefile.go (BeginRelist, Relist), consumer.go (Trim,
+// TrimRetained), resource.go (SetKind), meta.go (Meta), shard.go and
+// reshard.go (Reshard, the pending ranges).
 //
-// The types the writer's methods take and return (a transaction, a
-// relist, a meta namespace, a Reshard's result) are aliases of type
-// literals, here and in journalwrite alike: two identical type literals are
-// one type in Go, so *writer implements journalwrite.Writer without either
-// package naming a type of the other's. The two copies must stay the same;
-// a difference fails journalwrite.Of's type assertion in every test that
-// writes a journal (internal/journalwrite's own first).
+// One writer per file: Open for writing takes the file's exclusive lock
+// (ErrLocked for a second process), so every Writer of a file lives in the
+// process that holds it. A read-only Open holds no lock, and its Writer's
+// writes return ErrReadOnly. Within the process, the rule that one loop
+// appends the events is the caller's: two loops would each keep the file
+// consistent per transaction, but would race each other's
+// resourceVersions.
 
-import (
-	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalhook"
-)
+// Writer is the write side of an open Journal: write transactions, the
+// staged relist, retention trimming, the file's kind and settings of the
+// packages above, and Reshard. Get it from Journal.Writer.
+//
+// One writer per file, enforced by the lock that Open for writing takes:
+// a second process's Open fails with ErrLocked. In the process that holds
+// the lock, one reconcile loop appends events; a compactor (Trim) and a
+// shard member (Reshard, with the loop stopped) may act beside it. Every
+// method that writes returns an error matching ErrReadOnly on a journal
+// opened read-only, and ErrClosed after Close. A Writer is safe for
+// concurrent use; its writes are serialized with the journal's (a Relist
+// it begins is not: see Relist).
+type Writer struct{ j *Journal }
 
-func init() {
-	journalhook.Writer = func(j any) any { return j.(*Journal).writer() }
-}
+// Writer returns j's write side. Every call returns a writer of the same
+// file; on a journal opened read-only its writes return ErrReadOnly.
+func (j *Journal) Writer() *Writer { return &Writer{j: j} }
 
-// writer is a journal's write side (journalwrite.Writer). One writer per
-// file: the file's exclusive lock keeps every other process out, and
-// within the process one reconcile.Loop appends the events (a compactor
-// beside it only trims). Its methods return ErrReadOnly on a journal opened
-// read-only.
-type writer struct{ j *Journal }
-
-// writer returns j's write side.
-func (j *Journal) writer() *writer { return &writer{j: j} }
-
-// txAPI is a write transaction as the writer's callers see it
-// (journalwrite.Tx); *wtx implements it (tx.go).
-type txAPI = interface {
-	Lookup(key string) (IndexEntry, bool, error)
-	Append(e *Event) (uint64, error)
-	SetResourceVersion(rv string) error
-	ResourceVersion() string
-}
-
-// relistAPI is a relist as the writer's callers see it
-// (journalwrite.Relist); *relist implements it (relist.go).
-type relistAPI = interface {
-	Stage(evs []Event) error
-	Staged() int
-	MarkSeen(keys []string) error
-	Unseen(entries []IndexEntry) ([]IndexEntry, error)
-	Commit(rv string) (first, last uint64, err error)
-	Abort() error
-}
-
-// metaAPI is one namespace of the file's meta entries
-// (journalwrite.Meta); *metaNS implements it (meta.go).
-type metaAPI = interface {
-	Get(key string) ([]byte, error)
-	Put(key string, v []byte) error
-}
-
-// reshardResult is what a Reshard did; journalwrite.ReshardResult says
-// what each field holds.
-type reshardResult = struct {
-	Left        int
-	Entered     hashrange.Set
+// ReshardResult is what a Writer.Reshard did.
+type ReshardResult struct {
+	// Left is how many keys left the range, each journaled as DELETED
+	// with reason moved.
+	Left int
+	// Entered is the part of the hash space the range gained, as a
+	// canonical KEP-5866 shard selector, "" when it only shrank; its keys
+	// arrive with the next list.
+	Entered string
+	// First and Last are the offsets of the DELETED events, 0 when none.
 	First, Last uint64
 }

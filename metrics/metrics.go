@@ -3,7 +3,7 @@
 //
 // It is a pull collector: nothing is counted on the loop's hot path by this
 // package. At each scrape it reads reconcile.Loop.Status (a copy under the
-// loop's lock), journal.Journal.Stats and Journal.Consumers (one bbolt read
+// loop's lock), journal.Journal.Stats and journal.Consumers.List (one bbolt read
 // transaction each), and turns them into const metrics. Register it on any
 // prometheus.Registerer, controller-runtime's metrics.Registry included:
 //
@@ -163,7 +163,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st, err := c.j.Stats()
 	var cons []journal.ConsumerInfo
 	if err == nil {
-		cons, err = c.j.Consumers()
+		cons, err = c.j.Consumers().List()
 	}
 	if err != nil {
 		c.errs.Inc()

@@ -100,7 +100,7 @@ func TestCollector_AfterGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if _, err := j.Consumer("app"); err != nil {
+	if _, err := j.Consumers().Open("app"); err != nil {
 		t.Fatal(err)
 	}
 	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{

@@ -41,7 +41,7 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.CreateConsumer("controller", 0); err != nil {
+	if err := j.Consumers().Create("controller", 0); err != nil {
 		t.Fatal(err)
 	}
 	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{Logger: testr.New(t)})

@@ -68,7 +68,7 @@ func TestLoop_ContinueExpiresMidList_StartsAgain(t *testing.T) {
 		t.Errorf("Status.ListRestarts = %d; want 1", st.ListRestarts)
 	}
 	// The first page went into the empty index as it came (a first list
-	// only adds: journalwrite.Relist); the list from the first page again adds
+	// only adds: journal.Relist); the list from the first page again adds
 	// what that page lacked, once each.
 	got, _ := e.eventsFrom(1)
 	equal(t, "events", got, []string{"ADDED p1 relist", "ADDED p2 relist", "ADDED late relist",

@@ -5,7 +5,7 @@ package reconcile
 // objects, so a consumer in a fresh process can label it only from the file.
 // New asks discovery once per file, the way client-go's RESTMapper does
 // (/api/v1, /apis/<group>/<version>), and records the answer with
-// journalwrite.Writer.SetKind; a file that has it skips the request.
+// journal.Writer.SetKind; a file that has it skips the request.
 //
 // The same request tells a mistyped resource from a real one: when
 // discovery answers and does not serve the resource (its group version is
@@ -40,7 +40,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/suggest"
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -120,7 +119,7 @@ func recordKind(cfg *rest.Config, j *journal.Journal, res journal.Resource) erro
 	var names []string
 	for _, r := range list.APIResources {
 		if r.Name == res.GVR.Resource {
-			return journalwrite.Of(j).SetKind(r.Kind, gv)
+			return j.Writer().SetKind(r.Kind, gv)
 		}
 		if !strings.Contains(r.Name, "/") { // not a subresource
 			names = append(names, r.Name)

@@ -68,7 +68,7 @@ const (
 const DefaultStreamingRetry = time.Hour
 
 // metaNamespace is the loop's namespace of the journal file's meta
-// entries (journalwrite.Writer.Meta).
+// entries (journal.Writer.Meta).
 const metaNamespace = "reconcile"
 
 // listModeMeta is the meta entry that remembers a refusal: in the file,

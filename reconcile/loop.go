@@ -37,7 +37,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -282,7 +281,7 @@ type Status struct {
 // run it with Run; it is the journal's only writer.
 type Loop struct {
 	j    *journal.Journal
-	w    journalwrite.Writer // j's write side: the loop is the file's writer
+	w    *journal.Writer // j's write side: the loop is the file's writer
 	c    *client
 	opts Options
 	log  logr.Logger
@@ -402,7 +401,7 @@ func New(cfg *rest.Config, j *journal.Journal, opts Options) (*Loop, error) {
 		return nil, err
 	}
 	c.transform = opts.Transform
-	l := &Loop{j: j, w: journalwrite.Of(j), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1), pageSize: opts.PageSize}
+	l := &Loop{j: j, w: j.Writer(), c: c, opts: opts, changed: make(chan struct{}), verify: make(chan struct{}, 1), pageSize: opts.PageSize}
 	l.status.ShardMode = c.shard.mode
 	l.log = opts.Logger.WithValues("resource", res.String())
 	if err := l.checkKind(cfg, res); err != nil {

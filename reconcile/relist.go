@@ -1,7 +1,7 @@
 package reconcile
 
 // The relist consumer: what every list does with the batches of its lister
-// (lister.go). It holds one journalwrite.Relist. add diffs a batch against
+// (lister.go). It holds one journal.Relist. add diffs a batch against
 // the index range it covers (Diff, diff.go): pages of etcd-backed resources
 // come in key order, so the diff is a merge of two sorted streams and
 // memory stays bounded by one page; once a list broke key order, key by
@@ -19,14 +19,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // relist is one list's consumer. Not safe for concurrent use.
 type relist struct {
 	l   *Loop
-	rel journalwrite.Relist
+	rel *journal.Relist
 	cf  *confirmer
 	// origin tags the events; unordered finds deletions by lookup.
 	origin    journal.Origin
@@ -222,7 +221,7 @@ func (l *Loop) diffRange(after string, items []Item) ([]journal.Event, error) {
 
 // diffLookup diffs a page in any order by looking each key up, and marks
 // the keys seen for the deletion pass.
-func (l *Loop) diffLookup(rel journalwrite.Relist, items []Item) ([]journal.Event, error) {
+func (l *Loop) diffLookup(rel *journal.Relist, items []Item) ([]journal.Event, error) {
 	var out []journal.Event
 	keys := make([]string, 0, len(items))
 	for _, it := range items {

@@ -25,7 +25,7 @@ func checkSealing(j *journal.Journal, res journal.Resource, opts Options) error 
 	if secrets && !opts.SecretPayloads {
 		return fmt.Errorf("%w: set journal.Resource.MetadataOnly, or Options.SecretPayloads with a sealing key (journal.Options.Keyring; journalctl watch --secret-payloads --seal-key-file FILE)", ErrSecretPayloads)
 	}
-	if j.Sensitive() && !j.Seals() {
+	if j.Settings().Sensitive() && !j.Settings().Seals() {
 		return fmt.Errorf("%w: the objects of %s would reach the disk in plaintext: open the journal with journal.Options.Keyring "+
 			"(journal.LoadKeyring of a file of 32 random bytes or their base64; journalctl --seal-key-file FILE) so that they are sealed", ErrSecretPayloads, res.GVR.GroupResource())
 	}

@@ -175,7 +175,7 @@ func TestLoop_Secrets_Sealed(t *testing.T) {
 	e.keyring = testKeyring(t, 1)
 	e.start(nil, opts)
 	e.waitStatus("initial list", watching(1))
-	if !e.j.Seals() {
+	if !e.j.Settings().Seals() {
 		t.Fatal("the journal of Secrets with a keyring does not seal")
 	}
 	if got, err := getSecret(e.j, e.ns, "a"); err != nil || got != valueA {
@@ -202,7 +202,7 @@ func TestLoop_Secrets_Sealed(t *testing.T) {
 	// Rotation: B first, A kept.
 	e.keyring = testKeyring(t, 2, 1)
 	e.start(nil, opts)
-	if ids := e.j.KeyIDs(); len(ids) != 2 || ids[0] != journal.KeyID(kb) {
+	if ids := e.j.Settings().KeyIDs(); len(ids) != 2 || ids[0] != journal.KeyID(kb) {
 		t.Fatalf("KeyIDs = %v; want B (%s) first", ids, journal.KeyID(kb))
 	}
 	// The restart's verify first, so that what follows is the watch's.

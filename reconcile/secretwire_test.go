@@ -159,7 +159,7 @@ func TestLoop_Secrets_DataNeverLeavesTheServer(t *testing.T) {
 			}
 		}
 	}
-	// The initial list goes straight into the empty index (journalwrite.Relist);
+	// The initial list goes straight into the empty index (journal.Relist);
 	// the relist stages, and its stage file is checked above.
 	if staged[0] != 0 || staged[1] == 0 {
 		t.Errorf("stage file copies with records: %d in the initial list, %d in the relist (of %d); want none, then some",

@@ -24,7 +24,7 @@ package reconcile
 // server mode it drops nothing, and the index holds only in-range keys
 // even if the server's answer were wider.
 //
-// The pending part of a range that grew (journalwrite.Writer.Reshard) is read
+// The pending part of a range that grew (journal.Writer.Reshard) is read
 // at the start of every list: that list's ADDED for keys that hash into it
 // are keys that moved in from another shard.
 //
@@ -238,8 +238,11 @@ func (s *inheritState) find(key string) int {
 // resourceVersion is empty: no list has committed since the range grew, so
 // no journal holds the inherited range's events yet.
 func (l *Loop) readPending() error {
-	var err error
-	if l.pending, err = l.w.ShardPending(); err != nil {
+	sel, err := l.w.ShardPending()
+	if err != nil {
+		return err
+	}
+	if l.pending, err = hashrange.ParseOrEmpty(sel); err != nil {
 		return err
 	}
 	l.inherit = nil

@@ -3,7 +3,7 @@ package reconcile
 // Writing one batch while the next is read.
 //
 // A streaming list reads its initial events, diffs a batch against the
-// index, encodes its objects, and stages it (journalwrite.Relist.Stage: into the
+// index, encodes its objects, and stages it (journal.Relist.Stage: into the
 // stage file, or straight into the journal and the index when the index was
 // empty). Staging (bbolt puts, record encoding, page writes and fsync) and
 // reading plus encoding each take a large share of the client's CPU; on
@@ -25,7 +25,6 @@ package reconcile
 //     commit, so a failed write never commits.
 
 import (
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -38,7 +37,7 @@ type stagePipe struct {
 
 // stage waits for the batch before it, then starts rel.Stage(evs) and
 // returns; evs must not be touched until the next stage or wait returns.
-func (p *stagePipe) stage(rel journalwrite.Relist, evs []journal.Event) error {
+func (p *stagePipe) stage(rel *journal.Relist, evs []journal.Event) error {
 	if err := p.wait(); err != nil {
 		return err
 	}

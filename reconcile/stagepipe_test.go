@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -40,7 +39,7 @@ func pipeBatch(from, n int) []journal.Event {
 // commits all of them.
 func TestStagePipe_BatchesInOrder(t *testing.T) {
 	j := pipeJournal(t)
-	rel, err := journalwrite.Of(j).BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestStagePipe_BatchesInOrder(t *testing.T) {
 // journal error, and the batch after it is not started.
 func TestStagePipe_ErrorSurfacesBeforeTheNextBatch(t *testing.T) {
 	j := pipeJournal(t)
-	rel, err := journalwrite.Of(j).BeginRelist()
+	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)
 	}

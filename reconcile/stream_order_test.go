@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -80,7 +79,7 @@ func TestLoop_StreamingList_OutOfOrderInitialEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i, n := range []string{"a", "b", "c", "d"} {
 			e := journal.Event{Type: journal.Added, Key: "ns/" + n, UID: "uid-" + n, ResourceVersion: fmt.Sprint(i + 1),
 				Object: []byte(`{}`), Origin: journal.OriginRelist}

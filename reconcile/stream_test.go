@@ -242,7 +242,7 @@ func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 // A streaming list whose connection is cut, then stalled, in the middle of
 // its initial events starts again and ends with every object ADDED exactly
 // once and the index equal to the server's. The first list goes into an
-// empty index, whose ADDEDs are committed as they come (journalwrite.Relist);
+// empty index, whose ADDEDs are committed as they come (journal.Relist);
 // the list after the cut is a relist, which commits nothing half-way.
 func TestLoop_StreamingList_CutAndStalledMidInitialEvents(t *testing.T) {
 	e := newEnv(t)

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -280,7 +279,7 @@ func (l *Loop) apply(ctx context.Context, s stateWatch, batch []frame) (state, i
 	var rv string
 	replayAt := -1
 	start := time.Now()
-	err := l.w.Update(func(tx journalwrite.Tx) error {
+	err := l.w.Update(func(tx *journal.Tx) error {
 		appended, counts, rv, replayAt = 0, TypeCounts{}, s.rv, -1
 		for i, op := range ops {
 			if op.item < 0 {

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -30,7 +29,7 @@ func TestProtoKnown(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tt.kind != "" {
-			if err := journalwrite.Of(j).SetKind(tt.kind, tt.apiV); err != nil {
+			if err := j.Writer().SetKind(tt.kind, tt.apiV); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -57,7 +56,7 @@ func TestCheckProto_AfterKindRecordedLater(t *testing.T) {
 	if !l.c.proto.Load() {
 		t.Fatal("protobuf turned off before the kind was known")
 	}
-	if err := journalwrite.Of(j).SetKind("Rollout", "apps/v1"); err != nil { // the retry records it
+	if err := j.Writer().SetKind("Rollout", "apps/v1"); err != nil { // the retry records it
 		t.Fatal(err)
 	}
 	l.checkProto()

@@ -89,7 +89,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -330,8 +329,12 @@ func newerFirst(a, b dead) int {
 // or when no dead member published an index there. A chunk that cannot be
 // found (deleted by hand) leaves its member's part uninherited, logged.
 func (m *Member) inheritance(ctx context.Context, gone []dead, others hashrange.Set) (*reconcile.Inheritance, error) {
-	pending, err := journalwrite.Of(m.j).ShardPending()
-	if err != nil || pending.Empty() {
+	sel, err := m.j.Writer().ShardPending()
+	if err != nil || sel == "" {
+		return nil, err
+	}
+	pending, err := hashrange.ParseOrEmpty(sel)
+	if err != nil {
 		return nil, err
 	}
 	if rv, err := m.j.ResourceVersion(); err != nil || rv != "" {

@@ -35,7 +35,7 @@ func ExampleOpen() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		c, err := m.Journal().Consumer("mirror")
+		c, err := m.Journal().Consumers().Open("mirror")
 		if err != nil {
 			log.Fatal(err)
 		}

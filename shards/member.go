@@ -24,7 +24,7 @@ package shards
 // Handover.
 //
 // A member's file records the range it holds (journal.Resource.ShardSelector)
-// and changes it only through journalwrite.Writer.Reshard, with its loop
+// and changes it only through journal.Writer.Reshard, with its loop
 // stopped. Each member publishes on its Lease, in the annotation
 // watchjournal.io/shard-selector, the range its journal holds and is synced
 // with (empty while its loop has not synced since the last change). On
@@ -93,7 +93,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -381,7 +380,7 @@ func (m *Member) recorded() (hashrange.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return journalwrite.ShardSet(rec.ShardSelector)
+	return hashrange.Selected(rec.ShardSelector)
 }
 
 func (m *Member) set(fn func(*status)) {
@@ -490,7 +489,7 @@ func (m *Member) tick(ctx context.Context) error {
 			// An empty file joining a running group: what it lists there,
 			// others hold, or held when they died: it moves in (from a
 			// dead member, with its index: start).
-			if err := journalwrite.Of(m.j).MarkShardPending(in); err != nil {
+			if err := m.j.Writer().MarkShardPending(in.Selector()); err != nil {
 				return fmt.Errorf("shards: %w", err)
 			}
 		}
@@ -553,8 +552,8 @@ func (m *Member) fresh() (bool, error) {
 	if err != nil || len(keys) > 0 {
 		return false, err
 	}
-	p, err := journalwrite.Of(m.j).ShardPending()
-	return p.Empty(), err
+	p, err := m.j.Writer().ShardPending()
+	return p == "", err
 }
 
 // reshard stops the loop and binds the file to next; the caller starts a
@@ -562,12 +561,13 @@ func (m *Member) fresh() (bool, error) {
 func (m *Member) reshard(next hashrange.Set) error {
 	m.set(func(s *status) { s.State = StateResharding; s.Published = nil })
 	m.halt()
-	r, err := journalwrite.Of(m.j).Reshard(next.Selector())
+	r, err := m.j.Writer().Reshard(next.Selector())
 	if err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
+	entered, _ := hashrange.ParseOrEmpty(r.Entered) // for the log: a selector the journal wrote in canonical form
 	m.log.Info("range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "ranges", len(next),
-		"left", r.Left, "entered", fmt.Sprintf("%.1f%%", 100*r.Entered.Share()))
+		"left", r.Left, "entered", fmt.Sprintf("%.1f%%", 100*entered.Share()))
 	m.set(func(s *status) { s.Range = next; s.Reshards++; s.MovedOut += r.Left })
 	return nil
 }
@@ -633,8 +633,8 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 	if l == nil || !l.HasSynced() {
 		return nil
 	}
-	if p, err := journalwrite.Of(m.j).ShardPending(); err == nil && !p.Empty() {
-		if err := journalwrite.Of(m.j).ClearShardPending(); err != nil {
+	if p, err := m.j.Writer().ShardPending(); err == nil && p != "" {
+		if err := m.j.Writer().ClearShardPending(); err != nil {
 			return fmt.Errorf("shards: %w", err)
 		}
 	}

@@ -70,13 +70,13 @@ func runCheck(ctx context.Context, out io.Writer, f fileFlags) error {
 // read-only commands, so that a watch can start once it is done. A file
 // that a writer holds is an error matching journal.ErrLocked that says
 // what to do instead. sealed counts the sealed objects per key ID
-// (journal.Journal.SealKeyUse): what a key rotation waits for.
+// (journal.Settings.SealKeyUse): what a key rotation waits for.
 func checkFile(ctx context.Context, path string) (r journal.CheckReport, sealed map[string]uint64, err error) {
 	err = fileSource{path: path}.view(func(j *journal.Journal) error {
 		if r, err = j.Check(); err != nil {
 			return fmt.Errorf("verify: %w", err) // the store's errors name the file
 		}
-		if sealed, err = j.SealKeyUse(); err != nil {
+		if sealed, err = j.Settings().SealKeyUse(); err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("sealed objects: %v", err))
 		}
 		return nil

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -86,7 +85,7 @@ problems  none
 func TestCheck_TrimmedFileIsNotReplayed(t *testing.T) {
 	path := writeJournal(t)
 	j := openJournal(t, path)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/bolt"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
@@ -36,11 +36,11 @@ func writeTrimmedJournal(t *testing.T) string {
 		}
 		appendEvents(t, j, strconv.Itoa(100+batch*100+99), evs...)
 	}
-	if _, _, err := journalwrite.Of(j).Trim(1991, 5000, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(1991, 5000, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, j, "tail", 1995)
-	if err := j.SetRetention(journal.Retention{MaxEvents: 10}); err != nil {
+	if err := j.Settings().SetRetention(journal.Retention{MaxEvents: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -73,10 +73,10 @@ func readContent(t *testing.T, path string) content {
 	if c.Events, err = j.Read(0, 100000); err != nil {
 		t.Fatal(err)
 	}
-	if c.Consumers, err = j.Consumers(); err != nil {
+	if c.Consumers, err = j.Consumers().List(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Retention, err = j.Retention(); err != nil {
+	if c.Retention, err = j.Settings().Retention(); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -195,7 +195,7 @@ func TestShrinkage(t *testing.T) {
 func TestCompact_InAWritersReopen(t *testing.T) {
 	path := writeTrimmedJournal(t)
 	size := fileSize(t, path)
-	release, err := journalwrite.LockWriter(path, 0) // the writer's lock, no bbolt handle: the reopen's gap
+	release, err := bolt.LockWriter(path, 0) // the writer's lock, no bbolt handle: the reopen's gap
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func fileCommitted(t *testing.T, path, name string) (uint64, bool) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	off, err := j.ConsumerCommitted(name)
+	off, err := j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, false
 	}
@@ -87,7 +87,7 @@ func TestConsumers_Change_Socket(t *testing.T) {
 		if code != tc.code || !strings.Contains(got, tc.out) {
 			t.Errorf("%s: journalctl %v: exit %d, stdout %q, stderr %q; want %d and %q", tc.name, args, code, stdout, stderr, tc.code, tc.out)
 		}
-		off, err := j.ConsumerCommitted(tc.consumer)
+		off, err := j.Consumers().Committed(tc.consumer)
 		ok := err == nil
 		if want := tc.committed; (want < 0) == ok || (ok && off != uint64(want)) {
 			t.Errorf("%s: consumer %s committed %d (exists %t); want %d (-1: none)", tc.name, tc.consumer, off, ok, want)

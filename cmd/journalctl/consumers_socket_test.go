@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -62,7 +61,7 @@ func TestSocket_Events_Consumer_FollowCommit(t *testing.T) {
 
 func TestSocket_Events_Consumer_Compacted(t *testing.T) {
 	j := servedConsumersJournal(t)
-	if _, _, err := journalwrite.Of(j).Trim(4, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(4, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code := runCLI("events", "--db", j.Path(), "--consumer", "billing", "--commit")
@@ -94,7 +93,7 @@ func TestSocket_Commit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `journal: no such consumer: "nobody"`) {
 			t.Errorf("Commit(nobody, 1) = %v; want no such consumer", err)
 		}
-		if _, err := j.ConsumerCommitted("nobody"); !errors.Is(err, journal.ErrNoConsumer) {
+		if _, err := j.Consumers().Committed("nobody"); !errors.Is(err, journal.ErrNoConsumer) {
 			t.Error("Commit(nobody) registered the consumer")
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -33,7 +32,7 @@ func writeConsumersJournal(t *testing.T) string {
 // commit registers consumer name in the writable j and commits off.
 func commit(t *testing.T, j *journal.Journal, name string, off uint64) {
 	t.Helper()
-	c, err := j.Consumer(name)
+	c, err := j.Consumers().Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +44,7 @@ func commit(t *testing.T, j *journal.Journal, name string, off uint64) {
 // committed returns consumer name's committed offset in j.
 func committed(t *testing.T, j *journal.Journal, name string) uint64 {
 	t.Helper()
-	c, err := j.Consumer(name)
+	c, err := j.Consumers().Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +165,7 @@ func TestEvents_Consumer_File_Compacted(t *testing.T) {
 	j := openJournal(t, path)
 	commit(t, j, "slow", 0) // registered before any event: committed 0
 	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

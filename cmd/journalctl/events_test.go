@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -65,7 +64,7 @@ func TestEvents_File_Compacted(t *testing.T) {
 	path := filepath.Join(tempDir(t), "j.db")
 	j := openJournal(t, path)
 	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

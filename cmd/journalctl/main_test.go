@@ -16,7 +16,6 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -68,7 +67,7 @@ func openJournal(t *testing.T, path string) *journal.Journal {
 // appendEvents appends evs in one transaction and sets rv.
 func appendEvents(t *testing.T, j *journal.Journal, rv string, evs ...journal.Event) {
 	t.Helper()
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range evs {
 			if _, err := tx.Append(&evs[i]); err != nil {
 				return err

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -84,7 +83,7 @@ func TestEvents_Trimmed_NoHeader(t *testing.T) {
 	path := filepath.Join(tempDir(t), "j.db")
 	j := openJournal(t, path)
 	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

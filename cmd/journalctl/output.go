@@ -237,7 +237,7 @@ type jsonCheckReport struct {
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"`
 	// SealedKeys counts the sealed objects per sealing key ID
-	// (journal.Journal.SealKeyUse); absent when the file holds none.
+	// (journal.Settings.SealKeyUse); absent when the file holds none.
 	SealedKeys map[string]uint64 `json:"sealedKeys,omitempty"`
 }
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -27,7 +26,7 @@ func repairing(t *testing.T, j *journal.Journal) func() int {
 			lost[i].Origin = journal.OriginRelist
 		}
 		for _, evs := range [][]journal.Event{{watched}, lost} {
-			err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+			err := j.Writer().Update(func(tx *journal.Tx) error {
 				for i := range evs {
 					if _, err := tx.Append(&evs[i]); err != nil {
 						return err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -201,7 +200,7 @@ divergences      0
 
 func TestSocket_CompactedIsDistinguishable(t *testing.T) {
 	j := writerJournal(t)
-	if _, _, err := journalwrite.Of(j).Trim(3, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	serveJournal(t, j, maxWait)
@@ -247,7 +246,7 @@ func TestSocket_Follow(t *testing.T) {
 // waits past the head: the next event is the first it prints.
 func TestSocket_Follow_NothingRetained(t *testing.T) {
 	j := writerJournal(t)
-	if _, _, err := journalwrite.Of(j).Trim(5, 10, 0, 0); err != nil {
+	if _, _, err := j.Writer().Trim(5, 10, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	serveJournal(t, j, maxWait)

@@ -151,11 +151,11 @@ func (f fileSource) OffsetAt(_ context.Context, t time.Time) (uint64, error) {
 func (fileSource) Status(context.Context) (*inspect.Status, error) { return nil, nil }
 
 func (f fileSource) Consumers(context.Context) ([]journal.ConsumerInfo, error) {
-	return viewValue(f, (*journal.Journal).Consumers)
+	return viewValue(f, func(j *journal.Journal) ([]journal.ConsumerInfo, error) { return j.Consumers().List() })
 }
 
 func (f fileSource) Retention(context.Context) (journal.Retention, error) {
-	return viewValue(f, (*journal.Journal).Retention)
+	return viewValue(f, func(j *journal.Journal) (journal.Retention, error) { return j.Settings().Retention() })
 }
 
 // Commit opens the file writable for the commit alone (update).

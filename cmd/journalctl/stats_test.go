@@ -39,7 +39,7 @@ func writeStatsJournal(t *testing.T) string {
 	path := filepath.Join(tempDir(t), "j.db")
 	j := openJournal(t, path)
 	appendEvents(t, j, "12", testEvents()...)
-	c, err := j.Consumer("billing")
+	c, err := j.Consumers().Open("billing")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func writeRetentionJournal(t *testing.T) string {
 	t.Helper()
 	path := writeStatsJournal(t)
 	j := openJournal(t, path)
-	if err := j.SetRetention(bounded); err != nil {
+	if err := j.Settings().SetRetention(bounded); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -151,7 +151,7 @@ func TestStats_Dir(t *testing.T) {
 	dir := tempDir(t)
 	closed := openJournal(t, filepath.Join(dir, "a.db"))
 	appendEvents(t, closed, "12", testEvents()...)
-	if err := closed.SetRetention(journal.Retention{MaxBytes: 64 << 20}); err != nil {
+	if err := closed.Settings().SetRetention(journal.Retention{MaxBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	if err := closed.Close(); err != nil {

@@ -418,11 +418,11 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 func serveFile(ctx context.Context, cancel context.CancelFunc, j *journal.Journal, loop inspect.Loop, path string, r *journal.Retention, log *zap.Logger, compacted chan<- error) (stop func(), err error) {
 	policy := journal.Retention{}
 	if r != nil {
-		if err := j.SetRetention(*r); err != nil {
+		if err := j.Settings().SetRetention(*r); err != nil {
 			return nil, fmt.Errorf("record retention: %w", err)
 		}
 		policy = *r
-	} else if policy, err = j.Retention(); err != nil {
+	} else if policy, err = j.Settings().Retention(); err != nil {
 		return nil, err
 	}
 	log.Info("retention", zap.String("retention", formatRetention(policy)))

@@ -37,7 +37,7 @@ func storedRetention(t *testing.T, path string) journal.Retention {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	r, err := j.Retention()
+	r, err := j.Settings().Retention()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestWatch_Retention(t *testing.T) {
 			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
 			j := openJournal(t, db)
 			appendEvents(t, j, "12", testEvents()...)
-			if err := j.SetRetention(tc.stored); err != nil {
+			if err := j.Settings().SetRetention(tc.stored); err != nil {
 				t.Fatal(err)
 			}
 			j.Close()

@@ -253,7 +253,7 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 			changedWhileDown[k] = true
 		}
 	}
-	committed, err := j.ConsumerCommitted(consumer)
+	committed, err := j.Consumers().Committed(consumer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,6 +208,26 @@ func (s Set) String() string {
 // not a shard selector of object.metadata.uid in KEP-5866's syntax.
 var ErrSyntax = errors.New("hashrange: invalid shard selector")
 
+// Selected returns the hash ranges a file's shard selector selects: the
+// whole space for "" (an unsharded file), else Parse(selector). Errors
+// match ErrSyntax.
+func Selected(selector string) (Set, error) {
+	if selector == "" {
+		return Full(), nil
+	}
+	return Parse(selector)
+}
+
+// ParseOrEmpty returns the hash ranges of a recorded set of ranges (a
+// journal's pending ranges, the part a Reshard entered): the empty Set for
+// "", else Parse(selector). Errors match ErrSyntax.
+func ParseOrEmpty(selector string) (Set, error) {
+	if selector == "" {
+		return nil, nil
+	}
+	return Parse(selector)
+}
+
 // Parse reads a shardSelector of object.metadata.uid ranges joined by
 // "||", in the apiserver's syntax (single- or double-quoted 0x hex bounds,
 // start inclusive, end exclusive, end at most 0x10000000000000000, start

@@ -128,3 +128,20 @@ func TestAssignMovesLittle(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that Selected reads "" as the whole hash space, ParseOrEmpty as
+// none, and that Selected refuses a selector that does not parse.
+func TestSelected(t *testing.T) {
+	if s, err := hashrange.Selected(""); err != nil || !s.Equal(hashrange.Full()) {
+		t.Fatalf(`Selected("") = %v, %v; want the whole space`, s, err)
+	}
+	if _, err := hashrange.Selected("no such syntax"); !errors.Is(err, hashrange.ErrSyntax) {
+		t.Fatalf("Selected(bad) = %v; want hashrange.ErrSyntax", err)
+	}
+	if s, err := hashrange.ParseOrEmpty(""); err != nil || !s.Empty() {
+		t.Fatalf(`ParseOrEmpty("") = %v, %v; want the empty set`, s, err)
+	}
+	if s, err := hashrange.ParseOrEmpty(hashrange.Full().Selector()); err != nil || !s.Equal(hashrange.Full()) {
+		t.Fatalf("ParseOrEmpty(full) = %v, %v; want the whole space", s, err)
+	}
+}

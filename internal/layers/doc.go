@@ -4,12 +4,10 @@
 //	cmd/..., bench/..., examples/...    programs
 //	jcache/..., shards/..., metrics/...  on top of the loop
 //	reconcile/...                       the list/watch loop
-//	journal, journal/...,               the journal, its storage and socket,
-//	internal/journalwrite,              the journal's write side,
+//	journal, journal/...,               the journal (its reader and its Writer), storage and socket,
 //	internal/position                   a consumer's position across replicas (warm standby)
 //	internal/hashrange, internal/suggest pure arithmetic, name suggestions,
 //	internal/storage,                   the storage interface journal holds,
-//	internal/journalhook,               journal's hook for journalwrite,
 //	internal/delivery                   restart-exact bookkeeping of jcache.Exact
 //
 // A package may import one of its own layer or below, never above:

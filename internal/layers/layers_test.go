@@ -24,9 +24,9 @@ func rank(pkg string) (r int, ok bool) {
 	}
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	switch {
-	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/journalhook", p == "internal/delivery", p == "internal/protofields":
+	case p == "internal/hashrange", p == "internal/suggest", p == "internal/storage", p == "internal/delivery", p == "internal/protofields":
 		return 0, true
-	case under("journal"), p == "internal/journalwrite", p == "internal/position":
+	case under("journal"), p == "internal/position":
 		return 1, true
 	case under("reconcile"):
 		return 2, true

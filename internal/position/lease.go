@@ -154,9 +154,9 @@ func (f *Follower) commitLocked(p uint64) error {
 	if *f.Started {
 		return nil
 	}
-	err := f.Journal.CommitConsumer(f.Name, p)
+	err := f.Journal.Consumers().Commit(f.Name, p)
 	if errors.Is(err, journal.ErrNoConsumer) {
-		err = f.Journal.CreateConsumer(f.Name, p+1)
+		err = f.Journal.Consumers().Create(f.Name, p+1)
 	}
 	return err
 }
@@ -171,7 +171,7 @@ func (f *Follower) Step(pos string) {
 		return
 	}
 	f.lastPos, f.lastHead = pos, head
-	c, err := f.Journal.ConsumerCommitted(f.Name)
+	c, err := f.Journal.Consumers().Committed(f.Name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		c, err = 0, nil
 	}

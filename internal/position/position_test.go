@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -31,7 +30,7 @@ func writeJournal(t *testing.T, steps []step) *journal.Journal {
 	}
 	t.Cleanup(func() { _ = j.Close() })
 	for _, st := range steps {
-		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := range st.evs {
 				if _, err := tx.Append(&st.evs[i]); err != nil {
 					return err
@@ -106,7 +105,7 @@ func TestFollower_Step(t *testing.T) {
 	f.commit = func(p uint64) error { calls++; return f.commitLocked(p) }
 	committed := func() uint64 {
 		t.Helper()
-		c, err := j.ConsumerCommitted("standby")
+		c, err := j.Consumers().Committed("standby")
 		if errors.Is(err, journal.ErrNoConsumer) {
 			return 0
 		}
@@ -137,7 +136,7 @@ func TestFollower_Step(t *testing.T) {
 	}
 
 	// The source started here: the consumer is its own from now on.
-	if err := j.ResetConsumer("standby", 0); err != nil {
+	if err := j.Consumers().Reset("standby", 0); err != nil {
 		t.Fatal(err)
 	}
 	started = true
@@ -213,7 +212,7 @@ func TestStartFor(t *testing.T) {
 
 	// Retention trimmed the list and the first watch event: a position
 	// before what is left cannot be placed.
-	if n, _, err := journalwrite.Of(j).Trim(5, 10, 0, 0); err != nil || n != 4 {
+	if n, _, err := j.Writer().Trim(5, 10, 0, 0); err != nil || n != 4 {
 		t.Fatalf("Trim = %d, %v", n, err)
 	}
 	if start, why, ok, err := StartFor(j, "10", 0); err != nil || ok {

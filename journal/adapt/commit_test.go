@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
@@ -32,7 +31,7 @@ import (
 // transaction (so one read takes them all).
 func appendAdded(t *testing.T, j *journal.Journal, rv string, names ...string) {
 	t.Helper()
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for _, n := range names {
 			obj := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + n + `","namespace":"demo","uid":"u-` + n + `","resourceVersion":"` + rv + `"}}`)
 			e := journal.Event{Type: journal.Added, Key: "demo/" + n, UID: "u-" + n, ResourceVersion: rv, Object: obj, Origin: journal.OriginWatch}
@@ -52,7 +51,7 @@ func waitCommitted(t *testing.T, j *journal.Journal, consumer string, off uint64
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got, err := j.ConsumerCommitted(consumer)
+		got, err := j.Consumers().Committed(consumer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +111,7 @@ func TestWatchConsumer_CommitsOnlyWhatTheReceiverCameBackFrom(t *testing.T) {
 				t.Fatal(err)
 			}
 			appendAdded(t, j, "10", "a", "b", "c", "d")
-			c, err := j.Consumer("w")
+			c, err := j.Consumers().Open("w")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +135,7 @@ func TestWatchConsumer_CommitsOnlyWhatTheReceiverCameBackFrom(t *testing.T) {
 			w.Stop() // the dead process's goroutine: its commit fails on the closed journal
 			<-w.Done()
 			appendAdded(t, j, "11", "e")
-			c, err = j.Consumer("w")
+			c, err = j.Consumers().Open("w")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +146,7 @@ func TestWatchConsumer_CommitsOnlyWhatTheReceiverCameBackFrom(t *testing.T) {
 			defer func() { w2.Stop(); <-w2.Done() }()
 			ev, ok := next(t, w2)
 			if !ok || name(ev) != tc.want {
-				committed, _ := j.ConsumerCommitted("w")
+				committed, _ := j.Consumers().Committed("w")
 				t.Fatalf("after the restart the first event is %v %s (open %v, committed %d); want %s", ev.Type, name(ev), ok, committed, tc.want)
 			}
 		})
@@ -203,7 +202,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 
 	// First process: ADDED a, then two patches, each received.
 	j, stopLoop := runLoop(t, cp, path, res, synced)
-	c, err := j.Consumer("operator")
+	c, err := j.Consumers().Open("operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +242,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	defer stopLoop()
 	w.Stop() // the dead process's goroutine; its exit commit fails on the closed journal
 	<-w.Done()
-	c, err = j.Consumer("operator")
+	c, err = j.Consumers().Open("operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +253,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	defer func() { w.Stop(); <-w.Done() }()
 	ev, ok = next(t, w)
 	if !ok || ev.Type != watch.Modified || rvOf(ev) != "a@"+rv2+" v=2" {
-		committed, _ := j.ConsumerCommitted("operator")
+		committed, _ := j.Consumers().Committed("operator")
 		t.Fatalf("after the restart the first event is %s (open %v, committed %d); want MODIFIED a@%s v=2 again (the first, a@%s, not again)", rvOf(ev), ok, committed, rv2, rv1)
 	}
 	ev, ok = next(t, w)

@@ -18,7 +18,7 @@ import (
 func TestHandle_NilOnCancel_ErrClosedOnClose(t *testing.T) {
 	j, cleanup := demoJournal()
 	defer cleanup()
-	c, err := j.Consumer("h")
+	c, err := j.Consumers().Open("h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestHandle_NilOnCancel_ErrClosedOnClose(t *testing.T) {
 		t.Errorf("Handle after cancel = %v; want nil", err)
 	}
 
-	c2, _ := j.Consumer("h2")
+	c2, _ := j.Consumers().Open("h2")
 	go func() { done <- adapt.Handle(context.Background(), c2, cache.ResourceEventHandlerFuncs{}, nil) }()
 	for off, _ := c2.Committed(); off < 3; off, _ = c2.Committed() {
 		time.Sleep(5 * time.Millisecond)

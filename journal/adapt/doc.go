@@ -13,16 +13,16 @@
 //
 // In place of a RetryWatcher, with a position that survives a restart:
 //
-//	c, err := j.Consumer("my-watcher")       // durable, in the journal file
-//	w, err := adapt.WatchConsumer(c, nil)     // resumes after what was processed
+//	c, err := j.Consumers().Open("my-watcher") // durable, in the journal file
+//	w, err := adapt.WatchConsumer(c, nil)       // resumes after what was processed
 //	defer w.Stop()
-//	for ev := range w.ResultChan() { ... }    // watch.Event: ADDED, MODIFIED, DELETED, ERROR
+//	for ev := range w.ResultChan() { ... }      // watch.Event: ADDED, MODIFIED, DELETED, ERROR
 //
 // From a given offset, remembering nothing: adapt.NewWatcher(j, offset, nil)
 // (0: the first retained offset; adapt.FromNow: what is appended from now).
 // In place of an informer's handler registration:
 //
-//	c, err := j.Consumer("my-controller")
+//	c, err := j.Consumers().Open("my-controller")
 //	err = adapt.Handle(ctx, c, handler, &adapt.Options{Decode: decode}) // nil once ctx is done
 //
 // Runnable examples: ExampleNewWatcher, ExampleWatchConsumer (across a
@@ -45,7 +45,7 @@
 // DecodeFunc[runtime.Object] (default: into *unstructured.Unstructured; a
 // function over a scheme's UniversalDeserializer().Decode gives typed
 // objects). A DELETED inferred by a relist has no final object: in a
-// file that keeps objects (journal.Journal.KeepObjects) it carries the
+// file that keeps objects (journal.Settings.KeepObjects) it carries the
 // key's last stored object, elsewhere it is delivered as a metadata-only
 // object (name, namespace, UID, last resourceVersion) labelled with the
 // kind and apiVersion the file records (journal.TypeMeta); to a handler

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 )
@@ -32,7 +31,7 @@ func demoJournal() (*journal.Journal, func()) {
 	obj := func(rv string) []byte {
 		return []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"demo","uid":"u-1","resourceVersion":"` + rv + `"}}`)
 	}
-	_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "10", Object: obj("10"), Origin: journal.OriginRelist},
 			{Type: journal.Modified, Key: "demo/a", UID: "u-1", ResourceVersion: "11", PrevResourceVersion: "10", Object: obj("11"), Origin: journal.OriginWatch},
@@ -78,7 +77,7 @@ func ExampleWatchConsumer() {
 	path := j.Path()
 
 	run := func(j *journal.Journal, n int) {
-		c, err := j.Consumer("my-watcher")
+		c, err := j.Consumers().Open("my-watcher")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -117,7 +116,7 @@ func ExampleHandle() {
 	j, cleanup := demoJournal()
 	defer cleanup()
 
-	c, err := j.Consumer("my-controller")
+	c, err := j.Consumers().Open("my-controller")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 )
@@ -31,7 +30,7 @@ func TestNewWatcher_ZeroIsFirstRetained_FromNowIsAfterHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer now.Stop()
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "demo/b", UID: "u-2", ResourceVersion: "13",
 			Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"demo","uid":"u-2","resourceVersion":"13"}}`),
 			Origin: journal.OriginWatch})

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
@@ -44,7 +43,7 @@ func (u update) String() string {
 // updates have been seen, and returns them.
 func updates(t *testing.T, j *journal.Journal, consumer string, decode func([]byte) (runtime.Object, error), n int) []update {
 	t.Helper()
-	c, err := j.Consumer(consumer)
+	c, err := j.Consumers().Open(consumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +91,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 	write := func(t *testing.T, j *journal.Journal, evs ...journal.Event) uint64 {
 		t.Helper()
 		var last uint64
-		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for i := range evs {
 				off, err := tx.Append(&evs[i])
 				if err != nil {
@@ -137,10 +136,10 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 			fill = append(fill, ev(journal.Added, fmt.Sprintf("o%03d", i), "11", "", "x"))
 		}
 		head := write(t, j, fill...)
-		if _, err := j.Consumer("h"); err != nil {
+		if _, err := j.Consumers().Open("h"); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.CommitConsumer("h", head); err != nil {
+		if err := j.Consumers().Commit("h", head); err != nil {
 			t.Fatal(err)
 		}
 		write(t, j, ev(journal.Modified, "o599", "12", "11", "y"), ev(journal.Modified, "a", "13", "10", "db"))
@@ -191,7 +190,7 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 		j := open(t)
 		write(t, j, ev(journal.Added, "a", "10", "", "web"), ev(journal.Added, "b", "11", "", "web"))
 		write(t, j, ev(journal.Modified, "a", "12", "10", "db"))
-		if n, _, err := journalwrite.Of(j).Trim(2, 1, 0, 0); err != nil || n != 1 {
+		if n, _, err := j.Writer().Trim(2, 1, 0, 0); err != nil || n != 1 {
 			t.Fatalf("Trim = %d, %v; want 1 event trimmed", n, err)
 		}
 		got := updates(t, j, "h", typed, 1)

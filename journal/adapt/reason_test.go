@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
 )
@@ -30,7 +29,7 @@ func reasonJournal(t *testing.T) *journal.Journal {
 	}
 	t.Cleanup(func() { _ = j.Close() })
 	obj := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"demo","uid":"u-1","resourceVersion":"10"}}`)
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "demo/a", UID: "u-1", ResourceVersion: "10", Object: obj, Origin: journal.OriginWatch},
 			{Type: journal.Deleted, Key: "demo/a", UID: "u-1", ResourceVersion: "11", Object: obj, Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector},
@@ -97,7 +96,7 @@ func (h *reasonHandler) OnDeleteWithReason(obj any, r journal.Reason) {
 
 func TestHandle_DeleteReasonHandler(t *testing.T) {
 	j := reasonJournal(t)
-	c, err := j.Consumer("h")
+	c, err := j.Consumers().Open("h")
 	if err != nil {
 		t.Fatal(err)
 	}

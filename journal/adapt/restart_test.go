@@ -92,7 +92,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 	}
 	head, _ := j.Head()
 	for _, name := range consumers {
-		c, err := j.Consumer(name)
+		c, err := j.Consumers().Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 		}},
 	} {
 		t.Run("Handle/"+tc.name, func(t *testing.T) {
-			c, err := j.Consumer("handle-" + tc.name) // a fresh consumer instance, fresh adapter
+			c, err := j.Consumers().Open("handle-" + tc.name) // a fresh consumer instance, fresh adapter
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 				if from == "offset" {
 					w, err = adapt.NewWatcher(j, head+1, &adapt.Options{Decode: tc.decode})
 				} else {
-					c, cerr := j.Consumer("watch-" + tc.name)
+					c, cerr := j.Consumers().Open("watch-" + tc.name)
 					if cerr != nil {
 						t.Fatal(cerr)
 					}

@@ -128,7 +128,7 @@ func NewWatcher(j *journal.Journal, from uint64, opts *Options) (*Watcher, error
 
 // WatchConsumer starts a Watcher that delivers the events of c's journal
 // from c's read position (right after its committed offset, for a consumer
-// just returned by Journal.Consumer) and commits c as the receiver shows it
+// just returned by Consumers.Open) and commits c as the receiver shows it
 // is done with events: an event counts as processed once the receiver has
 // come back for more, that is once it has received the next event from
 // ResultChan (or Events), and everything handed over counts as processed

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 )
@@ -35,7 +34,7 @@ func ExampleNewReader() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"app": "web"}},
 		Data:       map[string]string{"color": "blue"}}
 	b, _ := json.Marshal(&cm)
-	_ = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	_ = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "demo/web", UID: "u1", ResourceVersion: "7", Object: b, Origin: journal.OriginWatch})
 		return err
 	})

@@ -73,7 +73,7 @@ type Lister[T any] struct {
 //
 // Like NewReader it makes j keep objects (journal.KeepObjects).
 func NewLister[T any](j *journal.Journal, decode DecodeFunc[T]) *Lister[T] {
-	_ = j.KeepObjects() // when it cannot, every read says why
+	_ = j.Settings().KeepObjects() // when it cannot, every read says why
 	l := &Lister[T]{j: j, decode: decode}
 	if r, ok, _ := j.Resource(); ok {
 		l.resource = r.GVR.Resource

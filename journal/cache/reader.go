@@ -37,7 +37,7 @@ var _ client.Reader = (*Reader)(nil)
 // allows only unstructured ones). On a read-only j whose file does not
 // keep objects, reads fail with journal.ErrObjectsNotKept.
 func NewReader(j *journal.Journal, scheme *runtime.Scheme) *Reader {
-	_ = j.KeepObjects() // when it cannot, every read says why
+	_ = j.Settings().KeepObjects() // when it cannot, every read says why
 	if scheme == nil {
 		scheme = runtime.NewScheme()
 	}

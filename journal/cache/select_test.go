@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/cache"
 )
@@ -33,7 +32,7 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	keys := make([]string, 0, len(cms))
@@ -41,7 +40,7 @@ func fill(t *testing.T, cms map[string]map[string]string) *journal.Journal {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i, k := range keys {
 			ns, name, _ := cutKey(k)
 			cm := &corev1.ConfigMap{}
@@ -159,7 +158,7 @@ func TestReader_MissingObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/old", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"old","namespace":"a"}}`), Origin: journal.OriginWatch})
 		if err != nil {
 			return err
@@ -170,7 +169,7 @@ func TestReader_MissingObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(2, 10, 0, 0); err != nil || n != 1 {
+	if n, _, err := j.Writer().Trim(2, 10, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want a/old's event", n, err)
 	}
 	r := cache.NewReader(j, scheme.Scheme)
@@ -208,7 +207,7 @@ func TestReader_BeforeTheKindIsKnown(t *testing.T) {
 	if err := r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "x"}, &cm); !errors.Is(err, journal.ErrNoKind) {
 		t.Fatalf("Get before the kind is known = %v; want ErrNoKind", err)
 	}
-	err = journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		_, err := tx.Append(&journal.Event{Type: journal.Added, Key: "a/x", UID: "u1", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"a"},"data":{"k":"v"}}`), Origin: journal.OriginWatch})
 		return err
 	})

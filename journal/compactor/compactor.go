@@ -8,12 +8,11 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // Policy bounds a journal: journal.Retention, so that it can be stored in
-// the file with Journal.SetRetention and shown by tools.
+// the file with Settings.SetRetention and shown by tools.
 type Policy = journal.Retention
 
 // Options tune a Compactor. Zero fields take the defaults given.
@@ -73,13 +72,13 @@ func New(j *journal.Journal, p Policy, opts Options) *Compactor {
 	return &Compactor{j: j, p: p, opts: opts}
 }
 
-// Run records its policy in the file (Journal.SetRetention: journalctl
+// Run records its policy in the file (Settings.SetRetention: journalctl
 // stats and the inspect socket show the retention in effect, read from
 // there), then trims after appends (woken by the writer) and at least
 // every Interval, until ctx is done; then it returns nil. It returns early
 // on a journal error.
 func (c *Compactor) Run(ctx context.Context) error {
-	if err := c.j.SetRetention(c.p); err != nil {
+	if err := c.j.Settings().SetRetention(c.p); err != nil {
 		return fmt.Errorf("compactor: record the retention: %w", err)
 	}
 	for {
@@ -138,7 +137,7 @@ func (c *Compactor) Trim() (Result, error) {
 	}
 	// The hard cap wins over consumers.
 	if c.p.HardMaxBytes > 0 {
-		left, err := c.j.JournalBytes()
+		left, err := c.j.Settings().JournalBytes()
 		if err != nil {
 			return res, err
 		}
@@ -164,7 +163,7 @@ func (c *Compactor) Trim() (Result, error) {
 // keeps every event a consumer has not committed, read in each
 // transaction (Stats was read before it), unless forced (the hard cap).
 func (c *Compactor) trim(res *Result, before, minBytes uint64, forced bool) error {
-	w := journalwrite.Of(c.j)
+	w := c.j.Writer()
 	for {
 		trim := w.TrimRetained
 		if forced {

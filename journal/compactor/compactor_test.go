@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/journal/bolt"
 	"github.com/watchjournal/watchjournal/journal/compactor"
 )
 
@@ -38,7 +38,7 @@ func openJ(t *testing.T) (*journal.Journal, string) {
 func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
 	t.Helper()
 	payload := []byte(`{"data":"` + strings.Repeat("x", size) + `"}`)
-	err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 0; i < n; i++ {
 			h, _ := tx.ResourceVersion(), 0
 			key := fmt.Sprintf("wj/o%04d", i%keys)
@@ -99,7 +99,7 @@ func TestTrim_MaxBytesAndAge(t *testing.T) {
 
 func TestTrim_ProtectsUncommittedConsumerUntilHardCap(t *testing.T) {
 	j, _ := openJ(t)
-	slow, _ := j.Consumer("slow")
+	slow, _ := j.Consumers().Open("slow")
 	write(t, j, 1000, 50, 100, time.Now())
 	if evs, err := slow.TryNext(200); err != nil || len(evs) != 200 {
 		t.Fatalf("TryNext(200) = %d events, %v", len(evs), err)
@@ -201,11 +201,11 @@ func TestRun_HoldsBoundWhileWriting(t *testing.T) {
 }
 
 // Ensure Run records its policy in the file, so that journalctl stats and
-// the inspect socket (which read Journal.Retention) show the retention a
+// the inspect socket (which read Settings.Retention) show the retention a
 // running compactor applies, not "none".
 func TestRun_RecordsPolicy(t *testing.T) {
 	j, _ := openJ(t)
-	if r, err := j.Retention(); err != nil || r != (journal.Retention{}) {
+	if r, err := j.Settings().Retention(); err != nil || r != (journal.Retention{}) {
 		t.Fatalf("Retention before Run = %+v, %v; want none", r, err)
 	}
 	p := compactor.Policy{MaxBytes: 64 << 20, MaxAge: time.Hour}
@@ -214,7 +214,7 @@ func TestRun_RecordsPolicy(t *testing.T) {
 	go func() { done <- compactor.New(j, p, compactor.Options{}).Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r, err := j.Retention()
+		r, err := j.Settings().Retention()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +318,7 @@ func freelistSynced(t *testing.T, path string) bool {
 func TestRetention_SlowReaderDoesNotGrowFile(t *testing.T) {
 	j, _ := openJ(t)
 	c := compactor.New(j, compactor.Policy{MaxEvents: 2000}, compactor.Options{Step: 500})
-	slow, _ := j.Consumer("slow")
+	slow, _ := j.Consumers().Open("slow")
 	var warm int64
 	for round := 0; round < 60; round++ {
 		write(t, j, 200, 500, 500, time.Now())
@@ -361,13 +361,13 @@ func TestRetention_SlowReaderDoesNotGrowFile(t *testing.T) {
 // transaction at a time, until the policy holds.
 func TestTrim_StepBytesBoundsATransaction(t *testing.T) {
 	j, _ := openJ(t)
-	if err := j.KeepObjects(); err != nil {
+	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
 	const n, size = 40, 100 << 10
 	write(t, j, n, n, size, time.Now()) // 40 keys, each one event: every trimmed event is kept as its key's object
 
-	del, bytes, err := journalwrite.Of(j).Trim(n+1, 1000, 250<<10, 0)
+	del, bytes, err := j.Writer().Trim(n+1, 1000, 250<<10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestRewrite_RefusedWhileAWriterHoldsTheLock(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	release, err := journalwrite.LockWriter(path, 0) // a writer between its close and its reopen
+	release, err := bolt.LockWriter(path, 0) // a writer between its close and its reopen
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,10 +459,10 @@ func TestRewrite_RefusedWhileAWriterHoldsTheLock(t *testing.T) {
 func TestTrimRetained_ConsumersReadInTheTransaction(t *testing.T) {
 	j, _ := openJ(t)
 	write(t, j, 20, 20, 10, time.Now())
-	if err := j.CreateConsumer("late", 6); err != nil { // reads next from 6: committed 5
+	if err := j.Consumers().Create("late", 6); err != nil { // reads next from 6: committed 5
 		t.Fatal(err)
 	}
-	n, _, err := journalwrite.Of(j).TrimRetained(21, 100, 0, 0) // chosen before the consumer existed
+	n, _, err := j.Writer().TrimRetained(21, 100, 0, 0) // chosen before the consumer existed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,10 +470,10 @@ func TestTrimRetained_ConsumersReadInTheTransaction(t *testing.T) {
 	if n != 5 || st.FirstOffset != 6 {
 		t.Fatalf("TrimRetained(21) with a consumer at 5 deleted %d, first offset %d; want 5 deleted, 6 first", n, st.FirstOffset)
 	}
-	if c, err := j.ConsumerCommitted("late"); err != nil || c != 5 {
+	if c, err := j.Consumers().Committed("late"); err != nil || c != 5 {
 		t.Fatalf("consumer after the trim: %d, %v; want 5", c, err)
 	}
-	if n, _, err := journalwrite.Of(j).Trim(21, 100, 0, 0); err != nil || n != 15 {
+	if n, _, err := j.Writer().Trim(21, 100, 0, 0); err != nil || n != 15 {
 		t.Fatalf("Trim(21), the hard cap's, = %d, %v; want 15 deleted past the consumer", n, err)
 	}
 }

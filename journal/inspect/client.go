@@ -133,7 +133,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 // Consumers lists the registered consumers in name order, as
-// journal.Journal.Consumers.
+// journal.Consumers.List.
 func (c *Client) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) {
 	var jcs []Consumer
 	if err := c.do(ctx, http.MethodGet, "/consumers", nil, &jcs); err != nil {
@@ -143,7 +143,7 @@ func (c *Client) Consumers(ctx context.Context) ([]journal.ConsumerInfo, error) 
 }
 
 // Retention returns the retention the file records, as
-// journal.Journal.Retention.
+// journal.Settings.Retention.
 func (c *Client) Retention(ctx context.Context) (journal.Retention, error) {
 	var jr Retention
 	if err := c.do(ctx, http.MethodGet, "/retention", nil, &jr); err != nil {

@@ -38,13 +38,13 @@ func TestHandler_Client_ChangeConsumer(t *testing.T) {
 	if err != nil || info != (journal.ConsumerInfo{Name: "ops", Committed: 0, Lag: 2}) {
 		t.Fatalf("reset ops to offset 1 = %+v, %v; want committed 0, lag 2", info, err)
 	}
-	if off, err := j.ConsumerCommitted("ops"); err != nil || off != 0 {
+	if off, err := j.Consumers().Committed("ops"); err != nil || off != 0 {
 		t.Errorf("ops committed in the served journal = %d, %v; want 0", off, err)
 	}
 	if _, err := c.ChangeConsumer(ctx, inspect.ConsumerChange{Op: "delete", Name: "ops"}); err != nil {
 		t.Fatalf("delete ops = %v", err)
 	}
-	if _, err := j.ConsumerCommitted("ops"); !errors.Is(err, journal.ErrNoConsumer) {
+	if _, err := j.Consumers().Committed("ops"); !errors.Is(err, journal.ErrNoConsumer) {
 		t.Errorf("ops after delete: %v; want no such consumer", err)
 	}
 }

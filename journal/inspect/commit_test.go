@@ -21,12 +21,12 @@ func TestCommit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
 		journal.Event{Type: journal.Modified, Key: "wj/a", UID: "u1", ResourceVersion: "2", PrevResourceVersion: "1", Origin: journal.OriginWatch},
 	)
-	if _, err := j.Consumer("billing"); err != nil {
+	if _, err := j.Consumers().Open("billing"); err != nil {
 		t.Fatal(err)
 	}
 	deleted := false
 	o := inspect.WithBeforeCommit(inspect.Options{}, func(j *journal.Journal) {
-		if err := j.DeleteConsumer("billing"); err != nil {
+		if err := j.Consumers().Delete("billing"); err != nil {
 			t.Error(err)
 		}
 		deleted = true
@@ -41,7 +41,7 @@ func TestCommit_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `no such consumer: \"billing\"`) {
 		t.Errorf("commit of a consumer deleted meanwhile = %d %s; want 404, no such consumer", rec.Code, rec.Body)
 	}
-	cs, err := j.Consumers()
+	cs, err := j.Consumers().List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestCommit_HooksPerHandler(t *testing.T) {
 	}
 	hookedJ, plainJ := openJournal(t, evs...), openJournal(t, evs...)
 	for _, j := range []*journal.Journal{hookedJ, plainJ} {
-		if _, err := j.Consumer("billing"); err != nil {
+		if _, err := j.Consumers().Open("billing"); err != nil {
 			t.Fatal(err)
 		}
 	}

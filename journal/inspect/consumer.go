@@ -27,7 +27,7 @@ var errConsumerExists = errors.New("consumer exists")
 
 // CommitConsumer records off as the committed offset of consumer name in
 // the writable journal j. The check that the consumer exists and the commit
-// are one write transaction (journal.Journal.CommitConsumer), so a consumer
+// are one write transaction (journal.Consumers.Commit), so a consumer
 // deleted meanwhile is refused, never registered again. It refuses a
 // consumer that does not exist (journal.ErrNoConsumer), an offset outside 1
 // to the head and one below the committed offset
@@ -40,7 +40,7 @@ func CommitConsumer(j *journal.Journal, name string, off uint64) error {
 // before the commit's transaction (testHooks.beforeCommit).
 func commitConsumer(j *journal.Journal, name string, off uint64, before func(*journal.Journal)) error {
 	if off == 0 {
-		if _, err := j.ConsumerCommitted(name); err != nil {
+		if _, err := j.Consumers().Committed(name); err != nil {
 			return err // journal.ErrNoConsumer first, as for any offset
 		}
 		return fmt.Errorf("consumer %q: %w: offset 0", name, errCommitRange)
@@ -48,7 +48,7 @@ func commitConsumer(j *journal.Journal, name string, off uint64, before func(*jo
 	if before != nil {
 		before(j)
 	}
-	err := j.CommitConsumer(name, off)
+	err := j.Consumers().Commit(name, off)
 	if errors.Is(err, journal.ErrOffsetRange) {
 		return fmt.Errorf("consumer %q: %w: %w", name, errCommitRange, err)
 	}
@@ -59,7 +59,7 @@ func commitConsumer(j *journal.Journal, name string, off uint64, before func(*jo
 // reset) is the offset the consumer reads next, set as committed offset
 // minus one: offset N (>= 1), the first event at or after a time, the head
 // (only new events) or, for create with none given, the first retained
-// event (journal.Journal.Consumer's default).
+// event (journal.Consumers.Open's default).
 type ConsumerChange struct {
 	// Op is "create", "reset" or "delete".
 	Op   string
@@ -114,7 +114,7 @@ func ChangeConsumer(j *journal.Journal, c ConsumerChange) (journal.ConsumerInfo,
 // changeConsumer is ChangeConsumer; before, when not nil, runs right
 // before the change's transaction (testHooks.beforeCommit).
 func changeConsumer(j *journal.Journal, c ConsumerChange, before func(*journal.Journal)) (journal.ConsumerInfo, error) {
-	_, err := j.ConsumerCommitted(c.Name)
+	_, err := j.Consumers().Committed(c.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, journal.ErrNoConsumer) {
 		return journal.ConsumerInfo{}, err
@@ -132,7 +132,7 @@ func changeConsumer(j *journal.Journal, c ConsumerChange, before func(*journal.J
 		return journal.ConsumerInfo{}, fmt.Errorf("unknown consumer change %q", c.Op)
 	}
 	if c.Op == "delete" {
-		return journal.ConsumerInfo{}, j.DeleteConsumer(c.Name)
+		return journal.ConsumerInfo{}, j.Consumers().Delete(c.Name)
 	}
 	next, err := nextOffset(j, c)
 	if err != nil {
@@ -146,17 +146,17 @@ func changeConsumer(j *journal.Journal, c ConsumerChange, before func(*journal.J
 	// meanwhile is not registered again by a reset.
 	switch {
 	case c.Op == "create":
-		err = j.CreateConsumer(c.Name, next)
+		err = j.Consumers().Create(c.Name, next)
 		if errors.Is(err, journal.ErrConsumerExists) {
 			err = fmt.Errorf("%w: %q; consumers reset moves it", errConsumerExists, c.Name)
 		}
 	case next > 0:
-		err = j.ResetConsumer(c.Name, next-1)
+		err = j.Consumers().Reset(c.Name, next-1)
 	}
 	if err != nil {
 		return journal.ConsumerInfo{}, err
 	}
-	cs, err := j.Consumers()
+	cs, err := j.Consumers().List()
 	info, _ := findConsumer(cs, c.Name)
 	return info, err
 }
@@ -212,7 +212,7 @@ func (s *server) commit(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		reply(w, nil, err)
 	default:
-		cs, err := s.j.Consumers()
+		cs, err := s.j.Consumers().List()
 		c, _ := findConsumer(cs, name)
 		reply(w, Consumer(c), err)
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -19,7 +18,7 @@ func consumersJournal(t *testing.T) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := 1; i <= 4; i++ {
 			e := journal.Event{Type: journal.Added, Key: fmt.Sprintf("wj/%d", i), UID: fmt.Sprint("u", i),
 				ResourceVersion: fmt.Sprint(i), Origin: journal.OriginWatch}
@@ -32,7 +31,7 @@ func consumersJournal(t *testing.T) *journal.Journal {
 		t.Fatal(err)
 	}
 	for name, off := range map[string]uint64{"billing": 2, "audit": 4} {
-		c, err := j.Consumer(name)
+		c, err := j.Consumers().Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +46,7 @@ func consumersJournal(t *testing.T) *journal.Journal {
 // there is no such consumer.
 func committed(t *testing.T, j *journal.Journal, name string) (uint64, bool) {
 	t.Helper()
-	off, err := j.ConsumerCommitted(name)
+	off, err := j.Consumers().Committed(name)
 	if errors.Is(err, journal.ErrNoConsumer) {
 		return 0, false
 	}
@@ -71,9 +70,9 @@ func TestChangeConsumer_ConsumerChangedMeanwhile(t *testing.T) {
 		committed int // afterwards; -1: none
 	}{
 		{"create finds one registered meanwhile", ConsumerChange{Op: "create", Name: "new", Offset: 4},
-			func(j *journal.Journal) error { return j.CreateConsumer("new", 2) }, errConsumerExists, 1},
+			func(j *journal.Journal) error { return j.Consumers().Create("new", 2) }, errConsumerExists, 1},
 		{"reset finds one deleted meanwhile", ConsumerChange{Op: "reset", Name: "billing", Offset: 4},
-			func(j *journal.Journal) error { return j.DeleteConsumer("billing") }, journal.ErrNoConsumer, -1},
+			func(j *journal.Journal) error { return j.Consumers().Delete("billing") }, journal.ErrNoConsumer, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := consumersJournal(t)
@@ -107,7 +106,7 @@ func TestCommitConsumer_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 	j := consumersJournal(t)
 	ran := false
 	err := commitConsumer(j, "billing", 3, func(j *journal.Journal) {
-		if err := j.DeleteConsumer("billing"); err != nil {
+		if err := j.Consumers().Delete("billing"); err != nil {
 			t.Error(err)
 		}
 		ran = true
@@ -118,7 +117,7 @@ func TestCommitConsumer_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 	if !errors.Is(err, journal.ErrNoConsumer) {
 		t.Errorf("CommitConsumer of a consumer deleted meanwhile = %v; want ErrNoConsumer", err)
 	}
-	cs, err := j.Consumers()
+	cs, err := j.Consumers().List()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -20,7 +19,7 @@ func openJournal(t *testing.T, evs ...journal.Event) *journal.Journal {
 	if len(evs) == 0 {
 		return j
 	}
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range evs {
 			if _, err := tx.Append(&evs[i]); err != nil {
 				return err

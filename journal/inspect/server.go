@@ -141,12 +141,12 @@ func Handler(j *journal.Journal, loop Loop, opts *Options) http.Handler {
 }
 
 func (s *server) consumers(w http.ResponseWriter, _ *http.Request) {
-	cs, err := s.j.Consumers()
+	cs, err := s.j.Consumers().List()
 	reply(w, convert(cs, func(c journal.ConsumerInfo) Consumer { return Consumer(c) }), err)
 }
 
 func (s *server) retention(w http.ResponseWriter, _ *http.Request) {
-	r, err := s.j.Retention()
+	r, err := s.j.Settings().Retention()
 	reply(w, NewRetention(r), err)
 }
 

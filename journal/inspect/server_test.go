@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
@@ -48,7 +47,7 @@ func TestServe_JournalWithoutLoop(t *testing.T) {
 		t.Errorf("GET /status without a loop = %d %s; want 404", code, body)
 	}
 	// An event's reason is on the wire as "reason", absent when empty.
-	if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+	if err := j.Writer().Update(func(tx *journal.Tx) error {
 		for _, e := range []journal.Event{
 			{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch},
 			{Type: journal.Deleted, Key: "wj/a", UID: "u1", ResourceVersion: "2", Origin: journal.OriginWatch, Reason: journal.ReasonLeftSelector},

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/watchjournal/watchjournal/internal/journalwrite"
 	"github.com/watchjournal/watchjournal/journal"
 )
 
@@ -160,15 +159,15 @@ func Write(path string) (err error) {
 	if st, err := j.Stats(); err != nil || st.LastOffset != 0 {
 		return fmt.Errorf("schemafile: %s is not a new file (%v)", path, err)
 	}
-	if err := j.SetRetention(Retention); err != nil {
+	if err := j.Settings().SetRetention(Retention); err != nil {
 		return err
 	}
-	if err := j.KeepObjects(); err != nil { // since schema 2
+	if err := j.Settings().KeepObjects(); err != nil { // since schema 2
 		return err
 	}
 	i := 0
 	for _, b := range batches {
-		if err := journalwrite.Of(j).Update(func(tx journalwrite.Tx) error {
+		if err := j.Writer().Update(func(tx *journal.Tx) error {
 			for _, e := range b.events {
 				e.Time = base.Add(time.Duration(i) * time.Second)
 				i++
@@ -181,16 +180,16 @@ func Write(path string) (err error) {
 			return err
 		}
 	}
-	if _, err := j.Consumer(ConsumerOps); err != nil {
+	if _, err := j.Consumers().Open(ConsumerOps); err != nil {
 		return err
 	}
-	if err := j.CommitConsumer(ConsumerOps, CommittedOps); err != nil {
+	if err := j.Consumers().Commit(ConsumerOps, CommittedOps); err != nil {
 		return err
 	}
-	if n, _, err := journalwrite.Of(j).Trim(TrimBefore, 100, 0, 0); err != nil || n != TrimBefore-1 {
+	if n, _, err := j.Writer().Trim(TrimBefore, 100, 0, 0); err != nil || n != TrimBefore-1 {
 		return fmt.Errorf("schemafile: trim: %d events, %v", n, err)
 	}
-	_, err = j.Consumer(ConsumerLate)
+	_, err = j.Consumers().Open(ConsumerLate)
 	return err
 }
 
@@ -247,7 +246,7 @@ func Dump(j *journal.Journal) (Content, error) {
 	if c.Head, err = j.Head(); err != nil {
 		return c, err
 	}
-	if c.Retention, err = j.Retention(); err != nil {
+	if c.Retention, err = j.Settings().Retention(); err != nil {
 		return c, err
 	}
 	for from := uint64(0); ; {
@@ -273,7 +272,7 @@ func Dump(j *journal.Journal) (Content, error) {
 	if _, err := j.Snapshot(func(e journal.IndexEntry) error { c.Index = append(c.Index, e); return nil }); err != nil {
 		return c, err
 	}
-	if c.Consumers, err = j.Consumers(); err != nil {
+	if c.Consumers, err = j.Consumers().List(); err != nil {
 		return c, err
 	}
 	err = j.ViewObjects(func(v *journal.ObjectView) error {

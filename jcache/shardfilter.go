@@ -1,0 +1,162 @@
+package jcache
+
+// shardFilter: one handler of a sharded resource, given only the objects
+// of the group's range H (shard.go has what a move looks like).
+//
+// The filter sits between a registration and its handler: every call
+// (replay, events, resync) passes if the object's shard UID hashes into
+// the range the filter applies. The range changes only in the
+// registration's goroutine (apply), between two deliveries, so a handler
+// never sees an event of a range it was not given the objects of:
+//
+//  1. the events up to the journal's head are delivered under the old
+//     range;
+//  2. the new range is applied: a key that left gets nothing from here on;
+//  3. the stored objects of the part that entered are read in chunks, as
+//     a replay reads them (one read transaction per chunk, at its head h:
+//     handler.go), and given as OnAdd(obj, false); the later delivery
+//     skips the events at or below h of the keys given (their outcome is
+//     in the OnAdd);
+//  4. the generation is acknowledged, so the group may publish the shrink.
+
+import (
+	"context"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/journal"
+)
+
+// shardFilter implements toolscache.ResourceEventHandler over h.
+type shardFilter struct {
+	g     *shardGroup
+	h     toolscache.ResourceEventHandler
+	set   atomic.Pointer[hashrange.Set] // the range applied; nil: none yet
+	acked atomic.Uint64                 // the group's generation applied
+
+	// Owned by the registration's goroutine.
+	changed   <-chan struct{}   // closed at the group's next change
+	entered   map[string]uint64 // keys given as OnAdd when their range entered, and the head each was read at
+	enteredAt uint64            // the highest of those heads
+}
+
+func newShardFilter(g *shardGroup, h toolscache.ResourceEventHandler) *shardFilter {
+	return &shardFilter{g: g, h: h}
+}
+
+// start joins the group: the filter applies its current range.
+func (f *shardFilter) start() {
+	set, ch := f.g.join(f)
+	f.set.Store(&set)
+	f.changed = ch
+}
+
+// stop leaves the group: the handler no longer delivers anything.
+func (f *shardFilter) stop() { f.g.remove(f) }
+
+// holds reports whether obj's shard UID is in the applied range; an
+// object without metadata passes (the handler decides).
+func (f *shardFilter) holds(obj any) bool {
+	uid, ok := shardUID(obj)
+	if !ok {
+		return true
+	}
+	s := f.set.Load()
+	return s != nil && s.ContainsUID(string(uid))
+}
+
+// OnAdd passes a held object.
+func (f *shardFilter) OnAdd(obj any, initial bool) {
+	if f.holds(obj) {
+		f.h.OnAdd(obj, initial)
+	}
+}
+
+// OnUpdate passes an update of a held object; one whose shard UID changed
+// into the range is an OnAdd, out of it nothing.
+func (f *shardFilter) OnUpdate(old, obj any) {
+	switch was, is := f.holds(old), f.holds(obj); {
+	case was && is:
+		f.h.OnUpdate(old, obj)
+	case is:
+		f.h.OnAdd(obj, false)
+	}
+}
+
+// OnDelete passes the delete of a held object.
+func (f *shardFilter) OnDelete(obj any) {
+	if f.holds(obj) {
+		f.h.OnDelete(obj)
+	}
+}
+
+// skip reports whether e's outcome was given by an OnAdd when its key's
+// range entered.
+func (f *shardFilter) skip(e journal.Event) bool {
+	if f.entered == nil {
+		return false
+	}
+	h, ok := f.entered[e.Key]
+	return ok && e.Offset <= h
+}
+
+// apply moves the filter to the group's current range (this file's
+// comment), in the registration r's goroutine; skip is the delivery's.
+func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(journal.Event) bool) error {
+	next, gen, ch := f.g.current()
+	var cur hashrange.Set
+	if s := f.set.Load(); s != nil {
+		cur = *s
+	}
+	entering := next.Minus(cur)
+	if !entering.Empty() {
+		if err := r.deliver(ctx, 0, skip); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	f.set.Store(&next)
+	if !entering.Empty() {
+		f.entered, f.enteredAt = map[string]uint64{}, 0
+		if err := r.entering(ctx, entering, func(key string, head uint64, obj runtime.Object) {
+			f.entered[key], f.enteredAt = head, max(f.enteredAt, head)
+			f.h.OnAdd(obj, false)
+		}); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	f.changed = ch
+	f.acked.Store(gen)
+	f.g.kick()
+	return nil
+}
+
+// entering calls fn, in key order, with each stored object whose shard
+// UID is in s, decoded for the handler, and the head of the chunk it was
+// read in (readChunk: a chunk per read transaction). It returns early,
+// with nil, when ctx is done.
+func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(key string, head uint64, obj runtime.Object)) error {
+	after, first := "", true
+	for ctx.Err() == nil {
+		objs, head, end, err := r.readChunk(after, first)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			obj, err := r.inf.decode(o.obj)
+			if err != nil {
+				return err
+			}
+			if uid, ok := shardUID(obj); ok && s.ContainsUID(string(uid)) {
+				fn(o.key, head, obj)
+			}
+		}
+		if end || len(objs) == 0 {
+			return nil
+		}
+		after, first = objs[len(objs)-1].key, false
+	}
+	return nil
+}
