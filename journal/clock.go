@@ -43,12 +43,12 @@ import (
 // nanoseconds as 8 bytes big-endian.
 const metaLastTime = "lastTime"
 
-// stamp sets e.Time, now when it is zero, to no earlier than the latest
-// time stamped in the file, and records it as the latest. It reports
-// whether it raised a time e already had.
-func stamp(tx storage.Tx, e *Event) (raised bool, err error) {
+// stamp sets e.Time, j.now() when it is zero, to no earlier than the
+// latest time stamped in the file, and records it as the latest. It
+// reports whether it raised a time e already had.
+func (j *Journal) stamp(tx storage.Tx, e *Event) (raised bool, err error) {
 	if e.Time.IsZero() {
-		e.Time = now()
+		e.Time = j.now()
 	}
 	last, ok := lastTime(tx)
 	t := e.Time.UnixNano()

@@ -3,6 +3,7 @@ package journal
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -13,13 +14,10 @@ type stepClock struct{ t time.Time }
 
 func (c *stepClock) now() time.Time { t := c.t; c.t = c.t.Add(time.Minute); return t }
 
-// fakeClock makes now the test's clock for the rest of the test.
-func fakeClock(t *testing.T, start time.Time) *stepClock {
-	c := &stepClock{t: start}
-	old := now
-	now = c.now
-	t.Cleanup(func() { now = old })
-	return c
+// withClock returns o whose journal stamps events with c's time.
+func withClock(o Options, c *stepClock) *Options {
+	o.hooks.now = c.now
+	return &o
 }
 
 // appendAt journals one ADDED for key, its time from the clock.
@@ -44,9 +42,9 @@ func appendAt(t *testing.T, j *Journal, key string) uint64 {
 // before it.
 func TestOffsetAt_ClockStepsBack(t *testing.T) {
 	t0 := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
-	clock := fakeClock(t, t0)
+	clock := &stepClock{t: t0}
 	path := filepath.Join(t.TempDir(), "j.db")
-	j, err := Open(path, &Options{NoSync: true})
+	j, err := Open(path, withClock(Options{NoSync: true}, clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +70,7 @@ func TestOffsetAt_ClockStepsBack(t *testing.T) {
 	if err := j.Close(); err != nil { // a restart, the clock still behind
 		t.Fatal(err)
 	}
-	if j, err = Open(path, &Options{NoSync: true}); err != nil {
+	if j, err = Open(path, withClock(Options{NoSync: true}, clock)); err != nil {
 		t.Fatal(err)
 	}
 	last := appendAt(t, j, "wj/restarted")
@@ -112,4 +110,62 @@ func times(evs []Event) string {
 		s += fmt.Sprintf(" %d:%s@%s", e.Offset, e.Key, e.Time.UTC().Format("15:04:05"))
 	}
 	return s
+}
+
+// Two journals of one process, each with its own clock, appending at
+// once: each stamps its events with its own clock's times, minute by
+// minute, never the other's.
+func TestStamp_ClockPerJournal(t *testing.T) {
+	type run struct {
+		start time.Time
+		j     *Journal
+	}
+	runs := []*run{
+		{start: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{start: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for i, r := range runs {
+		j, err := Open(filepath.Join(t.TempDir(), fmt.Sprintf("j%d.db", i)), withClock(Options{NoSync: true}, &stepClock{t: r.start}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = j.Close() }()
+		r.j = j
+	}
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, len(runs))
+	for _, r := range runs {
+		wg.Go(func() {
+			for i := 0; i < n; i++ {
+				err := r.j.Writer().Update(func(tx *Tx) error {
+					_, err := tx.Append(&Event{Type: Added, Key: fmt.Sprintf("wj/k%02d", i), UID: "u", ResourceVersion: "1", Origin: OriginWatch})
+					return err
+				})
+				if err != nil {
+					errs <- fmt.Errorf("journal from %v, append %d: %w", r.start, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		evs, err := r.j.Read(1, 2*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != n {
+			t.Fatalf("journal from %v: read %d events; want %d", r.start, len(evs), n)
+		}
+		for i, e := range evs {
+			if want := r.start.Add(time.Duration(i) * time.Minute); !e.Time.Equal(want) {
+				t.Fatalf("journal from %v: offset %d at %v; want %v, its own clock's (events:%s)", r.start, e.Offset, e.Time.UTC(), want, times(evs))
+			}
+		}
+	}
 }

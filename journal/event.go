@@ -413,6 +413,3 @@ func boundedField(d *msgpack.Decoder, br *bytes.Reader) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// now is the clock for event times; a variable so tests can fix it.
-var now = time.Now

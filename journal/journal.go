@@ -90,6 +90,9 @@ type Options struct {
 	// objects sealed. Without a Keyring, package reconcile refuses to
 	// write their objects.
 	SealResources []schema.GroupResource
+
+	// hooks are settings only this package's tests set (testhooks.go).
+	hooks testHooks
 }
 
 // Journal is an open journal file. Its methods read: events by offset,
@@ -102,8 +105,9 @@ type Journal struct {
 	store  storage.Store
 	log    logr.Logger
 	noSync bool
-	ix     indexSet // registered index functions (indexes.go)
-	seal   *sealer  // seal.go; fixed at Open
+	ix     indexSet  // registered index functions (indexes.go)
+	seal   *sealer   // seal.go; fixed at Open
+	hooks  testHooks // Options.hooks, fixed at Open (testhooks.go)
 	// objectsKept: a read transaction saw the objects bucket (ViewObjects);
 	// it is never deleted, so later reads need not look again.
 	objectsKept atomic.Bool
@@ -143,7 +147,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{store: s, log: o.Logger, noSync: o.NoSync, notify: make(chan struct{})}
+	j := &Journal{store: s, log: o.Logger, noSync: o.NoSync, hooks: o.hooks, notify: make(chan struct{})}
 	if err := j.init(&o); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -112,7 +112,7 @@ func (r *Relist) Stage(evs []Event) error {
 			return fmt.Errorf("journal: stage: %w", err)
 		}
 		if evs[i].Time.IsZero() {
-			evs[i].Time = now()
+			evs[i].Time = r.j.now()
 		}
 		evs[i].PrevOffset = 0 // set when the event is moved into the journal
 		if r.direct {
@@ -153,7 +153,7 @@ func (r *Relist) appendDirect(evs []Event) error {
 			}
 			for written := 0; n < len(evs) && n < directChunk && written < commitBytes; n++ {
 				e := &evs[n]
-				if _, err := stamp(tx, e); err != nil {
+				if _, err := r.j.stamp(tx, e); err != nil {
 					return err
 				}
 				e.PrevOffset = 0 // an ADDED
@@ -180,8 +180,8 @@ func (r *Relist) appendDirect(evs []Event) error {
 		r.staged += n
 		evs = evs[n:]
 		r.j.wake()
-		if afterDirectChunk != nil {
-			afterDirectChunk()
+		if r.j.hooks.afterDirectChunk != nil {
+			r.j.hooks.afterDirectChunk()
 		}
 	}
 	return nil
@@ -347,7 +347,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 	}
 	defer sr.close()
 	var bad error
-	done, err := j.chunks(max, afterRelistChunk, func(tx storage.Tx) (moved int, done bool, err error) {
+	done, err := j.chunks(max, j.hooks.afterRelistChunk, func(tx storage.Tx) (moved int, done bool, err error) {
 		at, written := sr.pos, 0
 		if err := checkStageMarker(tx, path, rv, nonce, size, at); err != nil {
 			return 0, false, err
@@ -367,7 +367,7 @@ func (j *Journal) finishRelistChunks(max int) error {
 				return 0, false, err
 			}
 			staged := e.PrevOffset // Stage writes 0
-			raised, err := stamp(tx, &e)
+			raised, err := j.stamp(tx, &e)
 			if err != nil {
 				return 0, false, err
 			}
@@ -438,14 +438,6 @@ func (j *Journal) chunks(max int, after func(), chunk func(storage.Tx) (moved in
 	}
 	return false, nil
 }
-
-// afterRelistChunk, when set, runs after each chunk of a relist commit
-// but the last: tests change the marker there, as another writer would.
-var afterRelistChunk func()
-
-// afterDirectChunk, when set, runs after each transaction of a first
-// list's direct appends (tests count them).
-var afterDirectChunk func()
 
 // checkStageMarker returns a *stageMarkerError unless the commit marker in
 // tx is the one the chunk about to move continues from: the relist's

@@ -11,8 +11,14 @@ import (
 // n ADDED events and the DELETED of wj/old, and returns both.
 func stagedRelist(t *testing.T, n int) (string, *Journal, *Relist) {
 	t.Helper()
+	return stagedRelistWith(t, n, nil)
+}
+
+// stagedRelistWith is stagedRelist with the journal opened with o.
+func stagedRelistWith(t *testing.T, n int, o *Options) (string, *Journal, *Relist) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
-	j, err := Open(path, nil)
+	j, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +195,10 @@ func TestRelist_BeginFinishesPendingCommit(t *testing.T) {
 func TestRelist_DirectChunks(t *testing.T) {
 	const n = 2*directChunk + 10
 	path := filepath.Join(t.TempDir(), "j.db")
-	j, err := Open(path, nil)
+	chunks := 0
+	var o Options
+	o.hooks.afterDirectChunk = func() { chunks++ }
+	j, err := Open(path, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,9 +211,6 @@ func TestRelist_DirectChunks(t *testing.T) {
 	for i := range n {
 		evs = append(evs, Event{Type: Added, Key: fmt.Sprintf("wj/k%05d", i), UID: "u", ResourceVersion: "7", Origin: OriginRelist})
 	}
-	chunks := 0
-	afterDirectChunk = func() { chunks++ }
-	defer func() { afterDirectChunk = nil }()
 	if err := r.Stage(evs); err != nil {
 		t.Fatal(err)
 	}

@@ -36,11 +36,11 @@ func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, j, rel := stagedRelist(t, n)
-			defer j.Close()
+			var j *Journal
 			var head uint64
 			tampered := false
-			afterRelistChunk = func() {
+			var o Options
+			o.hooks.afterRelistChunk = func() {
 				if tampered {
 					return
 				}
@@ -50,7 +50,8 @@ func TestRelist_MarkerChangedBetweenChunks_Stops(t *testing.T) {
 				}
 				head, _ = j.Head()
 			}
-			t.Cleanup(func() { afterRelistChunk = nil })
+			_, j, rel := stagedRelistWith(t, n, &o)
+			defer j.Close()
 			_, _, err := rel.Commit("7")
 			var me *stageMarkerError
 			if !errors.As(err, &me) {

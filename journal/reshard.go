@@ -54,10 +54,6 @@ func setReshardMarker(tx storage.Tx, m reshardMarker) error {
 // over a stretch of the index where few keys leave still ends soon.
 const reshardScan = 64 * commitChunk
 
-// afterReshardChunk, when set, runs after each chunk of a Reshard but the
-// last: tests copy the file there, as a crash would leave it.
-var afterReshardChunk func()
-
 // finishReshard runs the Reshard whose marker the file holds to its end,
 // and returns what its chunks did; with no marker it does nothing.
 func (j *Journal) finishReshard() (ReshardResult, error) { return j.finishReshardChunks(-1) }
@@ -66,7 +62,7 @@ func (j *Journal) finishReshard() (ReshardResult, error) { return j.finishReshar
 // when max < 0): tests stop there to stand for a crash.
 func (j *Journal) finishReshardChunks(max int) (ReshardResult, error) {
 	var res ReshardResult
-	_, err := j.chunks(max, afterReshardChunk, func(tx storage.Tx) (int, bool, error) {
+	_, err := j.chunks(max, j.hooks.afterReshardChunk, func(tx storage.Tx) (int, bool, error) {
 		return reshardChunk(&Tx{tx: tx, j: j, seal: j.seal}, &res)
 	})
 	if err != nil {

@@ -71,7 +71,27 @@ func TestReshard_Chunked_CrashAfterEachChunkRollsForward(t *testing.T) {
 	res := Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj", ShardSelector: lowHalf}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "j.db")
-	j, err := Open(path, &Options{Resource: &res, NoSync: true})
+	var j *Journal
+	var copies []string
+	var prev uint64
+	o := Options{Resource: &res, NoSync: true}
+	o.hooks.afterReshardChunk = func() {
+		head, _ := j.Head()
+		if head-prev > commitChunk {
+			t.Errorf("chunk %d appended %d events; want at most %d", len(copies)+1, head-prev, commitChunk)
+		}
+		prev = head
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := filepath.Join(dir, fmt.Sprintf("crash-after-chunk-%d.db", len(copies)+1))
+		if err := os.WriteFile(c, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		copies = append(copies, c)
+	}
+	j, err := Open(path, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,25 +119,7 @@ func TestReshard_Chunked_CrashAfterEachChunkRollsForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(keep)
-	var copies []string
-	prev, _ := j.Head()
-	afterReshardChunk = func() {
-		head, _ := j.Head()
-		if head-prev > commitChunk {
-			t.Errorf("chunk %d appended %d events; want at most %d", len(copies)+1, head-prev, commitChunk)
-		}
-		prev = head
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := filepath.Join(dir, fmt.Sprintf("crash-after-chunk-%d.db", len(copies)+1))
-		if err := os.WriteFile(c, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		copies = append(copies, c)
-	}
-	t.Cleanup(func() { afterReshardChunk = nil })
+	prev, _ = j.Head()
 	r, err := j.Writer().Reshard(quarter)
 	if err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func (t *Tx) Append(e *Event) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := stamp(t.tx, e); err != nil {
+	if _, err := t.j.stamp(t.tx, e); err != nil {
 		return 0, err
 	}
 	setPrevOffset(e, v)

@@ -20,7 +20,7 @@ import (
 
 // completionTimeout bounds the discovery request of watch's RESOURCE
 // completion, so a shell never waits longer on an unreachable apiserver.
-var completionTimeout = 2 * time.Second
+const completionTimeout = 2 * time.Second
 
 // completeConsumers completes a consumer name from the file --db names.
 func completeConsumers(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -187,12 +186,10 @@ func TestEvents_Consumer_File_Compacted(t *testing.T) {
 // A follower without a writer commits each page through a brief writable
 // open, between the writers that come and go.
 func TestEvents_Consumer_File_FollowCommit(t *testing.T) {
-	defer func(d time.Duration) { pollInterval = d }(pollInterval)
-	pollInterval = 5 * time.Millisecond
 	path := writeConsumersJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "--consumer", "billing", "--commit", "-f", "-o", "json")
+	stdout, stderr, code := startCLIWith(ctx, fastPoll(), "events", "--db", path, "--consumer", "billing", "--commit", "-f", "-o", "json")
 	stdout.waitFor(t, `{"offset":4,`)
 
 	j := openJournal(t, path)

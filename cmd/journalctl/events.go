@@ -47,6 +47,9 @@ type eventsFlags struct {
 	reverse, showManagedFields          bool
 	// sealKeyFiles are --seal-key-file's files (seal.go).
 	sealKeyFiles []string
+	// conf are the invocation's settings (settings.go): polls and the
+	// first source's opener.
+	conf *settings
 }
 
 // typeValues and originValues are --type's and --origin's values.
@@ -59,8 +62,8 @@ var reasonValues = []string{string(journal.ReasonGone), string(journal.ReasonLef
 // eventsFormats are events' -o formats.
 var eventsFormats = []string{"table", "wide", "json", "yaml", "name"}
 
-func newEventsCmd() *cobra.Command {
-	var f eventsFlags
+func newEventsCmd(conf *settings) *cobra.Command {
+	f := eventsFlags{conf: conf}
 	var since, until string
 	cmd := &cobra.Command{
 		Use:   "events --db FILE [--from OFFSET | --consumer NAME [--commit]] [-f] [-n N] [-r] [--since T] [--until T] [--key K] [--namespace NS] [--type T] [--origin O] [-o FORMAT]",
@@ -226,10 +229,6 @@ func noArgsDB(cmd *cobra.Command, args []string) error {
 	return fmt.Errorf("%s takes no arguments, got %q; the journal file goes in --db FILE", cmd.Name(), args[0])
 }
 
-// openEventsSource opens the source events reads first (openSource). A
-// variable for tests, which count what is read.
-var openEventsSource = openSource
-
 // keep reports whether e passes f's filter flags; past is true when e is
 // after --until, as every later event is.
 func (f *eventsFlags) keep(e journal.Event) (keep, past bool) {
@@ -280,7 +279,7 @@ func (ep *eventPrinter) print(e journal.Event) error {
 func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error {
 	if f.follow {
 		var stop context.CancelFunc
-		ctx, stop = stopOnHangup(ctx, out)
+		ctx, stop = stopOnHangup(ctx, out, f.conf.hangupPoll)
 		defer stop()
 	}
 	spec := printSpec{
@@ -297,7 +296,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 		shown.lines = -1 // the header, or the JSON array's "["
 	}
 	ep := &eventPrinter{p: newSpecPrinter(shown, spec), shown: shown, f: &f}
-	src, err := openEventsSource(ctx, f.db)
+	src, err := f.conf.openEventsSource(ctx, f.db, f.conf.pollInterval)
 	if err != nil {
 		return err
 	}
@@ -366,7 +365,7 @@ func runEvents(ctx context.Context, out, errOut io.Writer, f eventsFlags) error 
 			_, err = src.Wait(ctx, next-1)
 		}
 		if f.follow && handover(err) {
-			src, err = reopenSource(ctx, f.db)
+			src, err = reopenSource(ctx, f.db, f.conf.pollInterval)
 		}
 		if f.follow && ctx.Err() != nil {
 			return nil
@@ -411,7 +410,7 @@ func commitPrinted(ctx context.Context, src source, f eventsFlags, off uint64) (
 	defer cancel()
 	err := src.Commit(cctx, f.consumer, off)
 	if handover(err) {
-		if src, err = reopenSource(cctx, f.db); err == nil {
+		if src, err = reopenSource(cctx, f.db, f.conf.pollInterval); err == nil {
 			err = src.Commit(cctx, f.consumer, off)
 		}
 	}
@@ -444,11 +443,12 @@ func printFrom(ctx context.Context, src source, ep *eventPrinter, next *uint64) 
 	}
 }
 
-// reopenSource looks for the file's reader again, every pollInterval while
-// the file is changing hands, until ctx is done.
-func reopenSource(ctx context.Context, path string) (src source, err error) {
-	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-		src, err = openSource(ctx, path)
+// reopenSource looks for the file's reader again, every poll while the
+// file is changing hands, until ctx is done; a file source it returns
+// polls every poll too.
+func reopenSource(ctx context.Context, path string, poll time.Duration) (src source, err error) {
+	if werr := wait.PollUntilContextCancel(ctx, poll, true, func(ctx context.Context) (bool, error) {
+		src, err = openSourceEvery(ctx, path, poll)
 		return err == nil || !handover(err), nil
 	}); werr != nil {
 		return nil, werr

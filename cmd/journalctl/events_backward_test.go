@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -77,19 +78,19 @@ func (o *countedOutput) Write(p []byte) (int, error) {
 // runCounted runs journalctl args with events' source counting its reads.
 func runCounted(t *testing.T, args ...string) (stdout string, src *countingSource) {
 	t.Helper()
-	old := openEventsSource
-	t.Cleanup(func() { openEventsSource = old })
-	openEventsSource = func(ctx context.Context, path string) (source, error) {
-		s, err := openSource(ctx, path)
-		if err != nil {
-			return nil, err
+	conf := tuned(func(c *settings) {
+		c.openEventsSource = func(ctx context.Context, path string, poll time.Duration) (source, error) {
+			s, err := openSourceEvery(ctx, path, poll)
+			if err != nil {
+				return nil, err
+			}
+			src = &countingSource{source: s}
+			return src, nil
 		}
-		src = &countingSource{source: s}
-		return src, nil
-	}
+	})
 	out := &countedOutput{src: &src}
 	var stderr strings.Builder
-	if code := run(context.Background(), args, out, &stderr); code != 0 || src == nil {
+	if code := runWith(context.Background(), conf, args, out, &stderr); code != 0 || src == nil {
 		t.Fatalf("journalctl %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr.String())
 	}
 	return out.String(), src

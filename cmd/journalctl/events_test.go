@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
@@ -84,15 +83,13 @@ func TestEvents_File_Compacted(t *testing.T) {
 	}
 }
 
-// Without a writer, a follower reopens the file every pollInterval; a
+// Without a writer, a follower reopens the file every poll interval; a
 // writer that opens the file meanwhile makes it wait, not fail.
 func TestEvents_File_Follow(t *testing.T) {
-	defer func(d time.Duration) { pollInterval = d }(pollInterval)
-	pollInterval = 5 * time.Millisecond
 	path := writeJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f", "--from", "4")
+	stdout, stderr, code := startCLIWith(ctx, fastPoll(), "events", "--db", path, "-f", "--from", "4")
 	stdout.waitFor(t, followRow("4", "2026-07-01T12:00:03.123Z", "DELETED", "relist", "wj/b", "u2", "11"))
 
 	j := openJournal(t, path)
@@ -122,8 +119,6 @@ func followRow(cells ...string) string {
 // are wider than the first page's: ADDED relist first, then MODIFIED
 // watch and DELETED restart.
 func TestEvents_File_Follow_ColumnsLineUp(t *testing.T) {
-	defer func(d time.Duration) { pollInterval = d }(pollInterval)
-	pollInterval = 5 * time.Millisecond
 	path := filepath.Join(tempDir(t), "j.db")
 	j := openJournal(t, path)
 	added := ev(journal.Added, "demo/a", "u1", "10", 0)
@@ -132,7 +127,7 @@ func TestEvents_File_Follow_ColumnsLineUp(t *testing.T) {
 	j.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f")
+	stdout, stderr, code := startCLIWith(ctx, fastPoll(), "events", "--db", path, "-f")
 	stdout.waitFor(t, "relist")
 
 	j = openJournal(t, path)

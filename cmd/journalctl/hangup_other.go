@@ -5,11 +5,12 @@ package main
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // stopOnHangup returns a cancelable ctx: without poll(2) a follower ends
 // on its first failed write.
-func stopOnHangup(ctx context.Context, _ io.Writer) (context.Context, context.CancelFunc) {
+func stopOnHangup(ctx context.Context, _ io.Writer, _ time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 

@@ -18,20 +18,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// hangupPoll is how often the output is checked. A variable for tests.
-var hangupPoll = 200 * time.Millisecond
-
 // stopOnHangup returns a context that is done when ctx is, or when out is
-// a file whose reader has gone away. Call stop to release it.
-func stopOnHangup(ctx context.Context, out io.Writer) (context.Context, context.CancelFunc) {
+// a file whose reader has gone away, checked every poll. Call stop to
+// release it.
+func stopOnHangup(ctx context.Context, out io.Writer, poll time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	f, ok := out.(*os.File)
 	if !ok {
 		return ctx, cancel
 	}
-	// hangupPoll is read here: the goroutine is not waited for, and may
-	// start after a test restored it.
-	fd, poll := int(f.Fd()), hangupPoll
+	fd := int(f.Fd())
 	go func() { // ends with ctx
 		if wait.PollUntilContextCancel(ctx, poll, false, func(context.Context) (bool, error) { return hungUp(fd), nil }) == nil {
 			cancel()

@@ -16,8 +16,7 @@ import (
 // write fails (head read one line of several) or nothing is left to write
 // (the reader read everything, then closed the pipe).
 func TestEvents_Follow_ReaderGone(t *testing.T) {
-	defer func(d time.Duration) { hangupPoll = d }(hangupPoll)
-	hangupPoll = 10 * time.Millisecond
+	conf := tuned(func(c *settings) { c.hangupPoll = 10 * time.Millisecond })
 	for _, tc := range []struct {
 		name string
 		// until is the line after which the reader closes.
@@ -35,7 +34,7 @@ func TestEvents_Follow_ReaderGone(t *testing.T) {
 			defer w.Close()
 			stderr := newOutput()
 			code := make(chan int, 1)
-			go func() { code <- run(context.Background(), []string{"events", "--db", path, "-f"}, w, stderr) }()
+			go func() { code <- runWith(context.Background(), conf, []string{"events", "--db", path, "-f"}, w, stderr) }()
 
 			br := bufio.NewReader(r)
 			var read []string

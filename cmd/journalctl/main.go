@@ -68,6 +68,11 @@ func main() {
 // run runs the command line args and returns the exit status. Errors are
 // printed as one line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, defaultSettings(), args, stdout, stderr)
+}
+
+// runWith is run with the invocation's settings conf (settings.go).
+func runWith(ctx context.Context, conf settings, args []string, stdout, stderr io.Writer) int {
 	installKlog()
 	root := &cobra.Command{
 		Use:           "journalctl",
@@ -76,8 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newWatchCmd(), newEventsCmd(), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
-		newCheckCmd(), newRelistCmd(), newVersionCmd())
+	root.AddCommand(newWatchCmd(&conf), newEventsCmd(&conf), newIndexCmd(), newStatsCmd(), newConsumersCmd(), newCompactCmd(),
+		newCheckCmd(), newRelistCmd(&conf), newVersionCmd())
 	addCompletions(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -161,6 +161,33 @@ func startCLI(ctx context.Context, args ...string) (stdout, stderr *output, code
 	return stdout, stderr, c
 }
 
+// startCLIWith is startCLI with the invocation's settings conf.
+func startCLIWith(ctx context.Context, conf settings, args ...string) (stdout, stderr *output, code <-chan int) {
+	stdout, stderr = newOutput(), newOutput()
+	c := make(chan int, 1)
+	go func() { c <- runWith(ctx, conf, args, stdout, stderr) }()
+	return stdout, stderr, c
+}
+
+// runCLIWith is runCLI with the invocation's settings conf.
+func runCLIWith(conf settings, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = runWith(context.Background(), conf, args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// tuned returns the default settings changed by change.
+func tuned(change func(*settings)) settings {
+	conf := defaultSettings()
+	change(&conf)
+	return conf
+}
+
+// fastPoll returns settings whose follower reopens the file every 5ms.
+func fastPoll() settings {
+	return tuned(func(c *settings) { c.pollInterval = 5 * time.Millisecond })
+}
+
 // exitStatus waits for a background run's exit status.
 func exitStatus(t *testing.T, code <-chan int) int {
 	t.Helper()

@@ -6,8 +6,8 @@ package main
 // this shows them: on a terminal, one status line rewritten in place once
 // a list has run for a second (pages, objects, rate, elapsed), which log
 // lines clear and draw again below them (statusLine); otherwise a log line
-// every progressEvery pages, and one with the final count when a list of
-// progressEvery pages or more ends past its last line.
+// every settings.progressEvery pages, and one with the final count when a
+// list of that many pages or more ends past its last line.
 //
 // The counts are sampled (the loop's status when this goroutine runs, or
 // relist's GET /status every second), not pushed page by page: under load
@@ -28,10 +28,6 @@ import (
 
 	"github.com/watchjournal/watchjournal/reconcile"
 )
-
-// progressEvery is how many list pages pass between two progress log lines
-// when stderr is not a terminal.
-var progressEvery = 100
 
 // progressDelay is how long a list runs before a terminal shows its
 // progress; progressRedraw bounds how often the line is drawn again.
@@ -87,9 +83,9 @@ func (s *statusLine) end() {
 }
 
 // reportProgress shows the progress of loop's lists on status (a terminal;
-// nil: none) or in log lines, until ctx is done.
-func reportProgress(ctx context.Context, loop *reconcile.Loop, status *statusLine, log *zap.Logger) {
-	p := &listProgress{status: status, log: log, every: progressEvery}
+// nil: none) or in log lines, one every every pages, until ctx is done.
+func reportProgress(ctx context.Context, loop *reconcile.Loop, status *statusLine, log *zap.Logger, every int) {
+	p := &listProgress{status: status, log: log, every: every}
 	var last reconcile.Status
 	for {
 		err := loop.WaitFor(ctx, func(st reconcile.Status) bool {
@@ -134,7 +130,7 @@ func (p *listProgress) update(st reconcile.Status, now time.Time) {
 			p.end()
 		case (p.listing || completed) && p.status == nil && st.ListPages > p.pages &&
 			(p.pages > 0 || st.ListPages >= p.every):
-			// A list of progressEvery pages or more ended past its last
+			// A list of p.every pages or more ended past its last
 			// line: its final count, which a sample taken after the
 			// list's last page would otherwise never show.
 			p.logLine(st, now.Sub(p.start))

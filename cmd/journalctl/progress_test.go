@@ -20,7 +20,7 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// Ensure watch logs a list's progress every progressEvery pages when
+// Ensure watch logs a list's progress every settings.progressEvery pages when
 // stderr is not a terminal: a first list of 30 objects at --page-size 2
 // (15 pages) with a line every 5 pages logs lines with pages and objects
 // so far, a rate and the time elapsed, at least 5 pages apart, and ends
@@ -29,9 +29,6 @@ import (
 // rather than 10 (TestListProgress_LogLines has the exact rule); the test
 // waits for the final line, which is always logged, before it stops watch.
 func TestWatch_ListProgress_LogLines(t *testing.T) {
-	old := progressEvery
-	progressEvery = 5
-	t.Cleanup(func() { progressEvery = old })
 	// Pages: streaming lists off, as a server with the WatchList gate off.
 	cp := controlplane.StartT(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
 	ctx := context.Background()
@@ -49,7 +46,7 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 	db := filepath.Join(tempDir(t), "cm.db")
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, stderr, code := startCLI(rctx, "watch", "configmaps", "-n", ns, "--db", db, "--kubeconfig", cp.KubeconfigPath(), "--page-size", "2")
+	_, stderr, code := startCLIWith(rctx, tuned(func(c *settings) { c.progressEvery = 5 }), "watch", "configmaps", "-n", ns, "--db", db, "--kubeconfig", cp.KubeconfigPath(), "--page-size", "2")
 	stderr.waitForWithin(t, "list complete", time.Minute)
 	stderr.waitForWithin(t, `"pages": 15, "objects": 30`, time.Minute)
 	cancel()
@@ -92,8 +89,8 @@ func TestWatch_ListProgress_LogLines(t *testing.T) {
 }
 
 // Ensure the log lines' rule, on sampled statuses: a line once a list is
-// progressEvery pages past the last one (at the page sampled, 11 when 10
-// was not seen), none for a short list, and, when a list of progressEvery
+// listProgress.every pages past the last one (at the page sampled, 11 when
+// 10 was not seen), none for a short list, and, when a list of that many
 // pages or more ends past its last line, one with its final count, even
 // when no sample saw it listing: the sample that first sees the list over
 // carries it (reconcile.Status keeps the last list's counts, Lists says
@@ -155,7 +152,7 @@ func TestListProgress_LogLines(t *testing.T) {
 func TestListProgress_Terminal(t *testing.T) {
 	var out bytes.Buffer
 	status := &statusLine{w: &out}
-	p := &listProgress{status: status, log: zap.NewNop(), every: progressEvery}
+	p := &listProgress{status: status, log: zap.NewNop(), every: defaultSettings().progressEvery}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	listing := func(pages int) reconcile.Status {
 		st := reconcile.Status{Phase: reconcile.PhaseListing}
@@ -198,12 +195,9 @@ func TestStats_ListProgress(t *testing.T) {
 }
 
 // Ensure relist shows the progress of the watch's verify list while it
-// waits (not a terminal: a line every progressEvery pages), then the
+// waits (not a terminal: a line every settings.progressEvery pages), then the
 // differences found.
 func TestRelist_Progress(t *testing.T) {
-	oldEvery, oldPoll := progressEvery, relistPoll
-	progressEvery, relistPoll = 5, 10*time.Millisecond
-	t.Cleanup(func() { progressEvery, relistPoll = oldEvery, oldPoll })
 	j := writerJournal(t)
 	started := make(chan *output, 1)
 	var loop *fakeLoop
@@ -223,7 +217,8 @@ func TestRelist_Progress(t *testing.T) {
 		return 0
 	})
 	serveLoop(t, j, loop, maxWait)
-	stdout, stderr, code := startCLI(context.Background(), "relist", "--db", j.Path())
+	conf := tuned(func(c *settings) { c.progressEvery, c.relistPoll = 5, 10*time.Millisecond })
+	stdout, stderr, code := startCLIWith(context.Background(), conf, "relist", "--db", j.Path())
 	started <- stderr
 	if c := exitStatus(t, code); c != 0 || stdout.String() != "relist: 0 divergences repaired\n" {
 		t.Errorf("relist: exit %d, stdout %q, stderr %q; want 0 divergences", c, stdout, stderr)

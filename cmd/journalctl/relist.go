@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,12 +17,7 @@ import (
 // exit status 2.
 var errNoWatch = errors.New("no watch is running")
 
-// relistTimeout bounds how long relist waits for the loop to complete a
-// verify: a loop backing off from an unreachable apiserver may never. A
-// variable for tests.
-var relistTimeout = 5 * time.Minute
-
-func newRelistCmd() *cobra.Command {
+func newRelistCmd(conf *settings) *cobra.Command {
 	var db string
 	cmd := &cobra.Command{
 		Use:   "relist --db FILE",
@@ -36,7 +30,7 @@ func newRelistCmd() *cobra.Command {
 			"status 2; journalctl check checks a file offline instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), db)
+			return runRelist(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), db, conf)
 		},
 	}
 	addDBFlag(cmd, &db)
@@ -46,9 +40,9 @@ func newRelistCmd() *cobra.Command {
 // runRelist asks the watch of db for a verify, waits until the loop's
 // verifies pass the count before the request, and prints the divergences
 // since then and the relist events journaled after the head read before
-// the request. An interrupt while it waits returns nil: the watch still
-// relists.
-func runRelist(ctx context.Context, out, stderr io.Writer, db string) error {
+// the request. It waits at most conf.relistTimeout. An interrupt while it
+// waits returns nil: the watch still relists.
+func runRelist(ctx context.Context, out, stderr io.Writer, db string, conf *settings) error {
 	s := inspect.NewClient(inspect.SocketPath(db))
 	before, err := s.Verify(ctx)
 	if errors.Is(err, inspect.ErrNoServer) {
@@ -58,8 +52,8 @@ func runRelist(ctx context.Context, out, stderr io.Writer, db string) error {
 	if err == nil {
 		pctx, stopProgress := context.WithCancel(ctx)
 		progressed := make(chan struct{})
-		go func() { defer close(progressed); relistProgress(pctx, s, stderr) }() // ends with stopProgress
-		st, err = s.WaitVerify(ctx, before.Verifies, relistTimeout)
+		go func() { defer close(progressed); relistProgress(pctx, s, stderr, conf) }() // ends with stopProgress
+		st, err = s.WaitVerify(ctx, before.Verifies, conf.relistTimeout)
 		stopProgress()
 		<-progressed
 	}

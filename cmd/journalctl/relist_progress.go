@@ -1,9 +1,9 @@
 package main
 
 // relist's progress: while it waits for the watch's verify, it reads the
-// watch's status (GET /status) every relistPoll and shows the list's pages
-// and objects as watch does (progress.go): a status line on a terminal,
-// a line every progressEvery pages otherwise.
+// watch's status (GET /status) every settings.relistPoll and shows the
+// list's pages and objects as watch does (progress.go): a status line on a
+// terminal, a line every settings.progressEvery pages otherwise.
 
 import (
 	"context"
@@ -16,17 +16,14 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-// relistPoll is how often relist reads the watch's status for progress.
-var relistPoll = time.Second
-
 // relistProgress shows the progress of the watch's lists on stderr until
-// ctx is done.
-func relistProgress(ctx context.Context, s *inspect.Client, stderr io.Writer) {
-	p := &listProgress{w: stderr, every: progressEvery}
+// ctx is done, reading the status every conf.relistPoll.
+func relistProgress(ctx context.Context, s *inspect.Client, stderr io.Writer, conf *settings) {
+	p := &listProgress{w: stderr, every: conf.progressEvery}
 	if isTerminal(stderr) {
 		p.status = &statusLine{w: stderr}
 	}
-	_ = wait.PollUntilContextCancel(ctx, relistPoll, false, func(ctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextCancel(ctx, conf.relistPoll, false, func(ctx context.Context) (bool, error) {
 		if ws, err := s.Status(ctx); err == nil { // else the wait reports a watch that went away
 			st := reconcile.Status{Phase: reconcile.Phase(ws.Phase)}
 			st.ListPages, st.ListObjects = ws.ListPages, ws.ListObjects

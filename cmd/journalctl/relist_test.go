@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,22 +96,49 @@ func TestRelist_NoWatch(t *testing.T) {
 }
 
 // A loop that never completes the verify (an unreachable apiserver, say):
-// relist gives up after relistTimeout and names the loop's phase and last
-// error.
+// relist gives up after settings.relistTimeout and names the loop's phase
+// and last error.
 func TestRelist_GivesUp(t *testing.T) {
-	defer func(d time.Duration) { relistTimeout = d }(relistTimeout)
-	relistTimeout = 50 * time.Millisecond
 	j := writerJournal(t)
 	loop := newFakeLoop(t, watching, nil)
 	serveLoop(t, j, loop, 10*time.Millisecond) // so the client polls more than once
 
-	stdout, stderr, code := runCLI("relist", "--db", j.Path())
+	stdout, stderr, code := runCLIWith(tuned(func(c *settings) { c.relistTimeout = 50 * time.Millisecond }), "relist", "--db", j.Path())
 	want := "journalctl: relist: no relist completed within 50ms (phase Watching, last error: reconcile: watch failed: boom)\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Errorf("relist: exit %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
 	}
 	if n := loop.verifyRequests(); n != 1 {
 		t.Errorf("Verify called %d times; want 1", n)
+	}
+}
+
+// Two relists of one process running at once, each with its own timeout
+// (settings.relistTimeout), each give up after their own and say so.
+func TestRelist_GivesUp_SettingsPerInvocation(t *testing.T) {
+	type invocation struct {
+		timeout        time.Duration
+		db             string
+		stdout, stderr string
+		code           int
+	}
+	runs := []*invocation{{timeout: 50 * time.Millisecond}, {timeout: 120 * time.Millisecond}}
+	for _, r := range runs {
+		j := writerJournal(t)
+		serveLoop(t, j, newFakeLoop(t, watching, nil), 10*time.Millisecond)
+		r.db = j.Path()
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs { // both at once, once both watches serve
+		conf := tuned(func(c *settings) { c.relistTimeout = r.timeout })
+		wg.Go(func() { r.stdout, r.stderr, r.code = runCLIWith(conf, "relist", "--db", r.db) })
+	}
+	wg.Wait()
+	for _, r := range runs {
+		want := fmt.Sprintf("journalctl: relist: no relist completed within %v (phase Watching, last error: reconcile: watch failed: boom)\n", r.timeout)
+		if r.code != 1 || r.stdout != "" || r.stderr != want {
+			t.Errorf("relist with timeout %v: exit %d, stdout %q, stderr %q; want 1 and %q", r.timeout, r.code, r.stdout, r.stderr, want)
+		}
 	}
 }
 

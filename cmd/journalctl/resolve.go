@@ -32,13 +32,18 @@ import (
 	"github.com/watchjournal/watchjournal/internal/suggest"
 )
 
-// Discovery at watch start backs off as the reconcile loop does: each wait
-// is in [b/2, b) for b doubling from minDiscoveryBackoff up to
-// maxDiscoveryBackoff. Variables for tests.
-var (
-	minDiscoveryBackoff = 200 * time.Millisecond
-	maxDiscoveryBackoff = 30 * time.Second
-)
+// discoveryBackoff is how discovery at watch start backs off, as the
+// reconcile loop does: each wait is in [b/2, b) for b doubling from min up
+// to max.
+type discoveryBackoff struct {
+	min, max time.Duration
+}
+
+// defaultDiscoveryBackoff returns watch's backoff: 200ms doubling to 30s,
+// as watch --help says.
+func defaultDiscoveryBackoff() discoveryBackoff {
+	return discoveryBackoff{min: 200 * time.Millisecond, max: 30 * time.Second}
+}
 
 // resolve maps a resource argument to its GVR as kubectl does, through
 // memory-cached discovery: a fully specified resource.version.group first,
@@ -50,13 +55,14 @@ var (
 // While the apiserver is unreachable or answers 5xx or 429, resolve retries
 // discovery (discover) until ctx is done, and then returns ctx's error.
 // Errors retrying cannot fix (401, 403, a certificate the client refuses,
-// a name the apiserver does not serve) it returns at once.
-func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger) (schema.GroupVersionResource, bool, error) {
+// a name the apiserver does not serve) it returns at once. conf gives the
+// backoff and how often a lasting failure is logged again.
+func resolve(ctx context.Context, cfg *rest.Config, arg string, log *zap.Logger, conf *settings) (schema.GroupVersionResource, bool, error) {
 	cached, err := newDiscovery(cfg)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
 	}
-	failed, err := discover(ctx, cached, log)
+	failed, err := discover(ctx, cached, log, conf)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
 	}
@@ -107,14 +113,15 @@ func newDiscovery(cfg *rest.Config) (discovery.CachedDiscoveryInterfaceWithConte
 // retries errors that may go away by themselves (transientDiscovery) with
 // capped, jittered backoff until ctx is done, logging one line per
 // distinct error, not one per retry, and "still retrying" at most every
-// stillRetryingEvery while the failure lasts. It returns the group versions whose
+// conf.stillRetryingEvery while the failure lasts; it backs off as
+// conf.discovery says. It returns the group versions whose
 // discovery failed when the others succeeded (a broken aggregated API,
 // say), ctx's error once ctx is done, and at once any other error.
-func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger) (map[schema.GroupVersion]error, error) {
+func discover(ctx context.Context, dc discovery.CachedDiscoveryInterfaceWithContext, log *zap.Logger, conf *settings) (map[schema.GroupVersion]error, error) {
 	// wait.Backoff jitters above Duration: half of b.
-	backoff := wait.Backoff{Duration: minDiscoveryBackoff / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: maxDiscoveryBackoff / 2}
+	backoff := wait.Backoff{Duration: conf.discovery.min / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: conf.discovery.max / 2}
 	var lastLogged string
-	var still retrying // "still retrying" lines (retrying.go)
+	still := retrying{every: conf.stillRetryingEvery} // "still retrying" lines (retrying.go)
 	backoffs := 0
 	for {
 		_, _, err := dc.ServerGroupsAndResourcesWithContext(ctx)

@@ -39,14 +39,12 @@ func (o *output) waitForCount(t *testing.T, s string, n int) {
 // With the apiserver unreachable from the start, watch keeps saying that
 // it retries and why, not only once.
 func TestWatch_StillRetrying_Unreachable(t *testing.T) {
-	oldEvery, oldMax := stillRetryingEvery, maxDiscoveryBackoff
-	stillRetryingEvery, maxDiscoveryBackoff = 300*time.Millisecond, 200*time.Millisecond
-	t.Cleanup(func() { stillRetryingEvery, maxDiscoveryBackoff = oldEvery, oldMax })
 	dir := tempDir(t)
 	kc := writeKubeconfig(t, dir, "https://127.0.0.1:1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "configmaps", "--db", filepath.Join(dir, "cm.db"), "--kubeconfig", kc)
+	conf := tuned(func(c *settings) { c.stillRetryingEvery, c.discovery.max = 300*time.Millisecond, 200*time.Millisecond })
+	_, stderr, code := startCLIWith(ctx, conf, "watch", "configmaps", "--db", filepath.Join(dir, "cm.db"), "--kubeconfig", kc)
 	stderr.waitForCount(t, "still retrying: ", 2)
 	cancel()
 	if c := exitStatus(t, code); c != 0 {
@@ -63,9 +61,6 @@ func TestWatch_StillRetrying_Unreachable(t *testing.T) {
 // saying that the loop retries and why, and says "recovered" once the
 // link heals.
 func TestReportRetrying_Loop(t *testing.T) {
-	old := stillRetryingEvery
-	stillRetryingEvery = 300 * time.Millisecond
-	t.Cleanup(func() { stillRetryingEvery = old })
 	cp := controlplane.StartT(t, controlplane.Options{})
 	p, err := controlplane.NewProxy(cp.APIServerAddr())
 	if err != nil {
@@ -97,7 +92,7 @@ func TestReportRetrying_Loop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { defer close(reported); reportRetrying(ctx, loop, log) }()
+	go func() { defer close(reported); reportRetrying(ctx, loop, log, 300*time.Millisecond) }()
 	p.Cut()
 	out.waitForCount(t, "still retrying: ", 2)
 	for _, line := range strings.Split(out.String(), "\n") {

@@ -265,12 +265,10 @@ func TestSocket_Follow_NothingRetained(t *testing.T) {
 // A follower moves from the file to a watch's socket when a watch starts,
 // and back when it stops.
 func TestFollow_MovesBetweenFileAndSocket(t *testing.T) {
-	defer func(d time.Duration) { pollInterval = d }(pollInterval)
-	pollInterval = 5 * time.Millisecond
 	path := writeJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr, code := startCLI(ctx, "events", "--db", path, "-f", "--from", "4")
+	stdout, stderr, code := startCLIWith(ctx, fastPoll(), "events", "--db", path, "-f", "--from", "4")
 	stdout.waitFor(t, "\n4 ")
 
 	// The file stays locked until event 5 is read: only the socket has it.

@@ -38,17 +38,21 @@ type source interface {
 	ChangeConsumer(ctx context.Context, c inspect.ConsumerChange) (journal.ConsumerInfo, error)
 }
 
-// pollInterval is how often a follower without a writer reopens the file:
-// bbolt has no cross-process notification. A variable for tests.
-var pollInterval = time.Second
-
 // openSource returns a source for the journal file at path: the file itself
 // when a read-only open succeeds, else, when a writer holds the file, the
 // socket of the watch that holds it. The file source opens sealed objects
 // with the keyring ctx carries (withKeyring); the watch opens them with its
-// own.
+// own. Its Wait, when it reads the file, polls every
+// defaultSettings().pollInterval: the commands that follow use
+// openSourceEvery.
 func openSource(ctx context.Context, path string) (source, error) {
-	f := fileSource{path: path, keys: keyringFrom(ctx)}
+	return openSourceEvery(ctx, path, defaultSettings().pollInterval)
+}
+
+// openSourceEvery is openSource whose file source polls the file every
+// poll (> 0) in Wait.
+func openSourceEvery(ctx context.Context, path string, poll time.Duration) (source, error) {
+	f := fileSource{path: path, keys: keyringFrom(ctx), poll: poll}
 	err := f.view(func(*journal.Journal) error { return nil })
 	if err == nil {
 		return f, nil
@@ -72,10 +76,12 @@ func handover(err error) bool {
 
 // fileSource reads the file directly. Each call is one short read-only
 // open, read and close: a shared lock held longer would keep a watch from
-// starting. keys opens sealed objects (nil: none).
+// starting. keys opens sealed objects (nil: none); Wait reopens the file
+// every poll.
 type fileSource struct {
 	path string
 	keys *journal.Keyring
+	poll time.Duration
 }
 
 func (f fileSource) view(fn func(*journal.Journal) error) error {
@@ -125,9 +131,9 @@ func (f fileSource) Head(context.Context) (uint64, error) {
 	return viewValue(f, (*journal.Journal).Head)
 }
 
-// Wait polls the file every pollInterval, reopening it each time.
+// Wait polls the file every f.poll, reopening it each time.
 func (f fileSource) Wait(ctx context.Context, after uint64) (head uint64, err error) {
-	if werr := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+	if werr := wait.PollUntilContextCancel(ctx, f.poll, true, func(ctx context.Context) (bool, error) {
 		head, err = f.Head(ctx)
 		return err != nil || head > after, nil
 	}); werr != nil {

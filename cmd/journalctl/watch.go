@@ -63,6 +63,9 @@ type watchFlags struct {
 	// shard is --shard-group and its companions: "" group runs unsharded
 	// (shard.go).
 	shard shardFlags
+	// conf are the invocation's settings (settings.go): progress lines,
+	// "still retrying" lines and discovery's backoff.
+	conf *settings
 }
 
 // retentionFlags are the --retain-* flags as given.
@@ -97,8 +100,8 @@ func (rf retentionFlags) parse(cmd *cobra.Command) (*journal.Retention, error) {
 	return &r, nil
 }
 
-func newWatchCmd() *cobra.Command {
-	var f watchFlags
+func newWatchCmd(conf *settings) *cobra.Command {
+	f := watchFlags{conf: conf}
 	var rf retentionFlags
 	cmd := &cobra.Command{
 		Use:   "watch RESOURCE[,RESOURCE...] (--db FILE | --dir DIR) [-n NS | -A] [-l SELECTOR] [--field-selector S] [--retain-... LIMIT] [--verify-interval D]",
@@ -389,8 +392,8 @@ func runWatch(ctx context.Context, stderr io.Writer, arg string, f watchFlags) (
 		if w.loop == nil {
 			continue // a shard member's loops report no progress
 		}
-		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log) }) // ends with runCtx
-		progressed.Go(func() { reportRetrying(runCtx, w.loop, log) })         // retrying.go; ends with runCtx
+		progressed.Go(func() { reportProgress(runCtx, w.loop, status, log, f.conf.progressEvery) }) // ends with runCtx
+		progressed.Go(func() { reportRetrying(runCtx, w.loop, log, f.conf.stillRetryingEvery) })    // retrying.go; ends with runCtx
 	}
 	err = run(runCtx)
 	cancel()
@@ -459,7 +462,7 @@ func splitResources(arg string) ([]string, error) {
 // resource resolves one resource argument through discovery and returns
 // the journal.Resource that f's flags give it.
 func (f watchFlags) resource(ctx context.Context, cfg *rest.Config, kc clientcmd.ClientConfig, arg string, log *zap.Logger) (journal.Resource, error) {
-	gvr, namespaced, err := resolve(ctx, cfg, arg, log)
+	gvr, namespaced, err := resolve(ctx, cfg, arg, log, f.conf)
 	if err != nil {
 		return journal.Resource{}, err
 	}

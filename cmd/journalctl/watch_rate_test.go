@@ -25,7 +25,8 @@ import (
 // limiting off), that the flags set them, and that the client built from
 // the default config has no client-side rate limiter at all.
 func TestWatch_ClientConfig_Rate(t *testing.T) {
-	fl := newWatchCmd().Flags()
+	conf := defaultSettings()
+	fl := newWatchCmd(&conf).Flags()
 	if q, b := fl.Lookup("qps").DefValue, fl.Lookup("burst").DefValue; q != "-1" || b != "300" {
 		t.Errorf("watch --qps, --burst defaults = %s, %s; want -1 (no client-side limit) and 300", q, b)
 	}

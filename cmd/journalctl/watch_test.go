@@ -137,6 +137,7 @@ current-context: fake
 func TestResolve(t *testing.T) {
 	srv := fakeAPIServer(t)
 	cfg := &rest.Config{Host: srv.URL}
+	conf := defaultSettings()
 	for _, tc := range []struct {
 		arg        string
 		want       schema.GroupVersionResource
@@ -156,7 +157,7 @@ func TestResolve(t *testing.T) {
 		{"deploy", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
 		{"widgets", schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, false},
 	} {
-		got, namespaced, err := resolve(context.Background(), cfg, tc.arg, zap.NewNop())
+		got, namespaced, err := resolve(context.Background(), cfg, tc.arg, zap.NewNop(), &conf)
 		if err != nil || got != tc.want || namespaced != tc.namespaced {
 			t.Errorf("resolve(%q) = %v, %v, %v; want %v, %v", tc.arg, got, namespaced, err, tc.want, tc.namespaced)
 		}
@@ -166,6 +167,7 @@ func TestResolve(t *testing.T) {
 func TestResolve_Unknown(t *testing.T) {
 	srv := fakeAPIServer(t)
 	cfg := &rest.Config{Host: srv.URL}
+	conf := defaultSettings()
 	const served = " the apiserver serves no such resource (names look like configmaps, cm, deployments.apps, widgets.example.com)"
 	for _, tc := range []struct {
 		name, arg, want string
@@ -183,7 +185,7 @@ func TestResolve_Unknown(t *testing.T) {
 		{"a version the core group does not serve", "configmaps.v2", `unknown resource "configmaps.v2":` + served},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := resolve(context.Background(), cfg, tc.arg, zap.NewNop())
+			_, _, err := resolve(context.Background(), cfg, tc.arg, zap.NewNop(), &conf)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("resolve(%q) error = %v; want %s", tc.arg, err, tc.want)
 			}
@@ -218,11 +220,9 @@ func TestTransientDiscovery(t *testing.T) {
 	}
 }
 
-// fastDiscoveryBackoff makes watch's discovery retries quick for the test.
-func fastDiscoveryBackoff(t *testing.T) {
-	minB, maxB := minDiscoveryBackoff, maxDiscoveryBackoff
-	minDiscoveryBackoff, maxDiscoveryBackoff = time.Millisecond, 4*time.Millisecond
-	t.Cleanup(func() { minDiscoveryBackoff, maxDiscoveryBackoff = minB, maxB })
+// fastDiscovery returns settings whose watch retries discovery quickly.
+func fastDiscovery() settings {
+	return tuned(func(c *settings) { c.discovery = discoveryBackoff{min: time.Millisecond, max: 4 * time.Millisecond} })
 }
 
 // captureOSStderr sends os.Stderr, where klog writes, to a pipe until the
@@ -251,7 +251,7 @@ func captureOSStderr(t *testing.T) (restore func() string) {
 // the failure once (not once per retry), and client-go's klog lines do
 // not reach stderr.
 func TestWatch_DiscoveryRetriedWhileUnavailable(t *testing.T) {
-	fastDiscoveryBackoff(t)
+	conf := fastDiscovery()
 	var mu sync.Mutex
 	failures := 3
 	srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
@@ -269,7 +269,7 @@ func TestWatch_DiscoveryRetriedWhileUnavailable(t *testing.T) {
 	klogOut := captureOSStderr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	stderr.waitFor(t, "watching")
 	cancel()
 	if c := exitStatus(t, code); c != 0 {
@@ -289,14 +289,14 @@ func TestWatch_DiscoveryRetriedWhileUnavailable(t *testing.T) {
 // An apiserver that refuses connections: watch retries until interrupted,
 // then exits 0.
 func TestWatch_DiscoveryUnreachableUntilInterrupted(t *testing.T) {
-	fastDiscoveryBackoff(t)
+	conf := fastDiscovery()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // its port now refuses connections
 	dir := tempDir(t)
 	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
+	_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	stderr.waitFor(t, "connection refused")
 	cancel()
 	if c := exitStatus(t, code); c != 0 {
@@ -312,7 +312,7 @@ func TestWatch_DiscoveryUnreachableUntilInterrupted(t *testing.T) {
 
 // Errors retrying cannot fix end watch at once, with one line.
 func TestWatch_DiscoveryFailsAtOnce(t *testing.T) {
-	fastDiscoveryBackoff(t)
+	conf := fastDiscovery()
 	for _, tc := range []struct {
 		name, arg string
 		status    int
@@ -334,7 +334,7 @@ func TestWatch_DiscoveryFailsAtOnce(t *testing.T) {
 			}, listA)
 			dir := tempDir(t)
 			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
-			_, stderr, code := runCLI("watch", tc.arg, "--db", db, "--kubeconfig", kubeconfig)
+			_, stderr, code := runCLIWith(conf, "watch", tc.arg, "--db", db, "--kubeconfig", kubeconfig)
 			if code != 1 || !strings.HasPrefix(stderr, "journalctl: "+tc.want) || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("exit %d, stderr %q; want 1 and one line starting %q", code, stderr, "journalctl: "+tc.want)
 			}
@@ -483,7 +483,7 @@ func TestWatch(t *testing.T) {
 // stderr), named client-go, never on os.Stderr: its errors at V(1), shown
 // by -v 1; without -v the discovery failure is logged once, by watch.
 func TestWatch_KlogLinesInWatchLog(t *testing.T) {
-	fastDiscoveryBackoff(t)
+	conf := fastDiscovery()
 	for _, v := range []string{"0", "1"} {
 		t.Run("-v "+v, func(t *testing.T) {
 			var mu sync.Mutex
@@ -503,7 +503,7 @@ func TestWatch_KlogLinesInWatchLog(t *testing.T) {
 			klogOut := captureOSStderr(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig, "-v", v)
+			_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig, "-v", v)
 			stderr.waitFor(t, "watching")
 			cancel()
 			if c := exitStatus(t, code); c != 0 {

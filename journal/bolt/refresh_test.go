@@ -16,18 +16,48 @@ import (
 	"github.com/watchjournal/watchjournal/internal/storage"
 )
 
-// lowRefresh makes a store reopen its file after n page allocations for
-// the rest of the test.
-func lowRefresh(t *testing.T, n int64) {
-	old, oldInterval := refreshPages, refreshInterval
-	refreshPages, refreshInterval = n, 0
-	t.Cleanup(func() { refreshPages, refreshInterval = old, oldInterval })
+// hooked returns the refresh settings o's store would have, to change.
+func hooked(o Options) refreshSettings {
+	if o.hooks != nil {
+		return *o.hooks
+	}
+	return defaultRefresh()
 }
 
-// gap runs fn in every refresh's gap for the rest of the test.
-func gap(t *testing.T, fn func()) {
-	refreshGap = fn
-	t.Cleanup(func() { refreshGap = nil })
+// lowRefresh returns o whose store reopens its file after n page
+// allocations, with no least interval between reopens.
+func lowRefresh(o Options, n int64) Options {
+	h := hooked(o)
+	h.pages, h.interval = n, 0
+	o.hooks = &h
+	return o
+}
+
+// withRefreshInterval returns o whose store reopens its file at most once
+// per d.
+func withRefreshInterval(o Options, d time.Duration) Options {
+	h := hooked(o)
+	h.interval = d
+	o.hooks = &h
+	return o
+}
+
+// withRefreshTimeout returns o whose store's reopen waits d for another
+// process's lock.
+func withRefreshTimeout(o Options, d time.Duration) Options {
+	h := hooked(o)
+	h.timeout = d
+	o.hooks = &h
+	return o
+}
+
+// withGap returns o whose store runs fn, given the file's path, in every
+// refresh's gap.
+func withGap(o Options, fn func(path string)) Options {
+	h := hooked(o)
+	h.gap = fn
+	o.hooks = &h
+	return o
 }
 
 // openTemp opens a new store in the test's temporary directory.
@@ -105,21 +135,20 @@ func checkAll(t *testing.T, path string, n int) {
 	}
 }
 
-// The store reopens its file once refreshPages pages were allocated, and
+// The store reopens its file once its refresh pages were allocated, and
 // every write before and after is on disk; the new handle starts counting
 // from zero.
 func TestStore_Refresh_ReopensAndKeepsEverything(t *testing.T) {
-	lowRefresh(t, 64)
-	s, path := openTemp(t, Options{NoSync: true})
 	reopened := 0
-	gap(t, func() { reopened++ })
+	o := withGap(lowRefresh(Options{NoSync: true}, 64), func(string) { reopened++ })
+	s, path := openTemp(t, o)
 	const txs, per = 200, 20
 	for i := 0; i < txs; i++ {
 		if _, err := write(s, i*per, per); err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
-		if n := pages(s); n >= refreshPages {
-			t.Fatalf("after commit %d the handle has allocated %d pages, past refreshPages %d: no refresh", i, n, refreshPages)
+		if n := pages(s); n >= s.refreshes.pages {
+			t.Fatalf("after commit %d the handle has allocated %d pages, past its refresh pages %d: no refresh", i, n, s.refreshes.pages)
 		}
 	}
 	if reopened == 0 {
@@ -128,24 +157,23 @@ func TestStore_Refresh_ReopensAndKeepsEverything(t *testing.T) {
 	closeAndCheck(t, s, path, txs*per)
 }
 
-// Below twice refreshPages a refresh does not wait for a reader: with a
+// Below twice the refresh pages a refresh does not wait for a reader: with a
 // read transaction open it is put off, and the first commit after the
 // reader ends does it.
 func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
-	lowRefresh(t, 64)
+	reopened := 0
 	// The map must not grow while the reader holds it: bbolt's remap waits
 	// for read transactions.
-	s, _ := openTemp(t, Options{NoSync: true, InitialMmapSize: 64 << 20})
+	o := withGap(lowRefresh(Options{NoSync: true, InitialMmapSize: 64 << 20}, 64), func(string) { reopened++ })
+	s, _ := openTemp(t, o)
 	defer s.Close()
-	reopened := 0
-	gap(t, func() { reopened++ })
 	inView, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
 	go func() {
 		done <- s.View(func(storage.Tx) error { close(inView); <-release; return nil })
 	}()
 	<-inView
 	i := 0
-	for ; pages(s) < refreshPages; i++ {
+	for ; pages(s) < s.refreshes.pages; i++ {
 		if _, err := write(s, i, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +181,8 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 	if reopened != 0 {
 		t.Fatalf("%d refreshes while a read transaction was open", reopened)
 	}
-	if n := pages(s); n >= 2*refreshPages {
-		t.Fatalf("%d pages allocated by one-key commits, past twice refreshPages (%d): the test means nothing", n, refreshPages)
+	if n := pages(s); n >= 2*s.refreshes.pages {
+		t.Fatalf("%d pages allocated by one-key commits, past twice the refresh pages (%d): the test means nothing", n, s.refreshes.pages)
 	}
 	close(release)
 	if err := <-done; err != nil {
@@ -171,10 +199,8 @@ func TestStore_Refresh_PutOffWhileAReaderRuns(t *testing.T) {
 // Readers and writers of many goroutines run across refreshes (for the
 // race detector) and see every committed key.
 func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
-	lowRefresh(t, 16)
-	s, path := openTemp(t, Options{NoSync: true})
 	reopened := 0
-	gap(t, func() { reopened++ })
+	s, path := openTemp(t, withGap(lowRefresh(Options{NoSync: true}, 16), func(string) { reopened++ }))
 	const txs, per = 100, 10
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -210,8 +236,8 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One commit allocates a few pages: never much past twice the limit.
-		if n := pages(s); n >= 2*refreshPages+16 {
-			t.Fatalf("after commit %d the handle has allocated %d pages: the refresh was put off past twice refreshPages (%d)", i, n, refreshPages)
+		if n := pages(s); n >= 2*s.refreshes.pages+16 {
+			t.Fatalf("after commit %d the handle has allocated %d pages: the refresh was put off past twice the refresh pages (%d)", i, n, s.refreshes.pages)
 		}
 	}
 	close(stop)
@@ -221,7 +247,7 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 		t.Error(err)
 	}
 	if reopened == 0 {
-		t.Error("no refresh in a run of twice refreshPages: busy readers put it off for ever")
+		t.Error("no refresh in a run of twice the refresh pages: busy readers put it off for ever")
 	}
 	closeAndCheck(t, s, path, txs*per)
 }
@@ -229,10 +255,8 @@ func TestStore_Refresh_ConcurrentReadersAndWriter(t *testing.T) {
 // journalctl compact renaming its copy over the file in the gap: the store
 // goes on in the copy, which is the file everyone else reads.
 func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
-	lowRefresh(t, 64)
-	s, path := openTemp(t, Options{NoSync: true})
 	rewrote := 0
-	gap(t, func() {
+	s, path := openTemp(t, withGap(lowRefresh(Options{NoSync: true}, 64), func(path string) {
 		if rewrote > 0 {
 			return
 		}
@@ -255,7 +279,7 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 		if err != nil {
 			t.Errorf("rewrite: %v", err)
 		}
-	})
+	}))
 	const txs, per = 100, 20
 	for i := 0; i < txs; i++ {
 		if _, err := write(s, i*per, per); err != nil {
@@ -274,10 +298,8 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 // stands. (Without the writer's lock, that Open would take the file and
 // the store's later transactions would fail.)
 func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
-	lowRefresh(t, 64)
-	s, path := openTemp(t, Options{NoSync: true})
 	tries := 0
-	gap(t, func() {
+	s, path := openTemp(t, withGap(lowRefresh(Options{NoSync: true}, 64), func(path string) {
 		tries++
 		other, err := Open(path, Options{Timeout: -1})
 		if err == nil {
@@ -288,7 +310,7 @@ func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 		if !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), lockPath(path)) {
 			t.Errorf("refresh %d: another writer's Open in the gap = %v; want storage.ErrLocked naming %s", tries, err, lockPath(path))
 		}
-	})
+	}))
 	const txs, per = 100, 20
 	for i := 0; i < txs; i++ {
 		if _, err := write(s, i*per, per); err != nil {
@@ -307,10 +329,8 @@ func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 // A read-only open may still take the file in the gap: the reopen waits
 // for it to close, and the store goes on.
 func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
-	lowRefresh(t, 64)
-	s, path := openTemp(t, Options{NoSync: true})
 	read := 0
-	gap(t, func() {
+	s, path := openTemp(t, withGap(lowRefresh(Options{NoSync: true}, 64), func(path string) {
 		r, err := Open(path, Options{ReadOnly: true, Timeout: -1})
 		if err != nil {
 			t.Errorf("read-only open in the gap: %v", err)
@@ -318,7 +338,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 		}
 		read++
 		go func() { _ = r.View(func(storage.Tx) error { return nil }); _ = r.Close() }()
-	})
+	}))
 	const txs, per = 100, 20
 	for i := 0; i < txs; i++ {
 		if _, err := write(s, i*per, per); err != nil {
@@ -337,14 +357,9 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 // refresh stands, later transactions fail with an error matching
 // storage.ErrLocked, and the file holds everything committed.
 func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
-	lowRefresh(t, 64)
-	old := refreshTimeout
-	refreshTimeout = 100 * time.Millisecond
-	t.Cleanup(func() { refreshTimeout = old })
-	s, path := openTemp(t, Options{NoSync: true, Timeout: 50 * time.Millisecond})
-	defer s.Close()
 	var other *bbolt.DB
-	gap(t, func() {
+	o := withRefreshTimeout(lowRefresh(Options{NoSync: true, Timeout: 50 * time.Millisecond}, 64), 100*time.Millisecond)
+	s, path := openTemp(t, withGap(o, func(path string) {
 		if other == nil {
 			var err error
 			other, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
@@ -352,7 +367,8 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 				t.Errorf("other writer: %v", err)
 			}
 		}
-	})
+	}))
+	defer s.Close()
 	committed := 0
 	for i := 0; i < 100; i++ {
 		_, err := write(s, i*20, 20)
@@ -379,22 +395,20 @@ func TestStore_Refresh_ForeignWriterInTheGap(t *testing.T) {
 	checkAll(t, path, committed*20)
 }
 
-// No more than one reopen per refreshInterval, however many pages a fast
+// No more than one reopen per refresh interval, however many pages a fast
 // writer allocates; the first commit after the interval does it.
 func TestStore_Refresh_AtMostOncePerInterval(t *testing.T) {
-	lowRefresh(t, 8)
-	refreshInterval = time.Hour
-	s, _ := openTemp(t, Options{NoSync: true})
-	defer s.Close()
 	reopened := 0
-	gap(t, func() { reopened++ })
+	o := withGap(withRefreshInterval(lowRefresh(Options{NoSync: true}, 8), time.Hour), func(string) { reopened++ })
+	s, _ := openTemp(t, o)
+	defer s.Close()
 	for i := 0; i < 20; i++ {
 		if _, err := write(s, i*20, 20); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := pages(s); reopened != 0 || n < 2*refreshPages {
-		t.Fatalf("%d refreshes within the interval, %d pages allocated (want none, and at least %d)", reopened, n, 2*refreshPages)
+	if n := pages(s); reopened != 0 || n < 2*s.refreshes.pages {
+		t.Fatalf("%d refreshes within the interval, %d pages allocated (want none, and at least %d)", reopened, n, 2*s.refreshes.pages)
 	}
 	s.mu.Lock()
 	s.opened = s.opened.Add(-time.Hour) // the interval has passed
@@ -404,5 +418,55 @@ func TestStore_Refresh_AtMostOncePerInterval(t *testing.T) {
 	}
 	if reopened != 1 {
 		t.Fatalf("%d refreshes after the interval, want 1", reopened)
+	}
+}
+
+// Two stores of one process keep their own refresh settings while both
+// commit: one with a low page count reopens its file and stays under it,
+// one with the defaults never reopens in a run far past the low count.
+func TestStore_Refresh_SettingsPerStore(t *testing.T) {
+	type run struct {
+		name     string
+		o        Options
+		reopened int
+		s        *store
+		path     string
+		maxPages int64 // the most pages seen allocated after a commit
+	}
+	low := &run{name: "low", o: lowRefresh(Options{NoSync: true}, 16)}
+	dflt := &run{name: "default", o: Options{NoSync: true}}
+	runs := []*run{low, dflt}
+	for _, r := range runs {
+		r.s, r.path = openTemp(t, withGap(r.o, func(string) { r.reopened++ }))
+	}
+	const txs, per = 100, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, len(runs))
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < txs; i++ {
+				if _, err := write(r.s, i*per, per); err != nil {
+					errs <- fmt.Errorf("%s store, commit %d: %w", r.name, i, err)
+					return
+				}
+				r.maxPages = max(r.maxPages, pages(r.s))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if low.reopened == 0 || low.maxPages >= 2*16+16 {
+		t.Errorf("low store (16 pages): %d refreshes, at most %d pages allocated; want some, and under %d", low.reopened, low.maxPages, 2*16+16)
+	}
+	if dflt.reopened != 0 || dflt.maxPages < 2*16+16 {
+		t.Errorf("default store (%d pages): %d refreshes, at most %d pages allocated; want none, and at least %d", defaultRefreshPages, dflt.reopened, dflt.maxPages, 2*16+16)
+	}
+	for _, r := range runs {
+		closeAndCheck(t, r.s, r.path, txs*per)
 	}
 }

@@ -79,6 +79,10 @@ type Options struct {
 	// Zero means bbolt's default. A read transaction keeps the map from
 	// growing, so a larger map avoids blocking the writer behind readers.
 	InitialMmapSize int
+
+	// hooks, when set, replace the store's refresh settings (refresh.go);
+	// only this package's tests set them. nil: defaultRefresh.
+	hooks *refreshSettings
 }
 
 // store is an open watchjournal bbolt file, the storage.Store Open
@@ -95,6 +99,9 @@ type store struct {
 	readOnly bool
 	bo       bbolt.Options // as Open was given them, for a refresh
 	opened   time.Time     // when db was opened
+	// refreshes are the settings of its refreshes (refresh.go), fixed by
+	// open.
+	refreshes refreshSettings
 	// lock is the writer's lock (lock.go), held from Open to Close across
 	// every refresh; nil for a read-only Store, and where the platform has
 	// none (then the Store never refreshes).
@@ -163,7 +170,10 @@ func open(path string, o Options) (*store, error) {
 		lock.release()
 		return nil, err
 	}
-	s := &store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock}
+	s := &store{db: db, path: path, readOnly: o.ReadOnly, bo: bo, opened: time.Now(), lock: lock, refreshes: defaultRefresh()}
+	if o.hooks != nil {
+		s.refreshes = *o.hooks
+	}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		lock.release()
@@ -341,8 +351,8 @@ func (s *store) View(fn func(storage.Tx) error) error {
 // (fault.go). A panic of fn's own rolls the transaction back and goes on.
 //
 // After a commit that takes the pages allocated since the file was (re)opened
-// past refreshPages, Update reopens the file (refresh.go), at most once per
-// refreshInterval; a failed reopen does not undo the commit, and later
+// past the store's refresh pages, Update reopens the file (refresh.go), at
+// most once per refresh interval; a failed reopen does not undo the commit, and later
 // transactions return its error.
 func (s *store) Update(fn func(storage.Tx) error) error {
 	if s.readOnly {
@@ -395,7 +405,7 @@ func (s *store) run(writable bool, fn func(storage.Tx) error) (pages int64, due 
 		return 0, false, classify(err)
 	}
 	pages = pageCount(db)
-	return pages, s.lock != nil && pages >= refreshPages && time.Since(s.opened) >= refreshInterval, nil
+	return pages, s.lock != nil && pages >= s.refreshes.pages && time.Since(s.opened) >= s.refreshes.interval, nil
 }
 
 // classify marks a full disk with storage.ErrNoSpace, and a closed store with

@@ -25,12 +25,6 @@ var errCommitRange = errors.New("commit offset outside 1 to the head")
 // errConsumerExists is returned by a create for a consumer that exists.
 var errConsumerExists = errors.New("consumer exists")
 
-// beforeCommit, when set, runs right before the transaction of a commit
-// (CommitConsumer) or of a consumer's change (ChangeConsumer), with the
-// journal it writes. A variable for tests: they delete or create the
-// consumer there.
-var beforeCommit func(j *journal.Journal)
-
 // CommitConsumer records off as the committed offset of consumer name in
 // the writable journal j. The check that the consumer exists and the commit
 // are one write transaction (journal.Consumers.Commit), so a consumer
@@ -39,14 +33,20 @@ var beforeCommit func(j *journal.Journal)
 // to the head and one below the committed offset
 // (journal.ErrCommitBackwards).
 func CommitConsumer(j *journal.Journal, name string, off uint64) error {
+	return commitConsumer(j, name, off, nil)
+}
+
+// commitConsumer is CommitConsumer; before, when not nil, runs right
+// before the commit's transaction (testHooks.beforeCommit).
+func commitConsumer(j *journal.Journal, name string, off uint64, before func(*journal.Journal)) error {
 	if off == 0 {
 		if _, err := j.Consumers().Committed(name); err != nil {
 			return err // journal.ErrNoConsumer first, as for any offset
 		}
 		return fmt.Errorf("consumer %q: %w: offset 0", name, errCommitRange)
 	}
-	if beforeCommit != nil {
-		beforeCommit(j)
+	if before != nil {
+		before(j)
 	}
 	err := j.Consumers().Commit(name, off)
 	if errors.Is(err, journal.ErrOffsetRange) {
@@ -108,6 +108,12 @@ func parseConsumerChange(r *http.Request) (ConsumerChange, error) {
 // (journal.ErrNoConsumer), and a position below the first retained event
 // (trimmed by retention) or past the head + 1.
 func ChangeConsumer(j *journal.Journal, c ConsumerChange) (journal.ConsumerInfo, error) {
+	return changeConsumer(j, c, nil)
+}
+
+// changeConsumer is ChangeConsumer; before, when not nil, runs right
+// before the change's transaction (testHooks.beforeCommit).
+func changeConsumer(j *journal.Journal, c ConsumerChange, before func(*journal.Journal)) (journal.ConsumerInfo, error) {
 	_, err := j.Consumers().Committed(c.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, journal.ErrNoConsumer) {
@@ -132,8 +138,8 @@ func ChangeConsumer(j *journal.Journal, c ConsumerChange) (journal.ConsumerInfo,
 	if err != nil {
 		return journal.ConsumerInfo{}, err
 	}
-	if beforeCommit != nil {
-		beforeCommit(j)
+	if before != nil {
+		before(j)
 	}
 	// Each change checks the consumer in its own transaction again: a
 	// consumer created meanwhile is not moved by a create, one deleted
@@ -198,7 +204,7 @@ func (s *server) commit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
 		return
 	}
-	switch err := CommitConsumer(s.j, name, off); {
+	switch err := commitConsumer(s.j, name, off, s.hooks.beforeCommit); {
 	case errors.Is(err, journal.ErrNoConsumer):
 		writeJSON(w, http.StatusNotFound, jsonError{Error: err.Error()})
 	case errors.Is(err, errCommitRange):
@@ -219,7 +225,7 @@ func (s *server) change(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
 		return
 	}
-	info, err := ChangeConsumer(s.j, c)
+	info, err := changeConsumer(s.j, c, s.hooks.beforeCommit)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
 		return

@@ -77,14 +77,12 @@ func TestChangeConsumer_ConsumerChangedMeanwhile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := consumersJournal(t)
 			ran := false
-			beforeCommit = func(j *journal.Journal) {
+			_, err := changeConsumer(j, tc.change, func(j *journal.Journal) {
 				if err := tc.meanwhile(j); err != nil {
 					t.Error(err)
 				}
 				ran = true
-			}
-			t.Cleanup(func() { beforeCommit = nil })
-			_, err := ChangeConsumer(j, tc.change)
+			})
 			if !ran {
 				t.Fatalf("ChangeConsumer = %v; the change never reached its transaction (the hook did not run)", err)
 			}
@@ -107,14 +105,12 @@ func TestChangeConsumer_ConsumerChangedMeanwhile(t *testing.T) {
 func TestCommitConsumer_ConsumerDeletedMeanwhile_NotRecreated(t *testing.T) {
 	j := consumersJournal(t)
 	ran := false
-	beforeCommit = func(j *journal.Journal) {
+	err := commitConsumer(j, "billing", 3, func(j *journal.Journal) {
 		if err := j.Consumers().Delete("billing"); err != nil {
 			t.Error(err)
 		}
 		ran = true
-	}
-	t.Cleanup(func() { beforeCommit = nil })
-	err := CommitConsumer(j, "billing", 3)
+	})
 	if !ran {
 		t.Fatalf("CommitConsumer = %v; the commit never reached its transaction (the hook did not run)", err)
 	}

@@ -2,10 +2,10 @@ package inspect
 
 import "github.com/watchjournal/watchjournal/journal"
 
-// SetBeforeCommit makes fn run right before a commit's transaction, until
-// the returned restore is called.
-func SetBeforeCommit(fn func()) (restore func()) {
-	old := beforeCommit
-	beforeCommit = func(*journal.Journal) { fn() }
-	return func() { beforeCommit = old }
+// WithBeforeCommit returns o whose handler runs fn, with the journal it
+// writes, right before the transaction of every commit or consumer change
+// (testhooks.go).
+func WithBeforeCommit(o Options, fn func(j *journal.Journal)) Options {
+	o.hooks.beforeCommit = fn
+	return o
 }

@@ -75,6 +75,9 @@ type Options struct {
 	// Logger receives the server's errors (logr, as journal.Options and
 	// the rest of the library). The zero Logger discards.
 	Logger logr.Logger
+
+	// hooks are settings only this package's tests set (testhooks.go).
+	hooks testHooks
 }
 
 func (o *Options) withDefaults() Options {
@@ -100,6 +103,7 @@ type server struct {
 	loop    Loop
 	maxWait time.Duration // longest /wait and GET /verify
 	pid     int           // the process id /status reports; 0: none
+	hooks   testHooks     // as Options.hooks
 }
 
 // Handler returns the socket's HTTP handler (the protocol in the package
@@ -107,7 +111,7 @@ type server struct {
 // this process) answers /status and /verify with 404.
 func Handler(j *journal.Journal, loop Loop, opts *Options) http.Handler {
 	o := opts.withDefaults()
-	s := &server{j: j, loop: loop, maxWait: o.MaxWait, pid: o.PID}
+	s := &server{j: j, loop: loop, maxWait: o.MaxWait, pid: o.PID, hooks: o.hooks}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", s.stats)
 	mux.HandleFunc("GET /events", s.events)
