@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
@@ -70,7 +72,22 @@ func childMember(v string) {
 // does come back on its old file after all, it journals none of those
 // changes again: it hands the range's keys back (DELETED, moved) and lists
 // them anew (ADDED, moved), as the survivor hands them over.
+//
+// It runs in both start orders: a first (b joins the running group with an
+// empty file), and b first (a does). The first to start serves the whole
+// space alone and shrinks to its share only once the second publishes its
+// own; b is killed once the two publish disjoint shares, so that "b's
+// range" is what only b held.
 func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
+	t.Run("a first", func(t *testing.T) { takeoverAfterKill(t, false) })
+	t.Run("b first", func(t *testing.T) { takeoverAfterKill(t, true) })
+}
+
+// takeoverAfterKill is TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead
+// with b started first, and a once b serves the whole space alone, when
+// bFirst; with a first, and b once a serves the whole space alone,
+// otherwise.
+func takeoverAfterKill(t *testing.T, bFirst bool) {
 	cp := controlplane.StartT(t, controlplane.Options{})
 	cfg := cp.RESTConfig()
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -104,8 +121,7 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 		})
 		return b, done
 	}
-	b, bDone := startB()
-
+	leases := cs.CoordinationV1().Leases("default")
 	opts := takeoverOpts
 	opts.Member, opts.Logger = "a", testr.New(t)
 	a, err := shards.Open(cfg, filepath.Join(dir, "a.db"), takeoverRes, opts)
@@ -114,11 +130,40 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 	}
 	defer a.Close()
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	aRuns := false
+	startA := func() {
+		aRuns = true
+		go func() { done <- a.Run(ctx) }()
+	}
+	defer func() {
+		if aRuns {
+			cancel()
+			<-done
+		}
+	}()
 
-	// Both serve, and b's published index holds every key of its range.
-	leases := cs.CoordinationV1().Leases("default")
+	// The second starts once the first serves alone: its Lease publishes
+	// the whole space.
+	var b *exec.Cmd
+	var bDone chan struct{}
+	if bFirst {
+		b, bDone = startB()
+		waitLease(t, ctx, leases, "tk-b", "b serves alone", 60*time.Second, func(l *coordinationv1.Lease) bool {
+			return l.Annotations[shards.AnnotationSelector] == hashrange.Full().Selector()
+		}, bErr.String)
+		startA()
+	} else {
+		startA()
+		waitMember(t, a, "a serves alone", 60*time.Second, func(st shards.Status, _ reconcile.Status) bool {
+			return st.State == shards.StateServing && st.Published == hashrange.Full().Selector()
+		})
+		b, bDone = startB()
+	}
+
+	// Both serve their own shares (the first to start has shrunk to its
+	// own: until then it publishes the whole space, and a key of a's
+	// share would be in both), and b's published index holds every key of
+	// its range.
 	var bRange hashrange.Set
 	var bKeys []string // "work/<name>" in b's range
 	var lastSeen string
@@ -140,11 +185,13 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 					bKeys = append(bKeys, "work/"+cm.Name)
 				}
 			}
-			if !bRange.Empty() && bRange.Union(parsed(st.Published)).Equal(hashrange.Full()) && mf.Range == bRange.Selector() &&
+			aPub := parsed(st.Published)
+			if !bRange.Empty() && bRange.Union(aPub).Equal(hashrange.Full()) && bRange.Intersect(aPub).Empty() && mf.Range == bRange.Selector() &&
 				strings.Contains(lb.Annotations[shards.AnnotationIndex], fmt.Sprintf(`"keys":%d`, len(bKeys))) {
 				break
 			}
-			lastSeen = fmt.Sprintf("b's index %s; %d keys in b's range", lb.Annotations[shards.AnnotationIndex], len(bKeys))
+			lastSeen = fmt.Sprintf("b publishes %.1f%% of the space, %.1f%% of it a's; b's index %s; %d keys in b's range",
+				100*bRange.Share(), 100*bRange.Intersect(aPub).Share(), lb.Annotations[shards.AnnotationIndex], len(bKeys))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a and b not both serving with b's index published within 60s; a %+v; %s; b's stderr %s", st, lastSeen, bErr.String())
@@ -155,6 +202,15 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 		t.Fatalf("b's range holds %d of the 60 ConfigMaps; want 3 at least", len(bKeys))
 	}
 	sort.Strings(bKeys)
+	aKeys, err := a.Journal().ScanIndex("", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range aKeys {
+		if bRange.ContainsUID(e.UID) {
+			t.Errorf("%s: a's index holds it, in b's range, before b dies", e.Key)
+		}
+	}
 	from, err := a.Journal().Head()
 	if err != nil {
 		t.Fatal(err)
@@ -372,6 +428,27 @@ func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
 	}
 	if want := "MODIFIED()@" + cm.ResourceVersion; len(forChanged) != 1 || forChanged[0] != want {
 		t.Errorf("%s, updated after b stopped: a journaled %v; want [%s]", changed, forChanged, want)
+	}
+}
+
+// waitLease waits for cond on the Lease name, printing the last one seen
+// (and more, from extra) on a timeout.
+func waitLease(t *testing.T, ctx context.Context, leases coordclient.LeaseInterface, name, what string, within time.Duration, cond func(*coordinationv1.Lease) bool, extra func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && cond(l) {
+			return
+		}
+		if time.Now().After(deadline) {
+			last := fmt.Sprint("get: ", err)
+			if err == nil {
+				last = fmt.Sprintf("annotations %v", l.Annotations)
+			}
+			t.Fatalf("%s: not within %v; Lease %s last seen: %s; %s", what, within, name, last, extra())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
