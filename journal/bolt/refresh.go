@@ -17,8 +17,7 @@ package bolt
 // file (bbolt's TxStats.PageCount, a superset of the pages that get an
 // entry) and, after the commit that takes the count past refreshPages,
 // reopens the file, at most once per refreshInterval: its bookkeeping stays
-// under about refreshPages entries (some 160 KB at 4,096; twice that with
-// readers always busy), or a second's worth of allocations for a writer
+// under about refreshPages entries (twice that with readers always busy), or a second's worth of allocations for a writer
 // faster than that, whatever the object count or uptime.
 //
 // The reopen takes mu exclusively, so no transaction of this process runs
@@ -56,8 +55,8 @@ import (
 // the next commit reopen it. A variable for tests.
 var refreshPages int64 = 4096
 
-// refreshInterval is the least time between two reopens. A reopen costs a
-// few milliseconds and leaves the memory map cold (the first read of each
+// refreshInterval is the least time between two reopens. A reopen closes
+// and opens the file and leaves the memory map cold (the first read of each
 // page after it is a page fault), so a writer moving tens of megabytes a
 // second reopens once a second, not every 16 MiB; the bookkeeping then
 // stays under a second's worth of page allocations. A variable for tests.
