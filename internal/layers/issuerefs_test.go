@@ -44,17 +44,21 @@ type srcPkg struct {
 }
 
 // sourceFiles returns the module's non-test Go files, those of every
-// platform, by path.
-func sourceFiles(t *testing.T) []string {
+// platform, by path relative to the module's root, and that root.
+func sourceFiles(t *testing.T) (root string, files []string) {
 	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	root = strings.TrimSpace(string(out))
 	cmd := exec.Command("go", "list", "-e", "-json", module+"/...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err = cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
-	var files []string
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p srcPkg
@@ -65,12 +69,16 @@ func sourceFiles(t *testing.T) []string {
 		}
 		for _, f := range slices.Concat(p.GoFiles, p.CgoFiles, p.IgnoredGoFiles) {
 			if strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
-				files = append(files, filepath.Join(p.Dir, f))
+				path, err := filepath.Rel(root, filepath.Join(p.Dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, path)
 			}
 		}
 	}
 	slices.Sort(files)
-	return slices.Compact(files)
+	return root, slices.Compact(files)
 }
 
 // issueRefs returns, as "file:line: text", each comment line and each
@@ -106,12 +114,12 @@ func issueRefs(name string, src []byte) ([]string, error) {
 // TestNoIssueNumbers fails for a comment or string of a non-test file of
 // the module that cites an issue number.
 func TestNoIssueNumbers(t *testing.T) {
-	files := sourceFiles(t)
+	root, files := sourceFiles(t)
 	if len(files) < 100 {
 		t.Fatalf("only %d source files listed: is go list failing?", len(files))
 	}
 	for _, path := range files {
-		src, err := os.ReadFile(path)
+		src, err := os.ReadFile(filepath.Join(root, path))
 		if err != nil {
 			t.Fatal(err)
 		}
