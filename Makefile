@@ -49,9 +49,9 @@ RACE_PKGS ?= ./journal/... ./cmd/... ./internal/... ./reconcile/... ./jcache/...
 # TestLoop_LargeObjectsUnderMemoryLimit (S12, 270 MiB in pages of 500 large
 # objects) is left out of the race run: slowed down by -race its first page
 # outlives RequestTimeout, which bounds a whole page, and the list restarts
-# at page one forever (seen here without -race too, under
-# load: still Listing, 0 events, after 60 s). Remove it from RACE_SKIP once
-# a page's timeout bounds progress, not the whole body.
+# at page one forever (a heavily loaded machine can do the same without
+# -race). Remove it from RACE_SKIP once a page's timeout bounds progress,
+# not the whole body.
 RACE_SKIP ?= ^TestLoop_LargeObjectsUnderMemoryLimit$$
 RACE_SKIP_PKGS ?= ./reconcile/
 # PLAIN_PKGS: the module's packages the race run does not test.
@@ -65,16 +65,16 @@ race: controlplane
 ## specs, the crcache harness copied into tools/crcache, CRCACHE_RUN) against
 ## jcache.New on the local control plane; fails on a failed spec not listed
 ## in jcache/CONFORMANCE-expected-failures.txt, and on a listed spec that
-## passes now. Ends with the harness's summary line. About 2-3 minutes.
+## passes now. Ends with the harness's summary line.
 CRCACHE_RUN ?= $(CURDIR)/tools/crcache/run.sh
 .PHONY: conformance
 conformance: controlplane
 	CRCACHE_RUN=$(CRCACHE_RUN) KUBEBUILDER_ASSETS=$(BIN) ./scripts/conformance.sh
 
-## fuzz: each fuzz target for a short fixed budget of executions (about
-## 10 s each here). A count, not a duration: with -fuzztime 10s, Go's fuzz
-## coordinator can fail with "context deadline exceeded" when the time runs
-## out while a worker is still minimizing a new input.
+## fuzz: each fuzz target for a short fixed budget of executions. A count,
+## not a duration: with -fuzztime 10s, Go's fuzz coordinator can fail
+## with "context deadline exceeded" when the time runs out while a worker
+## is still minimizing a new input.
 FUZZ_DECODE ?= 200000x
 FUZZ_DIFF ?= 50000x
 fuzz:
@@ -114,17 +114,16 @@ clean:
 ## rewritten. Set BENCH_PPROF=dir for the children's CPU and heap profiles
 ## (BENCH_TRACE=1 adds an execution trace beside each CPU profile).
 ## The 1,000,000-object run is a last size, by hand, e.g.
-## BENCH_N=20000,50000,200000,1000000: creating the 800,000 more objects
-## takes about 14 min at the ~1000/s measured here, and the full
-## informer's relist, 1.1 GiB of RSS at 200k, grows with N (not timed or
-## measured at 1M yet).
+## BENCH_N=20000,50000,200000,1000000: it creates the 800,000 more
+## objects, and the full informer's resident set grows with N
+## (BENCHMARKS.md has the figures).
 ## headline: one operator process over HEADLINE_N ConfigMaps of 1 KiB
 ## inside a memory limit of HEADLINE_LIMIT (a cgroup; GOMEMLIMIT at 90%),
 ## as a pod runs it: controller-runtime's cache, then jcache's drop-in
 ## (first start, restart), then jcache.Exact (first start, restart).
 ## Writes BENCHMARKS.md's headline section and docs/headline.svg. Needs
-## root (the cgroup). Creating 1,000,000 objects takes about 15 min the
-## first time; .cache/headline keeps them for the next run.
+## root (the cgroup). The first run creates HEADLINE_N objects;
+## .cache/headline keeps them for the next run.
 ## headline-secrets: the same over HEADLINE_SECRETS Secrets of 100 KiB,
 ## sealed on disk (docs/headline-secrets.svg).
 HEADLINE_N       ?= 1000000

@@ -27,9 +27,9 @@ package jcache
 // bounded batches beside the writer, and rewrites only the keys whose
 // values differ (a name the file does not record is built the same way).
 // Until it is done the index is pending in the file, and a read through
-// it takes the read-time path below: a List is correct throughout, after
-// the cache synced as before it, and the reindex is off the path to
-// the first reconcile. The goroutine ends when the reindex does, or
+// it takes the read-time path below: a List is correct throughout, the
+// cache syncs without waiting for the reindex, and the reindex is off the
+// path to the first reconcile. The goroutine ends when the reindex does, or
 // when the feed's last release stops it (the file closes after it).
 //
 // The read-time path stays: an index the file does not keep (the

@@ -26,8 +26,9 @@ import (
 // queue (its priority queue, with its metrics) holds per request waiting
 // in it at a million requests, in bytes, request name included: the
 // drop-in's peak grows by about this much per stored object at a start.
-// Measured by bench's BenchmarkControllerQueueRetained (queued-B/obj);
-// client-go's workqueue (UsePriorityQueue=false) holds about as much.
+// bench's BenchmarkControllerQueueRetained (queued-B/obj) measures it,
+// and client-go's workqueue (UsePriorityQueue=false) beside it;
+// BENCHMARKS.md has the figures.
 const QueueBytesPerObject = 333
 
 // warnQueueSize logs queueWarning's message before a handler's replay.

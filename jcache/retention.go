@@ -37,8 +37,8 @@ package jcache
 // plus whatever a handler that falls behind holds, plus, while the hold
 // is capped, up to the record's budget (catchup.go, recordBudget); the
 // file beside them holds each live key's latest object (the record, or a
-// copy once it is trimmed: about the live objects' JSON, ~1.3–2× with
-// bbolt's pages).
+// copy once it is trimmed: about the live objects' JSON, plus bbolt's
+// page overhead).
 // There is no hard cap by default (Retention.HardMaxBytes), because it
 // would trim events a handler has not been given: that handler then stops
 // with ErrTrimmed, logged. bbolt reuses the pages trimming frees; the file

@@ -19,7 +19,7 @@ package journal
 // time until the clock passes it again (at most D later): their Time is
 // then later than the wall clock at which they were journaled, by at most
 // D, and several events may share one Time. OffsetAt stays exact over
-// those stamps; measured against the stepped clock, retention by age keeps
+// those stamps; relative to the stepped clock, retention by age keeps
 // such events up to D longer, and --since T for a T inside the step finds
 // them from the first one stamped at or after T. Nothing is skipped or
 // read twice. The same holds for a clock that ran far ahead (a wrong date
@@ -27,8 +27,9 @@ package journal
 // until the clock reaches it, and retention by age keeps those events
 // until then (the event and byte limits still trim them). Keeping too
 // much is the side we choose: a time that went back would make OffsetAt
-// skip events, and retention by age trim events it should keep. A file written before this stamping (no metaLastTime) starts
-// from the time of its last retained event; times it holds from before a
+// skip events, and retention by age trim events it should keep. A file
+// that records no latest time (no metaLastTime) starts from the time of
+// its last retained event; times it holds from before a
 // step back are not repaired, and OffsetAt over them may land anywhere in
 // the stepped-back stretch.
 

@@ -11,8 +11,8 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// After Close, every read and wait reports ErrClosed, which errors.Is
-// matches (it was an unexported "journal: closed").
+// After Close, every read and wait reports ErrClosed, an exported
+// sentinel that errors.Is matches.
 func TestClosed_ErrClosedEverywhere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)

@@ -197,7 +197,7 @@ func (e Event) Synthesized() bool { return e.Origin != OriginWatch }
 // or 2 record decodes with PrevOffset 0.
 // A version byte with the bit 0x80 (sealedRecord) set is that version
 // whose Object is sealed (seal.go); without a sealed Object the bit is
-// never set, so files without sealing read as before.
+// never set, so a file without sealing holds no record with the bit.
 // Each version only appends fields, so the fields before them keep their
 // positions (record.go reads Key and Object by position). Files that may
 // hold version 2 records are schema 2, version 3 schema 3 (journal/bolt),

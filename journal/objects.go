@@ -43,15 +43,14 @@ package journal
 // (bench.BenchmarkJournalAppend …/nosync against …/nosync/objects). On
 // disk: the journal records already hold the objects; the bucket holds one
 // copy of each live key whose latest event was trimmed (at most the live
-// objects' bytes plus bbolt's page overhead, ~1.3–2×, for a journal
-// trimmed far behind every key's last change). Retention trimming costs
+// objects' bytes plus bbolt's page overhead, for a journal trimmed far
+// behind every key's last change). Retention trimming costs
 // one index lookup per deleted record, and one bucket put for each of a
 // live key whose latest object is that record or a newer one (so that it
 // can be the old object of the key's next retained event: "Previous
-// objects" below): the write the old design paid on every append is paid
-// at trim time, at most once per trimmed record
-// (bench.BenchmarkJournalTrim, every record copied, the worst case:
-// ~218,000 trimmed events/s without objects, ~63,000 with). A tombstone
+// objects" below): no append writes a copy, trimming writes at most one
+// per trimmed record (bench.BenchmarkJournalTrim measures the worst case,
+// every record copied; BENCHMARKS.md has its figures). A tombstone
 // (lastObject) costs an index decode and one record or bucket read in its
 // transaction, and its record holds the object's bytes, as a watch's
 // DELETED does.

@@ -44,7 +44,7 @@ package journal
 // Journal.Object open envelopes with the keyring the journal was opened
 // with (Options.Keyring); a key ID the keyring lacks is a *SealedError
 // (ErrSealed) naming the ID; a journal opened without a keyring reads
-// every unsealed object as before.
+// every unsealed object.
 //
 // Rotation. A Keyring holds several keys; the first (the primary) seals
 // every new object, and any key opens what it sealed. To rotate:
@@ -277,7 +277,7 @@ type sealer struct {
 
 // initSeal sets j's sealer from o and the resource the file records. A
 // read-only open of a file whose resource record does not decode still
-// opens, as before sealing: its sealed objects then fail to open
+// opens, as a file without sealing does: its sealed objects then fail to open
 // (ErrBadRecord); a writable one fails, so that nothing is written
 // unsealed that should be sealed.
 func (j *Journal) initSeal(o *Options) error {

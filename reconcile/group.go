@@ -12,9 +12,9 @@ package reconcile
 // by resources whose watches are independent. A 410 of one resource
 // relists that resource alone and rewrites none of the others' pages;
 // retention, consumers, the offline file check and the file rewrite
-// (journalctl compact) work per file as before; and journalctl's per-file
-// commands (events, index, stats, verify, relist --db FILE) read a
-// Group's files unchanged. The cost is one file lock and one fsync per
+// (journalctl compact) work per file, as for a lone journal; and
+// journalctl's per-file commands (events, index, stats, verify, relist
+// --db FILE) read a Group's files unchanged. The cost is one file lock and one fsync per
 // resource's commit, which for a handful of kinds is nothing.
 //
 // Files are named after their resource's GVR (FileName), so a directory

@@ -19,7 +19,7 @@ package bolt
 // <path>.lock, from Open to Close, reopens included: every writable Open
 // takes it first, and one that cannot (within Options.Timeout) fails with
 // storage.ErrLocked naming it. Read-only opens do not take it; bbolt's own shared
-// lock orders them against the writer as before (in the reopen's gap a
+// lock orders them against the writer (in the reopen's gap a
 // reader may get in, and the reopen waits for it: refresh.go). The lock
 // file's name stays put when journalctl compact renames a rewritten copy
 // over the database, so the lock outlives rewrites too.

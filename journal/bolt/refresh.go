@@ -18,9 +18,9 @@ package bolt
 // entry) and, after the commit that takes the count past its refresh pages
 // (defaultRefreshPages), reopens the file, at most once per refresh interval
 // (defaultRefreshInterval): its bookkeeping stays under about that many
-// entries (some 160 KB at 4,096; twice that with
-// readers always busy), or a second's worth of allocations for a writer
-// faster than that, whatever the object count or uptime.
+// entries (twice that with readers always busy), or a second's worth of
+// allocations for a writer faster than that, whatever the object count or
+// uptime.
 //
 // The reopen takes mu exclusively, so no transaction of this process runs
 // on the old handle. Until the count reaches twice the refresh pages it does so
@@ -60,7 +60,7 @@ const (
 	// opened make the next commit reopen it.
 	defaultRefreshPages int64 = 4096
 	// defaultRefreshInterval is the least time between two reopens. A
-	// reopen costs a few milliseconds and leaves the memory map cold (the
+	// reopen closes and opens the file and leaves the memory map cold (the
 	// first read of each page after it is a page fault), so a writer
 	// moving tens of megabytes a second reopens once a second, not every
 	// 16 MiB; the bookkeeping then stays under a second's worth of page

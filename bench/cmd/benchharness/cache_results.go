@@ -196,7 +196,7 @@ func (r *results) cacheSection() string {
 	}
 	var b strings.Builder
 	b.WriteString(cacheBegin + "\n\n")
-	b.WriteString("## controller-runtime's cache against jcache: an operator process (issue 23)\n\n")
+	b.WriteString("## controller-runtime's cache against jcache: an operator process\n\n")
 	b.WriteString(r.writtenBy())
 	fmt.Fprintf(&b, "N ConfigMaps of %d bytes of JSON as served, object i in namespace cache-<i mod %d> (N/%d a namespace), plus %d in %s, each labelled %s=true and %s=<i/%d>. %s",
 		r.cacheObjectBytes, cacheNamespaces, cacheNamespaces, cacheListN, cacheListNS, cacheLabel, groupLabel, cacheGroupSize, r.creationsText(r.cacheCreations))
@@ -230,7 +230,7 @@ func (r *results) cacheSection() string {
 - **heap / RSS**: as the other subjects (HeapInuse and VmRSS after runtime.GC and debug.FreeOSMemory), once every object was reconciled once (the workqueue the start filled has drained; its maps keep the size they grew to, as Go maps do not shrink: BenchmarkControllerQueueRetained in bench/queue_bench_test.go measures that part, the same in both subjects, and the targets show the heap less it when the run has that benchmark's output, -gobench); **anon RSS**: RssAnon (jcache's RSS also counts bbolt's mapped file pages).
 - **informer synced s**: from the parent's exec until the informer the controller watches (mgr.GetCache().GetInformer) reported HasSynced, polled every 5 ms: crcache, its store holds the list; jcache, its journal is current with the server (a list committed, or a resume the server proved), while the replay of the stored objects to the controller's handler, which the controller waits for (the handler registration's HasSynced), may still run. **first reconcile s**: from the parent's exec of the process to the reconciler's first call (in parentheses: from ctrl.NewManager in the process); **all reconciled**: from exec until every one of the objects was reconciled once; **start CPU**: the process's CPU time until then. **restart**: a new process on the same directory, nothing changed meanwhile (for crcache the same as a first start). **disk**: the directory's files after the restart's process exited. **load**: the 1-minute load average when the first start began (2 cores; other work may have run).
 `)
-	b.WriteString(targetsTable("target (issue 23)", r.cacheTargets()))
+	b.WriteString(targetsTable("target (the operator process: jcache against crcache)", r.cacheTargets()))
 	b.WriteString("\n" + cacheEnd + "\n")
 	return b.String()
 }

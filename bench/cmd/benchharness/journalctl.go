@@ -159,8 +159,8 @@ func freeAddr() (string, error) {
 
 // scrape reads the unlabeled gauges, counters and untyped samples of a
 // Prometheus text exposition, and those whose only label is resource
-// (package metrics labels every journal's series with its resource, since
-// 3f20a87), under their bare names: journalctl watch serves one journal.
+// (package metrics labels every journal's series with its resource),
+// under their bare names: journalctl watch serves one journal.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

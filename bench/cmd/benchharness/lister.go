@@ -324,7 +324,7 @@ func (r *results) readerTable() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nReaders (issue 11; bench/cmd/benchharness/lister.go): ConfigMaps of all namespaces (N in %s, %d in %s, a few elsewhere), one child each; heap as above; Get of a random typed ConfigMap of %s (%d times: Reader.Get against the informer lister's Get + DeepCopy), List of %s (median of %d: Reader.List against the lister's List + DeepCopy of each item).\n",
+	fmt.Fprintf(&b, "\nReaders (journal/cache's Reader against the informer's lister; bench/cmd/benchharness/lister.go): ConfigMaps of all namespaces (N in %s, %d in %s, a few elsewhere), one child each; heap as above; Get of a random typed ConfigMap of %s (%d times: Reader.Get against the informer lister's Get + DeepCopy), List of %s (median of %d: Reader.List against the lister's List + DeepCopy of each item).\n",
 		benchNS, listN, listNS, benchNS, readGets, listNS, readLists)
 	b.WriteString("\n| N | reader | objects | sync s | heap MiB | heap after reads MiB | Get p50 µs | Get p99 µs | List of 1,000 ms |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.readers {

@@ -90,8 +90,8 @@ func restartChild(kind string, n int, cfg *rest.Config, send func(report)) error
 // changes the parent made during the gap (the expected file in the
 // journal's directory, written by changedRelist; absent: nothing changed),
 // as checkJournal does, and says it in words. It runs after the relist's
-// end was taken; its cost (reading the relist's events: a few ms for
-// 10,000) counts in the relist's CPU time.
+// end was taken; its cost (reading the relist's events) counts in the
+// relist's CPU time.
 func (s *wjSubject) relistCheck() string {
 	var rr restartReport
 	if err := checkJournal(s.j, s.headBase, filepath.Join(filepath.Dir(s.j.Path()), expectedFile), &rr); err != nil {

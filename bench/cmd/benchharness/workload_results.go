@@ -169,7 +169,7 @@ func (r *results) workloadSection() string {
 	}
 	var b strings.Builder
 	b.WriteString(workloadsBegin + "\n\n")
-	b.WriteString("## Real shapes: Pods, a custom resource, Secrets (issue 25)\n\n")
+	b.WriteString("## Real shapes: Pods, a custom resource, Secrets\n\n")
 	b.WriteString(r.writtenBy())
 	b.WriteString("Each workload's objects are labelled " + workloadLabel + "=<workload>, and every subject watches with that label selector. " +
 		"The subjects and their measures are those of the ConfigMaps' table above (sync, burst, forced relists through a 410 Gone, a restart with nothing changed), " +
@@ -197,7 +197,7 @@ func (r *results) workloadSection() string {
 - **Subjects**: watchjournal, informer (typed for Pods and Secrets, client-go's defaults; dynamic for the custom resource) and bare-watch-list (the streaming list read and thrown away: the reference for the relist's peak heap), as in the ConfigMaps' table; crcache and jcache, the operator process of the cache section with For(the workload's type) (unstructured for the custom resource; jcache with jcache.Options{KeyFiles, SecretPayloads} for the Secrets), selecting the workload's label, a field index on its group label (` + groupLabel + `, 100 objects a value), reads as there but without the List of a namespace; **disk** is the cache directory after the restart, against the objects' served bytes.
 - **disk cost**: **file** is journal.Stats().FileSize once the burst was seen (default retention); **allocated** its allocated blocks (st_blocks × 512: bbolt grows the file by doubling it, up to 1 GiB steps, sparse until written, so at small N the file size is mostly room not yet used); **served** the sum of the objects' JSON as served (a paginated list's items), after the subjects' bursts; **written B / event** the child's /proc/self/io write_bytes over the burst ÷ the burst's updates; **commits** the loop's journal commits over the burst (reconcile.Status.CommitLatency.Count; bbolt fsyncs twice a commit: the pages, then the meta page), **commits/s** over the burst's time (first write to the last seen).
 `)
-	b.WriteString(targetsTable("target (issue 25)", r.workloadTargets()))
+	b.WriteString(targetsTable("target (each workload and N)", r.workloadTargets()))
 	b.WriteString("\n" + workloadsEnd + "\n")
 	return b.String()
 }
