@@ -75,15 +75,34 @@ func (x *indexer) LastStoreSyncResourceVersion() string {
 // in key order, in one read transaction; fn runs on the caller's
 // goroutine, one call at a time.
 func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) error) error {
+	return x.scanPlanned(prefix, nil, fn)
+}
+
+// scanPlanned is scan of the objects p selects (readplan.go), up to its
+// limit: the others are not decoded. A nil p selects every object.
+func (x *indexer) scanPlanned(prefix string, p *readPlan, fn func(key string, obj runtime.Object) error) error {
 	if x.inf.f == nil {
 		return x.inf.err
 	}
 	pending := x.inf.f.tail.overlay(prefix)
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		d := readDecoder{inf: x.inf, fn: fn} // decoded on all cores (readdecode.go)
+		var n int64
 		add := func(k string, b []byte) error {
 			x.inf.f.readObject(len(b))
-			return d.add(k, b)
+			if ok, err := p.selects(b); err != nil || !ok {
+				if err != nil {
+					return fmt.Errorf("jcache: %s: %w", k, err)
+				}
+				return nil
+			}
+			if err := d.add(k, b); err != nil {
+				return err
+			}
+			if n++; p != nil && p.limit > 0 && n >= p.limit {
+				return errPlanDone
+			}
+			return nil
 		}
 		m := &merge{o: pending.above(v.Head()), emit: add}
 		err := v.Scan(prefix, func(k string, b []byte) (bool, error) {
@@ -100,7 +119,11 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 			err = m.rest()
 		}
 		// The objects before an error are handed over first.
-		if ferr := d.flush(); err == nil {
+		ferr := d.flush()
+		if errors.Is(err, errPlanDone) {
+			err = nil
+		}
+		if err == nil {
 			err = ferr
 		}
 		return err
@@ -228,6 +251,13 @@ func errNoIndex(name string) error {
 
 // byIndex calls fn with each object whose index name includes value.
 func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Object)) error {
+	if name == planIndex {
+		p, prefix, err := x.planned(value)
+		if err != nil {
+			return err
+		}
+		return x.scanPlanned(prefix, p, func(k string, o runtime.Object) error { fn(k, o); return nil })
+	}
 	if name == toolscache.NamespaceIndex {
 		return x.scan(value+"/", func(k string, o runtime.Object) error { fn(k, o); return nil })
 	}

@@ -62,6 +62,9 @@ type informer struct {
 	handlersWG sync.WaitGroup
 
 	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+	// plans are the planned Lists in flight of the informer's cache
+	// (readplan.go); nil outside a cache.
+	plans *readPlans
 
 	// onDecode, when set, is applied to every object the informer
 	// decodes; nil in a cache (the transform ran before the disk). Tests
@@ -94,7 +97,12 @@ func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(
 // decodeRead is decode for a read (Get, List, an index): a typed object
 // keeps its kind and apiVersion, as controller-runtime's reader sets them
 // on the copies it returns (jcache has it skip that copy: newCache).
-func (i *informer) decodeRead(b []byte) (runtime.Object, error) { return i.decodeAs(b, true) }
+func (i *informer) decodeRead(b []byte) (runtime.Object, error) {
+	if o := i.options(); o != nil && o.hooks.readDecodes != nil {
+		o.hooks.readDecodes.Add(1)
+	}
+	return i.decodeAs(b, true)
+}
 
 func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
 	obj, err := i.decodeStored(b, typeMeta)

@@ -217,6 +217,7 @@ type Cache struct {
 	built     builtInformers // for RemoveInformer (unstarted.go)
 	shard     *shardGroup    // nil unless Options.Shard (shardgroup.go)
 	shardRes  *ShardOptions
+	plans     readPlans // planned Lists in flight (readplan.go)
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -391,6 +392,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			f, err = acquire(cfg, dir, res, &o)
 		}
 		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		inf.plans = &c.plans
 		if err == nil && c.shardRes.sharded(res.GVR.GroupResource()) {
 			inf.shard = c.shard
 		}
