@@ -44,6 +44,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/journal"
+	jc "github.com/watchjournal/watchjournal/journal/cache"
 )
 
 // errReadOnly is every Store write's error.
@@ -88,9 +89,10 @@ func (x *indexer) scanPlanned(prefix string, p *readPlan, fn func(key string, ob
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		d := readDecoder{inf: x.inf, fn: fn} // decoded on all cores (readdecode.go)
 		var n int64
+		var ls jc.LabelSet
 		add := func(k string, b []byte) error {
 			x.inf.f.readObject(len(b))
-			if ok, err := p.selects(b); err != nil || !ok {
+			if ok, err := p.selects(b, &ls); err != nil || !ok {
 				if err != nil {
 					return fmt.Errorf("jcache: %s: %w", k, err)
 				}

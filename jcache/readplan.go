@@ -20,7 +20,7 @@ package jcache
 // "__all_namespaces/<token>" for all namespaces
 // (internal.KeyToNamespacedKey). The indexer walks the scope's stored
 // objects in key order, reads each one's labels alone from its bytes
-// (cache.Labels: of protobuf, the labels field of its metadata), decodes
+// (cache.LabelSet: of protobuf, the labels field of its metadata), decodes
 // only those the selector matches, and stops once Limit of them are
 // decoded. The reader then applies the selector and Limit again, to
 // objects that pass both, and sets the list and its Continue
@@ -137,14 +137,14 @@ func (x *indexer) planned(value string) (*readPlan, string, error) {
 	return p, ns + "/", nil
 }
 
-// selects reports whether the stored object b is one p keeps.
-func (p *readPlan) selects(b []byte) (bool, error) {
+// selects reports whether the stored object b is one p keeps; ls holds
+// its labels (reused across the objects of a read).
+func (p *readPlan) selects(b []byte, ls *jc.LabelSet) (bool, error) {
 	if p == nil || p.labels == nil {
 		return true, nil
 	}
-	l, err := jc.Labels(b)
-	if err != nil {
+	if err := ls.Read(b); err != nil {
 		return false, err
 	}
-	return p.labels.Matches(labels.Set(l)), nil
+	return p.labels.Matches(ls), nil
 }

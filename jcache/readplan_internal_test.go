@@ -1,6 +1,7 @@
 package jcache
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,15 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/journal"
 )
 
 // labelledFile is a file of n ConfigMaps in namespace ns, one in 100
-// labelled sel=yes, the others sel=no.
-func labelledFile(b testing.TB, n int) *journal.Journal {
+// labelled sel=yes, the others sel=no, stored as JSON, or with proto as
+// Kubernetes protobuf (as a watch of a built-in kind stores them).
+func labelledFile(b testing.TB, n int, proto bool) *journal.Journal {
+	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	b.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j, err := journal.Open(filepath.Join(b.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
@@ -42,10 +47,16 @@ func labelledFile(b testing.TB, n int) *journal.Journal {
 			}
 			cm.Annotations = map[string]string{"note": "an annotation of some length, as objects carry"}
 			cm.Data = map[string]string{"v": fmt.Sprint(i), "w": "some data of the object"}
-			b, err := json.Marshal(cm)
+			var buf bytes.Buffer
+			err := json.NewEncoder(&buf).Encode(cm)
+			if proto {
+				buf.Reset()
+				err = pb.Encode(cm, &buf)
+			}
 			if err != nil {
 				return err
 			}
+			b := buf.Bytes()
 			k := "ns/" + cm.Name
 			if _, err := tx.Append(&journal.Event{Type: journal.Added, Key: k, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Object: b, Origin: journal.OriginWatch}); err != nil {
 				return err
@@ -63,7 +74,7 @@ func labelledFile(b testing.TB, n int) *journal.Journal {
 // the objects its selector matches, in key order, at most its limit, and
 // an unknown plan is an error.
 func TestRead_PlannedSelectsAndLimits(t *testing.T) {
-	inf := replayInformer(labelledFile(t, 1000), 0)
+	inf := replayInformer(labelledFile(t, 1000, true), 0)
 	inf.plans = &readPlans{}
 	sel := labels.SelectorFromSet(labels.Set{"sel": "yes"})
 	for _, tc := range []struct {
@@ -110,55 +121,63 @@ func names(first, step, count int) []string {
 }
 
 // BenchmarkRead_LabelSelected: a List of a namespace of 1,000 ConfigMaps
-// (JSON) with a label selector that matches 10, as controller-runtime's
-// reader does it over the indexer (every object decoded, then selected)
-// and planned (labels read first, the 10 decoded).
+// (JSON, protobuf) with a label selector that matches 10, as
+// controller-runtime's reader does it over the indexer (every object
+// decoded, then selected) and planned (labels read first, the 10
+// decoded).
 func BenchmarkRead_LabelSelected(b *testing.B) {
-	inf := replayInformer(labelledFile(b, 1000), 0)
-	inf.plans = &readPlans{}
 	sel := labels.SelectorFromSet(labels.Set{"sel": "yes"})
-	b.Run("decode all, then select", func(b *testing.B) {
-		for b.Loop() {
-			objs, err := inf.idx.ByIndex(toolscache.NamespaceIndex, "ns")
-			var n int
-			for _, o := range objs {
-				if sel.Matches(labels.Set(o.(runtime.Object).(*corev1.ConfigMap).Labels)) {
-					n++
-				}
-			}
-			if err != nil || n != 10 {
-				b.Fatalf("%d matches, %v", n, err)
-			}
-		}
-	})
-	b.Run("planned", func(b *testing.B) {
-		tok := inf.plans.add(&readPlan{labels: sel})
-		for b.Loop() {
-			if objs, err := inf.idx.ByIndex(planIndex, "ns/"+tok); err != nil || len(objs) != 10 {
-				b.Fatalf("%d objects, %v", len(objs), err)
-			}
-		}
-	})
-}
-
-// BenchmarkRead_Get: a Get of one of 1,000 stored ConfigMaps, typed and
-// unstructured.
-func BenchmarkRead_Get(b *testing.B) {
-	j := labelledFile(b, 1000)
-	typed := replayInformer(j, 0)
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
-	unstr := newInformer(typed.f, nil, u, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, typed.log)
-	for name, inf := range map[string]*informer{"typed": typed, "unstructured": unstr} {
-		b.Run(name, func(b *testing.B) {
-			i := 0
+	for _, enc := range []string{"json", "protobuf"} {
+		inf := replayInformer(labelledFile(b, 1000, enc == "protobuf"), 0)
+		inf.plans = &readPlans{}
+		b.Run(enc+"/decode all, then select", func(b *testing.B) {
 			for b.Loop() {
-				k := fmt.Sprintf("ns/o%06d", i%1000)
-				i += 7
-				if _, ok, err := inf.idx.GetByKey(k); err != nil || !ok {
-					b.Fatalf("GetByKey(%s) = %v, %v", k, ok, err)
+				objs, err := inf.idx.ByIndex(toolscache.NamespaceIndex, "ns")
+				var n int
+				for _, o := range objs {
+					if sel.Matches(labels.Set(o.(runtime.Object).(*corev1.ConfigMap).Labels)) {
+						n++
+					}
+				}
+				if err != nil || n != 10 {
+					b.Fatalf("%d matches, %v", n, err)
 				}
 			}
 		})
+		b.Run(enc+"/planned", func(b *testing.B) {
+			tok := inf.plans.add(&readPlan{labels: sel})
+			for b.Loop() {
+				if objs, err := inf.idx.ByIndex(planIndex, "ns/"+tok); err != nil || len(objs) != 10 {
+					b.Fatalf("%d objects, %v", len(objs), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRead_Get: a Get of one of 1,000 stored ConfigMaps (JSON,
+// protobuf), typed and unstructured.
+func BenchmarkRead_Get(b *testing.B) {
+	for _, enc := range []string{"json", "protobuf"} {
+		j := labelledFile(b, 1000, enc == "protobuf")
+		typed := replayInformer(j, 0)
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
+		unstr := newInformer(typed.f, nil, u, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, typed.log)
+		for _, tc := range []struct {
+			name string
+			inf  *informer
+		}{{"typed", typed}, {"unstructured", unstr}} {
+			b.Run(enc+"/"+tc.name, func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					k := fmt.Sprintf("ns/o%06d", i%1000)
+					i += 7
+					if _, ok, err := tc.inf.idx.GetByKey(k); err != nil || !ok {
+						b.Fatalf("GetByKey(%s) = %v, %v", k, ok, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -39,22 +39,41 @@ const (
 	protoMapValue   = 2  // a map entry's value
 )
 
+// Label is one label of a stored object. Key and Value alias the stored
+// bytes where they need no unquoting (valid only while those are).
+type Label struct{ Key, Value []byte }
+
 // Labels returns the labels of a stored object (nil when it has none),
-// decoding nothing else of it. The error matches ErrBadObject for a
-// protobuf object that does not parse or whose kind has no metadata at
-// field 1; a JSON object that does not parse is encoding/json's error.
+// decoding nothing else of it. The error matches ErrBadObject for an
+// object that does not parse, or a protobuf object whose kind has no
+// metadata at field 1.
 func Labels(b []byte) (map[string]string, error) {
+	ls, err := AppendLabels(nil, b)
+	if err != nil || len(ls) == 0 {
+		return nil, err
+	}
+	out := make(map[string]string, len(ls))
+	for _, l := range ls {
+		out[string(l.Key)] = string(l.Value)
+	}
+	return out, nil
+}
+
+// AppendLabels appends the labels of a stored object to dst, in the
+// order stored (a later duplicate key wins, as in a decoded map), and
+// returns it: Labels without building a map, and without copying a key
+// or value that needs no unquoting. Errors are Labels'.
+func AppendLabels(dst []Label, b []byte) ([]Label, error) {
 	if !IsProto(b) {
-		return jsonLabels(b)
+		return jsonLabels(dst, b)
 	}
 	env, err := parseEnvelope(b)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	if env.ki.typ == nil || !env.ki.metaFirst {
-		return nil, fmt.Errorf("%w: protobuf %v: no metadata at field 1", ErrBadObject, env.gvk)
+		return dst, fmt.Errorf("%w: protobuf %v: no metadata at field 1", ErrBadObject, env.gvk)
 	}
-	var out map[string]string
 	err = protofields.Each(env.raw, func(num protowire.Number, meta []byte) error {
 		if num != protoObjectMeta {
 			return nil
@@ -63,30 +82,24 @@ func Labels(b []byte) (map[string]string, error) {
 			if num != protoLabels {
 				return nil
 			}
-			var k, v string
+			var l Label
 			err := protofields.Each(entry, func(num protowire.Number, b []byte) error {
 				switch num {
 				case protoMapKey:
-					k = string(b)
+					l.Key = b
 				case protoMapValue:
-					v = string(b)
+					l.Value = b
 				}
 				return nil
 			})
-			if err != nil {
-				return err
-			}
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-			return nil
+			dst = append(dst, l)
+			return err
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: protobuf %v labels: %w", ErrBadObject, env.gvk, err)
+		return dst, fmt.Errorf("%w: protobuf %v labels: %w", ErrBadObject, env.gvk, err)
 	}
-	return out, nil
+	return dst, nil
 }
 
 // labelsDecoder is a jsontext decoder and its reader, reused by
@@ -101,9 +114,8 @@ var decoders = sync.Pool{New: func() any { return new(labelsDecoder) }}
 // errDone ends a walk once the labels are read.
 var errDone = errors.New("done")
 
-// jsonLabels is Labels of a JSON object.
-func jsonLabels(b []byte) (map[string]string, error) {
-	var out map[string]string
+// jsonLabels is AppendLabels of a JSON object.
+func jsonLabels(dst []Label, b []byte) ([]Label, error) {
 	ld := decoders.Get().(*labelsDecoder)
 	ld.r.Reset(b)
 	dec := &ld.dec
@@ -121,7 +133,7 @@ func jsonLabels(b []byte) (map[string]string, error) {
 				return false, nil
 			}
 			return true, eachMember(dec, func(key []byte) (bool, error) {
-				k, err := unquote(key)
+				k, err := unquote(key, b, dec.InputOffset())
 				if err != nil {
 					return true, err
 				}
@@ -132,14 +144,11 @@ func jsonLabels(b []byte) (map[string]string, error) {
 				if v.Kind() != '"' {
 					return true, fmt.Errorf("label %q: %v, not a string", k, v.Kind())
 				}
-				vs, err := unquote(v)
+				vs, err := unquote(v, b, dec.InputOffset())
 				if err != nil {
 					return true, err
 				}
-				if out == nil {
-					out = map[string]string{}
-				}
-				out[k] = vs
+				dst = append(dst, Label{Key: k, Value: vs})
 				return true, nil
 			})
 		})
@@ -149,16 +158,21 @@ func jsonLabels(b []byte) (map[string]string, error) {
 		return true, err
 	})
 	if err != nil && !errors.Is(err, errDone) {
-		return nil, fmt.Errorf("%w: JSON labels: %w", ErrBadObject, err)
+		return dst, fmt.Errorf("%w: JSON labels: %w", ErrBadObject, err)
 	}
-	return out, nil
+	return dst, nil
 }
 
-// unquote returns the JSON string q unquoted, invalid UTF-8 replaced as
-// the decoders replace it.
-func unquote(q []byte) (string, error) {
-	if inner := q[1 : len(q)-1]; !bytes.ContainsRune(inner, '\\') && utf8.Valid(inner) {
-		return string(inner), nil
+// unquote returns the JSON string q, which ends at offset end of src (the
+// decoder's input), unquoted, invalid UTF-8 replaced as the decoders
+// replace it: src's own bytes when q is a plain string, else a copy.
+func unquote(q, src []byte, end int64) ([]byte, error) {
+	inner := q[1 : len(q)-1]
+	if !bytes.ContainsRune(inner, '\\') && utf8.Valid(inner) {
+		if start := end - int64(len(q)); start >= 0 && end <= int64(len(src)) {
+			return src[start+1 : end-1], nil
+		}
+		return bytes.Clone(inner), nil
 	}
 	if !utf8.Valid(q) {
 		// Each byte that begins no valid sequence becomes U+FFFD.
@@ -170,8 +184,7 @@ func unquote(q []byte) (string, error) {
 		}
 		q = valid
 	}
-	u, err := jsontext.AppendUnquote(nil, q)
-	return string(u), err
+	return jsontext.AppendUnquote(nil, q)
 }
 
 // isName reports whether the quoted JSON string q is name.

@@ -35,3 +35,19 @@ func TestLabels_JSON(t *testing.T) {
 		}
 	}
 }
+
+// AppendLabels gives JSON's plain keys and values as the stored bytes
+// themselves, at their place.
+func TestAppendLabels_AliasesJSON(t *testing.T) {
+	js := []byte(`{"metadata":{"labels":{"a":"b","c\u0064":"e"}}}`)
+	ls, err := AppendLabels(nil, js)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("AppendLabels = %q, %v", ls, err)
+	}
+	if string(ls[0].Key) != "a" || string(ls[0].Value) != "b" || &ls[0].Key[0] != &js[24] || &ls[0].Value[0] != &js[28] {
+		t.Errorf("first label %q=%q does not alias the stored bytes", ls[0].Key, ls[0].Value)
+	}
+	if string(ls[1].Key) != "cd" || string(ls[1].Value) != "e" {
+		t.Errorf("second label %q=%q; want cd=e", ls[1].Key, ls[1].Value)
+	}
+}
