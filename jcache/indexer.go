@@ -193,6 +193,9 @@ func (x *indexer) GetByKey(key string) (any, bool, error) {
 			return err
 		}
 		x.inf.f.readObject(len(b))
+		if out = x.inf.recent.get(key, b, x.inf.readTypeMeta); out != nil {
+			return nil // given to a handler from these bytes (recent.go)
+		}
 		out, err = x.inf.decodeRead(b)
 		return err
 	})

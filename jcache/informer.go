@@ -24,6 +24,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -62,6 +63,11 @@ type informer struct {
 	handlersWG sync.WaitGroup
 
 	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+	recent  recentObjects  // given to handlers, for the Gets that follow (recent.go)
+	// readGVK is the kind and apiVersion of the file's typed objects as
+	// a read decodes them, noted by the first typed decode for a
+	// handler; nil before it.
+	readGVK atomic.Pointer[schema.GroupVersionKind]
 	// plans are the planned Lists in flight of the informer's cache
 	// (readplan.go); nil outside a cache.
 	plans *readPlans
@@ -127,7 +133,12 @@ func (i *informer) decodeStored(b []byte, typeMeta bool) (runtime.Object, error)
 	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		obj.GetObjectKind().SetGroupVersionKind(i.gvk)
 	} else if !typeMeta {
-		// As a typed informer's objects: decoded without TypeMeta.
+		// As a typed informer's objects: decoded without TypeMeta; the
+		// kind and apiVersion a read keeps are noted (recent.go).
+		if i.readGVK.Load() == nil {
+			gvk := obj.GetObjectKind().GroupVersionKind()
+			i.readGVK.Store(&gvk)
+		}
 		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	}
 	return obj, nil

@@ -156,7 +156,8 @@ func BenchmarkRead_LabelSelected(b *testing.B) {
 }
 
 // BenchmarkRead_Get: a Get of one of 1,000 stored ConfigMaps (JSON,
-// protobuf), typed and unstructured.
+// protobuf), typed and unstructured, and typed just after a handler was
+// given the object (a deep copy of it, recent.go).
 func BenchmarkRead_Get(b *testing.B) {
 	for _, enc := range []string{"json", "protobuf"} {
 		j := labelledFile(b, 1000, enc == "protobuf")
@@ -164,10 +165,31 @@ func BenchmarkRead_Get(b *testing.B) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
 		unstr := newInformer(typed.f, nil, u, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, 0, nil, typed.log)
+		// A second informer whose objects were all just given to a
+		// handler (recent.go).
+		given := replayInformer(j, 0)
+		err := j.ViewObjects(func(v *journal.ObjectView) error {
+			for i := range 1000 {
+				k := fmt.Sprintf("ns/o%06d", i)
+				b, _, err := v.Get(k)
+				if err != nil {
+					return err
+				}
+				o, err := given.decode(b)
+				if err != nil {
+					return err
+				}
+				given.recent.put(k, b, o)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, tc := range []struct {
 			name string
 			inf  *informer
-		}{{"typed", typed}, {"unstructured", unstr}} {
+		}{{"typed", typed}, {"unstructured", unstr}, {"typed, given to a handler", given}} {
 			b.Run(enc+"/"+tc.name, func(b *testing.B) {
 				i := 0
 				for b.Loop() {
