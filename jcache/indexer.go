@@ -8,7 +8,10 @@ package jcache
 // (journal.ObjectView): keys are the journal's index keys, which are
 // exactly client-go's MetaNamespaceKeyFunc keys (<namespace>/<name>, or
 // <name>). Objects are decoded fresh on every call (stored transformed:
-// transform.go), so nothing is kept in memory between calls.
+// transform.go), except a Get of an object a handler was just given from
+// the same bytes, a deep copy of it (a bounded set: recent.go). A List
+// with a label selector or Limit reaches the indexer as a read plan and
+// decodes only the objects it returns (readplan.go).
 // controller-runtime's reader is
 // told not to deep-copy them (newCache): each is already the caller's own.
 //
