@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -192,13 +194,20 @@ func BenchmarkRead_Get(b *testing.B) {
 		}{{"typed", typed}, {"unstructured", unstr}, {"typed, given to a handler", given}} {
 			b.Run(enc+"/"+tc.name, func(b *testing.B) {
 				i := 0
+				var took []time.Duration
 				for b.Loop() {
 					k := fmt.Sprintf("ns/o%06d", i%1000)
 					i += 7
-					if _, ok, err := tc.inf.idx.GetByKey(k); err != nil || !ok {
+					t0 := time.Now()
+					_, ok, err := tc.inf.idx.GetByKey(k)
+					took = append(took, time.Since(t0))
+					if err != nil || !ok {
 						b.Fatalf("GetByKey(%s) = %v, %v", k, ok, err)
 					}
 				}
+				slices.Sort(took)
+				b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
 			})
 		}
 	}
