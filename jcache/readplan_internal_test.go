@@ -159,7 +159,8 @@ func BenchmarkRead_LabelSelected(b *testing.B) {
 
 // BenchmarkRead_Get: a Get of one of 1,000 stored ConfigMaps (JSON,
 // protobuf), typed and unstructured, and typed just after a handler was
-// given the object (a deep copy of it, recent.go).
+// given the object (a deep copy of it for JSON, recent.go; protobuf is
+// decoded as before).
 func BenchmarkRead_Get(b *testing.B) {
 	for _, enc := range []string{"json", "protobuf"} {
 		j := labelledFile(b, 1000, enc == "protobuf")

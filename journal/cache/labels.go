@@ -59,3 +59,8 @@ func (s *LabelSet) Get(key string) string {
 	v, _ := s.Lookup(key)
 	return v
 }
+
+// IsProtobuf reports whether a stored object is in Kubernetes protobuf
+// (the built-in kinds a watch or streaming list sent so); otherwise it is
+// JSON as served.
+func IsProtobuf(b []byte) bool { return storedobj.IsProto(b) }
