@@ -22,8 +22,9 @@ package jcache
 //
 // Bounded: at most recentMax objects and recentMaxBytes of their stored
 // bytes (an object larger than a quarter of that is not kept), the
-// oldest put dropped first; memory is flat in the number of objects. A
-// Get of a key not recently given to a handler costs one map lookup.
+// oldest put dropped first: per informer, 2 MiB of stored bytes and
+// their decoded objects, flat in the number of objects. A Get of a key
+// not recently given to a handler costs one map lookup.
 
 import (
 	"bytes"
@@ -39,8 +40,8 @@ import (
 // recentMax bounds the objects an informer keeps, recentMaxBytes their
 // stored bytes.
 const (
-	recentMax      = 1024
-	recentMaxBytes = 8 << 20
+	recentMax      = 512
+	recentMaxBytes = 2 << 20
 )
 
 type recentEntry struct {
