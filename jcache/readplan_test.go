@@ -59,13 +59,13 @@ func createLabelled(t *testing.T, kube kubernetes.Interface, ns string, n int, w
 // listed is a List's outcome: the keys of its items in order, its
 // Continue, and its error's text.
 type listed struct {
-	keys      []string
-	continue_ string
-	err       string
+	keys []string
+	cont string
+	err  string
 }
 
 func (l listed) String() string {
-	return fmt.Sprintf("%d items %v, continue %q, error %q", len(l.keys), l.keys, l.continue_, l.err)
+	return fmt.Sprintf("%d items %v, continue %q, error %q", len(l.keys), l.keys, l.cont, l.err)
 }
 
 func listOf(c client.Reader, newList func() client.ObjectList, opts ...client.ListOption) listed {
@@ -76,7 +76,7 @@ func listOf(c client.Reader, newList func() client.ObjectList, opts ...client.Li
 		out.err = err.Error()
 		return out
 	}
-	out.continue_ = list.GetContinue()
+	out.cont = list.GetContinue()
 	items, err := meta.ExtractList(list)
 	if err != nil {
 		out.err = err.Error()
@@ -153,7 +153,7 @@ func TestCache_ListSelectsBeforeDecoding(t *testing.T) {
 						t.Errorf("%s: decoded %d objects, want at most %d", what, d, most)
 					}
 					crGot = listOf(cr.c, newList, opts...)
-					if got.continue_ != crGot.continue_ || got.err != crGot.err {
+					if got.cont != crGot.cont || got.err != crGot.err {
 						t.Errorf("%s: jcache's List = %v\ncontroller-runtime's = %v", what, got, crGot)
 					}
 					return got, crGot
@@ -182,7 +182,7 @@ func TestCache_ListSelectsBeforeDecoding(t *testing.T) {
 					t.Errorf("label selector, Limit 3: jcache's List = %v\ncontroller-runtime's = %v\nwant %v", got, crGot, want[:3])
 				}
 
-				opts = append(slices.Clone(scope.opts), sel, client.Limit(5), client.Continue(got.continue_))
+				opts = append(slices.Clone(scope.opts), sel, client.Limit(5), client.Continue(got.cont))
 				check("Continue", 0, opts...)
 			})
 		}

@@ -22,7 +22,7 @@ package jcache
 //
 // Bounded: at most recentMax objects and recentMaxBytes of their stored
 // bytes (an object larger than a quarter of that is not kept), the
-// oldest put dropped first: per informer, 2 MiB of stored bytes and
+// oldest put dropped first: per informer, 2 MiB of stored bytes plus
 // their decoded objects, flat in the number of objects. A Get of a key
 // not recently given to a handler costs one map lookup.
 
