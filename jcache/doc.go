@@ -13,9 +13,13 @@
 //
 // # Guarantees
 //
-//   - Get and List decode fresh objects from the file on each call;
-//     nothing is kept on the heap between calls, and no two reads share
-//     memory (indexer.go). IndexField's indexes are kept in the file,
+//   - Get and List read the file on each call and return objects of the
+//     caller's own: decoded afresh, or, for a Get of an object stored as
+//     JSON that a handler was just given from the same bytes, a deep
+//     copy of it (at most 512 such objects and 2 MiB of their bytes per
+//     informer: recent.go); no two reads share memory (indexer.go). A
+//     List with a label selector or Limit decodes only the objects it
+//     returns (readplan.go). IndexField's indexes are kept in the file,
 //     written with the object, and reindexed at every start with the
 //     function given now (a changed function is followed, only what
 //     differs is rewritten); until the reindex is done a read

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
@@ -23,6 +24,13 @@ func WithReplayChunk(o Options, n int) Options {
 // appends at least every d (testhooks.go).
 func WithRetentionInterval(o Options, d time.Duration) Options {
 	o.hooks.retentionInterval = d
+	return o
+}
+
+// WithReadDecodes returns o whose cache adds to n each object a read
+// decodes (testhooks.go).
+func WithReadDecodes(o Options, n *atomic.Int64) Options {
+	o.hooks.readDecodes = n
 	return o
 }
 

@@ -454,12 +454,14 @@ func (i *informer) dispatchPrev(e journal.Event, h toolscache.ResourceEventHandl
 		if err != nil {
 			return err
 		}
+		i.recent.put(e.Key, e.Object, o)
 		h.OnAdd(o, false)
 	case journal.Modified:
 		o, err := i.object(e, e.Object, e.ResourceVersion)
 		if err != nil {
 			return err
 		}
+		i.recent.put(e.Key, e.Object, o)
 		prev, err := previous(e)
 		if err != nil {
 			return err

@@ -8,7 +8,10 @@ package jcache
 // (journal.ObjectView): keys are the journal's index keys, which are
 // exactly client-go's MetaNamespaceKeyFunc keys (<namespace>/<name>, or
 // <name>). Objects are decoded fresh on every call (stored transformed:
-// transform.go), so nothing is kept in memory between calls.
+// transform.go), except a Get of an object a handler was just given from
+// the same bytes, a deep copy of it (a bounded set: recent.go). A List
+// with a label selector or Limit reaches the indexer as a read plan and
+// decodes only the objects it returns (readplan.go).
 // controller-runtime's reader is
 // told not to deep-copy them (newCache): each is already the caller's own.
 //
@@ -44,6 +47,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchjournal/watchjournal/journal"
+	jc "github.com/watchjournal/watchjournal/journal/cache"
 )
 
 // errReadOnly is every Store write's error.
@@ -75,15 +79,35 @@ func (x *indexer) LastStoreSyncResourceVersion() string {
 // in key order, in one read transaction; fn runs on the caller's
 // goroutine, one call at a time.
 func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) error) error {
+	return x.scanPlanned(prefix, nil, fn)
+}
+
+// scanPlanned is scan of the objects p selects (readplan.go), up to its
+// limit: the others are not decoded. A nil p selects every object.
+func (x *indexer) scanPlanned(prefix string, p *readPlan, fn func(key string, obj runtime.Object) error) error {
 	if x.inf.f == nil {
 		return x.inf.err
 	}
 	pending := x.inf.f.tail.overlay(prefix)
 	return x.inf.f.j.ViewObjects(func(v *journal.ObjectView) error {
 		d := readDecoder{inf: x.inf, fn: fn} // decoded on all cores (readdecode.go)
+		var n int64
+		var ls jc.LabelSet
 		add := func(k string, b []byte) error {
 			x.inf.f.readObject(len(b))
-			return d.add(k, b)
+			if ok, err := p.selects(b, &ls); err != nil || !ok {
+				if err != nil {
+					return fmt.Errorf("jcache: %s: %w", k, err)
+				}
+				return nil
+			}
+			if err := d.add(k, b); err != nil {
+				return err
+			}
+			if n++; p != nil && p.limit > 0 && n >= p.limit {
+				return errPlanDone
+			}
+			return nil
 		}
 		m := &merge{o: pending.above(v.Head()), emit: add}
 		err := v.Scan(prefix, func(k string, b []byte) (bool, error) {
@@ -100,7 +124,11 @@ func (x *indexer) scan(prefix string, fn func(key string, obj runtime.Object) er
 			err = m.rest()
 		}
 		// The objects before an error are handed over first.
-		if ferr := d.flush(); err == nil {
+		ferr := d.flush()
+		if errors.Is(err, errPlanDone) {
+			err = nil
+		}
+		if err == nil {
 			err = ferr
 		}
 		return err
@@ -168,6 +196,9 @@ func (x *indexer) GetByKey(key string) (any, bool, error) {
 			return err
 		}
 		x.inf.f.readObject(len(b))
+		if out = x.inf.recent.get(key, b, x.inf.readTypeMeta); out != nil {
+			return nil // given to a handler from these bytes (recent.go)
+		}
 		out, err = x.inf.decodeRead(b)
 		return err
 	})
@@ -228,6 +259,13 @@ func errNoIndex(name string) error {
 
 // byIndex calls fn with each object whose index name includes value.
 func (x *indexer) byIndex(name, value string, fn func(key string, o runtime.Object)) error {
+	if name == planIndex {
+		p, prefix, err := x.planned(value)
+		if err != nil {
+			return err
+		}
+		return x.scanPlanned(prefix, p, func(k string, o runtime.Object) error { fn(k, o); return nil })
+	}
 	if name == toolscache.NamespaceIndex {
 		return x.scan(value+"/", func(k string, o runtime.Object) error { fn(k, o); return nil })
 	}

@@ -24,6 +24,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -62,6 +63,14 @@ type informer struct {
 	handlersWG sync.WaitGroup
 
 	decoded decodedObjects // decoded at write time, for the handlers (decoded.go)
+	recent  recentObjects  // given to handlers, for the Gets that follow (recent.go)
+	// readGVK is the kind and apiVersion of the file's typed objects as
+	// a read decodes them, noted by the first typed decode for a
+	// handler; nil before it.
+	readGVK atomic.Pointer[schema.GroupVersionKind]
+	// plans are the planned Lists in flight of the informer's cache
+	// (readplan.go); nil outside a cache.
+	plans *readPlans
 
 	// onDecode, when set, is applied to every object the informer
 	// decodes; nil in a cache (the transform ran before the disk). Tests
@@ -94,7 +103,12 @@ func (i *informer) decode(b []byte) (runtime.Object, error) { return i.decodeAs(
 // decodeRead is decode for a read (Get, List, an index): a typed object
 // keeps its kind and apiVersion, as controller-runtime's reader sets them
 // on the copies it returns (jcache has it skip that copy: newCache).
-func (i *informer) decodeRead(b []byte) (runtime.Object, error) { return i.decodeAs(b, true) }
+func (i *informer) decodeRead(b []byte) (runtime.Object, error) {
+	if o := i.options(); o != nil && o.hooks.readDecodes != nil {
+		o.hooks.readDecodes.Add(1)
+	}
+	return i.decodeAs(b, true)
+}
 
 func (i *informer) decodeAs(b []byte, typeMeta bool) (runtime.Object, error) {
 	obj, err := i.decodeStored(b, typeMeta)
@@ -119,7 +133,12 @@ func (i *informer) decodeStored(b []byte, typeMeta bool) (runtime.Object, error)
 	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		obj.GetObjectKind().SetGroupVersionKind(i.gvk)
 	} else if !typeMeta {
-		// As a typed informer's objects: decoded without TypeMeta.
+		// As a typed informer's objects: decoded without TypeMeta; the
+		// kind and apiVersion a read keeps are noted (recent.go).
+		if i.readGVK.Load() == nil {
+			gvk := obj.GetObjectKind().GroupVersionKind()
+			i.readGVK.Store(&gvk)
+		}
 		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	}
 	return obj, nil

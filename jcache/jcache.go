@@ -27,11 +27,11 @@ package jcache
 // Options that mean something else on disk:
 //
 //   - UnsafeDisableDeepCopy (default, per namespace, ByObject, per call)
-//     is accepted and always in effect: every read decodes fresh objects
-//     from the file, which are the caller's own, so jcache turns
-//     controller-runtime's deep copy off for all of them; changing a
-//     returned object never changes the cache, and two reads never share
-//     memory.
+//     is accepted and always in effect: every read returns objects of the
+//     caller's own (decoded from the file, or a deep copy: recent.go), so
+//     jcache turns controller-runtime's deep copy off for all of them;
+//     changing a returned object never changes the cache, and two reads
+//     never share memory.
 //   - DefaultWatchErrorHandler gets each new error of the loop
 //     (reconcile.Status.LastError) with a zero *Reflector: there is none.
 //   - HTTPClient is used by controller-runtime's discovery (the
@@ -217,6 +217,7 @@ type Cache struct {
 	built     builtInformers // for RemoveInformer (unstarted.go)
 	shard     *shardGroup    // nil unless Options.Shard (shardgroup.go)
 	shardRes  *ShardOptions
+	plans     readPlans // planned Lists in flight (readplan.go)
 }
 
 // Dir returns the directory of the cache's journal files.
@@ -366,8 +367,9 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 	hc := *base
 	hc.Transport = probe
 	opts.HTTPClient = &hc
-	// Every read decodes fresh objects from the file, which are the
-	// caller's own: controller-runtime's reader need not copy them again.
+	// Every read returns objects of the caller's own (decoded from the
+	// file, or a deep copy: recent.go): controller-runtime's reader need
+	// not copy them again.
 	// (The caller's maps are copied, not changed.)
 	noCopy := true
 	opts.DefaultUnsafeDisableDeepCopy = &noCopy
@@ -391,6 +393,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 			f, err = acquire(cfg, dir, res, &o)
 		}
 		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
+		inf.plans = &c.plans
 		if err == nil && c.shardRes.sharded(res.GVR.GroupResource()) {
 			inf.shard = c.shard
 		}

@@ -12,7 +12,10 @@ package jcache
 // run, never race on a shared setting. The zero value of each hook is the
 // production behaviour, so options built without them are unchanged.
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Defaults of the settings the hooks can change.
 const (
@@ -37,6 +40,9 @@ type testHooks struct {
 	// abandonShardLease leaves the shard group's Lease behind when the
 	// cache stops (a SIGKILL-like stop: shardgroup.go).
 	abandonShardLease bool
+	// readDecodes, when set, counts the objects reads decode (Get, List,
+	// an index: informer.decodeRead).
+	readDecodes *atomic.Int64
 }
 
 // replayChunk returns the replay chunk bound of a cache built from o (nil:

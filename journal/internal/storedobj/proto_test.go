@@ -155,6 +155,9 @@ func TestProto_SameAsJSON(t *testing.T) {
 				m.ResourceVersion != mJS.ResourceVersion || !reflect.DeepEqual(m.Labels, mJS.Labels) {
 				t.Errorf("%s: ReadMeta = %+v, %v; want the metadata of %+v", p.name, m, err, mJS.ObjectMeta)
 			}
+			if l, err := Labels(b); err != nil || !reflect.DeepEqual(l, mJS.Labels) {
+				t.Errorf("%s: Labels = %v, %v; want %v", p.name, l, err, mJS.Labels)
+			}
 		}
 	}
 }
@@ -184,6 +187,9 @@ func TestProto_Errors(t *testing.T) {
 		}
 		if _, err := ReadMeta(b); !errors.Is(err, ErrBadObject) {
 			t.Errorf("%s: ReadMeta = %v; want ErrBadObject", name, err)
+		}
+		if _, err := Labels(b); !errors.Is(err, ErrBadObject) {
+			t.Errorf("%s: Labels = %v; want ErrBadObject", name, err)
 		}
 	}
 	if err := Typed(good, &corev1.Secret{}); !errors.Is(err, ErrBadObject) {
