@@ -720,24 +720,31 @@ func (c *ControlPlane) probeEtcd(ctx context.Context) error {
 	return nil
 }
 
-// Compact compacts etcd's key space physically at its current revision and
-// returns that revision. Afterwards a watch or list from any earlier
-// resourceVersion answers 410 Gone (with the watch cache off). It talks to
-// etcd's JSON gateway: POST /v3/kv/range for the revision, then POST
-// /v3/kv/compaction. Compacting again at an already compacted revision is
-// not an error. Errors describe the failing request.
+// Compact compacts etcd's key space physically and returns the revision it
+// compacted at. Afterwards a watch or list from any resourceVersion a
+// client has seen answers 410 Gone (with the watch cache off), the last
+// write's included: a watch from resourceVersion W starts at revision W+1,
+// which a compaction at the current revision would keep when W+1 is that
+// revision. So it first writes a key outside the apiserver's prefix twice
+// (POST /v3/kv/put of /watchjournal-compact-probe) and compacts at the
+// second write's revision (POST /v3/kv/compaction), above every revision a
+// client can have seen plus one. Compacting again at an already compacted
+// revision is not an error. Errors describe the failing request.
 func (c *ControlPlane) Compact(ctx context.Context) (revision int64, err error) {
 	if c.stopped.Load() {
 		return 0, ErrStopped
 	}
-	// Any key will do; the header carries the store's current revision.
+	// The header of a put carries the revision of the write.
 	var rr struct {
 		Header struct {
 			Revision int64 `json:"revision,string"`
 		} `json:"header"`
 	}
-	if err := c.etcdDo(ctx, http.MethodPost, "/v3/kv/range", `{"key":"L2NvbXBhY3QtcHJvYmU=","count_only":true}`, &rr); err != nil {
-		return 0, err
+	for range 2 {
+		// key "/watchjournal-compact-probe", value "1", base64 as the gateway takes them
+		if err := c.etcdDo(ctx, http.MethodPost, "/v3/kv/put", `{"key":"L3dhdGNoam91cm5hbC1jb21wYWN0LXByb2Jl","value":"MQ=="}`, &rr); err != nil {
+			return 0, err
+		}
 	}
 	rev := rr.Header.Revision
 	req := fmt.Sprintf(`{"revision":"%d","physical":true}`, rev)

@@ -105,6 +105,28 @@ func TestControlPlane(t *testing.T) {
 		}
 	})
 
+	// A watch from the last write's resourceVersion starts at the next
+	// revision, which nothing has written yet: Compact still makes it 410.
+	t.Run("WatchFromTheLastWriteIsGone", func(t *testing.T) {
+		last, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "last-write"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		if _, err := cp.Compact(ctx); err != nil {
+			t.Fatalf("compact: %v", err)
+		}
+		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: last.ResourceVersion})
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		defer w.Stop()
+		ev := nextEvent(t, w)
+		status, ok := ev.Object.(*metav1.Status)
+		if ev.Type != watch.Error || !ok || status.Code != http.StatusGone {
+			t.Fatalf("first event from the last write's resourceVersion %s: %v %#v; want ERROR 410", last.ResourceVersion, ev.Type, ev.Object)
+		}
+	})
+
 	t.Run("RBAC", func(t *testing.T) {
 		_, err := newClient(t, cp.TokenConfig(userToken)).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 		if !apierrors.IsForbidden(err) {
