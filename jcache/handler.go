@@ -138,7 +138,7 @@ func (r *registration) HasSynced() bool {
 	if !r.replayed.Load() || r.inf.f == nil {
 		return false
 	}
-	st := r.inf.f.loop.Status()
+	st := r.inf.f.loop().Status()
 	return st.Synced && r.pos.Load() >= st.SyncedOffset
 }
 

@@ -93,7 +93,7 @@ const probeTimeout = 5 * time.Second
 // ErrNotJournal.
 func ReadyzCheck(c crcache.Cache, failingBound time.Duration, objs ...client.Object) healthz.Checker {
 	return func(req *http.Request) error {
-		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Ready(failingBound) })
+		return eachFeed(req, c, objs, func(f *feed) error { return f.loop().Ready(failingBound) })
 	}
 }
 
@@ -102,7 +102,7 @@ func ReadyzCheck(c crcache.Cache, failingBound time.Duration, objs ...client.Obj
 // (reconcile.Loop.Alive: ErrJournal, ErrRejected), or ErrNotJournal.
 func HealthzCheck(c crcache.Cache, objs ...client.Object) healthz.Checker {
 	return func(req *http.Request) error {
-		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Alive() })
+		return eachFeed(req, c, objs, func(f *feed) error { return f.loop().Alive() })
 	}
 }
 

@@ -258,7 +258,7 @@ func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHan
 	var last error
 	for {
 		var cur error
-		err := i.f.loop.WaitFor(ctx, func(s reconcile.Status) bool {
+		err := i.f.waitFor(ctx, func(s reconcile.Status) bool {
 			cur = s.LastError
 			return cur != nil && cur != last
 		})
@@ -272,7 +272,7 @@ func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHan
 
 // HasSynced reports the loop's HasSynced: the journal is current with the
 // server.
-func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop.HasSynced() }
+func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop().HasSynced() }
 
 // HasSyncedChecker returns a DoneChecker closed once HasSynced.
 func (i *informer) HasSyncedChecker() toolscache.DoneChecker {
@@ -304,7 +304,7 @@ func (f *feed) doneChecker(name string, synced func() bool, progress func() <-ch
 			}
 			cancel()
 		}()
-		if f.loop.WaitForSync(ctx) != nil {
+		if f.waitForSync(ctx) != nil {
 			return
 		}
 		for progress != nil {
@@ -328,7 +328,7 @@ func (i *informer) LastSyncResourceVersion() string {
 	if i.f == nil {
 		return ""
 	}
-	return i.f.loop.Status().ResourceVersion
+	return i.f.loop().Status().ResourceVersion
 }
 
 // SetWatchErrorHandler sets a handler of the loop's errors.

@@ -107,6 +107,18 @@ type ShardOptions struct {
 	// their objects reach this replica's handlers only in its range, hashed
 	// by their controller owner's UID, else their own. Required.
 	Resources []schema.GroupResource
+	// Owners are the sharded resources whose objects have no controller
+	// owner (a sharded controller's For resource); each must be one of
+	// Resources. Their files journal only this replica's range, hashed by
+	// the object's own UID: the apiserver sends only the range where it
+	// serves shardSelector (feature gate ShardedListAndWatch), the loop
+	// drops the rest otherwise. So Get and List of an Owners resource
+	// read only the objects this replica holds (shard.go, "Where the
+	// range applies"). An object of an Owners resource that has a
+	// controller owner reaches the handlers only where its own UID and
+	// its owner's both hash into the range. Empty: every file journals
+	// its whole resource.
+	Owners []schema.GroupResource
 	// LeaseDuration is how long a Lease is valid after its last renewal:
 	// how long a dead member's range waits before the others take it.
 	// Default shards.DefaultLeaseDuration (15 s); at least 1 s.
@@ -152,13 +164,24 @@ func (o ShardOptions) withDefaults() (ShardOptions, error) {
 		return o, fmt.Errorf("%w: LeaseDuration %v, RenewInterval %v: want at least 1s and 0 < RenewInterval < LeaseDuration",
 			ErrShardOptions, o.LeaseDuration, o.RenewInterval)
 	}
-	o.Resources = slices.Clone(o.Resources)
+	for _, gr := range o.Owners {
+		if !slices.Contains(o.Resources, gr) {
+			return o, fmt.Errorf("%w: Owners names %s, which is not one of Resources", ErrShardOptions, gr)
+		}
+	}
+	o.Resources, o.Owners = slices.Clone(o.Resources), slices.Clone(o.Owners)
 	return o, nil
 }
 
 // sharded reports whether gr is one of the sharded resources.
 func (o *ShardOptions) sharded(gr schema.GroupResource) bool {
 	return o != nil && slices.Contains(o.Resources, gr)
+}
+
+// ranged reports whether gr is one of the Owners: its file journals only
+// the range.
+func (o *ShardOptions) ranged(gr schema.GroupResource) bool {
+	return o != nil && slices.Contains(o.Owners, gr)
 }
 
 // shardUID returns the UID obj hashes by: its controller owner's, else its

@@ -93,9 +93,13 @@ func (f *shardFilter) OnDelete(obj any) {
 	}
 }
 
-// skip reports whether e's outcome was given by an OnAdd when its key's
-// range entered.
+// skip reports whether e is a key leaving the file's range (DELETED,
+// reason moved: feedrange.go), which is no deletion, or an event whose
+// outcome was given by an OnAdd when its key's range entered.
 func (f *shardFilter) skip(e journal.Event) bool {
+	if movedOut(e) {
+		return true
+	}
 	if f.entered == nil {
 		return false
 	}
@@ -159,4 +163,11 @@ func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(ke
 		after, first = objs[len(objs)-1].key, false
 	}
 	return nil
+}
+
+// movedOut reports whether e is a key that left a ranged file because
+// the file's range shrank (journal.Writer.Reshard): the object still
+// exists, held by another replica.
+func movedOut(e journal.Event) bool {
+	return e.Type == journal.Deleted && e.Reason == journal.ReasonMoved
 }
