@@ -185,6 +185,9 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options, g *
 	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
 	f.tail.read = f.storedObject
+	if g != nil {
+		g.fileSynced(f, nil, false) // no range held until its loop syncs (feedrange.go)
+	}
 	return f, nil
 }
 
@@ -367,6 +370,9 @@ func (f *feed) release() {
 		stop()
 	}
 	f.reindexes.stop()
+	if f.group != nil {
+		f.group.fileSynced(f, nil, true)
+	}
 	_ = f.j.Close()
 	registry.mu.Lock()
 	delete(registry.feeds, f.path)

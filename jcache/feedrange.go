@@ -109,6 +109,7 @@ func (f *feed) follow(ctx context.Context) error {
 		next, _, changed := f.group.current()
 		if cur == nil || !next.Equal(at) {
 			if cur != nil {
+				f.group.fileSynced(f, nil, false)
 				if err := cur.stop(); err != nil {
 					return err
 				}
@@ -118,7 +119,7 @@ func (f *feed) follow(ctx context.Context) error {
 				if err := f.bind(next, ran); err != nil {
 					return err
 				}
-				cur, ran = f.run(ctx), true
+				cur, ran = f.run(ctx, next), true
 			}
 			at = next
 		}
@@ -181,9 +182,10 @@ func (f *feed) retire(l *reconcile.Loop) {
 	_ = l.Run(ctx)
 }
 
-// run starts the current loop and, once it has synced, clears the file's
-// pending range (its list has committed).
-func (f *feed) run(ctx context.Context) *runningLoop {
+// run starts the current loop, which journals the range at, and, once it
+// has synced, clears the file's pending range (its list has committed)
+// and tells the group the file holds at.
+func (f *feed) run(ctx context.Context, at hashrange.Set) *runningLoop {
 	l := f.loop()
 	lctx, cancel := context.WithCancel(ctx)
 	r := &runningLoop{cancel: cancel, done: make(chan error, 1)}
@@ -197,6 +199,7 @@ func (f *feed) run(ctx context.Context) *runningLoop {
 				f.opts.Logger.Error(err, "could not clear the cache file's pending shard range", "resource", f.res.String())
 			}
 		}
+		f.group.fileSynced(f, at, false)
 	})
 	return r
 }

@@ -18,6 +18,14 @@ package jcache
 //     skips the events at or below h of the keys given (their outcome is
 //     in the OnAdd);
 //  4. the generation is acknowledged, so the group may publish the shrink.
+//
+// A range grows only once the files of the ranged resources
+// (ShardOptions.Owners, feedrange.go) have listed it: until then a child's
+// event would enqueue an owner that a read does not find yet, a NotFound
+// for an object that exists and is held. So while a ranged file has not
+// synced at a range covering the growth, apply applies only the shrink
+// and leaves the generation unacknowledged; the file's sync is a change
+// of the group (shardGroup.fileSynced) that makes it apply again.
 
 import (
 	"context"
@@ -115,6 +123,12 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	if s := f.set.Load(); s != nil {
 		cur = *s
 	}
+	ready := true
+	if grow := next.Minus(cur); !grow.Empty() && !f.g.filesHold(grow) {
+		// A ranged file has not listed the part that enters yet: only the
+		// shrink now, the growth at a later change (fileSynced).
+		next, ready = next.Intersect(cur), false
+	}
 	entering := next.Minus(cur)
 	if !entering.Empty() {
 		if err := r.deliver(ctx, 0, skip); err != nil || ctx.Err() != nil {
@@ -132,8 +146,10 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 		}
 	}
 	f.changed = ch
-	f.acked.Store(gen)
-	f.g.kick()
+	if ready {
+		f.acked.Store(gen)
+		f.g.kick()
+	}
 	return nil
 }
 

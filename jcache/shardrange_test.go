@@ -1,0 +1,215 @@
+package jcache_test
+
+// Three managers in one shard group whose owner resource (ConfigMaps) is
+// named in ShardOptions.Owners: each replica's file journals only its
+// range, so its reads see only the owners it holds; moves on kill, join
+// and leave give no OnDelete, and the new holder reconciles each owner
+// that moved. With the ShardedListAndWatch gate on the apiserver filters
+// (server mode), with it off the loop does (client mode).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/reconcile"
+)
+
+func TestShard_OwnersFilesHoldOnlyTheirRange(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ShardedListAndWatch %v", gate), func(t *testing.T) {
+			opts := controlplane.Options{}
+			mode := reconcile.ShardClient
+			if gate {
+				opts.ExtraAPIServerArgs = []string{"--feature-gates=ShardedListAndWatch=true"}
+				mode = reconcile.ShardServer
+			}
+			testOwnersRanged(t, opts, mode)
+		})
+	}
+}
+
+func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.ShardMode) {
+	cp := controlplane.StartT(t, cpOpts)
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := "jc"
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const owners = 300
+	cfg := func() *jcache.ShardOptions {
+		return &jcache.ShardOptions{
+			Group: "ranged", Namespace: ns,
+			Resources:     []schema.GroupResource{{Resource: "configmaps"}, {Resource: "secrets"}},
+			Owners:        []schema.GroupResource{{Resource: "configmaps"}},
+			LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond,
+		}
+	}
+	dirs := map[string]string{}
+	start := func(name string, hooks ...func(jcache.Options) jcache.Options) *shardReplica {
+		hooks = append(hooks, func(o jcache.Options) jcache.Options { dirs[name] = o.Dir; return o })
+		return startShardReplica(t, cp.RESTConfig(), cfg, name, hooks...)
+	}
+	rs := []*shardReplica{start("r0"), start("r1", jcache.AbandonShardLease), start("r2")}
+	all := slices.Clone(rs)
+	defer func() {
+		for _, r := range all {
+			r.cancel()
+		}
+	}()
+	waitShard(t, "three replicas settle", func() bool { return settled(rs) }, func() string { return describeShards(rs) })
+	createCMs(t, kube, ns, owners, func(i int) string { return fmt.Sprintf("owner-%03d", i) }, func(int) string { return "v" })
+
+	// inFiles checks that each replica's file holds exactly the owners it
+	// holds: together every owner once.
+	var last string
+	inFiles := func() bool {
+		h := holders(t, kube, ns, rs)
+		if len(h) != owners {
+			last = fmt.Sprintf("%d owners on the server", len(h))
+			return false
+		}
+		seen := map[string]string{}
+		for _, r := range rs {
+			keys, sel, m, err := jcache.RangedFile(dirs[r.name])
+			if err != nil {
+				last = fmt.Sprintf("%s: %v", r.name, err)
+				return false
+			}
+			if m != mode {
+				last = fmt.Sprintf("%s: shard mode %q; want %q", r.name, m, mode)
+				return false
+			}
+			if st := r.cache.ShardStatus(); sel != st.Held {
+				last = fmt.Sprintf("%s: the file records %.60q; the handlers hold %.60q", r.name, sel, st.Held)
+				return false
+			}
+			for _, k := range keys {
+				name, ok := strings.CutPrefix(k, ns+"/owner-")
+				if !ok {
+					continue
+				}
+				name = "owner-" + name
+				if prev, dup := seen[name]; dup {
+					last = fmt.Sprintf("%s in the files of %s and %s", name, prev, r.name)
+					return false
+				}
+				seen[name] = r.name
+				if hs := h[name]; len(hs) != 1 || hs[0] != r.name {
+					last = fmt.Sprintf("%s in %s's file, held by %v", name, r.name, hs)
+					return false
+				}
+			}
+		}
+		if len(seen) != owners {
+			last = fmt.Sprintf("the files hold %d owners; want %d", len(seen), owners)
+			return false
+		}
+		return true
+	}
+	// reconciledByHolder checks that every owner held by a replica whose
+	// count is above before's was reconciled there since.
+	reconciledByHolder := func(before map[string]map[string]int, moved func(owner, holder string) bool) bool {
+		for o, hs := range holders(t, kube, ns, rs) {
+			if len(hs) != 1 {
+				last = fmt.Sprintf("%s held by %v", o, hs)
+				return false
+			}
+			r := rs[slices.IndexFunc(rs, func(r *shardReplica) bool { return r.name == hs[0] })]
+			if moved(o, hs[0]) && r.counts()[o] <= before[r.name][o] {
+				last = fmt.Sprintf("%s held by %s, not reconciled there (%d reconciles)", o, hs[0], r.counts()[o])
+				return false
+			}
+		}
+		return true
+	}
+	waitShard(t, "every owner in its holder's file alone, reconciled there", func() bool {
+		return settled(rs) && inFiles() && reconciledByHolder(map[string]map[string]int{}, func(string, string) bool { return true })
+	}, func() string { return last + describeShards(rs) })
+	share := map[string]int{}
+	for _, hs := range holders(t, kube, ns, rs) {
+		share[hs[0]]++
+	}
+	t.Logf("owners held: %v", share)
+
+	// Reads of the owner resource see only the range: a List of each
+	// replica's cache returns the owners it holds.
+	for _, r := range rs {
+		var l corev1.ConfigMapList
+		if err := r.c.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range l.Items {
+			if strings.HasPrefix(l.Items[i].Name, "owner-") {
+				n++
+				if !r.cache.Holds(&l.Items[i]) {
+					t.Errorf("%s lists %s, which it does not hold", r.name, l.Items[i].Name)
+				}
+			}
+		}
+		if n != share[r.name] {
+			t.Errorf("%s lists %d owners; holds %d", r.name, n, share[r.name])
+		}
+	}
+
+	change := func(why string, do func() []*shardReplica) {
+		t.Helper()
+		before := holders(t, kube, ns, rs)
+		counts := map[string]map[string]int{}
+		for _, r := range rs {
+			counts[r.name] = r.counts()
+		}
+		begin := time.Now()
+		rs = do()
+		waitShard(t, why, func() bool {
+			return settled(rs) && inFiles() && reconciledByHolder(counts, func(o, holder string) bool { return before[o][0] != holder })
+		}, func() string { return last + describeShards(rs) })
+		moved := 0
+		for o, hs := range holders(t, kube, ns, rs) {
+			if hs[0] != before[o][0] {
+				moved++
+			}
+		}
+		t.Logf("%s: %d owners moved, each in its new holder's file alone and reconciled there within %v", why, moved, time.Since(begin).Round(100*time.Millisecond))
+	}
+	r0, r1, r2 := rs[0], rs[1], rs[2]
+	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
+		r1.stop(t)
+		return []*shardReplica{r0, r2}
+	})
+	var r3 *shardReplica
+	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
+		r3 = start("r3")
+		all = append(all, r3)
+		return []*shardReplica{r0, r2, r3}
+	})
+	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
+		r2.stop(t)
+		return []*shardReplica{r0, r3}
+	})
+
+	// No owner was deleted: no handler got OnDelete, no reconcile found
+	// its owner missing (a range is handed to the handlers only once the
+	// file has listed it), and no replica reconciled an owner it did not
+	// hold.
+	for _, r := range all {
+		r.mu.Lock()
+		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
+			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
+				r.name, r.deletes, r.notFound, r.notHeld)
+		}
+		r.mu.Unlock()
+	}
+}
