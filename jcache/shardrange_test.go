@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -209,6 +211,112 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
 			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
 				r.name, r.deletes, r.notFound, r.notHeld)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// A handler still delivering events under its old range when the file's
+// range shrinks (it is slow: here blocked in OnUpdate) reads the keys
+// that left as DELETED, reason moved, under a range that holds them: it
+// gets no OnDelete for them, since they only moved.
+func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
+	cp, kube, ns := setup(t)
+	cfg := func() *jcache.ShardOptions {
+		return &jcache.ShardOptions{
+			Group: "slow", Namespace: ns,
+			Resources:     []schema.GroupResource{{Resource: "configmaps"}},
+			Owners:        []schema.GroupResource{{Resource: "configmaps"}},
+			LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond,
+		}
+	}
+	dirs := map[string]string{}
+	start := func(name string) *shardReplica {
+		return startShardReplica(t, cp.RESTConfig(), cfg, name, func(o jcache.Options) jcache.Options { dirs[name] = o.Dir; return o })
+	}
+	r0 := start("r0")
+	defer r0.cancel()
+	const owners = 60
+	createCMs(t, kube, ns, owners, func(i int) string { return fmt.Sprintf("owner-%03d", i) }, func(int) string { return "v" })
+	createCM(t, kube, ns, "blocker", nil, nil)
+	ownerKeys := func(dir string) int {
+		keys, _, _, err := jcache.RangedFile(dir)
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, k := range keys {
+			if strings.HasPrefix(k, ns+"/owner-") {
+				n++
+			}
+		}
+		return n
+	}
+	waitShard(t, "r0 alone holds every owner", func() bool { return settled([]*shardReplica{r0}) && ownerKeys(dirs["r0"]) == owners },
+		func() string { return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0}) })
+
+	inf, err := r0.cache.GetInformer(context.Background(), &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var deletes []string
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if obj.(client.Object).GetName() == "blocker" {
+				close(blocked)
+				<-release
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			mu.Lock()
+			deletes = append(deletes, obj.(client.Object).GetName())
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShard(t, "the handler replayed", reg.HasSynced, func() string { return "not synced" })
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "blocker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{"k": "v2"}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-blocked:
+	case <-time.After(time.Minute):
+		t.Fatal("the handler got no update of blocker")
+	}
+	// r1 joins: r0's file gives up part of its range while the handler
+	// is blocked.
+	r1 := start("r1")
+	defer r1.cancel()
+	waitShard(t, "r0's file gives keys up", func() bool { n := ownerKeys(dirs["r0"]); return n >= 0 && n < owners },
+		func() string { return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0, r1}) })
+	close(release)
+	rs := []*shardReplica{r0, r1}
+	waitShard(t, "two replicas settle, each owner in one file", func() bool {
+		return settled(rs) && ownerKeys(dirs["r0"])+ownerKeys(dirs["r1"]) == owners
+	}, func() string {
+		return fmt.Sprintf("owners in files: r0 %d, r1 %d", ownerKeys(dirs["r0"]), ownerKeys(dirs["r1"])) + describeShards(rs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deletes) > 0 {
+		t.Errorf("the slow handler got OnDelete for %v; want none (they moved to r1)", deletes)
+	}
+	for _, r := range rs {
+		r.mu.Lock()
+		if len(r.deletes) > 0 {
+			t.Errorf("%s: handlers got OnDelete for %v; want none", r.name, r.deletes)
 		}
 		r.mu.Unlock()
 	}
