@@ -253,7 +253,9 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 		return n
 	}
 	waitShard(t, "r0 alone holds every owner", func() bool { return settled([]*shardReplica{r0}) && ownerKeys(dirs["r0"]) == owners },
-		func() string { return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0}) })
+		func() string {
+			return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0})
+		})
 
 	inf, err := r0.cache.GetInformer(context.Background(), &corev1.ConfigMap{})
 	if err != nil {
@@ -300,7 +302,9 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 	r1 := start("r1")
 	defer r1.cancel()
 	waitShard(t, "r0's file gives keys up", func() bool { n := ownerKeys(dirs["r0"]); return n >= 0 && n < owners },
-		func() string { return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0, r1}) })
+		func() string {
+			return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0, r1})
+		})
 	close(release)
 	rs := []*shardReplica{r0, r1}
 	waitShard(t, "two replicas settle, each owner in one file", func() bool {
