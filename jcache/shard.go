@@ -19,15 +19,19 @@ package jcache
 // the UID's bytes), so an owner kept by a journal shard member and by
 // this cache lands in the same range.
 //
-// Where the range applies. The cache's files journal the whole resource;
-// the range applies where an object reaches a handler (shardfilter.go).
-// Get and List read the whole resource: a reconcile of a key that just
-// moved away still finds its object, so a move never looks like a
-// deletion to a reconciler (a filtered read would answer NotFound). So
-// the apiserver's shardSelector (ShardedListAndWatch) is not used: it
-// hashes an object's own metadata.uid, which would serve an owner
-// resource's range, but an owned child's shard is its owner's UID, which
-// only a client-side filter can compute.
+// Where the range applies. The range applies where an object reaches a
+// handler (shardfilter.go), for every sharded resource. The files of the
+// resources in ShardOptions.Owners journal only the range too
+// (feedrange.go): their objects have no controller owner, so their shard
+// is their own metadata.uid, which the apiserver's shardSelector
+// (ShardedListAndWatch) hashes, or the loop's client-side filter where
+// it is not served; Get and List of such a resource read only what this
+// replica holds, so a reconcile of a key that moved away answers
+// NotFound, which is no deletion. The other sharded resources' files
+// journal the whole resource and read whole: an owned child's shard is
+// its owner's UID, which no shardSelector can express. Handlers grow into
+// a range only once every Owners file has listed it (shardfilter.go), so
+// a child's event never enqueues an owner a read cannot find yet.
 //
 // States of a member's range H (the range its handlers are given), with
 // T its share of the live set and O the union of the ranges the other
