@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
 
@@ -60,6 +61,9 @@ type feed struct {
 	// group is the shard group whose range the file journals, nil when it
 	// journals the whole resource (feedrange.go).
 	group *shardGroup
+	// moving is true while a ranged feed's loop is replaced by one at
+	// another range, after the old one had synced (feedrange.go).
+	moving atomic.Bool
 
 	// Guarded by registry.mu.
 	refs    int

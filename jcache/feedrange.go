@@ -46,6 +46,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
@@ -108,6 +109,7 @@ func (f *feed) follow(ctx context.Context) error {
 	for {
 		next, _, changed := f.group.current()
 		if cur == nil || !next.Equal(at) {
+			f.moving.Store(cur != nil && !next.Empty())
 			if cur != nil {
 				f.group.fileSynced(f, nil, false)
 				if err := cur.stop(); err != nil {
@@ -199,9 +201,43 @@ func (f *feed) run(ctx context.Context, at hashrange.Set) *runningLoop {
 				f.opts.Logger.Error(err, "could not clear the cache file's pending shard range", "resource", f.res.String())
 			}
 		}
+		f.moving.Store(false)
 		f.group.fileSynced(f, at, false)
 	})
 	return r
+}
+
+// ready is the readiness of the loop that writes the file
+// (reconcile.Loop.Ready). A ranged feed that moves from one range to
+// another (after a loop at the old one synced) stays ready while the new
+// loop lists, unless it fails for longer than failingBound: a membership
+// change moves every replica's range at once, and a rollout that adds a
+// replica must not see every other one unready.
+func (f *feed) ready(failingBound time.Duration) error {
+	l := f.loop()
+	err := l.Ready(failingBound)
+	if err == nil || f.group == nil || !f.moving.Load() || l.Alive() != nil {
+		return err
+	}
+	if failingBound <= 0 {
+		failingBound = reconcile.DefaultFailingBound
+	}
+	if st := l.Status(); st.LastError != nil && time.Since(st.FailingSince) > failingBound {
+		return err
+	}
+	return nil
+}
+
+// alive is the liveness of the loop that writes the file
+// (reconcile.Loop.Alive); for a ranged feed also nil unless follow
+// stopped on an error (a Reshard's).
+func (f *feed) alive() error {
+	if err := f.loop().Alive(); err != nil || f.group == nil {
+		return err
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	return f.runErr
 }
 
 // liveLoop serves the inspect socket from whichever loop writes the file

@@ -166,8 +166,31 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		}
 	}
 
+	// Readiness through the moves: a replica whose owner file moves to
+	// another range stays ready while it lists the part that entered.
+	var unready []string
+	var umu sync.Mutex
+	watchReady := func(live []*shardReplica) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for _, r := range live {
+			check := jcache.ReadyzCheck(r.cache, 0, &corev1.ConfigMap{})
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if err := check(nil); err != nil && ctx.Err() == nil && !r.stopped.Load() {
+						umu.Lock()
+						unready = append(unready, r.name+": "+err.Error())
+						umu.Unlock()
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			})
+		}
+		return func() { cancel(); wg.Wait() }
+	}
 	change := func(why string, do func() []*shardReplica) {
 		t.Helper()
+		stopReady := watchReady(rs[:len(rs):len(rs)])
 		before := holders(t, kube, ns, rs)
 		counts := map[string]map[string]int{}
 		for _, r := range rs {
@@ -178,6 +201,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		waitShard(t, why, func() bool {
 			return settled(rs) && inFiles() && reconciledByHolder(counts, func(o, holder string) bool { return before[o][0] != holder })
 		}, func() string { return last + describeShards(rs) })
+		stopReady()
 		moved := 0
 		for o, hs := range holders(t, kube, ns, rs) {
 			if hs[0] != before[o][0] {
@@ -201,6 +225,14 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		r2.stop(t)
 		return []*shardReplica{r0, r3}
 	})
+
+	// A killed or stopped replica is not watched after its stop; the
+	// others were ready throughout.
+	umu.Lock()
+	if len(unready) > 0 {
+		t.Errorf("not ready during a move %d times, first: %v", len(unready), unready[:min(3, len(unready))])
+	}
+	umu.Unlock()
 
 	// No owner was deleted: no handler got OnDelete, no reconcile found
 	// its owner missing (a range is handed to the handlers only once the
