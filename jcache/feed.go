@@ -64,6 +64,8 @@ type feed struct {
 	// moving is true while a ranged feed's loop is replaced by one at
 	// another range, after the old one had synced (feedrange.go).
 	moving atomic.Bool
+	// servedOnce is true once a ranged feed's loop has synced.
+	servedOnce atomic.Bool
 
 	// Guarded by registry.mu.
 	refs    int

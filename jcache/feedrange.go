@@ -202,6 +202,7 @@ func (f *feed) run(ctx context.Context, at hashrange.Set) *runningLoop {
 			}
 		}
 		f.moving.Store(false)
+		f.servedOnce.Store(true)
 		f.group.fileSynced(f, at, false)
 	})
 	return r

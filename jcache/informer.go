@@ -271,8 +271,11 @@ func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHan
 }
 
 // HasSynced reports the loop's HasSynced: the journal is current with the
-// server.
-func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop().HasSynced() }
+// server. A ranged feed's stays true once a loop of it has synced, while
+// another replaces it (feedrange.go).
+func (i *informer) HasSynced() bool {
+	return i.f != nil && (i.f.loop().HasSynced() || i.f.servedOnce.Load())
+}
 
 // HasSyncedChecker returns a DoneChecker closed once HasSynced.
 func (i *informer) HasSyncedChecker() toolscache.DoneChecker {

@@ -9,6 +9,7 @@ package jcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -167,7 +168,8 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 	}
 
 	// Readiness through the moves: a replica whose owner file moves to
-	// another range stays ready while it lists the part that entered.
+	// another range stays ready, and its informer synced, while it lists
+	// the part that entered.
 	var unready []string
 	var umu sync.Mutex
 	watchReady := func(live []*shardReplica) (stop func()) {
@@ -175,9 +177,17 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		var wg sync.WaitGroup
 		for _, r := range live {
 			check := jcache.ReadyzCheck(r.cache, 0, &corev1.ConfigMap{})
+			inf, err := r.cache.GetInformer(ctx, &corev1.ConfigMap{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					if err := check(nil); err != nil && ctx.Err() == nil && !r.stopped.Load() {
+					err := check(nil)
+					if err == nil && !inf.HasSynced() {
+						err = errors.New("the informer has not synced")
+					}
+					if err != nil && ctx.Err() == nil && !r.stopped.Load() {
 						umu.Lock()
 						unready = append(unready, r.name+": "+err.Error())
 						umu.Unlock()
