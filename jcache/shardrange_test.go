@@ -367,3 +367,109 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 		r.mu.Unlock()
 	}
 }
+
+// A replica restarted on its directory opens its owner file at the range
+// it records and moves on from there: owners deleted while it was down
+// were given as deletes by the replica that held them then, not again by
+// the one that comes back; owners that move back to it are no delete on
+// the other; and its file again holds exactly its range.
+func TestShard_OwnersFileAcrossRestart(t *testing.T) {
+	cp, kube, ns := setup(t)
+	cfg := func() *jcache.ShardOptions {
+		return &jcache.ShardOptions{
+			Group: "restart", Namespace: ns,
+			Resources:     []schema.GroupResource{{Resource: "configmaps"}},
+			Owners:        []schema.GroupResource{{Resource: "configmaps"}},
+			LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond,
+		}
+	}
+	dirs := map[string]string{"r0": t.TempDir(), "r1": t.TempDir()}
+	start := func(name string) *shardReplica {
+		return startShardReplica(t, cp.RESTConfig(), cfg, name, func(o jcache.Options) jcache.Options { o.Dir = dirs[name]; return o })
+	}
+	const owners = 80
+	createCMs(t, kube, ns, owners, func(i int) string { return fmt.Sprintf("owner-%03d", i) }, func(int) string { return "v" })
+	fileOwners := func(r *shardReplica) map[string]bool {
+		keys, _, _, err := jcache.RangedFile(dirs[r.name])
+		if err != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		for _, k := range keys {
+			if n, ok := strings.CutPrefix(k, ns+"/"); ok && strings.HasPrefix(n, "owner-") {
+				out[n] = true
+			}
+		}
+		return out
+	}
+	// exact checks that the files of rs hold the server's owners, each in
+	// its holder's file alone.
+	var last string
+	exact := func(rs []*shardReplica) bool {
+		if !settled(rs) {
+			last = "not settled"
+			return false
+		}
+		h := holders(t, kube, ns, rs)
+		n := 0
+		for _, r := range rs {
+			fo := fileOwners(r)
+			for o := range fo {
+				if hs := h[o]; len(hs) != 1 || hs[0] != r.name {
+					last = fmt.Sprintf("%s in %s's file, held by %v", o, r.name, hs)
+					return false
+				}
+			}
+			n += len(fo)
+		}
+		if n != len(h) {
+			last = fmt.Sprintf("the files hold %d owners; the server %d", n, len(h))
+			return false
+		}
+		return true
+	}
+	r0, r1 := start("r0"), start("r1")
+	defer func() { r0.cancel(); r1.cancel() }()
+	rs := []*shardReplica{r0, r1}
+	waitShard(t, "two replicas, each owner in its holder's file", func() bool { return exact(rs) }, func() string { return last + describeShards(rs) })
+	held := fileOwners(r0)
+
+	// r0 stops; r1 takes every owner; some of r0's owners are deleted
+	// meanwhile.
+	r0.stop(t)
+	waitShard(t, "r1 alone holds every owner", func() bool { return exact([]*shardReplica{r1}) }, func() string { return last + describeShards([]*shardReplica{r1}) })
+	var deleted []string
+	for o := range held {
+		if len(deleted) == 5 {
+			break
+		}
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), o, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted = append(deleted, o)
+	}
+	slices.Sort(deleted)
+
+	deletes := func(r *shardReplica) []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Compact(slices.Sorted(slices.Values(r.deletes)))
+	}
+	waitShard(t, "r1, which holds them, gets the deletes", func() bool { return slices.Equal(deletes(r1), deleted) },
+		func() string { return fmt.Sprintf("r1's deletes %v; want %v", deletes(r1), deleted) })
+
+	// r0 comes back on its directory: its file opens at the range it
+	// records, and it holds its share again.
+	r0 = start("r0")
+	rs = []*shardReplica{r0, r1}
+	waitShard(t, "r0 back: each owner in its holder's file", func() bool { return exact(rs) }, func() string { return last + describeShards(rs) })
+	if got := deletes(r0); len(got) > 0 {
+		t.Errorf("r0's handlers got OnDelete for %v; want none (r1 held those owners when they were deleted, and was given their deletes)", got)
+	}
+	if got := deletes(r1); !slices.Equal(got, deleted) {
+		t.Errorf("r1's handlers got OnDelete for %v; want %v (the owners moved back to r0 only moved)", got, deleted)
+	}
+	if n := len(fileOwners(r0)); n == 0 {
+		t.Errorf("r0's file holds no owner after its restart")
+	}
+}
