@@ -191,8 +191,10 @@ func (f *feed) run(ctx context.Context, at hashrange.Set) *runningLoop {
 	l := f.loop()
 	lctx, cancel := context.WithCancel(ctx)
 	r := &runningLoop{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- l.Run(lctx) }() // ends with lctx, or on a fatal error
-	r.wg.Go(func() {                      // ends when the loop syncs or lctx is done
+	// Run ends with lctx, or on a fatal error; the other goroutine when
+	// the loop syncs or lctx is done.
+	go func() { r.done <- l.Run(lctx) }()
+	r.wg.Go(func() {
 		if l.WaitForSync(lctx) != nil {
 			return
 		}
