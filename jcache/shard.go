@@ -70,7 +70,8 @@ package jcache
 //
 // Limits: a request queued before its key left is still reconciled by the
 // losing replica (Cache.Holds tells a reconciler whether it holds an
-// object now); a Watches map function runs on the replica that holds the
+// object now; of an Owners resource, once its file moved, the read
+// answers NotFound, which is no deletion); a Watches map function runs on the replica that holds the
 // watched object and may enqueue keys another replica holds (they are
 // reconciled there, by a replica that does not hold them); an object
 // whose controller owner is of an unsharded resource is still cut by its
