@@ -63,6 +63,10 @@ package jcache
 // everything" with the deletes. A registration long after the start
 // reads every event retained since P, once.
 //
+// Moved. A DELETED with reason moved is a key that left a ranged file
+// (feedrange.go): the object lives on, held by another replica, so
+// catch-up gives no delete for it.
+//
 // Trimmed. Once the cap is lifted, the events after P are retained as any
 // others (Retention.MaxBytes beyond the hold): a registration long after
 // the start may find part of them trimmed; so may any, past
@@ -173,8 +177,8 @@ func (c *catchUp) readTo(ctx context.Context, to uint64) error {
 				return nil
 			}
 			c.next = e.Offset + 1
-			if c.passed && e.Key <= c.through {
-				continue
+			if c.passed && e.Key <= c.through || movedOut(e) {
+				continue // given already, or no deletion (feedrange.go)
 			}
 			if e.Type == journal.Deleted {
 				e.Object = nil // read again when given (object)

@@ -62,7 +62,9 @@
 //   - A sharded cache (Options.Shard) gives its handlers the objects of
 //     the sharded resources only in its range of the shard group, an owned
 //     object in its controller owner's; a key that moves away gets no
-//     event, one that moves in an OnAdd (shard.go).
+//     event, one that moves in an OnAdd (shard.go). The files of
+//     ShardOptions.Owners journal, and their reads return, only the range
+//     (feedrange.go).
 //
 // # Where to read more
 //

@@ -484,7 +484,7 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 		return err
 	}
 	j := inf.f.j
-	if err := inf.f.loop.WaitForSync(ctx); err != nil {
+	if err := inf.f.waitForSync(ctx); err != nil {
 		return nil // ctx done
 	}
 	name, res, err := s.ctl.consumerName(j, s)

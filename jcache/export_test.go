@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/watchjournal/watchjournal/journal"
+	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // WithReplayChunk returns o whose cache bounds a replay chunk to n
@@ -219,4 +220,29 @@ func CommittedKeys(dir string) (keys []string, head uint64, err error) {
 		return v.Scan("", func(k string, _ []byte) (bool, error) { keys = append(keys, k); return true, nil })
 	})
 	return keys, head, err
+}
+
+// RangedFile returns the keys the one open ranged file in dir holds
+// (feedrange.go), the shard selector it records and its loop's shard
+// mode.
+func RangedFile(dir string) (keys []string, selector string, mode reconcile.ShardMode, err error) {
+	registry.mu.Lock()
+	var f *feed
+	for p, g := range registry.feeds {
+		if filepath.Dir(p) == filepath.Clean(dir) && g.j != nil && g.group != nil {
+			f = g
+		}
+	}
+	registry.mu.Unlock()
+	if f == nil {
+		return nil, "", "", errors.New("no open ranged file")
+	}
+	rec, _, err := f.j.Resource()
+	if err != nil {
+		return nil, "", "", err
+	}
+	err = f.j.ViewObjects(func(v *journal.ObjectView) error {
+		return v.Scan("", func(k string, _ []byte) (bool, error) { keys = append(keys, k); return true, nil })
+	})
+	return keys, rec.ShardSelector, f.loop().Status().ShardMode, err
 }

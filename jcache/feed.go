@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
 
@@ -51,7 +52,20 @@ type feed struct {
 	path string
 	res  journal.Resource
 	j    *journal.Journal
-	loop *reconcile.Loop
+
+	// The loop that writes the file: one for the feed's life, or, for a
+	// ranged feed, one per range (feedrange.go). Read it with loop().
+	lmu     sync.Mutex
+	lp      *reconcile.Loop
+	swapped chan struct{} // closed when lp is replaced
+	// group is the shard group whose range the file journals, nil when it
+	// journals the whole resource (feedrange.go).
+	group *shardGroup
+	// moving is true while a ranged feed's loop is replaced by one at
+	// another range, after the old one had synced (feedrange.go).
+	moving atomic.Bool
+	// servedOnce is true once a ranged feed's loop has synced.
+	servedOnce atomic.Bool
 
 	// Guarded by registry.mu.
 	refs    int
@@ -115,8 +129,14 @@ func fileName(res journal.Resource) string {
 // its loop when no informer holds it. The registry's lock is not held
 // while the file opens and the loop asks discovery for the kind: a
 // placeholder (opening) makes a concurrent acquire of the same path wait.
-func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*feed, error) {
+//
+// With a group, the feed is ranged: its file, named apart from the
+// whole resource's, journals only the group's range (feedrange.go).
+func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options, g *shardGroup) (*feed, error) {
 	path := filepath.Join(dir, fileName(res))
+	if g != nil {
+		path = rangedPath(path, g)
+	}
 	for {
 		registry.mu.Lock()
 		f, ok := registry.feeds[path]
@@ -140,12 +160,12 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		registry.mu.Unlock()
 		<-wait
 	}
-	f := &feed{cfg: cfg, path: path, res: res, refs: 1, closed: make(chan struct{}), opening: make(chan struct{})}
+	f := &feed{cfg: cfg, path: path, res: res, group: g, refs: 1, closed: make(chan struct{}), opening: make(chan struct{}), swapped: make(chan struct{})}
 	registry.feeds[path] = f
 	registry.mu.Unlock()
 
 	f.opts = o // read by the loop's transform (transformObject)
-	j, loop, err := open(cfg, path, res, o, f.transformObject, f.tail.stage)
+	j, loop, err := f.open()
 	var record uint64
 	hasRecord := false
 	if err == nil {
@@ -167,18 +187,29 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options) (*f
 		close(f.closed)
 		return nil, err
 	}
-	f.j, f.loop, f.opts = j, loop, o
+	f.j, f.lp, f.opts = j, loop, o
 	f.record, f.hasRecord, f.capped, f.limit, f.committed = record, hasRecord, hasRecord, record, record
 	f.pages.kick = make(chan struct{}, 1)
 	f.tail.read = f.storedObject
+	if g != nil {
+		g.fileSynced(f, nil, false) // no range held until its loop syncs (feedrange.go)
+	}
 	return f, nil
 }
 
-// open opens res's journal file at path, keeping objects, and builds its
-// loop, which stores each object as transform returns it and shows each
-// watch batch to staged before committing it (tail.go).
-func open(cfg *rest.Config, path string, res journal.Resource, o *Options, transform func([]byte) ([]byte, error), staged func([]journal.Event) func(error)) (*journal.Journal, *reconcile.Loop, error) {
-	j, err := openSealed(path, res, o) // seal.go
+// open opens f's journal file, keeping objects, and builds its loop
+// (newLoop). A ranged feed's file opens at the range it records
+// (feedrange.go).
+func (f *feed) open() (*journal.Journal, *reconcile.Loop, error) {
+	res := f.res
+	if f.group != nil {
+		sel, err := recordedShard(f.path, f.opts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+		}
+		res.ShardSelector = sel
+	}
+	j, err := openSealed(f.path, res, f.opts) // seal.go
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,19 +217,108 @@ func open(cfg *rest.Config, path string, res journal.Resource, o *Options, trans
 		_ = j.Close()
 		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
 	}
+	loop, err := f.newLoop(j)
+	if err != nil {
+		_ = j.Close()
+		return nil, nil, err
+	}
+	return j, loop, nil
+}
+
+// newLoop builds a loop that writes j at the range it records, storing
+// each object as f's transform returns it and showing each watch batch
+// to the tail before committing it (tail.go).
+func (f *feed) newLoop(j *journal.Journal) (*reconcile.Loop, error) {
+	o := f.opts
 	lo := o.Loop
 	lo.SecretPayloads = true // always sealed (seal.go)
-	lo.Transform = transform
-	lo.Staged = staged
+	lo.Transform = f.transformObject
+	lo.Staged = f.tail.stage
 	if lo.Logger.GetSink() == nil {
 		lo.Logger = o.Logger
 	}
-	loop, err := reconcile.New(cfg, j, lo)
+	loop, err := reconcile.New(f.cfg, j, lo)
 	if err != nil {
-		_ = j.Close()
-		return nil, nil, fmt.Errorf("jcache: %s: %w", res, err)
+		return nil, fmt.Errorf("jcache: %s: %w", f.res, err)
 	}
-	return j, loop, nil
+	return loop, nil
+}
+
+// loop returns the loop that writes the file now.
+func (f *feed) loop() *reconcile.Loop {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return f.lp
+}
+
+// currentLoop returns the loop that writes the file now and the channel
+// closed when another replaces it.
+func (f *feed) currentLoop() (*reconcile.Loop, <-chan struct{}) {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return f.lp, f.swapped
+}
+
+// setLoop makes l the loop that writes the file.
+func (f *feed) setLoop(l *reconcile.Loop) {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	f.lp = l
+	close(f.swapped)
+	f.swapped = make(chan struct{})
+}
+
+// waitFor blocks until cond holds for the status of the loop that
+// writes the file (following a ranged feed's loop as it is replaced), or
+// ctx is done (ctx.Err()).
+func (f *feed) waitFor(ctx context.Context, cond func(reconcile.Status) bool) error {
+	return f.onLoop(ctx, func(ctx context.Context, l *reconcile.Loop) error { return l.WaitFor(ctx, cond) })
+}
+
+// onLoop calls wait with the loop that writes the file and returns its
+// error; for a ranged feed, a wait cut short because another loop
+// replaced that one is made again on the new loop.
+func (f *feed) onLoop(ctx context.Context, wait func(context.Context, *reconcile.Loop) error) error {
+	if f.group == nil {
+		return wait(ctx, f.loop())
+	}
+	for {
+		l, swapped := f.currentLoop()
+		wctx, cancel := context.WithCancel(ctx)
+		go func() { // ends with wctx
+			select {
+			case <-swapped:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		err := wait(wctx, l)
+		replaced := wctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil || !replaced {
+			return err
+		}
+	}
+}
+
+// waitForSync is the loop's WaitForSync, following a ranged feed's loop
+// as it is replaced: a loop that stopped because its range changed is
+// followed by the next one, until the feed closes.
+func (f *feed) waitForSync(ctx context.Context) error {
+	for {
+		l, swapped := f.currentLoop()
+		err := l.WaitForSync(ctx)
+		if err == nil || ctx.Err() != nil || f.group == nil || !errors.Is(err, reconcile.ErrStopped) {
+			return err
+		}
+		select {
+		case <-swapped:
+		case <-f.closed:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // start runs the loop, once, until the last release.
@@ -214,7 +334,11 @@ func (f *feed) start() {
 	// all have returned.
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := f.loop.Run(ctx)
+		run := f.loop().Run
+		if f.group != nil {
+			run = f.follow // feedrange.go
+		}
+		err := run(ctx)
 		registry.mu.Lock()
 		f.runErr = err
 		registry.mu.Unlock()
@@ -228,7 +352,7 @@ func (f *feed) start() {
 	wg.Go(func() { f.pager(ctx, f.pages.kick) })
 	if !f.opts.NoSocket {
 		wg.Go(func() {
-			if err := inspect.Serve(ctx, f.j, f.loop, &inspect.Options{Logger: f.opts.Logger}); err != nil {
+			if err := inspect.Serve(ctx, f.j, liveLoop{f}, &inspect.Options{Logger: f.opts.Logger}); err != nil {
 				f.opts.Logger.Error(err, "the cache file's inspect socket is not served (journalctl cannot read the file while the cache runs)",
 					"socket", inspect.SocketPath(f.path))
 			}
@@ -252,6 +376,9 @@ func (f *feed) release() {
 		stop()
 	}
 	f.reindexes.stop()
+	if f.group != nil {
+		f.group.fileSynced(f, nil, true)
+	}
 	_ = f.j.Close()
 	registry.mu.Lock()
 	delete(registry.feeds, f.path)

@@ -99,6 +99,7 @@ type registration struct {
 	done   chan struct{}      // closed when run returns
 
 	replayed atomic.Bool
+	synced   atomic.Bool   // HasSynced was true
 	pos      atomic.Uint64 // last committed offset delivered (or skipped)
 	// tpos is the last offset given from the tail before its commit
 	// (tail.go), under the tail's abort count taborts; events up to it
@@ -134,12 +135,21 @@ func (r *registration) advanced() {
 }
 
 // HasSynced: see the top of the file.
+// Once true it stays true, as client-go's does, while a ranged feed's
+// loop is replaced (feedrange.go).
 func (r *registration) HasSynced() bool {
+	if r.synced.Load() {
+		return true
+	}
 	if !r.replayed.Load() || r.inf.f == nil {
 		return false
 	}
-	st := r.inf.f.loop.Status()
-	return st.Synced && r.pos.Load() >= st.SyncedOffset
+	st := r.inf.f.loop().Status()
+	ok := st.Synced && r.pos.Load() >= st.SyncedOffset
+	if ok {
+		r.synced.Store(true)
+	}
+	return ok
 }
 
 // HasSyncedChecker returns a DoneChecker closed once HasSynced: the

@@ -90,10 +90,12 @@ const probeTimeout = 5 * time.Second
 // c: nil when each loop is running, synced and not failing for longer
 // than failingBound (0: reconcile.DefaultFailingBound); otherwise the
 // first loop's reconcile.Loop.Ready error (reconcile.ErrNotReady), or
-// ErrNotJournal.
+// ErrNotJournal. A file of ShardOptions.Owners that moves to another range
+// after it had synced stays ready while it lists the part that entered,
+// unless failing for longer than failingBound (feedrange.go).
 func ReadyzCheck(c crcache.Cache, failingBound time.Duration, objs ...client.Object) healthz.Checker {
 	return func(req *http.Request) error {
-		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Ready(failingBound) })
+		return eachFeed(req, c, objs, func(f *feed) error { return f.ready(failingBound) })
 	}
 }
 
@@ -102,7 +104,7 @@ func ReadyzCheck(c crcache.Cache, failingBound time.Duration, objs ...client.Obj
 // (reconcile.Loop.Alive: ErrJournal, ErrRejected), or ErrNotJournal.
 func HealthzCheck(c crcache.Cache, objs ...client.Object) healthz.Checker {
 	return func(req *http.Request) error {
-		return eachFeed(req, c, objs, func(f *feed) error { return f.loop.Alive() })
+		return eachFeed(req, c, objs, func(f *feed) error { return f.alive() })
 	}
 }
 

@@ -277,7 +277,7 @@ func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHan
 	var last error
 	for {
 		var cur error
-		err := i.f.loop.WaitFor(ctx, func(s reconcile.Status) bool {
+		err := i.f.waitFor(ctx, func(s reconcile.Status) bool {
 			cur = s.LastError
 			return cur != nil && cur != last
 		})
@@ -290,8 +290,11 @@ func (i *informer) reportErrors(ctx context.Context, eh toolscache.WatchErrorHan
 }
 
 // HasSynced reports the loop's HasSynced: the journal is current with the
-// server.
-func (i *informer) HasSynced() bool { return i.f != nil && i.f.loop.HasSynced() }
+// server. A ranged feed's stays true once a loop of it has synced, while
+// another replaces it (feedrange.go).
+func (i *informer) HasSynced() bool {
+	return i.f != nil && (i.f.loop().HasSynced() || i.f.servedOnce.Load())
+}
 
 // HasSyncedChecker returns a DoneChecker closed once HasSynced.
 func (i *informer) HasSyncedChecker() toolscache.DoneChecker {
@@ -323,7 +326,7 @@ func (f *feed) doneChecker(name string, synced func() bool, progress func() <-ch
 			}
 			cancel()
 		}()
-		if f.loop.WaitForSync(ctx) != nil {
+		if f.waitForSync(ctx) != nil {
 			return
 		}
 		for progress != nil {
@@ -347,7 +350,7 @@ func (i *informer) LastSyncResourceVersion() string {
 	if i.f == nil {
 		return ""
 	}
-	return i.f.loop.Status().ResourceVersion
+	return i.f.loop().Status().ResourceVersion
 }
 
 // SetWatchErrorHandler sets a handler of the loop's errors.

@@ -390,7 +390,11 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		gvk := objType.GetObjectKind().GroupVersionKind()
 		if err == nil {
 			_, res.MetadataOnly = objType.(*metav1.PartialObjectMetadata)
-			f, err = acquire(cfg, dir, res, &o)
+			var g *shardGroup // the file journals only the range (feedrange.go)
+			if c.shardRes.ranged(res.GVR.GroupResource()) {
+				g = c.shard
+			}
+			f, err = acquire(cfg, dir, res, &o, g)
 		}
 		inf := newInformer(f, err, objType, gvk, resync, indexers, o.Logger)
 		inf.plans = &c.plans

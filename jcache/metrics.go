@@ -95,7 +95,7 @@ func (c *Collector) collectors() []prometheus.Collector {
 	for _, f := range feeds {
 		col, ok := c.cols[f]
 		if !ok {
-			col = prometheus.WrapCollectorWith(prometheus.Labels{metrics.ResourceLabel: f.res.String()}, metrics.NewCollector(f.j, f.loop))
+			col = prometheus.WrapCollectorWith(prometheus.Labels{metrics.ResourceLabel: f.res.String()}, metrics.NewCollector(f.j, f.loop()))
 		}
 		live[f] = col
 		out = append(out, col)

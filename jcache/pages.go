@@ -85,7 +85,7 @@ func (f *feed) pager(ctx context.Context, kick <-chan struct{}) {
 	var seen int
 	for {
 		var done int
-		err := f.loop.WaitFor(ctx, func(s reconcile.Status) bool {
+		err := f.waitFor(ctx, func(s reconcile.Status) bool {
 			done = s.Lists + s.Verifies
 			return s.Phase == reconcile.PhaseWatching && done != seen
 		})

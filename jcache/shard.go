@@ -19,15 +19,19 @@ package jcache
 // the UID's bytes), so an owner kept by a journal shard member and by
 // this cache lands in the same range.
 //
-// Where the range applies. The cache's files journal the whole resource;
-// the range applies where an object reaches a handler (shardfilter.go).
-// Get and List read the whole resource: a reconcile of a key that just
-// moved away still finds its object, so a move never looks like a
-// deletion to a reconciler (a filtered read would answer NotFound). So
-// the apiserver's shardSelector (ShardedListAndWatch) is not used: it
-// hashes an object's own metadata.uid, which would serve an owner
-// resource's range, but an owned child's shard is its owner's UID, which
-// only a client-side filter can compute.
+// Where the range applies. The range applies where an object reaches a
+// handler (shardfilter.go), for every sharded resource. The files of the
+// resources in ShardOptions.Owners journal only the range too
+// (feedrange.go): their objects have no controller owner, so their shard
+// is their own metadata.uid, which the apiserver's shardSelector
+// (ShardedListAndWatch) hashes, or the loop's client-side filter where
+// it is not served; Get and List of such a resource read only what this
+// replica holds, so a reconcile of a key that moved away answers
+// NotFound, which is no deletion. The other sharded resources' files
+// journal the whole resource and read whole: an owned child's shard is
+// its owner's UID, which no shardSelector can express. Handlers grow into
+// a range only once every Owners file has listed it (shardfilter.go), so
+// a child's event never enqueues an owner a read cannot find yet.
 //
 // States of a member's range H (the range its handlers are given), with
 // T its share of the live set and O the union of the ranges the other
@@ -66,7 +70,8 @@ package jcache
 //
 // Limits: a request queued before its key left is still reconciled by the
 // losing replica (Cache.Holds tells a reconciler whether it holds an
-// object now); a Watches map function runs on the replica that holds the
+// object now; of an Owners resource, once its file moved, the read
+// answers NotFound, which is no deletion); a Watches map function runs on the replica that holds the
 // watched object and may enqueue keys another replica holds (they are
 // reconciled there, by a replica that does not hold them); an object
 // whose controller owner is of an unsharded resource is still cut by its
@@ -107,6 +112,18 @@ type ShardOptions struct {
 	// their objects reach this replica's handlers only in its range, hashed
 	// by their controller owner's UID, else their own. Required.
 	Resources []schema.GroupResource
+	// Owners are the sharded resources whose objects have no controller
+	// owner (a sharded controller's For resource); each must be one of
+	// Resources. Their files journal only this replica's range, hashed by
+	// the object's own UID: the apiserver sends only the range where it
+	// serves shardSelector (feature gate ShardedListAndWatch), the loop
+	// drops the rest otherwise. So Get and List of an Owners resource
+	// read only the objects this replica holds (shard.go, "Where the
+	// range applies"). An object of an Owners resource that has a
+	// controller owner reaches the handlers only where its own UID and
+	// its owner's both hash into the range. Empty: every file journals
+	// its whole resource.
+	Owners []schema.GroupResource
 	// LeaseDuration is how long a Lease is valid after its last renewal:
 	// how long a dead member's range waits before the others take it.
 	// Default shards.DefaultLeaseDuration (15 s); at least 1 s.
@@ -152,13 +169,24 @@ func (o ShardOptions) withDefaults() (ShardOptions, error) {
 		return o, fmt.Errorf("%w: LeaseDuration %v, RenewInterval %v: want at least 1s and 0 < RenewInterval < LeaseDuration",
 			ErrShardOptions, o.LeaseDuration, o.RenewInterval)
 	}
-	o.Resources = slices.Clone(o.Resources)
+	for _, gr := range o.Owners {
+		if !slices.Contains(o.Resources, gr) {
+			return o, fmt.Errorf("%w: Owners names %s, which is not one of Resources", ErrShardOptions, gr)
+		}
+	}
+	o.Resources, o.Owners = slices.Clone(o.Resources), slices.Clone(o.Owners)
 	return o, nil
 }
 
 // sharded reports whether gr is one of the sharded resources.
 func (o *ShardOptions) sharded(gr schema.GroupResource) bool {
 	return o != nil && slices.Contains(o.Resources, gr)
+}
+
+// ranged reports whether gr is one of the Owners: its file journals only
+// the range.
+func (o *ShardOptions) ranged(gr schema.GroupResource) bool {
+	return o != nil && slices.Contains(o.Owners, gr)
 }
 
 // shardUID returns the UID obj hashes by: its controller owner's, else its

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,11 +43,12 @@ import (
 
 // shardReplica is one manager of the group and what it saw.
 type shardReplica struct {
-	name   string
-	cache  *jcache.Cache
-	c      client.Client
-	cancel context.CancelFunc
-	done   chan error
+	name    string
+	cache   *jcache.Cache
+	c       client.Client
+	cancel  context.CancelFunc
+	done    chan error
+	stopped atomic.Bool // stop was called
 
 	mu         sync.Mutex
 	reconciled map[string]int // owner name → reconciles that found it held
@@ -144,6 +146,7 @@ func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOp
 // stop stops the replica's manager and waits for it.
 func (r *shardReplica) stop(t *testing.T) {
 	t.Helper()
+	r.stopped.Store(true)
 	r.cancel()
 	if err := <-r.done; err != nil {
 		t.Errorf("manager %s: %v", r.name, err)

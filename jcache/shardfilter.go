@@ -18,6 +18,14 @@ package jcache
 //     skips the events at or below h of the keys given (their outcome is
 //     in the OnAdd);
 //  4. the generation is acknowledged, so the group may publish the shrink.
+//
+// A range grows only once the files of the ranged resources
+// (ShardOptions.Owners, feedrange.go) have listed it: until then a child's
+// event would enqueue an owner that a read does not find yet, a NotFound
+// for an object that exists and is held. So while a ranged file has not
+// synced at a range covering the growth, apply applies only the shrink
+// and leaves the generation unacknowledged; the file's sync is a change
+// of the group (shardGroup.fileSynced) that makes it apply again.
 
 import (
 	"context"
@@ -93,9 +101,13 @@ func (f *shardFilter) OnDelete(obj any) {
 	}
 }
 
-// skip reports whether e's outcome was given by an OnAdd when its key's
-// range entered.
+// skip reports whether e is a key leaving the file's range (DELETED,
+// reason moved: feedrange.go), which is no deletion, or an event whose
+// outcome was given by an OnAdd when its key's range entered.
 func (f *shardFilter) skip(e journal.Event) bool {
+	if movedOut(e) {
+		return true
+	}
 	if f.entered == nil {
 		return false
 	}
@@ -110,6 +122,12 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	var cur hashrange.Set
 	if s := f.set.Load(); s != nil {
 		cur = *s
+	}
+	ready := true
+	if grow := next.Minus(cur); !grow.Empty() && !f.g.filesHold(grow) {
+		// A ranged file has not listed the part that enters yet: only the
+		// shrink now, the growth at a later change (fileSynced).
+		next, ready = next.Intersect(cur), false
 	}
 	entering := next.Minus(cur)
 	if !entering.Empty() {
@@ -128,8 +146,10 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 		}
 	}
 	f.changed = ch
-	f.acked.Store(gen)
-	f.g.kick()
+	if ready {
+		f.acked.Store(gen)
+		f.g.kick()
+	}
 	return nil
 }
 
@@ -159,4 +179,11 @@ func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(ke
 		after, first = objs[len(objs)-1].key, false
 	}
 	return nil
+}
+
+// movedOut reports whether e is a key that left a ranged file because
+// the file's range shrank (journal.Writer.Reshard): the object still
+// exists, held by another replica.
+func movedOut(e journal.Event) bool {
+	return e.Type == journal.Deleted && e.Reason == journal.ReasonMoved
 }

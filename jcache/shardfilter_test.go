@@ -119,6 +119,7 @@ func TestShardOptions_Invalid(t *testing.T) {
 		{"no resources", ShardOptions{Group: "g", Member: "a"}},
 		{"a lease under a second", ShardOptions{Group: "g", Member: "a", Resources: cms, LeaseDuration: 500 * time.Millisecond}},
 		{"a renewal not shorter than the lease", ShardOptions{Group: "g", Member: "a", Resources: cms, LeaseDuration: 3 * time.Second, RenewInterval: 3 * time.Second}},
+		{"an owner resource that is not sharded", ShardOptions{Group: "g", Member: "a", Resources: cms, Owners: []schema.GroupResource{{Resource: "secrets"}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := c.o.withDefaults(); !errors.Is(err, ErrShardOptions) {

@@ -67,12 +67,15 @@ type shardGroup struct {
 	// as a killed process would (a test hook: testhooks.go).
 	abandon bool
 
-	mu        sync.Mutex
-	held      hashrange.Set
-	gen       uint64
-	given     []givenRange // the ranges of generations not yet acknowledged by all
-	changed   chan struct{}
-	filters   map[*shardFilter]struct{}
+	mu      sync.Mutex
+	held    hashrange.Set
+	gen     uint64
+	given   []givenRange // the ranges of generations not yet acknowledged by all
+	changed chan struct{}
+	filters map[*shardFilter]struct{}
+	// files are the ranged feeds' files (feedrange.go) and the range each
+	// has synced at (nil: none yet, or its loop is stopped).
+	files     map[*feed]hashrange.Set
 	renewedAt time.Time
 	st        ShardStatus
 	pub       hashrange.Set
@@ -111,6 +114,7 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bo
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		filters: map[*shardFilter]struct{}{},
+		files:   map[*feed]hashrange.Set{},
 		st:      ShardStatus{Member: o.Member},
 		abandon: abandon,
 	}, nil
@@ -137,6 +141,35 @@ func (g *shardGroup) setHeld(next hashrange.Set) {
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.log.Info("shard range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "generation", g.gen)
+}
+
+// fileSynced records that the ranged feed f's file holds the range set,
+// listed and synced (nil: it holds no range it keeps current, or f
+// closed when gone), and wakes the filters: a range they wait to grow
+// into may be held now (shardFilter.apply).
+func (g *shardGroup) fileSynced(f *feed, set hashrange.Set, gone bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gone {
+		delete(g.files, f)
+	} else {
+		g.files[f] = set
+	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// filesHold reports whether every ranged feed's file has synced at a
+// range covering s.
+func (g *shardGroup) filesHold(s hashrange.Set) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, set := range g.files {
+		if !set.Covers(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // join registers f and returns the range it applies from now on, with

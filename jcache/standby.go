@@ -205,7 +205,7 @@ func (e *ExactController) follow(ctx context.Context) error {
 			continue
 		}
 		j := inf.f.j
-		if err := inf.f.loop.WaitForSync(ctx); err != nil {
+		if err := inf.f.waitForSync(ctx); err != nil {
 			return nil // ctx done
 		}
 		name, res, err := e.consumerName(j, s)

@@ -238,11 +238,12 @@ func (f *feed) reopenEmpty() error {
 			return fmt.Errorf("jcache: %s: start the file afresh: %w", f.res, err)
 		}
 	}
-	j, loop, err := open(f.cfg, f.path, f.res, f.opts, f.transformObject, f.tail.stage)
+	j, loop, err := f.open()
 	if err != nil {
 		return err
 	}
-	f.j, f.loop = j, loop
+	f.j = j
+	f.setLoop(loop)
 	// The handlers' record was the old file's: the new one has seen no
 	// handler, so no catch-up (catchup.go).
 	f.hmu.Lock()
