@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -64,6 +65,13 @@ func (c *oldChecker) OnUpdate(o, n any) {
 	c.updates++
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// count returns how many updates c has had.
+func (c *oldChecker) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updates
 }
 
 func (c *oldChecker) waitUpdates(t *testing.T, n int) {
@@ -162,10 +170,18 @@ func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
 			slow.mu.Unlock()
 		}
 	}
+	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, h := range []*oldChecker{fast, slow} {
-		if _, err := inf.AddEventHandler(h); err != nil {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
 			t.Fatal(err)
 		}
+		regs = append(regs, reg)
+	}
+	// Both handlers replayed the stored objects before the first update,
+	// so each gets it as an OnUpdate, not within the replay's OnAdds.
+	if !toolscache.WaitForCacheSync(ctx.Done(), regs[0].HasSynced, regs[1].HasSynced) {
+		t.Fatalf("handlers not synced: fast %v, slow %v", regs[0].HasSynced(), regs[1].HasSynced())
 	}
 	update := func(round, i int) {
 		name := fmt.Sprintf("cm%d", i)
@@ -180,7 +196,11 @@ func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
 		}
 	}
 	update(1, 0)
-	<-slow.first // slow holds at the event before its first update
+	select { // slow holds at the event before its first update
+	case <-slow.first:
+	case <-ctx.Done():
+		t.Fatalf("slow got no OnUpdate for cm0's first update (fast has %d updates)", fast.count())
+	}
 	for round := 1; round <= rounds; round++ {
 		for i := range objects {
 			if round == 1 && i == 0 {
