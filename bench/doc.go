@@ -22,7 +22,8 @@
 // journalctl, four client-go informers, a bare paginated list, two bare
 // watch-lists, the Reader against a lister, and an operator process on
 // controller-runtime's cache and on jcache) in a child process of its own,
-// so that memory is never mixed; then the workloads of real shapes (Pods,
+// so that memory is never mixed, and the jcache operator as three sharded
+// replicas, one of them then killed; then the workloads of real shapes (Pods,
 // a custom resource, sealed Secrets). It prints its tables and writes
 // BENCHMARKS.md. `make bench` runs both.
 package bench

@@ -44,8 +44,9 @@ const (
 	subjJCache  = "jcache"
 )
 
-// cacheSubjects are the subjects run by runCacheSubject, not runSubject.
-var cacheSubjects = []string{subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform}
+// cacheSubjects are the subjects run on the cache subjects' ConfigMaps:
+// by runCacheSubject, and jcache-sharded by runSharded (sharded.go).
+var cacheSubjects = []string{subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform, subjJCacheSharded}
 
 // isCache reports whether a subject is one of the cache subjects.
 func isCache(kind string) bool { return slices.Contains(cacheSubjects, kind) }

@@ -97,6 +97,9 @@ type report struct {
 
 	// cache-synced, cache-reads (a cache subject's child, cache.go)
 	Cache *cacheReport `json:"cache,omitempty"`
+
+	// shard-synced, shard-takeover (a sharded replica, sharded.go)
+	Shard *shardReport `json:"shard,omitempty"`
 }
 
 func childMain(kind string) int {
@@ -113,6 +116,8 @@ func childMain(kind string) int {
 		run = restartChild
 	case isReader(kind):
 		run = readerChildMain
+	case kind == subjJCacheSharded:
+		run = shardedChildMain
 	case isCache(kind):
 		run = cacheChildMain
 	}

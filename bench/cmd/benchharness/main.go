@@ -12,7 +12,9 @@
 // the subject restarts (restart.go). The workloads other than the
 // ConfigMaps (-workload) are workload.go's. A run of only the cache
 // subjects, or without the ConfigMaps, rewrites only its sections of the
-// results file (cache_results.go, workload_results.go) and keeps the rest.
+// results file (cache_results.go, sharded_results.go, workload_results.go)
+// and keeps the rest. jcache-sharded runs three replicas of the cache
+// subjects' operator as one shard group (sharded.go).
 //
 // Environment: BENCH_N, BENCH_SUBJECTS and BENCH_WORKLOADS (the flags'
 // defaults), BENCH_PPROF (a directory: children write CPU and heap profiles
@@ -97,6 +99,12 @@ func main() {
 			b, err = json.MarshalIndent(caches, "", "  ")
 			if err == nil {
 				err = os.WriteFile(strings.TrimSuffix(o.jsonOut, ".json")+"-cache.json", b, 0o644)
+			}
+		}
+		if err == nil && len(res.sharded) > 0 {
+			// The sharded subject's rows beside: FILE-sharded.json.
+			if b, err = json.MarshalIndent(res.sharded, "", "  "); err == nil {
+				err = os.WriteFile(strings.TrimSuffix(o.jsonOut, ".json")+"-sharded.json", b, 0o644)
 			}
 		}
 		if err != nil {

@@ -137,7 +137,10 @@ func run(ctx context.Context, o options) (*results, error) {
 				res.cacheObjectBytes = p.servedSize(ctx, cacheNS(0))
 			}
 			for _, s := range o.subjects {
-				if isCache(s) {
+				switch {
+				case s == subjJCacheSharded:
+					res.sharded = append(res.sharded, p.runSharded(ctx, n))
+				case isCache(s):
 					res.caches = append(res.caches, p.runCacheSubject(ctx, n, s))
 				}
 			}

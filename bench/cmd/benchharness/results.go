@@ -44,6 +44,8 @@ type results struct {
 	caches           []cacheRow
 	cacheCreations   []creation
 	cacheObjectBytes int
+	// sharded are the sharded subject's rows (sharded.go).
+	sharded []shardedRow
 
 	date                  time.Time
 	cpu, kernel           string
@@ -152,7 +154,7 @@ func relistSeen(r row) string {
 
 // text returns the tables and the targets as the harness prints them.
 func (r *results) text() string {
-	return rowsTable(r.rows) + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.workloadSection()
+	return rowsTable(r.rows) + "\n" + r.restartTable() + r.readerTable() + r.targetsText() + r.cacheSection() + r.shardedSection() + r.workloadSection()
 }
 
 // rowsTable returns rows as one Markdown table.
@@ -376,11 +378,14 @@ func (r *results) write(path string) error {
 			kept = old[i+len(handWritten):]
 		}
 	}
-	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && (len(r.caches) > 0 || len(r.workloads) > 0) {
+	if err == nil && len(r.rows) == 0 && len(r.readers) == 0 && (len(r.caches) > 0 || len(r.sharded) > 0 || len(r.workloads) > 0) {
 		// Only the cache subjects or the workloads (or both) ran: their
 		// sections are all that changes.
 		if len(r.caches) > 0 {
 			old = spliceSection(old, cacheBegin, cacheEnd, r.cacheSection())
+		}
+		if len(r.sharded) > 0 {
+			old = spliceSection(old, shardedBegin, shardedEnd, r.shardedSection())
 		}
 		if len(r.workloads) > 0 {
 			old = spliceSection(old, workloadsBegin, workloadsEnd, r.workloadSection())
@@ -390,6 +395,10 @@ func (r *results) write(path string) error {
 	cacheText := r.cacheSection()
 	if len(r.caches) == 0 { // not run: keep the last run's section
 		cacheText = string(oldSection(old, cacheBegin, cacheEnd))
+	}
+	shardedText := r.shardedSection()
+	if len(r.sharded) == 0 { // not run: keep the last run's section
+		shardedText = string(oldSection(old, shardedBegin, shardedEnd))
 	}
 	wlText := r.workloadSection()
 	if len(r.workloads) == 0 { // not run: keep the last run's section
@@ -425,6 +434,9 @@ func (r *results) write(path string) error {
 	b.WriteString("\n## Targets\n")
 	b.WriteString(r.targetsText())
 	b.WriteString(cacheText)
+	if shardedText != "" {
+		b.WriteString("\n" + shardedText)
+	}
 	if wlText != "" {
 		b.WriteString("\n" + wlText)
 	}

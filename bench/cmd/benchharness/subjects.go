@@ -46,7 +46,7 @@ const (
 	subjWatchListMeta     = "bare-watch-list-meta" // PartialObjectMetadata
 )
 
-var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl, subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform}
+var allSubjects = []string{subjWatchjournal, subjWatchjournalPaged, subjInformer, subjInformerNoGzip, subjMetadata, subjTransform, subjList, subjWatchList, subjWatchListMeta, subjJournalctl, subjCRCache, subjJCache, subjJCacheExact, subjJCacheTransform, subjJCacheSharded}
 
 // bare reports whether a subject is a bare list, which keeps nothing and
 // sees no updates.
