@@ -248,6 +248,7 @@ func (p *parent) sharded(ctx context.Context, r *shardedRow) (err error) {
 	}
 	group := fmt.Sprintf("bench-sharded-n%d", n)
 	reps := make([]*replica, shardReplicas)
+	defer p.deleteLeases(group)
 	defer func() {
 		for _, x := range reps {
 			if x == nil {
@@ -344,6 +345,19 @@ func (p *parent) sharded(ctx context.Context, r *shardedRow) (err error) {
 		r.Replicas[i+1].DiskBytes = dirSize(x.dir)
 	}
 	return nil
+}
+
+// deleteLeases deletes the Leases of the shard group, in
+// ShardOptions.Namespace's default namespace: the killed replica's, which
+// nothing else deletes, so that a later run of the same group starts from
+// none.
+func (p *parent) deleteLeases(group string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := p.kube.CoordinationV1().Leases("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: shards.LabelGroup + "=" + group})
+	if err != nil {
+		logf("deleting the Leases of shard group %s: %v", group, err)
+	}
 }
 
 // checkSplit returns an error unless the settled ranges of rs hold every
