@@ -1,9 +1,9 @@
 package main
 
 // A sharded replica's process (sharded.go): the cache subjects' operator
-// on jcache with ShardOptions, the library's defaults but for the group
-// and member names; one controller For the ConfigMaps, no leader
-// election, whose reconciler counts, per hash bucket, the distinct keys
+// on jcache with ShardOptions at the library's defaults but for what it
+// must name (Group, Resources, Owners) and the member's name; one
+// controller For the ConfigMaps, no leader election, whose reconciler counts, per hash bucket, the distinct keys
 // it reconciled while its cache held them.
 //
 // The invariant the reports rest on: a bucket's count never exceeds the
