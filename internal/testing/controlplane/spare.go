@@ -30,10 +30,10 @@ type spareResult struct {
 
 // pool is the package's one spare; on is set by RunWithSpare.
 var pool struct {
-	mu   sync.Mutex
-	on   bool
-	next chan spareResult // the spare starting or started; nil: none
-	taken int               // spares given to tests (for this package's tests)
+	mu    sync.Mutex
+	on    bool
+	next  chan spareResult // the spare starting or started; nil: none
+	taken int              // spares given to tests (for this package's tests)
 }
 
 // RunWithSpare runs m's tests with a spare control plane starting ahead
