@@ -34,10 +34,13 @@ vet:
 ## cannot run, unless REQUIRE_PRIVILEGED=0 (then they skip and say so with
 ## -v). CI runs it as root, so a green run means every test ran.
 REQUIRE_PRIVILEGED ?= 1
+# GOTEST is go test that, when it fails, ends its output with what failed
+# (the tests, the packages, and the tests running at a timeout).
+GOTEST = GO=$(GO) ./scripts/gotest.sh
 TESTENV := WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 WATCHJOURNAL_REQUIRE_PRIVILEGED=$(REQUIRE_PRIVILEGED)
 test: controlplane vet fuzz
-	$(TESTENV) $(GO) test $(TESTFLAGS) $(PLAIN_PKGS)
-	$(TESTENV) $(GO) test $(TESTFLAGS) -run '$(RACE_SKIP)' $(RACE_SKIP_PKGS)
+	$(TESTENV) $(GOTEST) $(TESTFLAGS) $(PLAIN_PKGS)
+	$(TESTENV) $(GOTEST) $(TESTFLAGS) -run '$(RACE_SKIP)' $(RACE_SKIP_PKGS)
 	$(MAKE) --no-print-directory race
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory monitoring
@@ -59,7 +62,7 @@ PLAIN_PKGS = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list ./
 RACEFLAGS ?= -count=1 -timeout 45m
 .PHONY: race
 race: controlplane
-	$(TESTENV) $(GO) test -race $(RACEFLAGS) $(if $(RACE_SKIP),-skip '$(RACE_SKIP)') $(RACE_PKGS)
+	$(TESTENV) $(GOTEST) -race $(RACEFLAGS) $(if $(RACE_SKIP),-skip '$(RACE_SKIP)') $(RACE_PKGS)
 
 ## conformance: controller-runtime v0.25.2's cache conformance suite (272
 ## specs, the crcache harness copied into tools/crcache, CRCACHE_RUN) against

@@ -325,16 +325,16 @@ func TestCatchUp_DeletesWhileDownTrimmingOff(t *testing.T) {
 	testDeletesWhileDown(t, downCase{retention: &journal.Retention{}})
 }
 
-// gate is a raw handler whose first OnAdd waits until open is closed;
-// it records calls as uidRecorder does.
-type gate struct {
+// heldHandler is a raw handler whose first OnAdd waits until its hold is
+// released; it records calls as uidRecorder does.
+type heldHandler struct {
 	*uidRecorder
 	once sync.Once
-	open chan struct{}
+	hold *hold
 }
 
-func (g *gate) OnAdd(o any, initial bool) {
-	g.once.Do(func() { <-g.open })
+func (g *heldHandler) OnAdd(o any, initial bool) {
+	g.once.Do(g.hold.wait)
 	g.uidRecorder.OnAdd(o, initial)
 }
 
@@ -372,7 +372,8 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gate{uidRecorder: &uidRecorder{recorder: newRecorder()}, open: make(chan struct{})}
+	g := &heldHandler{uidRecorder: &uidRecorder{recorder: newRecorder()}, hold: newHold()}
+	defer g.hold.release() // before r2.stop: the held OnAdd returns
 	reg, err := inf.AddEventHandler(g)
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +395,7 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 		return false
 	}
 	seen.waitFor(t, "the delete journaled", deleted)
-	close(g.open)
+	g.hold.release()
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("the handler did not sync")
 	}

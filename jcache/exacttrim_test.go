@@ -43,10 +43,10 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	defer rc.stop()
 
 	var held atomic.Bool
-	release := make(chan struct{})
+	gate := newHold()
 	outcome := func(name string) (reconcile.Result, error) {
 		if name == "cm00" && held.Load() {
-			<-release
+			gate.wait()
 		}
 		return reconcile.Result{}, nil
 	}
@@ -85,6 +85,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	}
 	h := runByHandWith(t, rc.c, ns, outcome, jcache.WithExactHooks(jcache.ExactOptions{MaxPending: 1}, trimmed, commit))
 	defer h.stop()
+	defer gate.release() // before h.stop: the held reconcile returns
 	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
 		ok, _ := atHead(h.src)
 		return ok && len(h.rec.names()) == n
@@ -119,7 +120,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 
 	armed.Store(true)
 	held.Store(false)
-	close(release)
+	gate.release()
 	select {
 	case <-attempted:
 	case <-ctx.Done():

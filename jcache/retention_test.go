@@ -27,13 +27,13 @@ type oldChecker struct {
 	updates int
 	bad     []string
 	first   chan struct{} // closed at the first OnUpdate
-	gate    chan struct{} // the first OnUpdate waits for it (nil: none)
+	gate    *hold         // the first OnUpdate waits for it (nil: none)
 	once    sync.Once
 	changed chan struct{}
 	before  func(k int) // called at the start of the k-th OnUpdate (1-based), after the gate
 }
 
-func newOldChecker(gate chan struct{}) *oldChecker {
+func newOldChecker(gate *hold) *oldChecker {
 	return &oldChecker{first: make(chan struct{}), gate: gate, changed: make(chan struct{})}
 }
 
@@ -43,7 +43,7 @@ func (c *oldChecker) OnUpdate(o, n any) {
 	c.once.Do(func() {
 		close(c.first)
 		if c.gate != nil {
-			<-c.gate
+			c.gate.wait()
 		}
 	})
 	if c.before != nil {
@@ -152,8 +152,9 @@ func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	fast := newOldChecker(nil)
-	gate := make(chan struct{})
-	slow := newOldChecker(gate)
+	held := newHold()
+	defer held.release() // before r.stop: slow's blocked OnUpdate returns
+	slow := newOldChecker(held)
 	// Released, slow waits in its k-th update until the file is trimmed
 	// up to that update's event (mods[k-1]), or to the last 3 events.
 	var mods []uint64
@@ -223,7 +224,7 @@ func TestCache_RetentionKeepsOldObjectsComplete(t *testing.T) {
 	if mods, err = jcache.ModifiedOffsets(dir); err != nil || len(mods) != objects*rounds {
 		t.Fatalf("ModifiedOffsets = %d offsets, %v; want %d", len(mods), err, objects*rounds)
 	}
-	close(gate)
+	held.release()
 	slow.waitUpdates(t, objects*rounds)
 	// Once both are through, the file keeps the last 3 events.
 	waitOffsets(t, dir, "the trim to 3 events", func(first, head uint64) bool { return head-first+1 <= 3 && first > 0 })

@@ -303,14 +303,15 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocked, release := make(chan struct{}), make(chan struct{})
+	blocked, held := make(chan struct{}), newHold()
+	defer held.release() // before r0's stop: the blocked handler returns
 	var mu sync.Mutex
 	var deletes []string
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if obj.(client.Object).GetName() == "blocker" {
 				close(blocked)
-				<-release
+				held.wait()
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -347,7 +348,7 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0, r1})
 		})
-	close(release)
+	held.release()
 	rs := []*shardReplica{r0, r1}
 	waitShard(t, "two replicas settle, each owner in one file", func() bool {
 		return settled(rs) && ownerKeys(dirs["r0"])+ownerKeys(dirs["r1"]) == owners

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(shardChildEnv) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	os.Exit(controlplane.RunWithSpare(m))
 }
 
 const (

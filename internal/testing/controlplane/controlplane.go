@@ -85,6 +85,7 @@ const (
 
 	pollInterval  = 50 * time.Millisecond
 	probeTimeout  = 2 * time.Second
+	startTimeout  = 2 * time.Minute // StartT's and a spare's whole start
 	startAttempts = 5
 )
 
@@ -279,8 +280,16 @@ func StartT(t testing.TB, opts Options) *ControlPlane {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
+	if c, dir, ok := takeSpare(opts); ok {
+		c.logf("controlplane: kube-apiserver at %s, started ahead of the test (dir %s)", c.URL(), dir)
+		t.Cleanup(func() {
+			stopT(t, c, dir)
+			_ = os.RemoveAll(dir)
+		})
+		return c
+	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	c, err := Start(ctx, dir, opts)
 	if err != nil {
@@ -289,15 +298,19 @@ func StartT(t testing.TB, opts Options) *ControlPlane {
 		}
 		t.Fatalf("starting control plane: %v", err)
 	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			for _, name := range []string{"etcd.log", "apiserver.log"} {
-				t.Logf("controlplane: tail of %s:\n%s", name, tailFile(filepath.Join(dir, name), 40))
-			}
-		}
-	})
+	t.Cleanup(func() { stopT(t, c, dir) })
 	return c
+}
+
+// stopT stops c at the end of t and, if t failed, logs the tails of the
+// logs in dir.
+func stopT(t testing.TB, c *ControlPlane, dir string) {
+	c.Stop()
+	if t.Failed() {
+		for _, name := range []string{"etcd.log", "apiserver.log"} {
+			t.Logf("controlplane: tail of %s:\n%s", name, tailFile(filepath.Join(dir, name), 40))
+		}
+	}
 }
 
 func (c *ControlPlane) logf(format string, args ...any) {

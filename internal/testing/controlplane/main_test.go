@@ -1,0 +1,8 @@
+package controlplane
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(RunWithSpare(m)) }
