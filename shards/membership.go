@@ -57,6 +57,8 @@ type Announcement struct {
 	Selector string
 	// Leaving marks the Lease with AnnotationLeaving: the member is
 	// stopping, and the others take its range (member.go, "Handover").
+	// False removes the mark (a new instance that takes over the Lease of
+	// one that left without deleting it).
 	Leaving bool
 	// Index is the manifest of the member's published index
 	// (AnnotationIndex, digest.go); "" removes the annotation.
@@ -141,6 +143,8 @@ func (m *Membership) Renew(ctx context.Context, now time.Time, a Announcement) (
 		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationSelector, a.Selector)
 		if a.Leaving {
 			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationLeaving, "true")
+		} else {
+			delete(l.Annotations, AnnotationLeaving)
 		}
 		if a.Index != "" {
 			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationIndex, a.Index)
