@@ -7,13 +7,15 @@ package jcache
 //
 //	err = jcache.RegisterMetrics(ctrlmetrics.Registry, mgr.GetCache())
 //
-// Each file's series are package metrics' (metrics.NewCollector over the
-// file's journal and its reconcile.Loop), labeled resource (the journal's
-// Resource, metrics.ResourceLabel), as metrics.Register labels them; so a
-// registry may hold a cache's collector beside journals registered with
-// metrics.Register, as long as no journal is in both (duplicate series
-// fail the scrape). The collector is unchecked (Describe sends nothing):
-// the set of files changes while it runs.
+// Each file's series are package metrics' (metrics.NewCollectorFunc over
+// the file's journal and the reconcile.Loop that writes it at the scrape:
+// a ranged file's loop is replaced at each range change, feedrange.go),
+// labeled resource (the journal's Resource, metrics.ResourceLabel), as
+// metrics.Register labels them; so a registry may hold a cache's
+// collector beside journals registered with metrics.Register, as long as
+// no journal is in both (duplicate series fail the scrape). The collector
+// is unchecked (Describe sends nothing): the set of files changes while
+// it runs.
 
 import (
 	"errors"
@@ -95,7 +97,7 @@ func (c *Collector) collectors() []prometheus.Collector {
 	for _, f := range feeds {
 		col, ok := c.cols[f]
 		if !ok {
-			col = prometheus.WrapCollectorWith(prometheus.Labels{metrics.ResourceLabel: f.res.String()}, metrics.NewCollector(f.j, f.loop()))
+			col = prometheus.WrapCollectorWith(prometheus.Labels{metrics.ResourceLabel: f.res.String()}, metrics.NewCollectorFunc(f.j, f.loop))
 		}
 		live[f] = col
 		out = append(out, col)

@@ -3,7 +3,8 @@ package jcache
 // shardGroup: a cache's membership in a shard group, and the range its
 // handlers hold (shard.go has the states and why).
 //
-// The group's run goroutine owns the Lease and the observations; the
+// The group's run goroutine owns the membership (shards.Membership: the
+// Lease and the observations of the others'); the
 // range H and its generation are read by the handlers (shardFilter) under
 // mu. Each change of H bumps gen and closes the changed channel; each
 // handler applies the new H in its own goroutine and acknowledges gen
@@ -14,8 +15,6 @@ package jcache
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,14 +22,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/shards"
@@ -55,14 +48,10 @@ type ShardStatus struct {
 
 // shardGroup is one cache's membership.
 type shardGroup struct {
-	o      ShardOptions
-	log    logr.Logger
-	leases coordclient.LeaseInterface
-	lease  string // the Lease's name
-	id     string // holderIdentity: member and instance
-	mine   *coordinationv1.Lease
-	seen   map[string]observed // by Lease name: the last renewal seen and when
-	wake   chan struct{}       // a handler acknowledged a generation
+	o    ShardOptions
+	log  logr.Logger
+	ms   *shards.Membership
+	wake chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
 	// as a killed process would (a test hook: testhooks.go).
 	abandon bool
@@ -75,10 +64,9 @@ type shardGroup struct {
 	filters map[*shardFilter]struct{}
 	// files are the ranged feeds' files (feedrange.go) and the range each
 	// has synced at (nil: none yet, or its loop is stopped).
-	files     map[*feed]hashrange.Set
-	renewedAt time.Time
-	st        ShardStatus
-	pub       hashrange.Set
+	files map[*feed]hashrange.Set
+	st    ShardStatus
+	pub   hashrange.Set
 }
 
 // givenRange is the range H was at generation gen.
@@ -87,30 +75,19 @@ type givenRange struct {
 	set hashrange.Set
 }
 
-// observed is a Lease's last renewal record and the local time it was
-// first seen (shards/observe.go: a Lease is judged by this clock alone).
-type observed struct {
-	holder, renew string
-	at            time.Time
-}
-
 func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bool) (*shardGroup, error) {
 	if cfg == nil {
 		return nil, errors.New("jcache: no rest.Config")
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	ms, err := shards.NewMembership(cfg, shards.MembershipOptions{Group: o.Group, Member: o.Member, Namespace: o.Namespace,
+		LeaseDuration: o.LeaseDuration, RenewInterval: o.RenewInterval})
 	if err != nil {
 		return nil, fmt.Errorf("jcache: shard group: %w", err)
 	}
-	var inst [4]byte
-	_, _ = rand.Read(inst[:])
 	return &shardGroup{
 		o:       o,
 		log:     log.WithValues("shardGroup", o.Group, "member", o.Member),
-		leases:  cs.CoordinationV1().Leases(o.Namespace),
-		lease:   o.Group + "-" + o.Member,
-		id:      o.Member + "_" + hex.EncodeToString(inst[:]),
-		seen:    map[string]observed{},
+		ms:      ms,
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		filters: map[*shardFilter]struct{}{},
@@ -259,23 +236,26 @@ func (g *shardGroup) run(ctx context.Context) {
 func (g *shardGroup) tick(ctx context.Context) {
 	now := time.Now()
 	pub := g.publishable()
-	if err := g.renew(ctx, now, pub); err != nil {
+	if _, err := g.ms.Renew(ctx, now, shards.Announcement{Selector: pub.Selector()}); err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
-		expired := g.renewedAt.IsZero() || now.Sub(g.renewedAt) >= g.o.LeaseDuration
 		g.mu.Unlock()
-		if expired {
+		if g.ms.Lapsed(now) {
 			g.setHeld(nil) // lost: the others take the range
 		}
 		return
 	}
-	live, others, err := g.view(ctx, now)
+	g.mu.Lock()
+	g.pub = pub
+	g.mu.Unlock()
+	v, err := g.ms.View(ctx, now)
 	if err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
 		g.mu.Unlock()
 		return
 	}
+	live, others := v.Live, othersPublish(v, g.o.Member)
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
 	g.setHeld(nextHeld(cur, target, others))
@@ -295,135 +275,25 @@ func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
 	return cur.Intersect(target).Union(target.Minus(others))
 }
 
-// renew creates or renews the member's Lease with pub on it.
-func (g *shardGroup) renew(ctx context.Context, now time.Time, pub hashrange.Set) error {
-	ctx, cancel := context.WithTimeout(ctx, g.requestTimeout())
-	defer cancel()
-	secs := int32(g.o.LeaseDuration / time.Second)
-	mt := metav1.NewMicroTime(now)
-	fill := func(l *coordinationv1.Lease) {
-		metav1.SetMetaDataLabel(&l.ObjectMeta, shards.LabelGroup, g.o.Group)
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, shards.AnnotationMember, g.o.Member)
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, shards.AnnotationSelector, pub.Selector())
-		if ptr.Deref(l.Spec.HolderIdentity, "") != g.id {
-			l.Spec.AcquireTime = &mt
-		}
-		l.Spec.HolderIdentity = &g.id
-		l.Spec.LeaseDurationSeconds = &secs
-		l.Spec.RenewTime = &mt
-	}
-	var err error
-	if g.mine != nil {
-		l := g.mine.DeepCopy()
-		fill(l)
-		if l, err = g.leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
-			g.renewed(l, now, pub)
-			return nil
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("jcache: renew Lease %s: %w", g.lease, err)
-		}
-		g.mine = nil
-	}
-	l, err := g.leases.Get(ctx, g.lease, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: g.lease, Namespace: g.o.Namespace}}
-		fill(l)
-		if l, err = g.leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("jcache: create Lease %s: %w", g.lease, err)
-		}
-	case err != nil:
-		return fmt.Errorf("jcache: get Lease %s: %w", g.lease, err)
-	default:
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != g.id && !g.expired(l, now) {
-			return fmt.Errorf("%w: %s holds %s", shards.ErrLeaseHeld, h, g.lease)
-		}
-		fill(l)
-		if l, err = g.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("jcache: update Lease %s: %w", g.lease, err)
-		}
-	}
-	g.renewed(l, now, pub)
-	return nil
-}
-
-func (g *shardGroup) renewed(l *coordinationv1.Lease, now time.Time, pub hashrange.Set) {
-	g.mine = l
-	g.mu.Lock()
-	g.renewedAt, g.pub = now, pub
-	g.mu.Unlock()
-}
-
-// requestTimeout bounds one Lease request: RenewInterval, at least 2 s, at
-// most half the LeaseDuration.
-func (g *shardGroup) requestTimeout() time.Duration {
-	return min(max(g.o.RenewInterval, 2*time.Second), g.o.LeaseDuration/2)
-}
-
-// expired records what l shows at the local time now and reports whether
-// it has not been renewed within its duration as this replica saw it.
-func (g *shardGroup) expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	rec := observed{holder: ptr.Deref(l.Spec.HolderIdentity, ""), renew: l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)}
-	ob, ok := g.seen[l.Name]
-	if !ok || ob.holder != rec.holder || ob.renew != rec.renew {
-		rec.at = now
-		g.seen[l.Name] = rec
-		ob = rec
-	}
-	return !now.Before(ob.at.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-}
-
-// view lists the group's Leases and returns the live members, sorted
-// (this one included), and the union of the ranges the other live members
-// publish.
-func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashrange.Set, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.requestTimeout())
-	defer cancel()
-	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: shards.LabelGroup + "=" + g.o.Group})
-	if err != nil {
-		return nil, nil, fmt.Errorf("jcache: list Leases: %w", err)
-	}
-	live := []string{g.o.Member}
+// othersPublish returns the union of the ranges the live members of v
+// other than member publish.
+func othersPublish(v shards.View, member string) hashrange.Set {
 	var others hashrange.Set
-	names := map[string]bool{}
-	for i := range list.Items {
-		l := &list.Items[i]
-		names[l.Name] = true
-		name := l.Annotations[shards.AnnotationMember]
-		if name == "" || name == g.o.Member || ptr.Deref(l.Spec.HolderIdentity, "") == "" || g.expired(l, now) {
-			continue
-		}
-		live = append(live, name)
-		if s, err := hashrange.Parse(l.Annotations[shards.AnnotationSelector]); err == nil && l.Annotations[shards.AnnotationSelector] != "" {
+	for name, sel := range v.Selectors {
+		if s, err := hashrange.Parse(sel); err == nil && name != member {
 			others = others.Union(s)
 		}
 	}
-	for n := range g.seen {
-		if !names[n] {
-			delete(g.seen, n)
-		}
-	}
-	slices.Sort(live)
-	return slices.Compact(live), others, nil
+	return others
 }
 
 // release deletes the member's Lease if this instance holds it.
 func (g *shardGroup) release() {
-	if g.mine == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	uid, rv := types.UID(g.mine.UID), g.mine.ResourceVersion
-	err := g.leases.Delete(ctx, g.lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := g.ms.Release(ctx); err != nil && !errors.Is(err, shards.ErrLeaseHeld) {
 		g.log.Info("could not delete the shard Lease; it expires on its own", "error", err.Error())
 	}
-	g.mine = nil
 }
 
 // ShardStatus returns the cache's view of its shard group; the zero

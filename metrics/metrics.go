@@ -84,10 +84,10 @@ var phases = []reconcile.Phase{reconcile.PhaseStarting, reconcile.PhaseListing, 
 	reconcile.PhaseWatching, reconcile.PhaseBackoff, reconcile.PhaseStopped}
 
 // Collector is a prometheus.Collector of one journal and, optionally, the
-// loop that writes it. Create it with NewCollector.
+// loop that writes it. Create it with NewCollector or NewCollectorFunc.
 type Collector struct {
 	j    *journal.Journal
-	l    *reconcile.Loop
+	loop func() *reconcile.Loop // the loop writing j now; nil: none ever
 	errs prometheus.Counter
 }
 
@@ -95,7 +95,23 @@ type Collector struct {
 // written by another process, or none): only the journal's metrics are
 // exported then. j may not be nil.
 func NewCollector(j *journal.Journal, l *reconcile.Loop) *Collector {
-	return &Collector{j: j, l: l, errs: prometheus.NewCounter(prometheus.CounterOpts{
+	if l == nil {
+		return NewCollectorFunc(j, nil)
+	}
+	return NewCollectorFunc(j, func() *reconcile.Loop { return l })
+}
+
+// NewCollectorFunc returns a collector of j and of the loop that writes j
+// at each scrape, for a journal whose writer stops one loop and starts
+// another over its life (a shard member's file, whose loop is replaced at
+// each range change). loop is called once per Collect and returns the
+// loop writing j then, or nil while none does (only the journal's metrics
+// are exported for that scrape); loop nil is NewCollector(j, nil). The
+// loop's counters are those of the loop returned: they start again from
+// zero when the loop is replaced, which Prometheus's rate and increase
+// take as a counter reset. j may not be nil.
+func NewCollectorFunc(j *journal.Journal, loop func() *reconcile.Loop) *Collector {
+	return &Collector{j: j, loop: loop, errs: prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Name: "scrape_errors_total",
 		Help: "Scrapes that could not read the journal (its stats are then missing).",
 	})}
@@ -143,7 +159,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{headDesc, firstDesc, fileDesc, journalDesc, objectsDesc, lagDesc, consumerDesc, c.errs.Desc()} {
 		ch <- d
 	}
-	if c.l == nil {
+	if c.loop == nil {
 		return
 	}
 	for _, d := range []*prometheus.Desc{eventsDesc, listsDesc, backoffsDesc, syncedDesc, syncedByDesc, phaseDesc,
@@ -157,8 +173,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the loop's status and the journal's stats and sends them.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	if c.l != nil {
-		collectLoop(ch, c.l.Status())
+	if c.loop != nil {
+		if l := c.loop(); l != nil {
+			collectLoop(ch, l.Status())
+		}
 	}
 	st, err := c.j.Stats()
 	var cons []journal.ConsumerInfo

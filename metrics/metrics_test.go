@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -279,5 +281,72 @@ func TestRegister_JournalsJoinLater(t *testing.T) {
 	}
 	for _, p := range probs {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// Ensure a collector made with NewCollectorFunc reports the loop its
+// function returns at each scrape: the journal alone while none writes
+// it, then the loop writing it, then the one that replaced it (a shard
+// member's file after a range change), not the stopped one.
+func TestNewCollectorFunc_FollowsTheCurrentLoop(t *testing.T) {
+	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "wj"}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var mu sync.Mutex
+	var cur *reconcile.Loop
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(metrics.NewCollectorFunc(j, func() *reconcile.Loop { mu.Lock(); defer mu.Unlock(); return cur })); err != nil {
+		t.Fatal(err)
+	}
+	phases := []reconcile.Phase{reconcile.PhaseStarting, reconcile.PhaseListing, reconcile.PhaseConnecting,
+		reconcile.PhaseWatching, reconcile.PhaseBackoff, reconcile.PhaseStopped}
+	// phase returns the phase the scrape reports, "" for none.
+	phase := func() string {
+		t.Helper()
+		for _, p := range phases {
+			if v, ok := value(t, reg, "watchjournal_phase", "phase", string(p)); ok && v == 1 {
+				return string(p)
+			}
+		}
+		return ""
+	}
+	if p := phase(); p != "" {
+		t.Errorf("phase with no loop = %q; want no series", p)
+	}
+	if _, ok := value(t, reg, "watchjournal_index_objects"); !ok {
+		t.Error("watchjournal_index_objects with no loop: missing; want the journal's metrics")
+	}
+	// Loops of an apiserver that is not there: they list, fail and back
+	// off until their context ends.
+	setLoop := func() *reconcile.Loop {
+		l, err := reconcile.New(&rest.Config{Host: "http://127.0.0.1:1"}, j, reconcile.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		cur = l
+		mu.Unlock()
+		return l
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = setLoop().Run(ctx) // returns at once: the loop is stopped
+	if p := phase(); p != string(reconcile.PhaseStopped) {
+		t.Errorf("phase of the stopped loop = %q; want %q", p, reconcile.PhaseStopped)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	l := setLoop()
+	go func() { done <- l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for p := phase(); p == "" || p == string(reconcile.PhaseStopped); p = phase() {
+		if time.Now().After(deadline) {
+			t.Fatalf("phase after the loop was replaced by a running one = %q; want the running loop's (%q)", p, l.Status().Phase)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

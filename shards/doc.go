@@ -4,7 +4,10 @@
 // (KEP-5866's shardSelector), into a file of its own, and the shares
 // follow the group's live members. Membership is kept on
 // coordination.k8s.io/v1 Leases, the distributed engine every operator
-// already has: no consensus of its own, no other datastore.
+// already has: no consensus of its own, no other datastore. Membership
+// holds one member's Lease and its view of the others'; Member uses it,
+// and so does the disk cache's sharding (package jcache, Options.Shard),
+// so that both kinds of replica take part in a group the same way.
 //
 //	m, err := shards.Open(cfg, "configmaps.db", res, shards.Options{Group: "demo", Member: "replica-0"})
 //	defer m.Close()

@@ -1,6 +1,6 @@
 package shards
 
-// Membership.
+// Membership (membership.go).
 //
 // Each member holds one Lease, <group>-<member> in Options.Namespace,
 // labelled watchjournal.io/shard-group=<group>, with holderIdentity
@@ -72,8 +72,6 @@ package shards
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -83,14 +81,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/journal"
@@ -261,23 +254,23 @@ type Status struct {
 // share of the resource into its file, and follows the group (doc.go).
 // Open it, Run it, Close it after Run returns.
 type Member struct {
-	cfg    *rest.Config
-	res    journal.Resource
-	opts   Options
-	log    logr.Logger
-	j      *journal.Journal
+	cfg  *rest.Config
+	res  journal.Resource
+	opts Options
+	log  logr.Logger
+	j    *journal.Journal
+	// The member's Lease (membership.go), and its name, with which the
+	// index's chunks are named; leases is the Lease client it uses, for
+	// the chunks (digest.go).
+	ms     *Membership
+	lease  string
 	leases coordclient.LeaseInterface
-	lease  string // the Lease's name
-	id     string // holderIdentity: member and instance
-	mine   *coordinationv1.Lease
 
-	mu        sync.Mutex
-	st        status
-	loop      *reconcile.Loop
-	stopLoop  func()
-	renewedAt time.Time
-	leaving   bool     // set once Run's context is done (leave)
-	obs       observer // the Leases' renewals as seen here (observe.go)
+	mu       sync.Mutex
+	st       status
+	loop     *reconcile.Loop
+	stopLoop func()
+	leaving  bool // set once Run's context is done (leave)
 	// The index last published (digest.go) and when; the dead members and
 	// the ranges of the live ones as view last saw them.
 	index     *manifest
@@ -333,19 +326,18 @@ func Open(cfg *rest.Config, path string, res journal.Resource, opts Options) (*M
 	if j, err = journal.Open(path, &jopts); err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	ms, err := NewMembership(cfg, MembershipOptions{Group: opts.Group, Member: opts.Member, Namespace: opts.Namespace,
+		LeaseDuration: opts.LeaseDuration, RenewInterval: opts.RenewInterval})
 	if err != nil {
 		_ = j.Close()
-		return nil, fmt.Errorf("shards: %w", err)
+		return nil, err
 	}
-	var inst [4]byte
-	_, _ = rand.Read(inst[:])
 	m := &Member{
 		cfg: cfg, res: res, opts: opts, j: j,
 		log:    opts.Logger.WithValues("group", opts.Group, "member", opts.Member),
-		leases: cs.CoordinationV1().Leases(opts.Namespace),
-		lease:  opts.Group + "-" + opts.Member,
-		id:     opts.Member + "_" + hex.EncodeToString(inst[:]),
+		ms:     ms,
+		lease:  ms.lease,
+		leases: ms.leases,
 		wake:   make(chan struct{}, 1),
 		fatal:  make(chan error, 1),
 	}
@@ -435,8 +427,8 @@ func (m *Member) tick(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		expired := m.ms.Lapsed(now)
 		m.mu.Lock()
-		expired := m.renewedAt.IsZero() || now.Sub(m.renewedAt) >= m.opts.LeaseDuration
 		state := m.st.State
 		m.mu.Unlock()
 		if expired && state != StateJoining && state != StateLost {
@@ -654,146 +646,53 @@ func (m *Member) publish(ctx context.Context, now time.Time) error {
 }
 
 // renew creates, takes over (when expired) or renews the member's Lease,
-// with the published range.
+// with the published range, the index and the leaving mark.
 func (m *Member) renew(ctx context.Context, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
-	defer cancel()
 	m.mu.Lock()
 	pub := m.st.Published
 	m.mu.Unlock()
-	secs := int32(m.opts.LeaseDuration / time.Second)
-	mt := metav1.NewMicroTime(now)
-	fill := func(l *coordinationv1.Lease) {
-		metav1.SetMetaDataLabel(&l.ObjectMeta, LabelGroup, m.opts.Group)
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationMember, m.opts.Member)
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationSelector, pub.Selector())
-		if m.leaving {
-			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationLeaving, "true")
-		}
-		if mf := m.index.encode(); mf != "" {
-			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationIndex, mf)
-		} else {
-			delete(l.Annotations, AnnotationIndex)
-		}
-		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
-			l.Spec.AcquireTime = &mt
-			if l.Spec.LeaseTransitions != nil {
-				l.Spec.LeaseTransitions = ptr.To(*l.Spec.LeaseTransitions + 1)
-			}
-		}
-		l.Spec.HolderIdentity = &m.id
-		l.Spec.LeaseDurationSeconds = &secs
-		l.Spec.RenewTime = &mt
-	}
-	var l *coordinationv1.Lease
-	var err error
-	if m.mine != nil {
-		l = m.mine.DeepCopy()
-		fill(l)
-		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
-			m.renewed(l, now)
-			return nil
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			// Not an answer about the Lease (a timeout, Run's context
-			// ending): the copy stays, and so does what depends on it
-			// (leave, release). A renewal that landed unanswered meets a
-			// conflict next time.
-			return fmt.Errorf("shards: renew Lease %s: %w", m.lease, err)
-		}
-		m.mine = nil
-	}
-	l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
+	created, err := m.ms.Renew(ctx, now, Announcement{Selector: pub.Selector(), Leaving: m.leaving, Index: m.index.encode()})
+	if created {
 		// Its chunks may have gone with it (a dead member's, collected):
 		// the next publication writes them all again.
 		m.index = nil
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.lease, Namespace: m.opts.Namespace}}
-		l.Spec.LeaseTransitions = ptr.To[int32](0)
-		fill(l)
-		if l, err = m.leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("shards: create Lease %s: %w", m.lease, err)
-		}
-	case err != nil:
-		return fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
-	default:
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != m.id && !m.obs.expired(l, now) {
-			return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, h, m.lease)
-		}
-		fill(l)
-		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("shards: update Lease %s: %w", m.lease, err)
-		}
 	}
-	m.renewed(l, now)
-	return nil
-}
-
-func (m *Member) renewed(l *coordinationv1.Lease, now time.Time) {
-	m.mine = l
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
-	m.renewedAt = now
 	if m.st.State == StateLost {
 		m.log.Info("holding the Lease again")
 	}
 	m.mu.Unlock()
+	return nil
 }
 
-// requestTimeout bounds one Lease request: RenewInterval, at least 2 s
-// (a loaded apiserver), at most half the LeaseDuration (a renewal must
-// land before the Lease expires).
-func (m *Member) requestTimeout() time.Duration {
-	return min(max(m.opts.RenewInterval, 2*time.Second), m.opts.LeaseDuration/2)
-}
+// requestTimeout bounds one request about the index's Leases as one
+// about the member's (Membership.Renew).
+func (m *Member) requestTimeout() time.Duration { return m.ms.requestTimeout() }
 
 // view lists the group's Leases and returns the live members, sorted (this
 // one included), and the range each live member publishes; it keeps the
 // Leases of the members that are not live (m.gone) for takeovers
 // (digest.go).
 func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]hashrange.Set, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
-	defer cancel()
-	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: LabelGroup + "=" + m.opts.Group})
+	v, err := m.ms.View(ctx, now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shards: list Leases: %w", err)
+		return nil, nil, err
 	}
-	live := []string{m.opts.Member}
 	held := map[string]hashrange.Set{}
+	for name, sel := range v.Selectors {
+		if s, err := hashrange.Parse(sel); err == nil {
+			held[name] = s
+		}
+	}
 	var gone []dead
-	names := map[string]bool{m.lease: true}
-	for i := range list.Items {
-		names[list.Items[i].Name] = true
+	for _, l := range v.Gone {
+		gone = append(gone, dead{member: l.Annotations[AnnotationMember], lease: l, index: manifestOf(l)})
 	}
-	m.obs.forget(names)
-	for i := range list.Items {
-		l := &list.Items[i]
-		name := l.Annotations[AnnotationMember]
-		if name == "" {
-			continue
-		}
-		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || m.obs.expired(l, now) {
-			if name != m.opts.Member {
-				gone = append(gone, dead{member: name, lease: l, index: manifestOf(l)})
-			}
-			continue
-		}
-		if name != m.opts.Member && l.Annotations[AnnotationLeaving] == "true" {
-			// Leaving: neither in the split nor a holder to hand over to.
-			continue
-		}
-		if name != m.opts.Member {
-			live = append(live, name)
-		}
-		if sel := l.Annotations[AnnotationSelector]; sel != "" {
-			if s, err := hashrange.Parse(sel); err == nil {
-				held[name] = s
-			}
-		}
-	}
-	slices.Sort(live)
 	m.gone, m.held = gone, held
-	return slices.Compact(live), held, nil
+	return v.Live, held, nil
 }
 
 // leave hands the member's range over before Run returns: it marks the
@@ -804,7 +703,7 @@ func (m *Member) leave() {
 	m.mu.Lock()
 	running, cur := m.loop != nil, m.st.Range
 	m.mu.Unlock()
-	if !running || m.mine == nil || m.opts.LeaveTimeout < 0 {
+	if !running || !m.ms.holding() || m.opts.LeaveTimeout < 0 {
 		return
 	}
 	m.leaving = true
@@ -855,22 +754,9 @@ func (m *Member) release() {
 		}
 		m.log.Info("could not publish the final index: deleting the Lease", "error", err.Error())
 	}
-	var err error
-	for range 3 {
-		var l *coordinationv1.Lease
-		if l, err = m.leases.Get(ctx, m.lease, metav1.GetOptions{}); err != nil {
-			break
-		}
-		if ptr.Deref(l.Spec.HolderIdentity, "") != m.id {
-			return // another instance holds it now
-		}
-		uid, rv := l.UID, l.ResourceVersion
-		err = m.leases.Delete(ctx, m.lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-		if !apierrors.IsConflict(err) {
-			break
-		}
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := m.ms.Release(ctx); errors.Is(err, ErrLeaseHeld) {
+		return // another instance holds it now
+	} else if err != nil {
 		m.log.Info("could not delete the Lease; it expires on its own", "error", err.Error())
 		return
 	}

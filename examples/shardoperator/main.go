@@ -3,7 +3,10 @@
 // cache"): each replica's disk cache (package jcache, Options.Shard) gives
 // its controller only the ConfigMaps and Secrets of its hash range, so
 // each ConfigMap is reconciled by one replica and no leader election is
-// needed.
+// needed. The ConfigMaps, the For resource, are the group's owners
+// (ShardOptions.Owners): each replica's file of them journals only its
+// range, so lists, watches, disk and memory are divided among the
+// replicas too; the Secrets are kept whole on every replica.
 //
 // For every ConfigMap with the label example.watchjournal.io/secret=true
 // it keeps an owned Secret "<name>-secret" (For the ConfigMaps, Owns the
@@ -22,7 +25,9 @@
 // prints one line per reconcile on stdout: "reconcile <ns>/<name>" for a
 // ConfigMap it holds, "not-held <ns>/<name>" for a request queued before
 // its ConfigMap moved to another replica (left to that one), "gone
-// <ns>/<name>" for one not found (deleted); logs go to stderr.
+// <ns>/<name>" for one deleted; logs go to stderr. A replica reads only
+// the ConfigMaps it holds, so a NotFound is a deletion or a move: the
+// apiserver tells which (reconcileAbsent).
 package main
 
 import (
@@ -83,6 +88,7 @@ func run(ctx context.Context, f flags) error {
 		NewCache: jcache.NewFunc(jcache.Options{Dir: f.dir, Shard: &jcache.ShardOptions{
 			Group: f.group, Member: f.member, Namespace: f.ns,
 			Resources:     []schema.GroupResource{{Resource: "configmaps"}, {Resource: "secrets"}},
+			Owners:        []schema.GroupResource{{Resource: "configmaps"}}, // journal only this replica's ConfigMaps
 			LeaseDuration: f.leaseDuration,
 		}}),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
@@ -100,7 +106,7 @@ func run(ctx context.Context, f flags) error {
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(labeled)).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
-		Complete(&secrets{c: mgr.GetClient(), cache: mgr.GetCache().(*jcache.Cache)}); err != nil {
+		Complete(&secrets{c: mgr.GetClient(), api: mgr.GetAPIReader(), cache: mgr.GetCache().(*jcache.Cache)}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -109,17 +115,17 @@ func run(ctx context.Context, f flags) error {
 // secrets keeps a Secret "<name>-secret" for each labeled ConfigMap the
 // replica holds.
 type secrets struct {
-	c     client.Client
+	c     client.Client // reads from the cache: the ConfigMaps of the range
+	api   client.Reader // reads from the apiserver
 	cache *jcache.Cache
 }
 
 func (s *secrets) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var cm corev1.ConfigMap
-	if err := s.c.Get(ctx, req.NamespacedName, &cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			fmt.Printf("gone %s\n", req.NamespacedName) // the Secret goes with its owner
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := s.c.Get(ctx, req.NamespacedName, &cm); apierrors.IsNotFound(err) {
+		return reconcile.Result{}, s.reconcileAbsent(ctx, req)
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
 	if !s.cache.Holds(&cm) {
 		// Queued before the ConfigMap moved to another replica, which
@@ -142,4 +148,24 @@ func (s *secrets) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, nil
+}
+
+// reconcileAbsent handles a ConfigMap the cache does not have. The cache
+// holds only this replica's range of ConfigMaps (ShardOptions.Owners), so
+// the ConfigMap was deleted, or it moved to another replica after its
+// request was queued here; that one reconciles it. Nothing is done either
+// way (a deleted ConfigMap's Secret goes with it, by its ownerReference);
+// one read of its metadata from the apiserver tells which to print.
+func (s *secrets) reconcileAbsent(ctx context.Context, req reconcile.Request) error {
+	var live metav1.PartialObjectMetadata
+	live.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	switch err := s.api.Get(ctx, req.NamespacedName, &live); {
+	case apierrors.IsNotFound(err):
+		fmt.Printf("gone %s\n", req.NamespacedName)
+	case err != nil:
+		return err
+	default:
+		fmt.Printf("not-held %s\n", req.NamespacedName)
+	}
+	return nil
 }

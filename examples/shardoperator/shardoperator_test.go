@@ -7,7 +7,8 @@ package main
 // After each change every ConfigMap whose holder changed is reconciled by
 // its new holder; at the end each is held by one live replica, which
 // reconciled it, none was deleted or orphaned, and no reconcile found a
-// ConfigMap missing because it moved.
+// ConfigMap missing because it moved. The stopped replicas' ConfigMap
+// files (ShardOptions.Owners) held only their ranges.
 
 import (
 	"bufio"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/shards"
 )
 
@@ -55,6 +57,7 @@ func TestMain(m *testing.M) {
 // ("reconcile", "not-held", "gone") and key.
 type replica struct {
 	name   string
+	dir    string // the cache's directory
 	cmd    *exec.Cmd
 	exited chan struct{}
 
@@ -64,9 +67,10 @@ type replica struct {
 
 func startReplica(t *testing.T, kubeconfig, ns, name string) *replica {
 	t.Helper()
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--dir", t.TempDir(), "--shard-member", name,
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--dir", dir, "--shard-member", name,
 		"--shard-namespace", ns, "--lease-duration", "3s")
-	r := &replica{name: name, cmd: cmd, exited: make(chan struct{}), lines: map[string]map[string]int{}}
+	r := &replica{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), lines: map[string]map[string]int{}}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -340,4 +344,56 @@ func killAddRemove(t *testing.T, opts controlplane.Options) {
 		notHeld += len(r.all("not-held"))
 	}
 	t.Logf("requests skipped as not held (queued before their key moved): %d", notHeld)
+
+	// The replicas that exited left ConfigMap files of their ranges alone.
+	for _, r := range []*replica{r1, r2} {
+		sel, keys, err := configMapFile(r.dir)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if sel.Equal(hashrange.Full()) || len(keys) == 0 || len(keys) >= owners {
+			t.Errorf("%s's ConfigMap file records %.1f%% of the space and holds %d keys; want a share, and some of the %d ConfigMaps", r.name, 100*sel.Share(), len(keys), owners)
+		}
+		for _, e := range keys {
+			if !sel.ContainsUID(e.UID) {
+				t.Errorf("%s's ConfigMap file holds %s, outside the range it records", r.name, e.Key)
+				break
+			}
+		}
+	}
+}
+
+// configMapFile opens the ranged ConfigMap file in dir, the cache's
+// directory of a replica that exited, and returns the range it records
+// and its index.
+func configMapFile(dir string) (hashrange.Set, []journal.IndexEntry, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "configmaps*.shard-shardoperator.db"))
+	if err != nil || len(paths) != 1 {
+		return nil, nil, fmt.Errorf("ranged ConfigMap files in %s: %v, %v; want one", dir, paths, err)
+	}
+	j, err := journal.Open(paths[0], &journal.Options{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer j.Close()
+	rec, _, err := j.Resource()
+	if err != nil {
+		return nil, nil, err
+	}
+	sel, err := hashrange.Selected(rec.ShardSelector)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keys []journal.IndexEntry
+	for after := ""; ; {
+		page, err := j.ScanIndex(after, 1000)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(page) == 0 {
+			return sel, keys, nil
+		}
+		keys = append(keys, page...)
+		after = page[len(page)-1].Key
+	}
 }
