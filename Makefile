@@ -19,31 +19,49 @@ build:
 	$(GO) build -o $(BIN)/example-operator ./examples/operator
 
 ## vet: go vet and gofmt on the main module
+define VET
+$(GO) vet ./...
+@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+endef
 vet:
-	$(GO) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(VET)
 
-## test: builds the local control plane if needed, then runs every test
-## once: the packages of RACE_PKGS under the race detector (race), the
-## others without it, and the tests RACE_SKIP leaves out of the race run
-## without it (in RACE_SKIP_PKGS); then controller-runtime's cache
-## conformance suite against jcache (conformance), then rulecheck
-## (promtool's rule checks) on deploy/monitoring (monitoring, monitoring.mk).
-## Tests that need kube-apiserver fail (not skip) when it is missing; tests
-## that need root (a size-limited tmpfs, a memory cgroup) fail when they
-## cannot run, unless REQUIRE_PRIVILEGED=0 (then they skip and say so with
-## -v). CI runs it as root, so a green run means every test ran.
+## test: builds the local control plane if needed, then runs every check
+## once, in three lanes at a time (make -j3, each lane's output printed
+## whole when it ends): test-plain (vet and gofmt, the fuzz targets, the
+## packages outside RACE_PKGS, and the tests RACE_SKIP leaves out of the
+## race run, without -race); race (RACE_PKGS under the race detector); and
+## test-conformance (controller-runtime's cache conformance suite against
+## jcache, then rulecheck, promtool's rule checks, on deploy/monitoring:
+## monitoring.mk). The lanes share the machine's cores: most tests wait on
+## a kube-apiserver more than they compute. Tests that need kube-apiserver
+## fail (not skip) when it is missing; tests that need root (a
+## size-limited tmpfs, a memory cgroup) fail when they cannot run, unless
+## REQUIRE_PRIVILEGED=0 (then they skip and say so with -v). CI runs it as
+## root, so a green run means every test ran.
 REQUIRE_PRIVILEGED ?= 1
 # GOTEST is go test that, when it fails, ends its output with what failed
 # (the tests, the packages, and the tests running at a timeout).
 GOTEST = GO=$(GO) ./scripts/gotest.sh
 TESTENV := WATCHJOURNAL_REQUIRE_CONTROLPLANE=1 WATCHJOURNAL_REQUIRE_PRIVILEGED=$(REQUIRE_PRIVILEGED)
-test: controlplane vet fuzz
+.PHONY: test test-plain test-conformance
+# After the lanes, the summaries of failed go test runs (scripts/gotest.sh)
+# again, so that the end of the output says what failed in any lane.
+TEST_SUMMARY := $(CURDIR)/.cache/test-summary
+test: controlplane
+	@rm -rf $(TEST_SUMMARY)
+	@GOTEST_SUMMARY=$(TEST_SUMMARY) $(MAKE) --no-print-directory -j3 --output-sync=target test-plain race test-conformance; \
+	status=$$?; cat $(TEST_SUMMARY)/* 2>/dev/null; exit $$status
+
+test-plain: controlplane
+	$(VET)
+	$(FUZZ)
 	$(TESTENV) $(GOTEST) $(TESTFLAGS) $(PLAIN_PKGS)
 	$(TESTENV) $(GOTEST) $(TESTFLAGS) -run '$(RACE_SKIP)' $(RACE_SKIP_PKGS)
-	$(MAKE) --no-print-directory race
-	$(MAKE) --no-print-directory conformance
-	$(MAKE) --no-print-directory monitoring
+
+test-conformance: controlplane $(RULECHECK)
+	$(CONFORMANCE)
+	$(MONITORING)
 
 ## race: the tests of RACE_PKGS under the race detector (part of test,
 ## which runs the other packages without it). RACE_SKIP names tests left
@@ -71,8 +89,9 @@ race: controlplane
 ## passes now. Ends with the harness's summary line.
 CRCACHE_RUN ?= $(CURDIR)/tools/crcache/run.sh
 .PHONY: conformance
+CONFORMANCE = CRCACHE_RUN=$(CRCACHE_RUN) KUBEBUILDER_ASSETS=$(BIN) ./scripts/conformance.sh
 conformance: controlplane
-	CRCACHE_RUN=$(CRCACHE_RUN) KUBEBUILDER_ASSETS=$(BIN) ./scripts/conformance.sh
+	$(CONFORMANCE)
 
 ## fuzz: each fuzz target for a short fixed budget of executions. A count,
 ## not a duration: with -fuzztime 10s, Go's fuzz coordinator can fail
@@ -80,12 +99,15 @@ conformance: controlplane
 ## is still minimizing a new input.
 FUZZ_DECODE ?= 200000x
 FUZZ_DIFF ?= 50000x
+define FUZZ
+$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZ_DECODE)
+$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEventChecksum$$' -fuzztime $(FUZZ_DIFF)
+$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZ_DECODE)
+$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZ_DIFF)
+$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzProtoFrame$$' -fuzztime $(FUZZ_DIFF)
+endef
 fuzz:
-	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZ_DECODE)
-	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEventChecksum$$' -fuzztime $(FUZZ_DIFF)
-	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZ_DECODE)
-	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzDiff$$' -fuzztime $(FUZZ_DIFF)
-	$(GO) test ./reconcile -run '^$$' -fuzz '^FuzzProtoFrame$$' -fuzztime $(FUZZ_DIFF)
+	$(FUZZ)
 
 ## demo: a local control plane, journalctl watching it through a 410 and a
 ## restart, and journalctl showing the result.

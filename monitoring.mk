@@ -23,5 +23,6 @@ $(RULECHECK): $(MONITORING_ROOT)/tools/rulecheck/go.mod $(MONITORING_ROOT)/tools
 	@mkdir -p $(dir $@)
 	cd $(MONITORING_ROOT)/tools/rulecheck && go build -o $@ .
 
+MONITORING = $(RULECHECK) $(MONITORING_ROOT)/deploy/monitoring/*-rules.yaml
 monitoring: $(RULECHECK)
-	$(RULECHECK) $(MONITORING_ROOT)/deploy/monitoring/*-rules.yaml
+	$(MONITORING)

@@ -4,13 +4,14 @@
 # failed packages, and for a test binary that timed out the tests that
 # were running (go test prints them above a goroutine dump that can run
 # to thousands of lines, so a log cut to its tail would lose them).
+# With GOTEST_SUMMARY set to a directory, the summary is also written to a
+# file there, for make test to print again after all of its lanes.
 set -uo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "${GO:-go}" test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-if [ "$status" -ne 0 ]; then
-	echo
+summary() {
 	echo "== go test $* failed (exit $status); what failed:"
 	awk '
 		/^panic: test timed out/ { print; running = 1; next }
@@ -19,5 +20,13 @@ if [ "$status" -ne 0 ]; then
 		running { running = 0 }
 		/^[ \t]*--- FAIL/ || /^FAIL[ \t]/ || /^panic: / { print }
 	' "$log"
+}
+if [ "$status" -ne 0 ]; then
+	echo
+	summary "$@"
+	if [ -n "${GOTEST_SUMMARY:-}" ]; then
+		mkdir -p "$GOTEST_SUMMARY"
+		summary "$@" > "$(mktemp "$GOTEST_SUMMARY/XXXXXX")"
+	fi
 fi
 exit "$status"
