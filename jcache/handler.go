@@ -121,7 +121,7 @@ type registration struct {
 func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
 	r := &registration{inf: inf, h: h, resync: resync, chunk: inf.options().replayChunk(), done: make(chan struct{}), progress: make(chan struct{})}
 	if inf.shard != nil {
-		r.sf = newShardFilter(inf.shard, h)
+		r.sf = newShardFilter(inf.shard, inf.f, h)
 		r.h = r.sf
 	}
 	return r

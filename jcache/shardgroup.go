@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
 	"github.com/watchjournal/watchjournal/shards"
 )
 
@@ -62,7 +63,15 @@ type shardGroup struct {
 	id     string // holderIdentity: member and instance
 	mine   *coordinationv1.Lease
 	seen   map[string]observed // by Lease name: the last renewal seen and when
-	wake   chan struct{}       // a handler acknowledged a generation
+	// dead are the members whose Leases expired, as this member follows
+	// them; trackers the positions of the whole files it publishes
+	// (shardtakeover.go).
+	dead     map[string]*deadMember
+	trackers map[*feed]*position.Tracker
+	// previous is what this member's Lease showed when another instance
+	// of it held it last (a restart), nil if none did.
+	previous *deadLease
+	wake     chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
 	// as a killed process would (a test hook: testhooks.go).
 	abandon bool
@@ -71,6 +80,7 @@ type shardGroup struct {
 	held    hashrange.Set
 	gen     uint64
 	given   []givenRange // the ranges of generations not yet acknowledged by all
+	takes   []takeover   // the takeovers of those generations (shardtakeover.go)
 	changed chan struct{}
 	filters map[*shardFilter]struct{}
 	// files are the ranged feeds' files (feedrange.go) and the range each
@@ -105,18 +115,20 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bo
 	var inst [4]byte
 	_, _ = rand.Read(inst[:])
 	return &shardGroup{
-		o:       o,
-		log:     log.WithValues("shardGroup", o.Group, "member", o.Member),
-		leases:  cs.CoordinationV1().Leases(o.Namespace),
-		lease:   o.Group + "-" + o.Member,
-		id:      o.Member + "_" + hex.EncodeToString(inst[:]),
-		seen:    map[string]observed{},
-		wake:    make(chan struct{}, 1),
-		changed: make(chan struct{}),
-		filters: map[*shardFilter]struct{}{},
-		files:   map[*feed]hashrange.Set{},
-		st:      ShardStatus{Member: o.Member},
-		abandon: abandon,
+		o:        o,
+		log:      log.WithValues("shardGroup", o.Group, "member", o.Member),
+		leases:   cs.CoordinationV1().Leases(o.Namespace),
+		lease:    o.Group + "-" + o.Member,
+		id:       o.Member + "_" + hex.EncodeToString(inst[:]),
+		seen:     map[string]observed{},
+		dead:     map[string]*deadMember{},
+		trackers: map[*feed]*position.Tracker{},
+		wake:     make(chan struct{}, 1),
+		changed:  make(chan struct{}),
+		filters:  map[*shardFilter]struct{}{},
+		files:    map[*feed]hashrange.Set{},
+		st:       ShardStatus{Member: o.Member},
+		abandon:  abandon,
 	}, nil
 }
 
@@ -128,8 +140,9 @@ func (g *shardGroup) current() (hashrange.Set, uint64, <-chan struct{}) {
 	return g.held, g.gen, g.changed
 }
 
-// setHeld makes next the range H, a new generation, when it differs.
-func (g *shardGroup) setHeld(next hashrange.Set) {
+// setHeld makes next the range H, a new generation, when it differs;
+// takes are the parts of dead members' ranges it grows into.
+func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if next.Equal(g.held) {
@@ -138,6 +151,12 @@ func (g *shardGroup) setHeld(next hashrange.Set) {
 	g.gen++
 	g.held = next
 	g.given = append(g.given, givenRange{gen: g.gen, set: next})
+	for _, t := range takes {
+		t.gen = g.gen
+		g.takes = append(g.takes, t)
+		g.log.Info("taking over part of a dead member's range", "deadMember", t.member,
+			"share", fmt.Sprintf("%.1f%%", 100*t.part.Share()), "generation", g.gen)
+	}
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.log.Info("shard range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "generation", g.gen)
@@ -179,6 +198,7 @@ func (g *shardGroup) join(f *shardFilter) (hashrange.Set, <-chan struct{}) {
 	defer g.mu.Unlock()
 	g.filters[f] = struct{}{}
 	f.acked.Store(g.gen)
+	f.taken = g.gen
 	return g.held, g.changed
 }
 
@@ -208,6 +228,7 @@ func (g *shardGroup) publishable() hashrange.Set {
 		oldest = min(oldest, f.acked.Load())
 	}
 	g.given = slices.DeleteFunc(g.given, func(r givenRange) bool { return r.gen < oldest })
+	g.takes = slices.DeleteFunc(g.takes, func(t takeover) bool { return t.gen <= oldest })
 	var out hashrange.Set
 	for _, r := range g.given {
 		out = out.Union(r.set)
@@ -243,7 +264,7 @@ func (g *shardGroup) run(ctx context.Context) {
 			if g.abandon {
 				return
 			}
-			g.setHeld(nil)
+			g.setHeld(nil, nil)
 			g.release()
 			return
 		case <-t.C:
@@ -258,18 +279,19 @@ func (g *shardGroup) run(ctx context.Context) {
 // moves H toward this member's share (shard.go, "States").
 func (g *shardGroup) tick(ctx context.Context) {
 	now := time.Now()
+	positions := g.positions()
 	pub := g.publishable()
-	if err := g.renew(ctx, now, pub); err != nil {
+	if err := g.renew(ctx, now, pub, positions); err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
 		expired := g.renewedAt.IsZero() || now.Sub(g.renewedAt) >= g.o.LeaseDuration
 		g.mu.Unlock()
 		if expired {
-			g.setHeld(nil) // lost: the others take the range
+			g.setHeld(nil, nil) // lost: the others take the range
 		}
 		return
 	}
-	live, others, err := g.view(ctx, now)
+	live, others, dead, err := g.view(ctx, now)
 	if err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
@@ -278,7 +300,8 @@ func (g *shardGroup) tick(ctx context.Context) {
 	}
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
-	g.setHeld(nextHeld(cur, target, others))
+	next := nextHeld(cur, target, others)
+	g.setHeld(next, g.takeovers(dead, others, cur, next))
 	g.mu.Lock()
 	g.st.Members, g.st.Target, g.st.LastError = live, target.Selector(), nil
 	g.mu.Unlock()
@@ -295,8 +318,9 @@ func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
 	return cur.Intersect(target).Union(target.Minus(others))
 }
 
-// renew creates or renews the member's Lease with pub on it.
-func (g *shardGroup) renew(ctx context.Context, now time.Time, pub hashrange.Set) error {
+// renew creates or renews the member's Lease with pub and positions on
+// it.
+func (g *shardGroup) renew(ctx context.Context, now time.Time, pub hashrange.Set, positions map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, g.requestTimeout())
 	defer cancel()
 	secs := int32(g.o.LeaseDuration / time.Second)
@@ -305,6 +329,7 @@ func (g *shardGroup) renew(ctx context.Context, now time.Time, pub hashrange.Set
 		metav1.SetMetaDataLabel(&l.ObjectMeta, shards.LabelGroup, g.o.Group)
 		metav1.SetMetaDataAnnotation(&l.ObjectMeta, shards.AnnotationMember, g.o.Member)
 		metav1.SetMetaDataAnnotation(&l.ObjectMeta, shards.AnnotationSelector, pub.Selector())
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, annotationPositions, encodePositions(positions))
 		if ptr.Deref(l.Spec.HolderIdentity, "") != g.id {
 			l.Spec.AcquireTime = &mt
 		}
@@ -339,6 +364,7 @@ func (g *shardGroup) renew(ctx context.Context, now time.Time, pub hashrange.Set
 		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != g.id && !g.expired(l, now) {
 			return fmt.Errorf("%w: %s holds %s", shards.ErrLeaseHeld, h, g.lease)
 		}
+		g.notePrevious(l)
 		fill(l)
 		if l, err = g.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("jcache: update Lease %s: %w", g.lease, err)
@@ -378,23 +404,30 @@ func (g *shardGroup) expired(l *coordinationv1.Lease, now time.Time) bool {
 }
 
 // view lists the group's Leases and returns the live members, sorted
-// (this one included), and the union of the ranges the other live members
-// publish.
-func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashrange.Set, error) {
+// (this one included), the union of the ranges the other live members
+// publish, and what the other members' expired Leases show, by member.
+func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashrange.Set, map[string]deadLease, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.requestTimeout())
 	defer cancel()
 	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: shards.LabelGroup + "=" + g.o.Group})
 	if err != nil {
-		return nil, nil, fmt.Errorf("jcache: list Leases: %w", err)
+		return nil, nil, nil, fmt.Errorf("jcache: list Leases: %w", err)
 	}
 	live := []string{g.o.Member}
 	var others hashrange.Set
+	dead := map[string]deadLease{}
 	names := map[string]bool{}
 	for i := range list.Items {
 		l := &list.Items[i]
 		names[l.Name] = true
 		name := l.Annotations[shards.AnnotationMember]
-		if name == "" || name == g.o.Member || ptr.Deref(l.Spec.HolderIdentity, "") == "" || g.expired(l, now) {
+		if name == "" || name == g.o.Member || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+			continue
+		}
+		if g.expired(l, now) {
+			if s, err := hashrange.Parse(l.Annotations[shards.AnnotationSelector]); err == nil && l.Annotations[shards.AnnotationSelector] != "" {
+				dead[name] = deadLease{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
+			}
 			continue
 		}
 		live = append(live, name)
@@ -408,7 +441,7 @@ func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashran
 		}
 	}
 	slices.Sort(live)
-	return slices.Compact(live), others, nil
+	return slices.Compact(live), others, dead, nil
 }
 
 // release deletes the member's Lease if this instance holds it.

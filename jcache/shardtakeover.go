@@ -1,0 +1,300 @@
+package jcache
+
+// Takeover deletes: a dead member's range is taken over with the deletes
+// made since its last publication given to the taker's handlers.
+//
+// Invariant. When this member's handlers grow into part of the range a
+// dead member last published, and no live member has published that part
+// since the dead member's Lease expired, each handler of a sharded
+// resource whose file journals the whole resource gets, before the
+// OnAdds of that part, OnDelete(DeletedFinalStateUnknown) for every key
+// of the part deleted in this replica's file after the position the dead
+// member last published for the resource (catchup.go's rules: one per
+// UID deleted, except a UID the key holds again; so a name recreated with
+// a new UID is DELETE, then ADD). At least once: a delete the dead
+// member's handlers were given after that publication is given again.
+//
+// Why the position. Offsets do not cross replicas, resourceVersions do
+// (package position). Each member publishes on its Lease, per whole file
+// of a sharded resource, the position its handlers were given: the
+// resourceVersion covered by the offset the file's retention hold last
+// committed (retention.go: every handler of the file had delivered it),
+// in annotationPositions, a JSON object from position.Resource to
+// resourceVersion. The taker places the position in its own file
+// (position.StartFor: conservatively, never after an event the position
+// does not cover) and reads the deletes after it, as a restart's
+// catch-up reads them after the file's record.
+//
+// Which part. A member keeps, per dead Lease it sees, the part of the
+// dead member's published range that no live member has published since
+// (deadMember.orphan): it starts as the published range minus what this
+// member held when it first saw the Lease expired, and loses whatever a
+// live member publishes and whatever this member's handlers are given. So
+// a part is taken over once, by the member whose growth takes it first; a
+// key that later moves between live members is no takeover, and a key
+// that moves between live members never is one either (its loser
+// published it until its handlers let it go).
+//
+// A restart. A member's own Lease, last renewed by an earlier instance
+// of it (another holderIdentity), is a dead member too: the instance that
+// stopped, whose range this one grows into from an empty one, so a
+// restarted replica's handlers get the deletes made while it was down
+// (its replay gives none: a replay runs with the range empty).
+//
+// What is not given (docs/sharding.md, "A replica that dies"): the
+// deletes of a resource in ShardOptions.Owners (the taker's file did not
+// journal the dead member's range; the dead member's file is in another
+// process); the deletes of a dead member that published no position for
+// the resource; the deletes retention trimmed from the taker's file
+// before the takeover (logged, as catch-up logs them); the deletes made
+// between a clean stop's last delivery and the others' growth (a member
+// stopped cleanly deletes its Lease).
+
+import (
+	"encoding/json"
+	"maps"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
+	"github.com/watchjournal/watchjournal/shards"
+)
+
+// annotationPositions is the Lease annotation with the positions a member
+// published: a JSON object from position.Resource to resourceVersion.
+const annotationPositions = "watchjournal.io/shard-positions"
+
+// deadLease is what an expired Lease of another member shows.
+type deadLease struct {
+	set       hashrange.Set
+	positions map[string]string
+}
+
+// deadMember is a dead member as this member follows it: the positions of
+// its Lease and the part of its range no live member has published since
+// it was first seen dead (this file's comment, "Which part").
+type deadMember struct {
+	positions map[string]string
+	orphan    hashrange.Set
+}
+
+// takeover is the part of a dead member's range that the handlers grow
+// into at generation gen, with the positions the dead member published.
+type takeover struct {
+	gen       uint64
+	member    string
+	part      hashrange.Set
+	positions map[string]string
+}
+
+// parsePositions returns the positions of a Lease's annotation; nil when
+// it has none or they do not parse.
+func parsePositions(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var out map[string]string
+	if json.Unmarshal([]byte(s), &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// notePrevious records l, this member's Lease as another instance of it
+// left it, as the dead member the restart takes over (this file's
+// comment, "A restart"), unless it published no range.
+func (g *shardGroup) notePrevious(l *coordinationv1.Lease) {
+	if g.previous != nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" || ptr.Deref(l.Spec.HolderIdentity, "") == g.id {
+		return
+	}
+	sel := l.Annotations[shards.AnnotationSelector]
+	s, err := hashrange.Parse(sel)
+	if err != nil || sel == "" {
+		return
+	}
+	g.previous = &deadLease{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
+}
+
+// takeovers updates the dead members from the expired Leases of this
+// view and returns the parts of their ranges that the move from cur to
+// next grows into, others being the ranges the live members publish. Run's
+// goroutine only.
+func (g *shardGroup) takeovers(dead map[string]deadLease, others, cur, next hashrange.Set) []takeover {
+	for name := range g.dead {
+		if _, ok := dead[name]; !ok {
+			delete(g.dead, name) // live again, or its Lease is gone
+		}
+	}
+	if g.previous != nil {
+		dead[g.o.Member] = *g.previous // never in a view's dead: the view skips this member
+	}
+	grow := next.Minus(cur)
+	var out []takeover
+	for name, l := range dead {
+		d, ok := g.dead[name]
+		if !ok {
+			d = &deadMember{positions: l.positions, orphan: l.set.Minus(cur)}
+			g.dead[name] = d
+		}
+		d.orphan = d.orphan.Minus(others)
+		if part := d.orphan.Intersect(grow); !part.Empty() {
+			out = append(out, takeover{member: name, part: part, positions: d.positions})
+		}
+		d.orphan = d.orphan.Minus(next)
+	}
+	return out
+}
+
+// positions returns the positions this member publishes: per whole file
+// of a sharded resource a filter delivers from, the position its
+// retention hold last committed covers (the lowest, where two files
+// share a position.Resource). Run's goroutine only.
+func (g *shardGroup) positions() map[string]string {
+	g.mu.Lock()
+	feeds := map[*feed]bool{}
+	for f := range g.filters {
+		if f.feed != nil && f.feed.group == nil {
+			feeds[f.feed] = true
+		}
+	}
+	g.mu.Unlock()
+	for fd := range g.trackers {
+		if !feeds[fd] {
+			delete(g.trackers, fd)
+		}
+	}
+	out := map[string]string{}
+	for fd := range feeds {
+		t := g.trackers[fd]
+		if t == nil {
+			t = &position.Tracker{}
+			g.trackers[fd] = t
+		}
+		fd.hmu.Lock()
+		p := fd.committed
+		fd.hmu.Unlock()
+		t.Note(fd.j, p)
+		pos := t.Position()
+		if pos == "" {
+			continue
+		}
+		k := position.Resource(fd.res)
+		if have, ok := out[k]; !ok || position.Later(have, pos) {
+			out[k] = pos
+		}
+	}
+	return out
+}
+
+// encodePositions returns the annotation value of ps.
+func encodePositions(ps map[string]string) string {
+	if len(ps) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(ps) // a map of strings always encodes
+	return string(b)
+}
+
+// takeoversIn returns the takeovers of the generations in (after, upTo].
+func (g *shardGroup) takeoversIn(after, upTo uint64) []takeover {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []takeover
+	for _, t := range g.takes {
+		if t.gen > after && t.gen <= upTo {
+			t.positions = maps.Clone(t.positions)
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// collect adds to the filter's pending takeovers those of the group's
+// generations up to gen it has not collected.
+func (f *shardFilter) collect(gen uint64) {
+	if gen > f.taken {
+		f.pending = append(f.pending, f.g.takeoversIn(f.taken, gen)...)
+		f.taken = gen
+	}
+}
+
+// takeoverCatchUp returns the catch-up that gives the deletes owed to the
+// part of the pending takeovers in entering, with that part; nil when
+// none is owed. held is the group's range H: a part that left it is no
+// longer this member's to give. The parts outside entering stay pending
+// (a growth the filter defers: shardfilter.go).
+func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.Set) (*catchUp, hashrange.Set, error) {
+	var (
+		part  hashrange.Set
+		start uint64
+		keep  []takeover
+	)
+	res := r.inf.f.res
+	for _, t := range f.pending {
+		t.part = t.part.Intersect(held)
+		now := t.part.Intersect(entering)
+		if t.part = t.part.Minus(entering); !t.part.Empty() {
+			keep = append(keep, t)
+		}
+		if now.Empty() || r.inf.f.group != nil {
+			continue // nothing to give now, or a ranged file: it never journaled the part
+		}
+		pos, ok := t.positions[position.Resource(res)]
+		if !ok {
+			r.inf.log.Info("a dead shard member published no position for the resource: the deletes made while its range was held by none are not given",
+				"resource", res.String(), "deadMember", t.member)
+			continue
+		}
+		at, why, ok, err := position.StartFor(r.inf.f.j, pos, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			r.inf.log.Error(nil, "a dead shard member's position is not in the file: the deletes made while its range was held by none are given from the first retained event",
+				"resource", res.String(), "deadMember", t.member, "position", pos, "why", why)
+			at = 1
+		}
+		if part.Empty() || at < start {
+			start = at
+		}
+		part = part.Union(now)
+	}
+	f.pending = keep
+	if part.Empty() {
+		return nil, nil, nil
+	}
+	return newCatchUp(r.inf, start-1), part, nil
+}
+
+// takeoverDeletes passes to the filter's handler the deletes of the
+// objects whose shard UID is in part, and records their keys as given as
+// of head (shardFilter.entered: the follow skips their events up to it)
+// and in keys: a name that holds an object of the range again (a new UID
+// that hashes into the range held before) is given it again after the
+// delete, so the handler's last call of the name is its state.
+type takeoverDeletes struct {
+	f     *shardFilter
+	part  hashrange.Set
+	head  uint64
+	keys  map[string]bool
+	given int
+}
+
+func (d *takeoverDeletes) OnAdd(any, bool)   {}
+func (d *takeoverDeletes) OnUpdate(_, _ any) {}
+func (d *takeoverDeletes) OnDelete(obj any) {
+	uid, ok := shardUID(obj)
+	if !ok || !d.part.ContainsUID(string(uid)) {
+		return
+	}
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		d.f.entered[t.Key] = max(d.f.entered[t.Key], d.head)
+		d.f.enteredAt = max(d.f.enteredAt, d.head)
+		d.keys[t.Key] = true
+	}
+	d.given++
+	d.f.h.OnDelete(obj)
+}

@@ -1,0 +1,347 @@
+package jcache_test
+
+// A dead replica's range is taken over with the changes made while no
+// replica held it: three caches in one shard group against the real
+// apiserver; one is killed (its Lease left to expire), and before the
+// others take its range over some of its ConfigMaps are deleted, one is
+// deleted and created again (a new UID), one is updated. The taker's
+// handler gets OnDelete for exactly the deleted ones, DELETE then ADD for
+// the recreated one, the update's state as an OnAdd; then a fourth
+// replica joins and takes keys from the live ones: no handler gets an
+// OnDelete for a key that only moved, and the dead replica's range is not
+// taken over a second time.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/watchjournal/watchjournal/jcache"
+)
+
+// seenEvent is one call a handler got: add or delete, of name with uid;
+// final says a delete came as DeletedFinalStateUnknown; v is the data's v.
+type seenEvent struct {
+	op, name, uid, v string
+	final            bool
+}
+
+// takeoverReplica is one cache of the group and the calls its handler got.
+type takeoverReplica struct {
+	name   string
+	cache  *jcache.Cache
+	cancel context.CancelFunc
+	done   chan error
+
+	mu     sync.Mutex
+	events []seenEvent
+}
+
+func (r *takeoverReplica) record(op string, obj any) {
+	final := false
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj, final = d.Obj, true
+	}
+	cm := obj.(*corev1.ConfigMap)
+	r.mu.Lock()
+	r.events = append(r.events, seenEvent{op: op, name: cm.Name, uid: string(cm.UID), v: cm.Data["v"], final: final})
+	r.mu.Unlock()
+}
+
+// seen returns a copy of the calls from the i-th on.
+func (r *takeoverReplica) seen(i int) []seenEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events[min(i, len(r.events)):])
+}
+
+// startTakeoverReplica starts a cache, member name of the group so, with a
+// handler of ConfigMaps that records what it gets.
+func startTakeoverReplica(t *testing.T, rc *rest.Config, so jcache.ShardOptions, name string, hooks ...func(jcache.Options) jcache.Options) *takeoverReplica {
+	t.Helper()
+	so.Member = name
+	o := jcache.WithReplayChunk(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: &so}, 7)
+	for _, h := range hooks {
+		o = h(o)
+	}
+	c, err := jcache.NewFunc(o)(rc, crcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &takeoverReplica{name: name, cache: c.(*jcache.Cache), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.record("add", obj) },
+		UpdateFunc: func(_, obj any) { r.record("update", obj) },
+		DeleteFunc: func(obj any) { r.record("delete", obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- c.Start(ctx) }()
+	return r
+}
+
+func (r *takeoverReplica) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	if err := <-r.done; err != nil {
+		t.Errorf("cache %s: %v", r.name, err)
+	}
+}
+
+// takeoverSettled reports whether every replica of rs is settled with
+// the members of rs, and describes them.
+func takeoverSettled(rs []*takeoverReplica) (bool, string) {
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.name)
+	}
+	slices.Sort(names)
+	ok := true
+	var b strings.Builder
+	for _, r := range rs {
+		st := r.cache.ShardStatus()
+		ok = ok && st.Settled && slices.Equal(st.Members, names)
+		fmt.Fprintf(&b, "\n  %s: members %v settled %v held %.60q target %.60q error %v", r.name, st.Members, st.Settled, st.Held, st.Target, st.LastError)
+	}
+	return ok, b.String()
+}
+
+// current reports whether r's handler shows each of cms that r holds as
+// the object's state: its last call of the name is an add or update of
+// the object's UID and data.
+func (r *takeoverReplica) current(cms []corev1.ConfigMap) (bool, string) {
+	last := map[string]seenEvent{}
+	for _, e := range r.seen(0) {
+		last[e.name] = e
+	}
+	for i := range cms {
+		cm := &cms[i]
+		if !r.cache.Holds(cm) {
+			continue
+		}
+		e, ok := last[cm.Name]
+		if !ok || e.op == "delete" || e.uid != string(cm.UID) || e.v != cm.Data["v"] {
+			return false, fmt.Sprintf("%s holds %s (uid %s, v %s); its handler's last call of it: %+v", r.name, cm.Name, cm.UID, cm.Data["v"], e)
+		}
+	}
+	return true, ""
+}
+
+func listCMs(t *testing.T, kube kubernetes.Interface, ns string) []corev1.ConfigMap {
+	t.Helper()
+	l, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(l.Items, func(cm corev1.ConfigMap) bool { return !strings.HasPrefix(cm.Name, "cm-") })
+}
+
+func TestShard_TakeoverGivesTheDeletesMadeWhileUnheld(t *testing.T) {
+	cp, kube, ns := setup(t)
+	rc := cp.RESTConfig()
+	const n = 90
+	createCMs(t, kube, ns, n, func(i int) string { return fmt.Sprintf("cm-%02d", i) }, func(int) string { return "1" })
+	so := jcache.ShardOptions{
+		Group: "takeover", Namespace: ns,
+		Resources:     []schema.GroupResource{{Resource: "configmaps"}},
+		LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond,
+	}
+	r0 := startTakeoverReplica(t, rc, so, "r0")
+	r1 := startTakeoverReplica(t, rc, so, "r1", jcache.AbandonShardLease)
+	r2 := startTakeoverReplica(t, rc, so, "r2")
+	all := []*takeoverReplica{r0, r1, r2}
+	defer func() {
+		for _, r := range all {
+			r.cancel()
+		}
+	}()
+	var last string
+	wait := func(why string, cond func() (bool, string)) {
+		t.Helper()
+		waitShard(t, why, func() bool {
+			ok, s := cond()
+			last = s
+			return ok
+		}, func() string { return last })
+	}
+	rs := []*takeoverReplica{r0, r1, r2}
+	wait("three replicas settle, each handler current with what it holds", func() (bool, string) {
+		if ok, s := takeoverSettled(rs); !ok {
+			return false, s
+		}
+		cms := listCMs(t, kube, ns)
+		for _, r := range rs {
+			if ok, s := r.current(cms); !ok {
+				return false, s
+			}
+		}
+		return true, ""
+	})
+	// r1 publishes where its handler is: every ConfigMap created.
+	lastRV := ""
+	for _, cm := range listCMs(t, kube, ns) {
+		if rvAtOrAfter(cm.ResourceVersion, lastRV) {
+			lastRV = cm.ResourceVersion
+		}
+	}
+	wait("r1 publishes a position at or past the last create", func() (bool, string) {
+		l, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), "takeover-r1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var ps map[string]string
+		_ = json.Unmarshal([]byte(l.Annotations["watchjournal.io/shard-positions"]), &ps)
+		for _, p := range ps {
+			if rvAtOrAfter(p, lastRV) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("r1's Lease positions %v; want one at or past %s", ps, lastRV)
+	})
+
+	// Pick r1's keys, kill it, change them before its Lease expires.
+	var held []corev1.ConfigMap
+	for _, cm := range listCMs(t, kube, ns) {
+		if r1.cache.Holds(&cm) {
+			held = append(held, cm)
+		}
+	}
+	if len(held) < 6 {
+		t.Fatalf("r1 holds %d ConfigMaps; want at least 6", len(held))
+	}
+	killed := time.Now()
+	r1.stop(t)
+	rs = []*takeoverReplica{r0, r2}
+	deleted, recreated, updated := held[:3], held[3], held[4]
+	cms := kube.CoreV1().ConfigMaps(ns)
+	for _, cm := range append(slices.Clone(deleted), recreated) {
+		if err := cms.Delete(context.Background(), cm.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := createCM(t, kube, ns, recreated.Name, nil, map[string]string{"v": "2"})
+	up := updated.DeepCopy()
+	up.Data["v"] = "2"
+	if _, err := cms.Update(context.Background(), up, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		for _, cm := range held[:5] {
+			if r.cache.Holds(&cm) {
+				t.Fatalf("%s held %s when the changes were done (%v after the kill): they were not made while the range was unheld",
+					r.name, cm.Name, time.Since(killed))
+			}
+		}
+	}
+	t.Logf("changes made %v after the kill", time.Since(killed).Round(10*time.Millisecond))
+	mark := map[string]int{}
+	for _, r := range rs {
+		mark[r.name] = len(r.seen(0))
+	}
+
+	wait("r0 and r2 take r1's range over, each handler current with what it holds", func() (bool, string) {
+		if ok, s := takeoverSettled(rs); !ok {
+			return false, s
+		}
+		cms := listCMs(t, kube, ns)
+		for _, r := range rs {
+			if ok, s := r.current(cms); !ok {
+				return false, s
+			}
+		}
+		return true, ""
+	})
+
+	// Exactly the deleted UIDs got an OnDelete, each on its new holder;
+	// where that holder holds the recreated name's new object too, its
+	// OnAdd follows the old one's OnDelete.
+	want := map[string]string{} // uid → holder
+	for _, cm := range append(slices.Clone(deleted), recreated) {
+		for _, r := range rs {
+			if r.cache.Holds(&cm) {
+				want[string(cm.UID)] = r.name
+			}
+		}
+	}
+	got := map[string]string{}
+	for _, r := range rs {
+		evs := r.seen(mark[r.name])
+		for i, e := range evs {
+			if e.op != "delete" {
+				continue
+			}
+			if _, dup := got[e.uid]; dup || !e.final {
+				t.Errorf("%s: OnDelete %+v given twice or not as DeletedFinalStateUnknown", r.name, e)
+			}
+			got[e.uid] = r.name
+			if e.name == recreated.Name && r.cache.Holds(again) &&
+				!slices.ContainsFunc(evs[i:], func(a seenEvent) bool { return a.op == "add" && a.uid == string(again.UID) }) {
+				t.Errorf("%s holds the recreated %s: no OnAdd of its new UID after the old one's OnDelete: %+v", r.name, e.name, evs)
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("OnDelete after the takeover, by UID: %v; want %v (deleted %v, recreated %s)", got, want, names(deleted), recreated.Name)
+	}
+
+	// A fourth replica takes keys from the live ones: no OnDelete on any,
+	// and r1's range is not taken over again.
+	r3 := startTakeoverReplica(t, rc, so, "r3")
+	all = append(all, r3)
+	for _, r := range rs {
+		mark[r.name] = len(r.seen(0))
+	}
+	rs = []*takeoverReplica{r0, r2, r3}
+	wait("r3 joins, each handler current with what it holds", func() (bool, string) {
+		if ok, s := takeoverSettled(rs); !ok {
+			return false, s
+		}
+		cms := listCMs(t, kube, ns)
+		for _, r := range rs {
+			if ok, s := r.current(cms); !ok {
+				return false, s
+			}
+		}
+		return true, ""
+	})
+	for _, r := range rs {
+		for _, e := range r.seen(mark[r.name]) {
+			if e.op == "delete" {
+				t.Errorf("%s: OnDelete %+v after r3 joined; want none (keys only moved)", r.name, e)
+			}
+		}
+	}
+}
+
+func names(cms []corev1.ConfigMap) []string {
+	var out []string
+	for _, cm := range cms {
+		out = append(out, cm.Name)
+	}
+	return out
+}
+
+// rvAtOrAfter reports whether resourceVersion a is at or after b; both
+// decimal etcd revisions.
+func rvAtOrAfter(a, b string) bool {
+	return len(a) > len(b) || len(a) == len(b) && a >= b
+}
