@@ -345,3 +345,57 @@ func names(cms []corev1.ConfigMap) []string {
 func rvAtOrAfter(a, b string) bool {
 	return len(a) > len(b) || len(a) == len(b) && a >= b
 }
+
+// A replica restarted under its name with its directory takes its own
+// range over from its previous instance's Lease: its handler gets
+// OnDelete for the ConfigMaps deleted while it was down.
+func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
+	cp, kube, ns := setup(t)
+	rc := cp.RESTConfig()
+	createCMs(t, kube, ns, 20, func(i int) string { return fmt.Sprintf("cm-%02d", i) }, func(int) string { return "1" })
+	so := jcache.ShardOptions{
+		Group: "restart", Namespace: ns,
+		Resources:     []schema.GroupResource{{Resource: "configmaps"}},
+		LeaseDuration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
+	}
+	dir := t.TempDir()
+	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
+	var last string
+	wait := func(r *takeoverReplica, why string) {
+		t.Helper()
+		waitShard(t, why, func() bool {
+			ok, s := takeoverSettled([]*takeoverReplica{r})
+			if ok {
+				ok, s = r.current(listCMs(t, kube, ns))
+			}
+			last = s
+			return ok
+		}, func() string { return last })
+	}
+	r := startTakeoverReplica(t, rc, so, "r0", inDir, jcache.AbandonShardLease)
+	wait(r, "the replica settles, its handler current")
+	waitShard(t, "the replica publishes a position", func() bool {
+		l, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), "restart-r0", metav1.GetOptions{})
+		last = fmt.Sprint(l.GetAnnotations(), err)
+		return err == nil && l.Annotations["watchjournal.io/shard-positions"] != "{}" && l.Annotations["watchjournal.io/shard-positions"] != ""
+	}, func() string { return last })
+	r.stop(t)
+	deleted := map[string]bool{"cm-03": true, "cm-11": true}
+	for name := range deleted {
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = startTakeoverReplica(t, rc, so, "r0", inDir)
+	defer r.stop(t)
+	wait(r, "the restarted replica settles, its handler current")
+	got := map[string]bool{}
+	for _, e := range r.seen(0) {
+		if e.op == "delete" {
+			got[e.name] = true
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(deleted) {
+		t.Errorf("OnDelete after the restart: %v; want %v", got, deleted)
+	}
+}
