@@ -64,9 +64,9 @@ package jcache
 // A dead member's range: its Lease expires (LeaseDuration after a
 // survivor last saw it renewed), it drops out of the live set and of O,
 // and the survivors grow into its range: OnAdd for every stored object
-// there, the state as of the takeover. Objects deleted while no member
-// held them get no OnDelete on the taker (a finalizer keeps an object
-// until a reconcile has seen it).
+// there, the state as of the takeover, after OnDelete for each object of
+// a whole file deleted since the position the dead member last published
+// (shardtakeover.go, which also says what no taker can give).
 //
 // Limits: a request queued before its key left is still reconciled by the
 // losing replica (Cache.Holds tells a reconciler whether it holds an

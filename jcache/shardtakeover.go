@@ -39,7 +39,11 @@ package jcache
 // of it (another holderIdentity), is a dead member too: the instance that
 // stopped, whose range this one grows into from an empty one, so a
 // restarted replica's handlers get the deletes made while it was down
-// (its replay gives none: a replay runs with the range empty).
+// (a handler whose replay ran before the first range was given gets none
+// from its catch-up, which passes only the range held; one that joins
+// after the growth gets them from its catch-up, and not again from the
+// takeover: a filter collects only the takeovers of generations after
+// the one it joined at).
 //
 // What is not given (docs/sharding.md, "A replica that dies"): the
 // deletes of a resource in ShardOptions.Owners (the taker's file did not
