@@ -32,8 +32,8 @@ func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 		{"b is dead: this member grows into half of its range", deadB, nil, nil, r(0, 49), "b[0-49]@map[cm:7] "},
 		{"c publishes the other half: no takeover for it", deadB, r(50, 99), r(0, 49), r(0, 49), ""},
 		{"c's half moves here, between live members: no takeover", deadB, nil, r(0, 49), r(0, 99), ""},
-		{"half of it leaves", deadB, nil, r(0, 99), r(0, 49), ""},
-		{"and comes back: no takeover", deadB, nil, r(0, 49), r(0, 99), ""},
+		{"the half taken over leaves", deadB, nil, r(0, 99), r(50, 99), ""},
+		{"and comes back: no takeover", deadB, nil, r(50, 99), r(0, 99), ""},
 		{"b comes back: it is no longer dead", nil, r(0, 99), r(0, 99), nil, ""},
 		{"b dies again: its range is taken over again", deadB, nil, nil, r(0, 99), "b[0-99]@map[cm:7] "},
 	} {
