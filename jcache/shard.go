@@ -49,7 +49,8 @@ package jcache
 // member and the growth of one waits for the shrink of another to reach
 // its handlers: a key that moves between live members is given to at
 // most one replica's handlers at a time, with a gap of up to two
-// renewals between the loser's drop and the gainer's OnAdd.
+// renewals between the loser's drop and the gainer's OnAdd; a delete in
+// that gap is given by the gainer (shardtakeover.go).
 //
 // What a move looks like to a handler. The losing replica's handlers get
 // nothing for a key that leaves: no OnDelete, so no reconcile of a

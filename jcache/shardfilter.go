@@ -15,8 +15,8 @@ package jcache
 //  3. the stored objects of the part that entered are read in chunks, as
 //     a replay reads them (one read transaction per chunk, at its head h:
 //     handler.go), and given as OnAdd(obj, false); before each chunk's
-//     OnAdds, where the part was a dead member's, the deletes made since
-//     its last publication of the chunk's keys, as of h
+//     OnAdds, where the part was another member's (dead, or let go),
+//     the deletes made since its publication of the chunk's keys, as of h
 //     (shardtakeover.go), and a key given such a delete whose name now
 //     holds an object of the range is given that object again, after
 //     it; the later delivery skips the events at or below h of the keys
@@ -54,7 +54,7 @@ type shardFilter struct {
 	changed   <-chan struct{}   // closed at the group's next change
 	entered   map[string]uint64 // keys given as OnAdd or OnDelete when their range entered, and the head each was read at
 	enteredAt uint64            // the highest of those heads
-	pending   []takeover        // parts of dead members' ranges not applied yet (shardtakeover.go)
+	pending   []takeover        // parts of ranges other members held, not applied yet (shardtakeover.go)
 	taken     uint64            // the group's generation up to which pending has the takeovers
 }
 
@@ -62,11 +62,14 @@ func newShardFilter(g *shardGroup, fd *feed, h toolscache.ResourceEventHandler) 
 	return &shardFilter{g: g, feed: fd, h: h}
 }
 
-// start joins the group: the filter applies its current range.
+// start joins the group: the filter applies its current range, and
+// collects the takeovers the group still keeps, for its replay
+// (shardtakeover.go).
 func (f *shardFilter) start() {
 	set, ch := f.g.join(f)
 	f.set.Store(&set)
 	f.changed = ch
+	f.collect(f.acked.Load())
 }
 
 // stop leaves the group: the handler no longer delivers anything.
@@ -169,7 +172,7 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 			return err
 		}
 		if dels.given > 0 {
-			r.inf.log.Info("gave a handler the deletes made while a dead shard member's range was held by none",
+			r.inf.log.Info("gave a handler the deletes made while a range it took over was held by none",
 				"resource", r.inf.f.res.String(), "deletes", dels.given)
 		}
 	}

@@ -64,13 +64,16 @@ type shardGroup struct {
 	mine   *coordinationv1.Lease
 	seen   map[string]observed // by Lease name: the last renewal seen and when
 	// dead are the members whose Leases expired, as this member follows
-	// them; trackers the positions of the whole files it publishes
-	// (shardtakeover.go).
-	dead     map[string]*deadMember
+	// them; released the ranges live members let go, lastLive what their
+	// Leases showed at the last view; trackers the positions of the whole
+	// files this member publishes (shardtakeover.go).
+	dead     map[string]*unheldRange
+	released []*unheldRange
+	lastLive map[string]publication
 	trackers map[*feed]*position.Tracker
 	// previous is what this member's Lease showed when another instance
 	// of it held it last (a restart), nil if none did.
-	previous *deadLease
+	previous *publication
 	wake     chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
 	// as a killed process would (a test hook: testhooks.go).
@@ -121,7 +124,7 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bo
 		lease:    o.Group + "-" + o.Member,
 		id:       o.Member + "_" + hex.EncodeToString(inst[:]),
 		seen:     map[string]observed{},
-		dead:     map[string]*deadMember{},
+		dead:     map[string]*unheldRange{},
 		trackers: map[*feed]*position.Tracker{},
 		wake:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
@@ -141,7 +144,7 @@ func (g *shardGroup) current() (hashrange.Set, uint64, <-chan struct{}) {
 }
 
 // setHeld makes next the range H, a new generation, when it differs;
-// takes are the parts of dead members' ranges it grows into.
+// takes are the parts of ranges other members held that it grows into.
 func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -154,7 +157,7 @@ func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	for _, t := range takes {
 		t.gen = g.gen
 		g.takes = append(g.takes, t)
-		g.log.Info("taking over part of a dead member's range", "deadMember", t.member,
+		g.log.Info("taking over part of a range another member held", "member", t.member,
 			"share", fmt.Sprintf("%.1f%%", 100*t.part.Share()), "generation", g.gen)
 	}
 	close(g.changed)
@@ -198,7 +201,6 @@ func (g *shardGroup) join(f *shardFilter) (hashrange.Set, <-chan struct{}) {
 	defer g.mu.Unlock()
 	g.filters[f] = struct{}{}
 	f.acked.Store(g.gen)
-	f.taken = g.gen
 	return g.held, g.changed
 }
 
@@ -228,7 +230,9 @@ func (g *shardGroup) publishable() hashrange.Set {
 		oldest = min(oldest, f.acked.Load())
 	}
 	g.given = slices.DeleteFunc(g.given, func(r givenRange) bool { return r.gen < oldest })
-	g.takes = slices.DeleteFunc(g.takes, func(t takeover) bool { return t.gen <= oldest })
+	if len(g.filters) > 0 { // else kept for the first handlers' replay (shardtakeover.go)
+		g.takes = slices.DeleteFunc(g.takes, func(t takeover) bool { return t.gen <= oldest })
+	}
 	var out hashrange.Set
 	for _, r := range g.given {
 		out = out.Union(r.set)
@@ -291,7 +295,7 @@ func (g *shardGroup) tick(ctx context.Context) {
 		}
 		return
 	}
-	live, others, dead, err := g.view(ctx, now)
+	live, others, dead, shows, err := g.view(ctx, now)
 	if err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
@@ -301,7 +305,7 @@ func (g *shardGroup) tick(ctx context.Context) {
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
 	next := nextHeld(cur, target, others)
-	g.setHeld(next, g.takeovers(dead, others, cur, next))
+	g.setHeld(next, g.takeovers(dead, shows, others, cur, next))
 	g.mu.Lock()
 	g.st.Members, g.st.Target, g.st.LastError = live, target.Selector(), nil
 	g.mu.Unlock()
@@ -405,17 +409,17 @@ func (g *shardGroup) expired(l *coordinationv1.Lease, now time.Time) bool {
 
 // view lists the group's Leases and returns the live members, sorted
 // (this one included), the union of the ranges the other live members
-// publish, and what the other members' expired Leases show, by member.
-func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashrange.Set, map[string]deadLease, error) {
+// publish, and what the other members' expired and live Leases show, by
+// member.
+func (g *shardGroup) view(ctx context.Context, now time.Time) (live []string, others hashrange.Set, dead, shows map[string]publication, err error) {
 	ctx, cancel := context.WithTimeout(ctx, g.requestTimeout())
 	defer cancel()
 	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: shards.LabelGroup + "=" + g.o.Group})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("jcache: list Leases: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("jcache: list Leases: %w", err)
 	}
-	live := []string{g.o.Member}
-	var others hashrange.Set
-	dead := map[string]deadLease{}
+	live = []string{g.o.Member}
+	dead, shows = map[string]publication{}, map[string]publication{}
 	names := map[string]bool{}
 	for i := range list.Items {
 		l := &list.Items[i]
@@ -424,15 +428,22 @@ func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashran
 		if name == "" || name == g.o.Member || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
 			continue
 		}
+		sel := l.Annotations[shards.AnnotationSelector]
+		s, perr := hashrange.Parse(sel)
+		if sel == "" {
+			s, perr = nil, nil
+		}
+		p := publication{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
 		if g.expired(l, now) {
-			if s, err := hashrange.Parse(l.Annotations[shards.AnnotationSelector]); err == nil && l.Annotations[shards.AnnotationSelector] != "" {
-				dead[name] = deadLease{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
+			if perr == nil && !s.Empty() {
+				dead[name] = p
 			}
 			continue
 		}
 		live = append(live, name)
-		if s, err := hashrange.Parse(l.Annotations[shards.AnnotationSelector]); err == nil && l.Annotations[shards.AnnotationSelector] != "" {
+		if perr == nil {
 			others = others.Union(s)
+			shows[name] = p
 		}
 	}
 	for n := range g.seen {
@@ -441,7 +452,7 @@ func (g *shardGroup) view(ctx context.Context, now time.Time) ([]string, hashran
 		}
 	}
 	slices.Sort(live)
-	return slices.Compact(live), others, dead, nil
+	return slices.Compact(live), others, dead, shows, nil
 }
 
 // release deletes the member's Lease if this instance holds it.

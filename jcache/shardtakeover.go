@@ -1,18 +1,22 @@
 package jcache
 
-// Takeover deletes: a dead member's range is taken over with the deletes
-// made since its last publication given to the taker's handlers.
+// Takeover deletes: a range another member held is taken over with the
+// deletes made since that member last published where its handlers were
+// given to the taker's handlers: the range of a dead member, and the
+// range a live member let go (a move's gap).
 //
-// Invariant. When this member's handlers grow into part of the range a
-// dead member last published, and no live member has published that part
-// since the dead member's Lease expired, each handler of a sharded
-// resource whose file journals the whole resource gets, before the
-// OnAdds of that part, OnDelete(DeletedFinalStateUnknown) for every key
-// of the part deleted in this replica's file after the position the dead
-// member last published for the resource (catchup.go's rules: one per
-// UID deleted, except a UID the key holds again; so a name recreated with
-// a new UID is DELETE, then ADD). At least once: a delete the dead
-// member's handlers were given after that publication is given again.
+// Invariant. When this member's handlers grow into part of a range
+// another member published and no longer does (its Lease expired, or it
+// let the part go), and no other live member has published that part
+// since, each handler of a sharded resource whose file journals the
+// whole resource gets, before the OnAdds of that part,
+// OnDelete(DeletedFinalStateUnknown) for every key of the part deleted
+// in this replica's file after the position that member published with
+// the part (catchup.go's rules: one per UID deleted, except a UID the key
+// holds again; so a name recreated with a new UID is DELETE, then ADD).
+// At least once: a delete the other member's handlers were given after
+// that publication is given again. A key that only moved is no delete:
+// only the file's DELETEDs are given.
 //
 // Why the position. Offsets do not cross replicas, resourceVersions do
 // (package position). Each member publishes on its Lease, per whole file
@@ -23,40 +27,49 @@ package jcache
 // resourceVersion. The taker places the position in its own file
 // (position.StartFor: conservatively, never after an event the position
 // does not cover) and reads the deletes after it, as a restart's
-// catch-up reads them after the file's record.
+// catch-up reads them after the file's record. For a range a live member
+// let go, the position is the one its Lease showed at this member's
+// previous view, while it still published the range: its handlers
+// delivered every event up to their head before they let the range go,
+// so that position is covered.
 //
-// Which part. A member keeps, per dead Lease it sees, the part of the
-// dead member's published range that no live member has published since
-// (deadMember.orphan): it starts as the published range minus what this
-// member held when it first saw the Lease expired, and loses whatever a
-// live member publishes and whatever this member's handlers are given. So
-// a part is taken over once, by the member whose growth takes it first; a
-// key that later moves between live members is no takeover, and a key
-// that moves between live members never is one either (its loser
-// published it until its handlers let it go).
+// Which part. A member keeps, per dead Lease it sees and per range a live
+// member let go between two of its views, the part no live member has
+// published since (unheldRange.orphan): it starts as that range minus
+// what this member held then, and loses whatever a live member publishes
+// and whatever this member's handlers are given. So a part is taken over
+// once, by the member whose growth takes it first.
+//
+// Handlers that start after the growth. The group keeps the takeovers
+// until every filter has applied their generation, and while no filter
+// has joined; a filter collects those it finds when it joins, and its
+// replay gives their deletes before each chunk's OnAdds (handler.go), so
+// the first handlers of a replica that grew before they started get
+// them too.
 //
 // A restart. A member's own Lease, last renewed by an earlier instance
-// of it (another holderIdentity), is a dead member too: the instance that
-// stopped, whose range this one grows into from an empty one, so a
-// restarted replica's handlers get the deletes made while it was down
-// (a handler whose replay ran before the first range was given gets none
-// from its catch-up, which passes only the range held; one that joins
-// after the growth gets them from its catch-up, and not again from the
-// takeover: a filter collects only the takeovers of generations after
-// the one it joined at).
+// of it (another holderIdentity), counts as a dead member: the instance
+// that stopped, whose range this one grows into, so a restarted
+// replica's handlers get the deletes made while it was down (a handler
+// whose replay ran before the first range was given gets none from its
+// catch-up, which passes only the range held).
 //
-// What is not given (docs/sharding.md, "A replica that dies"): the
-// deletes of a resource in ShardOptions.Owners (the taker's file did not
-// journal the dead member's range; the dead member's file is in another
-// process); the deletes of a dead member that published no position for
-// the resource; the deletes retention trimmed from the taker's file
-// before the takeover (logged, as catch-up logs them); the deletes made
-// between a clean stop's last delivery and the others' growth (a member
-// stopped cleanly deletes its Lease).
+// What is not given (docs/sharding.md, "Deletes while a range is held by
+// none"): the deletes of a resource in ShardOptions.Owners (the taker's
+// file did not journal the range; the other member's file is in another
+// process); the deletes where the member published no position for the
+// resource, or where this member saw no Lease of it that still published
+// the range (it let the range go before this member's first view); the
+// deletes retention trimmed from the taker's file before the takeover
+// (logged, as catch-up logs them); the deletes made between a clean
+// stop's last delivery and the others' growth (a member stopped cleanly
+// deletes its Lease); the takeovers of a generation every filter had
+// applied, for a handler added later.
 
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -71,22 +84,25 @@ import (
 // published: a JSON object from position.Resource to resourceVersion.
 const annotationPositions = "watchjournal.io/shard-positions"
 
-// deadLease is what an expired Lease of another member shows.
-type deadLease struct {
+// publication is the range and positions a member's Lease shows.
+type publication struct {
 	set       hashrange.Set
 	positions map[string]string
 }
 
-// deadMember is a dead member as this member follows it: the positions of
-// its Lease and the part of its range no live member has published since
-// it was first seen dead (this file's comment, "Which part").
-type deadMember struct {
+// unheldRange is a dead member as this member follows it, or a range a
+// live member let go: the positions of its Lease (as they were while it
+// still published the range) and the part of the range no live member
+// has published since (this file's comment, "Which part").
+type unheldRange struct {
+	member    string
 	positions map[string]string
 	orphan    hashrange.Set
 }
 
-// takeover is the part of a dead member's range that the handlers grow
-// into at generation gen, with the positions the dead member published.
+// takeover is the part of another member's range (dead, or let go) that
+// the handlers grow into at generation gen, with the positions that
+// member published with it.
 type takeover struct {
 	gen       uint64
 	member    string
@@ -119,14 +135,23 @@ func (g *shardGroup) notePrevious(l *coordinationv1.Lease) {
 	if err != nil || sel == "" {
 		return
 	}
-	g.previous = &deadLease{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
+	g.previous = &publication{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
 }
 
 // takeovers updates the dead members from the expired Leases of this
-// view and returns the parts of their ranges that the move from cur to
-// next grows into, others being the ranges the live members publish. Run's
-// goroutine only.
-func (g *shardGroup) takeovers(dead map[string]deadLease, others, cur, next hashrange.Set) []takeover {
+// view (dead) and the ranges live members let go since the last one
+// (live: what their Leases show now), and returns the parts of those
+// ranges that the move from cur to next grows into, others being the
+// ranges the live members publish. Run's goroutine only.
+func (g *shardGroup) takeovers(dead, live map[string]publication, others, cur, next hashrange.Set) []takeover {
+	for name, p := range live {
+		if was, ok := g.lastLive[name]; ok {
+			if gone := was.set.Minus(p.set).Minus(cur); !gone.Empty() {
+				g.released = append(g.released, &unheldRange{member: name, positions: was.positions, orphan: gone})
+			}
+		}
+	}
+	g.lastLive = live
 	for name := range g.dead {
 		if _, ok := dead[name]; !ok {
 			delete(g.dead, name) // live again, or its Lease is gone
@@ -140,15 +165,26 @@ func (g *shardGroup) takeovers(dead map[string]deadLease, others, cur, next hash
 	for name, l := range dead {
 		d, ok := g.dead[name]
 		if !ok {
-			d = &deadMember{positions: l.positions, orphan: l.set.Minus(cur)}
+			d = &unheldRange{member: name, positions: l.positions, orphan: l.set.Minus(cur)}
 			g.dead[name] = d
 		}
-		d.orphan = d.orphan.Minus(others)
-		if part := d.orphan.Intersect(grow); !part.Empty() {
-			out = append(out, takeover{member: name, part: part, positions: d.positions})
-		}
-		d.orphan = d.orphan.Minus(next)
+		out = d.take(out, others, grow, next)
 	}
+	for _, d := range g.released {
+		out = d.take(out, others, grow, next)
+	}
+	g.released = slices.DeleteFunc(g.released, func(d *unheldRange) bool { return d.orphan.Empty() })
+	return out
+}
+
+// take appends to out the part of d's orphan range that grow takes,
+// after it lost what others publish, and leaves next out of it.
+func (d *unheldRange) take(out []takeover, others, grow, next hashrange.Set) []takeover {
+	d.orphan = d.orphan.Minus(others)
+	if part := d.orphan.Intersect(grow); !part.Empty() {
+		out = append(out, takeover{member: d.member, part: part, positions: d.positions})
+	}
+	d.orphan = d.orphan.Minus(next)
 	return out
 }
 
@@ -248,8 +284,8 @@ func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.
 		}
 		pos, ok := t.positions[position.Resource(res)]
 		if !ok {
-			r.inf.log.Info("a dead shard member published no position for the resource: the deletes made while its range was held by none are not given",
-				"resource", res.String(), "deadMember", t.member)
+			r.inf.log.Info("a shard member whose range this one takes over published no position for the resource: the deletes made while the range was held by none are not given",
+				"resource", res.String(), "member", t.member)
 			continue
 		}
 		at, why, ok, err := position.StartFor(r.inf.f.j, pos, 0)
@@ -257,8 +293,8 @@ func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.
 			return nil, nil, err
 		}
 		if !ok {
-			r.inf.log.Error(nil, "a dead shard member's position is not in the file: the deletes made while its range was held by none are given from the first retained event",
-				"resource", res.String(), "deadMember", t.member, "position", pos, "why", why)
+			r.inf.log.Error(nil, "the position of a shard member whose range this one takes over is not in the file: the deletes made while the range was held by none are given from the first retained event",
+				"resource", res.String(), "member", t.member, "position", pos, "why", why)
 			at = 1
 		}
 		if part.Empty() || at < start {
@@ -295,10 +331,31 @@ func (d *takeoverDeletes) OnDelete(obj any) {
 		return
 	}
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		if d.f.entered == nil {
+			d.f.entered = map[string]uint64{}
+		}
 		d.f.entered[t.Key] = max(d.f.entered[t.Key], d.head)
 		d.f.enteredAt = max(d.f.enteredAt, d.head)
 		d.keys[t.Key] = true
 	}
 	d.given++
 	d.f.h.OnDelete(obj)
+}
+
+// replayTakeovers returns the catch-up of the takeovers the registration's
+// filter collected when it started, for the range it replays, and the
+// handler that gives them; nil when none is owed.
+func (r *registration) replayTakeovers() (*catchUp, *takeoverDeletes, error) {
+	if r.sf == nil {
+		return nil, nil, nil
+	}
+	set := r.sf.set.Load()
+	if set == nil || set.Empty() {
+		return nil, nil, nil
+	}
+	cu, part, err := r.sf.takeoverCatchUp(r, *set, *set)
+	if err != nil || cu == nil {
+		return nil, nil, err
+	}
+	return cu, &takeoverDeletes{f: r.sf, part: part, keys: map[string]bool{}}, nil
 }

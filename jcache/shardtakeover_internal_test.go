@@ -12,7 +12,7 @@ import (
 // range this member grows into again after it moved between live members.
 func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
-	deadB := map[string]deadLease{"b": {set: r(0, 99), positions: map[string]string{"cm": "7"}}}
+	deadB := map[string]publication{"b": {set: r(0, 99), positions: map[string]string{"cm": "7"}}}
 	describe := func(ts []takeover) string {
 		out := ""
 		for _, t := range ts {
@@ -22,10 +22,10 @@ func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 		}
 		return out
 	}
-	g := &shardGroup{dead: map[string]*deadMember{}}
+	g := &shardGroup{dead: map[string]*unheldRange{}}
 	for _, step := range []struct {
 		name              string
-		dead              map[string]deadLease
+		dead              map[string]publication
 		others, cur, next hashrange.Set
 		want              string
 	}{
@@ -37,8 +37,39 @@ func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 		{"b comes back: it is no longer dead", nil, r(0, 99), r(0, 99), nil, ""},
 		{"b dies again: its range is taken over again", deadB, nil, nil, r(0, 99), "b[0-99]@map[cm:7] "},
 	} {
-		if got := describe(g.takeovers(step.dead, step.others, step.cur, step.next)); got != step.want {
+		if got := describe(g.takeovers(step.dead, nil, step.others, step.cur, step.next)); got != step.want {
 			t.Errorf("%s: takeovers(others %v, cur %v, next %v) = %q; want %q", step.name, step.others, step.cur, step.next, got, step.want)
+		}
+	}
+}
+
+// A range a live member lets go is taken over with the positions it
+// published while it still held the range: a delete made between its
+// handlers' drop and this member's growth is owed.
+func TestShardGroup_TakeoversOfALiveRelease(t *testing.T) {
+	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
+	g := &shardGroup{dead: map[string]*unheldRange{}}
+	for _, step := range []struct {
+		name              string
+		live              map[string]publication
+		others, cur, next hashrange.Set
+		want              string
+	}{
+		{"c holds everything", map[string]publication{"c": {set: r(0, 99), positions: map[string]string{"cm": "5"}}}, r(0, 99), nil, nil, ""},
+		{"c lets half go, this member grows into it", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "9"}}}, r(50, 99), nil, r(0, 49), "c[0-49]@map[cm:5] "},
+		{"nothing more moves", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "12"}}}, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"c lets the rest go to another member", map[string]publication{"c": {set: nil}, "d": {set: nil}}, nil, r(0, 49), r(0, 49), ""},
+		{"which publishes it", map[string]publication{"c": {set: nil}, "d": {set: r(50, 99)}}, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"then lets it go here", map[string]publication{"c": {set: nil}, "d": {set: nil, positions: map[string]string{"cm": "20"}}}, nil, r(0, 49), r(0, 99), "d[50-99]@map[] "},
+	} {
+		var got string
+		for _, tk := range g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next) {
+			for _, p := range tk.part {
+				got += fmt.Sprintf("%s[%d-%d]@%v ", tk.member, p.First, p.Last, tk.positions)
+			}
+		}
+		if got != step.want {
+			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
 		}
 	}
 }

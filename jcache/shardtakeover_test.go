@@ -29,6 +29,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/jcache"
 )
 
@@ -397,5 +398,97 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(deleted) {
 		t.Errorf("OnDelete after the restart: %v; want %v", got, deleted)
+	}
+}
+
+// A key that moves between live replicas and is deleted in the move's
+// gap (after the loser's handlers dropped it, before the gainer's grew
+// into it) gets its OnDelete from the gainer: two replicas settled, a
+// third joins while the ConfigMaps that move to it are deleted one at a
+// time across the join.
+func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
+	cp, kube, ns := setup(t)
+	rc := cp.RESTConfig()
+	createCMs(t, kube, ns, 180, func(i int) string { return fmt.Sprintf("cm-%03d", i) }, func(int) string { return "1" })
+	so := jcache.ShardOptions{
+		Group: "gap", Namespace: ns,
+		Resources: []schema.GroupResource{{Resource: "configmaps"}},
+		// Renewals 2 s apart: a move's gap (the loser's drop to the
+		// gainer's growth) is up to one of them.
+		LeaseDuration: 6 * time.Second, RenewInterval: 2 * time.Second,
+	}
+	rs := []*takeoverReplica{startTakeoverReplica(t, rc, so, "r0"), startTakeoverReplica(t, rc, so, "r1")}
+	defer func() {
+		for _, r := range rs {
+			r.stop(t)
+		}
+	}()
+	var last string
+	settledAndCurrent := func() bool {
+		ok, s := takeoverSettled(rs)
+		cms := listCMs(t, kube, ns)
+		for _, r := range rs {
+			if ok {
+				ok, s = r.current(cms)
+			}
+		}
+		last = s
+		return ok
+	}
+	waitShard(t, "two replicas settle, each handler current", settledAndCurrent, func() string { return last })
+
+	// The ConfigMaps r2's share will take, deleted 100 ms apart from its
+	// start on.
+	share := hashrange.Assign([]string{"r0", "r1", "r2"}, 0)["r2"]
+	var moving []corev1.ConfigMap
+	for _, cm := range listCMs(t, kube, ns) {
+		if share.ContainsUID(string(cm.UID)) {
+			moving = append(moving, cm)
+		}
+	}
+	marks := []int{len(rs[0].seen(0)), len(rs[1].seen(0)), 0}
+	rs = append(rs, startTakeoverReplica(t, rc, so, "r2"))
+	start := time.Now()
+	deleted := map[string]string{} // uid → name
+	for _, cm := range moving {
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted[string(cm.UID)] = cm.Name
+		time.Sleep(100 * time.Millisecond) // spread the deletes over the join: some land in a move's gap
+	}
+	t.Logf("%d ConfigMaps of r2's share deleted over %v from its start", len(moving), time.Since(start).Round(100*time.Millisecond))
+	waitShard(t, "three replicas settle, each handler current", settledAndCurrent, func() string { return last })
+
+	// Every deleted UID got an OnDelete (at least once, on some replica);
+	// no other one did.
+	got := map[string][]string{} // uid → replicas
+	for i, r := range rs {
+		for _, e := range r.seen(marks[i]) {
+			if e.op != "delete" {
+				continue
+			}
+			if _, ok := deleted[e.uid]; !ok {
+				t.Errorf("%s: OnDelete %+v; want none for a ConfigMap not deleted", r.name, e)
+			}
+			got[e.uid] = append(got[e.uid], r.name)
+		}
+	}
+	by := map[string]int{}
+	for _, rs := range got {
+		for _, r := range rs {
+			by[r]++
+		}
+	}
+	t.Logf("OnDelete given, by replica: %v", by)
+	var missing []string
+	for uid, name := range deleted {
+		if len(got[uid]) == 0 {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("no replica's handler got OnDelete for %d of %d deleted ConfigMaps: %v", len(missing), len(deleted), missing)
 	}
 }
