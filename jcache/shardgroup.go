@@ -71,6 +71,9 @@ type shardGroup struct {
 	released []*unheldRange
 	lastLive map[string]publication
 	trackers map[*feed]*position.Tracker
+	// published are the positions last published (shardtakeover.go,
+	// "Frozen").
+	published map[string]string
 	// previous is what this member's Lease showed when another instance
 	// of it held it last (a restart), nil if none did.
 	previous *publication

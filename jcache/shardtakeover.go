@@ -33,6 +33,14 @@ package jcache
 // delivered every event up to their head before they let the range go,
 // so that position is covered.
 //
+// Frozen. A handler that applies a shrink stops delivering the range
+// that left while its file's hold, and so the position, moves on with
+// the rest; a handler that applies a growth gives the range's deletes
+// and state only then. So while any filter has not applied the group's
+// last change, a member publishes the positions it published before the
+// change: each position it publishes with a range is one its handlers
+// had been given of that range.
+//
 // Which part. A member keeps, per dead Lease it sees and per range a live
 // member let go between two of its views, the part no live member has
 // published since (unheldRange.orphan): it starts as that range minus
@@ -191,22 +199,30 @@ func (d *unheldRange) take(out []takeover, others, grow, next hashrange.Set) []t
 // positions returns the positions this member publishes: per whole file
 // of a sharded resource a filter delivers from, the position its
 // retention hold last committed covers (the lowest, where two files
-// share a position.Resource). Run's goroutine only.
-func (g *shardGroup) positions() map[string]string {
+// share a position.Resource). While a filter has not applied the range's
+// last change, the positions stay those published before it (this
+// file's comment, "Frozen"). Run's goroutine only.
+func (g *shardGroup) positions() (out map[string]string) {
 	g.mu.Lock()
 	feeds := map[*feed]bool{}
+	settled := true
 	for f := range g.filters {
 		if f.feed != nil && f.feed.group == nil {
 			feeds[f.feed] = true
 		}
+		settled = settled && f.acked.Load() == g.gen
 	}
 	g.mu.Unlock()
+	if !settled && g.published != nil {
+		return g.published
+	}
+	defer func() { g.published = out }()
 	for fd := range g.trackers {
 		if !feeds[fd] {
 			delete(g.trackers, fd)
 		}
 	}
-	out := map[string]string{}
+	out = map[string]string{}
 	for fd := range feeds {
 		t := g.trackers[fd]
 		if t == nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
 )
 
 // A dead member's range is taken over once, by the growth that takes it
@@ -71,5 +72,23 @@ func TestShardGroup_TakeoversOfALiveRelease(t *testing.T) {
 		if got != step.want {
 			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
 		}
+	}
+}
+
+// While a handler has not applied the range's last change, the positions
+// published stay those of before it; once it has, they move again.
+func TestShardGroup_PositionsFrozenWhileAChangeIsApplied(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, trackers: map[*feed]*position.Tracker{}}
+	before := map[string]string{"cm": "5"}
+	g.published = before
+	f := newShardFilter(g, nil, nil)
+	g.join(f)
+	g.setHeld(hashrange.Set{{First: 0, Last: 99}}, nil)
+	if got := g.positions(); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("positions() while a handler applies a change = %v; want %v (those of before it)", got, before)
+	}
+	f.acked.Store(1)
+	if got := g.positions(); len(got) != 0 {
+		t.Fatalf("positions() once applied = %v; want the current ones (none: no file)", got)
 	}
 }
