@@ -1,15 +1,21 @@
 package jcache_test
 
-// A dead replica's range is taken over with the changes made while no
-// replica held it: three caches in one shard group against the real
-// apiserver; one is killed (its Lease left to expire), and before the
-// others take its range over some of its ConfigMaps are deleted, one is
-// deleted and created again (a new UID), one is updated. The taker's
-// handler gets OnDelete for exactly the deleted ones, DELETE then ADD for
-// the recreated one, the update's state as an OnAdd; then a fourth
-// replica joins and takes keys from the live ones: no handler gets an
-// OnDelete for a key that only moved, and the dead replica's range is not
-// taken over a second time.
+// A range is taken over with the deletes made while no replica held it,
+// against the real apiserver, caches of one shard group in one process:
+//
+//   - a killed replica (its Lease left to expire): before the others take
+//     its range over some of its ConfigMaps are deleted, one is deleted
+//     and created again (a new UID), one is updated. The taker's handler
+//     gets OnDelete for exactly the deleted ones, DELETE then ADD for the
+//     recreated one, the update's state as an OnAdd; then a fourth
+//     replica joins and takes keys from the live ones: no handler gets an
+//     OnDelete for a key that only moved, and the dead replica's range is
+//     not taken over a second time;
+//   - a replica restarted under its name: its handler gets OnDelete for
+//     what was deleted while it was down;
+//   - a replica joining: the ConfigMaps that move to it, deleted one at a
+//     time across the join, each reach some replica's handler as
+//     OnDelete, those deleted in a move's gap included.
 
 import (
 	"context"
