@@ -2,14 +2,14 @@ package jcache
 
 // Takeover deletes: a range another member held is taken over with the
 // deletes made since that member last published where its handlers were
-// given to the taker's handlers: the range of a dead member, and the
-// range a live member let go (a move's gap).
+// given to the taker's handlers: the range of a dead or stopped member,
+// and the range a live member let go (a move's gap).
 //
 // Invariant. When this member's handlers grow into part of a range
-// another member published and no longer does (its Lease expired, or it
-// let the part go), and no other live member has published that part
-// since, each handler of a sharded resource whose file journals the
-// whole resource gets, before the OnAdds of that part,
+// another member published and no longer does (its Lease expired or was
+// deleted, or it let the part go), and no other live member has
+// published that part since, each handler of a sharded resource whose
+// file journals the whole resource gets, before the OnAdds of that part,
 // OnDelete(DeletedFinalStateUnknown) for every key of the part deleted
 // in this replica's file after the position that member published with
 // the part (catchup.go's rules: one per UID deleted, except a UID the key
@@ -42,7 +42,8 @@ package jcache
 // had been given of that range.
 //
 // Which part. A member keeps, per dead Lease it sees and per range a live
-// member let go between two of its views, the part no live member has
+// member let go between two of its views (all it published, when its
+// Lease is gone: a clean stop deletes it), the part no live member has
 // published since (unheldRange.orphan): it starts as that range minus
 // what this member held then, and loses whatever a live member publishes
 // and whatever this member's handlers are given. So a part is taken over
@@ -69,10 +70,8 @@ package jcache
 // resource, or where this member saw no Lease of it that still published
 // the range (it let the range go before this member's first view); the
 // deletes retention trimmed from the taker's file before the takeover
-// (logged, as catch-up logs them); the deletes made between a clean
-// stop's last delivery and the others' growth (a member stopped cleanly
-// deletes its Lease); the takeovers of a generation every filter had
-// applied, for a handler added later.
+// (logged, as catch-up logs them); the takeovers of a generation every
+// filter had applied, for a handler added later.
 
 import (
 	"encoding/json"
@@ -152,11 +151,15 @@ func (g *shardGroup) notePrevious(l *coordinationv1.Lease) {
 // ranges that the move from cur to next grows into, others being the
 // ranges the live members publish. Run's goroutine only.
 func (g *shardGroup) takeovers(dead, live map[string]publication, others, cur, next hashrange.Set) []takeover {
-	for name, p := range live {
-		if was, ok := g.lastLive[name]; ok {
-			if gone := was.set.Minus(p.set).Minus(cur); !gone.Empty() {
-				g.released = append(g.released, &unheldRange{member: name, positions: was.positions, orphan: gone})
-			}
+	for name, was := range g.lastLive {
+		p := live[name] // zero when its Lease is gone
+		if _, isDead := dead[name]; isDead {
+			continue // its Lease shows its range: below
+		}
+		// A member still live lets go what it no longer publishes; one
+		// whose Lease is gone (a clean stop) all it published.
+		if gone := was.set.Minus(p.set).Minus(cur); !gone.Empty() {
+			g.released = append(g.released, &unheldRange{member: name, positions: was.positions, orphan: gone})
 		}
 	}
 	g.lastLive = live

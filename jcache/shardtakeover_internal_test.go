@@ -92,3 +92,17 @@ func TestShardGroup_PositionsFrozenWhileAChangeIsApplied(t *testing.T) {
 		t.Fatalf("positions() once applied = %v; want the current ones (none: no file)", got)
 	}
 }
+
+// A member stopped cleanly deletes its Lease: what it published is taken
+// over with the positions it published last.
+func TestShardGroup_TakeoversOfACleanStop(t *testing.T) {
+	all := hashrange.Set{{First: 0, Last: 99}}
+	g := &shardGroup{dead: map[string]*unheldRange{}}
+	if got := g.takeovers(map[string]publication{}, map[string]publication{"c": {set: all, positions: map[string]string{"cm": "5"}}}, all, nil, nil); len(got) != 0 {
+		t.Fatalf("takeovers while c publishes everything = %v; want none", got)
+	}
+	got := g.takeovers(map[string]publication{}, map[string]publication{}, nil, nil, all)
+	if len(got) != 1 || got[0].member != "c" || !got[0].part.Equal(all) || got[0].positions["cm"] != "5" {
+		t.Fatalf("takeovers once c's Lease is gone = %+v; want c's whole range at its position 5", got)
+	}
+}

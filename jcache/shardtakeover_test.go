@@ -13,14 +13,16 @@ package jcache_test
 //     not taken over a second time;
 //   - a replica restarted under its name: its handler gets OnDelete for
 //     what was deleted while it was down;
-//   - a replica joining: the ConfigMaps that move to it, deleted one at a
-//     time across the join, each reach some replica's handler as
-//     OnDelete, those deleted in a move's gap included.
+//   - a replica joining, then leaving cleanly: the ConfigMaps that move,
+//     deleted one at a time across the join and across the leave, each
+//     reach some replica's handler as OnDelete, those deleted in a move's
+//     gap included.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -411,7 +413,8 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 // gap (after the loser's handlers dropped it, before the gainer's grew
 // into it) gets its OnDelete from the gainer: two replicas settled, a
 // third joins while the ConfigMaps that move to it are deleted one at a
-// time across the join.
+// time across the join; then it stops cleanly while those it holds are
+// deleted.
 func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
 	cp, kube, ns := setup(t)
 	rc := cp.RESTConfig()
@@ -456,45 +459,90 @@ func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
 	rs = append(rs, startTakeoverReplica(t, rc, so, "r2"))
 	start := time.Now()
 	deleted := map[string]string{} // uid → name
-	for _, cm := range moving {
+	for i, cm := range moving {
+		if i%3 == 2 {
+			continue // left for r2's leave, below
+		}
 		if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		deleted[string(cm.UID)] = cm.Name
 		time.Sleep(100 * time.Millisecond) // spread the deletes over the join: some land in a move's gap
 	}
-	t.Logf("%d ConfigMaps of r2's share deleted over %v from its start", len(moving), time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%d ConfigMaps of r2's share deleted over %v from its start", len(deleted), time.Since(start).Round(100*time.Millisecond))
 	waitShard(t, "three replicas settle, each handler current", settledAndCurrent, func() string { return last })
 
-	// Every deleted UID got an OnDelete (at least once, on some replica);
-	// no other one did.
-	got := map[string][]string{} // uid → replicas
-	for i, r := range rs {
-		for _, e := range r.seen(marks[i]) {
-			if e.op != "delete" {
-				continue
+	// everyDeleteGiven checks that every UID of deleted got an OnDelete
+	// (at least once, on some replica of among, after marks) and no UID
+	// not in ever did (a delete of an earlier phase may be given again:
+	// at least once).
+	ever := map[string]string{}
+	everyDeleteGiven := func(why string, among []*takeoverReplica, marks []int, deleted map[string]string) {
+		t.Helper()
+		got := map[string][]string{} // uid → replicas
+		for i, r := range among {
+			for _, e := range r.seen(marks[i]) {
+				if e.op != "delete" {
+					continue
+				}
+				if _, ok := ever[e.uid]; !ok {
+					t.Errorf("%s: %s: OnDelete %+v; want none for a ConfigMap not deleted", why, r.name, e)
+				}
+				got[e.uid] = append(got[e.uid], r.name)
 			}
-			if _, ok := deleted[e.uid]; !ok {
-				t.Errorf("%s: OnDelete %+v; want none for a ConfigMap not deleted", r.name, e)
+		}
+		by := map[string]int{}
+		for _, rs := range got {
+			for _, r := range rs {
+				by[r]++
 			}
-			got[e.uid] = append(got[e.uid], r.name)
+		}
+		t.Logf("%s: OnDelete given, by replica: %v", why, by)
+		var missing []string
+		for uid, name := range deleted {
+			if len(got[uid]) == 0 {
+				missing = append(missing, name)
+			}
+		}
+		slices.Sort(missing)
+		if len(missing) > 0 {
+			t.Errorf("%s: no replica's handler got OnDelete for %d of %d deleted ConfigMaps: %v", why, len(missing), len(deleted), missing)
 		}
 	}
-	by := map[string]int{}
-	for _, rs := range got {
-		for _, r := range rs {
-			by[r]++
+	maps.Copy(ever, deleted)
+	everyDeleteGiven("r2 joins", rs, marks, deleted)
+
+	// r2 stops cleanly (its Lease deleted) while the ConfigMaps it holds
+	// are deleted one at a time: each reaches some replica's handler.
+	r2 := rs[2]
+	var leaving []corev1.ConfigMap
+	for _, cm := range listCMs(t, kube, ns) {
+		if r2.cache.Holds(&cm) {
+			leaving = append(leaving, cm)
 		}
 	}
-	t.Logf("OnDelete given, by replica: %v", by)
-	var missing []string
-	for uid, name := range deleted {
-		if len(got[uid]) == 0 {
-			missing = append(missing, name)
+	marks = []int{len(rs[0].seen(0)), len(rs[1].seen(0)), len(r2.seen(0))}
+	deleted = map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, cm := range leaving {
+			if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // spread the deletes over the leave
 		}
+	}()
+	time.Sleep(500 * time.Millisecond) // some deletes before the stop, most after
+	r2.stop(t)
+	t.Logf("r2 stopped with %d ConfigMaps held, deleted 100 ms apart from 500 ms before the stop", len(leaving))
+	rs = rs[:2]
+	<-done
+	for _, cm := range leaving {
+		deleted[string(cm.UID)] = cm.Name
 	}
-	slices.Sort(missing)
-	if len(missing) > 0 {
-		t.Errorf("no replica's handler got OnDelete for %d of %d deleted ConfigMaps: %v", len(missing), len(deleted), missing)
-	}
+	maps.Copy(ever, deleted)
+	waitShard(t, "r0 and r1 take r2's range over, each handler current", settledAndCurrent, func() string { return last })
+	everyDeleteGiven("r2 leaves", []*takeoverReplica{rs[0], rs[1], r2}, marks, deleted)
 }
