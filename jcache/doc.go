@@ -64,7 +64,11 @@
 //     object in its controller owner's; a key that moves away gets no
 //     event, one that moves in an OnAdd (shard.go). The files of
 //     ShardOptions.Owners journal, and their reads return, only the range
-//     (feedrange.go).
+//     (feedrange.go). A range taken over from another member (dead, or
+//     one that let it go, or this member's previous instance) comes with
+//     a DeletedFinalStateUnknown for each object of a whole file deleted
+//     since the position that member published with it
+//     (shardtakeover.go).
 //
 // # Where to read more
 //

@@ -121,7 +121,7 @@ type registration struct {
 func newRegistration(inf *informer, h toolscache.ResourceEventHandler, resync time.Duration) *registration {
 	r := &registration{inf: inf, h: h, resync: resync, chunk: inf.options().replayChunk(), done: make(chan struct{}), progress: make(chan struct{})}
 	if inf.shard != nil {
-		r.sf = newShardFilter(inf.shard, h)
+		r.sf = newShardFilter(inf.shard, inf.f, h)
 		r.h = r.sf
 	}
 	return r
@@ -281,10 +281,22 @@ func (r *registration) feed(ctx context.Context) error {
 	if r.catchUp {
 		cu = newCatchUp(r.inf, r.record)
 	}
+	// And those of a range taken over before the handler started
+	// (shardtakeover.go).
+	tcu, tdels, err := r.replayTakeovers()
+	if err != nil {
+		return err
+	}
 	var chunks []chunk
-	err := r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
+	err = r.eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
 		if cu != nil {
 			if err := cu.chunk(ctx, r.h, job.head, job.lastKey(), job.end); err != nil || ctx.Err() != nil {
+				return err
+			}
+		}
+		if tcu != nil {
+			tdels.head = job.head
+			if err := tcu.chunk(ctx, tdels, job.head, job.lastKey(), job.end); err != nil || ctx.Err() != nil {
 				return err
 			}
 		}

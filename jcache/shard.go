@@ -49,7 +49,8 @@ package jcache
 // member and the growth of one waits for the shrink of another to reach
 // its handlers: a key that moves between live members is given to at
 // most one replica's handlers at a time, with a gap of up to two
-// renewals between the loser's drop and the gainer's OnAdd.
+// renewals between the loser's drop and the gainer's OnAdd; a delete in
+// that gap is given by the gainer (shardtakeover.go).
 //
 // What a move looks like to a handler. The losing replica's handlers get
 // nothing for a key that leaves: no OnDelete, so no reconcile of a
@@ -64,9 +65,9 @@ package jcache
 // A dead member's range: its Lease expires (LeaseDuration after a
 // survivor last saw it renewed), it drops out of the live set and of O,
 // and the survivors grow into its range: OnAdd for every stored object
-// there, the state as of the takeover. Objects deleted while no member
-// held them get no OnDelete on the taker (a finalizer keeps an object
-// until a reconcile has seen it).
+// there, the state as of the takeover, after OnDelete for each object of
+// a whole file deleted since the position the dead member last published
+// (shardtakeover.go, which also says what no taker can give).
 //
 // Limits: a request queued before its key left is still reconciled by the
 // losing replica (Cache.Holds tells a reconciler whether it holds an

@@ -14,9 +14,13 @@ package jcache
 //  2. the new range is applied: a key that left gets nothing from here on;
 //  3. the stored objects of the part that entered are read in chunks, as
 //     a replay reads them (one read transaction per chunk, at its head h:
-//     handler.go), and given as OnAdd(obj, false); the later delivery
-//     skips the events at or below h of the keys given (their outcome is
-//     in the OnAdd);
+//     handler.go), and given as OnAdd(obj, false); before each chunk's
+//     OnAdds, where the part was another member's (dead, or let go),
+//     the deletes made since its publication of the chunk's keys, as of h
+//     (shardtakeover.go), and a key given such a delete whose name now
+//     holds an object of the range is given that object again, after
+//     it; the later delivery skips the events at or below h of the keys
+//     given (their outcome is in the OnAdd or the OnDelete);
 //  4. the generation is acknowledged, so the group may publish the shrink.
 //
 // A range grows only once the files of the ranged resources
@@ -41,25 +45,31 @@ import (
 // shardFilter implements toolscache.ResourceEventHandler over h.
 type shardFilter struct {
 	g     *shardGroup
+	feed  *feed // the file the handler delivers from; nil in unit tests
 	h     toolscache.ResourceEventHandler
 	set   atomic.Pointer[hashrange.Set] // the range applied; nil: none yet
 	acked atomic.Uint64                 // the group's generation applied
 
 	// Owned by the registration's goroutine.
 	changed   <-chan struct{}   // closed at the group's next change
-	entered   map[string]uint64 // keys given as OnAdd when their range entered, and the head each was read at
+	entered   map[string]uint64 // keys given as OnAdd or OnDelete when their range entered, and the head each was read at
 	enteredAt uint64            // the highest of those heads
+	pending   []takeover        // parts of ranges other members held, not applied yet (shardtakeover.go)
+	taken     uint64            // the group's generation up to which pending has the takeovers
 }
 
-func newShardFilter(g *shardGroup, h toolscache.ResourceEventHandler) *shardFilter {
-	return &shardFilter{g: g, h: h}
+func newShardFilter(g *shardGroup, fd *feed, h toolscache.ResourceEventHandler) *shardFilter {
+	return &shardFilter{g: g, feed: fd, h: h}
 }
 
-// start joins the group: the filter applies its current range.
+// start joins the group: the filter applies its current range, and
+// collects the takeovers the group still keeps, for its replay
+// (shardtakeover.go).
 func (f *shardFilter) start() {
 	set, ch := f.g.join(f)
 	f.set.Store(&set)
 	f.changed = ch
+	f.collect(f.acked.Load())
 }
 
 // stop leaves the group: the handler no longer delivers anything.
@@ -119,6 +129,8 @@ func (f *shardFilter) skip(e journal.Event) bool {
 // comment), in the registration r's goroutine; skip is the delivery's.
 func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(journal.Event) bool) error {
 	next, gen, ch := f.g.current()
+	held := next // H at gen, before a growth is deferred
+	f.collect(gen)
 	var cur hashrange.Set
 	if s := f.set.Load(); s != nil {
 		cur = *s
@@ -137,12 +149,31 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	}
 	f.set.Store(&next)
 	if !entering.Empty() {
+		cu, part, err := f.takeoverCatchUp(r, entering, held)
+		if err != nil {
+			return err
+		}
 		f.entered, f.enteredAt = map[string]uint64{}, 0
-		if err := r.entering(ctx, entering, func(key string, head uint64, obj runtime.Object) {
+		dels := &takeoverDeletes{f: f, part: part, keys: map[string]bool{}}
+		before := func(head uint64, last string, end bool) error {
+			if cu == nil {
+				return nil
+			}
+			dels.head = head
+			return cu.chunk(ctx, dels, head, last, end)
+		}
+		want := func(key string, uid string) bool {
+			return entering.ContainsUID(uid) || dels.keys[key] && next.ContainsUID(uid)
+		}
+		if err := r.entering(ctx, want, before, func(key string, head uint64, obj runtime.Object) {
 			f.entered[key], f.enteredAt = head, max(f.enteredAt, head)
 			f.h.OnAdd(obj, false)
 		}); err != nil || ctx.Err() != nil {
 			return err
+		}
+		if dels.given > 0 {
+			r.inf.log.Info("gave a handler the deletes made while a range it took over was held by none",
+				"resource", r.inf.f.res.String(), "deletes", dels.given)
 		}
 	}
 	f.changed = ch
@@ -153,15 +184,25 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	return nil
 }
 
-// entering calls fn, in key order, with each stored object whose shard
-// UID is in s, decoded for the handler, and the head of the chunk it was
-// read in (readChunk: a chunk per read transaction). It returns early,
-// with nil, when ctx is done.
-func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(key string, head uint64, obj runtime.Object)) error {
+// entering calls fn, in key order, with each stored object that want
+// accepts (by key and shard UID), decoded for the handler, and the head
+// of the chunk it was read in (readChunk: a chunk per read transaction);
+// before each chunk's, it calls before with the chunk's head, last key
+// and whether it reaches the end of the index. It returns early, with
+// nil, when ctx is done.
+func (r *registration) entering(ctx context.Context, want func(key, uid string) bool, before func(head uint64, last string, end bool) error, fn func(key string, head uint64, obj runtime.Object)) error {
 	after, first := "", true
 	for ctx.Err() == nil {
 		objs, head, end, err := r.readChunk(after, first)
 		if err != nil {
+			return err
+		}
+		end = end || len(objs) == 0
+		last := ""
+		if len(objs) > 0 {
+			last = objs[len(objs)-1].key
+		}
+		if err := before(head, last, end); err != nil || ctx.Err() != nil {
 			return err
 		}
 		for _, o := range objs {
@@ -169,14 +210,14 @@ func (r *registration) entering(ctx context.Context, s hashrange.Set, fn func(ke
 			if err != nil {
 				return err
 			}
-			if uid, ok := shardUID(obj); ok && s.ContainsUID(string(uid)) {
+			if uid, ok := shardUID(obj); ok && want(o.key, string(uid)) {
 				fn(o.key, head, obj)
 			}
 		}
-		if end || len(objs) == 0 {
+		if end {
 			return nil
 		}
-		after, first = objs[len(objs)-1].key, false
+		after, first = last, false
 	}
 	return nil
 }

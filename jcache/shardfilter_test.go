@@ -77,7 +77,7 @@ func (r *callRecorder) OnDelete(obj any) {
 func TestShardFilter_PassesOnlyTheRange(t *testing.T) {
 	in, out := heldUID, otherUID
 	rec := &callRecorder{}
-	f := newShardFilter(nil, rec)
+	f := newShardFilter(nil, nil, rec)
 	f.set.Store(&heldRange)
 
 	f.OnAdd(shardCM("held", in, "", ""), true)
@@ -100,7 +100,7 @@ func TestShardFilter_PassesOnlyTheRange(t *testing.T) {
 
 func TestShardFilter_NothingBeforeARange(t *testing.T) {
 	rec := &callRecorder{}
-	f := newShardFilter(nil, rec)
+	f := newShardFilter(nil, nil, rec)
 	f.OnAdd(shardCM("a", "uid-1", "", ""), true)
 	f.OnDelete(shardCM("a", "uid-1", "", ""))
 	if len(rec.calls) != 0 {
@@ -161,15 +161,15 @@ func TestNextHeld(t *testing.T) {
 func TestShardGroup_PublishesAShrinkOnceApplied(t *testing.T) {
 	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, wake: make(chan struct{}, 1)}
 	whole, half := hashrange.Set{{First: 0, Last: 199}}, hashrange.Set{{First: 0, Last: 99}}
-	f1, f2 := newShardFilter(g, nil), newShardFilter(g, nil)
+	f1, f2 := newShardFilter(g, nil, nil), newShardFilter(g, nil, nil)
 	g.join(f1)
-	g.setHeld(whole)
+	g.setHeld(whole, nil)
 	if got := g.publishable(); !got.Equal(whole) {
 		t.Fatalf("after a grow, publishable = %v; want %v (published before the handlers apply it)", got, whole)
 	}
 	f1.acked.Store(1)
 	g.join(f2) // at generation 1
-	g.setHeld(half)
+	g.setHeld(half, nil)
 	if got := g.publishable(); !got.Equal(whole) {
 		t.Fatalf("after a shrink no handler applied, publishable = %v; want %v", got, whole)
 	}
@@ -181,7 +181,7 @@ func TestShardGroup_PublishesAShrinkOnceApplied(t *testing.T) {
 	if got := g.publishable(); !got.Equal(half) {
 		t.Fatalf("after a shrink every handler applied, publishable = %v; want %v", got, half)
 	}
-	g.setHeld(nil)
+	g.setHeld(nil, nil)
 	g.remove(f1)
 	g.remove(f2)
 	if got := g.publishable(); !got.Empty() {

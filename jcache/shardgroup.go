@@ -22,10 +22,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
 	"github.com/watchjournal/watchjournal/shards"
 )
 
@@ -48,10 +51,24 @@ type ShardStatus struct {
 
 // shardGroup is one cache's membership.
 type shardGroup struct {
-	o    ShardOptions
-	log  logr.Logger
-	ms   *shards.Membership
-	wake chan struct{} // a handler acknowledged a generation
+	o   ShardOptions
+	log logr.Logger
+	ms  *shards.Membership
+	// dead are the members whose Leases expired, as this member follows
+	// them; released the ranges live members let go, lastLive what their
+	// Leases showed at the last view; trackers the positions of the whole
+	// files this member publishes (shardtakeover.go).
+	dead     map[string]*unheldRange
+	released []*unheldRange
+	lastLive map[string]publication
+	trackers map[*feed]*position.Tracker
+	// published are the positions last published (shardtakeover.go,
+	// "Frozen").
+	published map[string]string
+	// previous is what this member's Lease showed when another instance
+	// of it held it last (a restart), nil if none did.
+	previous *publication
+	wake     chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
 	// as a killed process would (a test hook: testhooks.go).
 	abandon bool
@@ -60,6 +77,7 @@ type shardGroup struct {
 	held    hashrange.Set
 	gen     uint64
 	given   []givenRange // the ranges of generations not yet acknowledged by all
+	takes   []takeover   // the takeovers of those generations (shardtakeover.go)
 	changed chan struct{}
 	filters map[*shardFilter]struct{}
 	// files are the ranged feeds' files (feedrange.go) and the range each
@@ -85,15 +103,17 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bo
 		return nil, fmt.Errorf("jcache: shard group: %w", err)
 	}
 	return &shardGroup{
-		o:       o,
-		log:     log.WithValues("shardGroup", o.Group, "member", o.Member),
-		ms:      ms,
-		wake:    make(chan struct{}, 1),
-		changed: make(chan struct{}),
-		filters: map[*shardFilter]struct{}{},
-		files:   map[*feed]hashrange.Set{},
-		st:      ShardStatus{Member: o.Member},
-		abandon: abandon,
+		o:        o,
+		log:      log.WithValues("shardGroup", o.Group, "member", o.Member),
+		ms:       ms,
+		dead:     map[string]*unheldRange{},
+		trackers: map[*feed]*position.Tracker{},
+		wake:     make(chan struct{}, 1),
+		changed:  make(chan struct{}),
+		filters:  map[*shardFilter]struct{}{},
+		files:    map[*feed]hashrange.Set{},
+		st:       ShardStatus{Member: o.Member},
+		abandon:  abandon,
 	}, nil
 }
 
@@ -105,8 +125,9 @@ func (g *shardGroup) current() (hashrange.Set, uint64, <-chan struct{}) {
 	return g.held, g.gen, g.changed
 }
 
-// setHeld makes next the range H, a new generation, when it differs.
-func (g *shardGroup) setHeld(next hashrange.Set) {
+// setHeld makes next the range H, a new generation, when it differs;
+// takes are the parts of ranges other members held that it grows into.
+func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if next.Equal(g.held) {
@@ -115,6 +136,12 @@ func (g *shardGroup) setHeld(next hashrange.Set) {
 	g.gen++
 	g.held = next
 	g.given = append(g.given, givenRange{gen: g.gen, set: next})
+	for _, t := range takes {
+		t.gen = g.gen
+		g.takes = append(g.takes, t)
+		g.log.Info("taking over part of a range another member held", "member", t.member,
+			"share", fmt.Sprintf("%.1f%%", 100*t.part.Share()), "generation", g.gen)
+	}
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.log.Info("shard range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "generation", g.gen)
@@ -185,6 +212,9 @@ func (g *shardGroup) publishable() hashrange.Set {
 		oldest = min(oldest, f.acked.Load())
 	}
 	g.given = slices.DeleteFunc(g.given, func(r givenRange) bool { return r.gen < oldest })
+	if len(g.filters) > 0 { // else kept for the first handlers' replay (shardtakeover.go)
+		g.takes = slices.DeleteFunc(g.takes, func(t takeover) bool { return t.gen <= oldest })
+	}
 	var out hashrange.Set
 	for _, r := range g.given {
 		out = out.Union(r.set)
@@ -220,7 +250,7 @@ func (g *shardGroup) run(ctx context.Context) {
 			if g.abandon {
 				return
 			}
-			g.setHeld(nil)
+			g.setHeld(nil, nil)
 			g.release()
 			return
 		case <-t.C:
@@ -235,15 +265,20 @@ func (g *shardGroup) run(ctx context.Context) {
 // moves H toward this member's share (shard.go, "States").
 func (g *shardGroup) tick(ctx context.Context) {
 	now := time.Now()
+	positions := g.positions()
 	pub := g.publishable()
-	if _, err := g.ms.Renew(ctx, now, shards.Announcement{Selector: pub.Selector()}); err != nil {
+	a := shards.Announcement{Selector: pub.Selector(), Annotations: map[string]string{annotationPositions: encodePositions(positions)}}
+	if _, err := g.ms.Renew(ctx, now, a); err != nil {
 		g.mu.Lock()
 		g.st.LastError = err
 		g.mu.Unlock()
 		if g.ms.Lapsed(now) {
-			g.setHeld(nil) // lost: the others take the range
+			g.setHeld(nil, nil) // lost: the others take the range
 		}
 		return
+	}
+	if prev := g.ms.Previous(); prev != nil {
+		g.notePrevious(prev)
 	}
 	g.mu.Lock()
 	g.pub = pub
@@ -255,10 +290,12 @@ func (g *shardGroup) tick(ctx context.Context) {
 		g.mu.Unlock()
 		return
 	}
-	live, others := v.Live, othersPublish(v, g.o.Member)
+	live := v.Live
+	others, dead, shows := publications(v)
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
-	g.setHeld(nextHeld(cur, target, others))
+	next := nextHeld(cur, target, others)
+	g.setHeld(next, g.takeovers(dead, shows, others, cur, next))
 	g.mu.Lock()
 	g.st.Members, g.st.Target, g.st.LastError = live, target.Selector(), nil
 	g.mu.Unlock()
@@ -275,16 +312,36 @@ func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
 	return cur.Intersect(target).Union(target.Minus(others))
 }
 
-// othersPublish returns the union of the ranges the live members of v
-// other than member publish.
-func othersPublish(v shards.View, member string) hashrange.Set {
-	var others hashrange.Set
-	for name, sel := range v.Selectors {
-		if s, err := hashrange.Parse(sel); err == nil && name != member {
-			others = others.Union(s)
+// publications returns what the other members' Leases in v show: the
+// union of the ranges the live ones publish, and by member what each
+// expired Lease that still names a holder and a range shows (dead) and
+// what each live one shows (shows), positions included
+// (shardtakeover.go).
+func publications(v shards.View) (others hashrange.Set, dead, shows map[string]publication) {
+	dead, shows = map[string]publication{}, map[string]publication{}
+	parse := func(l *coordinationv1.Lease) (publication, error) {
+		sel := l.Annotations[shards.AnnotationSelector]
+		if sel == "" {
+			return publication{positions: parsePositions(l.Annotations[annotationPositions])}, nil
+		}
+		s, err := hashrange.Parse(sel)
+		return publication{set: s, positions: parsePositions(l.Annotations[annotationPositions])}, err
+	}
+	for _, l := range v.Gone {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+			continue
+		}
+		if p, err := parse(l); err == nil && !p.set.Empty() {
+			dead[l.Annotations[shards.AnnotationMember]] = p
 		}
 	}
-	return others
+	for name, l := range v.Leases {
+		if p, err := parse(l); err == nil {
+			others = others.Union(p.set)
+			shows[name] = p
+		}
+	}
+	return others, dead, shows
 }
 
 // release deletes the member's Lease if this instance holds it.

@@ -63,6 +63,10 @@ type Announcement struct {
 	// Index is the manifest of the member's published index
 	// (AnnotationIndex, digest.go); "" removes the annotation.
 	Index string
+	// Annotations are set on the Lease besides these, by their own keys
+	// (the caller's, outside this package's); a key set once stays until
+	// the caller sets it again.
+	Annotations map[string]string
 }
 
 // View is the group as one listing of its Leases showed it.
@@ -78,6 +82,9 @@ type View struct {
 	// Gone is the Leases of the other members that are not live: expired,
 	// or without a holder. A leaving member's Lease is in neither list.
 	Gone []*coordinationv1.Lease
+	// Leases maps each live member other than this one to its Lease as
+	// listed (for what its announcement carries besides the selector).
+	Leases map[string]*coordinationv1.Lease
 }
 
 // Membership is one member's Lease in a shard group: it creates, renews
@@ -90,6 +97,7 @@ type Membership struct {
 	lease     string                // the Lease's name
 	id        string                // holderIdentity: member and instance
 	mine      *coordinationv1.Lease // the copy last written; nil: read it again
+	previous  *coordinationv1.Lease // the Lease as another instance left it (Previous)
 	obs       observer              // the Leases' renewals as seen here
 	renewedAt time.Time             // the local time of the last renewal answered
 }
@@ -146,6 +154,9 @@ func (m *Membership) Renew(ctx context.Context, now time.Time, a Announcement) (
 		} else {
 			delete(l.Annotations, AnnotationLeaving)
 		}
+		for k, v := range a.Annotations {
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, k, v)
+		}
 		if a.Index != "" {
 			metav1.SetMetaDataAnnotation(&l.ObjectMeta, AnnotationIndex, a.Index)
 		} else {
@@ -190,8 +201,12 @@ func (m *Membership) Renew(ctx context.Context, now time.Time, a Announcement) (
 	case err != nil:
 		return false, fmt.Errorf("shards: get Lease %s: %w", m.lease, err)
 	default:
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != m.id && !m.obs.expired(l, now) {
+		h := ptr.Deref(l.Spec.HolderIdentity, "")
+		if h != "" && h != m.id && !m.obs.expired(l, now) {
 			return false, fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, h, m.lease)
+		}
+		if h != "" && h != m.id && m.previous == nil {
+			m.previous = l.DeepCopy()
 		}
 		fill(l)
 		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
@@ -201,6 +216,12 @@ func (m *Membership) Renew(ctx context.Context, now time.Time, a Announcement) (
 	m.mine, m.renewedAt = l, now
 	return created, nil
 }
+
+// Previous returns the member's Lease as another instance of it left it
+// (a process restarted under the same name, taking over its expired
+// Lease), read before this instance first wrote it; nil when no Renew of
+// this instance took one over. The copy is shared: do not modify it.
+func (m *Membership) Previous() *coordinationv1.Lease { return m.previous }
 
 // Lapsed reports whether no renewal was answered within LeaseDuration
 // before now (or none ever was): the others may have taken the member's
@@ -232,7 +253,7 @@ func (m *Membership) View(ctx context.Context, now time.Time) (View, error) {
 	if err != nil {
 		return View{}, fmt.Errorf("shards: list Leases: %w", err)
 	}
-	v := View{Live: []string{m.opts.Member}, Selectors: map[string]string{}}
+	v := View{Live: []string{m.opts.Member}, Selectors: map[string]string{}, Leases: map[string]*coordinationv1.Lease{}}
 	names := map[string]bool{m.lease: true}
 	for i := range list.Items {
 		names[list.Items[i].Name] = true
@@ -255,6 +276,7 @@ func (m *Membership) View(ctx context.Context, now time.Time) (View, error) {
 		}
 		if name != m.opts.Member {
 			v.Live = append(v.Live, name)
+			v.Leases[name] = l
 		}
 		if sel := l.Annotations[AnnotationSelector]; sel != "" {
 			v.Selectors[name] = sel

@@ -1,0 +1,108 @@
+package jcache
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/watchjournal/watchjournal/internal/hashrange"
+	"github.com/watchjournal/watchjournal/jcache/internal/position"
+)
+
+// A dead member's range is taken over once, by the growth that takes it
+// first; what a live member publishes is no takeover, and neither is a
+// range this member grows into again after it moved between live members.
+func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
+	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
+	deadB := map[string]publication{"b": {set: r(0, 99), positions: map[string]string{"cm": "7"}}}
+	describe := func(ts []takeover) string {
+		out := ""
+		for _, t := range ts {
+			for _, p := range t.part {
+				out += fmt.Sprintf("%s[%d-%d]@%v ", t.member, p.First, p.Last, t.positions)
+			}
+		}
+		return out
+	}
+	g := &shardGroup{dead: map[string]*unheldRange{}}
+	for _, step := range []struct {
+		name              string
+		dead              map[string]publication
+		others, cur, next hashrange.Set
+		want              string
+	}{
+		{"b is dead: this member grows into half of its range", deadB, nil, nil, r(0, 49), "b[0-49]@map[cm:7] "},
+		{"c publishes the other half: no takeover for it", deadB, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"c's half moves here, between live members: no takeover", deadB, nil, r(0, 49), r(0, 99), ""},
+		{"the half taken over leaves", deadB, nil, r(0, 99), r(50, 99), ""},
+		{"and comes back: no takeover", deadB, nil, r(50, 99), r(0, 99), ""},
+		{"b comes back: it is no longer dead", nil, r(0, 99), r(0, 99), nil, ""},
+		{"b dies again: its range is taken over again", deadB, nil, nil, r(0, 99), "b[0-99]@map[cm:7] "},
+	} {
+		if got := describe(g.takeovers(step.dead, nil, step.others, step.cur, step.next)); got != step.want {
+			t.Errorf("%s: takeovers(others %v, cur %v, next %v) = %q; want %q", step.name, step.others, step.cur, step.next, got, step.want)
+		}
+	}
+}
+
+// A range a live member lets go is taken over with the positions it
+// published while it still held the range: a delete made between its
+// handlers' drop and this member's growth is owed.
+func TestShardGroup_TakeoversOfALiveRelease(t *testing.T) {
+	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
+	g := &shardGroup{dead: map[string]*unheldRange{}}
+	for _, step := range []struct {
+		name              string
+		live              map[string]publication
+		others, cur, next hashrange.Set
+		want              string
+	}{
+		{"c holds everything", map[string]publication{"c": {set: r(0, 99), positions: map[string]string{"cm": "5"}}}, r(0, 99), nil, nil, ""},
+		{"c lets half go, this member grows into it", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "9"}}}, r(50, 99), nil, r(0, 49), "c[0-49]@map[cm:5] "},
+		{"nothing more moves", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "12"}}}, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"c lets the rest go to another member", map[string]publication{"c": {set: nil}, "d": {set: nil}}, nil, r(0, 49), r(0, 49), ""},
+		{"which publishes it", map[string]publication{"c": {set: nil}, "d": {set: r(50, 99)}}, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"then lets it go here", map[string]publication{"c": {set: nil}, "d": {set: nil, positions: map[string]string{"cm": "20"}}}, nil, r(0, 49), r(0, 99), "d[50-99]@map[] "},
+	} {
+		var got string
+		for _, tk := range g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next) {
+			for _, p := range tk.part {
+				got += fmt.Sprintf("%s[%d-%d]@%v ", tk.member, p.First, p.Last, tk.positions)
+			}
+		}
+		if got != step.want {
+			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
+		}
+	}
+}
+
+// While a handler has not applied the range's last change, the positions
+// published stay those of before it; once it has, they move again.
+func TestShardGroup_PositionsFrozenWhileAChangeIsApplied(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, trackers: map[*feed]*position.Tracker{}}
+	before := map[string]string{"cm": "5"}
+	g.published = before
+	f := newShardFilter(g, nil, nil)
+	g.join(f)
+	g.setHeld(hashrange.Set{{First: 0, Last: 99}}, nil)
+	if got := g.positions(); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("positions() while a handler applies a change = %v; want %v (those of before it)", got, before)
+	}
+	f.acked.Store(1)
+	if got := g.positions(); len(got) != 0 {
+		t.Fatalf("positions() once applied = %v; want the current ones (none: no file)", got)
+	}
+}
+
+// A member stopped cleanly deletes its Lease: what it published is taken
+// over with the positions it published last.
+func TestShardGroup_TakeoversOfACleanStop(t *testing.T) {
+	all := hashrange.Set{{First: 0, Last: 99}}
+	g := &shardGroup{dead: map[string]*unheldRange{}}
+	if got := g.takeovers(map[string]publication{}, map[string]publication{"c": {set: all, positions: map[string]string{"cm": "5"}}}, all, nil, nil); len(got) != 0 {
+		t.Fatalf("takeovers while c publishes everything = %v; want none", got)
+	}
+	got := g.takeovers(map[string]publication{}, map[string]publication{}, nil, nil, all)
+	if len(got) != 1 || got[0].member != "c" || !got[0].part.Equal(all) || got[0].positions["cm"] != "5" {
+		t.Fatalf("takeovers once c's Lease is gone = %+v; want c's whole range at its position 5", got)
+	}
+}
