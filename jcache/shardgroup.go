@@ -65,10 +65,10 @@ type shardGroup struct {
 	// published are the positions last published (shardtakeover.go,
 	// "Frozen").
 	published map[string]string
-	// previous is what this member's Lease showed when another instance
-	// of it held it last (a restart), nil if none did.
-	previous *publication
-	wake     chan struct{} // a handler acknowledged a generation
+	// previousNoted is true once this member's Lease as another instance
+	// of it left it (a restart) was read into released (notePrevious).
+	previousNoted bool
+	wake          chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
 	// as a killed process would (a test hook: testhooks.go).
 	abandon bool

@@ -57,11 +57,15 @@ package jcache
 // them too.
 //
 // A restart. A member's own Lease, last renewed by an earlier instance
-// of it (another holderIdentity), counts as a dead member: the instance
-// that stopped, whose range this one grows into, so a restarted
-// replica's handlers get the deletes made while it was down (a handler
-// whose replay ran before the first range was given gets none from its
-// catch-up, which passes only the range held).
+// of it (another holderIdentity), is a range let go by the instance that
+// stopped, at the positions that instance published: its part no live
+// member has published since is taken over by this member's growth, once,
+// so a restarted replica's handlers get the deletes made while it was
+// down (a handler whose replay ran before the first range was given gets
+// none from its catch-up, which passes only the range held). A lapse is
+// the same: a member whose renewals went unanswered for a LeaseDuration
+// drops its range and lets it go at the positions it published last
+// (shardGroup.lapse), so regaining it gives the deletes made in between.
 //
 // What is not given (docs/sharding.md, "Deletes while a range is held by
 // none"): the deletes of a resource in ShardOptions.Owners (the taker's
@@ -131,18 +135,28 @@ func parsePositions(s string) map[string]string {
 }
 
 // notePrevious records l, this member's Lease as another instance of it
-// left it, as the dead member the restart takes over (this file's
-// comment, "A restart"), unless it published no range.
+// left it, as a range let go that the restart takes over (this file's
+// comment, "A restart"), unless it published no range; once per
+// instance: what this member holds of it from then on is its own.
 func (g *shardGroup) notePrevious(l *coordinationv1.Lease) {
-	if g.previous != nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+	if g.previousNoted || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
 		return
 	}
+	g.previousNoted = true
 	sel := l.Annotations[shards.AnnotationSelector]
-	s, err := hashrange.Parse(sel)
-	if err != nil || sel == "" {
+	if sel == "" {
 		return
 	}
-	g.previous = &publication{set: s, positions: parsePositions(l.Annotations[annotationPositions])}
+	s, err := hashrange.Parse(sel)
+	if err != nil {
+		g.log.Error(err, "the shard selector this member's previous instance published does not parse: the deletes made while it was down are not given",
+			"selector", sel)
+		return
+	}
+	cur, _, _ := g.current()
+	if orphan := s.Minus(cur); !orphan.Empty() {
+		g.released = append(g.released, &unheldRange{member: g.o.Member, positions: parsePositions(l.Annotations[annotationPositions]), orphan: orphan})
+	}
 }
 
 // takeovers updates the dead members from the expired Leases of this
@@ -167,9 +181,6 @@ func (g *shardGroup) takeovers(dead, live map[string]publication, others, cur, n
 		if _, ok := dead[name]; !ok {
 			delete(g.dead, name) // live again, or its Lease is gone
 		}
-	}
-	if g.previous != nil {
-		dead[g.o.Member] = *g.previous // never in a view's dead: the view skips this member
 	}
 	grow := next.Minus(cur)
 	var out []takeover

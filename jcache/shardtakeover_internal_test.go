@@ -4,8 +4,13 @@ import (
 	"fmt"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/jcache/internal/position"
+	"github.com/watchjournal/watchjournal/shards"
 )
 
 // A dead member's range is taken over once, by the growth that takes it
@@ -104,5 +109,43 @@ func TestShardGroup_TakeoversOfACleanStop(t *testing.T) {
 	got := g.takeovers(map[string]publication{}, map[string]publication{}, nil, nil, all)
 	if len(got) != 1 || got[0].member != "c" || !got[0].part.Equal(all) || got[0].positions["cm"] != "5" {
 		t.Fatalf("takeovers once c's Lease is gone = %+v; want c's whole range at its position 5", got)
+	}
+}
+
+// A restarted member takes its own previous Lease over once: a part of
+// it that another member held meanwhile and lets go later is taken over
+// from that member, at its position, not again from the previous
+// instance's.
+func TestShardGroup_TakeoversOfAPreviousInstanceOnce(t *testing.T) {
+	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
+	g := &shardGroup{o: ShardOptions{Member: "a"}, dead: map[string]*unheldRange{}}
+	g.notePrevious(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+			shards.AnnotationSelector: r(0, 99).Selector(),
+			annotationPositions:       `{"cm":"1"}`,
+		}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a_old")},
+	})
+	for _, step := range []struct {
+		name              string
+		live              map[string]publication
+		others, cur, next hashrange.Set
+		want              string
+	}{
+		{"b took half while a was down: a grows into the other half", map[string]publication{"b": {set: r(50, 99), positions: map[string]string{"cm": "8"}}}, r(50, 99), nil, r(0, 49), "a[0-49]@map[cm:1] "},
+		{"nothing moves", map[string]publication{"b": {set: r(50, 99), positions: map[string]string{"cm": "9"}}}, r(50, 99), r(0, 49), r(0, 49), ""},
+		{"b lets its half go here: from b's position only", map[string]publication{"b": {set: nil, positions: map[string]string{"cm": "12"}}}, nil, r(0, 49), r(0, 99), "b[50-99]@map[cm:9] "},
+		{"a's half leaves and comes back: no takeover", map[string]publication{"b": {set: nil}}, nil, r(0, 99), r(50, 99), ""},
+		{"and comes back", map[string]publication{"b": {set: nil}}, nil, r(50, 99), r(0, 99), ""},
+	} {
+		var got string
+		for _, tk := range g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next) {
+			for _, p := range tk.part {
+				got += fmt.Sprintf("%s[%d-%d]@%v ", tk.member, p.First, p.Last, tk.positions)
+			}
+		}
+		if got != step.want {
+			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
+		}
 	}
 }
