@@ -273,7 +273,7 @@ func (g *shardGroup) tick(ctx context.Context) {
 		g.st.LastError = err
 		g.mu.Unlock()
 		if g.ms.Lapsed(now) {
-			g.setHeld(nil, nil) // lost: the others take the range
+			g.lapse()
 		}
 		return
 	}
@@ -302,6 +302,19 @@ func (g *shardGroup) tick(ctx context.Context) {
 	if !g.publishable().Equal(pub) {
 		g.kick() // publish the grown range, or a shrink already applied
 	}
+}
+
+// lapse drops H: no renewal was answered for a LeaseDuration, so the
+// others may take the range. The range is let go as a live member's
+// would be, at the positions last published (shardtakeover.go, "A
+// restart"): the handlers stop delivering it now, and if this member
+// grows back into a part of it before another member publishes that
+// part, its handlers get the deletes made in between.
+func (g *shardGroup) lapse() {
+	if cur, _, _ := g.current(); !cur.Empty() {
+		g.released = append(g.released, &unheldRange{member: g.o.Member, positions: g.published, orphan: cur})
+	}
+	g.setHeld(nil, nil)
 }
 
 // nextHeld returns the range the handlers move to from cur, given this

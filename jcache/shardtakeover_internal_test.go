@@ -1,11 +1,16 @@
 package jcache
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
@@ -147,5 +152,29 @@ func TestShardGroup_TakeoversOfAPreviousInstanceOnce(t *testing.T) {
 		if got != step.want {
 			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
 		}
+	}
+}
+
+// A member whose renewals go unanswered for a LeaseDuration drops its
+// range and lets it go at the positions it published last: growing back
+// into it before another member publishes it takes it over, so the
+// deletes made while no handler held it are given.
+func TestShardGroup_LapseLetsTheRangeGo(t *testing.T) {
+	g, err := newShardGroup(&rest.Config{Host: "http://127.0.0.1:1"}, ShardOptions{Group: "g", Member: "a", Namespace: "default",
+		LeaseDuration: 2 * time.Second, RenewInterval: time.Second}, logr.Discard(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := hashrange.Set{{First: 0, Last: 99}}
+	g.join(newShardFilter(g, nil, nil)) // a handler applying the growth: the positions stay those published
+	g.published = map[string]string{"cm": "5"}
+	g.setHeld(all, nil)
+	g.tick(context.Background()) // no apiserver answers: the Lease lapsed
+	if held, _, _ := g.current(); !held.Empty() {
+		t.Fatalf("held after a lapse = %v; want none (LastError %v)", held, g.status().LastError)
+	}
+	got := g.takeovers(map[string]publication{}, map[string]publication{}, nil, nil, all)
+	if len(got) != 1 || got[0].member != "a" || !got[0].part.Equal(all) || got[0].positions["cm"] != "5" {
+		t.Fatalf("takeovers growing back after the lapse = %+v; want a's own range at its position 5", got)
 	}
 }
