@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -127,6 +128,10 @@ func (g *shardGroup) current() (hashrange.Set, uint64, <-chan struct{}) {
 
 // setHeld makes next the range H, a new generation, when it differs;
 // takes are the parts of ranges other members held that it grows into.
+// The positions published until the handlers apply it are lowered to the
+// takes' (shardtakeover.go, "Frozen"): the range published with them
+// includes the parts taken over, whose deletes after the takes' positions
+// the handlers have not been given yet.
 func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -137,6 +142,7 @@ func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.held = next
 	g.given = append(g.given, givenRange{gen: g.gen, set: next})
 	for _, t := range takes {
+		g.published = lowered(g.published, t.positions)
 		t.gen = g.gen
 		g.takes = append(g.takes, t)
 		g.log.Info("taking over part of a range another member held", "member", t.member,
@@ -145,6 +151,19 @@ func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.log.Info("shard range changed", "share", fmt.Sprintf("%.1f%%", 100*next.Share()), "generation", g.gen)
+}
+
+// lowered returns ps with each position that is later than the one of
+// the same resource in floor replaced by floor's; ps is not modified.
+// A resource ps has no position for stays without one.
+func lowered(ps, floor map[string]string) map[string]string {
+	out := maps.Clone(ps)
+	for k, have := range ps {
+		if p, ok := floor[k]; ok && position.Later(have, p) {
+			out[k] = p
+		}
+	}
+	return out
 }
 
 // fileSynced records that the ranged feed f's file holds the range set,

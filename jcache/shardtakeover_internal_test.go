@@ -178,3 +178,19 @@ func TestShardGroup_LapseLetsTheRangeGo(t *testing.T) {
 		t.Fatalf("takeovers growing back after the lapse = %+v; want a's own range at its position 5", got)
 	}
 }
+
+// A growth that takes part of another member's range over publishes,
+// until its handlers apply it, positions no later than the takeover's:
+// a member taking over from this one's Lease meanwhile gives the deletes
+// its handlers have not been given yet.
+func TestShardGroup_PositionsLoweredByATakeover(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, trackers: map[*feed]*position.Tracker{}}
+	g.published = map[string]string{"cm": "9", "secret": "3", "pod": "6"}
+	g.join(newShardFilter(g, nil, nil))
+	part := hashrange.Set{{First: 0, Last: 99}}
+	g.setHeld(part, []takeover{{member: "d", part: part, positions: map[string]string{"cm": "4", "secret": "7"}}})
+	want := map[string]string{"cm": "4", "secret": "3", "pod": "6"}
+	if got := g.positions(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("positions() while a handler applies a growth taking d's range over = %v; want %v", got, want)
+	}
+}
