@@ -131,7 +131,8 @@ func (g *shardGroup) current() (hashrange.Set, uint64, <-chan struct{}) {
 // The positions published until the handlers apply it are lowered to the
 // takes' (shardtakeover.go, "Frozen"): the range published with them
 // includes the parts taken over, whose deletes after the takes' positions
-// the handlers have not been given yet.
+// the handlers have not been given yet. The takeovers kept lose what left
+// H (no longer this member's to give), so they stay within H.
 func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -141,6 +142,10 @@ func (g *shardGroup) setHeld(next hashrange.Set, takes []takeover) {
 	g.gen++
 	g.held = next
 	g.given = append(g.given, givenRange{gen: g.gen, set: next})
+	g.takes = slices.DeleteFunc(g.takes, func(t takeover) bool { return t.part.Intersect(next).Empty() })
+	for i := range g.takes {
+		g.takes[i].part = g.takes[i].part.Intersect(next)
+	}
 	for _, t := range takes {
 		g.published = lowered(g.published, t.positions)
 		t.gen = g.gen

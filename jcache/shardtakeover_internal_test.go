@@ -194,3 +194,20 @@ func TestShardGroup_PositionsLoweredByATakeover(t *testing.T) {
 		t.Fatalf("positions() while a handler applies a growth taking d's range over = %v; want %v", got, want)
 	}
 }
+
+// With no handler yet, the takeovers kept for the first handlers' replay
+// stay within H: a part that leaves H is no longer this member's to give,
+// so a range moving back and forth keeps only the takeovers of what it
+// holds.
+func TestShardGroup_TakeoversKeptWithinTheRangeHeld(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}}
+	a, b := hashrange.Set{{First: 0, Last: 49}}, hashrange.Set{{First: 50, Last: 99}}
+	for range 100 {
+		g.setHeld(a, []takeover{{member: "d", part: a}})
+		g.setHeld(b, []takeover{{member: "e", part: b}})
+	}
+	g.publishable()
+	if len(g.takes) != 1 || g.takes[0].member != "e" || !g.takes[0].part.Equal(b) {
+		t.Fatalf("takeovers kept after 100 moves between %v and %v: %d, the first %+v; want e's %v alone", a, b, len(g.takes), g.takes[:min(len(g.takes), 2)], b)
+	}
+}
