@@ -205,12 +205,16 @@ func (m *Membership) Renew(ctx context.Context, now time.Time, a Announcement) (
 		if h != "" && h != m.id && !m.obs.expired(l, now) {
 			return false, fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, h, m.lease)
 		}
+		var was *coordinationv1.Lease
 		if h != "" && h != m.id && m.previous == nil {
-			m.previous = l.DeepCopy()
+			was = l.DeepCopy()
 		}
 		fill(l)
 		if l, err = m.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 			return false, fmt.Errorf("shards: update Lease %s: %w", m.lease, err)
+		}
+		if was != nil {
+			m.previous = was // taken over: the Update that took it succeeded
 		}
 	}
 	m.mine, m.renewedAt = l, now
