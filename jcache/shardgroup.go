@@ -315,7 +315,7 @@ func (g *shardGroup) tick(ctx context.Context) {
 		return
 	}
 	live := v.Live
-	others, dead, shows := publications(v)
+	others, dead, shows := g.publications(v)
 	target := hashrange.Assign(live, 0)[g.o.Member]
 	cur, _, _ := g.current()
 	next := nextHeld(cur, target, others)
@@ -353,8 +353,13 @@ func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
 // union of the ranges the live ones publish, and by member what each
 // expired Lease that still names a holder and a range shows (dead) and
 // what each live one shows (shows), positions included
-// (shardtakeover.go).
-func publications(v shards.View) (others hashrange.Set, dead, shows map[string]publication) {
+// (shardtakeover.go). A live member whose selector does not parse counts
+// as publishing the whole space (this member grows into nothing it may
+// still deliver) and as showing what it showed at the last view (no range
+// is judged let go from a Lease that cannot be read); a dead one whose
+// selector does not parse is no takeover. Both are logged. Run's
+// goroutine only.
+func (g *shardGroup) publications(v shards.View) (others hashrange.Set, dead, shows map[string]publication) {
 	dead, shows = map[string]publication{}, map[string]publication{}
 	parse := func(l *coordinationv1.Lease) (publication, error) {
 		sel := l.Annotations[shards.AnnotationSelector]
@@ -368,15 +373,29 @@ func publications(v shards.View) (others hashrange.Set, dead, shows map[string]p
 		if ptr.Deref(l.Spec.HolderIdentity, "") == "" {
 			continue
 		}
-		if p, err := parse(l); err == nil && !p.set.Empty() {
+		p, err := parse(l)
+		if err != nil {
+			g.log.Error(err, "the shard selector of a dead member's Lease does not parse: its range is not taken over, the deletes made while it is held by none are not given",
+				"dead", l.Annotations[shards.AnnotationMember], "selector", l.Annotations[shards.AnnotationSelector])
+			continue
+		}
+		if !p.set.Empty() {
 			dead[l.Annotations[shards.AnnotationMember]] = p
 		}
 	}
 	for name, l := range v.Leases {
-		if p, err := parse(l); err == nil {
-			others = others.Union(p.set)
-			shows[name] = p
+		p, err := parse(l)
+		if err != nil {
+			g.log.Error(err, "the shard selector of a live member's Lease does not parse: counted as the whole space, this member grows into none of it",
+				"peer", name, "selector", l.Annotations[shards.AnnotationSelector])
+			others = hashrange.Full()
+			if was, ok := g.lastLive[name]; ok {
+				shows[name] = was
+			}
+			continue
 		}
+		others = others.Union(p.set)
+		shows[name] = p
 	}
 	return others, dead, shows
 }

@@ -211,3 +211,29 @@ func TestShardGroup_TakeoversKeptWithinTheRangeHeld(t *testing.T) {
 		t.Fatalf("takeovers kept after 100 moves between %v and %v: %d, the first %+v; want e's %v alone", a, b, len(g.takes), g.takes[:min(len(g.takes), 2)], b)
 	}
 }
+
+// A live member whose selector does not parse may still deliver any key:
+// it counts as publishing the whole space, so this member grows into
+// none of it, and as showing what it showed before, so nothing it
+// published is judged let go.
+func TestShardGroup_PublicationsOfAnUnparsableSelector(t *testing.T) {
+	half := hashrange.Set{{First: 0, Last: 99}}
+	g := &shardGroup{o: ShardOptions{Member: "a"}, dead: map[string]*unheldRange{},
+		lastLive: map[string]publication{"b": {set: half, positions: map[string]string{"cm": "5"}}}}
+	v := shards.View{Live: []string{"a", "b"}, Leases: map[string]*coordinationv1.Lease{
+		"b": {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shards.AnnotationMember: "b", shards.AnnotationSelector: "shardRange(garbage"}}},
+	}}
+	others, dead, shows := g.publications(v)
+	if !others.Equal(hashrange.Full()) || len(dead) != 0 {
+		t.Fatalf("publications with b's selector unparsable = others %v, dead %v; want the whole space, none dead", others, dead)
+	}
+	if got := g.takeovers(dead, shows, others, nil, nextHeld(nil, hashrange.Full(), others)); len(got) != 0 {
+		t.Fatalf("takeovers while b's selector does not parse = %+v; want none", got)
+	}
+	// b's Lease reads again: b let its half go, at the position it showed
+	// while it still published it.
+	got := g.takeovers(map[string]publication{}, map[string]publication{"b": {positions: map[string]string{"cm": "9"}}}, nil, nil, half)
+	if len(got) != 1 || got[0].member != "b" || !got[0].part.Equal(half) || got[0].positions["cm"] != "5" {
+		t.Fatalf("takeovers once b's Lease reads again and shows nothing = %+v; want b's %v at its position 5", got, half)
+	}
+}
