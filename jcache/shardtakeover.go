@@ -322,10 +322,14 @@ func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok {
+		switch {
+		case !ok:
 			r.inf.log.Error(nil, "the position of a shard member whose range this one takes over is not in the file: the deletes made while the range was held by none are given from the first retained event",
 				"resource", res.String(), "member", t.member, "position", pos, "why", why)
 			at = 1
+		case !position.Comparable(pos):
+			r.inf.log.Info("the position of a shard member whose range this one takes over is not a resourceVersion that compares: placed by equality, else at the whole journal",
+				"resource", res.String(), "member", t.member, "position", pos, "offset", at, "why", why)
 		}
 		if part.Empty() || at < start {
 			start = at

@@ -123,6 +123,15 @@ func Later(a, b string) bool {
 	return n > 0
 }
 
+// Comparable reports whether pos is a resourceVersion that
+// CompareResourceVersion orders; StartFor places one that is not ("",
+// or an apiserver's opaque form) only by equality with a watch event's,
+// and otherwise at the whole journal.
+func Comparable(pos string) bool {
+	_, err := resourceversion.CompareResourceVersion(pos, pos)
+	return err == nil
+}
+
 // At returns the position that committed offset p of j covers: a
 // resourceVersion every change at or before which is reconciled.
 //

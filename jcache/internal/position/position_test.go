@@ -273,3 +273,13 @@ func TestTracker_At(t *testing.T) {
 		t.Errorf("At(8) from scratch = %q, %v; want 11", pos, err)
 	}
 }
+
+// Comparable tells the resourceVersions StartFor can order from those it
+// places only by equality.
+func TestComparable(t *testing.T) {
+	for pos, want := range map[string]bool{"12345": true, "1": true, "": false, "opaque-rv": false, "0123": false} {
+		if got := Comparable(pos); got != want {
+			t.Errorf("Comparable(%q) = %v; want %v", pos, got, want)
+		}
+	}
+}
