@@ -66,6 +66,9 @@ type shardGroup struct {
 	// published are the positions last published (shardtakeover.go,
 	// "Frozen").
 	published map[string]string
+	// unreadable maps each member whose Lease's selector did not parse at
+	// the last view to that selector (publications).
+	unreadable map[string]string
 	// previousNoted is true once this member's Lease as another instance
 	// of it left it (a restart) was read into released (notePrevious).
 	previousNoted bool
@@ -357,10 +360,12 @@ func nextHeld(cur, target, others hashrange.Set) hashrange.Set {
 // as publishing the whole space (this member grows into nothing it may
 // still deliver) and as showing what it showed at the last view (no range
 // is judged let go from a Lease that cannot be read); a dead one whose
-// selector does not parse is no takeover. Both are logged. Run's
-// goroutine only.
+// selector does not parse is no takeover. Both are logged, once per
+// member and selector. Run's goroutine only.
 func (g *shardGroup) publications(v shards.View) (others hashrange.Set, dead, shows map[string]publication) {
 	dead, shows = map[string]publication{}, map[string]publication{}
+	unreadable := map[string]string{}
+	defer func() { g.unreadable = unreadable }()
 	parse := func(l *coordinationv1.Lease) (publication, error) {
 		sel := l.Annotations[shards.AnnotationSelector]
 		if sel == "" {
@@ -375,8 +380,12 @@ func (g *shardGroup) publications(v shards.View) (others hashrange.Set, dead, sh
 		}
 		p, err := parse(l)
 		if err != nil {
-			g.log.Error(err, "the shard selector of a dead member's Lease does not parse: its range is not taken over, the deletes made while it is held by none are not given",
-				"dead", l.Annotations[shards.AnnotationMember], "selector", l.Annotations[shards.AnnotationSelector])
+			name, sel := l.Annotations[shards.AnnotationMember], l.Annotations[shards.AnnotationSelector]
+			unreadable[name] = sel
+			if g.unreadable[name] != sel {
+				g.log.Error(err, "the shard selector of a dead member's Lease does not parse: its range is not taken over, the deletes made while it is held by none are not given",
+					"dead", name, "selector", sel)
+			}
 			continue
 		}
 		if !p.set.Empty() {
@@ -386,8 +395,12 @@ func (g *shardGroup) publications(v shards.View) (others hashrange.Set, dead, sh
 	for name, l := range v.Leases {
 		p, err := parse(l)
 		if err != nil {
-			g.log.Error(err, "the shard selector of a live member's Lease does not parse: counted as the whole space, this member grows into none of it",
-				"peer", name, "selector", l.Annotations[shards.AnnotationSelector])
+			sel := l.Annotations[shards.AnnotationSelector]
+			unreadable[name] = sel
+			if g.unreadable[name] != sel {
+				g.log.Error(err, "the shard selector of a live member's Lease does not parse: counted as the whole space, this member grows into none of it",
+					"peer", name, "selector", sel)
+			}
 			others = hashrange.Full()
 			if was, ok := g.lastLive[name]; ok {
 				shows[name] = was

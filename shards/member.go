@@ -278,6 +278,9 @@ type Member struct {
 	indexTook time.Duration // how long the last publication took
 	gone      []dead
 	held      map[string]hashrange.Set
+	// unreadable maps each live member whose selector did not parse at
+	// the last view to that selector (logged once per selector).
+	unreadable map[string]string
 
 	wake  chan struct{} // a loop synced
 	fatal chan error    // a loop's Run failed
@@ -682,11 +685,23 @@ func (m *Member) view(ctx context.Context, now time.Time) ([]string, map[string]
 		return nil, nil, err
 	}
 	held := map[string]hashrange.Set{}
+	unreadable := map[string]string{}
 	for name, sel := range v.Selectors {
-		if s, err := hashrange.Parse(sel); err == nil {
-			held[name] = s
+		s, err := hashrange.Parse(sel)
+		if err != nil {
+			// Left out of held: this member then shrinks out of none of
+			// it (nextRange drops only what others publish), so no key
+			// is left unjournaled for it.
+			unreadable[name] = sel
+			if m.unreadable[name] != sel {
+				m.log.Error(err, "the shard selector of a live member's Lease does not parse: this member drops none of its range for it",
+					"peer", name, "selector", sel)
+			}
+			continue
 		}
+		held[name] = s
 	}
+	m.unreadable = unreadable
 	var gone []dead
 	for _, l := range v.Gone {
 		gone = append(gone, dead{member: l.Annotations[AnnotationMember], lease: l, index: manifestOf(l)})
