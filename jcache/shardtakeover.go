@@ -38,8 +38,10 @@ package jcache
 // the rest; a handler that applies a growth gives the range's deletes
 // and state only then. So while any filter has not applied the group's
 // last change, a member publishes the positions it published before the
-// change: each position it publishes with a range is one its handlers
-// had been given of that range.
+// change, lowered to the positions of the parts the change takes over
+// (shardGroup.setHeld): each position it publishes with a range is one
+// its handlers had been given of that range, the parts taken over
+// included.
 //
 // Which part. A member keeps, per dead Lease it sees and per range a live
 // member let go between two of its views (all it published, when its
