@@ -421,17 +421,15 @@ func (m *Member) collect(ctx context.Context, gone []dead, held map[string]hashr
 		}
 		// The Lease first, as last seen: if the member renewed it since,
 		// it is back, and keeps its index.
-		cctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
-		uid, rv := d.lease.UID, d.lease.ResourceVersion
-		err = m.leases.Delete(cctx, d.lease.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-		switch {
-		case apierrors.IsConflict(err):
-			cancel()
+		err = m.ms.DeleteGone(ctx, d.lease)
+		if errors.Is(err, ErrLeaseChanged) {
 			continue
-		case err == nil, apierrors.IsNotFound(err):
-			err = m.deleteChunks(cctx, d.member, nil)
 		}
-		cancel()
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
+			err = m.deleteChunks(cctx, d.member, nil)
+			cancel()
+		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			m.log.Info("could not delete a dead member's index", "dead", d.member, "error", err.Error())
 			continue

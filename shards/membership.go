@@ -321,3 +321,30 @@ func (m *Membership) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ErrLeaseChanged is returned by DeleteGone when the Lease changed since
+// it was listed: its member renewed it (it is back), or another instance
+// took it over.
+var ErrLeaseChanged = errors.New("shards: the Lease changed since it was listed")
+
+// DeleteGone deletes l, another member's Lease from View.Gone, with its
+// UID and resourceVersion as preconditions, so that a renewal since the
+// listing keeps it. The caller deletes only a Lease whose range the live
+// members publish: once it is gone, no member takes that range over from
+// it. It returns nil when the Lease is deleted or was not there, an error
+// wrapping ErrLeaseChanged when it changed since l was read, and the
+// request's error otherwise, wrapped; the request is bounded as Renew's.
+func (m *Membership) DeleteGone(ctx context.Context, l *coordinationv1.Lease) error {
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
+	defer cancel()
+	uid, rv := l.UID, l.ResourceVersion
+	err := m.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%w: %s", ErrLeaseChanged, l.Name)
+	default:
+		return fmt.Errorf("shards: delete Lease %s: %w", l.Name, err)
+	}
+}
