@@ -323,6 +323,7 @@ func (g *shardGroup) tick(ctx context.Context) {
 	cur, _, _ := g.current()
 	next := nextHeld(cur, target, others)
 	g.setHeld(next, g.takeovers(dead, shows, others, cur, next))
+	g.collect(ctx, v, pub)
 	g.mu.Lock()
 	g.st.Members, g.st.Target, g.st.LastError = live, target.Selector(), nil
 	g.mu.Unlock()
