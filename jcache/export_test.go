@@ -201,6 +201,16 @@ func AbandonShardLease(o Options) Options {
 	return o
 }
 
+// HoldShardGroup returns a hook that makes a cache's shard group wait for
+// gate to close before its first renewal, so that the handlers added
+// before Start join while the group gives no range (testhooks.go).
+func HoldShardGroup(gate <-chan struct{}) func(Options) Options {
+	return func(o Options) Options {
+		o.hooks.shardGate = gate
+		return o
+	}
+}
+
 // CommittedKeys returns the keys the one open file in dir holds in its
 // committed state (not the tail of a batch in flight), and its head.
 func CommittedKeys(dir string) (keys []string, head uint64, err error) {

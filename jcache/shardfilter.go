@@ -62,14 +62,14 @@ func newShardFilter(g *shardGroup, fd *feed, h toolscache.ResourceEventHandler) 
 	return &shardFilter{g: g, feed: fd, h: h}
 }
 
-// start joins the group: the filter applies its current range, and
-// collects the takeovers the group still keeps, for its replay
-// (shardtakeover.go).
+// start joins the group: the filter applies its current range (less
+// what the ranged files have not listed yet), and collects the
+// takeovers the group still keeps, for its replay (shardgroup.go's join,
+// shardtakeover.go).
 func (f *shardFilter) start() {
 	set, ch := f.g.join(f)
 	f.set.Store(&set)
 	f.changed = ch
-	f.collect(f.acked.Load())
 }
 
 // stop leaves the group: the handler no longer delivers anything.

@@ -261,6 +261,11 @@ func encodePositions(ps map[string]string) string {
 func (g *shardGroup) takeoversIn(after, upTo uint64) []takeover {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.takeoversLocked(after, upTo)
+}
+
+// takeoversLocked is takeoversIn with g.mu held.
+func (g *shardGroup) takeoversLocked(after, upTo uint64) []takeover {
 	var out []takeover
 	for _, t := range g.takes {
 		if t.gen > after && t.gen <= upTo {
@@ -363,7 +368,9 @@ func (d *takeoverDeletes) OnDelete(obj any) {
 
 // replayTakeovers returns the catch-up of the takeovers the registration's
 // filter collected when it started, for the range it replays, and the
-// handler that gives them; nil when none is owed.
+// handler that gives them; nil when none is owed. The part of H the
+// filter has not applied yet (a growth deferred: shardgroup.go's join)
+// stays pending for its apply.
 func (r *registration) replayTakeovers() (*catchUp, *takeoverDeletes, error) {
 	if r.sf == nil {
 		return nil, nil, nil
@@ -372,7 +379,8 @@ func (r *registration) replayTakeovers() (*catchUp, *takeoverDeletes, error) {
 	if set == nil || set.Empty() {
 		return nil, nil, nil
 	}
-	cu, part, err := r.sf.takeoverCatchUp(r, *set, *set)
+	held, _, _ := r.sf.g.current()
+	cu, part, err := r.sf.takeoverCatchUp(r, *set, held.Union(*set))
 	if err != nil || cu == nil {
 		return nil, nil, err
 	}
