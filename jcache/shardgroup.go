@@ -201,6 +201,7 @@ func (g *shardGroup) join(f *shardFilter) (hashrange.Set, <-chan struct{}) {
 	if !set.Equal(g.held) {
 		acked = g.gen - 1 // H is not empty, so gen is at least 1
 	}
+	f.partial = set.Empty() || acked != g.gen
 	f.acked.Store(acked)
 	f.pending, f.taken = append(f.pending, g.takeoversLocked(f.taken, g.gen)...), g.gen
 	return set, g.changed
