@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -209,6 +211,13 @@ func HoldShardGroup(gate <-chan struct{}) func(Options) Options {
 		o.hooks.shardGate = gate
 		return o
 	}
+}
+
+// HandlerReplayed reports whether the handler of reg (an informer's
+// AddEventHandler) has been given its replay.
+func HandlerReplayed(reg toolscache.ResourceEventHandlerRegistration) bool {
+	r, ok := reg.(*registration)
+	return ok && r.replayed.Load()
 }
 
 // CommittedKeys returns the keys the one open file in dir holds in its

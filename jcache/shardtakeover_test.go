@@ -414,16 +414,25 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 // live, and restarted under its name with its directory: nobody took its
 // range over while it was down and its Lease shows no previous instance,
 // so its handler gets the deletes made meanwhile from the file's record,
-// as an unsharded cache's would, though its replay ran before the group
-// gave it a range (the group's first renewal is held until the replay is
-// done and the handler synced).
+// as an unsharded cache's would, though it was given no range when its
+// replay ran and when the loop's relist journaled the deletes. The
+// group's first renewal is held until then: of a file kept whole, until
+// the handler synced; of an Owners file, whose loop runs only once the
+// group gives a range, until its replay is done (the relist follows the
+// growth, which waits for the file to list the range).
 func TestShard_CleanRestartAloneGivesTheDeletesMadeWhileDown(t *testing.T) {
+	cms := []schema.GroupResource{{Resource: "configmaps"}}
+	t.Run("whole file", func(t *testing.T) { cleanRestartAlone(t, nil) })
+	t.Run("owners file", func(t *testing.T) { cleanRestartAlone(t, cms) })
+}
+
+func cleanRestartAlone(t *testing.T, owners []schema.GroupResource) {
 	cp, kube, ns := setup(t)
 	rc := cp.RESTConfig()
 	createCMs(t, kube, ns, 20, func(i int) string { return fmt.Sprintf("cm-%02d", i) }, func(int) string { return "1" })
 	so := jcache.ShardOptions{
 		Group: "clean", Namespace: ns,
-		Resources:     []schema.GroupResource{{Resource: "configmaps"}},
+		Resources: []schema.GroupResource{{Resource: "configmaps"}}, Owners: owners,
 		LeaseDuration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
 	}
 	dir := t.TempDir()
@@ -455,7 +464,11 @@ func TestShard_CleanRestartAloneGivesTheDeletesMadeWhileDown(t *testing.T) {
 	gate := make(chan struct{})
 	r = startTakeoverReplica(t, rc, so, "r0", inDir, jcache.HoldShardGroup(gate))
 	defer r.stop(t)
-	waitShard(t, "the restarted handler syncs while the group gives no range", r.reg.HasSynced, func() string {
+	given := r.reg.HasSynced
+	if owners != nil {
+		given = func() bool { return jcache.HandlerReplayed(r.reg) }
+	}
+	waitShard(t, "the restarted handler is given the file while the group gives no range", given, func() string {
 		return fmt.Sprintf("status %+v, calls %+v", r.cache.ShardStatus(), r.seen(0))
 	})
 	if calls := r.seen(0); len(calls) != 0 {
