@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -199,6 +201,23 @@ func WithExactHooks(o ExactOptions, trimmed func(), commit func(p uint64, do fun
 func AbandonShardLease(o Options) Options {
 	o.hooks.abandonShardLease = true
 	return o
+}
+
+// HoldShardGroup returns a hook that makes a cache's shard group wait for
+// gate to close before its first renewal, so that the handlers added
+// before Start join while the group gives no range (testhooks.go).
+func HoldShardGroup(gate <-chan struct{}) func(Options) Options {
+	return func(o Options) Options {
+		o.hooks.shardGate = gate
+		return o
+	}
+}
+
+// HandlerReplayed reports whether the handler of reg (an informer's
+// AddEventHandler) has been given its replay.
+func HandlerReplayed(reg toolscache.ResourceEventHandlerRegistration) bool {
+	r, ok := reg.(*registration)
+	return ok && r.replayed.Load()
 }
 
 // CommittedKeys returns the keys the one open file in dir holds in its

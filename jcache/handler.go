@@ -15,7 +15,10 @@ package jcache
 // Catch-up (catchup.go). On a file that records where its handlers were
 // last current (a restart), each chunk's OnAdds are preceded by
 // OnDelete(DeletedFinalStateUnknown) for the keys of its range deleted
-// since (and not back with the same UID at the chunk's head).
+// since (and not back with the same UID at the chunk's head). Of a
+// sharded resource only those of the range its filter applies: the rest
+// of the filter's first range gets them when it grows into it
+// (shardtakeover.go, "A restart").
 //
 // Follow. Then it reads the journal from the first chunk's head + 1 and
 // skips an event at offset o for key k when o ≤ h_c of k's chunk (the
@@ -316,6 +319,9 @@ func (r *registration) feed(ctx context.Context) error {
 	if cu != nil && cu.given > 0 {
 		r.inf.log.Info("gave a handler the deletes made since the file's handlers were last current",
 			"resource", r.inf.f.res.String(), "deletes", cu.given, "record", r.record)
+	}
+	if r.sf != nil {
+		r.sf.replayed(r.catchUp, r.record)
 	}
 	r.pos.Store(chunks[0].head)
 	r.replayed.Store(true)

@@ -330,7 +330,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		if err != nil {
 			return nil, err
 		}
-		if c.shard, err = newShardGroup(cfg, so, o.Logger, o.hooks.abandonShardLease); err != nil {
+		if c.shard, err = newShardGroup(cfg, so, o.Logger, o.hooks); err != nil {
 			return nil, err
 		}
 		c.shardRes = &so

@@ -29,7 +29,10 @@ package jcache
 // for an object that exists and is held. So while a ranged file has not
 // synced at a range covering the growth, apply applies only the shrink
 // and leaves the generation unacknowledged; the file's sync is a change
-// of the group (shardGroup.fileSynced) that makes it apply again.
+// of the group (shardGroup.fileSynced) that makes it apply again. A
+// filter that joins meanwhile starts with H less what the files have not
+// listed, at the generation before H's, so its replay gives none of that
+// part and its apply grows into it as any filter's does.
 
 import (
 	"context"
@@ -56,20 +59,35 @@ type shardFilter struct {
 	enteredAt uint64            // the highest of those heads
 	pending   []takeover        // parts of ranges other members held, not applied yet (shardtakeover.go)
 	taken     uint64            // the group's generation up to which pending has the takeovers
+	// partial: the filter joined with less than H (none given yet, or a
+	// growth deferred: shardgroup.go's join). owesRecord: the handler's
+	// replay caught up from the file's record while partial, so the
+	// deletes since record of the part the filter grows into next are
+	// owed where no takeover gives them (shardtakeover.go, "A restart").
+	partial    bool
+	owesRecord bool
+	record     uint64
 }
 
 func newShardFilter(g *shardGroup, fd *feed, h toolscache.ResourceEventHandler) *shardFilter {
 	return &shardFilter{g: g, feed: fd, h: h}
 }
 
-// start joins the group: the filter applies its current range, and
-// collects the takeovers the group still keeps, for its replay
-// (shardtakeover.go).
+// start joins the group: the filter applies its current range (less
+// what the ranged files have not listed yet), and collects the
+// takeovers the group still keeps, for its replay (shardgroup.go's join,
+// shardtakeover.go).
 func (f *shardFilter) start() {
 	set, ch := f.g.join(f)
 	f.set.Store(&set)
 	f.changed = ch
-	f.collect(f.acked.Load())
+}
+
+// replayed notes that the handler's replay is done, having caught up from
+// the file's record when catchUp (handler.go): the deletes since record
+// are owed to the growth that completes the filter's first range.
+func (f *shardFilter) replayed(catchUp bool, record uint64) {
+	f.owesRecord, f.record = catchUp && f.partial, record
 }
 
 // stop leaves the group: the handler no longer delivers anything.
@@ -178,6 +196,9 @@ func (f *shardFilter) apply(ctx context.Context, r *registration, skip func(jour
 	}
 	f.changed = ch
 	if ready {
+		if !next.Empty() {
+			f.owesRecord = false // the first range is whole
+		}
 		f.acked.Store(gen)
 		f.g.kick()
 	}

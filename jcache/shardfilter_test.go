@@ -188,3 +188,39 @@ func TestShardGroup_PublishesAShrinkOnceApplied(t *testing.T) {
 		t.Fatalf("after the handlers stopped, publishable = %v; want none", got)
 	}
 }
+
+// A handler that starts after the group grew into a range taken over
+// keeps the takeover's deletes though the group publishes right after it
+// joined: the takeovers it collects are those of the join.
+func TestShardGroup_AFirstHandlerCollectsTheTakeoversItJoins(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, wake: make(chan struct{}, 1)}
+	all := hashrange.Set{{First: 0, Last: 99}}
+	g.setHeld(all, []takeover{{member: "b", part: all, positions: map[string]string{"cm": "7"}}})
+	f := newShardFilter(g, nil, nil)
+	g.join(f)
+	g.publishable() // a renewal between the join and the replay
+	if len(f.pending) != 1 || f.pending[0].member != "b" || !f.pending[0].part.Equal(all) {
+		t.Fatalf("takeovers the handler has for its replay = %+v; want b's range %v", f.pending, all)
+	}
+}
+
+// A handler that joins while the group's growth waits for a ranged file
+// to list it applies only what the files hold, and leaves the growth to
+// its apply: its replay gives no object of a part whose owners a read
+// does not find yet.
+func TestShardGroup_AHandlerJoiningADeferredGrowth(t *testing.T) {
+	g := &shardGroup{changed: make(chan struct{}), filters: map[*shardFilter]struct{}{}, wake: make(chan struct{}, 1), files: map[*feed]hashrange.Set{}}
+	listed, all := hashrange.Set{{First: 0, Last: 49}}, hashrange.Set{{First: 0, Last: 99}}
+	owners := &feed{}
+	g.fileSynced(owners, listed, false)
+	g.setHeld(all, nil)
+	f := newShardFilter(g, nil, nil)
+	set, _ := g.join(f)
+	if !set.Equal(listed) || f.acked.Load() != 0 {
+		t.Fatalf("join while the owners file lists %v of %v = range %v, generation %d acknowledged; want %v, 0 (the growth left to apply)",
+			listed, all, set, f.acked.Load(), listed)
+	}
+	if st := g.status(); st.Settled {
+		t.Fatalf("status while the handler has not applied the growth = %+v; want not settled", st)
+	}
+}

@@ -74,8 +74,10 @@ type shardGroup struct {
 	previousNoted bool
 	wake          chan struct{} // a handler acknowledged a generation
 	// abandon makes run return at ctx's end without deleting the Lease,
-	// as a killed process would (a test hook: testhooks.go).
+	// as a killed process would; gate, when set, holds the first renewal
+	// until it is closed (test hooks: testhooks.go).
 	abandon bool
+	gate    <-chan struct{}
 
 	mu      sync.Mutex
 	held    hashrange.Set
@@ -97,7 +99,7 @@ type givenRange struct {
 	set hashrange.Set
 }
 
-func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bool) (*shardGroup, error) {
+func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, hooks testHooks) (*shardGroup, error) {
 	if cfg == nil {
 		return nil, errors.New("jcache: no rest.Config")
 	}
@@ -117,7 +119,8 @@ func newShardGroup(cfg *rest.Config, o ShardOptions, log logr.Logger, abandon bo
 		filters:  map[*shardFilter]struct{}{},
 		files:    map[*feed]hashrange.Set{},
 		st:       ShardStatus{Member: o.Member},
-		abandon:  abandon,
+		abandon:  hooks.abandonShardLease,
+		gate:     hooks.shardGate,
 	}, nil
 }
 
@@ -203,14 +206,32 @@ func (g *shardGroup) filesHold(s hashrange.Set) bool {
 	return true
 }
 
-// join registers f and returns the range it applies from now on, with
-// its generation.
+// join registers f and returns the range it applies from now on and the
+// channel closed at the group's next change.
+//
+// The range is H less what a ranged file has not listed yet (filesHold):
+// where that leaves part of H out, f acknowledges the generation before
+// H's, so its apply finishes the growth once the files hold it
+// (shardfilter.go) and the group publishes what it may still deliver.
+// Under the same lock f collects the takeovers of the generations up to
+// H's (shardtakeover.go): a publication that forgets the takeovers every
+// filter acknowledged cannot run between f's acknowledgement and its
+// collection.
 func (g *shardGroup) join(f *shardFilter) (hashrange.Set, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.filters[f] = struct{}{}
-	f.acked.Store(g.gen)
-	return g.held, g.changed
+	set, acked := g.held, g.gen
+	for _, s := range g.files {
+		set = set.Intersect(s)
+	}
+	if !set.Equal(g.held) {
+		acked = g.gen - 1 // H is not empty, so gen is at least 1
+	}
+	f.partial = set.Empty() || acked != g.gen
+	f.acked.Store(acked)
+	f.pending, f.taken = append(f.pending, g.takeoversLocked(f.taken, g.gen)...), g.gen
+	return set, g.changed
 }
 
 // remove forgets f (its handler stopped).
@@ -269,6 +290,12 @@ func (g *shardGroup) status() ShardStatus {
 // the others take the range at their next renewal. It returns when the
 // Lease is deleted (or could not be, after a bounded try).
 func (g *shardGroup) run(ctx context.Context) {
+	if g.gate != nil {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+		}
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

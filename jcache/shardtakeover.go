@@ -63,11 +63,17 @@ package jcache
 // stopped, at the positions that instance published: its part no live
 // member has published since is taken over by this member's growth, once,
 // so a restarted replica's handlers get the deletes made while it was
-// down (a handler whose replay ran before the first range was given gets
-// none from its catch-up, which passes only the range held). A lapse is
-// the same: a member whose renewals went unanswered for a LeaseDuration
-// drops its range and lets it go at the positions it published last
-// (shardGroup.lapse), so regaining it gives the deletes made in between.
+// down. A lapse is the same: a member whose renewals went unanswered for
+// a LeaseDuration drops its range and lets it go at the positions it
+// published last (shardGroup.lapse), so regaining it gives the deletes
+// made in between. A handler whose replay caught up from the file's
+// record (catchup.go) while its filter applied less than H (no range
+// given yet, or a growth deferred) got from it only the deletes of what
+// it applied; the growth that completes its first range gives, for the
+// part no takeover gives, the deletes since the record too: so a replica
+// stopped cleanly (its Lease deleted, no Lease of an earlier instance to
+// take over) and restarted while no other member took its range gives
+// them, as an unsharded cache does.
 //
 // What is not given (docs/sharding.md, "Deletes while a range is held by
 // none"): the deletes of a resource in ShardOptions.Owners (the taker's
@@ -274,6 +280,11 @@ func encodePositions(ps map[string]string) string {
 func (g *shardGroup) takeoversIn(after, upTo uint64) []takeover {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.takeoversLocked(after, upTo)
+}
+
+// takeoversLocked is takeoversIn with g.mu held.
+func (g *shardGroup) takeoversLocked(after, upTo uint64) []takeover {
 	var out []takeover
 	for _, t := range g.takes {
 		if t.gen > after && t.gen <= upTo {
@@ -294,20 +305,23 @@ func (f *shardFilter) collect(gen uint64) {
 }
 
 // takeoverCatchUp returns the catch-up that gives the deletes owed to the
-// part of the pending takeovers in entering, with that part; nil when
-// none is owed. held is the group's range H: a part that left it is no
-// longer this member's to give. The parts outside entering stay pending
-// (a growth the filter defers: shardfilter.go).
+// part of the pending takeovers in entering, and, while the filter owes
+// the file's record (this file's comment, "A restart"), to the rest of
+// entering, with that part; nil when none is owed. It starts at the
+// lowest of their starts. held is the group's range H: a part that left
+// it is no longer this member's to give. The parts outside entering stay
+// pending (a growth the filter defers: shardfilter.go).
 func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.Set) (*catchUp, hashrange.Set, error) {
 	var (
-		part  hashrange.Set
-		start uint64
-		keep  []takeover
+		part, taken hashrange.Set
+		start       uint64
+		keep        []takeover
 	)
 	res := r.inf.f.res
 	for _, t := range f.pending {
 		t.part = t.part.Intersect(held)
 		now := t.part.Intersect(entering)
+		taken = taken.Union(now)
 		if t.part = t.part.Minus(entering); !t.part.Empty() {
 			keep = append(keep, t)
 		}
@@ -339,6 +353,14 @@ func (f *shardFilter) takeoverCatchUp(r *registration, entering, held hashrange.
 		part = part.Union(now)
 	}
 	f.pending = keep
+	if rest := entering.Minus(taken); f.owesRecord && !rest.Empty() {
+		// What no takeover gives: the deletes since the file's record
+		// (this file's comment, "A restart").
+		if part.Empty() || f.record+1 < start {
+			start = f.record + 1
+		}
+		part = part.Union(rest)
+	}
 	if part.Empty() {
 		return nil, nil, nil
 	}
@@ -380,7 +402,9 @@ func (d *takeoverDeletes) OnDelete(obj any) {
 
 // replayTakeovers returns the catch-up of the takeovers the registration's
 // filter collected when it started, for the range it replays, and the
-// handler that gives them; nil when none is owed.
+// handler that gives them; nil when none is owed. The part of H the
+// filter has not applied yet (a growth deferred: shardgroup.go's join)
+// stays pending for its apply.
 func (r *registration) replayTakeovers() (*catchUp, *takeoverDeletes, error) {
 	if r.sf == nil {
 		return nil, nil, nil
@@ -389,7 +413,8 @@ func (r *registration) replayTakeovers() (*catchUp, *takeoverDeletes, error) {
 	if set == nil || set.Empty() {
 		return nil, nil, nil
 	}
-	cu, part, err := r.sf.takeoverCatchUp(r, *set, *set)
+	held, _, _ := r.sf.g.current()
+	cu, part, err := r.sf.takeoverCatchUp(r, *set, held.Union(*set))
 	if err != nil || cu == nil {
 		return nil, nil, err
 	}

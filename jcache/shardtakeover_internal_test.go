@@ -161,7 +161,7 @@ func TestShardGroup_TakeoversOfAPreviousInstanceOnce(t *testing.T) {
 // deletes made while no handler held it are given.
 func TestShardGroup_LapseLetsTheRangeGo(t *testing.T) {
 	g, err := newShardGroup(&rest.Config{Host: "http://127.0.0.1:1"}, ShardOptions{Group: "g", Member: "a", Namespace: "default",
-		LeaseDuration: 2 * time.Second, RenewInterval: time.Second}, logr.Discard(), false)
+		LeaseDuration: 2 * time.Second, RenewInterval: time.Second}, logr.Discard(), testHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,7 @@ type takeoverReplica struct {
 	cache  *jcache.Cache
 	cancel context.CancelFunc
 	done   chan error
+	reg    toolscache.ResourceEventHandlerRegistration
 
 	mu     sync.Mutex
 	events []seenEvent
@@ -97,7 +98,7 @@ func startTakeoverReplica(t *testing.T, rc *rest.Config, so jcache.ShardOptions,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if r.reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.record("add", obj) },
 		UpdateFunc: func(_, obj any) { r.record("update", obj) },
 		DeleteFunc: func(obj any) { r.record("delete", obj) },
@@ -406,6 +407,83 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(deleted) {
 		t.Errorf("OnDelete after the restart: %v; want %v", got, deleted)
+	}
+}
+
+// A replica stopped cleanly (its Lease deleted), with no other member
+// live, and restarted under its name with its directory: nobody took its
+// range over while it was down and its Lease shows no previous instance,
+// so its handler gets the deletes made meanwhile from the file's record,
+// as an unsharded cache's would, though it was given no range when its
+// replay ran and when the loop's relist journaled the deletes. The
+// group's first renewal is held until then: of a file kept whole, until
+// the handler synced; of an Owners file, whose loop runs only once the
+// group gives a range, until its replay is done (the relist follows the
+// growth, which waits for the file to list the range).
+func TestShard_CleanRestartAloneGivesTheDeletesMadeWhileDown(t *testing.T) {
+	cms := []schema.GroupResource{{Resource: "configmaps"}}
+	t.Run("whole file", func(t *testing.T) { cleanRestartAlone(t, nil) })
+	t.Run("owners file", func(t *testing.T) { cleanRestartAlone(t, cms) })
+}
+
+func cleanRestartAlone(t *testing.T, owners []schema.GroupResource) {
+	cp, kube, ns := setup(t)
+	rc := cp.RESTConfig()
+	createCMs(t, kube, ns, 20, func(i int) string { return fmt.Sprintf("cm-%02d", i) }, func(int) string { return "1" })
+	so := jcache.ShardOptions{
+		Group: "clean", Namespace: ns,
+		Resources: []schema.GroupResource{{Resource: "configmaps"}}, Owners: owners,
+		LeaseDuration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
+	}
+	dir := t.TempDir()
+	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
+	var last string
+	wait := func(r *takeoverReplica, why string) {
+		t.Helper()
+		waitShard(t, why, func() bool {
+			ok, s := takeoverSettled([]*takeoverReplica{r})
+			if ok {
+				ok, s = r.current(listCMs(t, kube, ns))
+			}
+			last = s
+			return ok
+		}, func() string { return last })
+	}
+	r := startTakeoverReplica(t, rc, so, "r0", inDir)
+	wait(r, "the replica settles, its handler current")
+	r.stop(t)
+	if _, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), "clean-r0", metav1.GetOptions{}); err == nil {
+		t.Fatal("the Lease is still there after a clean stop; want it deleted")
+	}
+	deleted := map[string]bool{"cm-04": true, "cm-15": true}
+	for name := range deleted {
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := make(chan struct{})
+	r = startTakeoverReplica(t, rc, so, "r0", inDir, jcache.HoldShardGroup(gate))
+	defer r.stop(t)
+	given := r.reg.HasSynced
+	if owners != nil {
+		given = func() bool { return jcache.HandlerReplayed(r.reg) }
+	}
+	waitShard(t, "the restarted handler is given the file while the group gives no range", given, func() string {
+		return fmt.Sprintf("status %+v, calls %+v", r.cache.ShardStatus(), r.seen(0))
+	})
+	if calls := r.seen(0); len(calls) != 0 {
+		t.Fatalf("calls before the group gave a range: %+v; want none", calls)
+	}
+	close(gate)
+	wait(r, "the restarted replica settles, its handler current")
+	got := map[string]bool{}
+	for _, e := range r.seen(0) {
+		if e.op == "delete" {
+			got[e.name] = true
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(deleted) {
+		t.Errorf("OnDelete after the restart: %v; want %v (calls: %+v)", got, deleted, r.seen(0))
 	}
 }
 

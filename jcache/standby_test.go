@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -179,6 +180,18 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	a.elected(t, 30*time.Second)
 	b := startExactReplica(t, cp, ns, "b", standbytest.NewReader(kube, ns), nil)
 
+	// b's files are current before anything changes: a change b's file
+	// holds only in its first list (b listed after it) is no watch event
+	// to place a's position after, and b would replay that file whole.
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.ServiceAccount{}} {
+		inf, err := b.mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			t.Fatalf("b's %T file did not sync", obj)
+		}
+	}
 	a.r.Wait(t, "a reconciled every ConfigMap and published its position", func() bool {
 		return len(a.r.Names()) == standbytest.All && exPublished(t, ctx, kube, ns) != "" && exPublishedFor(t, ctx, kube, ns, sbSAs) != ""
 	}, func() any { return map[string]any{"a": len(a.r.Names()), "position": exPublished(t, ctx, kube, ns)} })

@@ -40,6 +40,10 @@ type testHooks struct {
 	// abandonShardLease leaves the shard group's Lease behind when the
 	// cache stops (a SIGKILL-like stop: shardgroup.go).
 	abandonShardLease bool
+	// shardGate, when set, holds the shard group's first renewal until it
+	// is closed: the handlers join before the group has a range
+	// (shardgroup.go).
+	shardGate <-chan struct{}
 	// readDecodes, when set, counts the objects reads decode (Get, List,
 	// an index: informer.decodeRead).
 	readDecodes *atomic.Int64
