@@ -371,17 +371,7 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 	dir := t.TempDir()
 	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
 	var last string
-	wait := func(r *takeoverReplica, why string) {
-		t.Helper()
-		waitShard(t, why, func() bool {
-			ok, s := takeoverSettled([]*takeoverReplica{r})
-			if ok {
-				ok, s = r.current(listCMs(t, kube, ns))
-			}
-			last = s
-			return ok
-		}, func() string { return last })
-	}
+	wait := func(r *takeoverReplica, why string) { t.Helper(); waitAloneCurrent(t, kube, ns, r, why) }
 	r := startTakeoverReplica(t, rc, so, "r0", inDir, jcache.AbandonShardLease)
 	wait(r, "the replica settles, its handler current")
 	waitShard(t, "the replica publishes a position", func() bool {
@@ -426,6 +416,21 @@ func TestShard_CleanRestartAloneGivesTheDeletesMadeWhileDown(t *testing.T) {
 	t.Run("owners file", func(t *testing.T) { cleanRestartAlone(t, cms) })
 }
 
+// waitAloneCurrent waits until r, alone in its group, is settled and its
+// handler holds the ConfigMaps of ns as the server has them.
+func waitAloneCurrent(t *testing.T, kube kubernetes.Interface, ns string, r *takeoverReplica, why string) {
+	t.Helper()
+	var last string
+	waitShard(t, why, func() bool {
+		ok, s := takeoverSettled([]*takeoverReplica{r})
+		if ok {
+			ok, s = r.current(listCMs(t, kube, ns))
+		}
+		last = s
+		return ok
+	}, func() string { return last })
+}
+
 func cleanRestartAlone(t *testing.T, owners []schema.GroupResource) {
 	cp, kube, ns := setup(t)
 	rc := cp.RESTConfig()
@@ -437,18 +442,7 @@ func cleanRestartAlone(t *testing.T, owners []schema.GroupResource) {
 	}
 	dir := t.TempDir()
 	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
-	var last string
-	wait := func(r *takeoverReplica, why string) {
-		t.Helper()
-		waitShard(t, why, func() bool {
-			ok, s := takeoverSettled([]*takeoverReplica{r})
-			if ok {
-				ok, s = r.current(listCMs(t, kube, ns))
-			}
-			last = s
-			return ok
-		}, func() string { return last })
-	}
+	wait := func(r *takeoverReplica, why string) { t.Helper(); waitAloneCurrent(t, kube, ns, r, why) }
 	r := startTakeoverReplica(t, rc, so, "r0", inDir)
 	wait(r, "the replica settles, its handler current")
 	r.stop(t)
