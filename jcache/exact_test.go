@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -540,40 +541,19 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	cp, kube, ns := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const n = 10
-	for i := range n {
-		createCM(t, kube, ns, fmt.Sprintf("cm%02d", i), nil, nil)
-	}
+	all := createNumbered(t, kube, ns, 10)
 	dir := t.TempDir()
-	all := func() []string {
-		var out []string
-		for i := range n {
-			out = append(out, fmt.Sprintf("cm%02d", i))
-		}
-		return out
-	}()
 
 	// First run: every object, the commit at the head.
 	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}, 50*time.Millisecond)), crcache.Options{}, cp)
 	h := runByHand(t, rc.c, ns)
-	h.rec.waitUntil(t, "all reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.waitEveryObjectAtHead(t, "the first run", all)
 	committed, _ := h.src.Committed()
 	h.stop()
 	rc.stop()
 
 	// Down: three objects change, each ten times with 2 KiB of data.
-	big := strings.Repeat("x", 2048)
-	for round := range 10 {
-		for _, name := range []string{"cm00", "cm01", "cm02"} {
-			patch := fmt.Sprintf(`{"data":{"v":"%d-%s"}}`, round, big)
-			if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	patchBig(ctx, t, kube, ns, all[:3])
 
 	// Second run, with a hard cap of 8 KiB: the informer's loop journals
 	// the 30 changes and retention trims past the consumer before the
@@ -591,37 +571,11 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(60 * time.Second)
-	for {
-		offs, err := jcache.FileOffsets(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trimmed := false
-		for name, o := range offs {
-			if strings.HasPrefix(name, "configmaps.") && o[0] > committed+1 {
-				trimmed = true
-			}
-		}
-		if trimmed {
-			break
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("retention did not trim past offset %d: %v", committed, offs)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitFirstRetained(t, dir, "configmaps.", committed+2)
 	// MaxPending 3: the replay queues its 10 objects 3 at a time.
 	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{MaxPending: 3})
 	defer h.stop()
-	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
-	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
-		t.Fatalf("after the trim reconciled %v; want every object %v", got, all)
-	}
+	h.waitEveryObjectAtHead(t, "after the trim", all)
 	logMu.Lock()
 	defer logMu.Unlock()
 	found := false
@@ -633,17 +587,104 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	}
 }
 
+// A new Exact consumer (a controller name the file has not seen) on a
+// file whose retention already trimmed the first events starts from every
+// stored object, not from the first retained event: the keys whose only
+// events were trimmed are reconciled too.
+func TestExact_NewConsumerOnTrimmedFileReconcilesEveryObject(t *testing.T) {
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const n = 10
+	all := createNumbered(t, kube, ns, n)
+	dir := t.TempDir()
+	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t),
+		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
+	defer rc.stop()
+	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	// Three objects change ten times with 2 KiB each: the hard cap trims
+	// the first list's n+1 events (kube-root-ca.crt too), the only events
+	// of cm03..cm09.
+	patchBig(ctx, t, kube, ns, all[:3])
+	waitFirstRetained(t, dir, "configmaps.", n+2)
+
+	h := runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{MaxPending: 3})
+	defer h.stop()
+	h.waitEveryObjectAtHead(t, "a new consumer on the trimmed file", all)
+}
+
+// waitFirstRetained waits until retention trimmed the file of dir whose
+// name starts with prefix up to at least offset first (its first retained
+// offset is first or more).
+func waitFirstRetained(t *testing.T, dir, prefix string, first uint64) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		offs, err := jcache.FileOffsets(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, o := range offs {
+			if strings.HasPrefix(name, prefix) && o[0] >= first {
+				return
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("retention did not trim the %s file to offset %d: %v", prefix, first, offs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// createNumbered creates n ConfigMaps cm00, cm01, … in ns and returns
+// their names in order.
+func createNumbered(t *testing.T, kube kubernetes.Interface, ns string, n int) []string {
+	t.Helper()
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("cm%02d", i))
+		createCM(t, kube, ns, all[i], nil, nil)
+	}
+	return all
+}
+
+// patchBig changes each of names ten times with 2 KiB of data.
+func patchBig(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string, names []string) {
+	t.Helper()
+	big := strings.Repeat("x", 2048)
+	for round := range 10 {
+		for _, name := range names {
+			patch := fmt.Sprintf(`{"data":{"v":"%d-%s"}}`, round, big)
+			if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// waitEveryObjectAtHead waits until h reconciled exactly the names all
+// and committed up to the head; what names the run in the failure.
+func (h *byHand) waitEveryObjectAtHead(t *testing.T, what string, all []string) {
+	t.Helper()
+	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
+		ok, _ := atHead(h.src)
+		return ok && len(h.rec.names()) == len(all)
+	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
+		t.Fatalf("%s reconciled %v; want every object %v", what, got, all)
+	}
+}
+
 // The first start's replay is crash-safe: the consumer is created only by
 // the commit after every replayed request reconciled, so a process that
 // stops before that (here cm02 keeps failing) replays every object again.
 func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 	cp, kube, ns := setup(t)
 	const n = 5
-	var all []string
-	for i := range n {
-		all = append(all, fmt.Sprintf("cm%02d", i))
-		createCM(t, kube, ns, all[i], nil, nil)
-	}
+	all := createNumbered(t, kube, ns, n)
 	dir := t.TempDir()
 	rc := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}), crcache.Options{}, cp)
 	h := runByHandWith(t, rc.c, ns, func(name string) (reconcile.Result, error) {

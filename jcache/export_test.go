@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -179,11 +178,11 @@ func HandlersRecord(dir string) (committed, head uint64, err error) {
 	return committed, head, err
 }
 
-// ResetProcessKey forgets the process's sealing key, as a restart does:
-// the next cache given no key makes a new one.
-func ResetProcessKey() {
-	processKey.once = sync.Once{}
-	processKey.ring, processKey.err = nil, nil
+// WithNewProcessKey returns o whose cache, given no key, seals under a
+// process key of its own, as a cache of a restarted process does.
+func WithNewProcessKey(o Options) Options {
+	o.hooks.processKey = &processKeys{}
+	return o
 }
 
 // WithExactHooks returns o with the pauses of a source's goroutines:

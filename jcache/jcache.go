@@ -314,7 +314,7 @@ func newCache(cfg *rest.Config, opts crcache.Options, o Options) (crcache.Cache,
 		o.Keyring = k
 	}
 	if o.Keyring == nil {
-		k, err := processKeyring() // seal.go
+		k, err := o.processKeys().keyring() // seal.go
 		if err != nil {
 			return nil, err
 		}

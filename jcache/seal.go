@@ -6,7 +6,7 @@ package jcache
 // Options.SealResources) keeps its objects sealed in its file
 // (journal/seal.go), under the cache's key: the first of Options.Keyring
 // or Options.KeyFiles when one is given, else a key made for this process
-// (processKeyring: 32 bytes of crypto/rand, held in memory only, never
+// (processKeys: 32 bytes of crypto/rand, held in memory only, never
 // written down). Its index values are stored as keyed hashes
 // (journal/sealfile.go). Metadata-only informers (PartialObjectMetadata)
 // keep no data and seal nothing.
@@ -44,27 +44,32 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-// processKey is the keyring of caches given no key: one per process, so
-// that caches of one directory share their files.
-var processKey struct {
+// processKeys holds the keyring of caches given no key: one per process,
+// so that caches of one directory share their files. Made on first use
+// from crypto/rand (make).
+type processKeys struct {
 	once sync.Once
 	ring *journal.Keyring
 	err  error
 }
 
-// processKeyring returns the process's keyring, made on first use from
-// crypto/rand.
-func processKeyring() (*journal.Keyring, error) {
-	processKey.once.Do(func() {
+// processKey is the process's keyring; a cache reads it through
+// Options.processKeys, where a test can give a cache the keys of another
+// process (testhooks.go).
+var processKey processKeys
+
+// keyring returns the keyring, made on first use.
+func (p *processKeys) keyring() (*journal.Keyring, error) {
+	p.once.Do(func() {
 		key := make([]byte, journal.KeySize)
 		if _, err := rand.Read(key); err != nil {
-			processKey.err = fmt.Errorf("jcache: make a sealing key: %w", err)
+			p.err = fmt.Errorf("jcache: make a sealing key: %w", err)
 			return
 		}
-		processKey.ring, processKey.err = journal.NewKeyring(key)
+		p.ring, p.err = journal.NewKeyring(key)
 		clear(key)
 	})
-	return processKey.ring, processKey.err
+	return p.ring, p.err
 }
 
 // sealKeyMeta is the meta entry ("jcache.sealKey") recording what a
@@ -74,7 +79,7 @@ const sealKeyMeta = "sealKey"
 // sealKeyID is what a file sealed under o's keyring records: "process:"
 // and the key's ID for the process key, "keys" for a provisioned one.
 func sealKeyID(o *Options) string {
-	if ring, _ := processKeyring(); o.Keyring == ring {
+	if ring, _ := o.processKeys().keyring(); o.Keyring == ring {
 		return "process:" + o.Keyring.IDs()[0]
 	}
 	return "keys"

@@ -194,8 +194,8 @@ func TestManager_SecretsWithoutKey(t *testing.T) {
 	}
 	grepDir(t, dir, "jsecret-one-line-a-71c2e9", "jsecret-one-line-b-0d5f3a", updated)
 
-	jcache.ResetProcessKey() // a new process: a new key
-	r, _, stop = runSecretManager(t, cp, jcache.NewFunc(jcache.Options{Dir: dir}))
+	// A new process: a new key.
+	r, _, stop = runSecretManager(t, cp, jcache.NewFunc(jcache.WithNewProcessKey(jcache.Options{Dir: dir})))
 	r.waitValues(t, ns, values, "after a restart without a key")
 	stop()
 	st2 := fileStats(t, path)
@@ -226,8 +226,7 @@ func TestManager_SecretsWithKeyFilesResume(t *testing.T) {
 	const updated = "jsecret-keyed-a2-2bb6e0"
 	updateSecret(t, kube, ns, "a", updated)
 	values["a"] = updated
-	jcache.ResetProcessKey()
-	r, _, stop = runSecretManager(t, cp, newCache)
+	r, _, stop = runSecretManager(t, cp, jcache.NewFunc(jcache.WithNewProcessKey(jcache.Options{Dir: dir, KeyFiles: []string{keyFile}})))
 	r.waitValues(t, ns, values, "after a restart with the key")
 	stop()
 	grepDir(t, dir, "jsecret-keyed-a-4f09d1", "jsecret-keyed-b-93a7c5", updated)

@@ -47,6 +47,18 @@ type testHooks struct {
 	// readDecodes, when set, counts the objects reads decode (Get, List,
 	// an index: informer.decodeRead).
 	readDecodes *atomic.Int64
+	// processKey, when set, is the process keyring of a cache given no
+	// key, in place of the package's: a cache of another process
+	// (seal.go).
+	processKey *processKeys
+}
+
+// processKeys returns the process keyring of a cache built from o.
+func (o *Options) processKeys() *processKeys {
+	if o.hooks.processKey != nil {
+		return o.hooks.processKey
+	}
+	return &processKey
 }
 
 // replayChunk returns the replay chunk bound of a cache built from o (nil:
