@@ -150,15 +150,8 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 // then the Reason as its string.
 type recordReason struct {
 	_msgpack struct{} `msgpack:",as_array"`
-	Type     uint8
-	Key      string
-	UID      string
-	RV       string
-	Time     int64 // Unix nanoseconds
-	Origin   uint8
-	Object   []byte
-	PrevRV   string
-	Reason   string
+	record
+	Reason string
 }
 
 // A record of version 1 or 2, written before PrevOffset existed, decodes
@@ -166,8 +159,8 @@ type recordReason struct {
 func TestPrevOffset_OldRecordsDecode(t *testing.T) {
 	r := record{Type: typeCodes[Modified], Key: "ns/a", UID: "ua", RV: "5", Time: 17, Origin: originCodes[OriginWatch],
 		Object: []byte(`{}`), PrevRV: "4"}
-	rr := recordReason{Type: typeCodes[Deleted], Key: "ns/a", UID: "ua", RV: "6", Time: 18, Origin: originCodes[OriginWatch],
-		PrevRV: "", Reason: string(ReasonGone)}
+	rr := recordReason{record: record{Type: typeCodes[Deleted], Key: "ns/a", UID: "ua", RV: "6", Time: 18, Origin: originCodes[OriginWatch],
+		PrevRV: ""}, Reason: string(ReasonGone)}
 	for v, body := range map[byte]any{recordVersion: &r, recordVersionReason: &rr} {
 		b, err := msgpack.Marshal(body)
 		if err != nil {
