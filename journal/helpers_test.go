@@ -26,3 +26,11 @@ func notAppliedAtDeadline(t *testing.T, ctx context.Context, what string, wait f
 	}
 	return na
 }
+
+// keepObjects turns on j's objects bucket (Settings.KeepObjects).
+func keepObjects(t *testing.T, j *journal.Journal) {
+	t.Helper()
+	if err := j.Settings().KeepObjects(); err != nil {
+		t.Fatal(err)
+	}
+}
