@@ -189,7 +189,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	}
 
 	// First process: ADDED a, then two patches, each received.
-	j, stopLoop := runLoop(t, cp, path, res, synced)
+	j, stopLoop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	c, err := j.Consumers().Open("operator")
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	}
 
 	// Second process on the same file.
-	j, stopLoop = runLoop(t, cp, path, res, resumed)
+	j, stopLoop = runLoop(t, cp.RESTConfig(), path, res, resumed)
 	defer stopLoop()
 	w.Stop() // the dead process's goroutine; its exit commit fails on the closed journal
 	<-w.Done()

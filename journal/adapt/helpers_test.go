@@ -1,19 +1,21 @@
 package adapt_test
 
 // Scaffolding shared by the tests that run against a real apiserver: a
-// control plane with one namespace, the ConfigMaps the test starts from, and
-// the loop conditions a writer process waits on.
+// control plane with one namespace, the ConfigMaps the test starts from, a
+// writer process (journal and loop), and the loop conditions it waits on.
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
@@ -56,6 +58,36 @@ func deleteBCompacted(t *testing.T, ctx context.Context, cp *controlplane.Contro
 	createConfigMaps(t, ctx, cms, "c")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// runLoop opens the journal at path with a new Journal and Loop on the
+// apiserver at cfg, as a fresh process would, and runs the loop until cond
+// holds. stop ends the loop and closes the journal.
+func runLoop(t *testing.T, cfg *rest.Config, path string, res journal.Resource, cond func(reconcile.Status) bool) (j *journal.Journal, stop func()) {
+	t.Helper()
+	j, err := journal.Open(path, &journal.Options{Resource: &res, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := reconcile.New(cfg, j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := loop.WaitFor(wctx, cond); err != nil {
+		t.Fatalf("loop: %v; last status %+v", err, loop.Status())
+	}
+	return j, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		_ = j.Close()
 	}
 }
 

@@ -221,7 +221,7 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	res := configMaps(ns)
 
 	// First process: the label change, handled with the ADDED before it.
-	j, stop := runLoop(t, cp, path, res, synced)
+	j, stop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	patch(`{"metadata":{"labels":{"tier":"db"}}}`)
 	u := updates(t, j, "filter", typed, 1)[0]
 	if !labelsChanged(u) || u.oldLabels["tier"] != "web" || u.newLabels["tier"] != "db" || u.oldData["v"] != "1" {
@@ -230,7 +230,7 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	stop()
 
 	// Second process: a data-only change.
-	j, stop = runLoop(t, cp, path, res, resumed)
+	j, stop = runLoop(t, cp.RESTConfig(), path, res, resumed)
 	defer stop()
 	patch(`{"data":{"v":"2"}}`)
 	u = updates(t, j, "filter", typed, 1)[0]

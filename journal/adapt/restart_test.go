@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,46 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // typed decodes through client-go's scheme into *corev1.ConfigMap.
 func typed(b []byte) (runtime.Object, error) {
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
 	return obj, err
-}
-
-// runLoop opens the journal at path with a new Journal and Loop, as a fresh
-// process would, and runs the loop until cond holds. stop ends the loop and
-// closes the journal.
-func runLoop(t *testing.T, cp *controlplane.ControlPlane, path string, res journal.Resource, cond func(reconcile.Status) bool) (j *journal.Journal, stop func()) {
-	t.Helper()
-	j, err := journal.Open(path, &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if err := loop.WaitFor(wctx, cond); err != nil {
-		t.Fatalf("loop: %v; last status %+v", err, loop.Status())
-	}
-	return j, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		_ = j.Close()
-	}
 }
 
 // A fresh process whose first event is a DELETED inferred by a relist (the
@@ -73,7 +40,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 	consumers := []string{"handle-typed", "handle-unstructured", "watch-typed", "watch-unstructured"}
 
 	// First process: sync, and every consumer has committed everything.
-	j, stop := runLoop(t, cp, path, res, synced)
+	j, stop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	if r, _, _ := j.Resource(); r.Kind != "ConfigMap" || r.APIVersion != "v1" {
 		t.Fatalf("recorded resource %+v; want Kind ConfigMap, APIVersion v1 from discovery", r)
 	}
@@ -93,7 +60,7 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 	deleteBCompacted(t, ctx, cp, cms)
 
 	// Second process: the resume meets a 410, the relist journals the gap.
-	j, stop = runLoop(t, cp, path, res, synced)
+	j, stop = runLoop(t, cp.RESTConfig(), path, res, synced)
 	defer stop()
 	if evs, _ := j.Read(head+1, 10); len(evs) == 0 || evs[0].Type != journal.Deleted || evs[0].Key != ns+"/b" || evs[0].Object != nil {
 		t.Fatalf("journal after the restart relist: %+v; want a tombstone for %s/b first", evs, ns)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,9 +16,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // next reads the next event from a watch.Interface the way code written for
@@ -77,23 +74,8 @@ func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
 	defer rw.Stop()
 
 	// watchjournal: the writer, and the adapter from the head on.
-	res := configMaps(ns)
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- loop.Run(lctx) }()
-	defer func() { lcancel(); <-loopDone }()
-	if err := loop.WaitFor(ctx, synced); err != nil {
-		t.Fatal(err)
-	}
+	j, stopLoop := runLoop(t, cp.ProxiedRESTConfig(proxy), filepath.Join(t.TempDir(), "j.db"), configMaps(ns), synced)
+	defer stopLoop()
 	aw, err := adapt.NewWatcher(j, adapt.FromNow, nil)
 	if err != nil {
 		t.Fatal(err)
