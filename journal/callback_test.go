@@ -51,9 +51,7 @@ func TestJournal_CallbackPanic_PropagatesNotCorrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "j.db")
 			j := open(t, path)
-			if err := j.Settings().KeepObjects(); err != nil {
-				t.Fatal(err)
-			}
+			keepObjects(t, j)
 			a := obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`)
 			appendEvents(t, j, "1", a)
 			v, err := panicOf(func() error { return c.read(j) })

@@ -44,9 +44,7 @@ func withIndex(t *testing.T, j *journal.Journal, calls *int) journal.ReindexStat
 
 func withIndexFunc(t *testing.T, j *journal.Journal, fn journal.IndexFunc) journal.ReindexStats {
 	t.Helper()
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": fn}); err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +203,7 @@ func TestIndexes_SameTransaction(t *testing.T) {
 func TestIndexes_BackfillRestartDrop(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "3",
 		obj(journal.Added, "wj/a", "u1", "1", `{"color":"red"}`),
 		obj(journal.Added, "wj/b", "u2", "2", `{"color":"blue"}`),

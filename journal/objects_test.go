@@ -31,9 +31,7 @@ func get(t *testing.T, j *journal.Journal, key string) (string, bool, error) {
 func TestJournal_Objects_FollowAppendsRelistTrimRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "3",
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Added, "wj/b", "u2", "2", `{"b":1}`),
@@ -94,9 +92,7 @@ func TestJournal_Objects_SwitchedOnOverAnIndex(t *testing.T) {
 	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want wj/old's event", n, err)
 	}
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	if got, ok, err := get(t, j, "wj/new"); got != `{"y":0}` || !ok || err != nil {
 		t.Fatalf("Object(wj/new), its record retained = %q, %v, %v; want it", got, ok, err)
 	}
@@ -162,9 +158,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "j.db")
 	j := open(t, path)
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	trim := func(before uint64, want int) {
 		t.Helper()
 		if n, _, err := j.Writer().Trim(before, 100, 0, 0); err != nil || n != want {
@@ -223,9 +217,7 @@ func TestJournal_Objects_TrimmedLatestRecord(t *testing.T) {
 // index, and passes a file that keeps objects through deletes.
 func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "2", obj(journal.Added, "wj/a", "u1", "1", `{}`), ev(journal.Deleted, "wj/a", "u1", "2"))
 	if rep, err := j.Check(); err != nil || !rep.OK() {
 		t.Fatalf("Check = %+v, %v; want no problems", rep, err)
@@ -246,9 +238,7 @@ func TestJournal_Check_ObjectWithoutIndexEntry(t *testing.T) {
 // current object still reads the newest record.
 func TestJournal_Objects_PreviousAfterTrim(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	body := func(rv, d string) string {
 		return `{"metadata":{"name":"a","namespace":"wj","uid":"u1","resourceVersion":"` + rv + `"},"data":"` + d + `"}`
 	}

@@ -21,20 +21,11 @@ import (
 func prevOffsets(t *testing.T, j *Journal) (prev map[string]uint64, at map[string]uint64) {
 	t.Helper()
 	prev, at = map[string]uint64{}, map[string]uint64{}
-	for from := uint64(0); ; {
-		evs, err := j.Read(from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			return prev, at
-		}
-		for _, e := range evs {
-			k := fmt.Sprintf("%s %s@%s", e.Type, e.Key, e.ResourceVersion)
-			prev[k], at[k] = e.PrevOffset, e.Offset
-		}
-		from = evs[len(evs)-1].Offset + 1
+	for _, e := range readAll(t, j) {
+		k := fmt.Sprintf("%s %s@%s", e.Type, e.Key, e.ResourceVersion)
+		prev[k], at[k] = e.PrevOffset, e.Offset
 	}
+	return prev, at
 }
 
 // On a real file: watch appends (one transaction and across two) and a
@@ -53,37 +44,15 @@ func TestPrevOffset_WatchAppendsAndRelistCommit(t *testing.T) {
 	// Watch appends: a ADDED, MODIFIED twice (the second in the same
 	// transaction as the first), b ADDED without an object then MODIFIED,
 	// c ADDED then DELETED; a caller's PrevOffset is ignored.
-	if err := j.Writer().Update(func(tx *Tx) error {
-		for _, e := range []Event{
-			{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: obj("1"), PrevOffset: 99},
-			{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2"},
-			{Type: Added, Key: "ns/c", UID: "uc", ResourceVersion: "3", Object: obj("3")},
-			{Type: Modified, Key: "ns/a", UID: "ua", ResourceVersion: "4", PrevResourceVersion: "1", Object: obj("4")},
-		} {
-			e.Origin = OriginWatch
-			if _, err := tx.Append(&e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Writer().Update(func(tx *Tx) error {
-		for _, e := range []Event{
-			{Type: Modified, Key: "ns/a", UID: "ua", ResourceVersion: "5", PrevResourceVersion: "4", Object: obj("5"), PrevOffset: 1},
-			{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "6", PrevResourceVersion: "2", Object: obj("6")},
-			{Type: Deleted, Key: "ns/c", UID: "uc", ResourceVersion: "7", Object: obj("3")},
-		} {
-			e.Origin = OriginWatch
-			if _, err := tx.Append(&e); err != nil {
-				return err
-			}
-		}
-		return tx.SetResourceVersion("7")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	appendWatch(t, j, "",
+		Event{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: obj("1"), PrevOffset: 99},
+		Event{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2"},
+		Event{Type: Added, Key: "ns/c", UID: "uc", ResourceVersion: "3", Object: obj("3")},
+		Event{Type: Modified, Key: "ns/a", UID: "ua", ResourceVersion: "4", PrevResourceVersion: "1", Object: obj("4")})
+	appendWatch(t, j, "7",
+		Event{Type: Modified, Key: "ns/a", UID: "ua", ResourceVersion: "5", PrevResourceVersion: "4", Object: obj("5"), PrevOffset: 1},
+		Event{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "6", PrevResourceVersion: "2", Object: obj("6")},
+		Event{Type: Deleted, Key: "ns/c", UID: "uc", ResourceVersion: "7", Object: obj("3")})
 
 	// A relist whose commit takes three chunks (commitChunk 250): 600 new
 	// keys, then a changed and b gone.
@@ -151,20 +120,9 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer j.Close()
-			if err := j.Writer().Update(func(tx *Tx) error {
-				for _, e := range []Event{
-					{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: []byte(`{}`)},
-					{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2", Object: []byte(`{}`)},
-				} {
-					e.Origin = OriginWatch
-					if _, err := tx.Append(&e); err != nil {
-						return err
-					}
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			appendWatch(t, j, "",
+				Event{Type: Added, Key: "ns/a", UID: "ua", ResourceVersion: "1", Object: []byte(`{}`)},
+				Event{Type: Added, Key: "ns/b", UID: "ub", ResourceVersion: "2", Object: []byte(`{}`)})
 			// Written past Tx.Append, which would set the right one.
 			if err := j.store.Update(func(tx storage.Tx) error {
 				e := Event{Type: Modified, Key: "ns/b", UID: "ub", ResourceVersion: "3", PrevResourceVersion: "2", Origin: OriginWatch,
@@ -192,15 +150,8 @@ func TestPrevOffset_CheckFindsAWrongOne(t *testing.T) {
 // then the Reason as its string.
 type recordReason struct {
 	_msgpack struct{} `msgpack:",as_array"`
-	Type     uint8
-	Key      string
-	UID      string
-	RV       string
-	Time     int64 // Unix nanoseconds
-	Origin   uint8
-	Object   []byte
-	PrevRV   string
-	Reason   string
+	record
+	Reason string
 }
 
 // A record of version 1 or 2, written before PrevOffset existed, decodes
@@ -208,8 +159,8 @@ type recordReason struct {
 func TestPrevOffset_OldRecordsDecode(t *testing.T) {
 	r := record{Type: typeCodes[Modified], Key: "ns/a", UID: "ua", RV: "5", Time: 17, Origin: originCodes[OriginWatch],
 		Object: []byte(`{}`), PrevRV: "4"}
-	rr := recordReason{Type: typeCodes[Deleted], Key: "ns/a", UID: "ua", RV: "6", Time: 18, Origin: originCodes[OriginWatch],
-		PrevRV: "", Reason: string(ReasonGone)}
+	rr := recordReason{record: record{Type: typeCodes[Deleted], Key: "ns/a", UID: "ua", RV: "6", Time: 18, Origin: originCodes[OriginWatch],
+		PrevRV: ""}, Reason: string(ReasonGone)}
 	for v, body := range map[byte]any{recordVersion: &r, recordVersionReason: &rr} {
 		b, err := msgpack.Marshal(body)
 		if err != nil {

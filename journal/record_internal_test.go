@@ -2,9 +2,7 @@ package journal
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
@@ -59,20 +57,11 @@ func TestRecordObject_SameAsDecodeEvent(t *testing.T) {
 // Decoding any record body (with a valid checksum) as a record never
 // panics: recordObject returns slices of the body or ErrBadRecord.
 func FuzzRecordObject(f *testing.F) {
-	for _, e := range fuzzSeedEvents {
-		rec, err := encodeEvent(&e)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(rec[5:])
-	}
+	addSeedBodies(f)
 	f.Add([]byte{0x98, 0xc0, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, v := range []byte{recordVersion, recordVersionReason, recordVersionPrev, recordVersion | sealedRecord, recordVersionPrev | sealedRecord} {
-			rec := make([]byte, 5, 5+len(body))
-			rec[0] = v
-			binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(body, castagnoli))
-			rec = append(rec, body...)
+			rec := sealRecordVersion(v, body)
 			key, obj, err := recordObject(3, rec)
 			if err != nil && !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("version %d: error %v is not ErrBadRecord", v, err)

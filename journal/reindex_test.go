@@ -154,9 +154,7 @@ func TestIndexes_Reindex_StoppedStaysPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
 	colored(t, j, 10)
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	if err := j.Indexes().Add(map[string]journal.IndexFunc{"color": color(nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,15 +22,7 @@ func stagedRelistWith(t *testing.T, n int, o *Options) (string, *Journal, *Relis
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Writer().Update(func(tx *Tx) error {
-		_, err := tx.Append(&Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1", Origin: OriginWatch})
-		if err != nil {
-			return err
-		}
-		return tx.SetResourceVersion("1")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	appendWatch(t, j, "1", Event{Type: Added, Key: "wj/old", UID: "u0", ResourceVersion: "1"})
 	rel, err := j.Writer().BeginRelist()
 	if err != nil {
 		t.Fatal(err)

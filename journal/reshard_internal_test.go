@@ -28,18 +28,8 @@ type reshardState struct {
 func readReshardState(t *testing.T, j *Journal) reshardState {
 	t.Helper()
 	var s reshardState
-	for from := uint64(1); ; {
-		evs, err := j.Read(from, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			s.events = append(s.events, fmt.Sprintf("%d %s %s %s", e.Offset, e.Type, e.Key, e.Reason))
-		}
-		from = evs[len(evs)-1].Offset + 1
+	for _, e := range readAll(t, j) {
+		s.events = append(s.events, fmt.Sprintf("%d %s %s %s", e.Offset, e.Type, e.Key, e.Reason))
 	}
 	if _, err := j.Snapshot(func(e IndexEntry) error { s.keys = append(s.keys, e.Key); return nil }); err != nil {
 		t.Fatal(err)

@@ -73,9 +73,7 @@ func TestSeal_SecretNeverInFile(t *testing.T) {
 	if !j.Settings().Seals() || !j.Settings().Sensitive() {
 		t.Fatalf("Seals, Sensitive = %v, %v; want true for Secrets with a keyring", j.Settings().Seals(), j.Settings().Sensitive())
 	}
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "2",
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "hunter2-a")},
 		journal.Event{Type: journal.Added, Key: "wj/b", UID: "u2", ResourceVersion: "2", Origin: journal.OriginWatch, Object: secretJSON("b", "hunter2-b")})
@@ -159,9 +157,7 @@ func TestSeal_Rotation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	ka, kb := sealKey(1), sealKey(2)
 	j := openSealed(t, path, secrets, keyring(t, ka))
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "under-a")})
 	_ = j.Close()
 
@@ -292,9 +288,7 @@ func TestSeal_IndexesAndPreviousOpenSealedObjects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	j := openSealed(t, path, secrets, keyring(t, sealKey(1)))
 	defer j.Close()
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "1",
 		journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch, Object: secretJSON("a", "one")})
 	password := func(obj []byte) ([]string, error) { // decodes the plaintext, or fails
@@ -354,9 +348,7 @@ func TestSeal_ReshardTombstonesSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	var evs []journal.Event
 	for i := range 16 {
 		name := fmt.Sprintf("s%02d", i)

@@ -43,9 +43,7 @@ func TestSealFile_IndexValuesHashed(t *testing.T) {
 	const p1, p2 = "sealfile-password-one-0c4e", "sealfile-password-two-9a1d"
 	ka, kb := sealKey(1), sealKey(2)
 	j := openSealed(t, path, secrets, keyring(t, ka))
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	indexPasswords(t, j)
 	a, b, c := ev(journal.Added, "wj/a", "ua", "1"), ev(journal.Added, "wj/b", "ub", "2"), ev(journal.Added, "wj/c", "uc", "3")
 	a.Object, b.Object, c.Object = secretJSON("a", p1), secretJSON("b", p2), secretJSON("c", p1)

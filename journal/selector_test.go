@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -25,10 +26,28 @@ func reopenWith(t *testing.T, first, second journal.Resource) error {
 	return err
 }
 
+// selectorCase is a file recorded with cm under label and field selectors,
+// opened again asking for label2 and field2.
+type selectorCase struct{ name, label, field, label2, field2 string }
+
+// reopen runs reopenWith on the case and returns the second Open's error.
+func (c selectorCase) reopen(t *testing.T) error {
+	t.Helper()
+	first, second := cm, cm
+	first.LabelSelector, first.FieldSelector = c.label, c.field
+	second.LabelSelector, second.FieldSelector = c.label2, c.field2
+	return reopenWith(t, first, second)
+}
+
+// String describes the reopen for failure messages.
+func (c selectorCase) String() string {
+	return fmt.Sprintf("reopen recorded with -l %q --field-selector %q asking for -l %q --field-selector %q", c.label, c.field, c.label2, c.field2)
+}
+
 // Ensure that a selector spelled another way that selects the same objects
 // opens the file recording the first spelling.
 func TestOpen_EquivalentSelectorIsTheSameResource(t *testing.T) {
-	for _, tc := range []struct{ name, label, field, label2, field2 string }{
+	for _, tc := range []selectorCase{
 		{"requirements in another order", "app=x,tier=web", "", "tier=web,app=x", ""},
 		{"spaces", "app=x,tier=web", "", " app = x , tier = web ", ""},
 		{"== for =", "app=x,tier=web", "", "app==x,tier==web", ""},
@@ -41,12 +60,8 @@ func TestOpen_EquivalentSelectorIsTheSameResource(t *testing.T) {
 		{"field != reordered", "", "metadata.name!=a,metadata.namespace=wj", "", "metadata.namespace==wj,metadata.name!=a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first, second := cm, cm
-			first.LabelSelector, first.FieldSelector = tc.label, tc.field
-			second.LabelSelector, second.FieldSelector = tc.label2, tc.field2
-			if err := reopenWith(t, first, second); err != nil {
-				t.Errorf("reopen recorded with -l %q --field-selector %q asking for -l %q --field-selector %q = %v; want nil",
-					tc.label, tc.field, tc.label2, tc.field2, err)
+			if err := tc.reopen(t); err != nil {
+				t.Errorf("%v = %v; want nil", tc, err)
 			}
 		})
 	}
@@ -55,7 +70,7 @@ func TestOpen_EquivalentSelectorIsTheSameResource(t *testing.T) {
 // Ensure that a selector that selects other objects is still another
 // resource.
 func TestOpen_DifferentSelectorIsAnotherResource(t *testing.T) {
-	for _, tc := range []struct{ name, label, field, label2, field2 string }{
+	for _, tc := range []selectorCase{
 		{"another value", "app=x", "", "app=y", ""},
 		{"one requirement more", "app=x", "", "app=x,tier=web", ""},
 		{"none", "app=x", "", "", ""},
@@ -66,12 +81,8 @@ func TestOpen_DifferentSelectorIsAnotherResource(t *testing.T) {
 		{"label text as a field selector", "app=x", "", "", "app=x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first, second := cm, cm
-			first.LabelSelector, first.FieldSelector = tc.label, tc.field
-			second.LabelSelector, second.FieldSelector = tc.label2, tc.field2
-			if err := reopenWith(t, first, second); !errors.Is(err, journal.ErrResourceMismatch) {
-				t.Errorf("reopen recorded with -l %q --field-selector %q asking for -l %q --field-selector %q = %v; want ErrResourceMismatch",
-					tc.label, tc.field, tc.label2, tc.field2, err)
+			if err := tc.reopen(t); !errors.Is(err, journal.ErrResourceMismatch) {
+				t.Errorf("%v = %v; want ErrResourceMismatch", tc, err)
 			}
 		})
 	}

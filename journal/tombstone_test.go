@@ -63,9 +63,7 @@ func relistDrop(t *testing.T, j *journal.Journal, key, uid, entryRV, rv string) 
 func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := open(t, path)
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "3",
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Modified, "wj/a", "u1", "2", `{"a":2,"labels":{"x":"y"}}`),
@@ -102,9 +100,7 @@ func TestJournal_Tombstone_RelistAfterTrimCarriesLastObject(t *testing.T) {
 // object, not the stored one.
 func TestJournal_Tombstone_AppendCarriesLastObject(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "j.db"))
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "2",
 		obj(journal.Added, "wj/a", "u1", "1", `{"a":1}`),
 		obj(journal.Added, "wj/b", "u2", "2", `{"b":1}`))
@@ -142,9 +138,7 @@ func TestJournal_Tombstone_SealedCarriesLastObjectSealed(t *testing.T) {
 	k := keyring(t, sealKey(7))
 	j := openSealed(t, path, secrets, k)
 	t.Cleanup(func() { _ = j.Close() })
-	if err := j.Settings().KeepObjects(); err != nil {
-		t.Fatal(err)
-	}
+	keepObjects(t, j)
 	appendEvents(t, j, "1", journal.Event{Type: journal.Added, Key: "wj/a", UID: "u1", ResourceVersion: "1", Origin: journal.OriginWatch,
 		Object: secretJSON("a", "tombstone-hunter2")})
 	if n, _, err := j.Writer().Trim(2, 100, 0, 0); err != nil || n != 1 {

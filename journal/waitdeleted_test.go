@@ -2,7 +2,6 @@ package journal_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,13 +21,7 @@ func TestJournal_WaitForDeleted(t *testing.T) {
 	appendEvents(t, j, "10", ev(journal.Added, "wj/a", "u1", "10"), ev(journal.Added, "wj/b", "u2", "10"))
 
 	// Not deleted: the deadline.
-	dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer dcancel()
-	err := j.WaitForDeleted(dctx, "wj/a", "u1")
-	var na *journal.NotAppliedError
-	if !errors.As(err, &na) || !errors.Is(err, journal.ErrNotApplied) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("not deleted = %v; want a *NotAppliedError matching ErrNotApplied and DeadlineExceeded", err)
-	}
+	na := notAppliedAtDeadline(t, ctx, "not deleted", func(ctx context.Context) error { return j.WaitForDeleted(ctx, "wj/a", "u1") })
 	if na.Key != "wj/a" || na.KeyResourceVersion != "10" {
 		t.Errorf("NotAppliedError = %+v; want Key wj/a, KeyResourceVersion 10", na)
 	}

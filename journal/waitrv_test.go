@@ -2,7 +2,6 @@ package journal_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -63,13 +62,7 @@ func TestJournal_WaitForResourceVersion(t *testing.T) {
 	}
 
 	// Never applied.
-	dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer dcancel()
-	err := j.WaitForResourceVersion(dctx, "wj/a", "99")
-	var na *journal.NotAppliedError
-	if !errors.As(err, &na) || !errors.Is(err, journal.ErrNotApplied) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("never applied = %v; want a *NotAppliedError matching ErrNotApplied and DeadlineExceeded", err)
-	}
+	na := notAppliedAtDeadline(t, ctx, "never applied", func(ctx context.Context) error { return j.WaitForResourceVersion(ctx, "wj/a", "99") })
 	if na.Applied != "x-1" || na.KeyResourceVersion != "20" {
 		t.Errorf("NotAppliedError = %+v; want Applied x-1, KeyResourceVersion 20", na)
 	}

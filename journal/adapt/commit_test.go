@@ -8,7 +8,6 @@ package adapt_test
 // same consumer hands over.
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -19,12 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // appendAdded appends an ADDED for each name to the file at j, in one
@@ -169,14 +165,8 @@ func recv(t *testing.T, w *adapt.Watcher, want string) {
 // again, and the first is not. A Watcher that committed each event as
 // soon as it was received would restart after the second.
 func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "crash"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 3*time.Minute)
 	cms := kube.CoreV1().ConfigMaps(ns)
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -190,9 +180,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 		return cm.ResourceVersion
 	}
 	path := filepath.Join(t.TempDir(), "j.db")
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
-	synced := func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }
-	resumed := func(s reconcile.Status) bool { return s.Synced && s.Phase == reconcile.PhaseWatching } // no list: the watch resumes
+	res := configMaps(ns)
 	rvOf := func(ev watch.Event) string {
 		if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
 			return cm.Name + "@" + cm.ResourceVersion + " v=" + cm.Data["v"]
@@ -201,7 +189,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	}
 
 	// First process: ADDED a, then two patches, each received.
-	j, stopLoop := runLoop(t, cp, path, res, synced)
+	j, stopLoop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	c, err := j.Consumers().Open("operator")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +226,7 @@ func TestWatchConsumer_KilledWhileProcessing_RedeliveredAfterRestart(t *testing.
 	}
 
 	// Second process on the same file.
-	j, stopLoop = runLoop(t, cp, path, res, resumed)
+	j, stopLoop = runLoop(t, cp.RESTConfig(), path, res, resumed)
 	defer stopLoop()
 	w.Stop() // the dead process's goroutine; its exit commit fails on the closed journal
 	<-w.Done()

@@ -18,14 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/schemafile"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // update is one OnUpdate as a filter sees it.
@@ -206,14 +203,8 @@ func TestHandle_OnUpdate_OldObjectFromTheJournal(t *testing.T) {
 // lies before the consumer's position). An old object without its labels
 // would make the data-only change look like a label change.
 func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "labels"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 3*time.Minute)
 	cms := kube.CoreV1().ConfigMaps(ns)
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"tier": "web"}},
 		Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
@@ -227,12 +218,10 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	}
 	labelsChanged := func(u update) bool { return fmt.Sprint(u.oldLabels) != fmt.Sprint(u.newLabels) }
 	path := filepath.Join(t.TempDir(), "j.db")
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
-	synced := func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }
-	resumed := func(s reconcile.Status) bool { return s.Synced && s.Phase == reconcile.PhaseWatching } // no list: the watch resumes
+	res := configMaps(ns)
 
 	// First process: the label change, handled with the ADDED before it.
-	j, stop := runLoop(t, cp, path, res, synced)
+	j, stop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	patch(`{"metadata":{"labels":{"tier":"db"}}}`)
 	u := updates(t, j, "filter", typed, 1)[0]
 	if !labelsChanged(u) || u.oldLabels["tier"] != "web" || u.newLabels["tier"] != "db" || u.oldData["v"] != "1" {
@@ -241,7 +230,7 @@ func TestHandle_OnUpdate_LabelChangeFilter(t *testing.T) {
 	stop()
 
 	// Second process: a data-only change.
-	j, stop = runLoop(t, cp, path, res, resumed)
+	j, stop = runLoop(t, cp.RESTConfig(), path, res, resumed)
 	defer stop()
 	patch(`{"data":{"v":"2"}}`)
 	u = updates(t, j, "filter", typed, 1)[0]

@@ -7,57 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // typed decodes through client-go's scheme into *corev1.ConfigMap.
 func typed(b []byte) (runtime.Object, error) {
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
 	return obj, err
-}
-
-// runLoop opens the journal at path with a new Journal and Loop, as a fresh
-// process would, and runs the loop until cond holds. stop ends the loop and
-// closes the journal.
-func runLoop(t *testing.T, cp *controlplane.ControlPlane, path string, res journal.Resource, cond func(reconcile.Status) bool) (j *journal.Journal, stop func()) {
-	t.Helper()
-	j, err := journal.Open(path, &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop, err := reconcile.New(cp.RESTConfig(), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if err := loop.WaitFor(wctx, cond); err != nil {
-		t.Fatalf("loop: %v; last status %+v", err, loop.Status())
-	}
-	return j, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		_ = j.Close()
-	}
 }
 
 // A fresh process whose first event is a DELETED inferred by a relist (the
@@ -67,26 +31,16 @@ func runLoop(t *testing.T, cp *controlplane.ControlPlane, path string, res journ
 // from objects seen earlier in the process ("decode: Object 'Kind' is
 // missing" before).
 func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "tomb"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 3*time.Minute)
 	cms := kube.CoreV1().ConfigMaps(ns)
-	for _, n := range []string{"a", "b"} {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ctx, cms, "a", "b")
 	path := filepath.Join(t.TempDir(), "j.db")
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
+	res := configMaps(ns)
 	consumers := []string{"handle-typed", "handle-unstructured", "watch-typed", "watch-unstructured"}
 
 	// First process: sync, and every consumer has committed everything.
-	j, stop := runLoop(t, cp, path, res, func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching })
+	j, stop := runLoop(t, cp.RESTConfig(), path, res, synced)
 	if r, _, _ := j.Resource(); r.Kind != "ConfigMap" || r.APIVersion != "v1" {
 		t.Fatalf("recorded resource %+v; want Kind ConfigMap, APIVersion v1 from discovery", r)
 	}
@@ -102,19 +56,11 @@ func TestAdapters_FirstEventAfterRestartIsATombstone(t *testing.T) {
 	}
 	stop()
 
-	// Down: b deleted, c created (so compaction passes the stored RV + 1).
-	if err := cms.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Compact(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Down: b deleted, c created, etcd compacted past the stored RV.
+	deleteBCompacted(t, ctx, cp, cms)
 
 	// Second process: the resume meets a 410, the relist journals the gap.
-	j, stop = runLoop(t, cp, path, res, func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching })
+	j, stop = runLoop(t, cp.RESTConfig(), path, res, synced)
 	defer stop()
 	if evs, _ := j.Read(head+1, 10); len(evs) == 0 || evs[0].Type != journal.Deleted || evs[0].Key != ns+"/b" || evs[0].Object != nil {
 		t.Fatalf("journal after the restart relist: %+v; want a tombstone for %s/b first", evs, ns)

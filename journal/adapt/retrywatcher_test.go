@@ -7,20 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
-	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/journal/adapt"
-	"github.com/watchjournal/watchjournal/reconcile"
 )
 
 // next reads the next event from a watch.Interface the way code written for
@@ -51,20 +47,10 @@ func name(ev watch.Event) string {
 // The adapter is driven exactly as RetryWatcher is, against the real
 // apiserver, through a 410 Gone that RetryWatcher itself cannot survive.
 func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "adapt"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 2*time.Minute)
 	cms := kube.CoreV1().ConfigMaps(ns)
-	for _, n := range []string{"a", "b"} {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ctx, cms, "a", "b")
 	proxy, err := controlplane.NewProxy(cp.APIServerAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -88,23 +74,8 @@ func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
 	defer rw.Stop()
 
 	// watchjournal: the writer, and the adapter from the head on.
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	loop, err := reconcile.New(cp.ProxiedRESTConfig(proxy), j, reconcile.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- loop.Run(lctx) }()
-	defer func() { lcancel(); <-loopDone }()
-	if err := loop.WaitFor(ctx, func(s reconcile.Status) bool { return s.Lists == 1 && s.Phase == reconcile.PhaseWatching }); err != nil {
-		t.Fatal(err)
-	}
+	j, stopLoop := runLoop(t, cp.ProxiedRESTConfig(proxy), filepath.Join(t.TempDir(), "j.db"), configMaps(ns), synced)
+	defer stopLoop()
 	aw, err := adapt.NewWatcher(j, adapt.FromNow, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -125,17 +96,7 @@ func TestWatcher_SurvivesGoneWhereRetryWatcherStops(t *testing.T) {
 
 	// Disconnected: b is deleted, etcd compacted past both watchers' RV.
 	proxy.Cut()
-	if err := cms.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A second write: a watch from resourceVersion r reads etcd from r+1, so
-	// compaction must pass r+1 for it to be gone.
-	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Compact(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deleteBCompacted(t, ctx, cp, cms)
 	proxy.Heal()
 
 	// RetryWatcher: an ERROR with the 410, then its channel closes.

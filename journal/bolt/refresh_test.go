@@ -107,6 +107,17 @@ func write(s *store, from, n int) (last uint64, err error) {
 	return last, err
 }
 
+// writeAll commits txs transactions of per keys each with write; a commit
+// that fails fails the test.
+func writeAll(t *testing.T, s *store, txs, per int) {
+	t.Helper()
+	for i := 0; i < txs; i++ {
+		if _, err := write(s, i*per, per); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+}
+
 // checkAll fails unless the file at path holds keys k0…k<n-1> and records
 // 1…n, read through a fresh read-only open.
 func checkAll(t *testing.T, path string, n int) {
@@ -281,11 +292,7 @@ func TestStore_Refresh_FileRewrittenInTheGap(t *testing.T) {
 		}
 	}))
 	const txs, per = 100, 20
-	for i := 0; i < txs; i++ {
-		if _, err := write(s, i*per, per); err != nil {
-			t.Fatalf("commit %d: %v", i, err)
-		}
-	}
+	writeAll(t, s, txs, per)
 	if rewrote == 0 {
 		t.Fatal("no refresh, so no rewrite in its gap")
 	}
@@ -312,11 +319,7 @@ func TestStore_Refresh_AnotherWriterLockedOutInTheGap(t *testing.T) {
 		}
 	}))
 	const txs, per = 100, 20
-	for i := 0; i < txs; i++ {
-		if _, err := write(s, i*per, per); err != nil {
-			t.Fatalf("commit %d: %v", i, err)
-		}
-	}
+	writeAll(t, s, txs, per)
 	if tries == 0 {
 		t.Fatalf("no refresh in %d commits", txs)
 	}
@@ -340,11 +343,7 @@ func TestStore_Refresh_ReaderInTheGap(t *testing.T) {
 		go func() { _ = r.View(func(storage.Tx) error { return nil }); _ = r.Close() }()
 	}))
 	const txs, per = 100, 20
-	for i := 0; i < txs; i++ {
-		if _, err := write(s, i*per, per); err != nil {
-			t.Fatalf("commit %d: %v", i, err)
-		}
-	}
+	writeAll(t, s, txs, per)
 	if read == 0 {
 		t.Fatalf("no refresh in %d commits", txs)
 	}

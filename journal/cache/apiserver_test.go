@@ -151,14 +151,8 @@ func checkOthers(t *testing.T, r *cache.Reader, lister *cache.Lister[*corev1.Con
 // compacted (a 410 relist), after a plain restart (resumed watch), and
 // after same-name recreations (new UID) both while down and while live.
 func TestReader_EqualsServer(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "lister"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 4*time.Minute)
 	cms := kube.CoreV1().ConfigMaps(ns)
 	create := func(name, v string) {
 		t.Helper()
@@ -240,14 +234,8 @@ func TestReader_EqualsServer(t *testing.T) {
 // stored: Get and List give each Secret's name, UID and resourceVersion as
 // the server has them, and no data.
 func TestReader_MetadataOnlyServesMetadata(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "meta"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, ctx, kube := startNamespace(t, ns, 2*time.Minute)
 	sec, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"a": "b"}}, StringData: map[string]string{"k": "secret"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

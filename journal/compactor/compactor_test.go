@@ -33,6 +33,39 @@ func openJ(t *testing.T) (*journal.Journal, string) {
 	return j, path
 }
 
+// run starts c.Run in the background; stop cancels it and fails the test
+// unless Run returned nil.
+func run(t *testing.T, c *compactor.Compactor) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// eventually polls cond every millisecond for up to 10s; on timeout it
+// fails with the message cond gave for the last state seen.
+func eventually(t *testing.T, cond func() (ok bool, last string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(last)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // write appends n events with payloads of size bytes, cycling over keys
 // keys (ADDED first, MODIFIED after), in one transaction.
 func write(t *testing.T, j *journal.Journal, n, keys, size int, at time.Time) {
@@ -173,31 +206,18 @@ func sorted(m map[string]string) []string {
 // Retention holds its bound while the writer runs.
 func TestRun_HoldsBoundWhileWriting(t *testing.T) {
 	j, _ := openJ(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- compactor.New(j, compactor.Policy{MaxEvents: 500}, compactor.Options{Step: 100}).Run(ctx)
-	}()
+	stop := run(t, compactor.New(j, compactor.Policy{MaxEvents: 500}, compactor.Options{Step: 100}))
 	for i := 0; i < 40; i++ {
 		write(t, j, 100, 1000, 50, time.Now())
 		// Wait for the compactor to bring the journal back under the bound
 		// plus at most one batch in flight.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		eventually(t, func() (bool, string) {
 			st, _ := j.Stats()
-			if st.LastOffset-st.FirstOffset+1 <= 600 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("journal holds %d events; bound 500 (+100 in flight)", st.LastOffset-st.FirstOffset+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			n := st.LastOffset - st.FirstOffset + 1
+			return n <= 600, fmt.Sprintf("journal holds %d events; bound 500 (+100 in flight)", n)
+		})
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // Ensure Run records its policy in the file, so that journalctl stats and
@@ -209,27 +229,15 @@ func TestRun_RecordsPolicy(t *testing.T) {
 		t.Fatalf("Retention before Run = %+v, %v; want none", r, err)
 	}
 	p := compactor.Policy{MaxBytes: 64 << 20, MaxAge: time.Hour}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- compactor.New(j, p, compactor.Options{}).Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	stop := run(t, compactor.New(j, p, compactor.Options{}))
+	eventually(t, func() (bool, string) {
 		r, err := j.Settings().Retention()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r == p {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Retention while Run runs = %+v; want %+v", r, p)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+		return r == p, fmt.Sprintf("Retention while Run runs = %+v; want %+v", r, p)
+	})
+	stop()
 }
 
 func TestCompactFile_GivesSpaceBack(t *testing.T) {

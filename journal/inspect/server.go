@@ -184,18 +184,13 @@ func (s *server) head(w http.ResponseWriter, _ *http.Request) {
 // wait answers once the head is past after, after maxWait, or when the
 // server stops (its base context ends), with the head at that time.
 func (s *server) wait(w http.ResponseWriter, r *http.Request) {
-	after, err := uintParam(r, "after")
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
-	defer cancel()
-	if err := s.j.Wait(ctx, after); err != nil && ctx.Err() == nil {
-		writeJSON(w, http.StatusServiceUnavailable, jsonError{Error: err.Error()})
-		return
-	}
-	s.head(w, r)
+	s.longPoll(w, r, func(ctx context.Context, after uint64) {
+		if err := s.j.Wait(ctx, after); err != nil && ctx.Err() == nil {
+			writeJSON(w, http.StatusServiceUnavailable, jsonError{Error: err.Error()})
+			return
+		}
+		s.head(w, r)
+	})
 }
 
 // verify asks the loop for an anti-entropy relist. It answers at once with
@@ -215,6 +210,18 @@ func (s *server) verify(w http.ResponseWriter, _ *http.Request) {
 // verified answers with the loop's status once its verifies are past after,
 // the loop has stopped, maxWait has passed, or the server stops.
 func (s *server) verified(w http.ResponseWriter, r *http.Request) {
+	s.longPoll(w, r, func(ctx context.Context, after uint64) {
+		_ = s.loop.WaitForInspect(ctx, func(st LoopStatus) bool { // an error is ctx's: answer anyway
+			return uint64(st.Verifies) > after || st.Phase == PhaseStopped
+		})
+		writeJSON(w, http.StatusOK, toStatus(s.loop.InspectStatus()))
+	})
+}
+
+// longPoll serves a long poll: it calls answer with the request's after
+// parameter and a context that ends after maxWait, with the request, or
+// when the server stops; a malformed after is a 400, a missing one 0.
+func (s *server) longPoll(w http.ResponseWriter, r *http.Request, answer func(ctx context.Context, after uint64)) {
 	after, err := uintParam(r, "after")
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, jsonError{Error: err.Error()})
@@ -222,10 +229,7 @@ func (s *server) verified(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.maxWait)
 	defer cancel()
-	_ = s.loop.WaitForInspect(ctx, func(st LoopStatus) bool { // an error is ctx's: answer anyway
-		return uint64(st.Verifies) > after || st.Phase == PhaseStopped
-	})
-	writeJSON(w, http.StatusOK, toStatus(s.loop.InspectStatus()))
+	answer(ctx, after)
 }
 
 func uintParam(r *http.Request, name string) (uint64, error) {

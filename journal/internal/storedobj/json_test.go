@@ -2,8 +2,6 @@ package storedobj
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -43,20 +41,10 @@ func bothWays[T any, PT interface {
 // case (ignored, not matched), duplicate names, invalid UTF-8, null, and
 // malformed input (an error both ways).
 func TestTyped_SameAsClientGo(t *testing.T) {
-	for _, f := range []string{"list-page1.json", "list-page2.json", "list-after-watch.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "apiserver", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var l struct{ Items []json.RawMessage }
-		if err := json.Unmarshal(b, &l); err != nil || len(l.Items) == 0 {
-			t.Fatalf("%s: %d items, %v", f, len(l.Items), err)
-		}
-		for _, it := range l.Items {
-			bothWays[corev1.ConfigMap](t, f, it)
-			bothWays[metav1.PartialObjectMetadata](t, f+" as metadata", it)
-		}
-	}
+	eachRecorded(t, func(f string, it json.RawMessage) {
+		bothWays[corev1.ConfigMap](t, f, it)
+		bothWays[metav1.PartialObjectMetadata](t, f+" as metadata", it)
+	})
 	pod := []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"n","uid":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0","resourceVersion":"12","generation":3,"creationTimestamp":"2026-11-30T12:00:00Z","deletionTimestamp":null,"labels":{"a":"b"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u","controller":true,"blockOwnerDeletion":true}]},` +
 		`"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":8080,"protocol":"TCP"}],"resources":{"limits":{"cpu":"500m","memory":"1Gi"},"requests":{"cpu":"0.25","memory":"128974848"}},` +
 		`"livenessProbe":{"httpGet":{"path":"/","port":"http"},"initialDelaySeconds":3},"readinessProbe":{"tcpSocket":{"port":8080}}}],"terminationGracePeriodSeconds":30,"nodeSelector":{"k":"v"},` +

@@ -31,11 +31,10 @@ func envelopeOf(t testing.TB, apiVersion, kind string, obj interface{ Marshal() 
 	return append(append([]byte(nil), protoMagic...), b...)
 }
 
-// recorded returns the ConfigMaps a real apiserver served
-// (testdata/apiserver), as served in JSON.
-func recorded(t *testing.T) [][]byte {
+// eachRecorded calls fn with each ConfigMap a real apiserver served
+// (testdata/apiserver), as its list held it, and the file it came from.
+func eachRecorded(t *testing.T, fn func(file string, item json.RawMessage)) {
 	t.Helper()
-	var out [][]byte
 	for _, f := range []string{"list-page1.json", "list-page2.json", "list-after-watch.json"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "apiserver", f))
 		if err != nil {
@@ -46,20 +45,30 @@ func recorded(t *testing.T) [][]byte {
 			t.Fatalf("%s: %d items, %v", f, len(l.Items), err)
 		}
 		for _, it := range l.Items {
-			// A list's items carry no kind and apiVersion; the journal
-			// stores them with both (reconcile's typed).
-			var m map[string]any
-			if err := json.Unmarshal(it, &m); err != nil {
-				t.Fatal(err)
-			}
-			m["kind"], m["apiVersion"] = "ConfigMap", "v1"
-			b, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b)
+			fn(f, it)
 		}
 	}
+}
+
+// recorded returns the ConfigMaps a real apiserver served
+// (testdata/apiserver), as served in JSON.
+func recorded(t *testing.T) [][]byte {
+	t.Helper()
+	var out [][]byte
+	eachRecorded(t, func(_ string, it json.RawMessage) {
+		// A list's items carry no kind and apiVersion; the journal
+		// stores them with both (reconcile's typed).
+		var m map[string]any
+		if err := json.Unmarshal(it, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["kind"], m["apiVersion"] = "ConfigMap", "v1"
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	})
 	return out
 }
 
