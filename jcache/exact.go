@@ -61,8 +61,13 @@ package jcache
 // commit after every replayed request reconciled (the replay's entries sit
 // at offset 1, which keeps the commit point at 0 until they close), so a
 // process that dies during a replay has no consumer and replays again.
-// Until then the source holds no retention: events the replay has not yet
-// reached may be trimmed, which starts a new replay.
+// Until then a second consumer, "replaying:" and the consumer's name,
+// holds retention at the head the replay started from (replayHold): the
+// events after it, which the feed delivers once the replay queued every
+// object, are kept under every soft limit however long the replay's
+// reconciles take, so churn during a long replay cannot trim them and
+// start the replay over. The first commit deletes it, and a start that
+// finds the consumer deletes one a crash left.
 //
 // Requeue timers: a reconcile returning RequeueAfter completes its events;
 // the controller's timers are kept in the cache directory, in the file
@@ -144,8 +149,12 @@ type ExactController struct {
 
 	mu    sync.Mutex
 	names map[string]int // Kind calls by object type (consumerName)
-	srcs  []*ExactSource // Kind calls, in order
-	rearm sync.Once
+	// claimed holds each consumer name a started source took: a
+	// KindNamed name can spell a Kind's type ("v1/ConfigMap"), which only
+	// the files tell at Start.
+	claimed map[string]*ExactSource
+	srcs    []*ExactSource // Kind calls, in order
+	rearm   sync.Once
 }
 
 // ExactOptions configure ExactWith.
@@ -191,7 +200,7 @@ func ExactWith(c crcache.Cache, controller string, o ExactOptions) *ExactControl
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultExactMaxPending
 	}
-	e := &ExactController{cache: c, name: controller, names: map[string]int{}, max: o.MaxPending, finalCommit: !o.hooks.noFinalCommit, hooks: o.hooks}
+	e := &ExactController{cache: c, name: controller, names: map[string]int{}, claimed: map[string]*ExactSource{}, max: o.MaxPending, finalCommit: !o.hooks.noFinalCommit, hooks: o.hooks}
 	jc, ok := c.(*Cache)
 	if !ok {
 		e.err = fmt.Errorf("%w: the cache is %T", ErrExactCache, c)
@@ -249,7 +258,8 @@ func (e *ExactController) Kind(obj client.Object, h handler.EventHandler, preds 
 // of the calls, so several sources of one type (a For and a Watches of
 // ConfigMaps) keep their positions across versions of the operator that
 // reorder them. The name must be a valid consumer name (journal.Consumer)
-// and unique in the controller (else ErrExactDuplicate at Start).
+// and unique in the controller, and must not spell the consumer of one of
+// its Kind sources ("v1/ConfigMap"), else ErrExactDuplicate at Start.
 func (e *ExactController) KindNamed(name string, obj client.Object, h handler.EventHandler, preds ...predicate.Predicate) *ExactSource {
 	return e.kind(name, obj, h, preds...)
 }
@@ -289,20 +299,30 @@ func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (name
 		return "", "", err
 	}
 	if s.dup > 1 {
-		what := "object type " + e.typeKey(s.obj)
-		if s.named != "" {
-			what = "name " + strconv.Quote(s.named)
-		}
-		return "", "", fmt.Errorf("%w: controller %q, %s", ErrExactDuplicate, e.name, what)
-	}
-	if s.named != "" {
-		return "exact/" + e.name + "/" + s.named, position.Resource(r), nil
+		return "", "", fmt.Errorf("%w: controller %q, %s", ErrExactDuplicate, e.name, s.what())
 	}
 	name = "exact/" + e.name + "/" + apiVersion + "/" + kind
 	if _, ok := s.obj.(*unstructured.Unstructured); ok {
 		name += "/unstructured"
 	}
+	if s.named != "" {
+		name = "exact/" + e.name + "/" + s.named
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o, ok := e.claimed[name]; ok && o != s {
+		return "", "", fmt.Errorf("%w: controller %q, consumer %q of %s and of %s", ErrExactDuplicate, e.name, name, o.what(), s.what())
+	}
+	e.claimed[name] = s
 	return name, position.Resource(r), nil
+}
+
+// what names s in an error: its KindNamed name, else its object type.
+func (s *ExactSource) what() string {
+	if s.named != "" {
+		return "name " + strconv.Quote(s.named)
+	}
+	return "object type " + s.ctl.typeKey(s.obj)
 }
 
 // typeKey names obj's type as the cache keys its informers (the GVK from
@@ -510,6 +530,11 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 		}
 		s.consumer.set(exists)
 	}
+	if s.consumer.exists() {
+		if err := dropReplayHold(j, name); err != nil {
+			return err
+		}
+	}
 	s.t.Reset(committed)
 
 	tq := delivery.NewQueue(q, s.t)
@@ -600,7 +625,10 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 				if errors.Is(err, journal.ErrConsumerExists) {
 					err = j.Consumers().Commit(name, p)
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				return dropReplayHold(j, name)
 			},
 			func() error { return j.Consumers().Commit(name, p) })
 	}
@@ -678,6 +706,9 @@ func (s *ExactSource) resync(ctx context.Context, inf *informer, tq *delivery.Qu
 // newer than the first head has its later events delivered too (at least
 // once).
 func (s *ExactSource) replay(ctx context.Context, inf *informer, tq *delivery.Queue, eh *exactHandler) (uint64, error) {
+	if err := s.holdReplay(inf.f.j); err != nil {
+		return 0, err
+	}
 	s.t.Reset(0)
 	tq.SetOffset(1)
 	var head uint64
@@ -705,6 +736,37 @@ func (s *ExactSource) replay(ctx context.Context, inf *informer, tq *delivery.Qu
 	s.log.Info("replay queued every object", "objects", n, "head", head)
 	s.t.FedTo(head)
 	return head, nil
+}
+
+// replayHold is the name of the consumer that holds retention for the
+// source whose consumer is name while it has none (see "Crash safety of
+// a replay" at the top of the file).
+func replayHold(name string) string { return "replaying:" + name }
+
+// holdReplay registers the source's replay hold at j's head, before the
+// replay reads its first chunk (at that head or later), moving one a
+// crash or an earlier replay left.
+func (s *ExactSource) holdReplay(j *journal.Journal) error {
+	head, err := j.Head()
+	if err != nil {
+		return err
+	}
+	hold := replayHold(s.Consumer())
+	err = j.Consumers().Create(hold, head+1)
+	if errors.Is(err, journal.ErrConsumerExists) {
+		err = j.Consumers().Reset(hold, head)
+	}
+	return err
+}
+
+// dropReplayHold deletes the replay hold of consumer name, if there is one
+// (a read first: a start with nothing to delete writes nothing).
+func dropReplayHold(j *journal.Journal, name string) error {
+	hold := replayHold(name)
+	if _, err := j.Consumers().Committed(hold); errors.Is(err, journal.ErrNoConsumer) {
+		return nil
+	}
+	return j.Consumers().Delete(hold)
 }
 
 // exactHandler turns informer callbacks into controller-runtime events,

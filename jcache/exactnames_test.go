@@ -55,20 +55,39 @@ func namesManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, k
 }
 
 func TestExact_TwoUnnamedSourcesOfOneTypeFail(t *testing.T) {
-	cp, kube, ns := setup(t)
-	createMany(t, kube, ns, 3)
 	withTypeMeta := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}
-	mgr, _, _ := namesManager(t, cp, t.TempDir(), ns, func(ex *jcache.ExactController) []*jcache.ExactSource {
+	wantDuplicate(t, "two unnamed Exact sources of ConfigMaps (one with TypeMeta)", func(ex *jcache.ExactController) []*jcache.ExactSource {
 		return []*jcache.ExactSource{
 			ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}),
 			ex.Kind(withTypeMeta, &handler.EnqueueRequestForObject{}),
 		}
 	})
+}
+
+// A KindNamed name that spells a Kind source's type is that source's
+// consumer too: refused, whichever source starts first.
+func TestExact_NamedSourceSpellingAKindsConsumerFails(t *testing.T) {
+	wantDuplicate(t, "a Kind of ConfigMaps and a KindNamed \"v1/ConfigMap\"", func(ex *jcache.ExactController) []*jcache.ExactSource {
+		return []*jcache.ExactSource{
+			ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}),
+			ex.KindNamed("v1/ConfigMap", &corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}),
+		}
+	})
+}
+
+// wantDuplicate starts a manager whose controller has the sources kinds
+// makes (what says which) and wants its Start to fail with
+// ErrExactDuplicate.
+func wantDuplicate(t *testing.T, what string, kinds func(ex *jcache.ExactController) []*jcache.ExactSource) {
+	t.Helper()
+	cp, kube, ns := setup(t)
+	createMany(t, kube, ns, 3)
+	mgr, _, _ := namesManager(t, cp, t.TempDir(), ns, kinds)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err := mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !(errors.Is(err, jcache.ErrExactDuplicate) || strings.Contains(err.Error(), "would share a consumer")) {
-		t.Fatalf("manager Start with two unnamed Exact sources of ConfigMaps (one with TypeMeta) = %v (ctx %v); want ErrExactDuplicate", err, ctx.Err())
+		t.Fatalf("manager Start with %s = %v (ctx %v); want ErrExactDuplicate", what, err, ctx.Err())
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,4 +114,74 @@ func TestExact_ConsumerHoldsRetention(t *testing.T) {
 		first, head := offsets()
 		return ok && head-first+1 <= 3
 	}, state)
+}
+
+// A replay holds retention too, before its consumer exists: under a soft
+// bound (MaxBytes 16 KiB) and steady churn on one key, a replay whose
+// reconciles take longer than the churn takes to fill the bound still has
+// the events after its head when it has queued every object, so it runs
+// once, the consumer is created and the commit follows the churn. Without
+// the hold, retention trims past the replay's head and every object is
+// replayed again and again, with no consumer.
+func TestExact_LongReplayUnderChurnHoldsRetention(t *testing.T) {
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	all := createNumbered(t, kube, ns, 30)
+	dir := t.TempDir()
+	var replays atomic.Int32
+	logger := funcr.New(func(prefix, args string) {
+		if strings.Contains(args, "replay queued every object") {
+			replays.Add(1)
+		}
+	}, funcr.Options{})
+	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
+		Retention: &journal.Retention{MaxBytes: 16 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
+	defer rc.stop()
+
+	// Churn: cm00 changes with 2 KiB every 50 ms (the bound's worth in
+	// 0.4 s) until the test ends.
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	churned := make(chan struct{})
+	defer func() { stopChurn(); <-churned }()
+	go func() {
+		defer close(churned)
+		big := strings.Repeat("x", 2048)
+		for i := 0; churnCtx.Err() == nil; i++ {
+			patch := fmt.Sprintf(`{"data":{"v":"%d-%s"}}`, i, big)
+			_, _ = kube.CoreV1().ConfigMaps(ns).Patch(churnCtx, all[0], types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			select {
+			case <-churnCtx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	// A reconcile takes 100 ms, two at a time (MaxPending 2): the replay
+	// of 30 objects takes about 3 s, several times the churn's bound.
+	h := runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) {
+		time.Sleep(100 * time.Millisecond)
+		return reconcile.Result{}, nil
+	}, jcache.ExactOptions{MaxPending: 2})
+	defer h.stop()
+	h.rec.waitUntil(t, "every object reconciled and the consumer created", func() bool {
+		c, err := h.src.Committed()
+		return err == nil && c > 0 && len(h.rec.names()) == len(all)
+	}, func() any {
+		c, err := h.src.Committed()
+		offs, oerr := jcache.FileOffsets(dir)
+		return fmt.Sprintf("committed %d (%v), replays %d, offsets %v (%v), cm29 reconciled %d times", c, err, replays.Load(), offs, oerr, h.rec.count(all[29]))
+	})
+	if n, c := replays.Load(), h.rec.count(all[29]); n != 1 || c != 1 {
+		t.Fatalf("%d replays, cm29 (never changed) reconciled %d times; want one replay, once", n, c)
+	}
+	cs, err := h.src.Journal().Consumers().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if strings.HasPrefix(c.Name, "replaying:") {
+			t.Errorf("the replay's hold %s (committed %d) is left after the consumer was created", c.Name, c.Committed)
+		}
+	}
 }
