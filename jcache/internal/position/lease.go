@@ -144,12 +144,12 @@ func (l *Lease) admit(ctx context.Context, stored, w Term) error {
 		return nil
 	}
 	if l.Election == nil {
-		return fmt.Errorf("position: Lease %s carries term %s of another leader-election Lease, and no Election to read: refusing the write of term %s", l, stored, w)
+		return fmt.Errorf("position: Lease %s carries term %s, not known to be of the writer's leader-election Lease, and no Election to read: refusing the write of term %s", l, stored, w)
 	}
 	fenced.Read = true
 	now, err := l.Election.Term(ctx)
 	if err != nil && !errors.Is(err, ErrNoHolder) {
-		return fmt.Errorf("position: reading the leader-election Lease %s to write over term %s of another on Lease %s: %w", l.Election, stored, l, err)
+		return fmt.Errorf("position: reading the leader-election Lease %s to write over term %s of another election Lease on Lease %s: %w", l.Election, stored, l, err)
 	}
 	if !leads(now, w) {
 		fenced.Current = now
