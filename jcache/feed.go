@@ -144,7 +144,7 @@ func acquire(cfg *rest.Config, dir string, res journal.Resource, o *Options, g *
 			break
 		}
 		if f.refs > 0 && f.opening == nil {
-			if opt := optionsConflict(f.opts, o); opt != "" {
+			if opt := optionsConflict(f.opts, o, res, g != nil); opt != "" {
 				registry.mu.Unlock()
 				return nil, &OptionsConflictError{Path: path, Option: opt}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -50,4 +51,39 @@ func TestCache_SecondCacheOnADirWithOtherOptionsRefused(t *testing.T) {
 		t.Fatalf("a second cache on the directory with the same options: GetInformer = %v", err)
 	}
 	_ = same.RemoveInformer(ctx, &corev1.ConfigMap{})
+}
+
+// Two members of one shard group in one process on one directory would
+// share the group's ranged file of an Owners resource, whose name carries
+// the group and not the member: the second would be served the first's
+// range, never its own. Its informer is refused naming Shard.Member;
+// each member needs its own directory, as each replica has.
+func TestCache_SecondShardMemberOnADirRefused(t *testing.T) {
+	cp, _, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	member := func(name string) crcache.Cache {
+		t.Helper()
+		c, err := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, NoSocket: true, Shard: &jcache.ShardOptions{
+			Group: "shared", Member: name, Namespace: ns,
+			Resources: []schema.GroupResource{{Resource: "configmaps"}},
+			Owners:    []schema.GroupResource{{Resource: "configmaps"}},
+		}})(cp.RESTConfig(), crcache.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := member("a")
+	if _, err := first.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false)); err != nil {
+		t.Fatal(err)
+	}
+	defer first.RemoveInformer(ctx, &corev1.ConfigMap{})
+
+	_, err := member("b").GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
+	var conflict *jcache.OptionsConflictError
+	if !errors.Is(err, jcache.ErrOptionsConflict) || !errors.As(err, &conflict) || conflict.Option != "Shard.Member" {
+		t.Fatalf("a second member of the group on the directory: GetInformer = %v; want an OptionsConflictError naming Shard.Member", err)
+	}
 }

@@ -37,10 +37,14 @@ package jcache
 //     start does; so does a quiet resource whose position has not reached
 //     the standby's own list yet (conservative: more, never less).
 //   - Publishes are fenced by the leader's term: the leader-election
-//     Lease's holderIdentity and leaseTransitions (Standby.LeaderElectionID),
-//     read when the publisher starts. A deposed leader's late publish (its
-//     final one on stop among them) is refused and logged, and its
-//     successor's positions stand.
+//     Lease's holderIdentity, leaseTransitions and UID
+//     (Standby.LeaderElectionID), read when the publisher starts. A
+//     deposed leader's late publish (its final one on stop among them) is
+//     refused and logged, its publisher stops, and its successor's
+//     positions stand. Over a term of another election Lease (one deleted
+//     and created again, whose leaseTransitions start again at 0) the
+//     election Lease, read again, decides: no new leader is fenced by an
+//     old Lease's term (jcache/internal/position/fence.go).
 //   - The follower gets each source's informer from the cache (so a
 //     standby's journals exist and follow the watch even before anything
 //     else reads them) and creates each source's consumer as it commits.
@@ -106,11 +110,13 @@ type Standby struct {
 	Commits int
 	// LeaderElectionID is the name of the manager's leader-election Lease
 	// (manager.Options.LeaderElectionID). Required for Exact. When this
-	// replica is elected, its publisher reads the Lease's holderIdentity
-	// and leaseTransitions, its term, and writes every position under it
-	// (the position Lease's annotation watchjournal.io/leader-term): a
-	// write under an older term, or under the same term by another
-	// holder, is refused, so a deposed leader's late publish cannot
+	// replica is elected, its publisher reads the Lease's holderIdentity,
+	// leaseTransitions and UID, its term, and writes every position under
+	// it (the position Lease's annotation watchjournal.io/leader-term): a
+	// write under an older term of the same election Lease is refused, and
+	// one over a term of another election Lease (deleted and created
+	// again) only when the election Lease, read again, is not held under
+	// the writer's term; so a deposed leader's late publish cannot
 	// overwrite its successor's positions.
 	LeaderElectionID string
 	// LeaderElectionNamespace is the leader-election Lease's namespace

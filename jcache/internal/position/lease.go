@@ -39,6 +39,9 @@ type Lease struct {
 	Namespace string
 	Name      string
 	Identity  string // written as holderIdentity
+	// Election is read again by a write over a term of another election
+	// Lease (fence.go); nil: such a write fails.
+	Election *Election
 
 	written *coordinationv1.Lease // as last written, nil when unknown
 }
@@ -61,10 +64,13 @@ func (l *Lease) Get(ctx context.Context) (map[string]string, bool, error) {
 // Put writes ann into the Lease's annotations (other annotations are
 // kept), with holderIdentity, renewTime and term (AnnotationTerm),
 // creating the Lease when missing. It returns a *FencedError (ErrFenced)
-// and writes nothing when the Lease carries a term that fences term (a
-// newer leader wrote it); the zero term is not fenced and leaves the
-// Lease's term as it is. A conflict (another write since the copy it
-// holds) reads the Lease again, twice at most, then returns the conflict.
+// and writes nothing when the writer of term was deposed: the Lease
+// carries a later term of the same election Lease, or a term of another
+// and Election, read again, is not held under term; and the error of
+// that read when it fails (fence.go). The
+// zero term is not fenced and leaves the Lease's term as it is. A
+// conflict (another write since the copy it holds) reads the Lease
+// again, twice at most, then returns the conflict.
 func (l *Lease) Put(ctx context.Context, ann map[string]string, term Term) error {
 	now := metav1.NewMicroTime(time.Now())
 	var stamp string
@@ -103,9 +109,9 @@ func (l *Lease) Put(ctx context.Context, ann map[string]string, term Term) error
 				l.written = nil
 				return terr
 			}
-			if fences(stored, term) {
+			if err := l.admit(ctx, stored, term); err != nil {
 				l.written = nil
-				return &FencedError{Lease: l.String(), Stored: stored, Writer: term}
+				return err
 			}
 			o = o.DeepCopy() // its resourceVersion makes the Update conditional
 			fill(o)
@@ -119,6 +125,37 @@ func (l *Lease) Put(ctx context.Context, ann map[string]string, term Term) error
 			return err
 		}
 	}
+}
+
+// admit returns nil when a write under w may replace the Lease's write
+// under stored: w is no term, the Lease has none or w, w is not behind
+// it on one election Lease, or, for terms of two Leases, the election
+// Lease is still held under w (fence.go). Otherwise a *FencedError, or
+// the error of reading the election Lease.
+func (l *Lease) admit(ctx context.Context, stored, w Term) error {
+	if w.IsZero() || stored.IsZero() || stored == w {
+		return nil
+	}
+	fenced := &FencedError{Lease: l.String(), Stored: stored, Writer: w}
+	if refused, ok := order(stored, w); ok {
+		if refused {
+			return fenced
+		}
+		return nil
+	}
+	if l.Election == nil {
+		return fmt.Errorf("position: Lease %s carries term %s, not known to be of the writer's leader-election Lease, and no Election to read: refusing the write of term %s", l, stored, w)
+	}
+	fenced.Read = true
+	now, err := l.Election.Term(ctx)
+	if err != nil && !errors.Is(err, ErrNoHolder) {
+		return fmt.Errorf("position: reading the leader-election Lease %s to write over term %s of another election Lease on Lease %s: %w", l.Election, stored, l, err)
+	}
+	if !leads(now, w) {
+		fenced.Current = now
+		return fenced
+	}
+	return nil
 }
 
 // Follower moves one standby consumer behind a published position: Step

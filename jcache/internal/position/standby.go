@@ -56,7 +56,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -115,9 +114,9 @@ type Standby struct {
 	Log        logr.Logger // the publisher's
 	Signal     *Signal
 	Lease      *Lease // set by NewLease
-	// Election reads the leader-election Lease (Config.LeaderElectionID);
-	// set by NewLease, nil without LeaderElectionID.
-	Election coordinationclient.LeaseInterface
+	// Election is the leader-election Lease (Config.LeaderElectionID),
+	// also Lease.Election; set by NewLease, nil without LeaderElectionID.
+	Election *Election
 
 	mu    sync.Mutex
 	added bool             // AddToManager was called
@@ -154,10 +153,12 @@ func (sb *Standby) NewLease(cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", sb.Prefix, err)
 	}
-	sb.Lease = &Lease{Client: cs.CoordinationV1().Leases(sb.Namespace), Namespace: sb.Namespace, Name: sb.Name, Identity: sb.Identity}
 	if sb.LeaderElectionID != "" {
-		sb.Election = cs.CoordinationV1().Leases(sb.LeaderElectionNamespace)
+		sb.Election = &Election{Client: cs.CoordinationV1().Leases(sb.LeaderElectionNamespace),
+			Namespace: sb.LeaderElectionNamespace, Name: sb.LeaderElectionID}
 	}
+	sb.Lease = &Lease{Client: cs.CoordinationV1().Leases(sb.Namespace), Namespace: sb.Namespace, Name: sb.Name, Identity: sb.Identity,
+		Election: sb.Election}
 	return nil
 }
 
@@ -219,8 +220,8 @@ func (sb *Standby) annotations() map[string]string {
 
 // publish reads this leader's term, then writes the positions under it
 // until ctx is done, then once more (see the top of this file); it
-// returns early, publishing no more, once a write was fenced (a newer
-// leader wrote the Lease). Its error: the election Lease may not be read
+// returns early, publishing no more, once a write was fenced (the
+// election Lease is held by another leader: fence.go). Its error: the election Lease may not be read
 // (RBAC).
 func (sb *Standby) publish(ctx context.Context) error {
 	term, err := sb.term(ctx)
@@ -238,7 +239,7 @@ func (sb *Standby) publish(ctx context.Context) error {
 		if err := sb.Lease.Put(ctx, ann, term); err != nil {
 			if errors.Is(err, ErrFenced) {
 				fenced = true
-				sb.Log.Error(err, "a newer leader publishes on the position Lease: this replica was deposed and publishes no more",
+				sb.Log.Error(err, "another leader holds the leader-election Lease and published on the position Lease: this replica was deposed and publishes no more",
 					"lease", sb.Lease.String(), "position", ann)
 			} else if ctx.Err() == nil {
 				sb.Log.Error(err, "publishing the position failed", "lease", sb.Lease.String(), "position", ann)
@@ -293,19 +294,19 @@ func (sb *Standby) term(ctx context.Context) (Term, error) {
 		return Term{}, nil
 	}
 	for {
-		t, err := ElectionTerm(ctx, sb.Election, sb.LeaderElectionID)
+		t, err := sb.Election.Term(ctx)
 		if err == nil {
 			sb.Log.Info("publishing under this leader's term", "term", t.String())
 			return t, nil
 		}
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return Term{}, fmt.Errorf("%s: reading the leader-election Lease %s/%s (RBAC: get on leases.coordination.k8s.io in %s): %w",
-				sb.Prefix, sb.LeaderElectionNamespace, sb.LeaderElectionID, sb.LeaderElectionNamespace, err)
+			return Term{}, fmt.Errorf("%s: reading the leader-election Lease %s (RBAC: get on leases.coordination.k8s.io in %s): %w",
+				sb.Prefix, sb.Election, sb.LeaderElectionNamespace, err)
 		}
 		if ctx.Err() != nil {
 			return Term{}, nil
 		}
-		sb.Log.Error(err, "reading the leader-election Lease failed; retrying", "lease", sb.LeaderElectionNamespace+"/"+sb.LeaderElectionID)
+		sb.Log.Error(err, "reading the leader-election Lease failed; retrying", "lease", sb.Election.String())
 		select {
 		case <-ctx.Done():
 			return Term{}, nil
