@@ -30,6 +30,20 @@ func watchFiles(t *testing.T, srv *httptest.Server) (dir, kubeconfig, db string)
 	return dir, writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
 }
 
+// writeTrimmedTestJournal creates a closed journal file holding
+// testEvents, trimmed by retention to offsets 3 and 4, and returns its path.
+func writeTrimmedTestJournal(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(tempDir(t), "j.db")
+	j := openJournal(t, path)
+	appendEvents(t, j, "12", testEvents()...)
+	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	return path
+}
+
 // startWatch runs journalctl watch cm --db db --kubeconfig kubeconfig,
 // then extra, with conf in the background, and waits until it logs
 // "watching". ctx ends with the test or stop; stop interrupts the watch
