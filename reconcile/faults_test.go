@@ -27,9 +27,7 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 	e.create("a")
 	opts := testOptions(t)
 	opts.IdleTimeout = time.Second
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 
 	e.proxy.Stall()
 	stalled := time.Now()
@@ -53,12 +51,8 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 // then one real change adds exactly one.
 func TestLoop_NothingChanged_NoEvents(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	e.createAll("a", "b", "c")
+	h := e.startListed(nil, testOptions(t))
 
 	for i, compact := range []bool{false, true, true} {
 		w := e.loop.Status().Watches
@@ -116,9 +110,7 @@ func TestLoop_Forbidden_KeepsStateAndRecovers(t *testing.T) {
 	e.create("b")
 	cfg := e.cp.TokenConfig(readerToken)
 	cfg.Host = "https://" + e.proxy.Addr()
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, testOptions(t))
 
 	if err := rbac.RoleBindings(e.ns).Delete(ctx, "reader", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -159,12 +151,8 @@ func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
 	for _, compact := range []bool{false, true} {
 		t.Run(map[bool]string{false: "resume", true: "compacted"}[compact], func(t *testing.T) {
 			e := newEnv(t)
-			for _, n := range []string{"a", "b", "c"} {
-				e.create(n)
-			}
-			e.start(nil, testOptions(t))
-			e.waitStatus("initial list", watching(1))
-			h := e.head()
+			e.createAll("a", "b", "c")
+			h := e.startListed(nil, testOptions(t))
 			e.proxy.Cut()
 			e.update("a")
 			e.delete("b")
@@ -201,9 +189,7 @@ func TestLoop_NamespaceEmptiedByTestFinalizedAndRecreated(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	e.create("b")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	ctx := context.Background()
 	oldA, _, _ := e.j.Lookup(e.ns + "/a")
 

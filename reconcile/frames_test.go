@@ -52,11 +52,8 @@ func TestLoop_OversizedWatchFrame_TypedErrorNothingJournaled(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	h := &hugeFrame{ns: e.ns}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(h.wrap)
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	head := e.head()
+	cfg := e.wrapped(h.wrap)
+	head := e.startListed(cfg, testOptions(t))
 
 	h.armed.Store(true)
 	e.proxy.Cut() // the open watch ends; the next one gets the huge frame

@@ -23,9 +23,7 @@ func watching(lists int) func(reconcile.Status) bool {
 // resourceVersion with no gap.
 func TestLoop_GoneDuringWatch_RelistEmitsExactlyTheGap(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
 	got, _ := e.eventsFrom(1)
@@ -66,9 +64,7 @@ func TestLoop_GoneDuringWatch_RelistEmitsExactlyTheGap(t *testing.T) {
 // DELETED (old UID) then ADDED (new UID), never MODIFIED; live, too.
 func TestLoop_SameNameNewUID_DeletedThenAdded(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
 	old, _, _ := e.j.Lookup(e.ns + "/b")
@@ -149,8 +145,7 @@ func TestLoop_GoneInBothShapes(t *testing.T) {
 			e := newEnv(t)
 			e.create("a")
 			g := &goneInjector{shape: shape}
-			cfg := e.cp.ProxiedRESTConfig(e.proxy)
-			cfg.Wrap(g.wrap)
+			cfg := e.wrapped(g.wrap)
 			e.start(cfg, testOptions(t))
 			st := e.waitStatus("initial list", watching(1))
 			h := e.head()
@@ -186,9 +181,7 @@ var _ = rest.CopyConfig
 func TestLoop_CompactedAtTheNextRevision_Relists(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	e.proxy.Cut()
 	e.update("a")
 	e.compact()

@@ -16,9 +16,7 @@ import (
 // result is the same.
 func TestLoop_UnorderedPages_FallBackToLookups(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c", "d", "e")
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -70,9 +68,7 @@ func TestLoop_WatchEndedByServer_Resumes(t *testing.T) {
 	e.create("a")
 	opts := testOptions(t)
 	opts.WatchTimeout = time.Second // the server ends each watch after 1-2 s
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 	for i := uint64(1); i <= 3; i++ {
 		w := e.loop.Status().Watches
 		e.waitStatus("the server ends the watch and the loop resumes", func(s reconcile.Status) bool { return s.Watches > w })

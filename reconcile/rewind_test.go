@@ -14,24 +14,29 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
+// ownPlaneEnv is newEnv on a control plane of the test's own, since a
+// restore rewinds every namespace; it skips or fails as the package's
+// control plane does when the binaries are missing.
+func ownPlaneEnv(t *testing.T) *env {
+	t.Helper()
+	controlPlane(t)
+	mine := controlplane.StartT(t, controlplane.Options{})
+	saved := cp
+	cp = mine
+	defer func() { cp = saved }()
+	return newEnv(t)
+}
+
 // Etcd restored from an older backup while the journal was down. The resume
 // check finds the server's resourceVersion below the stored one, relists
 // (origin restart) and journals the objects the restore rolled back, brought
 // back and removed; the index equals the server. Without the check, the resume
 // would watch a future that never comes.
 func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
-	controlPlane(t) // fails or skips as the package's when binaries are missing
-	// A control plane of its own: the restore rewinds every namespace.
-	mine := controlplane.StartT(t, controlplane.Options{})
-	saved := cp
-	cp = mine
-	e := newEnv(t)
-	cp = saved
+	e := ownPlaneEnv(t)
 	ctx := context.Background()
 
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	cfg := e.cp.RESTConfig()
 	e.start(cfg, testOptions(t))
 	waitSync(t, e.loop)
@@ -134,17 +139,10 @@ func padRevisions(t *testing.T, e *env) {
 // what the restore changed: the index loses the object the restore removed
 // and gets the versions it brought back.
 func TestLoop_RestoredPastStoredRV_VerifiedAfterRestart(t *testing.T) {
-	controlPlane(t)
-	mine := controlplane.StartT(t, controlplane.Options{})
-	saved := cp
-	cp = mine
-	e := newEnv(t)
-	cp = saved
+	e := ownPlaneEnv(t)
 	ctx := context.Background()
 
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	cfg := e.cp.RESTConfig()
 	opts := testOptions(t)
 	opts.VerifyInterval = time.Hour // the periodic verify is far away

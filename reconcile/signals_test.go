@@ -147,8 +147,7 @@ func TestLoop_ListThrottled_RetriesNoEarlierThanRetryAfter(t *testing.T) {
 	e.create("a")
 	in := &injector{fault: apfTooManyRequests(3)}
 	in.arm(3, 0)
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(in.wrap)
+	cfg := e.wrapped(in.wrap)
 	opts, logs := observed(t, pagedOptions(t))
 	e.start(cfg, opts)
 	st := e.waitStatus("initial list after three 429s", watching(1))
@@ -218,8 +217,7 @@ func TestLoop_WatchRefused_RetriedAsWatchNeverRelists(t *testing.T) {
 			e := newEnv(t)
 			e.create("a")
 			in := &injector{fault: tc.fault}
-			cfg := e.cp.ProxiedRESTConfig(e.proxy)
-			cfg.Wrap(in.wrap)
+			cfg := e.wrapped(in.wrap)
 			opts, logs := observed(t, testOptions(t))
 			// The quiet watch is replaced after IdleTimeout, a normal end;
 			// the next watches are refused.
@@ -290,9 +288,7 @@ func TestLoop_CompactedRevision_RelistsAtOnceLoggedAtInfo(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	opts, logs := observed(t, testOptions(t))
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 	e.proxy.Cut()
 	e.update("a")
 	e.compact()
@@ -329,9 +325,7 @@ func TestLoop_ConfigTimeout_DoesNotCutTheWatch(t *testing.T) {
 	cfg.Wrap(in.wrap)
 	opts := testOptions(t)
 	opts.IdleTimeout = time.Minute
-	e.start(cfg, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, opts)
 	opened := time.Now()
 	// Time must pass: the fault is a cut at cfg.Timeout.
 	time.Sleep(3 * time.Second)
@@ -363,8 +357,7 @@ func TestLoop_UndecodableWatchFrame_BacksOffAndRecovers(t *testing.T) {
 	in := &injector{fault: func(req *http.Request) (*http.Response, error) {
 		return answer(req, http.StatusOK, nil, "application/json", `{"type":"ADDED","object":{"metadata":]}`+"\n"), nil
 	}}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(in.wrap)
+	cfg := e.wrapped(in.wrap)
 	opts, logs := observed(t, testOptions(t))
 	opts.MinBackoff, opts.MaxBackoff = 50*time.Millisecond, 10*time.Second
 	// The quiet watch is replaced after IdleTimeout, a normal end; the

@@ -135,8 +135,7 @@ func TestLoop_PagesBreakMidBody_PagesShrinkAndListCompletes(t *testing.T) {
 		e.create(fmt.Sprintf("cm-%02d", i))
 	}
 	b := &breakBodies{maxLimit: 4}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(b.wrap)
+	cfg := e.wrapped(b.wrap)
 	opts := pagedOptions(t)
 	opts.PageSize = 16
 	e.start(cfg, opts)

@@ -1,11 +1,9 @@
 package reconcile_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -62,12 +60,9 @@ func (c *reqCounter) take() (streams, watches, pages int) {
 // streaming lists from etcd then (no fallback).
 func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c", "d", "e")
 	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
+	cfg := e.wrapped(rc.wrap)
 	e.start(cfg, testOptions(t)) // PageSize 2: batches of two
 	st := e.waitStatus("initial list", watching(1))
 	if st.ListMode != reconcile.ListModeStreaming {
@@ -130,12 +125,9 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 // served from the cache: same events, same index.
 func TestLoop_StreamingList_WatchCache(t *testing.T) {
 	e := watchCacheEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
+	cfg := e.wrapped(rc.wrap)
 	e.start(cfg, testOptions(t))
 	st := e.waitStatus("initial list", watching(1))
 	if st.ListMode != reconcile.ListModeStreaming {
@@ -154,32 +146,16 @@ func TestLoop_StreamingList_WatchCache(t *testing.T) {
 	}
 }
 
-var (
-	gateOffOnce sync.Once
-	gateOffCP   *controlplane.ControlPlane
-	gateOffErr  error
-)
+// gateOffPlane is a control plane whose apiserver has streaming lists
+// turned off (--feature-gates=WatchList=false), watch cache off as the
+// package's (so that a compaction makes a resume answer 410).
+var gateOffPlane = &otherPlane{prefix: "wj-cp-nowl-", opts: controlplane.Options{
+	ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}}}
 
-// gateOffEnv is newEnv on a control plane whose apiserver has streaming
-// lists turned off (--feature-gates=WatchList=false), watch cache off as
-// the package's (so that a compaction makes a resume answer 410).
+// gateOffEnv is newEnv on gateOffPlane.
 func gateOffEnv(t *testing.T) *env {
 	t.Helper()
-	controlPlane(t)
-	gateOffOnce.Do(func() {
-		dir := cpTempDir("wj-cp-nowl-")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		gateOffCP, gateOffErr = controlplane.Start(ctx, filepath.Join(dir, "cp"), controlplane.Options{
-			ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
-	})
-	if gateOffErr != nil {
-		t.Fatal(gateOffErr)
-	}
-	saved := cp
-	cp = gateOffCP
-	defer func() { cp = saved }()
-	return newEnv(t)
+	return gateOffPlane.env(t)
 }
 
 // A server with the WatchList gate off answers a streaming list with 422
@@ -188,12 +164,9 @@ func gateOffEnv(t *testing.T) *env {
 // StreamingRetry has passed.
 func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 	e := gateOffEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
+	cfg := e.wrapped(rc.wrap)
 	e.start(cfg, testOptions(t))
 	st := e.waitStatus("initial list", watching(1))
 	const refusal = "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"

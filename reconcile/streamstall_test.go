@@ -51,8 +51,7 @@ func TestLoop_StreamingList_Hung_NotARefusal(t *testing.T) {
 	e.create("b")
 	h := &hungStreams{}
 	h.n.Store(2)
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(h.wrap)
+	cfg := e.wrapped(h.wrap)
 	opts := testOptions(t)
 	opts.ProgressTimeout = time.Second
 	e.start(cfg, opts)

@@ -78,13 +78,10 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	e.create("a")
 	e.create("b")
 	d := &dropOnce{parts: []string{`"type":"DELETED"`, `"name":"b"`}}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(d.wrap)
+	cfg := e.wrapped(d.wrap)
 	opts := testOptions(t)
 	opts.Wire = reconcile.WireJSON // dropOnce reads JSON frames, a line each
-	e.start(cfg, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, opts)
 
 	e.delete("b")
 	e.update("a")
