@@ -129,6 +129,22 @@ func openJournalRes(b *testing.B, res journal.Resource) *journal.Journal {
 	return j
 }
 
+// namedJournal is a fixture journal and the name its benchmarks carry.
+type namedJournal struct {
+	name string
+	j    *journal.Journal
+}
+
+// readerFixtures returns the fixture journal with JSON objects and the one
+// with protobuf objects, named for their benchmarks, and the informer
+// indexer of the same objects.
+func readerFixtures(b *testing.B) ([]namedJournal, toolscache.Indexer) {
+	b.Helper()
+	j, idx := listerFixture(b, false)
+	jpb, _ := listerFixture(b, true)
+	return []namedJournal{{"journal", j}, {"journal-protobuf", jpb}}, idx
+}
+
 // decodeEach decodes obj into a new ConfigMap with decode once per
 // iteration of b.
 func decodeEach(b *testing.B, obj []byte, decode func([]byte, *corev1.ConfigMap) error) {
@@ -142,14 +158,10 @@ func decodeEach(b *testing.B, obj []byte, decode func([]byte, *corev1.ConfigMap)
 }
 
 func BenchmarkReaderGet(b *testing.B) {
-	j, idx := listerFixture(b, false)
-	jpb, _ := listerFixture(b, true)
+	journals, idx := readerFixtures(b)
 	ctx := context.Background()
 	name := func(n int) string { return fmt.Sprintf("cm-%06d", n%listerN) }
-	for _, f := range []struct {
-		name string
-		j    *journal.Journal
-	}{{"journal", j}, {"journal-protobuf", jpb}} {
+	for _, f := range journals {
 		b.Run(f.name+"/typed", func(b *testing.B) {
 			r := cache.NewReader(f.j, scheme.Scheme)
 			n := 0
@@ -210,13 +222,9 @@ func BenchmarkReaderGet(b *testing.B) {
 }
 
 func BenchmarkReaderList(b *testing.B) {
-	j, idx := listerFixture(b, false)
-	jpb, _ := listerFixture(b, true)
+	journals, idx := readerFixtures(b)
 	ctx := context.Background()
-	for _, f := range []struct {
-		name string
-		j    *journal.Journal
-	}{{"journal", j}, {"journal-protobuf", jpb}} {
+	for _, f := range journals {
 		b.Run(f.name+"/typed", func(b *testing.B) {
 			r := cache.NewReader(f.j, scheme.Scheme)
 			for b.Loop() {
