@@ -30,6 +30,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/mainbin"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/shards"
 )
@@ -37,21 +38,7 @@ import (
 // bin is the operator, built once for the package's tests (TestMain).
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardoperator-")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "shardoperator")
-	code := 1
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(mainbin.RunBuilt(m, "shardoperator", &bin)) }
 
 // replica is one operator process and the lines it printed, by kind
 // ("reconcile", "not-held", "gone") and key.
