@@ -294,6 +294,14 @@ func (e *env) eventsFrom(from uint64) ([]string, []journal.Event) {
 	return s, evs
 }
 
+// expectEvents fails the test, naming what, unless the events from offset
+// from are want, each "TYPE name origin" as eventsFrom gives them.
+func (e *env) expectEvents(what string, from uint64, want []string) {
+	e.t.Helper()
+	got, _ := e.eventsFrom(from)
+	equal(e.t, what, got, want)
+}
+
 func (e *env) create(name string) *corev1.ConfigMap {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(e.ns).Create(context.Background(),

@@ -41,8 +41,7 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 	// Give a duplicate the chance to show: wait for one more watch to open.
 	w := e.loop.Status().Watches
 	e.waitStatus("another watch", func(s reconcile.Status) bool { return s.Watches > w })
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the stall", got, []string{"MODIFIED a watch"})
+	e.expectEvents("events after the stall", h+1, []string{"MODIFIED a watch"})
 	e.checkIndex(e.j)
 }
 
@@ -83,8 +82,7 @@ func TestLoop_NothingChanged_NoEvents(t *testing.T) {
 	}
 	e.update("b")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "after one update", got, []string{"MODIFIED b watch"})
+	e.expectEvents("after one update", h+1, []string{"MODIFIED b watch"})
 	e.checkIndex(e.j)
 }
 
@@ -140,8 +138,7 @@ func TestLoop_Forbidden_KeepsStateAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitStatus("relist after RBAC is restored", func(s reconcile.Status) bool { return s.Lists >= 2 && s.Phase == reconcile.PhaseWatching })
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after RBAC is restored", got, []string{"DELETED a relist", "ADDED other relist"})
+	e.expectEvents("events after RBAC is restored", h+1, []string{"DELETED a relist", "ADDED other relist"})
 	e.checkIndex(e.j)
 }
 
@@ -170,8 +167,7 @@ func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
 			w := e.loop.Status().Watches
 			e.update("c")
 			e.waitHead(h + 4)
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events", got, append(want, "MODIFIED c watch"))
+			e.expectEvents("events", h+1, append(want, "MODIFIED c watch"))
 			if st := e.loop.Status(); st.Watches < w {
 				t.Errorf("watches went back: %d < %d", st.Watches, w)
 			}

@@ -73,7 +73,6 @@ func TestLoop_OversizedWatchFrame_TypedErrorNothingJournaled(t *testing.T) {
 	e.waitStatus("watching, error cleared", func(s reconcile.Status) bool {
 		return s.Phase == reconcile.PhaseWatching && s.LastError == nil
 	})
-	got, _ := e.eventsFrom(head + 1)
-	equal(t, "events after the oversized frame", got, []string{"ADDED b watch"})
+	e.expectEvents("events after the oversized frame", head+1, []string{"ADDED b watch"})
 	e.checkIndex(e.j)
 }

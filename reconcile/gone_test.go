@@ -26,8 +26,7 @@ func TestLoop_GoneDuringWatch_RelistEmitsExactlyTheGap(t *testing.T) {
 	e.createAll("a", "b", "c")
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	h := e.head()
 
 	e.proxy.Cut()
@@ -88,8 +87,7 @@ func TestLoop_SameNameNewUID_DeletedThenAdded(t *testing.T) {
 	e.delete("c")
 	e.create("c")
 	e.waitHead(h + 4)
-	got, _ = e.eventsFrom(h + 3)
-	equal(t, "live events", got, []string{"DELETED c watch", "ADDED c watch"})
+	e.expectEvents("live events", h+3, []string{"DELETED c watch", "ADDED c watch"})
 	e.checkIndex(e.j)
 }
 
@@ -161,8 +159,7 @@ func TestLoop_GoneInBothShapes(t *testing.T) {
 			if st.Gone != 1 {
 				t.Errorf("Status.Gone = %d; want 1", st.Gone)
 			}
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the 410", got, []string{"ADDED e relist"})
+			e.expectEvents("events after the 410", h+1, []string{"ADDED e relist"})
 			if n := g.staleReqs.Load(); n != 1 {
 				t.Errorf("watch requests with the stale resourceVersion = %d; want 1", n)
 			}
@@ -187,7 +184,6 @@ func TestLoop_CompactedAtTheNextRevision_Relists(t *testing.T) {
 	e.compact()
 	e.proxy.Heal()
 	e.waitStatus("relist", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"MODIFIED a relist"})
+	e.expectEvents("events", h+1, []string{"MODIFIED a relist"})
 	e.checkIndex(e.j)
 }

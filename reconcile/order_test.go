@@ -56,8 +56,7 @@ func TestLoop_UnorderedPages_FallBackToLookups(t *testing.T) {
 	e.compact()
 	e.proxy.Heal()
 	e.waitStatus("relist after 410", watching(2))
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "gap events (page order)", got, []string{"MODIFIED a relist", "ADDED f relist", "DELETED c relist"})
+	e.expectEvents("gap events (page order)", h+1, []string{"MODIFIED a relist", "ADDED f relist", "DELETED c relist"})
 	e.checkIndex(e.j)
 }
 
@@ -75,8 +74,7 @@ func TestLoop_WatchEndedByServer_Resumes(t *testing.T) {
 		e.update("a")
 		e.waitHead(h + i)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events across server-ended watches", got, []string{"MODIFIED a watch", "MODIFIED a watch", "MODIFIED a watch"})
+	e.expectEvents("events across server-ended watches", h+1, []string{"MODIFIED a watch", "MODIFIED a watch", "MODIFIED a watch"})
 	if st := e.loop.Status(); st.Lists != 1 || st.Gone != 0 {
 		t.Errorf("Status = %+v; want no relist and no 410", st)
 	}

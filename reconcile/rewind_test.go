@@ -50,8 +50,7 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	e.update("a")
 	e.delete("b")
 	e.waitHead(h + 3)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the backup", got, []string{"ADDED x watch", "MODIFIED a watch", "DELETED b watch"})
+	e.expectEvents("events after the backup", h+1, []string{"ADDED x watch", "MODIFIED a watch", "DELETED b watch"})
 	padRevisions(t, e)
 	stored, _ := e.j.ResourceVersion()
 	h = e.head()
@@ -76,16 +75,14 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	if st.Rewinds != 1 || st.Lists != 1 {
 		t.Errorf("status after the restore: rewinds %d, lists %d; want 1, 1 (%+v)", st.Rewinds, st.Lists, st)
 	}
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "events after the restore", got, []string{"MODIFIED a restart", "ADDED b restart", "DELETED pad restart", "DELETED x restart"})
+	e.expectEvents("events after the restore", h+1, []string{"MODIFIED a restart", "ADDED b restart", "DELETED pad restart", "DELETED x restart"})
 	e.checkIndex(e.j)
 
 	// And the journal follows the restored history live.
 	h = e.head()
 	e.update("c")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event after the restore", got, []string{"MODIFIED c watch"})
+	e.expectEvents("live event after the restore", h+1, []string{"MODIFIED c watch"})
 	h = e.head()
 
 	// A restore while the loop runs: the apiserver is down meanwhile, the
@@ -111,8 +108,7 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	st = e.waitStatus("relist after the restore", func(s reconcile.Status) bool {
 		return s.Rewinds == 2 && s.Phase == reconcile.PhaseWatching
 	})
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "events after the restore while running", got, []string{"ADDED c relist", "DELETED pad relist"})
+	e.expectEvents("events after the restore while running", h+1, []string{"ADDED c relist", "DELETED pad relist"})
 	e.checkIndex(e.j)
 }
 
@@ -189,7 +185,6 @@ func TestLoop_RestoredPastStoredRV_VerifiedAfterRestart(t *testing.T) {
 	if st.Rewinds != 0 || st.Gone != 0 || st.Divergences != 3 {
 		t.Errorf("status after the restart's verify: rewinds %d, gone %d, divergences %d; want 0, 0, 3 (%+v)", st.Rewinds, st.Gone, st.Divergences, st)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the restart", got, []string{"MODIFIED a relist", "ADDED b relist", "DELETED x relist"})
+	e.expectEvents("events after the restart", h+1, []string{"MODIFIED a relist", "ADDED b relist", "DELETED x relist"})
 	e.checkIndex(e.j)
 }

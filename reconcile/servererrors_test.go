@@ -92,8 +92,7 @@ func TestLoop_RelistPageFails_ChangesNothingUntilComplete(t *testing.T) {
 		t.Fatalf("index holds %d objects while the relist fails; want the 5 it had", st.Objects)
 	}
 	e.waitStatus("relist completes", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the relist", got, []string{"DELETED a relist", "ADDED f relist"})
+	e.expectEvents("events after the relist", h+1, []string{"DELETED a relist", "ADDED f relist"})
 	e.checkIndex(e.j)
 }
 
@@ -209,8 +208,7 @@ func TestLoop_ListFailsEntirely_IndexNeverWiped(t *testing.T) {
 			}
 			f.set(false)
 			e.waitStatus("relist completes", watching(2))
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the relist", got, []string{"DELETED a relist", "ADDED d relist"})
+			e.expectEvents("events after the relist", h+1, []string{"DELETED a relist", "ADDED d relist"})
 			e.checkIndex(e.j)
 		})
 	}

@@ -231,8 +231,7 @@ func TestLoop_WatchRefused_RetriedAsWatchNeverRelists(t *testing.T) {
 			e.create("b") // while the watch is refused
 			e.waitHead(h + 1)
 
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the refusals", got, []string{"ADDED b watch"})
+			e.expectEvents("events after the refusals", h+1, []string{"ADDED b watch"})
 			st = e.loop.Status()
 			if st.Lists != 1 || st.Gone != 0 {
 				t.Errorf("Status.Lists, Gone = %d, %d; want 1, 0: a refused watch never relists", st.Lists, st.Gone)
@@ -294,8 +293,7 @@ func TestLoop_CompactedRevision_RelistsAtOnceLoggedAtInfo(t *testing.T) {
 	e.compact()
 	e.proxy.Heal()
 	st := e.waitStatus("relist", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"MODIFIED a relist"})
+	e.expectEvents("events", h+1, []string{"MODIFIED a relist"})
 	if st.Gone != 1 {
 		t.Errorf("Status.Gone = %d; want 1 (the compaction-revision 500)", st.Gone)
 	}
@@ -331,8 +329,7 @@ func TestLoop_ConfigTimeout_DoesNotCutTheWatch(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	e.create("b")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"ADDED b watch"})
+	e.expectEvents("events", h+1, []string{"ADDED b watch"})
 	st := e.loop.Status()
 	watches := 0
 	for _, r := range in.requests(0) {

@@ -168,7 +168,6 @@ func TestLoop_PagesBreakMidBody_PagesShrinkAndListCompletes(t *testing.T) {
 	if len(cut) != 0 || len(ok) == 0 {
 		t.Errorf("relist: pages cut %v, read %v; want none cut (pages of 4 from the start)", cut, ok)
 	}
-	got, _ := e.eventsFrom(13)
-	equal(t, "events of the relist", got, []string{"MODIFIED cm-03 relist", "DELETED cm-07 relist"})
+	e.expectEvents("events of the relist", 13, []string{"MODIFIED cm-03 relist", "DELETED cm-07 relist"})
 	e.checkIndex(e.j)
 }

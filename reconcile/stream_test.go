@@ -74,16 +74,14 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	if st.Requests != 1 || st.BytesReceived < st.ListBytes || st.ListBytes == 0 {
 		t.Errorf("Status.Requests = %d, BytesReceived = %d, ListBytes = %d; want 1 request, BytesReceived ≥ ListBytes > 0", st.Requests, st.BytesReceived, st.ListBytes)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist", "ADDED d relist", "ADDED e relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist", "ADDED d relist", "ADDED e relist"})
 	e.checkIndex(e.j)
 
 	// Live, on the stream's connection.
 	h := e.head()
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event on the stream's connection", got, []string{"MODIFIED a watch"})
+	e.expectEvents("live event on the stream's connection", h+1, []string{"MODIFIED a watch"})
 	if streams, watches, _ := rc.take(); streams != 0 || watches != 0 {
 		t.Errorf("live event: %d streaming lists, %d watches; want none (same connection)", streams, watches)
 	}
@@ -114,8 +112,7 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	h = e.head()
 	e.update("e")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event after the relist", got, []string{"MODIFIED e watch"})
+	e.expectEvents("live event after the relist", h+1, []string{"MODIFIED e watch"})
 	if streams, watches, _ := rc.take(); streams != 0 || watches != 0 {
 		t.Errorf("after the relist: %d streaming lists, %d watches; want none (same connection)", streams, watches)
 	}
@@ -133,14 +130,12 @@ func TestLoop_StreamingList_WatchCache(t *testing.T) {
 	if st.ListMode != reconcile.ListModeStreaming {
 		t.Errorf("Status.ListMode = %q (%s); want streaming", st.ListMode, st.ListModeReason)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	e.checkIndex(e.j)
 	h := e.head()
 	e.create("d")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event", got, []string{"ADDED d watch"})
+	e.expectEvents("live event", h+1, []string{"ADDED d watch"})
 	if streams, watches, pages := rc.take(); streams != 1 || watches != 0 || pages != 0 {
 		t.Errorf("%d streaming lists, %d watches, %d pages; want 1, 0, 0", streams, watches, pages)
 	}
@@ -179,8 +174,7 @@ func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 	if streams, watches, pages := rc.take(); streams != 1 || watches != 1 || pages != 2 {
 		t.Errorf("initial list: %d streaming lists, %d watches, %d pages; want 1, 1, 2", streams, watches, pages)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	e.checkIndex(e.j)
 
 	// A restart remembers the refusal: the relist after a 410 (the stored
@@ -305,6 +299,5 @@ func TestLoop_StreamingList_Throttled_WaitsAndStreamsAgain(t *testing.T) {
 	if d := sent[1].Sub(sent[0]); d < time.Second {
 		t.Errorf("second streaming list %v after the 429; want at least the Retry-After's 1s", d)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist"})
 }

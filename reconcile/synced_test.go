@@ -222,7 +222,6 @@ func TestLoop_HasSynced_Late410(t *testing.T) {
 	if st.Gone != 1 || st.Lists != 1 || st.SyncedBy != "list" {
 		t.Errorf("status at sync: gone %d, lists %d, synced by %q; want 1, 1, list (%+v)", st.Gone, st.Lists, st.SyncedBy, st)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "journal after the restart", got, []string{"DELETED b restart"})
+	e.expectEvents("journal after the restart", h+1, []string{"DELETED b restart"})
 	e.checkIndex(e.j)
 }

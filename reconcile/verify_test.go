@@ -86,8 +86,7 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	e.delete("b")
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events with the DELETED lost", got, []string{"MODIFIED a watch"})
+	e.expectEvents("events with the DELETED lost", h+1, []string{"MODIFIED a watch"})
 	if _, ok, _ := e.j.Lookup(e.ns + "/b"); !ok || !d.dropped {
 		t.Fatalf("b not indexed after the lost DELETED (dropped %v): the test is not testing", d.dropped)
 	}

@@ -87,8 +87,7 @@ func TestLoop_WatchCache_BookmarksKeepQuietResourceResumable(t *testing.T) {
 	e.proxy.Heal()
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "after reconnect", got, []string{"MODIFIED a watch"})
+	e.expectEvents("after reconnect", h+1, []string{"MODIFIED a watch"})
 	if st := e.loop.Status(); st.Gone != 0 || st.Lists != 1 {
 		t.Errorf("Status = %+v; want no 410 and no relist: the bookmark's resourceVersion was still served", st)
 	}
