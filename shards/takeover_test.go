@@ -89,20 +89,10 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 // bFirst; with a first, and b once a serves the whole space alone,
 // otherwise.
 func takeoverAfterKill(t *testing.T, bFirst bool) {
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, cs, cms := startWork(t, 60)
 	cfg := cp.RESTConfig()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := cs.CoreV1().ConfigMaps("work")
-	for i := range 60 {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
 
 	// b runs in its own process, to be killed.
@@ -332,20 +322,10 @@ func takeoverAfterKill(t *testing.T, bFirst bool) {
 // over with that index and journals the delete and the update made right
 // after it stopped, once each.
 func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, _, cms := startWork(t, 40)
 	cfg := cp.RESTConfig()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := cs.CoreV1().ConfigMaps("work")
-	for i := range 40 {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
 	open := func(name string, leave time.Duration) *shards.Member {
 		opts := takeoverOpts
@@ -408,6 +388,26 @@ func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
 
 // waitLease waits for cond on the Lease name, printing the last one seen
 // (and more, from extra) on a timeout.
+// startWork starts a control plane and creates in it namespace work
+// holding n ConfigMaps cm-NN with data v=1; it returns the control plane,
+// an admin client and work's ConfigMaps.
+func startWork(t *testing.T, n int) (*controlplane.ControlPlane, *kubernetes.Clientset, coreclient.ConfigMapInterface) {
+	t.Helper()
+	cp := controlplane.StartT(t, controlplane.Options{})
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := cs.CoreV1().ConfigMaps("work")
+	for i := range n {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cp, cs, cms
+}
+
 // updateKey sets data v to 2 in the ConfigMap of key (work/NAME) and
 // returns it as updated.
 func updateKey(t *testing.T, ctx context.Context, cms coreclient.ConfigMapInterface, key string) *corev1.ConfigMap {
