@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/reconcile"
 )
@@ -52,6 +54,17 @@ func (c *reqCounter) take() (streams, watches, pages int) {
 	return streams, watches, pages
 }
 
+// startCounting starts e's loop with testOptions through a reqCounter and
+// waits for its initial list; it returns the counter, the config (for a
+// restart) and the status after the list.
+func (e *env) startCounting() (*reqCounter, *rest.Config, reconcile.Status) {
+	e.t.Helper()
+	rc := &reqCounter{}
+	cfg := e.wrapped(rc.wrap)
+	e.start(cfg, testOptions(e.t))
+	return rc, cfg, e.waitStatus("initial list", watching(1))
+}
+
 // The initial list and a relist after a 410 are streaming lists, one
 // request each, and the watch goes on on the same connection: the events
 // are exactly the gap (a delete while away, a same-name recreation with a
@@ -61,10 +74,7 @@ func (c *reqCounter) take() (streams, watches, pages int) {
 func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	e := newEnv(t)
 	e.createAll("a", "b", "c", "d", "e")
-	rc := &reqCounter{}
-	cfg := e.wrapped(rc.wrap)
-	e.start(cfg, testOptions(t)) // PageSize 2: batches of two
-	st := e.waitStatus("initial list", watching(1))
+	rc, _, st := e.startCounting() // PageSize 2: batches of two
 	if st.ListMode != reconcile.ListModeStreaming {
 		t.Errorf("Status.ListMode = %q (%s); want streaming", st.ListMode, st.ListModeReason)
 	}
@@ -123,10 +133,7 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 func TestLoop_StreamingList_WatchCache(t *testing.T) {
 	e := watchCacheEnv(t)
 	e.createAll("a", "b", "c")
-	rc := &reqCounter{}
-	cfg := e.wrapped(rc.wrap)
-	e.start(cfg, testOptions(t))
-	st := e.waitStatus("initial list", watching(1))
+	rc, _, st := e.startCounting()
 	if st.ListMode != reconcile.ListModeStreaming {
 		t.Errorf("Status.ListMode = %q (%s); want streaming", st.ListMode, st.ListModeReason)
 	}
@@ -160,10 +167,7 @@ func gateOffEnv(t *testing.T) *env {
 func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 	e := gateOffEnv(t)
 	e.createAll("a", "b", "c")
-	rc := &reqCounter{}
-	cfg := e.wrapped(rc.wrap)
-	e.start(cfg, testOptions(t))
-	st := e.waitStatus("initial list", watching(1))
+	rc, cfg, st := e.startCounting()
 	const refusal = "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
 	if st.ListMode != reconcile.ListModePaginated || !strings.Contains(st.ListModeReason, refusal) {
 		t.Errorf("Status.ListMode = %q, reason %q; want paginated, the server's %q", st.ListMode, st.ListModeReason, refusal)
