@@ -171,10 +171,7 @@ func newEnv(t *testing.T) *env {
 		ns = ns[:60]
 	}
 	ns = strings.TrimRight(ns, "-")
-	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	kube := c.CreateNamespaceT(t, ns)
 	p, err := controlplane.NewProxy(c.APIServerAddr())
 	if err != nil {
 		t.Fatal(err)

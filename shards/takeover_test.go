@@ -394,14 +394,10 @@ func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
 func startWork(t *testing.T, n int) (*controlplane.ControlPlane, *kubernetes.Clientset, coreclient.ConfigMapInterface) {
 	t.Helper()
 	cp := controlplane.StartT(t, controlplane.Options{})
-	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cs := cp.CreateNamespaceT(t, "work")
 	cms := cs.CoreV1().ConfigMaps("work")
 	for i := range n {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

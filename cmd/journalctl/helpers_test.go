@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
 
 // watchFiles returns a new short temporary directory, a kubeconfig for srv
@@ -83,18 +81,6 @@ func fakeAPIServerStarting(t *testing.T, n int) *httptest.Server {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 		return true
 	}, listA)
-}
-
-// startWithNamespace starts a control plane with opts and creates
-// namespace ns in it; it returns the control plane and an admin client.
-func startWithNamespace(t *testing.T, opts controlplane.Options, ns string) (*controlplane.ControlPlane, *kubernetes.Clientset) {
-	t.Helper()
-	cp := controlplane.StartT(t, opts)
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return cp, kube
 }
 
 // createConfigMaps creates an empty ConfigMap of each name in namespace ns.

@@ -25,7 +25,8 @@ import (
 // fails (the file is locked).
 func TestInspect_EmbeddedLoop(t *testing.T) {
 	ns := "embedded"
-	cp, kube := startWithNamespace(t, controlplane.Options{}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	createConfigMaps(t, kube, ns, "cm0", "cm1", "cm2")
 	ctx := context.Background()
 	path := filepath.Join(tempDir(t), "operator.db")

@@ -51,7 +51,8 @@ func TestWatch_MetricsAddr(t *testing.T) {
 // metrics").
 func TestWatch_MetricsAddr_SeveralResources(t *testing.T) {
 	const ns = "wj-metrics"
-	cp, kube := startWithNamespace(t, controlplane.Options{}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	createConfigMaps(t, kube, ns, "cm1")
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

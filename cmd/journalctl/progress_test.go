@@ -28,7 +28,8 @@ import (
 func TestWatch_ListProgress_LogLines(t *testing.T) {
 	// Pages: streaming lists off, as a server with the WatchList gate off.
 	ns := "progress"
-	cp, kube := startWithNamespace(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
+	kube := cp.CreateNamespaceT(t, ns)
 	for i := range 30 {
 		createConfigMaps(t, kube, ns, fmt.Sprintf("cm%02d", i))
 	}

@@ -24,7 +24,8 @@ import (
 // the key and the flag. --secret-payloads without a key is refused.
 func TestWatch_SecretsSealed(t *testing.T) {
 	const ns = "wj-sealed"
-	cp, kube := startWithNamespace(t, controlplane.Options{}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "secrets.db")

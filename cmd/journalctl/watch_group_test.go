@@ -22,7 +22,8 @@ import (
 // the watch runs and after it stopped.
 func TestWatch_SeveralResources_Dir(t *testing.T) {
 	const ns = "wj-group"
-	cp, kube := startWithNamespace(t, controlplane.Options{}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	ctx := context.Background()
 	dir := t.TempDir()
 	runCtx, cancel := context.WithCancel(ctx)

@@ -77,7 +77,8 @@ func (l *listRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 // (requests-10)/5 seconds for it; unthrottled it takes a fraction of that.
 func TestWatch_ListAtPageSize5IsNotThrottledOnTheClient(t *testing.T) {
 	const n, ns = 150, "rate"
-	cp, admin := startWithNamespace(t, controlplane.Options{}, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	admin := cp.CreateNamespaceT(t, ns)
 	for i := range n {
 		createConfigMaps(t, admin, ns, fmt.Sprintf("cm%03d", i))
 	}

@@ -134,18 +134,6 @@ var bin string
 
 func TestMain(m *testing.M) { os.Exit(mainbin.RunBuilt(m, "cacheoperator", &bin)) }
 
-// startWithNamespace starts a control plane and creates namespace ns in
-// it; it returns the control plane and an admin client.
-func startWithNamespace(t *testing.T, ns string) (*controlplane.ControlPlane, *kubernetes.Clientset) {
-	t.Helper()
-	cp := controlplane.StartT(t, controlplane.Options{})
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return cp, kube
-}
-
 // createConfigMap creates ConfigMap ns/name with labels and data.
 func createConfigMap(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string, labels, data map[string]string) {
 	t.Helper()
@@ -311,7 +299,8 @@ func (o *operator) waitReady(t *testing.T) {
 // labeled by resource, the sources' consumers included.
 func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 	ns := "cop"
-	cp, kube := startWithNamespace(t, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for name, labels := range map[string]map[string]string{"a": {label: "true"}, "b": nil} {
@@ -386,7 +375,8 @@ func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 // watches resume with 410 Gone and the journals relist.
 func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	ns := "rex"
-	cp, kube := startWithNamespace(t, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const labeled = 10
@@ -483,7 +473,8 @@ func (c *child) term() { _ = c.cmd.Process.Signal(syscall.SIGTERM); <-c.exited }
 // the Lease and reconciles.
 func TestCacheOperator_LeaderElection(t *testing.T) {
 	ns := "le"
-	cp, kube := startWithNamespace(t, ns)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	create := func(name string) {

@@ -236,12 +236,9 @@ func TestShardOperator_KillAddRemove(t *testing.T) {
 func killAddRemove(t *testing.T, opts controlplane.Options) {
 	const owners = 3000
 	cp := controlplane.StartT(t, opts)
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ctx := context.Background()
 	ns := "shards"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	kube := cp.CreateNamespaceT(t, ns)
 	g := &group{t: t, kube: kube, ns: ns}
 	start := func(name string) *replica { return startReplica(t, cp.KubeconfigPath(), ns, name) }
 	r0, r1, r2 := start("r0"), start("r1"), start("r2")
