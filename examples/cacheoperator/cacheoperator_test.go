@@ -134,6 +134,18 @@ var bin string
 
 func TestMain(m *testing.M) { os.Exit(mainbin.RunBuilt(m, "cacheoperator", &bin)) }
 
+// startInNamespace starts a control plane and creates namespace ns in it;
+// it returns the control plane, an admin client and a context that ends
+// after timeout or with the test.
+func startInNamespace(t *testing.T, ns string, timeout time.Duration) (*controlplane.ControlPlane, *kubernetes.Clientset, context.Context) {
+	t.Helper()
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return cp, kube, ctx
+}
+
 // createConfigMap creates ConfigMap ns/name with labels and data.
 func createConfigMap(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string, labels, data map[string]string) {
 	t.Helper()
@@ -299,10 +311,7 @@ func (o *operator) waitReady(t *testing.T) {
 // labeled by resource, the sources' consumers included.
 func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 	ns := "cop"
-	cp := controlplane.StartT(t, controlplane.Options{})
-	kube := cp.CreateNamespaceT(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	cp, kube, ctx := startInNamespace(t, ns, 3*time.Minute)
 	for name, labels := range map[string]map[string]string{"a": {label: "true"}, "b": nil} {
 		createConfigMap(t, ctx, kube, ns, name, labels, map[string]string{"serviceAccount": "sa1"})
 	}
@@ -375,10 +384,7 @@ func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 // watches resume with 410 Gone and the journals relist.
 func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	ns := "rex"
-	cp := controlplane.StartT(t, controlplane.Options{})
-	kube := cp.CreateNamespaceT(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	cp, kube, ctx := startInNamespace(t, ns, 4*time.Minute)
 	const labeled = 10
 	for i := range labeled {
 		createConfigMap(t, ctx, kube, ns, fmt.Sprintf("cm-%d", i), map[string]string{label: "true"}, map[string]string{"serviceAccount": fmt.Sprintf("sa-%d", i)})
@@ -473,10 +479,7 @@ func (c *child) term() { _ = c.cmd.Process.Signal(syscall.SIGTERM); <-c.exited }
 // the Lease and reconciles.
 func TestCacheOperator_LeaderElection(t *testing.T) {
 	ns := "le"
-	cp := controlplane.StartT(t, controlplane.Options{})
-	kube := cp.CreateNamespaceT(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	cp, kube, ctx := startInNamespace(t, ns, 3*time.Minute)
 	create := func(name string) {
 		t.Helper()
 		createConfigMap(t, ctx, kube, ns, name, map[string]string{label: "true"}, nil)
