@@ -1,8 +1,9 @@
 package main
 
 // Helpers the command's tests share: a watch run in the background against
-// the fake apiserver, a real control plane with a namespace to fill, and
-// waits on a run's output. Each fails the test with the last state it saw.
+// the fake apiserver, a trimmed test journal, ConfigMaps to fill a real
+// apiserver's namespace, and waits on a run's output or metrics. Each
+// fails the test with the last state it saw.
 
 import (
 	"context"
