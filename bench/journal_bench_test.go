@@ -108,14 +108,25 @@ func openJournal(b *testing.B, opts journal.Options) *journal.Journal {
 	return j
 }
 
+// inBatches calls write with each range [lo, hi) of 0 to n, 1,000 long,
+// in order, and fails b on its error.
+func inBatches(b *testing.B, n int, write func(lo, hi int) error) {
+	b.Helper()
+	for lo := 0; lo < n; lo += 1000 {
+		if err := write(lo, min(lo+1000, n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // fillIndex appends ADDED for the first n objects in key order, in
 // transactions of 1,000 events, with the object when withObject is set.
 func fillIndex(b *testing.B, j *journal.Journal, n int, withObject bool) {
 	b.Helper()
 	fixture()
-	for lo := 0; lo < n; lo += 1000 {
-		err := j.Writer().Update(func(tx *journal.Tx) error {
-			for i := lo; i < min(lo+1000, n); i++ {
+	inBatches(b, n, func(lo, hi int) error {
+		return j.Writer().Update(func(tx *journal.Tx) error {
+			for i := lo; i < hi; i++ {
 				e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 				if withObject {
 					e.Object = object(i, e.ResourceVersion)
@@ -126,10 +137,7 @@ func fillIndex(b *testing.B, j *journal.Journal, n int, withObject bool) {
 			}
 			return tx.SetResourceVersion(rv(n))
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	})
 }
 
 // listed returns the items a list of the first n objects would give: the
@@ -576,9 +584,9 @@ func BenchmarkIndexSize(b *testing.B) {
 		b.Run("journal/"+name, func(b *testing.B) {
 			for b.Loop() {
 				j := openJournal(b, journal.Options{NoSync: true})
-				for lo := 0; lo < indexN; lo += 1000 {
-					err := j.Writer().Update(func(tx *journal.Tx) error {
-						for _, i := range perm[lo:min(lo+1000, indexN)] {
+				inBatches(b, indexN, func(lo, hi int) error {
+					return j.Writer().Update(func(tx *journal.Tx) error {
+						for _, i := range perm[lo:hi] {
 							e := journal.Event{Type: journal.Added, Key: keys[i], UID: uids[i], ResourceVersion: rv(i), Origin: journal.OriginRelist}
 							if _, err := tx.Append(&e); err != nil {
 								return err
@@ -586,10 +594,7 @@ func BenchmarkIndexSize(b *testing.B) {
 						}
 						return nil
 					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				})
 				st, err := j.Stats()
 				if err != nil {
 					b.Fatal(err)
@@ -616,19 +621,16 @@ func BenchmarkIndexSize(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for lo := 0; lo < indexN; lo += 1000 {
-					err := s.Update(func(tx storage.Tx) error {
-						for _, i := range perm[lo:min(lo+1000, indexN)] {
+				inBatches(b, indexN, func(lo, hi int) error {
+					return s.Update(func(tx storage.Tx) error {
+						for _, i := range perm[lo:hi] {
 							if err := tx.IndexPut([]byte(keys[i]), indexValue(uids[i], rv(i))); err != nil {
 								return err
 							}
 						}
 						return nil
 					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				})
 				b.ReportMetric(float64(s.Size())/indexN, "file-B/obj")
 				// The bucket's stats come from the file, reopened
 				// read-only: the store hands out no bbolt type.
@@ -651,24 +653,21 @@ func BenchmarkIndexSize(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					for lo := 0; lo < indexN; lo += 1000 {
-						err := db.Update(func(tx *bbolt.Tx) error {
+					inBatches(b, indexN, func(lo, hi int) error {
+						return db.Update(func(tx *bbolt.Tx) error {
 							bk, err := tx.CreateBucketIfNotExists([]byte("index"))
 							if err != nil {
 								return err
 							}
 							bk.FillPercent = fill
-							for _, i := range perm[lo:min(lo+1000, indexN)] {
+							for _, i := range perm[lo:hi] {
 								if err := bk.Put([]byte(keys[i]), indexValue(uids[i], rv(i))); err != nil {
 									return err
 								}
 							}
 							return nil
 						})
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
+					})
 					var size int64
 					_ = db.View(func(tx *bbolt.Tx) error { size = tx.Size(); return nil })
 					b.ReportMetric(float64(size)/indexN, "file-B/obj")
@@ -846,9 +845,9 @@ func BenchmarkJournalHeap(b *testing.B) {
 						b.Fatal(err)
 					}
 					if mode == "append" {
-						for lo := 0; lo < n; lo += 1000 {
-							err := j.Writer().Update(func(tx *journal.Tx) error {
-								for _, it := range items[lo:min(lo+1000, n)] {
+						inBatches(b, n, func(lo, hi int) error {
+							return j.Writer().Update(func(tx *journal.Tx) error {
+								for _, it := range items[lo:hi] {
 									e := journal.Event{Type: journal.Added, Key: it.Key, UID: it.UID, ResourceVersion: it.ResourceVersion,
 										Object: value, Origin: journal.OriginWatch}
 									if _, err := tx.Append(&e); err != nil {
@@ -857,10 +856,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 								}
 								return nil
 							})
-							if err != nil {
-								b.Fatal(err)
-							}
-						}
+						})
 					} else {
 						rel, err := j.Writer().BeginRelist()
 						if err != nil {
@@ -897,33 +893,30 @@ func BenchmarkJournalHeap(b *testing.B) {
 					b.Fatal(err)
 				}
 				key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i+1)) }
-				for lo := 0; lo < n; lo += 1000 {
-					err := db.Update(func(tx *bbolt.Tx) error {
+				inBatches(b, n, func(lo, hi int) error {
+					return db.Update(func(tx *bbolt.Tx) error {
 						st, err := tx.CreateBucketIfNotExists([]byte("stage"))
 						if err != nil {
 							return err
 						}
 						st.FillPercent = 1.0
-						for i := lo; i < min(lo+1000, n); i++ {
+						for i := lo; i < hi; i++ {
 							if err := st.Put(key(i), value); err != nil {
 								return err
 							}
 						}
 						return nil
 					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				for lo := 0; lo < n; lo += 1000 {
-					err := db.Update(func(tx *bbolt.Tx) error {
+				})
+				inBatches(b, n, func(lo, hi int) error {
+					return db.Update(func(tx *bbolt.Tx) error {
 						jb, err := tx.CreateBucketIfNotExists([]byte("journal"))
 						if err != nil {
 							return err
 						}
 						jb.FillPercent = 1.0
 						st := tx.Bucket([]byte("stage"))
-						for i := lo; i < min(lo+1000, n); i++ {
+						for i := lo; i < hi; i++ {
 							if err := jb.Put(key(i), st.Get(key(i))); err != nil {
 								return err
 							}
@@ -933,10 +926,7 @@ func BenchmarkJournalHeap(b *testing.B) {
 						}
 						return nil
 					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				})
 				grown := liveHeap() - base
 				_ = db.Close()
 				report(b, n, grown, 0)

@@ -129,15 +129,39 @@ func openJournalRes(b *testing.B, res journal.Resource) *journal.Journal {
 	return j
 }
 
-func BenchmarkReaderGet(b *testing.B) {
+// namedJournal is a fixture journal and the name its benchmarks carry.
+type namedJournal struct {
+	name string
+	j    *journal.Journal
+}
+
+// readerFixtures returns the fixture journal with JSON objects and the one
+// with protobuf objects, named for their benchmarks, and the informer
+// indexer of the same objects.
+func readerFixtures(b *testing.B) ([]namedJournal, toolscache.Indexer) {
+	b.Helper()
 	j, idx := listerFixture(b, false)
 	jpb, _ := listerFixture(b, true)
+	return []namedJournal{{"journal", j}, {"journal-protobuf", jpb}}, idx
+}
+
+// decodeEach decodes obj into a new ConfigMap with decode once per
+// iteration of b.
+func decodeEach(b *testing.B, obj []byte, decode func([]byte, *corev1.ConfigMap) error) {
+	b.Helper()
+	for b.Loop() {
+		var cm corev1.ConfigMap
+		if err := decode(obj, &cm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReaderGet(b *testing.B) {
+	journals, idx := readerFixtures(b)
 	ctx := context.Background()
 	name := func(n int) string { return fmt.Sprintf("cm-%06d", n%listerN) }
-	for _, f := range []struct {
-		name string
-		j    *journal.Journal
-	}{{"journal", j}, {"journal-protobuf", jpb}} {
+	for _, f := range journals {
 		b.Run(f.name+"/typed", func(b *testing.B) {
 			r := cache.NewReader(f.j, scheme.Scheme)
 			n := 0
@@ -168,31 +192,20 @@ func BenchmarkReaderGet(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		obj := protoEnvelope(b, o.(*corev1.ConfigMap))
-		for b.Loop() {
-			var cm corev1.ConfigMap
-			if err := cache.DecodeInto(obj, &cm); err != nil {
-				b.Fatal(err)
-			}
-		}
+		decodeEach(b, protoEnvelope(b, o.(*corev1.ConfigMap)), func(obj []byte, cm *corev1.ConfigMap) error {
+			return cache.DecodeInto(obj, cm)
+		})
 	})
 	b.Run("decode-only/sigs.k8s.io-json", func(b *testing.B) {
-		obj := listerObject(0, "bench")
-		for b.Loop() {
-			var cm corev1.ConfigMap
-			if err := sjson.UnmarshalCaseSensitivePreserveInts(obj, &cm); err != nil {
-				b.Fatal(err)
-			}
-		}
+		decodeEach(b, listerObject(0, "bench"), func(obj []byte, cm *corev1.ConfigMap) error {
+			return sjson.UnmarshalCaseSensitivePreserveInts(obj, cm)
+		})
 	})
 	b.Run("decode-only", func(b *testing.B) {
-		obj := listerObject(0, "bench")
-		for b.Loop() {
-			var cm corev1.ConfigMap
-			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(obj, nil, &cm); err != nil {
-				b.Fatal(err)
-			}
-		}
+		decodeEach(b, listerObject(0, "bench"), func(obj []byte, cm *corev1.ConfigMap) error {
+			_, _, err := scheme.Codecs.UniversalDeserializer().Decode(obj, nil, cm)
+			return err
+		})
 	})
 	b.Run("informer/get+deepcopy", func(b *testing.B) {
 		l := listersv1.NewConfigMapLister(idx)
@@ -209,13 +222,9 @@ func BenchmarkReaderGet(b *testing.B) {
 }
 
 func BenchmarkReaderList(b *testing.B) {
-	j, idx := listerFixture(b, false)
-	jpb, _ := listerFixture(b, true)
+	journals, idx := readerFixtures(b)
 	ctx := context.Background()
-	for _, f := range []struct {
-		name string
-		j    *journal.Journal
-	}{{"journal", j}, {"journal-protobuf", jpb}} {
+	for _, f := range journals {
 		b.Run(f.name+"/typed", func(b *testing.B) {
 			r := cache.NewReader(f.j, scheme.Scheme)
 			for b.Loop() {

@@ -128,21 +128,29 @@ func TestStream_Next(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStreamSize(io.NopCloser(tc.body), func() {}, tc.max, 16)
-			n := 0
-			for {
-				ev, err := s.next()
-				if err != nil {
-					if n != tc.frames || !errors.Is(err, tc.err) {
-						t.Fatalf("next = %v after %d frames; want %v after %d", err, n, tc.err, tc.frames)
-					}
-					return
-				}
+			readFrames(t, s, tc.frames, tc.err, func(n int, ev watchEvent) {
 				if ev.Type != "ADDED" || string(ev.Object) != `{"metadata":{"name":"a"}}` {
 					t.Fatalf("frame %d = %q %s", n, ev.Type, ev.Object)
 				}
-				n++
-			}
+			})
 		})
+	}
+}
+
+// readFrames reads s until it fails, passing each frame to check with its
+// index, and fails the test unless the error matches wantErr after
+// wantFrames frames.
+func readFrames(t *testing.T, s *stream, wantFrames int, wantErr error, check func(n int, ev watchEvent)) {
+	t.Helper()
+	for n := 0; ; n++ {
+		ev, err := s.next()
+		if err != nil {
+			if n != wantFrames || !errors.Is(err, wantErr) {
+				t.Fatalf("next = %v after %d frames; want %v after %d", err, n, wantErr, wantFrames)
+			}
+			return
+		}
+		check(n, ev)
 	}
 }
 

@@ -7,6 +7,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,11 +45,10 @@ func TestMain(m *testing.M) {
 	if cp != nil {
 		cp.Stop()
 	}
-	if wcCP != nil {
-		wcCP.Stop()
-	}
-	if gateOffCP != nil {
-		gateOffCP.Stop()
+	for _, p := range []*otherPlane{watchCachePlane, gateOffPlane} {
+		if p.cp != nil {
+			p.cp.Stop()
+		}
 	}
 	for _, d := range cpDirs { // a control plane's etcd data is hundreds of MiB; one a run leaked before
 		_ = os.RemoveAll(d)
@@ -104,6 +104,37 @@ func controlPlane(t *testing.T) *controlplane.ControlPlane {
 	return cp
 }
 
+// otherPlane is a control plane besides the package's, with other
+// options, started on first use and shared by the tests that ask for it;
+// TestMain stops it.
+type otherPlane struct {
+	prefix string // of its directory's name
+	opts   controlplane.Options
+	once   sync.Once
+	cp     *controlplane.ControlPlane
+	err    error
+}
+
+// env is newEnv on p's control plane; it skips or fails as the package's
+// control plane does when the binaries are missing.
+func (p *otherPlane) env(t *testing.T) *env {
+	t.Helper()
+	controlPlane(t)
+	p.once.Do(func() {
+		dir := cpTempDir(p.prefix)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		p.cp, p.err = controlplane.Start(ctx, filepath.Join(dir, "cp"), p.opts)
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	saved := cp
+	cp = p.cp
+	defer func() { cp = saved }()
+	return newEnv(t)
+}
+
 // env is one test's namespace, proxy, journal and loop.
 type env struct {
 	t     *testing.T
@@ -140,10 +171,7 @@ func newEnv(t *testing.T) *env {
 		ns = ns[:60]
 	}
 	ns = strings.TrimRight(ns, "-")
-	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	kube := c.CreateNamespaceT(t, ns)
 	p, err := controlplane.NewProxy(c.APIServerAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +216,22 @@ func (e *env) start(cfg *rest.Config, opts reconcile.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.j, e.loop, e.cancel, e.done = j, l, cancel, make(chan error, 1)
 	go func() { e.done <- l.Run(ctx) }()
+}
+
+// wrapped returns the config through e's proxy with wrap in its transport.
+func (e *env) wrapped(wrap func(http.RoundTripper) http.RoundTripper) *rest.Config {
+	cfg := e.cp.ProxiedRESTConfig(e.proxy)
+	cfg.Wrap(wrap)
+	return cfg
+}
+
+// startListed starts the loop as start does, waits until it watches after
+// its initial list, and returns the journal's head offset.
+func (e *env) startListed(cfg *rest.Config, opts reconcile.Options) uint64 {
+	e.t.Helper()
+	e.start(cfg, opts)
+	e.waitStatus("initial list", watching(1))
+	return e.head()
 }
 
 // stop ends the loop cleanly and closes the journal.
@@ -247,6 +291,14 @@ func (e *env) eventsFrom(from uint64) ([]string, []journal.Event) {
 	return s, evs
 }
 
+// expectEvents fails the test, naming what, unless the events from offset
+// from are want, each "TYPE name origin" as eventsFrom gives them.
+func (e *env) expectEvents(what string, from uint64, want []string) {
+	e.t.Helper()
+	got, _ := e.eventsFrom(from)
+	equal(e.t, what, got, want)
+}
+
 func (e *env) create(name string) *corev1.ConfigMap {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(e.ns).Create(context.Background(),
@@ -255,6 +307,14 @@ func (e *env) create(name string) *corev1.ConfigMap {
 		e.t.Fatalf("create %s: %v", name, err)
 	}
 	return cm
+}
+
+// createAll creates a ConfigMap of each name, as create does.
+func (e *env) createAll(names ...string) {
+	e.t.Helper()
+	for _, n := range names {
+		e.create(n)
+	}
 }
 
 func (e *env) update(name string) *corev1.ConfigMap {

@@ -27,9 +27,7 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 	e.create("a")
 	opts := testOptions(t)
 	opts.IdleTimeout = time.Second
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 
 	e.proxy.Stall()
 	stalled := time.Now()
@@ -43,8 +41,7 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 	// Give a duplicate the chance to show: wait for one more watch to open.
 	w := e.loop.Status().Watches
 	e.waitStatus("another watch", func(s reconcile.Status) bool { return s.Watches > w })
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the stall", got, []string{"MODIFIED a watch"})
+	e.expectEvents("events after the stall", h+1, []string{"MODIFIED a watch"})
 	e.checkIndex(e.j)
 }
 
@@ -53,12 +50,8 @@ func TestLoop_StalledConnection_ReplacedWithinBound(t *testing.T) {
 // then one real change adds exactly one.
 func TestLoop_NothingChanged_NoEvents(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	e.createAll("a", "b", "c")
+	h := e.startListed(nil, testOptions(t))
 
 	for i, compact := range []bool{false, true, true} {
 		w := e.loop.Status().Watches
@@ -89,8 +82,7 @@ func TestLoop_NothingChanged_NoEvents(t *testing.T) {
 	}
 	e.update("b")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "after one update", got, []string{"MODIFIED b watch"})
+	e.expectEvents("after one update", h+1, []string{"MODIFIED b watch"})
 	e.checkIndex(e.j)
 }
 
@@ -116,9 +108,7 @@ func TestLoop_Forbidden_KeepsStateAndRecovers(t *testing.T) {
 	e.create("b")
 	cfg := e.cp.TokenConfig(readerToken)
 	cfg.Host = "https://" + e.proxy.Addr()
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, testOptions(t))
 
 	if err := rbac.RoleBindings(e.ns).Delete(ctx, "reader", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -148,8 +138,7 @@ func TestLoop_Forbidden_KeepsStateAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitStatus("relist after RBAC is restored", func(s reconcile.Status) bool { return s.Lists >= 2 && s.Phase == reconcile.PhaseWatching })
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after RBAC is restored", got, []string{"DELETED a relist", "ADDED other relist"})
+	e.expectEvents("events after RBAC is restored", h+1, []string{"DELETED a relist", "ADDED other relist"})
 	e.checkIndex(e.j)
 }
 
@@ -159,12 +148,8 @@ func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
 	for _, compact := range []bool{false, true} {
 		t.Run(map[bool]string{false: "resume", true: "compacted"}[compact], func(t *testing.T) {
 			e := newEnv(t)
-			for _, n := range []string{"a", "b", "c"} {
-				e.create(n)
-			}
-			e.start(nil, testOptions(t))
-			e.waitStatus("initial list", watching(1))
-			h := e.head()
+			e.createAll("a", "b", "c")
+			h := e.startListed(nil, testOptions(t))
 			e.proxy.Cut()
 			e.update("a")
 			e.delete("b")
@@ -182,8 +167,7 @@ func TestLoop_APIServerRestart_ExactGap(t *testing.T) {
 			w := e.loop.Status().Watches
 			e.update("c")
 			e.waitHead(h + 4)
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events", got, append(want, "MODIFIED c watch"))
+			e.expectEvents("events", h+1, append(want, "MODIFIED c watch"))
 			if st := e.loop.Status(); st.Watches < w {
 				t.Errorf("watches went back: %d < %d", st.Watches, w)
 			}
@@ -201,9 +185,7 @@ func TestLoop_NamespaceEmptiedByTestFinalizedAndRecreated(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	e.create("b")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	ctx := context.Background()
 	oldA, _, _ := e.j.Lookup(e.ns + "/a")
 

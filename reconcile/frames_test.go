@@ -52,11 +52,8 @@ func TestLoop_OversizedWatchFrame_TypedErrorNothingJournaled(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	h := &hugeFrame{ns: e.ns}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(h.wrap)
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	head := e.head()
+	cfg := e.wrapped(h.wrap)
+	head := e.startListed(cfg, testOptions(t))
 
 	h.armed.Store(true)
 	e.proxy.Cut() // the open watch ends; the next one gets the huge frame
@@ -76,7 +73,6 @@ func TestLoop_OversizedWatchFrame_TypedErrorNothingJournaled(t *testing.T) {
 	e.waitStatus("watching, error cleared", func(s reconcile.Status) bool {
 		return s.Phase == reconcile.PhaseWatching && s.LastError == nil
 	})
-	got, _ := e.eventsFrom(head + 1)
-	equal(t, "events after the oversized frame", got, []string{"ADDED b watch"})
+	e.expectEvents("events after the oversized frame", head+1, []string{"ADDED b watch"})
 	e.checkIndex(e.j)
 }

@@ -25,9 +25,7 @@ func TestLoop_FullDisk_RetriesWithoutLoss(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
 	e.path = filepath.Join(dir, "journal.db")
 	e.create("a")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 
 	// Fill the filesystem.
 	filler := filepath.Join(dir, "filler")

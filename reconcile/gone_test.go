@@ -23,13 +23,10 @@ func watching(lists int) func(reconcile.Status) bool {
 // resourceVersion with no gap.
 func TestLoop_GoneDuringWatch_RelistEmitsExactlyTheGap(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	h := e.head()
 
 	e.proxy.Cut()
@@ -66,9 +63,7 @@ func TestLoop_GoneDuringWatch_RelistEmitsExactlyTheGap(t *testing.T) {
 // DELETED (old UID) then ADDED (new UID), never MODIFIED; live, too.
 func TestLoop_SameNameNewUID_DeletedThenAdded(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	e.start(nil, testOptions(t))
 	e.waitStatus("initial list", watching(1))
 	old, _, _ := e.j.Lookup(e.ns + "/b")
@@ -92,8 +87,7 @@ func TestLoop_SameNameNewUID_DeletedThenAdded(t *testing.T) {
 	e.delete("c")
 	e.create("c")
 	e.waitHead(h + 4)
-	got, _ = e.eventsFrom(h + 3)
-	equal(t, "live events", got, []string{"DELETED c watch", "ADDED c watch"})
+	e.expectEvents("live events", h+3, []string{"DELETED c watch", "ADDED c watch"})
 	e.checkIndex(e.j)
 }
 
@@ -149,8 +143,7 @@ func TestLoop_GoneInBothShapes(t *testing.T) {
 			e := newEnv(t)
 			e.create("a")
 			g := &goneInjector{shape: shape}
-			cfg := e.cp.ProxiedRESTConfig(e.proxy)
-			cfg.Wrap(g.wrap)
+			cfg := e.wrapped(g.wrap)
 			e.start(cfg, testOptions(t))
 			st := e.waitStatus("initial list", watching(1))
 			h := e.head()
@@ -166,8 +159,7 @@ func TestLoop_GoneInBothShapes(t *testing.T) {
 			if st.Gone != 1 {
 				t.Errorf("Status.Gone = %d; want 1", st.Gone)
 			}
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the 410", got, []string{"ADDED e relist"})
+			e.expectEvents("events after the 410", h+1, []string{"ADDED e relist"})
 			if n := g.staleReqs.Load(); n != 1 {
 				t.Errorf("watch requests with the stale resourceVersion = %d; want 1", n)
 			}
@@ -186,15 +178,12 @@ var _ = rest.CopyConfig
 func TestLoop_CompactedAtTheNextRevision_Relists(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	e.proxy.Cut()
 	e.update("a")
 	e.compact()
 	e.proxy.Heal()
 	e.waitStatus("relist", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"MODIFIED a relist"})
+	e.expectEvents("events", h+1, []string{"MODIFIED a relist"})
 	e.checkIndex(e.j)
 }

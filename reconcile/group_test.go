@@ -65,8 +65,7 @@ func TestGroup_TwoResources(t *testing.T) {
 		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: e.ns, MetadataOnly: true},
 	}
 	f := &groupFaults{listDown: "secrets"}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
+	cfg := e.wrapped(f.wrap)
 	g, err := reconcile.OpenGroup(cfg, dir, resources, reconcile.GroupOptions{Loop: pagedOptions(t), Journal: journal.Options{NoSync: true}})
 	if err != nil {
 		t.Fatalf("OpenGroup: %v", err)

@@ -47,16 +47,13 @@ func TestLoop_LogsThroughLogr(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	f := &failPages{all: true, code: http.StatusServiceUnavailable, on: true}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
+	cfg := e.wrapped(f.wrap)
 	logs := &logLines{}
 	opts := pagedOptions(t)
 	opts.Logger = funcr.NewJSON(logs.add, funcr.Options{Verbosity: 1})
 	e.start(cfg, opts)
 	e.waitStatus("three failed lists", func(s reconcile.Status) bool { return s.Backoffs >= 3 })
-	f.mu.Lock()
-	f.on = false
-	f.mu.Unlock()
+	f.set(false)
 	e.waitStatus("initial list", watching(1))
 
 	backoffs := logs.with("backing off")

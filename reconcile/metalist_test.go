@@ -48,12 +48,9 @@ func (c *listCounter) take() (meta, full int) {
 // full.
 func TestLoop_Relist_MetadataPagesAndFullPagesOnlyForChanges(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c", "d", "e", "f")
 	lc := &listCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(lc.wrap)
+	cfg := e.wrapped(lc.wrap)
 	opts := testOptions(t)
 	opts.ListMode = reconcile.ListModePaginated
 	e.start(cfg, opts) // PageSize 2: three pages

@@ -16,9 +16,7 @@ import (
 // result is the same.
 func TestLoop_UnorderedPages_FallBackToLookups(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c", "d", "e")
 	cfg := e.cp.ProxiedRESTConfig(e.proxy)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -58,8 +56,7 @@ func TestLoop_UnorderedPages_FallBackToLookups(t *testing.T) {
 	e.compact()
 	e.proxy.Heal()
 	e.waitStatus("relist after 410", watching(2))
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "gap events (page order)", got, []string{"MODIFIED a relist", "ADDED f relist", "DELETED c relist"})
+	e.expectEvents("gap events (page order)", h+1, []string{"MODIFIED a relist", "ADDED f relist", "DELETED c relist"})
 	e.checkIndex(e.j)
 }
 
@@ -70,17 +67,14 @@ func TestLoop_WatchEndedByServer_Resumes(t *testing.T) {
 	e.create("a")
 	opts := testOptions(t)
 	opts.WatchTimeout = time.Second // the server ends each watch after 1-2 s
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 	for i := uint64(1); i <= 3; i++ {
 		w := e.loop.Status().Watches
 		e.waitStatus("the server ends the watch and the loop resumes", func(s reconcile.Status) bool { return s.Watches > w })
 		e.update("a")
 		e.waitHead(h + i)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events across server-ended watches", got, []string{"MODIFIED a watch", "MODIFIED a watch", "MODIFIED a watch"})
+	e.expectEvents("events across server-ended watches", h+1, []string{"MODIFIED a watch", "MODIFIED a watch", "MODIFIED a watch"})
 	if st := e.loop.Status(); st.Lists != 1 || st.Gone != 0 {
 		t.Errorf("Status = %+v; want no relist and no 410", st)
 	}

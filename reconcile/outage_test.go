@@ -14,17 +14,13 @@ import (
 // exactly the changes, once each.
 func TestLoop_EtcdAndAPIServerOutage(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	opts := testOptions(t)
 	// With etcd gone the apiserver keeps watches open and silent: the idle
 	// bound replaces them, and the new requests fail.
 	opts.IdleTimeout = time.Second
 	opts.RequestTimeout = 5 * time.Second
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 	ctx := context.Background()
 
 	if err := e.cp.StopEtcd(); err != nil {

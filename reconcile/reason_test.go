@@ -73,9 +73,7 @@ func TestLoop_Reason_Watch(t *testing.T) {
 	for _, c := range envs {
 		t.Run(c.name, func(t *testing.T) {
 			e := selectorEnv(c.env(t))
-			e.start(nil, testOptions(t))
-			e.waitStatus("initial list", watching(1))
-			h := e.head()
+			h := e.startListed(nil, testOptions(t))
 			e.relabel("a", "out")
 			e.delete("b")
 			e.waitHead(h + 2)
@@ -96,9 +94,7 @@ var envs = []struct {
 // deleted and created again with the label: a new UID, gone then ADDED.
 func TestLoop_Reason_RestartRelist(t *testing.T) {
 	e := selectorEnv(newEnv(t))
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	e.stop()
 	e.relabel("a", "out")
 	e.delete("b")
@@ -120,9 +116,7 @@ func TestLoop_Reason_ResumedWatchReplay(t *testing.T) {
 	for _, c := range envs {
 		t.Run(c.name, func(t *testing.T) {
 			e := selectorEnv(c.env(t))
-			e.start(nil, testOptions(t))
-			e.waitStatus("initial list", watching(1))
-			h := e.head()
+			h := e.startListed(nil, testOptions(t))
 			e.stop()
 			e.relabel("a", "out")
 			e.relabel("a", "in")
@@ -178,26 +172,28 @@ func (f *failLookups) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// counts returns the lookups so far, and how many of them asked for the
+// current state.
+func (f *failLookups) counts() (lookups, current int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lookups, f.current
+}
+
 // When the event's resourceVersion is compacted by the time of the lookup
 // (410), the current state answers: a, relabelled out, still exists with
 // its UID (left-selector); b does not (gone). Two lookups each.
 func TestLoop_Reason_LookupCompacted_CurrentState(t *testing.T) {
 	e := selectorEnv(newEnv(t))
 	f := &failLookups{expire: true}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(e.wrapped(f.wrap), testOptions(t))
 	e.relabel("a", "out")
 	e.waitHead(h + 1)
 	e.delete("b")
 	e.waitHead(h + 2)
 	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch left-selector", "DELETED b watch gone"})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.lookups != 4 || f.current != 2 {
-		t.Errorf("%d lookups, %d of the current state; want 4 and 2", f.lookups, f.current)
+	if lookups, current := f.counts(); lookups != 4 || current != 2 {
+		t.Errorf("%d lookups, %d of the current state; want 4 and 2", lookups, current)
 	}
 }
 
@@ -206,18 +202,12 @@ func TestLoop_Reason_LookupCompacted_CurrentState(t *testing.T) {
 func TestLoop_Reason_LookupFails_Unconfirmed(t *testing.T) {
 	e := selectorEnv(newEnv(t))
 	f := &failLookups{on: true}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(e.wrapped(f.wrap), testOptions(t))
 	e.relabel("a", "out")
 	e.waitHead(h + 1)
 	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch unconfirmed"})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.lookups != 3 {
-		t.Errorf("%d lookups; want 3 (confirmAttempts)", f.lookups)
+	if lookups, _ := f.counts(); lookups != 3 {
+		t.Errorf("%d lookups; want 3 (confirmAttempts)", lookups)
 	}
 }
 
@@ -226,18 +216,12 @@ func TestLoop_Reason_NoSelector_NoLookup(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	f := &failLookups{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
-	e.start(cfg, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(e.wrapped(f.wrap), testOptions(t))
 	e.delete("a")
 	e.waitHead(h + 1)
 	equal(t, "events", e.reasonsFrom(h+1), []string{"DELETED a watch gone"})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.lookups != 0 {
-		t.Errorf("%d lookups; want none", f.lookups)
+	if lookups, _ := f.counts(); lookups != 0 {
+		t.Errorf("%d lookups; want none", lookups)
 	}
 }
 
@@ -252,13 +236,10 @@ func TestLoop_Reason_RelistBudget(t *testing.T) {
 		e.createLabelled(fmt.Sprintf("o%02d", i), "in")
 	}
 	f := &failLookups{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
+	cfg := e.wrapped(f.wrap)
 	opts := testOptions(t)
 	opts.PageSize = 500
-	e.start(cfg, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, opts)
 	e.stop()
 	for i := 0; i < n; i++ {
 		e.relabel(fmt.Sprintf("o%02d", i), "out")
@@ -274,10 +255,8 @@ func TestLoop_Reason_RelistBudget(t *testing.T) {
 	if want := map[string]int{"DELETED left-selector": 64, "DELETED unconfirmed": n - 64}; fmt.Sprint(count) != fmt.Sprint(want) {
 		t.Errorf("events by type and reason %v; want %v", count, want)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.lookups != 64 {
-		t.Errorf("%d lookups; want 64", f.lookups)
+	if lookups, _ := f.counts(); lookups != 64 {
+		t.Errorf("%d lookups; want 64", lookups)
 	}
 }
 
@@ -296,9 +275,7 @@ func TestLoop_Reason_FieldSelector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	p, err := pods.Get(ctx, "p", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -69,12 +69,9 @@ func (m *rvMonitor) run(ctx context.Context, l *reconcile.Loop) {
 // server's list.
 func TestLoop_ResumeReplayedFromScratch(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"d", "a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("d", "a", "b", "c")
 	f := &fromScratch{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
+	cfg := e.wrapped(f.wrap)
 	opts := testOptions(t)
 	e.start(cfg, opts)
 	waitSync(t, e.loop)

@@ -114,29 +114,7 @@ func (e *env) startChildWith(o childOptions) *child {
 // waitFor waits for a status line containing every one of parts.
 func (c *child) waitFor(t *testing.T, parts ...string) {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	last := "(none)"
-	for {
-		select {
-		case line, ok := <-c.lines:
-			if !ok {
-				t.Fatalf("child exited while waiting for %q; its last status: %s", parts, last)
-			}
-			last = line
-			if strings.HasPrefix(line, "ERROR") {
-				t.Fatalf("child: %s", line)
-			}
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(line+" ", p+" ")
-			}
-			if all {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("timed out waiting for child status %q; its last status: %s", parts, last)
-		}
-	}
+	c.waitLine(t, fmt.Sprintf("%q", parts), func(line string) bool { return hasParts(line, parts) })
 }
 
 // waitForRV waits for a status line containing every one of parts whose
@@ -146,30 +124,46 @@ func (c *child) waitFor(t *testing.T, parts ...string) {
 // only for equality where they are not well formed.
 func (c *child) waitForRV(t *testing.T, rv string, parts ...string) {
 	t.Helper()
+	c.waitLine(t, fmt.Sprintf("%q and rv %s or later", parts, rv), func(line string) bool {
+		_, got, _ := strings.Cut(line, " rv=")
+		got, _, _ = strings.Cut(got, " ")
+		cmp, err := resourceversion.CompareResourceVersion(got, rv)
+		return hasParts(line, parts) && (got == rv || (err == nil && cmp >= 0))
+	})
+}
+
+// hasParts reports whether line holds each of parts as a whole word.
+func hasParts(line string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(line+" ", p+" ") {
+			return false
+		}
+	}
+	return true
+}
+
+// waitLine waits up to 60 s for a status line that match accepts; it
+// fails on an ERROR line, on the child's exit and on the timeout, with
+// what (the awaited status) and the last status seen.
+func (c *child) waitLine(t *testing.T, what string, match func(string) bool) {
+	t.Helper()
 	deadline := time.After(60 * time.Second)
 	last := "(none)"
 	for {
 		select {
 		case line, ok := <-c.lines:
 			if !ok {
-				t.Fatalf("child exited while waiting for %q and rv %s or later; its last status: %s", parts, rv, last)
+				t.Fatalf("child exited while waiting for %s; its last status: %s", what, last)
 			}
 			last = line
 			if strings.HasPrefix(line, "ERROR") {
 				t.Fatalf("child: %s", line)
 			}
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(line+" ", p+" ")
-			}
-			_, got, _ := strings.Cut(line, " rv=")
-			got, _, _ = strings.Cut(got, " ")
-			cmp, err := resourceversion.CompareResourceVersion(got, rv)
-			if all && (got == rv || (err == nil && cmp >= 0)) {
+			if match(line) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("timed out waiting for child status %q and rv %s or later; its last status: %s", parts, rv, last)
+			t.Fatalf("timed out waiting for child status %s; its last status: %s", what, last)
 		}
 	}
 }
@@ -215,9 +209,7 @@ func TestLoop_RestartAfterKill(t *testing.T) {
 	for _, compact := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compacted=%v", compact), func(t *testing.T) {
 			e := newEnv(t)
-			for _, n := range []string{"a", "b", "c"} {
-				e.create(n)
-			}
+			e.createAll("a", "b", "c")
 			c := e.startChild()
 			c.waitFor(t, "phase=Watching", "lists=1")
 			c.kill()

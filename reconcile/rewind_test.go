@@ -14,24 +14,29 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
+// ownPlaneEnv is newEnv on a control plane of the test's own, since a
+// restore rewinds every namespace; it skips or fails as the package's
+// control plane does when the binaries are missing.
+func ownPlaneEnv(t *testing.T) *env {
+	t.Helper()
+	controlPlane(t)
+	mine := controlplane.StartT(t, controlplane.Options{})
+	saved := cp
+	cp = mine
+	defer func() { cp = saved }()
+	return newEnv(t)
+}
+
 // Etcd restored from an older backup while the journal was down. The resume
 // check finds the server's resourceVersion below the stored one, relists
 // (origin restart) and journals the objects the restore rolled back, brought
 // back and removed; the index equals the server. Without the check, the resume
 // would watch a future that never comes.
 func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
-	controlPlane(t) // fails or skips as the package's when binaries are missing
-	// A control plane of its own: the restore rewinds every namespace.
-	mine := controlplane.StartT(t, controlplane.Options{})
-	saved := cp
-	cp = mine
-	e := newEnv(t)
-	cp = saved
+	e := ownPlaneEnv(t)
 	ctx := context.Background()
 
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	cfg := e.cp.RESTConfig()
 	e.start(cfg, testOptions(t))
 	waitSync(t, e.loop)
@@ -45,8 +50,7 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	e.update("a")
 	e.delete("b")
 	e.waitHead(h + 3)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the backup", got, []string{"ADDED x watch", "MODIFIED a watch", "DELETED b watch"})
+	e.expectEvents("events after the backup", h+1, []string{"ADDED x watch", "MODIFIED a watch", "DELETED b watch"})
 	padRevisions(t, e)
 	stored, _ := e.j.ResourceVersion()
 	h = e.head()
@@ -71,16 +75,14 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	if st.Rewinds != 1 || st.Lists != 1 {
 		t.Errorf("status after the restore: rewinds %d, lists %d; want 1, 1 (%+v)", st.Rewinds, st.Lists, st)
 	}
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "events after the restore", got, []string{"MODIFIED a restart", "ADDED b restart", "DELETED pad restart", "DELETED x restart"})
+	e.expectEvents("events after the restore", h+1, []string{"MODIFIED a restart", "ADDED b restart", "DELETED pad restart", "DELETED x restart"})
 	e.checkIndex(e.j)
 
 	// And the journal follows the restored history live.
 	h = e.head()
 	e.update("c")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event after the restore", got, []string{"MODIFIED c watch"})
+	e.expectEvents("live event after the restore", h+1, []string{"MODIFIED c watch"})
 	h = e.head()
 
 	// A restore while the loop runs: the apiserver is down meanwhile, the
@@ -106,8 +108,7 @@ func TestLoop_RewoundHistory_RelistsOnRestart(t *testing.T) {
 	st = e.waitStatus("relist after the restore", func(s reconcile.Status) bool {
 		return s.Rewinds == 2 && s.Phase == reconcile.PhaseWatching
 	})
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "events after the restore while running", got, []string{"ADDED c relist", "DELETED pad relist"})
+	e.expectEvents("events after the restore while running", h+1, []string{"ADDED c relist", "DELETED pad relist"})
 	e.checkIndex(e.j)
 }
 
@@ -134,17 +135,10 @@ func padRevisions(t *testing.T, e *env) {
 // what the restore changed: the index loses the object the restore removed
 // and gets the versions it brought back.
 func TestLoop_RestoredPastStoredRV_VerifiedAfterRestart(t *testing.T) {
-	controlPlane(t)
-	mine := controlplane.StartT(t, controlplane.Options{})
-	saved := cp
-	cp = mine
-	e := newEnv(t)
-	cp = saved
+	e := ownPlaneEnv(t)
 	ctx := context.Background()
 
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c")
 	cfg := e.cp.RESTConfig()
 	opts := testOptions(t)
 	opts.VerifyInterval = time.Hour // the periodic verify is far away
@@ -191,7 +185,6 @@ func TestLoop_RestoredPastStoredRV_VerifiedAfterRestart(t *testing.T) {
 	if st.Rewinds != 0 || st.Gone != 0 || st.Divergences != 3 {
 		t.Errorf("status after the restart's verify: rewinds %d, gone %d, divergences %d; want 0, 0, 3 (%+v)", st.Rewinds, st.Gone, st.Divergences, st)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the restart", got, []string{"MODIFIED a relist", "ADDED b relist", "DELETED x relist"})
+	e.expectEvents("events after the restart", h+1, []string{"MODIFIED a relist", "ADDED b relist", "DELETED x relist"})
 	e.checkIndex(e.j)
 }

@@ -20,53 +20,57 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
+// secretsEnv is newEnv whose resource is Secrets.
+func secretsEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	return e
+}
+
+// openSealing opens e's journal of e.res with SealResources seal and no
+// keyring, closed with the test.
+func (e *env) openSealing(seal []schema.GroupResource) *journal.Journal {
+	e.t.Helper()
+	j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true, SealResources: seal})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { j.Close() })
+	return j
+}
+
 // Watching Secrets keeps metadata only unless payloads are opted in: the
 // data (and kubectl's last-applied annotation, which repeats it) never
 // reaches the journal.
 func TestLoop_Secrets_MetadataOnlyByDefault(t *testing.T) {
 	t.Run("refused unless metadata-only or opted in", func(t *testing.T) {
-		e := newEnv(t)
-		e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-		j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
+		e := secretsEnv(t)
+		j := e.openSealing(nil)
 		if _, err := reconcile.New(e.cp.RESTConfig(), j, testOptions(t)); !errors.Is(err, reconcile.ErrSecretPayloads) {
 			t.Fatalf("New for Secrets without MetadataOnly or SecretPayloads = %v; want ErrSecretPayloads", err)
 		}
 	})
 	t.Run("refused when opted in without a sealing key", func(t *testing.T) {
-		e := newEnv(t)
-		e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-		j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
+		e := secretsEnv(t)
+		j := e.openSealing(nil)
 		opts := testOptions(t)
 		opts.SecretPayloads = true
-		_, err = reconcile.New(e.cp.RESTConfig(), j, opts)
+		_, err := reconcile.New(e.cp.RESTConfig(), j, opts)
 		if !errors.Is(err, reconcile.ErrSecretPayloads) || !strings.Contains(err.Error(), "Keyring") {
 			t.Fatalf("New for Secrets with SecretPayloads but no keyring = %v; want ErrSecretPayloads saying to supply a Keyring", err)
 		}
 	})
 	t.Run("refused for a resource listed as sensitive without a sealing key", func(t *testing.T) {
 		e := newEnv(t)
-		j, err := journal.Open(e.path, &journal.Options{Resource: &e.res, NoSync: true,
-			SealResources: []schema.GroupResource{{Resource: "configmaps"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
+		j := e.openSealing([]schema.GroupResource{{Resource: "configmaps"}})
 		if _, err := reconcile.New(e.cp.RESTConfig(), j, testOptions(t)); !errors.Is(err, reconcile.ErrSecretPayloads) {
 			t.Fatalf("New for ConfigMaps listed in SealResources without a keyring = %v; want ErrSecretPayloads", err)
 		}
 	})
 	for _, optIn := range []bool{false, true} {
 		t.Run(map[bool]string{false: "metadata only", true: "opted in"}[optIn], func(t *testing.T) {
-			e := newEnv(t)
-			e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+			e := secretsEnv(t)
 			e.res.MetadataOnly = !optIn
 			ctx := context.Background()
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"app": "x"},
@@ -157,8 +161,7 @@ func getSecret(j *journal.Journal, ns, name string) (string, error) {
 // relist's stage file) are sealed under B, and a reader holding B alone
 // reads only those.
 func TestLoop_Secrets_Sealed(t *testing.T) {
-	e := newEnv(t)
-	e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	e := secretsEnv(t)
 	ctx := context.Background()
 	valueA, valueB, valueC := "hunter2-under-key-a-"+e.ns, "hunter2-under-key-b-"+e.ns, "hunter2-relisted-"+e.ns
 	create := func(name, value string) {

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -84,8 +83,7 @@ func leaks(b []byte) string {
 // v1 Secret with its metadata and no data. (Secrets fetched in full and
 // stripped on the client would carry their data over the wire.)
 func TestLoop_Secrets_DataNeverLeavesTheServer(t *testing.T) {
-	e := newEnv(t)
-	e.res.GVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	e := secretsEnv(t)
 	e.res.MetadataOnly = true
 	ctx := context.Background()
 	secrets := e.kube.CoreV1().Secrets(e.ns)
@@ -111,8 +109,7 @@ func TestLoop_Secrets_DataNeverLeavesTheServer(t *testing.T) {
 		}
 	}
 	w := &wireRecorder{stagePath: e.path + ".relist"}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(w.wrap)
+	cfg := e.wrapped(w.wrap)
 	opts := pagedOptions(t)
 	opts.PageSize = 50
 	e.start(cfg, opts)

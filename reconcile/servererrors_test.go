@@ -31,6 +31,14 @@ type failPages struct {
 	hits int
 }
 
+// set turns the failures on or off; it returns how many were served.
+func (f *failPages) set(on bool) (hits int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on = on
+	return f.hits
+}
+
 func (f *failPages) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		q := req.URL.Query()
@@ -62,19 +70,12 @@ func (f *failPages) wrap(rt http.RoundTripper) http.RoundTripper {
 // completes; then exactly the gap is journaled.
 func TestLoop_RelistPageFails_ChangesNothingUntilComplete(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(n)
-	}
+	e.createAll("a", "b", "c", "d", "e")
 	f := &failPages{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(f.wrap)
-	e.start(cfg, pagedOptions(t)) // PageSize 2
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	cfg := e.wrapped(f.wrap)
+	h := e.startListed(cfg, pagedOptions(t)) // PageSize 2
 
-	f.mu.Lock()
-	f.on = true
-	f.mu.Unlock()
+	f.set(true)
 	e.proxy.Cut()
 	e.delete("a")
 	e.create("f")
@@ -83,10 +84,7 @@ func TestLoop_RelistPageFails_ChangesNothingUntilComplete(t *testing.T) {
 	e.waitStatus("list failing with 500", func(s reconcile.Status) bool {
 		return errors.Is(s.LastError, reconcile.ErrList) && apierrors.IsInternalError(s.LastError)
 	})
-	f.mu.Lock()
-	hits := f.hits
-	f.on = false
-	f.mu.Unlock()
+	hits := f.set(false)
 	if got, _ := e.eventsFrom(h + 1); len(got) != 0 || hits == 0 {
 		t.Fatalf("while page 2 fails: events %q (500s served: %d); want none", got, hits)
 	}
@@ -94,8 +92,7 @@ func TestLoop_RelistPageFails_ChangesNothingUntilComplete(t *testing.T) {
 		t.Fatalf("index holds %d objects while the relist fails; want the 5 it had", st.Objects)
 	}
 	e.waitStatus("relist completes", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events after the relist", got, []string{"DELETED a relist", "ADDED f relist"})
+	e.expectEvents("events after the relist", h+1, []string{"DELETED a relist", "ADDED f relist"})
 	e.checkIndex(e.j)
 }
 
@@ -144,9 +141,7 @@ func TestLoop_CRDDeleted_NothingInferredWhileNotFound(t *testing.T) {
 	createWidget("w1")
 	createWidget("w2")
 	e.res.GVR = gvr
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 
 	if err := ext.Delete(ctx, crdName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -189,19 +184,12 @@ func TestLoop_ListFailsEntirely_IndexNeverWiped(t *testing.T) {
 	for _, code := range []int{http.StatusNotFound, http.StatusServiceUnavailable} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
 			e := newEnv(t)
-			for _, n := range []string{"a", "b", "c"} {
-				e.create(n)
-			}
+			e.createAll("a", "b", "c")
 			f := &failPages{all: true, code: code}
-			cfg := e.cp.ProxiedRESTConfig(e.proxy)
-			cfg.Wrap(f.wrap)
-			e.start(cfg, testOptions(t))
-			e.waitStatus("initial list", watching(1))
-			h := e.head()
+			cfg := e.wrapped(f.wrap)
+			h := e.startListed(cfg, testOptions(t))
 
-			f.mu.Lock()
-			f.on = true
-			f.mu.Unlock()
+			f.set(true)
 			e.proxy.Cut()
 			e.create("d")
 			e.delete("a")
@@ -218,12 +206,9 @@ func TestLoop_ListFailsEntirely_IndexNeverWiped(t *testing.T) {
 			if st, _ := e.j.Stats(); st.Objects != 3 || e.head() != h {
 				t.Fatalf("while every list fails: %d objects, head %d; want 3 objects, head %d", st.Objects, e.head(), h)
 			}
-			f.mu.Lock()
-			f.on = false
-			f.mu.Unlock()
+			f.set(false)
 			e.waitStatus("relist completes", watching(2))
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the relist", got, []string{"DELETED a relist", "ADDED d relist"})
+			e.expectEvents("events after the relist", h+1, []string{"DELETED a relist", "ADDED d relist"})
 			e.checkIndex(e.j)
 		})
 	}

@@ -147,8 +147,7 @@ func TestLoop_ListThrottled_RetriesNoEarlierThanRetryAfter(t *testing.T) {
 	e.create("a")
 	in := &injector{fault: apfTooManyRequests(3)}
 	in.arm(3, 0)
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(in.wrap)
+	cfg := e.wrapped(in.wrap)
 	opts, logs := observed(t, pagedOptions(t))
 	e.start(cfg, opts)
 	st := e.waitStatus("initial list after three 429s", watching(1))
@@ -218,8 +217,7 @@ func TestLoop_WatchRefused_RetriedAsWatchNeverRelists(t *testing.T) {
 			e := newEnv(t)
 			e.create("a")
 			in := &injector{fault: tc.fault}
-			cfg := e.cp.ProxiedRESTConfig(e.proxy)
-			cfg.Wrap(in.wrap)
+			cfg := e.wrapped(in.wrap)
 			opts, logs := observed(t, testOptions(t))
 			// The quiet watch is replaced after IdleTimeout, a normal end;
 			// the next watches are refused.
@@ -233,8 +231,7 @@ func TestLoop_WatchRefused_RetriedAsWatchNeverRelists(t *testing.T) {
 			e.create("b") // while the watch is refused
 			e.waitHead(h + 1)
 
-			got, _ := e.eventsFrom(h + 1)
-			equal(t, "events after the refusals", got, []string{"ADDED b watch"})
+			e.expectEvents("events after the refusals", h+1, []string{"ADDED b watch"})
 			st = e.loop.Status()
 			if st.Lists != 1 || st.Gone != 0 {
 				t.Errorf("Status.Lists, Gone = %d, %d; want 1, 0: a refused watch never relists", st.Lists, st.Gone)
@@ -290,16 +287,13 @@ func TestLoop_CompactedRevision_RelistsAtOnceLoggedAtInfo(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
 	opts, logs := observed(t, testOptions(t))
-	e.start(nil, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, opts)
 	e.proxy.Cut()
 	e.update("a")
 	e.compact()
 	e.proxy.Heal()
 	st := e.waitStatus("relist", watching(2))
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"MODIFIED a relist"})
+	e.expectEvents("events", h+1, []string{"MODIFIED a relist"})
 	if st.Gone != 1 {
 		t.Errorf("Status.Gone = %d; want 1 (the compaction-revision 500)", st.Gone)
 	}
@@ -329,16 +323,13 @@ func TestLoop_ConfigTimeout_DoesNotCutTheWatch(t *testing.T) {
 	cfg.Wrap(in.wrap)
 	opts := testOptions(t)
 	opts.IdleTimeout = time.Minute
-	e.start(cfg, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, opts)
 	opened := time.Now()
 	// Time must pass: the fault is a cut at cfg.Timeout.
 	time.Sleep(3 * time.Second)
 	e.create("b")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events", got, []string{"ADDED b watch"})
+	e.expectEvents("events", h+1, []string{"ADDED b watch"})
 	st := e.loop.Status()
 	watches := 0
 	for _, r := range in.requests(0) {
@@ -363,8 +354,7 @@ func TestLoop_UndecodableWatchFrame_BacksOffAndRecovers(t *testing.T) {
 	in := &injector{fault: func(req *http.Request) (*http.Response, error) {
 		return answer(req, http.StatusOK, nil, "application/json", `{"type":"ADDED","object":{"metadata":]}`+"\n"), nil
 	}}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(in.wrap)
+	cfg := e.wrapped(in.wrap)
 	opts, logs := observed(t, testOptions(t))
 	opts.MinBackoff, opts.MaxBackoff = 50*time.Millisecond, 10*time.Second
 	// The quiet watch is replaced after IdleTimeout, a normal end; the

@@ -135,8 +135,7 @@ func TestLoop_PagesBreakMidBody_PagesShrinkAndListCompletes(t *testing.T) {
 		e.create(fmt.Sprintf("cm-%02d", i))
 	}
 	b := &breakBodies{maxLimit: 4}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(b.wrap)
+	cfg := e.wrapped(b.wrap)
 	opts := pagedOptions(t)
 	opts.PageSize = 16
 	e.start(cfg, opts)
@@ -169,7 +168,6 @@ func TestLoop_PagesBreakMidBody_PagesShrinkAndListCompletes(t *testing.T) {
 	if len(cut) != 0 || len(ok) == 0 {
 		t.Errorf("relist: pages cut %v, read %v; want none cut (pages of 4 from the start)", cut, ok)
 	}
-	got, _ := e.eventsFrom(13)
-	equal(t, "events of the relist", got, []string{"MODIFIED cm-03 relist", "DELETED cm-07 relist"})
+	e.expectEvents("events of the relist", 13, []string{"MODIFIED cm-03 relist", "DELETED cm-07 relist"})
 	e.checkIndex(e.j)
 }

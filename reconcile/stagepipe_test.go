@@ -11,7 +11,9 @@ import (
 	"github.com/watchjournal/watchjournal/journal"
 )
 
-func pipeJournal(t *testing.T) *journal.Journal {
+// pipeRelist opens a journal of configmaps, closed with the test, and
+// begins a relist of it.
+func pipeRelist(t *testing.T) (*journal.Journal, *journal.Relist) {
 	t.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
@@ -19,7 +21,11 @@ func pipeJournal(t *testing.T) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	return j
+	rel, err := j.Writer().BeginRelist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, rel
 }
 
 func pipeBatch(from, n int) []journal.Event {
@@ -38,11 +44,7 @@ func pipeBatch(from, n int) []journal.Event {
 // being written reads as before (the diffRange rule), and the relist
 // commits all of them.
 func TestStagePipe_BatchesInOrder(t *testing.T) {
-	j := pipeJournal(t)
-	rel, err := j.Writer().BeginRelist()
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, rel := pipeRelist(t)
 	var p stagePipe
 	last := ""
 	for b := range 6 {
@@ -84,11 +86,7 @@ func TestStagePipe_BatchesInOrder(t *testing.T) {
 // journal error, before any commit, and no batch handed over after it is
 // staged.
 func TestStagePipe_ErrorSurfacesBeforeTheCommit(t *testing.T) {
-	j := pipeJournal(t)
-	rel, err := j.Writer().BeginRelist()
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, rel := pipeRelist(t)
 	var p stagePipe
 	if err := p.stage(rel, pipeBatch(0, 10)); err != nil {
 		t.Fatal(err)

@@ -60,39 +60,25 @@ func fabricatedServer(t *testing.T, frames []string, list string) (*httptest.Ser
 	return srv, &streams
 }
 
-func added(name, uid, rv string) string {
-	return fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":%q}}}`, name, uid, rv)
-}
-
-// Initial events out of key order (the API does not promise the order the
-// watch cache keeps) still give exactly the right events and index: the
-// loop sees the order break and streams again with lookups. The index held
-// a..d; the server has d changed, b as is, e new, a recreated (new UID),
-// and no c.
-func TestLoop_StreamingList_OutOfOrderInitialEvents(t *testing.T) {
-	srv, streams := fabricatedStream(t, []string{
-		added("d", "uid-d", "20"), added("b", "uid-b", "2"), added("e", "uid-e", "21"), added("a", "uid-a2", "22"),
-	}, "30")
+// fabricatedJournal opens a journal of configmaps in namespace ns, closed
+// with the test.
+func fabricatedJournal(t *testing.T) *journal.Journal {
+	t.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "ns"}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
-	err = j.Writer().Update(func(tx *journal.Tx) error {
-		for i, n := range []string{"a", "b", "c", "d"} {
-			e := journal.Event{Type: journal.Added, Key: "ns/" + n, UID: "uid-" + n, ResourceVersion: fmt.Sprint(i + 1),
-				Object: []byte(`{}`), Origin: journal.OriginRelist}
-			if _, err := tx.Append(&e); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := reconcile.New(&rest.Config{Host: srv.URL}, j, reconcile.Options{PageSize: 2, Logger: testr.New(t)})
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// runFirstList runs a loop with opts, logging to t, over j against srv
+// until its first list is done, then stops it; it returns the loop.
+func runFirstList(t *testing.T, srv *httptest.Server, j *journal.Journal, opts reconcile.Options) *reconcile.Loop {
+	t.Helper()
+	opts.Logger = testr.New(t)
+	l, err := reconcile.New(&rest.Config{Host: srv.URL}, j, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +94,51 @@ func TestLoop_StreamingList_OutOfOrderInitialEvents(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	evs, err := j.Read(5, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return l
+}
+
+// typeNameUIDs returns "TYPE name UID" for each of evs, in namespace ns.
+func typeNameUIDs(evs []journal.Event) []string {
 	var got []string
 	for _, e := range evs {
 		got = append(got, fmt.Sprintf("%s %s %s", e.Type, strings.TrimPrefix(e.Key, "ns/"), e.UID))
 	}
-	equal(t, "events", got, []string{"MODIFIED d uid-d", "ADDED e uid-e", "DELETED a uid-a", "ADDED a uid-a2", "DELETED c uid-c"})
+	return got
+}
+
+func added(name, uid, rv string) string {
+	return fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":%q}}}`, name, uid, rv)
+}
+
+// Initial events out of key order (the API does not promise the order the
+// watch cache keeps) still give exactly the right events and index: the
+// loop sees the order break and streams again with lookups. The index held
+// a..d; the server has d changed, b as is, e new, a recreated (new UID),
+// and no c.
+func TestLoop_StreamingList_OutOfOrderInitialEvents(t *testing.T) {
+	srv, streams := fabricatedStream(t, []string{
+		added("d", "uid-d", "20"), added("b", "uid-b", "2"), added("e", "uid-e", "21"), added("a", "uid-a2", "22"),
+	}, "30")
+	j := fabricatedJournal(t)
+	err := j.Writer().Update(func(tx *journal.Tx) error {
+		for i, n := range []string{"a", "b", "c", "d"} {
+			e := journal.Event{Type: journal.Added, Key: "ns/" + n, UID: "uid-" + n, ResourceVersion: fmt.Sprint(i + 1),
+				Object: []byte(`{}`), Origin: journal.OriginRelist}
+			if _, err := tx.Append(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFirstList(t, srv, j, reconcile.Options{PageSize: 2})
+	evs, err := j.Read(5, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "events", typeNameUIDs(evs), []string{"MODIFIED d uid-d", "ADDED e uid-e", "DELETED a uid-a", "ADDED a uid-a2", "DELETED c uid-c"})
 	idx, err := j.ScanIndex("", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -145,28 +167,8 @@ func TestLoop_StreamingList_IgnoredByServer_FallsBackToPages(t *testing.T) {
 	}, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[`+
 		`{"metadata":{"name":"a","namespace":"ns","uid":"uid-a","resourceVersion":"3"}},`+
 		`{"metadata":{"name":"b","namespace":"ns","uid":"uid-b","resourceVersion":"5"}}]}`)
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "ns"}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	l, err := reconcile.New(&rest.Config{Host: srv.URL}, j, reconcile.Options{Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if err := l.WaitFor(wctx, func(s reconcile.Status) bool { return s.Lists == 1 }); err != nil {
-		t.Fatalf("waiting for the list: %v; status %+v", err, l.Status())
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	j := fabricatedJournal(t)
+	l := runFirstList(t, srv, j, reconcile.Options{})
 	st := l.Status()
 	if st.ListMode != reconcile.ListModePaginated || !strings.Contains(st.ListModeReason, "ignores sendInitialEvents") {
 		t.Errorf("Status.ListMode = %q, reason %q; want paginated, the server ignores sendInitialEvents", st.ListMode, st.ListModeReason)
@@ -175,11 +177,7 @@ func TestLoop_StreamingList_IgnoredByServer_FallsBackToPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, e := range evs {
-		got = append(got, fmt.Sprintf("%s %s %s", e.Type, strings.TrimPrefix(e.Key, "ns/"), e.UID))
-	}
-	equal(t, "events", got, []string{"ADDED a uid-a", "ADDED b uid-b"})
+	equal(t, "events", typeNameUIDs(evs), []string{"ADDED a uid-a", "ADDED b uid-b"})
 	if rv, _ := j.ResourceVersion(); rv != "5" || streams.Load() != 1 {
 		t.Errorf("resourceVersion %q after %d streaming lists; want the list's 5 after 1", rv, streams.Load())
 	}
@@ -191,28 +189,8 @@ func TestLoop_StreamingList_IgnoredByServer_FallsBackToPages(t *testing.T) {
 // instead of waiting for a bookmark that never comes.
 func TestLoop_StreamingList_NoFrame_FallsBackToPages(t *testing.T) {
 	srv, streams := fabricatedServer(t, nil, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`)
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "ns"}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	l, err := reconcile.New(&rest.Config{Host: srv.URL}, j, reconcile.Options{ProgressTimeout: 300 * time.Millisecond, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if err := l.WaitFor(wctx, func(s reconcile.Status) bool { return s.Lists == 1 }); err != nil {
-		t.Fatalf("waiting for the list: %v; status %+v", err, l.Status())
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	j := fabricatedJournal(t)
+	l := runFirstList(t, srv, j, reconcile.Options{ProgressTimeout: 300 * time.Millisecond})
 	st := l.Status()
 	if st.ListMode != reconcile.ListModePaginated || !strings.Contains(st.ListModeReason, "ProgressTimeout") || streams.Load() != 1 {
 		t.Errorf("Status.ListMode = %q, reason %q after %d streaming lists; want paginated, no frame within ProgressTimeout, after 1",

@@ -1,15 +1,15 @@
 package reconcile_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -54,6 +54,17 @@ func (c *reqCounter) take() (streams, watches, pages int) {
 	return streams, watches, pages
 }
 
+// startCounting starts e's loop with testOptions through a reqCounter and
+// waits for its initial list; it returns the counter, the config (for a
+// restart) and the status after the list.
+func (e *env) startCounting() (*reqCounter, *rest.Config, reconcile.Status) {
+	e.t.Helper()
+	rc := &reqCounter{}
+	cfg := e.wrapped(rc.wrap)
+	e.start(cfg, testOptions(e.t))
+	return rc, cfg, e.waitStatus("initial list", watching(1))
+}
+
 // The initial list and a relist after a 410 are streaming lists, one
 // request each, and the watch goes on on the same connection: the events
 // are exactly the gap (a delete while away, a same-name recreation with a
@@ -62,14 +73,8 @@ func (c *reqCounter) take() (streams, watches, pages int) {
 // streaming lists from etcd then (no fallback).
 func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(n)
-	}
-	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
-	e.start(cfg, testOptions(t)) // PageSize 2: batches of two
-	st := e.waitStatus("initial list", watching(1))
+	e.createAll("a", "b", "c", "d", "e")
+	rc, _, st := e.startCounting() // PageSize 2: batches of two
 	if st.ListMode != reconcile.ListModeStreaming {
 		t.Errorf("Status.ListMode = %q (%s); want streaming", st.ListMode, st.ListModeReason)
 	}
@@ -79,16 +84,14 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	if st.Requests != 1 || st.BytesReceived < st.ListBytes || st.ListBytes == 0 {
 		t.Errorf("Status.Requests = %d, BytesReceived = %d, ListBytes = %d; want 1 request, BytesReceived ≥ ListBytes > 0", st.Requests, st.BytesReceived, st.ListBytes)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist", "ADDED d relist", "ADDED e relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist", "ADDED d relist", "ADDED e relist"})
 	e.checkIndex(e.j)
 
 	// Live, on the stream's connection.
 	h := e.head()
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event on the stream's connection", got, []string{"MODIFIED a watch"})
+	e.expectEvents("live event on the stream's connection", h+1, []string{"MODIFIED a watch"})
 	if streams, watches, _ := rc.take(); streams != 0 || watches != 0 {
 		t.Errorf("live event: %d streaming lists, %d watches; want none (same connection)", streams, watches)
 	}
@@ -119,8 +122,7 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 	h = e.head()
 	e.update("e")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event after the relist", got, []string{"MODIFIED e watch"})
+	e.expectEvents("live event after the relist", h+1, []string{"MODIFIED e watch"})
 	if streams, watches, _ := rc.take(); streams != 0 || watches != 0 {
 		t.Errorf("after the relist: %d streaming lists, %d watches; want none (same connection)", streams, watches)
 	}
@@ -130,56 +132,32 @@ func TestLoop_StreamingList_InitialAndRelistAfter410(t *testing.T) {
 // served from the cache: same events, same index.
 func TestLoop_StreamingList_WatchCache(t *testing.T) {
 	e := watchCacheEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
-	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
-	e.start(cfg, testOptions(t))
-	st := e.waitStatus("initial list", watching(1))
+	e.createAll("a", "b", "c")
+	rc, _, st := e.startCounting()
 	if st.ListMode != reconcile.ListModeStreaming {
 		t.Errorf("Status.ListMode = %q (%s); want streaming", st.ListMode, st.ListModeReason)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	e.checkIndex(e.j)
 	h := e.head()
 	e.create("d")
 	e.waitHead(h + 1)
-	got, _ = e.eventsFrom(h + 1)
-	equal(t, "live event", got, []string{"ADDED d watch"})
+	e.expectEvents("live event", h+1, []string{"ADDED d watch"})
 	if streams, watches, pages := rc.take(); streams != 1 || watches != 0 || pages != 0 {
 		t.Errorf("%d streaming lists, %d watches, %d pages; want 1, 0, 0", streams, watches, pages)
 	}
 }
 
-var (
-	gateOffOnce sync.Once
-	gateOffCP   *controlplane.ControlPlane
-	gateOffErr  error
-)
+// gateOffPlane is a control plane whose apiserver has streaming lists
+// turned off (--feature-gates=WatchList=false), watch cache off as the
+// package's (so that a compaction makes a resume answer 410).
+var gateOffPlane = &otherPlane{prefix: "wj-cp-nowl-", opts: controlplane.Options{
+	ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}}}
 
-// gateOffEnv is newEnv on a control plane whose apiserver has streaming
-// lists turned off (--feature-gates=WatchList=false), watch cache off as
-// the package's (so that a compaction makes a resume answer 410).
+// gateOffEnv is newEnv on gateOffPlane.
 func gateOffEnv(t *testing.T) *env {
 	t.Helper()
-	controlPlane(t)
-	gateOffOnce.Do(func() {
-		dir := cpTempDir("wj-cp-nowl-")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		gateOffCP, gateOffErr = controlplane.Start(ctx, filepath.Join(dir, "cp"), controlplane.Options{
-			ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
-	})
-	if gateOffErr != nil {
-		t.Fatal(gateOffErr)
-	}
-	saved := cp
-	cp = gateOffCP
-	defer func() { cp = saved }()
-	return newEnv(t)
+	return gateOffPlane.env(t)
 }
 
 // A server with the WatchList gate off answers a streaming list with 422
@@ -188,14 +166,8 @@ func gateOffEnv(t *testing.T) *env {
 // StreamingRetry has passed.
 func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 	e := gateOffEnv(t)
-	for _, n := range []string{"a", "b", "c"} {
-		e.create(n)
-	}
-	rc := &reqCounter{}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(rc.wrap)
-	e.start(cfg, testOptions(t))
-	st := e.waitStatus("initial list", watching(1))
+	e.createAll("a", "b", "c")
+	rc, cfg, st := e.startCounting()
 	const refusal = "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
 	if st.ListMode != reconcile.ListModePaginated || !strings.Contains(st.ListModeReason, refusal) {
 		t.Errorf("Status.ListMode = %q, reason %q; want paginated, the server's %q", st.ListMode, st.ListModeReason, refusal)
@@ -206,8 +178,7 @@ func TestLoop_StreamingList_GateOff_FallsBackToPages(t *testing.T) {
 	if streams, watches, pages := rc.take(); streams != 1 || watches != 1 || pages != 2 {
 		t.Errorf("initial list: %d streaming lists, %d watches, %d pages; want 1, 1, 2", streams, watches, pages)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist", "ADDED b relist", "ADDED c relist"})
 	e.checkIndex(e.j)
 
 	// A restart remembers the refusal: the relist after a 410 (the stored
@@ -332,6 +303,5 @@ func TestLoop_StreamingList_Throttled_WaitsAndStreamsAgain(t *testing.T) {
 	if d := sent[1].Sub(sent[0]); d < time.Second {
 		t.Errorf("second streaming list %v after the 429; want at least the Retry-After's 1s", d)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "initial events", got, []string{"ADDED a relist"})
+	e.expectEvents("initial events", 1, []string{"ADDED a relist"})
 }

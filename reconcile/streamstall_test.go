@@ -51,8 +51,7 @@ func TestLoop_StreamingList_Hung_NotARefusal(t *testing.T) {
 	e.create("b")
 	h := &hungStreams{}
 	h.n.Store(2)
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(h.wrap)
+	cfg := e.wrapped(h.wrap)
 	opts := testOptions(t)
 	opts.ProgressTimeout = time.Second
 	e.start(cfg, opts)
@@ -73,7 +72,6 @@ func TestLoop_StreamingList_Hung_NotARefusal(t *testing.T) {
 	if st.Backoffs < 2 {
 		t.Errorf("at sync: %d backoffs; want one after each hung streaming list", st.Backoffs)
 	}
-	got, _ := e.eventsFrom(1)
-	equal(t, "journal", got, []string{"ADDED a relist", "ADDED b relist"})
+	e.expectEvents("journal", 1, []string{"ADDED a relist", "ADDED b relist"})
 	e.checkIndex(e.j)
 }

@@ -31,9 +31,7 @@ func TestLoop_HasSynced_Restart(t *testing.T) {
 func testHasSyncedRestart(t *testing.T, newEnv func(*testing.T) *env) {
 	t.Run("stored resourceVersion compacted: not synced until the restart relist is committed", func(t *testing.T) {
 		e := newEnv(t)
-		for _, n := range []string{"a", "b", "c"} {
-			e.create(n)
-		}
+		e.createAll("a", "b", "c")
 		e.start(nil, testOptions(t))
 		waitSync(t, e.loop)
 		if st := e.loop.Status(); st.SyncedOffset != 3 || st.Lists != 1 {
@@ -81,9 +79,7 @@ func testHasSyncedRestart(t *testing.T, newEnv func(*testing.T) *env) {
 
 	t.Run("stored resourceVersion still served: synced promptly with zero events", func(t *testing.T) {
 		e := newEnv(t)
-		for _, n := range []string{"a", "b"} {
-			e.create(n)
-		}
+		e.createAll("a", "b")
 		e.start(nil, testOptions(t))
 		waitSync(t, e.loop)
 		h := e.head()
@@ -193,9 +189,7 @@ func (b *lateBody) Close() error { return nil }
 // relist is committed, and the journal holds what the relist found.
 func TestLoop_HasSynced_Late410(t *testing.T) {
 	e := newEnv(t)
-	for _, n := range []string{"a", "b"} {
-		e.create(n)
-	}
+	e.createAll("a", "b")
 	e.start(nil, testOptions(t))
 	waitSync(t, e.loop)
 	stored, err := e.j.ResourceVersion()
@@ -207,8 +201,7 @@ func TestLoop_HasSynced_Late410(t *testing.T) {
 	e.delete("b")
 
 	g := &lateGone{rv: stored, release: make(chan struct{}), answered: make(chan struct{})}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(g.wrap)
+	cfg := e.wrapped(g.wrap)
 	e.start(cfg, testOptions(t))
 	select {
 	case <-g.answered:
@@ -229,7 +222,6 @@ func TestLoop_HasSynced_Late410(t *testing.T) {
 	if st.Gone != 1 || st.Lists != 1 || st.SyncedBy != "list" {
 		t.Errorf("status at sync: gone %d, lists %d, synced by %q; want 1, 1, list (%+v)", st.Gone, st.Lists, st.SyncedBy, st)
 	}
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "journal after the restart", got, []string{"DELETED b restart"})
+	e.expectEvents("journal after the restart", h+1, []string{"DELETED b restart"})
 	e.checkIndex(e.j)
 }

@@ -78,19 +78,15 @@ func TestLoop_LostEvent_RepairedByVerify(t *testing.T) {
 	e.create("a")
 	e.create("b")
 	d := &dropOnce{parts: []string{`"type":"DELETED"`, `"name":"b"`}}
-	cfg := e.cp.ProxiedRESTConfig(e.proxy)
-	cfg.Wrap(d.wrap)
+	cfg := e.wrapped(d.wrap)
 	opts := testOptions(t)
 	opts.Wire = reconcile.WireJSON // dropOnce reads JSON frames, a line each
-	e.start(cfg, opts)
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(cfg, opts)
 
 	e.delete("b")
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "events with the DELETED lost", got, []string{"MODIFIED a watch"})
+	e.expectEvents("events with the DELETED lost", h+1, []string{"MODIFIED a watch"})
 	if _, ok, _ := e.j.Lookup(e.ns + "/b"); !ok || !d.dropped {
 		t.Fatalf("b not indexed after the lost DELETED (dropped %v): the test is not testing", d.dropped)
 	}

@@ -3,8 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +13,15 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
-var (
-	wcOnce sync.Once
-	wcCP   *controlplane.ControlPlane
-	wcErr  error
-)
+// watchCachePlane is a second control plane whose apiserver runs with its
+// watch cache, as production ones do: bookmarks, and a 410 from the cache
+// after a restart.
+var watchCachePlane = &otherPlane{prefix: "wj-cp-wc-", opts: controlplane.Options{WatchCache: true}}
 
-// watchCacheEnv is newEnv on a second control plane whose apiserver runs
-// with its watch cache, as production ones do: bookmarks, and a 410 from
-// the cache after a restart.
+// watchCacheEnv is newEnv on watchCachePlane.
 func watchCacheEnv(t *testing.T) *env {
 	t.Helper()
-	controlPlane(t) // skips or fails as the package's does when binaries are missing
-	wcOnce.Do(func() {
-		dir := cpTempDir("wj-cp-wc-")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		wcCP, wcErr = controlplane.Start(ctx, filepath.Join(dir, "cp"), controlplane.Options{WatchCache: true})
-	})
-	if wcErr != nil {
-		t.Fatal(wcErr)
-	}
-	saved := cp
-	cp = wcCP
-	defer func() { cp = saved }()
-	return newEnv(t)
+	return watchCachePlane.env(t)
 }
 
 // Scenario S02, uninjected: kube-apiserver (watch cache on) restarts while
@@ -48,9 +30,7 @@ func watchCacheEnv(t *testing.T) *env {
 func TestLoop_WatchCache_APIServerRestart(t *testing.T) {
 	e := watchCacheEnv(t)
 	e.create("a")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 	e.proxy.Cut()
 	e.create("e")
 	if err := e.cp.RestartAPIServer(context.Background()); err != nil {
@@ -76,9 +56,7 @@ func TestLoop_WatchCache_BookmarksKeepQuietResourceResumable(t *testing.T) {
 	}
 	e := watchCacheEnv(t)
 	a := e.create("a")
-	e.start(nil, testOptions(t))
-	e.waitStatus("initial list", watching(1))
-	h := e.head()
+	h := e.startListed(nil, testOptions(t))
 
 	// Writes elsewhere move the global resourceVersion on.
 	other := fmt.Sprintf("wj-other-%d", time.Now().UnixNano()%1e6)
@@ -109,8 +87,7 @@ func TestLoop_WatchCache_BookmarksKeepQuietResourceResumable(t *testing.T) {
 	e.proxy.Heal()
 	e.update("a")
 	e.waitHead(h + 1)
-	got, _ := e.eventsFrom(h + 1)
-	equal(t, "after reconnect", got, []string{"MODIFIED a watch"})
+	e.expectEvents("after reconnect", h+1, []string{"MODIFIED a watch"})
 	if st := e.loop.Status(); st.Gone != 0 || st.Lists != 1 {
 		t.Errorf("Status = %+v; want no 410 and no relist: the bookmark's resourceVersion was still served", st)
 	}

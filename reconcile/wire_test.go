@@ -87,15 +87,7 @@ func TestStream_NextProto(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStreamSize(io.NopCloser(tc.body()), func() {}, 1<<20, 16)
-			n := 0
-			for {
-				ev, err := s.next()
-				if err != nil {
-					if n != tc.frames || !errors.Is(err, tc.err) {
-						t.Fatalf("next = %v after %d frames; want %v after %d", err, n, tc.err, tc.frames)
-					}
-					break
-				}
+			readFrames(t, s, tc.frames, tc.err, func(n int, ev watchEvent) {
 				if ev.Type != "ADDED" {
 					t.Fatalf("frame %d: type %q", n, ev.Type)
 				}
@@ -115,8 +107,7 @@ func TestStream_NextProto(t *testing.T) {
 				if err != nil || !bytes.Equal(got, wantJSON) {
 					t.Fatalf("frame %d: ObjectJSON: %v\n got %s\nwant %s", n, err, got, wantJSON)
 				}
-				n++
-			}
+			})
 		})
 	}
 }

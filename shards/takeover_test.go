@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
@@ -88,20 +89,10 @@ func TestMember_TakeoverAfterKill_JournalsWhatChangedWhileDead(t *testing.T) {
 // bFirst; with a first, and b once a serves the whole space alone,
 // otherwise.
 func takeoverAfterKill(t *testing.T, bFirst bool) {
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, cs, cms := startWork(t, 60)
 	cfg := cp.RESTConfig()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := cs.CoreV1().ConfigMaps("work")
-	for i := range 60 {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
 
 	// b runs in its own process, to be killed.
@@ -227,22 +218,9 @@ func takeoverAfterKill(t *testing.T, bFirst bool) {
 			t.Fatal(err)
 		}
 	}
-	cm, err := cms.Get(ctx, strings.TrimPrefix(changed, "work/"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["v"] = "2"
-	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cm := updateKey(t, ctx, cms, changed)
 
-	waitMember(t, a, "a takes b's range over", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
-		return st.State == shards.StateServing && st.Published == hashrange.Full().Selector() && ls.Synced
-	})
-	evs, err := a.Journal().Read(from+1, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := takenOver(t, a, from)
 	byKey := map[string][]journal.Event{}
 	for _, e := range evs {
 		byKey[e.Key] = append(byKey[e.Key], e)
@@ -344,20 +322,10 @@ func takeoverAfterKill(t *testing.T, bFirst bool) {
 // over with that index and journals the delete and the update made right
 // after it stopped, once each.
 func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, _, cms := startWork(t, 40)
 	cfg := cp.RESTConfig()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := cs.CoreV1().ConfigMaps("work")
-	for i := range 40 {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
 	open := func(name string, leave time.Duration) *shards.Member {
 		opts := takeoverOpts
@@ -398,21 +366,8 @@ func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
 	if err := cms.Delete(ctx, strings.TrimPrefix(gone, "work/"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cm, err := cms.Get(ctx, strings.TrimPrefix(changed, "work/"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["v"] = "2"
-	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitMember(t, a, "a takes b's range over", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
-		return st.State == shards.StateServing && st.Published == hashrange.Full().Selector() && ls.Synced
-	})
-	evs, err := a.Journal().Read(from+1, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := updateKey(t, ctx, cms, changed)
+	evs := takenOver(t, a, from)
 	var forGone, forChanged []string
 	for _, e := range evs {
 		s := fmt.Sprintf("%s(%s)@%s", e.Type, e.Reason, e.ResourceVersion)
@@ -433,6 +388,51 @@ func TestMember_StopWithoutHandover_TakeoverWithIndex(t *testing.T) {
 
 // waitLease waits for cond on the Lease name, printing the last one seen
 // (and more, from extra) on a timeout.
+// startWork starts a control plane and creates in it namespace work
+// holding n ConfigMaps cm-NN with data v=1; it returns the control plane,
+// an admin client and work's ConfigMaps.
+func startWork(t *testing.T, n int) (*controlplane.ControlPlane, *kubernetes.Clientset, coreclient.ConfigMapInterface) {
+	t.Helper()
+	cp := controlplane.StartT(t, controlplane.Options{})
+	cs := cp.CreateNamespaceT(t, "work")
+	cms := cs.CoreV1().ConfigMaps("work")
+	for i := range n {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cp, cs, cms
+}
+
+// updateKey sets data v to 2 in the ConfigMap of key (work/NAME) and
+// returns it as updated.
+func updateKey(t *testing.T, ctx context.Context, cms coreclient.ConfigMapInterface, key string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := cms.Get(ctx, strings.TrimPrefix(key, "work/"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "2"
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// takenOver waits until a serves the full range, synced, and returns the
+// events a journaled after offset from.
+func takenOver(t *testing.T, a *shards.Member, from uint64) []journal.Event {
+	t.Helper()
+	waitMember(t, a, "a takes b's range over", 60*time.Second, func(st shards.Status, ls reconcile.Status) bool {
+		return st.State == shards.StateServing && st.Published == hashrange.Full().Selector() && ls.Synced
+	})
+	evs, err := a.Journal().Read(from+1, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
 func waitLease(t *testing.T, ctx context.Context, leases coordclient.LeaseInterface, name, what string, within time.Duration, cond func(*coordinationv1.Lease) bool, extra func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)

@@ -61,13 +61,7 @@ func TestEvents_File_EmptyJournal(t *testing.T) {
 }
 
 func TestEvents_File_Compacted(t *testing.T) {
-	path := filepath.Join(tempDir(t), "j.db")
-	j := openJournal(t, path)
-	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
+	path := writeTrimmedTestJournal(t)
 
 	_, stderr, code := runCLI("events", "--db", path, "--from", "1")
 	want := "journalctl: journal: offset 1 was trimmed by retention, first retained offset is 3\n"

@@ -10,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
@@ -27,19 +24,11 @@ import (
 // index read through the socket, which is 0600; without Serve, stats
 // fails (the file is locked).
 func TestInspect_EmbeddedLoop(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "embedded"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	createConfigMaps(t, kube, ns, "cm0", "cm1", "cm2")
+	ctx := context.Background()
 	path := filepath.Join(tempDir(t), "operator.db")
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: ns}
 	j, err := journal.Open(path, &journal.Options{Resource: &res, NoSync: true})

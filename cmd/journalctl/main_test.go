@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -128,21 +129,7 @@ func (o *output) waitFor(t *testing.T, s string) {
 // after d, printing the output.
 func (o *output) waitForWithin(t *testing.T, s string, d time.Duration) {
 	t.Helper()
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		has, ch := strings.Contains(o.buf.String(), s), o.changed
-		o.mu.Unlock()
-		if has {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			t.Fatalf("output %q; want it to contain %q", o.String(), s)
-		}
-	}
+	o.waitMatch(t, d, func(out string) bool { return strings.Contains(out, s) }, fmt.Sprintf("want it to contain %q", s))
 }
 
 // runCLI runs journalctl args to completion.

@@ -80,13 +80,7 @@ func TestEvents_FromPastHead_Follow(t *testing.T) {
 // An offset trimmed by retention is an error with nothing on stdout: no
 // table header before it.
 func TestEvents_Trimmed_NoHeader(t *testing.T) {
-	path := filepath.Join(tempDir(t), "j.db")
-	j := openJournal(t, path)
-	appendEvents(t, j, "12", testEvents()...)
-	if _, _, err := j.Writer().Trim(3, 10, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
+	path := writeTrimmedTestJournal(t)
 	for _, format := range []string{"table", "json"} {
 		stdout, stderr, code := runCLI("events", "--db", path, "--from", "1", "-o", format)
 		if code != 1 || stdout != "" || !strings.Contains(stderr, "offset 1") {

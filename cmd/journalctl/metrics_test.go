@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 )
@@ -21,9 +16,7 @@ import (
 // (the loop's after its list: synced, one object), and that without the
 // flag nothing is served.
 func TestWatch_MetricsAddr(t *testing.T) {
-	srv := fakeAPIServer(t)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	dir, kubeconfig, db := watchFiles(t, fakeAPIServer(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, stderr, code := startCLI(ctx, "watch", "cm", "-n", "wj", "--db", db, "--kubeconfig", kubeconfig, "--metrics-addr", "127.0.0.1:0")
@@ -34,33 +27,8 @@ func TestWatch_MetricsAddr(t *testing.T) {
 	}
 	want := []string{`watchjournal_synced{resource="configmaps.v1 -n wj"} 1`, `watchjournal_index_objects{resource="configmaps.v1 -n wj"} 1`,
 		`watchjournal_lists_total{cause="initial",resource="configmaps.v1 -n wj"} 1`, "go_goroutines"}
-	var body string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-		}
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(body, w) {
-				missing = w
-			}
-		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v; no %q in the last body:\n%s", url, err, missing, body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling an HTTP endpoint: no condition to wait on
-	}
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	waitMetrics(t, url, want, 20*time.Second, stderr)
+	stopCLI(t, cancel, code, stderr)
 	if _, err := http.Get(url); err == nil {
 		t.Errorf("GET %s after watch exited: answered; want the listener closed", url)
 	}
@@ -82,21 +50,15 @@ func TestWatch_MetricsAddr(t *testing.T) {
 // labeled with its resource, not refused ("serves one resource's
 // metrics").
 func TestWatch_MetricsAddr_SeveralResources(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	const ns = "wj-metrics"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	createConfigMaps(t, kube, ns, "cm1")
+	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, stderr, code := startCLI(runCtx, "watch", "configmaps,secrets", "-n", ns, "--dir", t.TempDir(),
 		"--kubeconfig", cp.KubeconfigPath(), "--log-level", "info", "--metrics-addr", "127.0.0.1:0")
-	waitOutput(t, stderr, "/metrics", 60*time.Second)
+	stderr.waitForWithin(t, "/metrics", 60*time.Second)
 	url := regexp.MustCompile(`http://127\.0\.0\.1:\d+/metrics`).FindString(stderr.String())
 	if url == "" {
 		t.Fatalf("no metrics URL logged:\n%s", stderr)
@@ -107,31 +69,6 @@ func TestWatch_MetricsAddr_SeveralResources(t *testing.T) {
 		`watchjournal_synced{resource="secrets.v1 -n wj-metrics --metadata-only"} 1`,
 		`watchjournal_list_bytes_total{resource="secrets.v1 -n wj-metrics --metadata-only"}`,
 	}
-	var body string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-		}
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(body, w) {
-				missing = w
-			}
-		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v; no %q in the last body:\n%s\nstderr:\n%s", url, err, missing, body, stderr)
-		}
-		time.Sleep(50 * time.Millisecond) // polling an HTTP endpoint: no condition to wait on
-	}
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	waitMetrics(t, url, want, 60*time.Second, stderr)
+	stopCLI(t, cancel, code, stderr)
 }

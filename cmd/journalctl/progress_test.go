@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/reconcile"
@@ -30,29 +27,19 @@ import (
 // waits for the final line, which is always logged, before it stops watch.
 func TestWatch_ListProgress_LogLines(t *testing.T) {
 	// Pages: streaming lists off, as a server with the WatchList gate off.
-	cp := controlplane.StartT(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "progress"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := controlplane.StartT(t, controlplane.Options{ExtraAPIServerArgs: []string{"--feature-gates=WatchList=false"}})
+	kube := cp.CreateNamespaceT(t, ns)
 	for i := range 30 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%02d", i)}}
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMaps(t, kube, ns, fmt.Sprintf("cm%02d", i))
 	}
 	db := filepath.Join(tempDir(t), "cm.db")
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, stderr, code := startCLIWith(rctx, tuned(func(c *settings) { c.progressEvery = 5 }), "watch", "configmaps", "-n", ns, "--db", db, "--kubeconfig", cp.KubeconfigPath(), "--page-size", "2")
 	stderr.waitForWithin(t, "list complete", time.Minute)
 	stderr.waitForWithin(t, `"pages": 15, "objects": 30`, time.Minute)
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stopCLI(t, cancel, code, stderr)
 	var pages []int
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if !strings.Contains(line, "\tlisting\t") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -180,13 +179,8 @@ const listAB = `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceV
 // fake apiserver lists a, then a and b, and its watch stays quiet: the
 // relist finds b, which the watch lost.
 func TestWatch_Relist(t *testing.T) {
-	srv := fakeAPIServerListing(t, listA, listAB)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
-	stderr.waitFor(t, "watching")
+	_, kubeconfig, db := watchFiles(t, fakeAPIServerListing(t, listA, listAB))
+	ctx, _, stop := startWatch(t, defaultSettings(), db, kubeconfig)
 	if head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
 	}
@@ -202,23 +196,15 @@ func TestWatch_Relist(t *testing.T) {
 		t.Errorf("stats after relist: exit %d, stdout\n%s\nwant 2 lists, 1 verify, 1 divergence", c, stdout)
 	}
 
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stop()
 }
 
 // watch --verify-interval relists on its own: the divergence is found
 // without asking, and later verifies find nothing more.
 func TestWatch_VerifyInterval(t *testing.T) {
-	srv := fakeAPIServerListing(t, listA, listAB)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig,
+	_, kubeconfig, db := watchFiles(t, fakeAPIServerListing(t, listA, listAB))
+	ctx, _, stop := startWatch(t, defaultSettings(), db, kubeconfig,
 		"--verify-interval", "20ms", "--idle-timeout", "1h", "--request-timeout", "10s")
-	stderr.waitFor(t, "watching")
 
 	s := inspect.NewClient(inspect.SocketPath(db))
 	waitUntil(t, func() (bool, string) {
@@ -236,8 +222,5 @@ func TestWatch_VerifyInterval(t *testing.T) {
 		t.Errorf("events from offset 2: %+v, %v; want ADDED wj/b, origin relist, alone", evs, err)
 	}
 
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stop()
 }

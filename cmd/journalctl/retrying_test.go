@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,21 +20,7 @@ import (
 // fails the test after 5 s with the output.
 func (o *output) waitForCount(t *testing.T, s string, n int) {
 	t.Helper()
-	timeout := time.NewTimer(5 * time.Second)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		has, ch := strings.Count(o.buf.String(), s) >= n, o.changed
-		o.mu.Unlock()
-		if has {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			t.Fatalf("output %q; want %q at least %d times", o.String(), s, n)
-		}
-	}
+	o.waitMatch(t, 5*time.Second, func(out string) bool { return strings.Count(out, s) >= n }, fmt.Sprintf("want %q at least %d times", s, n))
 }
 
 // With the apiserver unreachable from the start, watch keeps saying that
@@ -46,10 +33,7 @@ func TestWatch_StillRetrying_Unreachable(t *testing.T) {
 	conf := tuned(func(c *settings) { c.stillRetryingEvery, c.discovery.max = 300*time.Millisecond, 200*time.Millisecond })
 	_, stderr, code := startCLIWith(ctx, conf, "watch", "configmaps", "--db", filepath.Join(dir, "cm.db"), "--kubeconfig", kc)
 	stderr.waitForCount(t, "still retrying: ", 2)
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stopCLI(t, cancel, code, stderr)
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, "still retrying: ") && (!strings.Contains(line, "connection refused") || !strings.Contains(line, ", since ") || !strings.Contains(line, " backoffs")) {
 			t.Errorf("still retrying line without the reason, since when or backoffs: %s", line)

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
@@ -24,13 +23,10 @@ import (
 // events shows the data with --seal-key-file, and without it fails naming
 // the key and the flag. --secret-payloads without a key is refused.
 func TestWatch_SecretsSealed(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	const ns = "wj-sealed"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "secrets.db")
 	key := bytes.Repeat([]byte{7}, journal.KeySize)
@@ -54,7 +50,7 @@ func TestWatch_SecretsSealed(t *testing.T) {
 	defer cancel()
 	_, stderr, code := startCLI(runCtx, "watch", "secrets", "-n", ns, "--db", db, "--secret-payloads",
 		"--seal-key-file", keyFile, "--kubeconfig", cp.KubeconfigPath())
-	waitOutput(t, stderr, `"db": "`+db+`"`, 60*time.Second) // the socket is served
+	stderr.waitForWithin(t, `"db": "`+db+`"`, 60*time.Second) // the socket is served
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
 	if _, err := inspect.NewClient(inspect.SocketPath(db)).Wait(wctx, 0); err != nil {

@@ -10,58 +10,31 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 
 	"github.com/watchjournal/watchjournal/journal/inspect"
 )
 
-// waitOutput waits until o contains s, for up to d; on a timeout it fails
-// the test with what o holds.
-func waitOutput(t *testing.T, o *output, s string, d time.Duration) {
-	t.Helper()
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		has, ch := strings.Contains(o.buf.String(), s), o.changed
-		o.mu.Unlock()
-		if has {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			t.Fatalf("output %q; want it to contain %q", o.String(), s)
-		}
-	}
-}
-
 // watch configmaps,secrets --dir DIR, against a real apiserver: one
 // process journals each resource into its own file, named after it, each
 // with its own socket; the read commands read each file with --db, while
 // the watch runs and after it stopped.
 func TestWatch_SeveralResources_Dir(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	const ns = "wj-group"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	ctx := context.Background()
 	dir := t.TempDir()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, stderr, code := startCLI(runCtx, "watch", "configmaps,secrets", "-n", ns, "--dir", dir,
 		"--kubeconfig", cp.KubeconfigPath(), "--log-level", "info")
 	cmDB, secDB := filepath.Join(dir, "configmaps.v1.db"), filepath.Join(dir, "secrets.v1.db")
-	waitOutput(t, stderr, `"db": "`+cmDB+`"`, 60*time.Second)
-	waitOutput(t, stderr, `"db": "`+secDB+`"`, 60*time.Second)
+	stderr.waitForWithin(t, `"db": "`+cmDB+`"`, 60*time.Second)
+	stderr.waitForWithin(t, `"db": "`+secDB+`"`, 60*time.Second)
 
-	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createConfigMaps(t, kube, ns, "cm1")
 	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s1"},
 		StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

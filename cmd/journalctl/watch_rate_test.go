@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
@@ -80,18 +78,12 @@ func (l *listRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestWatch_ListAtPageSize5IsNotThrottledOnTheClient(t *testing.T) {
 	const n, ns = 150, "rate"
 	cp := controlplane.StartT(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	admin := cp.CreateNamespaceT(t, ns)
+	for i := range n {
+		createConfigMaps(t, admin, ns, fmt.Sprintf("cm%03d", i))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%03d", i)}}
-		if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	cfg, _, err := clientConfig(watchFlags{kubeconfig: cp.KubeconfigPath(), qps: clientrate.QPS, burst: clientrate.Burst})
 	if err != nil {

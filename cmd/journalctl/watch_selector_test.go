@@ -12,9 +12,7 @@ import (
 // another way that selects the same objects, and still refuses one that
 // selects other objects (exit 2).
 func TestWatch_EquivalentSelectorRestarts(t *testing.T) {
-	srv := fakeAPIServer(t)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	_, kubeconfig, db := watchFiles(t, fakeAPIServer(t))
 	for _, sel := range []string{"app=x,tier=web", "tier=web,app=x", " app = x , tier = web ", "app==x,tier==web", "app in (x),tier=web"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig, "-l", sel)

@@ -251,30 +251,10 @@ func captureOSStderr(t *testing.T) (restore func() string) {
 // the failure once (not once per retry), and client-go's klog lines do
 // not reach stderr.
 func TestWatch_DiscoveryRetriedWhileUnavailable(t *testing.T) {
-	conf := fastDiscovery()
-	var mu sync.Mutex
-	failures := 3
-	srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.URL.Path != "/api" || failures == 0 {
-			return false
-		}
-		failures--
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-		return true
-	}, listA)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	_, kubeconfig, db := watchFiles(t, fakeAPIServerStarting(t, 3))
 	klogOut := captureOSStderr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
-	stderr.waitFor(t, "watching")
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	_, stderr, stop := startWatch(t, fastDiscovery(), db, kubeconfig)
+	stop()
 	if n := strings.Count(stderr.String(), "apiserver discovery failed"); n != 1 {
 		t.Errorf("stderr logs the discovery failure %d times; want once:\n%s", n, stderr)
 	}
@@ -292,16 +272,12 @@ func TestWatch_DiscoveryUnreachableUntilInterrupted(t *testing.T) {
 	conf := fastDiscovery()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // its port now refuses connections
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	_, kubeconfig, db := watchFiles(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	stderr.waitFor(t, "connection refused")
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stopCLI(t, cancel, code, stderr)
 	if n := strings.Count(stderr.String(), "apiserver discovery failed"); n != 1 {
 		t.Errorf("stderr logs the discovery failure %d times; want once:\n%s", n, stderr)
 	}
@@ -332,8 +308,7 @@ func TestWatch_DiscoveryFailsAtOnce(t *testing.T) {
 				http.Error(w, http.StatusText(tc.status), tc.status)
 				return true
 			}, listA)
-			dir := tempDir(t)
-			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+			_, kubeconfig, db := watchFiles(t, srv)
 			_, stderr, code := runCLIWith(conf, "watch", tc.arg, "--db", db, "--kubeconfig", kubeconfig)
 			if code != 1 || !strings.HasPrefix(stderr, "journalctl: "+tc.want) || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("exit %d, stderr %q; want 1 and one line starting %q", code, stderr, "journalctl: "+tc.want)
@@ -345,23 +320,15 @@ func TestWatch_DiscoveryFailsAtOnce(t *testing.T) {
 // A second watch of a file a watch is writing names the first one's pid,
 // and exits 2.
 func TestWatch_AlreadyRunning(t *testing.T) {
-	srv := fakeAPIServer(t)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
-	stderr.waitFor(t, "watching")
+	_, kubeconfig, db := watchFiles(t, fakeAPIServer(t))
+	_, _, stop := startWatch(t, defaultSettings(), db, kubeconfig)
 
 	_, errOut, c := runCLI("watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
 	want := fmt.Sprintf("journalctl: another journalctl watch is already writing %s (pid %d); stop it first\n", db, os.Getpid())
 	if c != 2 || errOut != want {
 		t.Errorf("second watch: exit %d, stderr %q; want 2 and %q", c, errOut, want)
 	}
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("first watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stop()
 }
 
 // --db in a directory that is missing, or where a directory stands,
@@ -397,20 +364,13 @@ func TestWatch_APIServerWarningsLoggedOnce(t *testing.T) {
 		w.Header().Add("Warning", `299 - "v1 ConfigMap is deprecated"`)
 		return false
 	}, listA)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+	_, kubeconfig, db := watchFiles(t, srv)
 	klogOut := captureOSStderr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
-	stderr.waitFor(t, "watching")
+	ctx, stderr, stop := startWatch(t, defaultSettings(), db, kubeconfig)
 	if head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0); err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
 	}
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stop()
 	if n := strings.Count(stderr.String(), "apiserver warning\t"+`{"warning": "v1 ConfigMap is deprecated"}`); n != 1 {
 		t.Errorf("stderr logs the warning %d times; want once:\n%s", n, stderr)
 	}
@@ -439,14 +399,8 @@ func TestNewLogger_Encoding(t *testing.T) {
 // interrupt stops it cleanly, socket removed. A watch of another resource
 // into the same file then fails with exit 2.
 func TestWatch(t *testing.T) {
-	srv := fakeAPIServer(t)
-	dir := tempDir(t)
-	kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, code := startCLI(ctx, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig)
-
-	stderr.waitFor(t, "watching") // logged once the socket serves
+	_, kubeconfig, db := watchFiles(t, fakeAPIServer(t))
+	ctx, _, stop := startWatch(t, defaultSettings(), db, kubeconfig) // "watching" is logged once the socket serves
 	head, err := inspect.NewClient(inspect.SocketPath(db)).Wait(ctx, 0)
 	if err != nil || head != 1 {
 		t.Fatalf("waiting for the list through the socket: head %d, %v; want 1", head, err)
@@ -460,10 +414,7 @@ func TestWatch(t *testing.T) {
 		t.Errorf("stats through the socket: exit %d, stdout\n%s\nwant configmaps in wj and the writer's phase", c, stdout)
 	}
 
-	cancel()
-	if c := exitStatus(t, code); c != 0 {
-		t.Errorf("watch exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-	}
+	stop()
 	if _, err := os.Stat(inspect.SocketPath(db)); !os.IsNotExist(err) {
 		t.Errorf("socket after exit: %v; want it removed", err)
 	}
@@ -486,29 +437,10 @@ func TestWatch_KlogLinesInWatchLog(t *testing.T) {
 	conf := fastDiscovery()
 	for _, v := range []string{"0", "1"} {
 		t.Run("-v "+v, func(t *testing.T) {
-			var mu sync.Mutex
-			failures := 1
-			srv := fakeAPIServerWith(t, func(w http.ResponseWriter, r *http.Request) bool {
-				mu.Lock()
-				defer mu.Unlock()
-				if r.URL.Path != "/api" || failures == 0 {
-					return false
-				}
-				failures--
-				http.Error(w, "starting", http.StatusServiceUnavailable)
-				return true
-			}, listA)
-			dir := tempDir(t)
-			kubeconfig, db := writeKubeconfig(t, dir, srv.URL), filepath.Join(dir, "cm.db")
+			_, kubeconfig, db := watchFiles(t, fakeAPIServerStarting(t, 1))
 			klogOut := captureOSStderr(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			_, stderr, code := startCLIWith(ctx, conf, "watch", "cm", "--db", db, "--kubeconfig", kubeconfig, "-v", v)
-			stderr.waitFor(t, "watching")
-			cancel()
-			if c := exitStatus(t, code); c != 0 {
-				t.Errorf("exit %d after interrupt; want 0; stderr:\n%s", c, stderr)
-			}
+			_, stderr, stop := startWatch(t, conf, db, kubeconfig, "-v", v)
+			stop()
 			if got := klogOut(); got != "" {
 				t.Errorf("os.Stderr got klog's lines:\n%s\nwant nothing", got)
 			}

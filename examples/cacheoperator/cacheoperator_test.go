@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/mainbin"
 )
 
 // child is the operator as a separate process; it counts the reconcile
@@ -131,20 +132,27 @@ func waitSecret(t *testing.T, kube kubernetes.Interface, ns, name string) {
 // bin is the operator, built once for the package's tests (TestMain).
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cacheoperator-")
-	if err != nil {
-		panic(err)
+func TestMain(m *testing.M) { os.Exit(mainbin.RunBuilt(m, "cacheoperator", &bin)) }
+
+// startInNamespace starts a control plane and creates namespace ns in it;
+// it returns the control plane, an admin client and a context that ends
+// after timeout or with the test.
+func startInNamespace(t *testing.T, ns string, timeout time.Duration) (*controlplane.ControlPlane, *kubernetes.Clientset, context.Context) {
+	t.Helper()
+	cp := controlplane.StartT(t, controlplane.Options{})
+	kube := cp.CreateNamespaceT(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return cp, kube, ctx
+}
+
+// createConfigMap creates ConfigMap ns/name with labels and data.
+func createConfigMap(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string, labels, data map[string]string) {
+	t.Helper()
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: data}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	bin = filepath.Join(dir, "cacheoperator")
-	code := 1
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.
@@ -302,20 +310,10 @@ func (o *operator) waitReady(t *testing.T) {
 // and /metrics serves the watchjournal_* series of each journal file,
 // labeled by resource, the sources' consumers included.
 func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "cop"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, kube, ctx := startInNamespace(t, ns, 3*time.Minute)
 	for name, labels := range map[string]map[string]string{"a": {label: "true"}, "b": nil} {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-			Data:       map[string]string{"serviceAccount": "sa1"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, ctx, kube, ns, name, labels, map[string]string{"serviceAccount": "sa1"})
 	}
 	o := startOperator(t, cp, filepath.Join(t.TempDir(), "cache"), ns)
 	c := o.child
@@ -385,26 +383,13 @@ func TestCacheOperator_BuilderOnTheJournalCache(t *testing.T) {
 // the second time etcd is compacted while the operator is down, so its
 // watches resume with 410 Gone and the journals relist.
 func TestCacheOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "rex"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, kube, ctx := startInNamespace(t, ns, 4*time.Minute)
 	const labeled = 10
 	for i := range labeled {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns, Labels: map[string]string{label: "true"}},
-			Data:       map[string]string{"serviceAccount": fmt.Sprintf("sa-%d", i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, ctx, kube, ns, fmt.Sprintf("cm-%d", i), map[string]string{label: "true"}, map[string]string{"serviceAccount": fmt.Sprintf("sa-%d", i)})
 	}
-	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createConfigMap(t, ctx, kube, ns, "plain", nil, nil)
 	dir := filepath.Join(t.TempDir(), "cache")
 	o := startOperator(t, cp, dir, "")
 	for i := range labeled {
@@ -493,20 +478,11 @@ func (c *child) term() { _ = c.cmd.Process.Signal(syscall.SIGTERM); <-c.exited }
 // nothing while the first leads; once the first stops, the second takes
 // the Lease and reconciles.
 func TestCacheOperator_LeaderElection(t *testing.T) {
-	cp := controlplane.StartT(t, controlplane.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "le"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp, kube, ctx := startInNamespace(t, ns, 3*time.Minute)
 	create := func(name string) {
 		t.Helper()
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{label: "true"}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, ctx, kube, ns, name, map[string]string{label: "true"}, nil)
 	}
 	create("a")
 	leader := startOperator(t, cp, filepath.Join(t.TempDir(), "one"), ns)

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/journal"
@@ -140,13 +139,9 @@ func TestOperator_RestartReconcilesExactlyWhatChanged(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns, statusNS := "op", "op-status"
-	for _, n := range []string{ns, statusNS} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kube := cp.CreateNamespaceT(t, ns)
+	cp.CreateNamespaceT(t, statusNS)
 	cms := kube.CoreV1().ConfigMaps(ns)
 	set := func(name, value string) {
 		t.Helper()

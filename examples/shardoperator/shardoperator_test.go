@@ -30,6 +30,7 @@ import (
 
 	"github.com/watchjournal/watchjournal/internal/hashrange"
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
+	"github.com/watchjournal/watchjournal/internal/testing/mainbin"
 	"github.com/watchjournal/watchjournal/journal"
 	"github.com/watchjournal/watchjournal/shards"
 )
@@ -37,21 +38,7 @@ import (
 // bin is the operator, built once for the package's tests (TestMain).
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardoperator-")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "shardoperator")
-	code := 1
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(mainbin.RunBuilt(m, "shardoperator", &bin)) }
 
 // replica is one operator process and the lines it printed, by kind
 // ("reconcile", "not-held", "gone") and key.
@@ -249,12 +236,9 @@ func TestShardOperator_KillAddRemove(t *testing.T) {
 func killAddRemove(t *testing.T, opts controlplane.Options) {
 	const owners = 3000
 	cp := controlplane.StartT(t, opts)
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ctx := context.Background()
 	ns := "shards"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	kube := cp.CreateNamespaceT(t, ns)
 	g := &group{t: t, kube: kube, ns: ns}
 	start := func(name string) *replica { return startReplica(t, cp.KubeconfigPath(), ns, name) }
 	r0, r1, r2 := start("r0"), start("r1"), start("r2")

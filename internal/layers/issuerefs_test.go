@@ -14,13 +14,9 @@ package layers
 // of the module does not reach them).
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,21 +48,7 @@ func sourceFiles(t *testing.T) (root string, files []string) {
 		t.Fatalf("go list -m: %v", err)
 	}
 	root = strings.TrimSpace(string(out))
-	cmd := exec.Command("go", "list", "-e", "-json", module+"/...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err = cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p srcPkg
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("go list output: %v", err)
-		}
+	for _, p := range goList[srcPkg](t, "-e", module+"/...") {
 		for _, f := range slices.Concat(p.GoFiles, p.CgoFiles, p.IgnoredGoFiles) {
 			if strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
 				path, err := filepath.Rel(root, filepath.Join(p.Dir, f))

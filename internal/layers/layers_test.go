@@ -48,28 +48,38 @@ type pkg struct {
 // listModule returns the module's packages from `go list -json`.
 func listModule(t *testing.T) map[string]pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", module+"/...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
 	pkgs := map[string]pkg{}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p pkg
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("go list output: %v", err)
-		}
+	for _, p := range goList[pkg](t, module+"/...") {
 		pkgs[p.ImportPath] = p
 	}
 	if len(pkgs) == 0 {
 		t.Fatal("go list found no packages")
 	}
 	return pkgs
+}
+
+// goList runs go list -json with args and returns each package it prints,
+// decoded into a T.
+func goList[T any](t *testing.T, args ...string) []T {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []T
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p T
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			return pkgs
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
 }
 
 // TestImportsPointDown fails for every package that imports, directly or

@@ -454,16 +454,26 @@ func cacheChildMain(kind string, n int, cfg *rest.Config, send func(report)) err
 
 	awaitExit() // or the parent closing stdin
 	cancel()
-	select { // the manager stops the cache: jcache closes its files
+	if err := awaitManagerStop(stopped); err != nil { // the manager stops the cache: jcache closes its files
+		return err
+	}
+	send(report{Event: "bye"})
+	return nil
+}
+
+// awaitManagerStop waits up to a minute for the manager's Start, whose
+// context was cancelled, to return on stopped; it returns Start's error
+// wrapped, or an error saying the manager did not stop.
+func awaitManagerStop(stopped <-chan error) error {
+	select {
 	case err := <-stopped:
 		if err != nil {
 			return fmt.Errorf("manager: %w", err)
 		}
+		return nil
 	case <-time.After(time.Minute):
 		return fmt.Errorf("the manager did not stop within a minute")
 	}
-	send(report{Event: "bye"})
-	return nil
 }
 
 // cacheReadsOf times the reads through the manager's client c.

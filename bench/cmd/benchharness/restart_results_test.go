@@ -41,11 +41,7 @@ func restartResultsFixture() *results {
 // N for each ratio, the 200k RSS row and the 1,000,000-object row, with the
 // right verdicts.
 func TestRestartTargets(t *testing.T) {
-	r := restartResultsFixture()
-	got := map[string]string{}
-	for _, x := range r.restartTargets() {
-		got[x.name] = x.state + " " + x.measured
-	}
+	got := verdicts(restartResultsFixture().restartTargets())
 	want := map[string]string{
 		"initial sync ≤ 1.0× the informer's sync (N=20000)":                                                                              "holds 0.90 / 1.00 s = 0.90×",
 		"relist after a 410 with 2000 objects (1%) changed ≤ 0.7× the bare paginated full list (N=200000)":                               "holds 5.00 / 10.00 s = 0.50×",

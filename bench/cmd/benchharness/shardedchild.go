@@ -325,13 +325,8 @@ func shardedChildMain(kind string, n int, cfg *rest.Config, send func(report)) e
 			}})
 		case "exit":
 			cancel()
-			select { // the manager stops the cache: it deletes its Lease and closes its files
-			case err := <-stopped:
-				if err != nil {
-					return fmt.Errorf("manager: %w", err)
-				}
-			case <-time.After(time.Minute):
-				return fmt.Errorf("the manager did not stop within a minute")
+			if err := awaitManagerStop(stopped); err != nil { // the manager stops the cache: it deletes its Lease and closes its files
+				return err
 			}
 			send(report{Event: "bye"})
 			return nil

@@ -54,11 +54,7 @@ func TestWorkloadDiskTable(t *testing.T) {
 
 // The workload targets on the workload rows, with their verdicts.
 func TestWorkloadTargets(t *testing.T) {
-	r := workloadResultsFixture()
-	got := map[string]string{}
-	for _, x := range r.workloadTargets() {
-		got[x.name] = x.state + " " + x.measured
-	}
+	got := verdicts(workloadResultsFixture().workloadTargets())
 	want := map[string]string{
 		"pods: steady file size ≤ 1.5× the objects' served bytes (N=1000)":                                              "holds 9.0 / 6.0 MiB = 1.50×",
 		"pods: initial sync ≤ 0.8× the informer's time and ≤ 1.0× its CPU (N=1000)":                                     "holds 0.70 / 1.00 s = 0.70×; CPU 0.90 / 1.00 s = 0.90×",
@@ -107,19 +103,7 @@ func TestWorkloadSection(t *testing.T) {
 // the cache section and the rest; a file without one gets it before the
 // hand-written part.
 func TestSpliceWorkloadSection(t *testing.T) {
-	section := func(s string) string { return workloadsBegin + "\n" + s + "\n" + workloadsEnd + "\n" }
 	cache := cacheBegin + "\ncache\n" + cacheEnd + "\n"
 	head, tail := "# Benchmarks\n\ntables\n\n"+cache+"\n", handWritten+"\nnotes\n"
-
-	got := string(spliceSection([]byte(head+tail), workloadsBegin, workloadsEnd, section("new")))
-	if want := head + section("new") + "\n" + tail; got != want {
-		t.Errorf("without a section:\n%s\nwant:\n%s", got, want)
-	}
-	got = string(spliceSection([]byte(head+section("old")+"\n"+tail), workloadsBegin, workloadsEnd, section("new")))
-	if want := head + section("new") + "\n" + tail; got != want {
-		t.Errorf("with a section:\n%s\nwant:\n%s", got, want)
-	}
-	if got := string(oldSection([]byte(head+section("old")+"\n"+tail), workloadsBegin, workloadsEnd)); got != section("old") {
-		t.Errorf("oldSection = %q; want %q", got, section("old"))
-	}
+	checkSplice(t, head, tail, workloadsBegin, workloadsEnd)
 }

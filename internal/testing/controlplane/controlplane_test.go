@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -53,12 +54,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	t.Run("WatchBeforeCompactionReplays", func(t *testing.T) {
-		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: oldRV})
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-		defer w.Stop()
-		ev := nextEvent(t, w)
+		ev := nextEvent(t, watchFrom(t, ctx, cms, oldRV))
 		if ev.Type != watch.Modified {
 			t.Fatalf("first event %v %#v, want MODIFIED", ev.Type, ev.Object)
 		}
@@ -78,11 +74,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	t.Run("WatchFromCompactedRVIsGone", func(t *testing.T) {
-		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: oldRV})
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-		defer w.Stop()
+		w := watchFrom(t, ctx, cms, oldRV)
 		ev := nextEvent(t, w)
 		if ev.Type != watch.Error {
 			t.Fatalf("first event %v %#v, want ERROR", ev.Type, ev.Object)
@@ -115,12 +107,7 @@ func TestControlPlane(t *testing.T) {
 		if _, err := cp.Compact(ctx); err != nil {
 			t.Fatalf("compact: %v", err)
 		}
-		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: last.ResourceVersion})
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-		defer w.Stop()
-		ev := nextEvent(t, w)
+		ev := nextEvent(t, watchFrom(t, ctx, cms, last.ResourceVersion))
 		status, ok := ev.Object.(*metav1.Status)
 		if ev.Type != watch.Error || !ok || status.Code != http.StatusGone {
 			t.Fatalf("first event from the last write's resourceVersion %s: %v %#v; want ERROR 410", last.ResourceVersion, ev.Type, ev.Object)
@@ -194,6 +181,17 @@ func TestControlPlane(t *testing.T) {
 	if err := cp.StartAPIServer(ctx); !errors.Is(err, ErrStopped) {
 		t.Fatalf("StartAPIServer after Stop: %v, want ErrStopped", err)
 	}
+}
+
+// watchFrom watches cms from resourceVersion rv until the test ends.
+func watchFrom(t *testing.T, ctx context.Context, cms corev1client.ConfigMapInterface, rv string) watch.Interface {
+	t.Helper()
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 func nextEvent(t *testing.T, w watch.Interface) watch.Event {

@@ -39,19 +39,27 @@ func roundTrip(c net.Conn, msg string, timeout time.Duration) (string, error) {
 	return string(buf), err
 }
 
-// TestProxyEcho exercises the proxy without a control plane.
-func TestProxyEcho(t *testing.T) {
+// echoProxy returns a proxy to an echo server and a connection through it,
+// both closed with the test.
+func echoProxy(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	p, err := NewProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-
-	c1, err := net.Dial("tcp", p.Addr())
+	t.Cleanup(p.Close)
+	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c1.Close()
+	t.Cleanup(func() { c.Close() })
+	return p, c
+}
+
+// TestProxyEcho exercises the proxy without a control plane.
+func TestProxyEcho(t *testing.T) {
+	p, c1 := echoProxy(t)
+
 	if got, err := roundTrip(c1, "hello", 5*time.Second); err != nil || got != "hello" {
 		t.Fatalf("echo: %q, %v", got, err)
 	}
@@ -124,16 +132,7 @@ func TestProxyEcho(t *testing.T) {
 // SetRate makes a slow link: 256 KiB each way at 512 KiB/s takes about
 // half a second, shared by connections; SetRate(0) makes it fast again.
 func TestProxySetRate(t *testing.T) {
-	p, err := NewProxy(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := echoProxy(t)
 	msg := string(make([]byte, 256<<10))
 	p.SetRate(512 << 10)
 	start := time.Now()
