@@ -107,26 +107,10 @@ type running struct {
 	reindexed journal.ReindexStats
 }
 
+// startCache starts a cache on cp and waits for its sync.
 func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Options, cp *controlplane.ControlPlane) *running {
 	t.Helper()
-	c, err := newCache(cp.RESTConfig(), cfgOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
+	return startWith(t, newCache, cp.RESTConfig(), cfgOpts, nil)
 }
 
 func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, data map[string]string) *corev1.ConfigMap {

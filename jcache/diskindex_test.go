@@ -25,32 +25,7 @@ import (
 // calls.
 func startIndexed(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane, calls *atomic.Int64) *running {
 	t.Helper()
-	c, err := newCache(cp.RESTConfig(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		calls.Add(1)
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, reindexed: reindexed(t, ""), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
+	return startIndexedAt(t, newCache, cp.RESTConfig(), opts, calls)
 }
 
 // wantByIndex lists ns through the data.k index and checks the names, and

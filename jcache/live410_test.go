@@ -21,32 +21,14 @@ import (
 // proxied one).
 func startIndexedAt(t *testing.T, newCache crcache.NewCacheFunc, cfg *rest.Config, opts crcache.Options, calls *atomic.Int64) *running {
 	t.Helper()
-	c, err := newCache(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		calls.Add(1)
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, reindexed: reindexed(t, ""), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
+	r := startWith(t, newCache, cfg, opts, func(ctx context.Context, c crcache.Cache) error {
+		return c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
+			calls.Add(1)
+			return []string{o.(*corev1.ConfigMap).Data["k"]}
+		})
+	})
+	r.reindexed = reindexed(t, "")
+	return r
 }
 
 // TestCache_IndexAfterLive410RelistAndRestart: a running cache loses its
