@@ -20,12 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -91,28 +88,12 @@ func (o *outcomes) waitUntil(t *testing.T, what string, cond func(found, notFoun
 func runOutcomes(t *testing.T, cp *controlplane.ControlPlane, o jcache.Options, rec *outcomes) (mgr manager.Manager, stop func()) {
 	t.Helper()
 	o.Logger = testr.New(t)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(o),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr = newManager(t, cp.RESTConfig(), ctrl.Options{NewCache: jcache.NewFunc(o)})
 	rec.mgr = mgr
 	if err := ctrl.NewControllerManagedBy(mgr).Named("outcomes").For(&corev1.ConfigMap{}).Complete(rec); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return mgr, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}
+	return mgr, runManager(t, mgr).stop
 }
 
 // uidRecorder is a raw handler that records each call as "add NAME UID"

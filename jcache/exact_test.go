@@ -25,19 +25,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -152,28 +149,10 @@ func atHead(srcs ...*jcache.ExactSource) (bool, string) {
 // cancels it and waits.
 func startExact(t *testing.T, cp *controlplane.ControlPlane, dir string, build func(manager.Manager, *jcache.ExactController) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	return startManager(t, cp, dir, func(mgr manager.Manager) error {
+		// Stops as by SIGKILL: no last commit.
+		return build(mgr, jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{})))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stops as by SIGKILL: no last commit.
-	if err := build(mgr, jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{}))); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}
 }
 
 // secretMeta is the owned type: Secrets, metadata only (a cache keeps a
@@ -437,15 +416,9 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 func TestExact_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	cp, kube, ns := setup(t)
 	createCM(t, kube, ns, "a", nil, nil)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := newMirror(ns, nil)
 	r.c = mgr.GetClient()
 	ex := jcache.Exact(mgr.GetCache(), "unwrapped")
@@ -456,7 +429,7 @@ func TestExact_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = mgr.Start(ctx)
+	err := mgr.Start(ctx)
 	if !errors.Is(err, jcache.ErrExactNotWrapped) || !strings.Contains(err.Error(), "Complete(ex.Reconciler(r))") {
 		t.Fatalf("manager Start = %v; want ErrExactNotWrapped naming Complete(ex.Reconciler(r))", err)
 	}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -36,9 +35,9 @@ func startWith(t *testing.T, newCache crcache.NewCacheFunc, cfg *rest.Config, op
 			t.Fatal(err)
 		}
 	}
-	stop := runUntilStopped(t, ctx, cancel, "Start", c.Start)
+	s := runUntilStopped(t, ctx, cancel, "Start", c.Start)
 	waitSynced(t, c, 30*time.Second)
-	return &running{c: c, stop: stop}
+	return &running{c: c, stop: s.stop}
 }
 
 // newManager builds a manager on cfg from o, with no metrics or health
@@ -47,7 +46,7 @@ func newManager(t *testing.T, cfg *rest.Config, o ctrl.Options) manager.Manager 
 	t.Helper()
 	o.Metrics = metricsserver.Options{BindAddress: "0"}
 	o.HealthProbeBindAddress = "0"
-	o.Controller = ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
+	o.Controller.SkipNameValidation = ptr.To(true)
 	mgr, err := ctrl.NewManager(cfg, o)
 	if err != nil {
 		t.Fatal(err)
@@ -55,31 +54,39 @@ func newManager(t *testing.T, cfg *rest.Config, o ctrl.Options) manager.Manager 
 	return mgr
 }
 
-// runManager starts mgr; stop cancels it and waits, failing the test if
-// its Start returned an error.
-func runManager(t *testing.T, mgr manager.Manager) (stop func()) {
+// started is a Start running in a goroutine.
+type started struct {
+	// done receives Start's result; a reader other than stop puts it
+	// back.
+	done chan error
+	// stop cancels Start's context and waits for it, failing the test if
+	// it returned an error; it runs once, also as a cleanup.
+	stop func()
+}
+
+// runManager starts mgr.
+func runManager(t *testing.T, mgr manager.Manager) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	return runUntilStopped(t, ctx, cancel, "manager Start", mgr.Start)
 }
 
-// runUntilStopped runs start(ctx) in a goroutine; the stop it returns (also
-// a cleanup, run once) calls cancel and waits, reporting start's error as
-// what.
-func runUntilStopped(t *testing.T, ctx context.Context, cancel context.CancelFunc, what string, start func(context.Context) error) (stop func()) {
-	done := make(chan error, 1)
-	go func() { done <- start(ctx) }()
+// runUntilStopped runs start(ctx) in a goroutine, reporting its error as
+// what; its stop calls cancel.
+func runUntilStopped(t *testing.T, ctx context.Context, cancel context.CancelFunc, what string, start func(context.Context) error) *started {
+	s := &started{done: make(chan error, 1)}
+	go func() { s.done <- start(ctx) }()
 	var once sync.Once
-	stop = func() {
+	s.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := <-s.done; err != nil {
 				t.Errorf("%s = %v", what, err)
 			}
 		})
 	}
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(s.stop)
+	return s
 }
 
 // waitSynced waits up to within for c's caches to sync, failing the test

@@ -24,7 +24,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
@@ -53,39 +52,22 @@ type mgrRun struct {
 // DefaultTransform tr, and waits for the cache's sync.
 func startIndexedManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, fn client.IndexerFunc, tr toolscache.TransformFunc) *mgrRun {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}),
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}),
+		Cache:    crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	var err error
 	if fn != nil {
-		err = mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, "by-v", fn)
+		err = mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.ConfigMap{}, "by-v", fn)
 	} else {
-		_, err = mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+		_, err = mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{})
 	}
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the manager's cache did not sync")
-	}
-	return &mgrRun{c: mgr.GetClient(), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}}
+	stop := runManager(t, mgr).stop
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
+	return &mgrRun{c: mgr.GetClient(), stop: stop}
 }
 
 // listByV returns the sorted names of the ConfigMaps of ns whose by-v

@@ -24,13 +24,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -57,15 +54,9 @@ type mpRun struct {
 
 func startMaxPending(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, fail func(string) bool) *mpRun {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newMirror(ns, func(name string) (reconcile.Result, error) {
 		if fail != nil && fail(name) {
 			return reconcile.Result{}, errors.New("not yet")
@@ -83,20 +74,8 @@ func startMaxPending(t *testing.T, cp *controlplane.ControlPlane, dir, ns string
 		WatchesRawSource(src).Complete(ex.Reconciler(rec)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &mpRun{src: src, rec: rec, done: make(chan error, 1)}
-	go func() { r.done <- mgr.Start(ctx) }()
-	var once sync.Once
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-r.done; err != nil {
-				t.Errorf("manager Start = %v", err)
-			}
-		})
-	}
-	t.Cleanup(r.stop)
-	return r
+	run := runManager(t, mgr)
+	return &mpRun{src: src, rec: rec, done: run.done, stop: run.stop}
 }
 
 // wait waits until cond holds, checking after each reconcile and every

@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -116,15 +115,10 @@ func TestCache_NamespacesNamedLikePathWords(t *testing.T) {
 // delete.
 func TestManager_NamespacesNamedLikePathWords(t *testing.T) {
 	cp, kube, opts := pathWordsSetup(t)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Cache:                  opts,
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		Cache:    opts,
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
 	if err := ctrl.NewControllerManagedBy(mgr).Named("pathwords").For(&corev1.ConfigMap{}).
 		Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -133,16 +127,9 @@ func TestManager_NamespacesNamedLikePathWords(t *testing.T) {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer runManager(t, mgr).stop()
+	// The sync, the reads and the polls below, within 30 s.
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if !mgr.GetCache().WaitForCacheSync(wctx) {
 		t.Fatal("the manager's cache did not sync")

@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -107,14 +106,7 @@ func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOp
 	for _, h := range hooks {
 		o = h(o)
 	}
-	mgr, err := ctrl.NewManager(rc, ctrl.Options{
-		NewCache:               jcache.NewFunc(o),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, rc, ctrl.Options{NewCache: jcache.NewFunc(o)})
 	r.cache, r.c = mgr.GetCache().(*jcache.Cache), mgr.GetClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -384,15 +376,10 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 func TestShard_ExactSourceRefused(t *testing.T) {
 	cp, kube, ns := setup(t)
 	createCM(t, kube, ns, "a", nil, nil)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
 		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: &jcache.ShardOptions{
 			Group: "exact", Member: "r0", Namespace: ns, Resources: []schema.GroupResource{{Resource: "configmaps"}}}}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &shardReplica{name: "r0", reconciled: map[string]int{}, cache: mgr.GetCache().(*jcache.Cache), c: mgr.GetClient()}
 	ex := jcache.Exact(mgr.GetCache(), "sharded")
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sharded").

@@ -27,7 +27,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
@@ -193,19 +192,12 @@ func (s *seenObjects) all() []string {
 // a recording ConfigMap handler and waits for the cache's sync.
 func startTransformManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, tr toolscache.TransformFunc, id string) *transformManager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, TransformID: id}),
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, TransformID: id}),
+		Cache:    crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
 	})
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
 	seen := &seenObjects{}
@@ -214,23 +206,11 @@ func startTransformManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns 
 		UpdateFunc: func(old, o any) { seen.add(old); seen.add(o) },
 		DeleteFunc: func(o any) { seen.add(o) },
 	}); err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the manager's cache did not sync")
-	}
-	return &transformManager{c: mgr.GetClient(), seen: seen, stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}}
+	stop := runManager(t, mgr).stop
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
+	return &transformManager{c: mgr.GetClient(), seen: seen, stop: stop}
 }
 
 // TestCache_TransformStripsManagedFieldsBeforeTheDisk: ConfigMaps created
