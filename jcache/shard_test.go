@@ -208,6 +208,67 @@ func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardRepl
 	return out
 }
 
+// logShares logs how many owners each replica of rs holds and returns
+// that count by replica name.
+func logShares(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica) map[string]int {
+	t.Helper()
+	share := map[string]int{}
+	for _, hs := range holders(t, kube, ns, rs) {
+		share[hs[0]]++
+	}
+	t.Logf("owners held: %v", share)
+	return share
+}
+
+// movedOwners counts the owners whose first holder among rs is not the
+// one before gave.
+func movedOwners(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica, before map[string][]string) int {
+	t.Helper()
+	moved := 0
+	for o, hs := range holders(t, kube, ns, rs) {
+		if hs[0] != before[o][0] {
+			moved++
+		}
+	}
+	return moved
+}
+
+// killJoinLeave makes, each through change, the membership changes of
+// the owner tests on the group rs = r0, r1, r2: r1 killed, r3 joins
+// (made by join), r2 leaves.
+func killJoinLeave(t *testing.T, rs []*shardReplica, join func(name string) *shardReplica, change func(why string, do func() []*shardReplica)) {
+	t.Helper()
+	r0, r1, r2 := rs[0], rs[1], rs[2]
+	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
+		r1.stop(t)
+		return []*shardReplica{r0, r2}
+	})
+	var r3 *shardReplica
+	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
+		r3 = join("r3")
+		return []*shardReplica{r0, r2, r3}
+	})
+	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
+		r2.stop(t)
+		return []*shardReplica{r0, r3}
+	})
+}
+
+// noOwnerDeleted checks that no replica of all had a handler given
+// OnDelete, a reconcile finding its owner missing, or a reconcile of an
+// owner it did not hold.
+func noOwnerDeleted(t *testing.T, all []*shardReplica) {
+	t.Helper()
+	for _, r := range all {
+		r.mu.Lock()
+		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
+			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
+				r.name, r.deletes, r.notFound, r.notHeld)
+		}
+		r.mu.Unlock()
+	}
+}
+
 func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 	cp, kube, ns := setup(t)
 	const owners = 300
@@ -258,11 +319,7 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 		last = why
 		return ok
 	}, func() string { return last + describeShards(rs) })
-	share := map[string]int{}
-	for _, hs := range holders(t, kube, ns, rs) {
-		share[hs[0]]++
-	}
-	t.Logf("owners held: %v", share)
+	logShares(t, kube, ns, rs)
 
 	// A child's event reaches its owner's replica: deleting children
 	// reconciles their owners there (and they are created again).
@@ -328,29 +385,13 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 			}
 			return true
 		}, func() string { return last + describeShards(rs) })
-		moved := 0
-		for o, hs := range holders(t, kube, ns, rs) {
-			if hs[0] != before[o][0] {
-				moved++
-			}
-		}
-		t.Logf("%s: %d owners moved, every one reconciled by its new holder within %v", why, moved, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("%s: %d owners moved, every one reconciled by its new holder within %v", why, movedOwners(t, kube, ns, rs, before), time.Since(start).Round(100*time.Millisecond))
 	}
-	r0, r1, r2 := rs[0], rs[1], rs[2]
-	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
-		r1.stop(t)
-		return []*shardReplica{r0, r2}
-	})
-	var r3 *shardReplica
-	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
-		r3 = startShardReplica(t, cp.RESTConfig(), cfg, "r3")
-		all = append(all, r3)
-		return []*shardReplica{r0, r2, r3}
-	})
-	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
-		r2.stop(t)
-		return []*shardReplica{r0, r3}
-	})
+	killJoinLeave(t, rs, func(name string) *shardReplica {
+		r := startShardReplica(t, cp.RESTConfig(), cfg, name)
+		all = append(all, r)
+		return r
+	}, change)
 
 	// The end: every owner held by one replica, which reconciled it; no
 	// replica's handlers got a delete, none reconciled a missing owner or
@@ -361,14 +402,7 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 			t.Errorf("%s held by %s, never reconciled there", o, r.name)
 		}
 	}
-	for _, r := range all {
-		r.mu.Lock()
-		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
-			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
-				r.name, r.deletes, r.notFound, r.notHeld)
-		}
-		r.mu.Unlock()
-	}
+	noOwnerDeleted(t, all)
 }
 
 // An Exact source of a sharded resource fails the manager's start with
