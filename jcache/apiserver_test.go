@@ -225,15 +225,8 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 	}
 	r3 := startCache(t, newCache, opts, cp)
 	defer r3.stop()
-	inf3, err := r3.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec3 := newRecorder()
-	reg, err := inf3.AddEventHandler(rec3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := addHandler(t, ctx, r3.c, &corev1.ConfigMap{}, rec3, crcache.BlockUntilSynced(false))
 	// The relist gives a's update with its complete old object (read
 	// from the file: the previous process's event) and b's delete,
 	// inferred, so wrapped in DeletedFinalStateUnknown, with b's last
@@ -449,14 +442,8 @@ func TestCache_SyncPeriodResyncsFromDisk(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "a resync", hasAll("add a labels=map[v:1] data=map[k:1]",
 		"update a labels=map[v:1] data=map[k:1] -> a labels=map[v:1] data=map[k:1]"))
 }

@@ -213,15 +213,8 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		return true
 	})
 
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw := &uidRecorder{recorder: newRecorder()}
-	reg, err := inf.AddEventHandler(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, raw)
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("the raw handler did not sync")
 	}
@@ -336,20 +329,14 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 	}
 	last := createCM(t, kube, ns, "zz-last", nil, nil)
 	r1 := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &uidRecorder{recorder: newRecorder()}
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "zz-last given", hasAll("add zz-last "+string(last.UID)))
 	r1.stop()
 
 	r2 := startCache(t, jcache.NewFunc(jcache.WithReplayChunk(opts, 2)), crcache.Options{}, cp)
 	defer r2.stop()
-	inf, err = r2.c.GetInformer(ctx, &corev1.ConfigMap{})
+	inf, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		t.Fatal(err)
 	}

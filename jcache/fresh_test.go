@@ -350,20 +350,12 @@ func TestFresh_FailedCommitGivenAgain(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.AddEventHandler(st.handler()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+	addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, st.handler())
+	addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
 		if o.(*corev1.ConfigMap).Name == "x" {
 			adds.Add(1)
 		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	}})
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-done }()

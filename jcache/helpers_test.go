@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -98,4 +100,19 @@ func waitSynced(t *testing.T, c interface{ WaitForCacheSync(context.Context) boo
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatalf("the cache did not sync within %v", within)
 	}
+}
+
+// addHandler adds h to c's informer of obj, got with opts, and returns its
+// registration.
+func addHandler(t *testing.T, ctx context.Context, c crcache.Informers, obj client.Object, h toolscache.ResourceEventHandler, opts ...crcache.InformerGetOption) toolscache.ResourceEventHandlerRegistration {
+	t.Helper()
+	inf, err := c.GetInformer(ctx, obj, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -77,14 +77,8 @@ func TestCache_RestartOldObjectComplete(t *testing.T) {
 	// First process: d listed (offset 1), then two more Deployments;
 	// retention keeps the last two events, so d's record is trimmed.
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &appsv1.Deployment{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(deploymentEvents(rec)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &appsv1.Deployment{}, deploymentEvents(rec))
 	for _, n := range []string{"o1", "o2"} {
 		if _, err := deps.Create(ctx, deployment(ns, n, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -43,14 +43,8 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 	// (offset 2), then three more objects; retention keeps the last two
 	// events, so both of gone's records are trimmed.
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "gone's add", hasAll("add gone labels=map[v:1] data=map[k:1]"))
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "gone", metav1.GetOptions{})
 	if err != nil {
@@ -89,19 +83,10 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 	}
 	r2 := startCache(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec2 := newRecorder()
 	deleted := make(chan any, 10)
-	if _, err := inf2.AddEventHandler(rec2); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := inf2.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) { deleted <- o }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r2.c, &corev1.ConfigMap{}, rec2, crcache.BlockUntilSynced(false))
+	reg := addHandler(t, ctx, r2.c, &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) { deleted <- o }}, crcache.BlockUntilSynced(false))
 	rec2.waitFor(t, "the replay from disk", hasAll(append(want, "add gone labels=map[v:2] data=map[k:2]")...))
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
@@ -156,14 +141,8 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 		}
 	}
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(secretEvents(rec)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.Secret{}, secretEvents(rec))
 	rec.waitFor(t, "the adds", hasAll("add "+value, "add "+other))
 	// The list journaled in key order, s before t: retention keeps the
 	// last event only, so s's record is trimmed (its object kept sealed
