@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,37 @@ import (
 func startIndexed(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane, calls *atomic.Int64) *running {
 	t.Helper()
 	return startIndexedAt(t, newCache, cp.RESTConfig(), opts, calls)
+}
+
+// createIndexed creates the ConfigMaps the index tests start from: a and
+// c with data k=1, b with k=b.
+func createIndexed(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
+	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
+	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+}
+
+// changeIndexedAndCompact makes the changes the index tests' relist must
+// find (a's k set to 3, b deleted, d created with k=1), then compacts
+// etcd past them.
+func changeIndexedAndCompact(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Data["k"] = "3"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
+	if _, err := cp.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // wantByIndex lists ns through the data.k index and checks the names, and
@@ -69,9 +101,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	cp, kube, ns := setup(t)
 	newCache := jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true})
 	opts := crcache.Options{Mapper: staticMapper()}
-	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
-	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
-	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+	createIndexed(t, kube, ns)
 
 	var calls atomic.Int64
 	r1 := startIndexed(t, newCache, opts, cp, &calls)
@@ -81,14 +111,8 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	// A live update: the index changes with the object.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "c", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -104,21 +128,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 
 	// Changed while no cache runs, then etcd compacted: the next process's
 	// resume answers 410 and it relists.
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Data["k"] = "3"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
-	if _, err := cp.Compact(ctx); err != nil {
-		t.Fatal(err)
-	}
+	changeIndexedAndCompact(t, ctx, cp, kube, ns)
 
 	calls.Store(0)
 	r2 := startIndexed(t, newCache, opts, cp, &calls)
