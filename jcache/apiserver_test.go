@@ -207,17 +207,10 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 
 	// Changed while no cache runs: the next process gets the update with
 	// the complete old object, read from the file.
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Labels["v"], a.Data["k"] = "2", "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Labels["v"], a.Data["k"] = "2", "2"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
 	// etcd compacted past the file's resourceVersion: the resume answers
 	// 410 and the next process relists.
 	if _, err := cp.Compact(ctx); err != nil {
@@ -295,17 +288,10 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("handler never synced")
 	}
-	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "cm1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Labels["i"], cm.Data["d"] = "changed", "y"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "cm1", func(cm *corev1.ConfigMap) {
+		cm.Labels["i"], cm.Data["d"] = "changed", "y"
+	})
+	deleteCM(t, ctx, kube, ns, "cm2")
 	rec.waitFor(t, "the update and the delete", hasAll(
 		"update cm1 labels=map[i:1] data=map[d:x] -> cm1 labels=map[i:changed] data=map[d:y]",
 		"delete cm2 labels=map[i:2] data=map[d:x]",

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,17 +42,10 @@ func createIndexed(t *testing.T, kube kubernetes.Interface, ns string) {
 // etcd past them.
 func changeIndexedAndCompact(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes.Interface, ns string) {
 	t.Helper()
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Data["k"] = "3"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Data["k"] = "3"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
 	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
@@ -113,14 +105,9 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	defer cancel()
 	rec := newRecorder()
 	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
-	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "c", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data["k"] = "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "c", func(c *corev1.ConfigMap) {
+		c.Data["k"] = "2"
+	})
 	rec.waitFor(t, "the live update", hasAll("update c labels=map[] data=map[k:1] -> c labels=map[] data=map[k:2]"))
 	wantByIndex(t, r1.c, ns, "1", "a")
 	wantByIndex(t, r1.c, ns, "2", "c")

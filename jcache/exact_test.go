@@ -123,6 +123,17 @@ func (m *mirror) waitUntil(t *testing.T, what string, cond func() bool, state fu
 	}
 }
 
+// waitAtHead waits as waitUntil until every source of srcs has committed
+// its file's head and cond holds, printing the names reconciled and the
+// sources.
+func (m *mirror) waitAtHead(t *testing.T, what string, cond func() bool, srcs ...*jcache.ExactSource) {
+	t.Helper()
+	m.waitUntil(t, what, func() bool {
+		ok, _ := atHead(srcs...)
+		return ok && cond()
+	}, func() any { _, s := atHead(srcs...); return fmt.Sprint(m.names(), s) })
+}
+
 // atHead reports whether every source has synced and committed its file's
 // head, and describes them.
 func atHead(srcs ...*jcache.ExactSource) (bool, string) {
@@ -282,9 +293,7 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["cm12"] = true
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "skip0", types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchCM(t, ctx, kube, ns, "skip0", "1")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -296,10 +305,7 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	r2 := newMirror(ns, nil)
 	stop = startExact(t, cp, dir, build(r2))
 	defer stop()
-	r2.waitUntil(t, "the changed keys reconciled, the sources at their heads", func() bool {
-		ok, _ := atHead(forSrc, ownsSrc, saSrc)
-		return ok && len(r2.names()) >= len(want)
-	}, func() any { _, s := atHead(forSrc, ownsSrc, saSrc); return fmt.Sprint(r2.names(), s) })
+	r2.waitAtHead(t, "the changed keys reconciled, the sources at their heads", func() bool { return len(r2.names()) >= len(want) }, forSrc, ownsSrc, saSrc)
 	var wantNames []string
 	for k := range want {
 		wantNames = append(wantNames, k)
@@ -357,16 +363,10 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 	}
 	r1 := newMirror(ns, outcome)
 	stop := startExact(t, cp, dir, build(r1))
-	r1.waitUntil(t, "all reconciled, tick three times, the commit at the head", func() bool {
-		ok, _ := atHead(src)
-		return ok && len(r1.names()) == 5 && r1.count("tick") >= 3
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "all reconciled, tick three times, the commit at the head", func() bool { return len(r1.names()) == 5 && r1.count("tick") >= 3 }, src)
 	// Later changes commit too: tick's timer pins nothing.
 	createCM(t, kube, ns, "d", nil, nil)
-	r1.waitUntil(t, "d reconciled and committed", func() bool {
-		ok, _ := atHead(src)
-		return ok && r1.count("d") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "d reconciled and committed", func() bool { return r1.count("d") > 0 }, src)
 	stop()
 
 	// The timers file holds both timers; wait until tick's is due.
@@ -398,13 +398,8 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 	r2.waitUntil(t, "tick's timer fired", func() bool { return r2.count("tick") > 0 }, func() any { return r2.names() })
 	// A change after the start: once it is reconciled and committed,
 	// whatever the restart queued from the journal has been reconciled.
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "a", types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r2.waitUntil(t, "a reconciled and committed", func() bool {
-		ok, _ := atHead(src)
-		return ok && r2.count("a") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r2.names(), s) })
+	patchCM(t, ctx, kube, ns, "a", "1")
+	r2.waitAtHead(t, "a reconciled and committed", func() bool { return r2.count("a") > 0 }, src)
 	if got := r2.names(); strings.Join(got, ",") != "a,tick" {
 		t.Fatalf("after a restart with nothing changed but a (after the start) reconciled %v; want a (changed) and tick (timer due), not slow (due in an hour)", got)
 	}

@@ -99,9 +99,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	// waits for room, the commit point stays before cm00's change.
 	held.Store(true)
 	before := h.rec.count("cm00")
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "cm00", types.MergePatchType, []byte(`{"data":{"v":"held"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchCM(t, ctx, kube, ns, "cm00", "held")
 	h.rec.waitUntil(t, "cm00's change in its held reconcile", func() bool { return h.rec.count("cm00") > before },
 		func() any { return h.rec.count("cm00") })
 	// cm01 changes past the hard cap: retention trims past the consumer.

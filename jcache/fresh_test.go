@@ -251,17 +251,10 @@ func TestFresh_CrashBeforeCommitLosesNothing(t *testing.T) {
 	// From now on no batch commits: the process dies before each fsync.
 	h.crash.Store(true)
 	ctx := context.Background()
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "b", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Data["v"] = "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "a")
+	updateCM(t, ctx, kube, ns, "b", func(b *corev1.ConfigMap) {
+		b.Data["v"] = "2"
+	})
 	createCM(t, kube, ns, "d", nil, map[string]string{"v": "1"})
 	want := map[string]string{"b": "2", "c": "1", "d": "1"}
 	same := func(m map[string]string) bool { return fmtState(m) == fmtState(want) }

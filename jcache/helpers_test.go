@@ -1,10 +1,10 @@
 package jcache_test
 
-// Scaffolding shared by the tests that start a cache or a manager: one
-// way to build, start, wait for the sync and stop, so that each test
-// reads as what it does with the running thing. A start's stop is
-// registered as a cleanup too and runs once, so that a test failing
-// half-way leaves no goroutine behind.
+// Scaffolding shared by the tests: one way to build a cache or a
+// manager, start it, wait for its sync and stop it, to add a handler and
+// to change a ConfigMap, so that each test reads as what it does with the
+// running thing. A start's stop is registered as a cleanup too and runs
+// once, so that a test failing half-way leaves no goroutine behind.
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -115,4 +118,26 @@ func addHandler(t *testing.T, ctx context.Context, c crcache.Informers, obj clie
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// updateCM reads the ConfigMap ns/name, changes it with change and
+// updates it.
+func updateCM(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string, change func(*corev1.ConfigMap)) {
+	t.Helper()
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(cm)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteCM deletes the ConfigMap ns/name.
+func deleteCM(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

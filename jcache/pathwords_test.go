@@ -44,14 +44,9 @@ func updateEach(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
 	for _, ns := range pathWords {
-		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data = map[string]string{"k": "2"}
-		if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateCM(t, ctx, kube, ns, "a", func(cm *corev1.ConfigMap) {
+			cm.Data = map[string]string{"k": "2"}
+		})
 	}
 }
 

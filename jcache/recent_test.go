@@ -91,9 +91,7 @@ func TestCache_GetAfterEventDecodesNothing(t *testing.T) {
 		t.Errorf("a Get after the caller changed an earlier Get's object = %v, %v; want data k=2", g2.Data, err)
 	}
 
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "a")
 	rec.waitFor(t, "the delete", func(evs []string) bool {
 		return slices.Contains(evs, "delete a labels=map[a:1] data=map[k:2]")
 	})

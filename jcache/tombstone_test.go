@@ -68,9 +68,7 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 
 	// Deleted while no cache runs; etcd compacted past the file's
 	// resourceVersion, so the next process's resume answers 410.
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "gone")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
