@@ -110,6 +110,21 @@ func replayRegistration(j *journal.Journal, h *recorder, chunk int) *registratio
 	return newRegistration(replayInformer(j, chunk), h, 0)
 }
 
+// addEach replays r's file chunk by chunk, giving each object to h as an
+// initial add; it returns the first error of a decode or of ctx.
+func addEach(ctx context.Context, r *registration, h interface{ OnAdd(any, bool) }) error {
+	return r.eachChunk(ctx, func(ctx context.Context, job *replayJob) error {
+		for i := range job.objs {
+			o, err := job.object(ctx, i)
+			if err != nil {
+				return err
+			}
+			h.OnAdd(o, true)
+		}
+		return nil
+	})
+}
+
 // replayInformer returns an informer of ConfigMaps on j whose replay
 // chunks hold at most chunk objects (0: the default).
 func replayInformer(j *journal.Journal, chunk int) *informer {
@@ -216,16 +231,7 @@ func BenchmarkReplay(b *testing.B) {
 	for b.Loop() {
 		h := &recorder{}
 		r := replayRegistration(j, h, 0)
-		if err := r.eachChunk(b.Context(), func(ctx context.Context, job *replayJob) error {
-			for i := range job.objs {
-				o, err := job.object(ctx, i)
-				if err != nil {
-					return err
-				}
-				h.OnAdd(o, true)
-			}
-			return nil
-		}); err != nil {
+		if err := addEach(b.Context(), r, h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -284,16 +290,7 @@ func TestReplay_DecodesBoundedAhead(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- r.eachChunk(t.Context(), func(ctx context.Context, job *replayJob) error {
-			for i := range job.objs {
-				o, err := job.object(ctx, i)
-				if err != nil {
-					return err
-				}
-				h.OnAdd(o, true)
-			}
-			return nil
-		})
+		done <- addEach(t.Context(), r, h)
 	}()
 	// The handler holds object 0: decoding reaches the bound, then
 	// nothing more is decoded for a while.
