@@ -280,17 +280,10 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 
 	// Watch events: an update of a, the delete of c (its DELETED carries
 	// its last object, annotation included, from the server).
-	a, err := cms.Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Annotations, a.Data["v"] = token("update-a"), "2"
-	if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Annotations, a.Data["v"] = token("update-a"), "2"
+	})
+	deleteCM(t, ctx, kube, ns, "c")
 	got := waitCached(t, m.c, ns, "a's update and c's delete", func(l []corev1.ConfigMap) bool {
 		return len(l) == 2 && l[0].Name == "a" && l[0].Data["v"] == "2"
 	})
@@ -315,17 +308,10 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 
 	// While no cache runs: an update of a and the delete of b, then an
 	// etcd compaction: the next start's resume answers 410 and relists.
-	a, err = cms.Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Annotations, a.Data["v"] = token("relist-a"), "3"
-	if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Annotations, a.Data["v"] = token("relist-a"), "3"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
