@@ -113,6 +113,19 @@ func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Opt
 	return startWith(t, newCache, cp.RESTConfig(), cfgOpts, nil)
 }
 
+// indexData registers on c an index of ConfigMaps named "data."+key, by
+// the value of their data key, and waits for the reindex runs it starts.
+func indexData(t *testing.T, ctx context.Context, c client.FieldIndexer, key string) {
+	t.Helper()
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data."+key, func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data[key]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reindexed(t, "")
+}
+
+// createCM creates the ConfigMap ns/name with labels and data.
 func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
@@ -174,10 +187,7 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := startCache(t, newCache, opts, cp)
-	inf, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r2.c, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
 	rec := newRecorder()
 	reg2, err := inf.AddEventHandler(rec)
 	if err != nil {
@@ -230,12 +240,7 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 		"delete unknown(b labels=map[] data=map[k:b])",
 	))
 	// An index after the restart and the 410 relist.
-	if err := r3.c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	reindexed(t, "")
+	indexData(t, ctx, r3.c, "k")
 	disk, scan := jcache.IndexReads()
 	for k, want := range map[string]int{"2": 1, "1": 0, "b": 0} {
 		var l corev1.ConfigMapList
@@ -268,10 +273,7 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	if !inf.HasSynced() {
 		t.Fatal("GetInformer returned before sync")
 	}
@@ -319,12 +321,7 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	}
 
 	// The reader sees the same, and an index answers from the file.
-	if err := r.c.IndexField(ctx, &corev1.ConfigMap{}, "data.d", func(o client.Object) []string {
-		return []string{o.(*corev1.ConfigMap).Data["d"]}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	reindexed(t, "")
+	indexData(t, ctx, r.c, "d")
 	disk, scan := jcache.IndexReads()
 	var l corev1.ConfigMapList
 	if err := r.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.d": "x"}); err != nil {
@@ -354,10 +351,7 @@ func TestCache_RemoveInformerReleasesFile(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one configmaps file", files)

@@ -195,9 +195,7 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		// (its last commit included): it journals the changes but must
 		// not record them as given.
 		r := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
-		if _, err := r.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-			t.Fatal(err)
-		}
+		getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 		r.stop()
 	}
 
@@ -336,10 +334,7 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 
 	r2 := startCache(t, jcache.NewFunc(jcache.WithReplayChunk(opts, 2)), crcache.Options{}, cp)
 	defer r2.stop()
-	inf, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	g := &heldHandler{uidRecorder: &uidRecorder{recorder: newRecorder()}, hold: newHold()}
 	defer g.hold.release() // before r2.stop: the held OnAdd returns
 	reg, err := inf.AddEventHandler(g)

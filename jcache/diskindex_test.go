@@ -132,10 +132,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	wantByIndex(t, r2.c, ns, "b")
 
 	// The index's values, read from the file.
-	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf2 := getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	calls.Store(0)
 	vals := inf2.(toolscache.SharedIndexInformer).GetIndexer().ListIndexFuncValues("field:data.k")
 	sort.Strings(vals)

@@ -556,9 +556,7 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
 		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
 	defer rc.stop()
-	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
 	deadline := time.After(60 * time.Second)
 	for {
 		offs, err := jcache.FileOffsets(dir)

@@ -143,10 +143,7 @@ func startFreshManager(t *testing.T, cp *controlplane.ControlPlane, dir string, 
 	mgr = newManager(t, cp.RESTConfig(), ctrl.Options{
 		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: h.fn}}),
 	})
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), mgr.GetCache(), &corev1.ConfigMap{})
 	if _, err := inf.AddEventHandler(st.handler()); err != nil {
 		t.Fatal(err)
 	}

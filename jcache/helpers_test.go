@@ -105,15 +105,21 @@ func waitSynced(t *testing.T, c interface{ WaitForCacheSync(context.Context) boo
 	}
 }
 
-// addHandler adds h to c's informer of obj, got with opts, and returns its
-// registration.
-func addHandler(t *testing.T, ctx context.Context, c crcache.Informers, obj client.Object, h toolscache.ResourceEventHandler, opts ...crcache.InformerGetOption) toolscache.ResourceEventHandlerRegistration {
+// getInformer returns c's informer of obj, got with opts.
+func getInformer(t *testing.T, ctx context.Context, c crcache.Informers, obj client.Object, opts ...crcache.InformerGetOption) crcache.Informer {
 	t.Helper()
 	inf, err := c.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := inf.AddEventHandler(h)
+	return inf
+}
+
+// addHandler adds h to c's informer of obj, got with opts, and returns its
+// registration.
+func addHandler(t *testing.T, ctx context.Context, c crcache.Informers, obj client.Object, h toolscache.ResourceEventHandler, opts ...crcache.InformerGetOption) toolscache.ResourceEventHandlerRegistration {
+	t.Helper()
+	reg, err := getInformer(t, ctx, c, obj, opts...).AddEventHandler(h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,9 +82,7 @@ func TestCache_IndexAfterLive410RelistAndRestart(t *testing.T) {
 	calls.Store(0)
 	r2 := startIndexedAt(t, newCache, cp.RESTConfig(), opts, &calls)
 	defer r2.stop()
-	if _, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	wantByIndex(t, r2.c, ns, "1", "c", "d")
 	wantByIndex(t, r2.c, ns, "3", "a")
 	wantByIndex(t, r2.c, ns, "b")

@@ -72,10 +72,7 @@ func TestCache_NamespacesNamedLikePathWords(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	rec := newRecorder()
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) { cm := o.(*corev1.ConfigMap); rec.add("add " + cm.Namespace + "/" + cm.Name) },

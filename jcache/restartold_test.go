@@ -109,10 +109,7 @@ func TestCache_RestartOldObjectComplete(t *testing.T) {
 	}
 	r2 := startCache(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &appsv1.Deployment{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf2 := getInformer(t, ctx, r2.c, &appsv1.Deployment{}, crcache.BlockUntilSynced(false))
 	type update struct{ old, new *appsv1.Deployment }
 	updates := make(chan update, 10)
 	rec2 := newRecorder()

@@ -110,10 +110,7 @@ func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOp
 	r.cache, r.c = mgr.GetCache().(*jcache.Cache), mgr.GetClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, mgr.GetCache(), &corev1.ConfigMap{})
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if o, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = o.Obj

@@ -173,10 +173,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		var wg sync.WaitGroup
 		for _, r := range live {
 			check := jcache.ReadyzCheck(r.cache, 0, &corev1.ConfigMap{})
-			inf, err := r.cache.GetInformer(ctx, &corev1.ConfigMap{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			inf := getInformer(t, ctx, r.cache, &corev1.ConfigMap{})
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					err := check(nil)
@@ -272,10 +269,7 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 			return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0})
 		})
 
-	inf, err := r0.cache.GetInformer(context.Background(), &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), r0.cache, &corev1.ConfigMap{})
 	blocked, held := make(chan struct{}), newHold()
 	defer held.release() // before r0's stop: the blocked handler returns
 	var mu sync.Mutex

@@ -94,10 +94,7 @@ func startTakeoverReplica(t *testing.T, rc *rest.Config, so jcache.ShardOptions,
 	r := &takeoverReplica{name: name, cache: c.(*jcache.Cache), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, c, &corev1.ConfigMap{})
 	if r.reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.record("add", obj) },
 		UpdateFunc: func(_, obj any) { r.record("update", obj) },

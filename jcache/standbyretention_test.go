@@ -52,9 +52,7 @@ func TestExactStandby_PositionOlderThanRetentionReplays(t *testing.T) {
 	retain := &journal.Retention{MaxEvents: 5}
 	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: bdir, NoSync: true, Retention: retain}, 20*time.Millisecond)),
 		crcache.Options{}, cp)
-	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
 	var changed []string
 	for i := range 10 {
 		n := fmt.Sprintf("s%02d", i)

@@ -158,10 +158,7 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 	}
 	r2 := startCache(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &corev1.Secret{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf2 := getInformer(t, ctx, r2.c, &corev1.Secret{}, crcache.BlockUntilSynced(false))
 	deleted := make(chan any, 10)
 	rec2 := newRecorder()
 	h := secretEvents(rec2)

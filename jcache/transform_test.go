@@ -196,10 +196,7 @@ func startTransformManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns 
 		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, TransformID: id}),
 		Cache:    crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
 	})
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), mgr.GetCache(), &corev1.ConfigMap{})
 	seen := &seenObjects{}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { seen.add(o) },
@@ -408,9 +405,7 @@ func TestCache_TransformConflictOnOneFile(t *testing.T) {
 	defer r1.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, r1.c, &corev1.ConfigMap{})
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("ConfigMap")
