@@ -185,6 +185,19 @@ func describeShards(rs []*shardReplica) string {
 // holders returns, for each owner, the replicas of rs that hold it.
 func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica) map[string][]string {
 	t.Helper()
+	var names []string
+	var caches []*jcache.Cache
+	for _, r := range rs {
+		names, caches = append(names, r.name), append(caches, r.cache)
+	}
+	return cacheHolders(t, kube, ns, "owner-", names, caches)
+}
+
+// cacheHolders returns, for each ConfigMap of ns whose name starts with
+// prefix, the names of the caches that hold it (names[i] naming
+// caches[i]), in the order of caches.
+func cacheHolders(t *testing.T, kube kubernetes.Interface, ns, prefix string, names []string, caches []*jcache.Cache) map[string][]string {
+	t.Helper()
 	l, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -192,13 +205,13 @@ func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardRepl
 	out := map[string][]string{}
 	for i := range l.Items {
 		cm := &l.Items[i]
-		if !strings.HasPrefix(cm.Name, "owner-") {
+		if !strings.HasPrefix(cm.Name, prefix) {
 			continue
 		}
-		out[cm.Name] = nil
-		for _, r := range rs {
-			if r.cache.Holds(cm) {
-				out[cm.Name] = append(out[cm.Name], r.name)
+		out[cm.Name] = []string{}
+		for j, c := range caches {
+			if c.Holds(cm) {
+				out[cm.Name] = append(out[cm.Name], names[j])
 			}
 		}
 	}
