@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -28,16 +27,8 @@ import (
 func labelledFile(b testing.TB, n int, proto bool) *journal.Journal {
 	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	b.Helper()
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
-	j, err := journal.Open(filepath.Join(b.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = j.Close() })
-	if err := j.Settings().KeepObjects(); err != nil {
-		b.Fatal(err)
-	}
-	err = j.Writer().Update(func(tx *journal.Tx) error {
+	j := configMapFile(b)
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range n {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"

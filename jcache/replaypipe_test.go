@@ -28,7 +28,9 @@ var replayPayload = 0
 // and returns it with the keys in key order.
 func replayFile(t *testing.T, n int) (*journal.Journal, []string) { return replayFileB(t, n) }
 
-func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+// configMapFile opens an empty journal of ConfigMaps that keeps objects,
+// in a directory of t's, closed when t ends.
+func configMapFile(t testing.TB) *journal.Journal {
 	t.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
@@ -39,8 +41,14 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
+	return j
+}
+
+func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+	t.Helper()
+	j := configMapFile(t)
 	keys := make([]string, n)
-	err = j.Writer().Update(func(tx *journal.Tx) error {
+	err := j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range n {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
