@@ -165,6 +165,18 @@ type transformManager struct {
 	stop func()
 }
 
+// stopGivenNone stops m, then checks that its handler was given no object
+// holding key; what names the run in a failure.
+func (m *transformManager) stopGivenNone(t *testing.T, what, key string) {
+	t.Helper()
+	m.stop()
+	for _, s := range m.seen.all() {
+		if strings.Contains(s, key) {
+			t.Errorf("%s: the handler was given %s; want no %s", what, s, key)
+		}
+	}
+}
+
 // seenObjects records each object a handler is given, printed.
 type seenObjects struct {
 	mu   sync.Mutex
@@ -296,12 +308,7 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 	if _, ok := one.Annotations[tokenKey]; ok {
 		t.Errorf("Get reads b with annotations %v; want no %s", one.Annotations, tokenKey)
 	}
-	m.stop()
-	for _, s := range m.seen.all() {
-		if strings.Contains(s, tokenKey) {
-			t.Errorf("the handler was given %s; want no %s", s, tokenKey)
-		}
-	}
+	m.stopGivenNone(t, "the watch events", tokenKey)
 
 	// While no cache runs: an update of a and the delete of b, then an
 	// etcd compaction: the next start's resume answers 410 and relists.
@@ -316,12 +323,7 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 	waitCached(t, m2.c, ns, "the relist's update of a and delete of b", func(l []corev1.ConfigMap) bool {
 		return len(l) == 1 && l[0].Name == "a" && l[0].Data["v"] == "3"
 	})
-	m2.stop()
-	for _, s := range m2.seen.all() {
-		if strings.Contains(s, tokenKey) {
-			t.Errorf("after the relist the handler was given %s; want no %s", s, tokenKey)
-		}
-	}
+	m2.stopGivenNone(t, "after the relist", tokenKey)
 	if holding, _ := filesHolding(t, dir, "wjtoken-"); len(holding) != 0 {
 		t.Errorf("files %q hold a value of %s; want none", holding, tokenKey)
 	}
@@ -374,12 +376,7 @@ func TestCache_ChangedTransformAcrossRestart(t *testing.T) {
 	if _, ok := x.Annotations[key]; ok {
 		t.Errorf("run 2 gets x with annotations %v; want no %s", x.Annotations, key)
 	}
-	r2.stop()
-	for _, s := range r2.seen.all() {
-		if strings.Contains(s, key) {
-			t.Errorf("run 2's handler was given %s; want no %s", s, key)
-		}
-	}
+	r2.stopGivenNone(t, "run 2", key)
 	if holding, _ := filesHolding(t, dir, "wjvalue-"); len(holding) != 0 {
 		t.Errorf("after run 2 files %q hold a value of %s; want none", holding, key)
 	}
