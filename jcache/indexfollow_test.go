@@ -70,6 +70,17 @@ func startIndexedManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns st
 	return &mgrRun{c: mgr.GetClient(), stop: stop}
 }
 
+// runOne starts run 1 of the index tests across a restart on dir, with
+// by-v as data["v"], and creates n ConfigMaps with v "one", waiting until
+// by-v lists them; it returns the run and their names.
+func runOne(t *testing.T, cp *controlplane.ControlPlane, kube kubernetes.Interface, dir, ns string, n int) (*mgrRun, []string) {
+	t.Helper()
+	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
+	names := createCMs(t, kube, ns, n, cmName, func(int) string { return "one" })
+	waitByV(t, r1.c, ns, "one", names)
+	return r1, names
+}
+
 // listByV returns the sorted names of the ConfigMaps of ns whose by-v
 // index holds value, read through the manager's client (its cache).
 func listByV(t *testing.T, c client.Reader, ns, value string) []string {
@@ -175,9 +186,7 @@ func cmName(i int) string { return fmt.Sprintf("cm-%04d", i) }
 func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 20)
 	reindexed(t, dir)
 	r1.stop()
 
@@ -203,9 +212,7 @@ func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 20)
 	if st := reindexed(t, dir); st.Keys != 0 {
 		t.Errorf("run 1's reindex, on an empty file: %+v; want no key", st)
 	}
@@ -227,9 +234,7 @@ func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 func TestCache_IndexFollowsChangedTransform(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 5, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 5)
 	r1.stop()
 
 	prefix := func(o any) (any, error) {
