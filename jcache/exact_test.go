@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"k8s.io/client-go/util/workqueue"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -524,10 +523,7 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	// First run: every object, the commit at the head.
 	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}, 50*time.Millisecond)), crcache.Options{}, cp)
 	h := runByHand(t, rc.c, ns)
-	h.rec.waitUntil(t, "all reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "all reconciled, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	committed, _ := h.src.Committed()
 	h.stop()
 	rc.stop()
@@ -546,14 +542,8 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	// Second run, with a hard cap of 8 KiB: the informer's loop journals
 	// the 30 changes and retention trims past the consumer before the
 	// source starts.
-	var logMu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		logged = append(logged, args)
-		logMu.Unlock()
-	}, funcr.Options{})
-	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
+	var logged logLines
+	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logged.logger(),
 		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
 	defer rc.stop()
 	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
@@ -581,21 +571,12 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	// MaxPending 3: the replay queues its 10 objects 3 at a time.
 	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{MaxPending: 3})
 	defer h.stop()
-	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
 		t.Fatalf("after the trim reconciled %v; want every object %v", got, all)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	found := false
-	for _, l := range logged {
-		found = found || strings.Contains(l, "retention trimmed events this consumer had not committed")
-	}
-	if !found {
-		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged))
+	if logged.find("retention trimmed events this consumer had not committed") == "" {
+		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged.all()))
 	}
 }
 
@@ -637,10 +618,7 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 	defer rc.stop()
 	h = runByHand(t, rc.c, ns)
 	defer h.stop()
-	h.rec.waitUntil(t, "every object reconciled again, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled again, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
 		t.Fatalf("after the interrupted replay reconciled %v; want every object %v", got, all)
 	}

@@ -86,10 +86,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	h := runByHandWith(t, rc.c, ns, outcome, jcache.WithExactHooks(jcache.ExactOptions{MaxPending: 1}, trimmed, commit))
 	defer h.stop()
 	defer gate.release() // before h.stop: the held reconcile returns
-	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	committed, err := h.src.Committed()
 	if err != nil {
 		t.Fatal(err)

@@ -8,10 +8,13 @@ package jcache_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -146,4 +149,39 @@ func deleteCM(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, 
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// logLines is a logger that keeps its lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// logger returns a logger that appends each line's message and values
+// to l.
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, args)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+// find returns the first line kept that holds s; "" when none does.
+func (l *logLines) find(s string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
+}
+
+// all returns the lines kept so far.
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }

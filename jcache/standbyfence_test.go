@@ -8,13 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,31 +33,6 @@ import (
 type fenceRoundTrip func(*http.Request) (*http.Response, error)
 
 func (f fenceRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// logLines is a logger that keeps its lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) find(s string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			return line
-		}
-	}
-	return ""
-}
 
 // A deposed leader's final publish is refused, and its successor's
 // positions stand. Leader a (term of the election Lease's first holder)
