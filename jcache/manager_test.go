@@ -33,16 +33,25 @@ type parents struct {
 	ch   chan struct{}
 }
 
+// ensureChild creates the Secret "<name>-child" that cm owns (as its
+// controller), unless it exists.
+func ensureChild(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
+	if err := controllerutil.SetControllerReference(cm, s, c.Scheme()); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
 func (p *parents) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var cm corev1.ConfigMap
 	if err := p.c.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
-	if err := controllerutil.SetControllerReference(&cm, s, p.c.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := p.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureChild(ctx, p.c, &cm); err != nil {
 		return reconcile.Result{}, err
 	}
 	// Recorded once the Secret exists.

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -75,11 +74,7 @@ func (r *shardReplica) Reconcile(ctx context.Context, req reconcile.Request) (re
 		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
-	if err := controllerutil.SetControllerReference(&cm, s, r.c.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureChild(ctx, r.c, &cm); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
