@@ -180,18 +180,13 @@ func describeShards(rs []*shardReplica) string {
 // holders returns, for each owner, the replicas of rs that hold it.
 func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica) map[string][]string {
 	t.Helper()
-	var names []string
-	var caches []*jcache.Cache
-	for _, r := range rs {
-		names, caches = append(names, r.name), append(caches, r.cache)
-	}
-	return cacheHolders(t, kube, ns, "owner-", names, caches)
+	return cacheHolders(t, kube, ns, "owner-", len(rs), func(i int) (string, *jcache.Cache) { return rs[i].name, rs[i].cache })
 }
 
 // cacheHolders returns, for each ConfigMap of ns whose name starts with
-// prefix, the names of the caches that hold it (names[i] naming
-// caches[i]), in the order of caches.
-func cacheHolders(t *testing.T, kube kubernetes.Interface, ns, prefix string, names []string, caches []*jcache.Cache) map[string][]string {
+// prefix, the names of the n replicas (replica i's name and cache given
+// by replica(i)) whose caches hold it, in the order of i.
+func cacheHolders(t *testing.T, kube kubernetes.Interface, ns, prefix string, n int, replica func(i int) (string, *jcache.Cache)) map[string][]string {
 	t.Helper()
 	l, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -204,9 +199,9 @@ func cacheHolders(t *testing.T, kube kubernetes.Interface, ns, prefix string, na
 			continue
 		}
 		out[cm.Name] = []string{}
-		for j, c := range caches {
-			if c.Holds(cm) {
-				out[cm.Name] = append(out[cm.Name], names[j])
+		for j := range n {
+			if name, c := replica(j); c.Holds(cm) {
+				out[cm.Name] = append(out[cm.Name], name)
 			}
 		}
 	}

@@ -130,12 +130,7 @@ func startMixedReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 // it.
 func heldBy(t *testing.T, kube kubernetes.Interface, ns string, rs []*mixedReplica) map[string][]string {
 	t.Helper()
-	var names []string
-	var caches []*jcache.Cache
-	for _, r := range rs {
-		names, caches = append(names, r.id), append(caches, r.cache)
-	}
-	return cacheHolders(t, kube, ns, "cm-", names, caches)
+	return cacheHolders(t, kube, ns, "cm-", len(rs), func(i int) (string, *jcache.Cache) { return rs[i].id, rs[i].cache })
 }
 
 func createSecret(t *testing.T, kube kubernetes.Interface, ns, name string) {
