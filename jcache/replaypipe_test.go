@@ -28,9 +28,11 @@ var replayPayload = 0
 // and returns it with the keys in key order.
 func replayFile(t *testing.T, n int) (*journal.Journal, []string) { return replayFileB(t, n) }
 
-// configMapFile opens an empty journal of ConfigMaps that keeps objects,
-// in a directory of t's, closed when t ends.
-func configMapFile(t testing.TB) *journal.Journal {
+// configMapFile opens a journal of ConfigMaps that keeps objects, in a
+// directory of t's (closed when t ends), holding n ConfigMaps ns/oNNNNNN
+// added by a watch at resourceVersions 1 to n, each made by fill and
+// stored as encode gives it; it returns it with the keys in key order.
+func configMapFile(t testing.TB, n int, fill func(i int, cm *corev1.ConfigMap), encode func(*corev1.ConfigMap) ([]byte, error)) (*journal.Journal, []string) {
 	t.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
@@ -41,24 +43,15 @@ func configMapFile(t testing.TB) *journal.Journal {
 	if err := j.Settings().KeepObjects(); err != nil {
 		t.Fatal(err)
 	}
-	return j
-}
-
-func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
-	t.Helper()
-	j := configMapFile(t)
 	keys := make([]string, n)
-	err := j.Writer().Update(func(tx *journal.Tx) error {
+	err = j.Writer().Update(func(tx *journal.Tx) error {
 		for i := range n {
 			cm := &corev1.ConfigMap{}
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
 			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%06d", i)
 			cm.UID, cm.ResourceVersion = types.UID(fmt.Sprint("u", i)), fmt.Sprint(i+1)
-			cm.Data = map[string]string{"v": fmt.Sprint(i)}
-			if replayPayload > 0 {
-				cm.Data["payload"] = strings.Repeat("x", replayPayload)
-			}
-			b, err := json.Marshal(cm)
+			fill(i, cm)
+			b, err := encode(cm)
 			if err != nil {
 				return err
 			}
@@ -73,6 +66,16 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 		t.Fatal(err)
 	}
 	return j, keys
+}
+
+func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+	t.Helper()
+	return configMapFile(t, n, func(i int, cm *corev1.ConfigMap) {
+		cm.Data = map[string]string{"v": fmt.Sprint(i)}
+		if replayPayload > 0 {
+			cm.Data["payload"] = strings.Repeat("x", replayPayload)
+		}
+	}, func(cm *corev1.ConfigMap) ([]byte, error) { return json.Marshal(cm) })
 }
 
 // recorder records the keys a handler is given, and whether two calls
