@@ -107,6 +107,16 @@ type running struct {
 	reindexed journal.ReindexStats
 }
 
+// startWhileDown stops cp's apiserver, then starts a cache on cp as
+// startCache does: it syncs from its files alone.
+func startWhileDown(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane) *running {
+	t.Helper()
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	return startCache(t, newCache, opts, cp)
+}
+
 // startCache starts a cache on cp and waits for its sync.
 func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Options, cp *controlplane.ControlPlane) *running {
 	t.Helper()
@@ -183,10 +193,7 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 
 	// Second process, the apiserver down: the handler gets both objects
 	// from disk.
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	inf := getInformer(t, ctx, r2.c, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
 	rec := newRecorder()
 	reg2, err := inf.AddEventHandler(rec)

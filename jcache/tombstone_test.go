@@ -76,10 +76,7 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 	// Second process: the apiserver down until the handler has had the
 	// replay from disk (gone among it), so that the relist's DELETED comes
 	// after the replay, as an event.
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	defer r2.stop()
 	rec2 := newRecorder()
 	deleted := make(chan any, 10)
@@ -153,19 +150,13 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2 := getInformer(t, ctx, r2.c, &corev1.Secret{}, crcache.BlockUntilSynced(false))
 	deleted := make(chan any, 10)
 	rec2 := newRecorder()
 	h := secretEvents(rec2)
 	h.DeleteFunc = func(o any) { deleted <- o }
-	if _, err := inf2.AddEventHandler(h); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r2.c, &corev1.Secret{}, h, crcache.BlockUntilSynced(false))
 	rec2.waitFor(t, "the replay from disk", hasAll("add "+value, "add "+other))
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
