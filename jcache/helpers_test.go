@@ -1,9 +1,9 @@
 package jcache_test
 
 // Scaffolding shared by the tests: one way to build a cache or a
-// manager, start it, wait for its sync and stop it, to add a handler and
-// to change a ConfigMap, so that each test reads as what it does with the
-// running thing. A start's stop is registered as a cleanup too and runs
+// manager, start it, wait for its sync and stop it, to add a handler, to
+// change a ConfigMap and to keep what a logger writes, so that each test
+// reads as what it does with the running thing. A start's stop is registered as a cleanup too and runs
 // once, so that a test failing half-way leaves no goroutine behind.
 
 import (
@@ -82,6 +82,7 @@ func runManager(t *testing.T, mgr manager.Manager) *started {
 // runUntilStopped runs start(ctx) in a goroutine, reporting its error as
 // what; its stop calls cancel.
 func runUntilStopped(t *testing.T, ctx context.Context, cancel context.CancelFunc, what string, start func(context.Context) error) *started {
+	t.Helper()
 	s := &started{done: make(chan error, 1)}
 	go func() { s.done <- start(ctx) }()
 	var once sync.Once
