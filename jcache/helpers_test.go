@@ -3,8 +3,9 @@ package jcache_test
 // Scaffolding shared by the tests: one way to build a cache or a
 // manager, start it, wait for its sync and stop it, to add a handler, to
 // change a ConfigMap and to keep what a logger writes, so that each test
-// reads as what it does with the running thing. A start's stop is registered as a cleanup too and runs
-// once, so that a test failing half-way leaves no goroutine behind.
+// reads as what it does with the running thing. A start's stop is
+// registered as a cleanup too and runs once, so that a test failing
+// half-way leaves no goroutine behind.
 
 import (
 	"context"
