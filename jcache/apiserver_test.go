@@ -146,14 +146,26 @@ func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, 
 	return cm
 }
 
+// setup starts a control plane with the namespace "jc".
 func setup(t *testing.T) (*controlplane.ControlPlane, kubernetes.Interface, string) {
+	return setupNS(t, "jc")
+}
+
+// setupNS starts a control plane with the namespace ns.
+func setupNS(t *testing.T, ns string) (*controlplane.ControlPlane, kubernetes.Interface, string) {
+	t.Helper()
 	cp := controlplane.StartT(t, controlplane.Options{})
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ns := "jc"
+	createNamespace(t, kube, ns)
+	return cp, kube, ns
+}
+
+// createNamespace creates the namespace ns.
+func createNamespace(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return cp, kube, ns
 }
 
 // staticMapper maps ConfigMaps without discovery, so that a cache can

@@ -197,14 +197,9 @@ func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
 // leader takes over from the published position and reconciles them.
 func TestExactStandby_MoreObjectsThanMaxPending(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, kube, ns := setupNS(t, "mpstandby")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ns := "mpstandby"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	createMany(t, kube, ns, mpObjects)
 
 	a := startExactReplicaWith(t, cp, ns, "a", standbytest.NewReader(kube, ns), nil, mpMax)

@@ -31,9 +31,7 @@ func pathWordsSetup(t *testing.T) (*controlplane.ControlPlane, kubernetes.Interf
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	opts := crcache.Options{DefaultNamespaces: map[string]crcache.Config{}}
 	for _, ns := range pathWords {
-		if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createNamespace(t, kube, ns)
 		opts.DefaultNamespaces[ns] = crcache.Config{}
 	}
 	return cp, kube, opts

@@ -47,9 +47,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 	cp := controlplane.StartT(t, cpOpts)
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "jc"
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, kube, ns)
 	const owners = 300
 	cfg := func() *jcache.ShardOptions {
 		return &jcache.ShardOptions{

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/jcache"
 )
@@ -44,14 +43,9 @@ func (f fenceRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { ret
 // is refused instead of overwriting b's positions with its own.
 func TestExactStandby_DeposedLeaderFinalPublishFenced(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, kube, ns := setupNS(t, "exfence")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	const ns = "exfence"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), nil, map[string]string{"v": "0"})
 	}
