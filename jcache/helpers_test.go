@@ -187,3 +187,26 @@ func (l *logLines) all() []string {
 	defer l.mu.Unlock()
 	return append([]string(nil), l.lines...)
 }
+
+// each runs f(0..n-1), at most at of them at a time, and fails the test
+// on an error.
+func each(t *testing.T, n, at int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, at)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

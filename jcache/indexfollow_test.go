@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,25 +147,11 @@ func wantFromDisk(t *testing.T, c client.Reader, ns, value string, want []string
 // time, and returns their names, sorted.
 func createCMs(t *testing.T, kube kubernetes.Interface, ns string, n int, name func(int) string, value func(int) string) []string {
 	t.Helper()
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	next := atomic.Int64{}
-	for range 16 {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns}, Data: map[string]string{"v": value(i)}}, metav1.CreateOptions{})
-				if err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
-		t.Fatal(err)
-	}
+	each(t, n, 16, func(i int) error {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns}, Data: map[string]string{"v": value(i)}}, metav1.CreateOptions{})
+		return err
+	})
 	out := make([]string, n)
 	for i := range n {
 		out[i] = name(i)

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -109,33 +108,11 @@ func mpName(i int) string { return fmt.Sprintf("cm%04d", i) }
 // createMany creates n ConfigMaps with data v=0 in ns, 16 at a time.
 func createMany(t *testing.T, kube kubernetes.Interface, ns string, n int) {
 	t.Helper()
-	each(t, n, func(i int) error {
+	each(t, n, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: mpName(i), Namespace: ns}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
 		return err
 	})
-}
-
-// each runs f(0..n-1), 16 at a time, and fails the test on an error.
-func each(t *testing.T, n int, f func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(i); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
 }
 
 func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
@@ -173,7 +150,7 @@ func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
 	for i := range mpChanged {
 		changed[mpName(i*5)] = true
 	}
-	each(t, mpChanged, func(i int) error {
+	each(t, mpChanged, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), mpName(i*5), types.MergePatchType,
 			[]byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{})
 		return err
@@ -210,7 +187,7 @@ func TestExactStandby_MoreObjectsThanMaxPending(t *testing.T) {
 	}, func() any { return map[string]any{"a": len(a.r.Names()), "position": exPublished(t, ctx, kube, ns)} })
 	a.stop()
 
-	each(t, mpChanged, func(i int) error {
+	each(t, mpChanged, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, mpName(i*5), types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{})
 		return err
 	})
