@@ -59,29 +59,12 @@ func dropAnnotations(keys ...string) toolscache.TransformFunc {
 // fieldManager, with five data keys, 16 at a time.
 func applyCMs(t *testing.T, kube kubernetes.Interface, ns string, n int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				ac := corev1ac.ConfigMap(cmName(i), ns).WithData(map[string]string{
-					"alpha": "1", "beta": "2", "gamma": "3", "delta": "4", "epsilon": "5"})
-				if _, err := kube.CoreV1().ConfigMaps(ns).Apply(context.Background(), ac, metav1.ApplyOptions{FieldManager: fieldManager}); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
+	each(t, n, 16, func(i int) error {
+		ac := corev1ac.ConfigMap(cmName(i), ns).WithData(map[string]string{
+			"alpha": "1", "beta": "2", "gamma": "3", "delta": "4", "epsilon": "5"})
+		_, err := kube.CoreV1().ConfigMaps(ns).Apply(context.Background(), ac, metav1.ApplyOptions{FieldManager: fieldManager})
+		return err
+	})
 }
 
 // filesHolding returns the files of dir whose bytes contain s, and the
