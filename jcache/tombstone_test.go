@@ -20,6 +20,24 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
+// relistDelete waits for the object a handler's OnDelete sends on
+// deleted, failing with none when ctx ends first, and returns it as the
+// DeletedFinalStateUnknown a relist's inferred delete gives.
+func relistDelete(t *testing.T, ctx context.Context, deleted <-chan any, none string) toolscache.DeletedFinalStateUnknown {
+	t.Helper()
+	var got any
+	select {
+	case got = <-deleted:
+	case <-ctx.Done():
+		t.Fatal(none)
+	}
+	d, ok := got.(toolscache.DeletedFinalStateUnknown)
+	if !ok {
+		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown for a delete a relist found", got)
+	}
+	return d
+}
+
 // TestCache_RelistDeleteAfterTrimHasLastObject: an object created and
 // updated, its records trimmed past by retention, deleted while no cache
 // runs, and etcd compacted (the resume answers 410, so the deletion is
@@ -87,16 +105,7 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec2.waitFor(t, "the relist's delete", hasAll("delete unknown(gone labels=map[v:2] data=map[k:2])"))
-	var got any
-	select {
-	case got = <-deleted:
-	case <-ctx.Done():
-		t.Fatal("the second handler got no delete")
-	}
-	d, ok := got.(toolscache.DeletedFinalStateUnknown)
-	if !ok {
-		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown for a delete a relist found", got)
-	}
+	d := relistDelete(t, ctx, deleted, "the second handler got no delete")
 	obj, ok := d.Obj.(*corev1.ConfigMap)
 	if !ok || d.Key != ns+"/gone" {
 		t.Fatalf("DeletedFinalStateUnknown{Key: %q, Obj: %T}; want key %s/gone and a *ConfigMap", d.Key, d.Obj, ns)
@@ -161,16 +170,7 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var got any
-	select {
-	case got = <-deleted:
-	case <-ctx.Done():
-		t.Fatal("no delete after the restart")
-	}
-	d, ok := got.(toolscache.DeletedFinalStateUnknown)
-	if !ok {
-		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown", got)
-	}
+	d := relistDelete(t, ctx, deleted, "no delete after the restart")
 	if s, ok := d.Obj.(*corev1.Secret); !ok || s.Name != "s" || string(s.Data["v"]) != value {
 		t.Fatalf("DeletedFinalStateUnknown.Obj = %#v; want Secret s with its last data", d.Obj)
 	}
