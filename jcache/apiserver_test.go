@@ -107,28 +107,35 @@ type running struct {
 	reindexed journal.ReindexStats
 }
 
-func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Options, cp *controlplane.ControlPlane) *running {
+// startWhileDown stops cp's apiserver, then starts a cache on cp as
+// startCache does: it syncs from its files alone.
+func startWhileDown(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane) *running {
 	t.Helper()
-	c, err := newCache(cp.RESTConfig(), cfgOpts)
-	if err != nil {
+	if err := cp.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
+	return startCache(t, newCache, opts, cp)
 }
 
+// startCache starts a cache on cp and waits for its sync.
+func startCache(t *testing.T, newCache crcache.NewCacheFunc, cfgOpts crcache.Options, cp *controlplane.ControlPlane) *running {
+	t.Helper()
+	return startWith(t, newCache, cp.RESTConfig(), cfgOpts, nil)
+}
+
+// indexData registers on c an index of ConfigMaps named "data."+key, by
+// the value of their data key, and waits for the reindex runs it starts.
+func indexData(t *testing.T, ctx context.Context, c client.FieldIndexer, key string) {
+	t.Helper()
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data."+key, func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data[key]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reindexed(t, "")
+}
+
+// createCM creates the ConfigMap ns/name with labels and data.
 func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
@@ -139,14 +146,26 @@ func createCM(t *testing.T, kube kubernetes.Interface, ns, name string, labels, 
 	return cm
 }
 
+// setup starts a control plane with the namespace "jc".
 func setup(t *testing.T) (*controlplane.ControlPlane, kubernetes.Interface, string) {
+	return setupNS(t, "jc")
+}
+
+// setupNS starts a control plane with the namespace ns.
+func setupNS(t *testing.T, ns string) (*controlplane.ControlPlane, kubernetes.Interface, string) {
+	t.Helper()
 	cp := controlplane.StartT(t, controlplane.Options{})
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ns := "jc"
+	createNamespace(t, kube, ns)
+	return cp, kube, ns
+}
+
+// createNamespace creates the namespace ns.
+func createNamespace(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return cp, kube, ns
 }
 
 // staticMapper maps ConfigMaps without discovery, so that a cache can
@@ -186,14 +205,8 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 
 	// Second process, the apiserver down: the handler gets both objects
 	// from disk.
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
-	inf, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r2 := startWhileDown(t, newCache, opts, cp)
+	inf := getInformer(t, ctx, r2.c, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
 	rec := newRecorder()
 	reg2, err := inf.AddEventHandler(rec)
 	if err != nil {
@@ -223,17 +236,10 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 
 	// Changed while no cache runs: the next process gets the update with
 	// the complete old object, read from the file.
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Labels["v"], a.Data["k"] = "2", "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Labels["v"], a.Data["k"] = "2", "2"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
 	// etcd compacted past the file's resourceVersion: the resume answers
 	// 410 and the next process relists.
 	if _, err := cp.Compact(ctx); err != nil {
@@ -241,15 +247,8 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 	}
 	r3 := startCache(t, newCache, opts, cp)
 	defer r3.stop()
-	inf3, err := r3.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec3 := newRecorder()
-	reg, err := inf3.AddEventHandler(rec3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := addHandler(t, ctx, r3.c, &corev1.ConfigMap{}, rec3, crcache.BlockUntilSynced(false))
 	// The relist gives a's update with its complete old object (read
 	// from the file: the previous process's event) and b's delete,
 	// inferred, so wrapped in DeletedFinalStateUnknown, with b's last
@@ -260,12 +259,7 @@ func TestCache_RestartReplaysFromDisk(t *testing.T) {
 		"delete unknown(b labels=map[] data=map[k:b])",
 	))
 	// An index after the restart and the 410 relist.
-	if err := r3.c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	reindexed(t, "")
+	indexData(t, ctx, r3.c, "k")
 	disk, scan := jcache.IndexReads()
 	for k, want := range map[string]int{"2": 1, "1": 0, "b": 0} {
 		var l corev1.ConfigMapList
@@ -298,10 +292,7 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	if !inf.HasSynced() {
 		t.Fatal("GetInformer returned before sync")
 	}
@@ -318,17 +309,10 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("handler never synced")
 	}
-	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "cm1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Labels["i"], cm.Data["d"] = "changed", "y"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "cm1", func(cm *corev1.ConfigMap) {
+		cm.Labels["i"], cm.Data["d"] = "changed", "y"
+	})
+	deleteCM(t, ctx, kube, ns, "cm2")
 	rec.waitFor(t, "the update and the delete", hasAll(
 		"update cm1 labels=map[i:1] data=map[d:x] -> cm1 labels=map[i:changed] data=map[d:y]",
 		"delete cm2 labels=map[i:2] data=map[d:x]",
@@ -356,12 +340,7 @@ func TestCache_HandlerAfterSyncAndUpdates(t *testing.T) {
 	}
 
 	// The reader sees the same, and an index answers from the file.
-	if err := r.c.IndexField(ctx, &corev1.ConfigMap{}, "data.d", func(o client.Object) []string {
-		return []string{o.(*corev1.ConfigMap).Data["d"]}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	reindexed(t, "")
+	indexData(t, ctx, r.c, "d")
 	disk, scan := jcache.IndexReads()
 	var l corev1.ConfigMapList
 	if err := r.c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"data.d": "x"}); err != nil {
@@ -391,10 +370,7 @@ func TestCache_RemoveInformerReleasesFile(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one configmaps file", files)
@@ -465,14 +441,8 @@ func TestCache_SyncPeriodResyncsFromDisk(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "a resync", hasAll("add a labels=map[v:1] data=map[k:1]",
 		"update a labels=map[v:1] data=map[k:1] -> a labels=map[v:1] data=map[k:1]"))
 }

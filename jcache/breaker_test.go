@@ -20,10 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/go-logr/logr/testr"
@@ -39,27 +37,13 @@ import (
 // adds, as a new process would; stop cancels it and waits.
 func startManager(t *testing.T, cp *controlplane.ControlPlane, dir string, build func(manager.Manager) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := build(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}
+	return runManager(t, mgr).stop
 }
 
 // exactCM adds the controller name, reconciling ConfigMaps with r through
@@ -74,6 +58,7 @@ func exactCM(name string, r *mirror, src **jcache.ExactSource) func(manager.Mana
 	}
 }
 
+// both adds what each of builds adds, stopping at the first error.
 func both(builds ...func(manager.Manager) error) func(manager.Manager) error {
 	return func(mgr manager.Manager) error {
 		for _, b := range builds {
@@ -85,6 +70,8 @@ func both(builds ...func(manager.Manager) error) func(manager.Manager) error {
 	}
 }
 
+// patchCM sets the data key v of the ConfigMap ns/name to v by a merge
+// patch.
 func patchCM(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name, v string) {
 	t.Helper()
 	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
@@ -130,10 +117,7 @@ func TestBreak_FailedKeyThenKilled_ReconciledAgain(t *testing.T) {
 	r2 := newMirror(ns, ok)
 	stop = startManager(t, cp, dir, exactCM("mirror", r2, &src))
 	defer stop()
-	r2.waitUntil(t, "bad reconciled after the restart, the commit at the head", func() bool {
-		at, _ := atHead(src)
-		return at && r2.count("bad") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r2.names(), s) })
+	r2.waitAtHead(t, "bad reconciled after the restart, the commit at the head", func() bool { return r2.count("bad") > 0 }, src)
 }
 
 // TestBreak_TwoControllersOneGVK: two Exact controllers over one cache
@@ -158,10 +142,7 @@ func TestBreak_TwoControllersOneGVK(t *testing.T) {
 	one, two := newMirror(ns, failBad), newMirror(ns, ok)
 	var s1, s2 *jcache.ExactSource
 	stop := startManager(t, cp, dir, both(exactCM("one", one, &s1), exactCM("two", two, &s2)))
-	two.waitUntil(t, "two: all reconciled, committed at the head", func() bool {
-		at, _ := atHead(s2)
-		return at && len(two.names()) == 3
-	}, func() any { _, s := atHead(s2); return fmt.Sprint(two.names(), s) })
+	two.waitAtHead(t, "two: all reconciled, committed at the head", func() bool { return len(two.names()) == 3 }, s2)
 	one.waitUntil(t, "one: bad tried twice", func() bool { return one.count("bad") >= 2 }, func() any { return one.names() })
 	if s1.Journal() != s2.Journal() {
 		t.Fatalf("two journals for one GVK on one cache: %s, %s", s1.Journal().Path(), s2.Journal().Path())
@@ -174,10 +155,7 @@ func TestBreak_TwoControllersOneGVK(t *testing.T) {
 	}
 	// A later change: two commits past it, one stays behind bad.
 	patchCM(t, ctx, kube, ns, "c", "1")
-	two.waitUntil(t, "two: c's change reconciled and committed", func() bool {
-		at, _ := atHead(s2)
-		return at && two.count("c") > 1
-	}, func() any { _, s := atHead(s2); return fmt.Sprint(two.names(), s) })
+	two.waitAtHead(t, "two: c's change reconciled and committed", func() bool { return two.count("c") > 1 }, s2)
 	one.waitUntil(t, "one: c's change reconciled", func() bool { return one.count("c") > 1 }, func() any { return one.names() })
 	if at, s := atHead(s1); at {
 		t.Fatalf("one committed at the head while bad fails: %s", s)
@@ -190,14 +168,8 @@ func TestBreak_TwoControllersOneGVK(t *testing.T) {
 	// A change after the start: once both reconciled and committed it,
 	// whatever the restart queued has been reconciled.
 	patchCM(t, ctx, kube, ns, "a", "2")
-	one2.waitUntil(t, "one: bad and a reconciled, committed at the head", func() bool {
-		at, _ := atHead(s1)
-		return at && one2.count("bad") > 0 && one2.count("a") > 0
-	}, func() any { _, s := atHead(s1); return fmt.Sprint(one2.names(), s) })
-	two2.waitUntil(t, "two: a reconciled, committed at the head", func() bool {
-		at, _ := atHead(s2)
-		return at && two2.count("a") > 0
-	}, func() any { _, s := atHead(s2); return fmt.Sprint(two2.names(), s) })
+	one2.waitAtHead(t, "one: bad and a reconciled, committed at the head", func() bool { return one2.count("bad") > 0 && one2.count("a") > 0 }, s1)
+	two2.waitAtHead(t, "two: a reconciled, committed at the head", func() bool { return two2.count("a") > 0 }, s2)
 	if got := two2.names(); strings.Join(got, ",") != "a" {
 		t.Fatalf("two reconciled %v after the restart; want only a (its own position was at the head; one's failing key is not its business)", got)
 	}
@@ -217,16 +189,10 @@ func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
 	r1 := newMirror(ns, outcome)
 	var src *jcache.ExactSource
 	stop := startManager(t, cp, dir, exactCM("mirror", r1, &src))
-	r1.waitUntil(t, "slow reconciled, committed", func() bool {
-		at, _ := atHead(src)
-		return at && r1.count("slow") == 1
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "slow reconciled, committed", func() bool { return r1.count("slow") == 1 }, src)
 	start := time.Now()
 	patchCM(t, ctx, kube, ns, "slow", "1")
-	r1.waitUntil(t, "slow's change reconciled, committed", func() bool {
-		at, _ := atHead(src)
-		return at && r1.count("slow") == 2
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "slow's change reconciled, committed", func() bool { return r1.count("slow") == 2 }, src)
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the change of a key waiting on RequeueAfter 1h took %v to reconcile; want at once", d)
 	}
@@ -236,10 +202,7 @@ func TestBreak_ChangeDuringLongRequeueAfterIsPrompt(t *testing.T) {
 	stop = startManager(t, cp, dir, exactCM("mirror", r2, &src))
 	defer stop()
 	createCM(t, kube, ns, "z", nil, nil)
-	r2.waitUntil(t, "z reconciled, committed", func() bool {
-		at, _ := atHead(src)
-		return at && r2.count("z") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r2.names(), s) })
+	r2.waitAtHead(t, "z reconciled, committed", func() bool { return r2.count("z") > 0 }, src)
 	if got := r2.names(); strings.Join(got, ",") != "z" {
 		t.Fatalf("after a restart reconciled %v; want z only (slow's change was reconciled, its timer is an hour away)", got)
 	}
@@ -278,9 +241,7 @@ func TestBreak_ReadYourDelete(t *testing.T) {
 	}
 	// A name taken again by a new object (another UID) counts as deleted.
 	old := createCM(t, kube, ns, "again", nil, nil)
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "again", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "again")
 	createCM(t, kube, ns, "again", nil, nil)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
@@ -392,10 +353,7 @@ func TestBreak_OwnedRecreatedWithAnotherOwnerWhileDown(t *testing.T) {
 	r2 := newMirror(ns, nil)
 	stop = startManager(t, cp, dir, build(r2))
 	defer stop()
-	r2.waitUntil(t, "a and b reconciled, both sources at their heads", func() bool {
-		ok, _ := atHead(forSrc, ownsSrc)
-		return ok && r2.count("a") > 0 && r2.count("b") > 0
-	}, func() any { _, s := atHead(forSrc, ownsSrc); return fmt.Sprint(r2.names(), s) })
+	r2.waitAtHead(t, "a and b reconciled, both sources at their heads", func() bool { return r2.count("a") > 0 && r2.count("b") > 0 }, forSrc, ownsSrc)
 	if got := r2.names(); strings.Join(got, ",") != "a,b" {
 		t.Fatalf("after the restart reconciled %v; want a (its Secret gone) and b (now owns a-child), not c", got)
 	}

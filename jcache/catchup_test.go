@@ -20,12 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -91,28 +88,12 @@ func (o *outcomes) waitUntil(t *testing.T, what string, cond func(found, notFoun
 func runOutcomes(t *testing.T, cp *controlplane.ControlPlane, o jcache.Options, rec *outcomes) (mgr manager.Manager, stop func()) {
 	t.Helper()
 	o.Logger = testr.New(t)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(o),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr = newManager(t, cp.RESTConfig(), ctrl.Options{NewCache: jcache.NewFunc(o)})
 	rec.mgr = mgr
 	if err := ctrl.NewControllerManagedBy(mgr).Named("outcomes").For(&corev1.ConfigMap{}).Complete(rec); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return mgr, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}
+	return mgr, runManager(t, mgr).stop
 }
 
 // uidRecorder is a raw handler that records each call as "add NAME UID"
@@ -214,9 +195,7 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		// (its last commit included): it journals the changes but must
 		// not record them as given.
 		r := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
-		if _, err := r.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-			t.Fatal(err)
-		}
+		getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 		r.stop()
 	}
 
@@ -232,15 +211,8 @@ func testDeletesWhileDown(t *testing.T, dc downCase) {
 		return true
 	})
 
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw := &uidRecorder{recorder: newRecorder()}
-	reg, err := inf.AddEventHandler(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, raw)
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("the raw handler did not sync")
 	}
@@ -355,23 +327,14 @@ func TestCatchUp_DeleteDuringTheReplay(t *testing.T) {
 	}
 	last := createCM(t, kube, ns, "zz-last", nil, nil)
 	r1 := startCache(t, jcache.NewFunc(opts), crcache.Options{}, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &uidRecorder{recorder: newRecorder()}
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "zz-last given", hasAll("add zz-last "+string(last.UID)))
 	r1.stop()
 
 	r2 := startCache(t, jcache.NewFunc(jcache.WithReplayChunk(opts, 2)), crcache.Options{}, cp)
 	defer r2.stop()
-	inf, err = r2.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	g := &heldHandler{uidRecorder: &uidRecorder{recorder: newRecorder()}, hold: newHold()}
 	defer g.hold.release() // before r2.stop: the held OnAdd returns
 	reg, err := inf.AddEventHandler(g)

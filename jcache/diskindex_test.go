@@ -10,7 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,32 +25,31 @@ import (
 // calls.
 func startIndexed(t *testing.T, newCache crcache.NewCacheFunc, opts crcache.Options, cp *controlplane.ControlPlane, calls *atomic.Int64) *running {
 	t.Helper()
-	c, err := newCache(cp.RESTConfig(), opts)
-	if err != nil {
+	return startIndexedAt(t, newCache, cp.RESTConfig(), opts, calls)
+}
+
+// createIndexed creates the ConfigMaps the index tests start from: a and
+// c with data k=1, b with k=b.
+func createIndexed(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
+	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
+	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+}
+
+// changeIndexedAndCompact makes the changes the index tests' relist must
+// find (a's k set to 3, b deleted, d created with k=1), then compacts
+// etcd past them.
+func changeIndexedAndCompact(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Data["k"] = "3"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
+	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
+	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		calls.Add(1)
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, reindexed: reindexed(t, ""), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
 }
 
 // wantByIndex lists ns through the data.k index and checks the names, and
@@ -94,9 +93,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	cp, kube, ns := setup(t)
 	newCache := jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true})
 	opts := crcache.Options{Mapper: staticMapper()}
-	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
-	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
-	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+	createIndexed(t, kube, ns)
 
 	var calls atomic.Int64
 	r1 := startIndexed(t, newCache, opts, cp, &calls)
@@ -106,22 +103,11 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	// A live update: the index changes with the object.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
-	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "c", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data["k"] = "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
+	updateCM(t, ctx, kube, ns, "c", func(c *corev1.ConfigMap) {
+		c.Data["k"] = "2"
+	})
 	rec.waitFor(t, "the live update", hasAll("update c labels=map[] data=map[k:1] -> c labels=map[] data=map[k:2]"))
 	wantByIndex(t, r1.c, ns, "1", "a")
 	wantByIndex(t, r1.c, ns, "2", "c")
@@ -129,21 +115,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 
 	// Changed while no cache runs, then etcd compacted: the next process's
 	// resume answers 410 and it relists.
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Data["k"] = "3"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
-	if _, err := cp.Compact(ctx); err != nil {
-		t.Fatal(err)
-	}
+	changeIndexedAndCompact(t, ctx, cp, kube, ns)
 
 	calls.Store(0)
 	r2 := startIndexed(t, newCache, opts, cp, &calls)
@@ -160,10 +132,7 @@ func TestCache_IndexOnDisk_LiveRelistRestart(t *testing.T) {
 	wantByIndex(t, r2.c, ns, "b")
 
 	// The index's values, read from the file.
-	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf2 := getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	calls.Store(0)
 	vals := inf2.(toolscache.SharedIndexInformer).GetIndexer().ListIndexFuncValues("field:data.k")
 	sort.Strings(vals)

@@ -26,19 +26,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -127,6 +123,17 @@ func (m *mirror) waitUntil(t *testing.T, what string, cond func() bool, state fu
 	}
 }
 
+// waitAtHead waits as waitUntil until every source of srcs has committed
+// its file's head and cond holds, printing the names reconciled and the
+// sources.
+func (m *mirror) waitAtHead(t *testing.T, what string, cond func() bool, srcs ...*jcache.ExactSource) {
+	t.Helper()
+	m.waitUntil(t, what, func() bool {
+		ok, _ := atHead(srcs...)
+		return ok && cond()
+	}, func() any { _, s := atHead(srcs...); return fmt.Sprint(m.names(), s) })
+}
+
 // atHead reports whether every source has synced and committed its file's
 // head, and describes them.
 func atHead(srcs ...*jcache.ExactSource) (bool, string) {
@@ -153,28 +160,10 @@ func atHead(srcs ...*jcache.ExactSource) (bool, string) {
 // cancels it and waits.
 func startExact(t *testing.T, cp *controlplane.ControlPlane, dir string, build func(manager.Manager, *jcache.ExactController) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	return startManager(t, cp, dir, func(mgr manager.Manager) error {
+		// Stops as by SIGKILL: no last commit.
+		return build(mgr, jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{})))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stops as by SIGKILL: no last commit.
-	if err := build(mgr, jcache.ExactWith(mgr.GetCache(), "mirror", jcache.NoFinalCommit(jcache.ExactOptions{}))); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}
 }
 
 // secretMeta is the owned type: Secrets, metadata only (a cache keeps a
@@ -304,9 +293,7 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["cm12"] = true
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "skip0", types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchCM(t, ctx, kube, ns, "skip0", "1")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -318,10 +305,7 @@ func TestExact_BuilderRestartReconcilesOnlyChanges(t *testing.T) {
 	r2 := newMirror(ns, nil)
 	stop = startExact(t, cp, dir, build(r2))
 	defer stop()
-	r2.waitUntil(t, "the changed keys reconciled, the sources at their heads", func() bool {
-		ok, _ := atHead(forSrc, ownsSrc, saSrc)
-		return ok && len(r2.names()) >= len(want)
-	}, func() any { _, s := atHead(forSrc, ownsSrc, saSrc); return fmt.Sprint(r2.names(), s) })
+	r2.waitAtHead(t, "the changed keys reconciled, the sources at their heads", func() bool { return len(r2.names()) >= len(want) }, forSrc, ownsSrc, saSrc)
 	var wantNames []string
 	for k := range want {
 		wantNames = append(wantNames, k)
@@ -379,16 +363,10 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 	}
 	r1 := newMirror(ns, outcome)
 	stop := startExact(t, cp, dir, build(r1))
-	r1.waitUntil(t, "all reconciled, tick three times, the commit at the head", func() bool {
-		ok, _ := atHead(src)
-		return ok && len(r1.names()) == 5 && r1.count("tick") >= 3
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "all reconciled, tick three times, the commit at the head", func() bool { return len(r1.names()) == 5 && r1.count("tick") >= 3 }, src)
 	// Later changes commit too: tick's timer pins nothing.
 	createCM(t, kube, ns, "d", nil, nil)
-	r1.waitUntil(t, "d reconciled and committed", func() bool {
-		ok, _ := atHead(src)
-		return ok && r1.count("d") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r1.names(), s) })
+	r1.waitAtHead(t, "d reconciled and committed", func() bool { return r1.count("d") > 0 }, src)
 	stop()
 
 	// The timers file holds both timers; wait until tick's is due.
@@ -420,13 +398,8 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 	r2.waitUntil(t, "tick's timer fired", func() bool { return r2.count("tick") > 0 }, func() any { return r2.names() })
 	// A change after the start: once it is reconciled and committed,
 	// whatever the restart queued from the journal has been reconciled.
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "a", types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r2.waitUntil(t, "a reconciled and committed", func() bool {
-		ok, _ := atHead(src)
-		return ok && r2.count("a") > 0
-	}, func() any { _, s := atHead(src); return fmt.Sprint(r2.names(), s) })
+	patchCM(t, ctx, kube, ns, "a", "1")
+	r2.waitAtHead(t, "a reconciled and committed", func() bool { return r2.count("a") > 0 }, src)
 	if got := r2.names(); strings.Join(got, ",") != "a,tick" {
 		t.Fatalf("after a restart with nothing changed but a (after the start) reconciled %v; want a (changed) and tick (timer due), not slow (due in an hour)", got)
 	}
@@ -438,15 +411,9 @@ func TestExact_RequeueAfterDoesNotPin(t *testing.T) {
 func TestExact_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	cp, kube, ns := setup(t)
 	createCM(t, kube, ns, "a", nil, nil)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := newMirror(ns, nil)
 	r.c = mgr.GetClient()
 	ex := jcache.Exact(mgr.GetCache(), "unwrapped")
@@ -457,7 +424,7 @@ func TestExact_UnwrappedReconciler_ManagerStartFails(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = mgr.Start(ctx)
+	err := mgr.Start(ctx)
 	if !errors.Is(err, jcache.ErrExactNotWrapped) || !strings.Contains(err.Error(), "Complete(ex.Reconciler(r))") {
 		t.Fatalf("manager Start = %v; want ErrExactNotWrapped naming Complete(ex.Reconciler(r))", err)
 	}
@@ -558,32 +525,18 @@ func TestExact_TrimmedConsumerResyncs(t *testing.T) {
 	// Second run, with a hard cap of 8 KiB: the informer's loop journals
 	// the 30 changes and retention trims past the consumer before the
 	// source starts.
-	var logMu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		logged = append(logged, args)
-		logMu.Unlock()
-	}, funcr.Options{})
-	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logger,
+	var logged logLines
+	rc = startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: logged.logger(),
 		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
 	defer rc.stop()
-	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
 	waitFirstRetained(t, dir, "configmaps.", committed+2)
 	// MaxPending 3: the replay queues its 10 objects 3 at a time.
 	h = runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, jcache.ExactOptions{MaxPending: 3})
 	defer h.stop()
 	h.waitEveryObjectAtHead(t, "after the trim", all)
-	logMu.Lock()
-	defer logMu.Unlock()
-	found := false
-	for _, l := range logged {
-		found = found || strings.Contains(l, "retention trimmed events this consumer had not committed")
-	}
-	if !found {
-		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged))
+	if logged.find("retention trimmed events this consumer had not committed") == "" {
+		t.Fatalf("no log line says the consumer was trimmed past; logged %d lines", len(logged.all()))
 	}
 }
 
@@ -601,9 +554,7 @@ func TestExact_NewConsumerOnTrimmedFileReconcilesEveryObject(t *testing.T) {
 	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t),
 		Retention: &journal.Retention{HardMaxBytes: 8 << 10}}, 50*time.Millisecond)), crcache.Options{}, cp)
 	defer rc.stop()
-	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
 	// Three objects change ten times with 2 KiB each: the hard cap trims
 	// the first list's n+1 events (kube-root-ca.crt too), the only events
 	// of cm03..cm09.
@@ -669,10 +620,7 @@ func patchBig(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns s
 // and committed up to the head; what names the run in the failure.
 func (h *byHand) waitEveryObjectAtHead(t *testing.T, what string, all []string) {
 	t.Helper()
-	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == len(all)
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled, the commit at the head", func() bool { return len(h.rec.names()) == len(all) }, h.src)
 	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
 		t.Fatalf("%s reconciled %v; want every object %v", what, got, all)
 	}
@@ -712,10 +660,7 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 	defer rc.stop()
 	h = runByHand(t, rc.c, ns)
 	defer h.stop()
-	h.rec.waitUntil(t, "every object reconciled again, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled again, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	if got := h.rec.names(); strings.Join(got, ",") != strings.Join(all, ",") {
 		t.Fatalf("after the interrupted replay reconciled %v; want every object %v", got, all)
 	}

@@ -15,12 +15,9 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -31,15 +28,9 @@ import (
 // controller "names" has the sources kinds makes.
 func namesManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, kinds func(*jcache.ExactController) []*jcache.ExactSource) (ctrl.Manager, *mirror, []*jcache.ExactSource) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newMirror(ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
 	rec.c = mgr.GetClient()
 	ex := jcache.Exact(mgr.GetCache(), "names")
@@ -101,15 +92,8 @@ func TestExact_KindNamedGivesEachItsConsumer(t *testing.T) {
 			ex.KindNamed("second", &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}, &handler.EnqueueRequestForObject{}),
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}()
+	run := runManager(t, mgr)
+	defer run.stop()
 	deadline := time.After(60 * time.Second)
 	for {
 		ok, s := atHead(srcs...)
@@ -117,8 +101,8 @@ func TestExact_KindNamedGivesEachItsConsumer(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-done:
-			done <- err
+		case err := <-run.done:
+			run.done <- err
 			t.Fatalf("the manager stopped: %v; %s", err, s)
 		case <-deadline:
 			t.Fatalf("timed out: %d names reconciled; %s", len(rec.names()), s)

@@ -6,7 +6,6 @@ package jcache_test
 // committed position stays where the events put it.
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -16,9 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -28,16 +25,10 @@ func TestExact_ResyncsOnSyncPeriod(t *testing.T) {
 	cp, kube, ns := setup(t)
 	const n = 12
 	createMany(t, kube, ns, n)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
-		Cache:                  crcache.Options{SyncPeriod: ptr.To(2 * time.Second)},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, Logger: testr.New(t)}),
+		Cache:    crcache.Options{SyncPeriod: ptr.To(2 * time.Second)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newMirror(ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil })
 	rec.c = mgr.GetClient()
 	ex := jcache.ExactWith(mgr.GetCache(), "resync", jcache.ExactOptions{MaxPending: 5})
@@ -45,15 +36,8 @@ func TestExact_ResyncsOnSyncPeriod(t *testing.T) {
 	if err := ctrl.NewControllerManagedBy(mgr).Named("resync").WatchesRawSource(src).Complete(ex.Reconciler(rec)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager Start = %v", err)
-		}
-	}()
+	run := runManager(t, mgr)
+	defer run.stop()
 	// Every object reconciled at least three times with nothing changed:
 	// the replay, then two resyncs (a resync every 2 s).
 	deadline := time.After(60 * time.Second)
@@ -71,8 +55,8 @@ func TestExact_ResyncsOnSyncPeriod(t *testing.T) {
 		select {
 		case <-ch:
 		case <-time.After(200 * time.Millisecond):
-		case err := <-done:
-			done <- err
+		case err := <-run.done:
+			run.done <- err
 			t.Fatalf("the manager stopped: %v; reconciles %s", err, seen)
 		case <-deadline:
 			_, s := atHead(src)

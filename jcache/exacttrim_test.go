@@ -86,10 +86,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	h := runByHandWith(t, rc.c, ns, outcome, jcache.WithExactHooks(jcache.ExactOptions{MaxPending: 1}, trimmed, commit))
 	defer h.stop()
 	defer gate.release() // before h.stop: the held reconcile returns
-	h.rec.waitUntil(t, "every object reconciled, the commit at the head", func() bool {
-		ok, _ := atHead(h.src)
-		return ok && len(h.rec.names()) == n
-	}, func() any { _, s := atHead(h.src); return fmt.Sprint(h.rec.names(), s) })
+	h.rec.waitAtHead(t, "every object reconciled, the commit at the head", func() bool { return len(h.rec.names()) == n }, h.src)
 	committed, err := h.src.Committed()
 	if err != nil {
 		t.Fatal(err)
@@ -99,9 +96,7 @@ func TestExact_TrimmedResetRefusesConcurrentCommit(t *testing.T) {
 	// waits for room, the commit point stays before cm00's change.
 	held.Store(true)
 	before := h.rec.count("cm00")
-	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "cm00", types.MergePatchType, []byte(`{"data":{"v":"held"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchCM(t, ctx, kube, ns, "cm00", "held")
 	h.rec.waitUntil(t, "cm00's change in its held reconcile", func() bool { return h.rec.count("cm00") > before },
 		func() any { return h.rec.count("cm00") })
 	// cm01 changes past the hard cap: retention trims past the consumer.

@@ -36,19 +36,36 @@ func WithReadDecodes(o Options, n *atomic.Int64) Options {
 	return o
 }
 
-// FileOffsets returns the first retained offset and the head of every
-// open file in dir, by file name.
-func FileOffsets(dir string) (map[string][2]uint64, error) {
+// feedsIn returns, in the order of their paths, the feeds of the files
+// open in dir (of every directory, for "").
+func feedsIn(dir string) []*feed {
 	registry.mu.Lock()
 	var fs []*feed
 	for p, f := range registry.feeds {
-		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
+		if (dir == "" || filepath.Dir(p) == filepath.Clean(dir)) && f.j != nil {
 			fs = append(fs, f)
 		}
 	}
 	registry.mu.Unlock()
+	slices.SortFunc(fs, func(a, b *feed) int { return strings.Compare(a.path, b.path) })
+	return fs
+}
+
+// fileIn returns the journal of the one file open in dir; nil when none
+// is.
+func fileIn(dir string) *journal.Journal {
+	fs := feedsIn(dir)
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[len(fs)-1].j
+}
+
+// FileOffsets returns the first retained offset and the head of every
+// open file in dir, by file name.
+func FileOffsets(dir string) (map[string][2]uint64, error) {
 	out := map[string][2]uint64{}
-	for _, f := range fs {
+	for _, f := range feedsIn(dir) {
 		st, err := f.j.Stats()
 		if err != nil {
 			return nil, err
@@ -61,14 +78,7 @@ func FileOffsets(dir string) (map[string][2]uint64, error) {
 // ModifiedOffsets returns the offsets of the retained MODIFIED events of
 // the one open file in dir.
 func ModifiedOffsets(dir string) ([]uint64, error) {
-	registry.mu.Lock()
-	var j *journal.Journal
-	for p, f := range registry.feeds {
-		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
-			j = f.j
-		}
-	}
-	registry.mu.Unlock()
+	j := fileIn(dir)
 	var out []uint64
 	for from := uint64(0); ; {
 		evs, err := j.Read(from, 1000)
@@ -96,17 +106,8 @@ func IndexReads() (disk, scan int64) { return indexReads.disk.Load(), indexReads
 // in the open files of dir (of every directory, for ""), and returns what
 // each did, in the order of the files' paths and then of their start.
 func Reindexes(ctx context.Context, dir string) ([]journal.ReindexStats, error) {
-	registry.mu.Lock()
-	var fs []*feed
-	for p, f := range registry.feeds {
-		if (dir == "" || filepath.Dir(p) == filepath.Clean(dir)) && f.j != nil {
-			fs = append(fs, f)
-		}
-	}
-	registry.mu.Unlock()
-	slices.SortFunc(fs, func(a, b *feed) int { return strings.Compare(a.path, b.path) })
 	var out []journal.ReindexStats
-	for _, f := range fs {
+	for _, f := range feedsIn(dir) {
 		vs, err := f.reindexes.wait(ctx)
 		if err != nil {
 			return nil, err
@@ -160,14 +161,7 @@ func NoRetainFinalCommit(o Options) Options {
 // HandlersRecord returns the committed offset of the handlers' consumer
 // (RetentionConsumer) and the head of the one open file in dir.
 func HandlersRecord(dir string) (committed, head uint64, err error) {
-	registry.mu.Lock()
-	var j *journal.Journal
-	for p, f := range registry.feeds {
-		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
-			j = f.j
-		}
-	}
-	registry.mu.Unlock()
+	j := fileIn(dir)
 	if j == nil {
 		return 0, 0, errors.New("no open file")
 	}
@@ -222,14 +216,7 @@ func HandlerReplayed(reg toolscache.ResourceEventHandlerRegistration) bool {
 // CommittedKeys returns the keys the one open file in dir holds in its
 // committed state (not the tail of a batch in flight), and its head.
 func CommittedKeys(dir string) (keys []string, head uint64, err error) {
-	registry.mu.Lock()
-	var j *journal.Journal
-	for p, f := range registry.feeds {
-		if filepath.Dir(p) == filepath.Clean(dir) && f.j != nil {
-			j = f.j
-		}
-	}
-	registry.mu.Unlock()
+	j := fileIn(dir)
 	if j == nil {
 		return nil, 0, errors.New("no open file")
 	}
@@ -244,14 +231,12 @@ func CommittedKeys(dir string) (keys []string, head uint64, err error) {
 // (feedrange.go), the shard selector it records and its loop's shard
 // mode.
 func RangedFile(dir string) (keys []string, selector string, mode reconcile.ShardMode, err error) {
-	registry.mu.Lock()
 	var f *feed
-	for p, g := range registry.feeds {
-		if filepath.Dir(p) == filepath.Clean(dir) && g.j != nil && g.group != nil {
+	for _, g := range feedsIn(dir) {
+		if g.group != nil {
 			f = g
 		}
 	}
-	registry.mu.Unlock()
 	if f == nil {
 		return nil, "", "", errors.New("no open ranged file")
 	}

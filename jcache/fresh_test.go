@@ -24,7 +24,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
@@ -141,39 +140,15 @@ func (h *hook) fn(ctx context.Context) error {
 // st; stop stops it.
 func startFreshManager(t *testing.T, cp *controlplane.ControlPlane, dir string, h *hook, st *state) (mgr manager.Manager, stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: h.fn}}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr = newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: h.fn}}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), mgr.GetCache(), &corev1.ConfigMap{})
 	if _, err := inf.AddEventHandler(st.handler()); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		t.Fatal("the cache did not sync")
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = runManager(t, mgr).stop
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
 	return mgr, stop
 }
 
@@ -273,17 +248,10 @@ func TestFresh_CrashBeforeCommitLosesNothing(t *testing.T) {
 	// From now on no batch commits: the process dies before each fsync.
 	h.crash.Store(true)
 	ctx := context.Background()
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "b", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Data["v"] = "2"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "a")
+	updateCM(t, ctx, kube, ns, "b", func(b *corev1.ConfigMap) {
+		b.Data["v"] = "2"
+	})
 	createCM(t, kube, ns, "d", nil, map[string]string{"v": "1"})
 	want := map[string]string{"b": "2", "c": "1", "d": "1"}
 	same := func(m map[string]string) bool { return fmtState(m) == fmtState(want) }
@@ -358,7 +326,7 @@ func TestFresh_FailedCommitGivenAgain(t *testing.T) {
 	var adds atomic.Int64
 	h := &hook{}
 	st := newState(ns)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
 		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSocket: true, Loop: reconcile.Options{CommitHook: func(ctx context.Context) error {
 			if fail.CompareAndSwap(true, false) {
 				// Once a handler was given the batch: then the disk is full.
@@ -369,36 +337,19 @@ func TestFresh_FailedCommitGivenAgain(t *testing.T) {
 			}
 			return h.fn(ctx)
 		}}}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.AddEventHandler(st.handler()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+	addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, st.handler())
+	addHandler(t, ctx, mgr.GetCache(), &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
 		if o.(*corev1.ConfigMap).Name == "x" {
 			adds.Add(1)
 		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	}})
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-done }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		t.Fatal("the cache did not sync")
-	}
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
 
 	fail.Store(true)
 	createCM(t, kube, ns, "x", nil, map[string]string{"v": "1"})

@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,27 +35,7 @@ func TestCache_HeapFlatInObjects(t *testing.T) {
 	cp, kube, ns := setup(t)
 	const n = 2000
 	value := strings.Repeat("x", 1024)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns}, Data: map[string]string{"v": value}}, metav1.CreateOptions{})
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCMs(t, kube, ns, n, func(i int) string { return fmt.Sprintf("cm-%05d", i) }, func(int) string { return value })
 	grow := func(name string, newCache crcache.NewCacheFunc) uint64 {
 		before := heapAfterGC()
 		r := startCache(t, newCache, crcache.Options{}, cp)

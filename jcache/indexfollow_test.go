@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +23,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
@@ -53,39 +51,33 @@ type mgrRun struct {
 // DefaultTransform tr, and waits for the cache's sync.
 func startIndexedManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, fn client.IndexerFunc, tr toolscache.TransformFunc) *mgrRun {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}),
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true}),
+		Cache:    crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	var err error
 	if fn != nil {
-		err = mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, "by-v", fn)
+		err = mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.ConfigMap{}, "by-v", fn)
 	} else {
-		_, err = mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+		_, err = mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{})
 	}
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the manager's cache did not sync")
-	}
-	return &mgrRun{c: mgr.GetClient(), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}}
+	stop := runManager(t, mgr).stop
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
+	return &mgrRun{c: mgr.GetClient(), stop: stop}
+}
+
+// runOne starts run 1 of the index tests across a restart on dir, with
+// by-v as data["v"], and creates n ConfigMaps with v "one", waiting until
+// by-v lists them; it returns the run and their names.
+func runOne(t *testing.T, cp *controlplane.ControlPlane, kube kubernetes.Interface, dir, ns string, n int) (*mgrRun, []string) {
+	t.Helper()
+	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
+	names := createCMs(t, kube, ns, n, cmName, func(int) string { return "one" })
+	waitByV(t, r1.c, ns, "one", names)
+	return r1, names
 }
 
 // listByV returns the sorted names of the ConfigMaps of ns whose by-v
@@ -155,25 +147,11 @@ func wantFromDisk(t *testing.T, c client.Reader, ns, value string, want []string
 // time, and returns their names, sorted.
 func createCMs(t *testing.T, kube kubernetes.Interface, ns string, n int, name func(int) string, value func(int) string) []string {
 	t.Helper()
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	next := atomic.Int64{}
-	for range 16 {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns}, Data: map[string]string{"v": value(i)}}, metav1.CreateOptions{})
-				if err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
-		t.Fatal(err)
-	}
+	each(t, n, 16, func(i int) error {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns}, Data: map[string]string{"v": value(i)}}, metav1.CreateOptions{})
+		return err
+	})
 	out := make([]string, n)
 	for i := range n {
 		out[i] = name(i)
@@ -193,9 +171,7 @@ func cmName(i int) string { return fmt.Sprintf("cm-%04d", i) }
 func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 20)
 	reindexed(t, dir)
 	r1.stop()
 
@@ -221,9 +197,7 @@ func TestCache_IndexFollowsChangedFunctionAcrossRestart(t *testing.T) {
 func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 20, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 20)
 	if st := reindexed(t, dir); st.Keys != 0 {
 		t.Errorf("run 1's reindex, on an empty file: %+v; want no key", st)
 	}
@@ -245,9 +219,7 @@ func TestCache_IndexUnchangedAcrossRestartIsNotRewritten(t *testing.T) {
 func TestCache_IndexFollowsChangedTransform(t *testing.T) {
 	cp, kube, ns := setup(t)
 	dir := t.TempDir()
-	r1 := startIndexedManager(t, cp, dir, ns, byV(""), nil)
-	names := createCMs(t, kube, ns, 5, cmName, func(int) string { return "one" })
-	waitByV(t, r1.c, ns, "one", names)
+	r1, names := runOne(t, cp, kube, dir, ns, 5)
 	r1.stop()
 
 	prefix := func(o any) (any, error) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,32 +20,14 @@ import (
 // proxied one).
 func startIndexedAt(t *testing.T, newCache crcache.NewCacheFunc, cfg *rest.Config, opts crcache.Options, calls *atomic.Int64) *running {
 	t.Helper()
-	c, err := newCache(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
-		calls.Add(1)
-		return []string{o.(*corev1.ConfigMap).Data["k"]}
-	}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the cache did not start")
-	}
-	return &running{c: c, reindexed: reindexed(t, ""), stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v", err)
-		}
-	}}
+	r := startWith(t, newCache, cfg, opts, func(ctx context.Context, c crcache.Cache) error {
+		return c.IndexField(ctx, &corev1.ConfigMap{}, "data.k", func(o client.Object) []string {
+			calls.Add(1)
+			return []string{o.(*corev1.ConfigMap).Data["k"]}
+		})
+	})
+	r.reindexed = reindexed(t, "")
+	return r
 }
 
 // TestCache_IndexAfterLive410RelistAndRestart: a running cache loses its
@@ -69,20 +50,12 @@ func TestCache_IndexAfterLive410RelistAndRestart(t *testing.T) {
 	opts := crcache.Options{Mapper: staticMapper()}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	createCM(t, kube, ns, "a", nil, map[string]string{"k": "1"})
-	createCM(t, kube, ns, "b", nil, map[string]string{"k": "b"})
-	createCM(t, kube, ns, "c", nil, map[string]string{"k": "1"})
+	createIndexed(t, kube, ns)
 
 	var calls atomic.Int64
 	r1 := startIndexedAt(t, newCache, cp.ProxiedRESTConfig(p), opts, &calls)
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "the adds", hasAll("add a labels=map[] data=map[k:1]", "add b labels=map[] data=map[k:b]", "add c labels=map[] data=map[k:1]"))
 	wantByIndex(t, r1.c, ns, "1", "a", "c")
 	wantByIndex(t, r1.c, ns, "b", "b")
@@ -90,21 +63,7 @@ func TestCache_IndexAfterLive410RelistAndRestart(t *testing.T) {
 	// Cut off: the changes and the compaction happen while the cache's
 	// watch cannot reach the server.
 	p.Cut()
-	a, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Data["k"] = "3"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createCM(t, kube, ns, "d", nil, map[string]string{"k": "1"})
-	if _, err := cp.Compact(ctx); err != nil {
-		t.Fatal(err)
-	}
+	changeIndexedAndCompact(t, ctx, cp, kube, ns)
 	p.Heal()
 	// A watch would have delivered b's DELETED with its object; the
 	// DeletedFinalStateUnknown says a relist found it.
@@ -123,9 +82,7 @@ func TestCache_IndexAfterLive410RelistAndRestart(t *testing.T) {
 	calls.Store(0)
 	r2 := startIndexedAt(t, newCache, cp.RESTConfig(), opts, &calls)
 	defer r2.stop()
-	if _, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, r2.c, &corev1.ConfigMap{})
 	wantByIndex(t, r2.c, ns, "1", "c", "d")
 	wantByIndex(t, r2.c, ns, "3", "a")
 	wantByIndex(t, r2.c, ns, "b")

@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -30,20 +28,12 @@ func TestCache_DirLongerThanASocketPath(t *testing.T) {
 	}
 	t.Setenv("XDG_RUNTIME_DIR", run)
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
-	var logMu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(_, args string) {
-		logMu.Lock()
-		logged = append(logged, args)
-		logMu.Unlock()
-	}, funcr.Options{})
-	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: logger}), crcache.Options{}, cp)
+	var logged logLines
+	r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: logged.logger()}), crcache.Options{}, cp)
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := r.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one configmaps file", files)
@@ -56,16 +46,11 @@ func TestCache_DirLongerThanASocketPath(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, inspect.ErrNoServer) || ctx.Err() != nil {
-			logMu.Lock()
-			l := append([]string(nil), logged...)
-			logMu.Unlock()
-			t.Fatalf("Head through %s = %v; logged %q", c.Socket(), err, l)
+			t.Fatalf("Head through %s = %v; logged %q", c.Socket(), err, logged.all())
 		}
 		time.Sleep(10 * time.Millisecond) // until the socket listens
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	for _, l := range logged {
+	for _, l := range logged.all() {
 		if strings.Contains(l, `"error"=`) {
 			t.Errorf("logged an error: %s", l)
 		}

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -34,16 +33,25 @@ type parents struct {
 	ch   chan struct{}
 }
 
+// ensureChild creates the Secret "<name>-child" that cm owns (as its
+// controller), unless it exists.
+func ensureChild(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
+	if err := controllerutil.SetControllerReference(cm, s, c.Scheme()); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
 func (p *parents) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var cm corev1.ConfigMap
 	if err := p.c.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
-	if err := controllerutil.SetControllerReference(&cm, s, p.c.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := p.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureChild(ctx, p.c, &cm); err != nil {
 		return reconcile.Result{}, err
 	}
 	// Recorded once the Secret exists.
@@ -76,14 +84,9 @@ func (p *parents) waitSeen(t *testing.T, req types.NamespacedName, n int, why st
 
 func TestManager_BuilderOnJournalCache(t *testing.T) {
 	cp, kube, ns := setup(t)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// An index: ConfigMaps by the ServiceAccount their data names.
@@ -115,14 +118,7 @@ func TestManager_BuilderOnJournalCache(t *testing.T) {
 		Complete(p); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer runManager(t, mgr).stop()
 
 	parent := createCM(t, kube, ns, "p", map[string]string{"role": "parent"}, map[string]string{"sa": "sa1"})
 	req := types.NamespacedName{Namespace: ns, Name: parent.Name}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +23,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -57,15 +53,9 @@ type mpRun struct {
 
 func startMaxPending(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, fail func(string) bool) *mpRun {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t)}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newMirror(ns, func(name string) (reconcile.Result, error) {
 		if fail != nil && fail(name) {
 			return reconcile.Result{}, errors.New("not yet")
@@ -83,20 +73,8 @@ func startMaxPending(t *testing.T, cp *controlplane.ControlPlane, dir, ns string
 		WatchesRawSource(src).Complete(ex.Reconciler(rec)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &mpRun{src: src, rec: rec, done: make(chan error, 1)}
-	go func() { r.done <- mgr.Start(ctx) }()
-	var once sync.Once
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-r.done; err != nil {
-				t.Errorf("manager Start = %v", err)
-			}
-		})
-	}
-	t.Cleanup(r.stop)
-	return r
+	run := runManager(t, mgr)
+	return &mpRun{src: src, rec: rec, done: run.done, stop: run.stop}
 }
 
 // wait waits until cond holds, checking after each reconcile and every
@@ -130,33 +108,11 @@ func mpName(i int) string { return fmt.Sprintf("cm%04d", i) }
 // createMany creates n ConfigMaps with data v=0 in ns, 16 at a time.
 func createMany(t *testing.T, kube kubernetes.Interface, ns string, n int) {
 	t.Helper()
-	each(t, n, func(i int) error {
+	each(t, n, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: mpName(i), Namespace: ns}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
 		return err
 	})
-}
-
-// each runs f(0..n-1), 16 at a time, and fails the test on an error.
-func each(t *testing.T, n int, f func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(i); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
 }
 
 func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
@@ -194,7 +150,7 @@ func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
 	for i := range mpChanged {
 		changed[mpName(i*5)] = true
 	}
-	each(t, mpChanged, func(i int) error {
+	each(t, mpChanged, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), mpName(i*5), types.MergePatchType,
 			[]byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{})
 		return err
@@ -218,14 +174,9 @@ func TestExact_MoreObjectsThanMaxPending(t *testing.T) {
 // leader takes over from the published position and reconciles them.
 func TestExactStandby_MoreObjectsThanMaxPending(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, kube, ns := setupNS(t, "mpstandby")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	ns := "mpstandby"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	createMany(t, kube, ns, mpObjects)
 
 	a := startExactReplicaWith(t, cp, ns, "a", standbytest.NewReader(kube, ns), nil, mpMax)
@@ -236,7 +187,7 @@ func TestExactStandby_MoreObjectsThanMaxPending(t *testing.T) {
 	}, func() any { return map[string]any{"a": len(a.r.Names()), "position": exPublished(t, ctx, kube, ns)} })
 	a.stop()
 
-	each(t, mpChanged, func(i int) error {
+	each(t, mpChanged, 16, func(i int) error {
 		_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, mpName(i*5), types.MergePatchType, []byte(`{"data":{"v":"1"}}`), metav1.PatchOptions{})
 		return err
 	})

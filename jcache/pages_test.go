@@ -4,7 +4,6 @@ package jcache
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -56,16 +55,7 @@ func TestReplay_GivesBackPages(t *testing.T) {
 
 	h := &recorder{}
 	r := replayRegistration(j, h, 0)
-	if err := r.eachChunk(t.Context(), func(ctx context.Context, job *replayJob) error {
-		for i := range job.objs {
-			o, err := job.object(ctx, i)
-			if err != nil {
-				return err
-			}
-			h.OnAdd(o, true)
-		}
-		return nil
-	}); err != nil {
+	if err := addEach(t.Context(), r, h); err != nil {
 		t.Fatal(err)
 	}
 	sameKeys(t, "replay", h.adds, keys)

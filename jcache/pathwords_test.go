@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -32,9 +31,7 @@ func pathWordsSetup(t *testing.T) (*controlplane.ControlPlane, kubernetes.Interf
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	opts := crcache.Options{DefaultNamespaces: map[string]crcache.Config{}}
 	for _, ns := range pathWords {
-		if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createNamespace(t, kube, ns)
 		opts.DefaultNamespaces[ns] = crcache.Config{}
 	}
 	return cp, kube, opts
@@ -45,14 +42,9 @@ func updateEach(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
 	for _, ns := range pathWords {
-		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data = map[string]string{"k": "2"}
-		if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateCM(t, ctx, kube, ns, "a", func(cm *corev1.ConfigMap) {
+			cm.Data = map[string]string{"k": "2"}
+		})
 	}
 }
 
@@ -78,10 +70,7 @@ func TestCache_NamespacesNamedLikePathWords(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	rec := newRecorder()
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) { cm := o.(*corev1.ConfigMap); rec.add("add " + cm.Namespace + "/" + cm.Name) },
@@ -116,15 +105,10 @@ func TestCache_NamespacesNamedLikePathWords(t *testing.T) {
 // delete.
 func TestManager_NamespacesNamedLikePathWords(t *testing.T) {
 	cp, kube, opts := pathWordsSetup(t)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Cache:                  opts,
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		Cache:    opts,
+		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
 	if err := ctrl.NewControllerManagedBy(mgr).Named("pathwords").For(&corev1.ConfigMap{}).
 		Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -133,16 +117,9 @@ func TestManager_NamespacesNamedLikePathWords(t *testing.T) {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer runManager(t, mgr).stop()
+	// The sync, the reads and the polls below, within 30 s.
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if !mgr.GetCache().WaitForCacheSync(wctx) {
 		t.Fatal("the manager's cache did not sync")

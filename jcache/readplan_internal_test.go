@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -28,47 +26,22 @@ import (
 func labelledFile(b testing.TB, n int, proto bool) *journal.Journal {
 	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	b.Helper()
-	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
-	j, err := journal.Open(filepath.Join(b.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = j.Close() })
-	if err := j.Settings().KeepObjects(); err != nil {
-		b.Fatal(err)
-	}
-	err = j.Writer().Update(func(tx *journal.Tx) error {
-		for i := range n {
-			cm := &corev1.ConfigMap{}
-			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
-			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%06d", i)
-			cm.UID, cm.ResourceVersion = types.UID(fmt.Sprint("u", i)), fmt.Sprint(i+1)
-			cm.Labels = map[string]string{"sel": "no", "app": "bench", "i": fmt.Sprint(i)}
-			if i%100 == 7 {
-				cm.Labels["sel"] = "yes"
-			}
-			cm.Annotations = map[string]string{"note": "an annotation of some length, as objects carry"}
-			cm.Data = map[string]string{"v": fmt.Sprint(i), "w": "some data of the object"}
-			var buf bytes.Buffer
-			err := json.NewEncoder(&buf).Encode(cm)
-			if proto {
-				buf.Reset()
-				err = pb.Encode(cm, &buf)
-			}
-			if err != nil {
-				return err
-			}
-			b := buf.Bytes()
-			k := "ns/" + cm.Name
-			if _, err := tx.Append(&journal.Event{Type: journal.Added, Key: k, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Object: b, Origin: journal.OriginWatch}); err != nil {
-				return err
-			}
+	j, _ := configMapFile(b, n, func(i int, cm *corev1.ConfigMap) {
+		cm.Labels = map[string]string{"sel": "no", "app": "bench", "i": fmt.Sprint(i)}
+		if i%100 == 7 {
+			cm.Labels["sel"] = "yes"
 		}
-		return tx.SetResourceVersion(fmt.Sprint(n))
+		cm.Annotations = map[string]string{"note": "an annotation of some length, as objects carry"}
+		cm.Data = map[string]string{"v": fmt.Sprint(i), "w": "some data of the object"}
+	}, func(cm *corev1.ConfigMap) ([]byte, error) {
+		var buf bytes.Buffer
+		err := json.NewEncoder(&buf).Encode(cm)
+		if proto {
+			buf.Reset()
+			err = pb.Encode(cm, &buf)
+		}
+		return buf.Bytes(), err
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	return j
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,34 +25,16 @@ import (
 // labelled sel=yes, the others sel=no, eight at a time.
 func createLabelled(t *testing.T, kube kubernetes.Interface, ns string, n int, want func(i int) bool) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				v := "no"
-				if want(i) {
-					v = "yes"
-				}
-				_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("o%04d", i), Namespace: ns, Labels: map[string]string{"sel": v, "i": fmt.Sprint(i)}},
-					Data:       map[string]string{"k": fmt.Sprint(i)}}, metav1.CreateOptions{})
-				if err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	each(t, n, 8, func(i int) error {
+		v := "no"
+		if want(i) {
+			v = "yes"
+		}
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("o%04d", i), Namespace: ns, Labels: map[string]string{"sel": v, "i": fmt.Sprint(i)}},
+			Data:       map[string]string{"k": fmt.Sprint(i)}}, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // listed is a List's outcome: the keys of its items in order, its

@@ -35,14 +35,8 @@ func TestCache_GetAfterEventDecodesNothing(t *testing.T) {
 	defer cr.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := jr.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, jr.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "the replay", hasAll("add before labels=map[a:1] data=map[k:v]"))
 
 	// same Gets key from both caches once crcache has rv, and reports
@@ -79,7 +73,7 @@ func TestCache_GetAfterEventDecodesNothing(t *testing.T) {
 		t.Errorf("after its add: the Get decoded %d objects, want 0", d)
 	}
 	cm.Data["k"] = "2"
-	cm, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	cm, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +91,7 @@ func TestCache_GetAfterEventDecodesNothing(t *testing.T) {
 		t.Errorf("a Get after the caller changed an earlier Get's object = %v, %v; want data k=2", g2.Data, err)
 	}
 
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "a")
 	rec.waitFor(t, "the delete", func(evs []string) bool {
 		return slices.Contains(evs, "delete a labels=map[a:1] data=map[k:2]")
 	})

@@ -34,14 +34,8 @@ func TestCache_RemoveInformerSharedFile(t *testing.T) {
 	defer cancel()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
-	typed, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	untyped, err := r.c.GetInformer(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	typed := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
+	untyped := getInformer(t, ctx, r.c, u)
 	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one configmaps file for both informers", files)

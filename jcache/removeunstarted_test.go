@@ -71,9 +71,7 @@ func TestCache_RemoveInformerBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false)); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, c, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
 	files, _ := filepath.Glob(filepath.Join(dir, "configmaps.v1.*.db"))
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one configmaps file", files)

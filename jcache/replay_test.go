@@ -87,10 +87,7 @@ func TestCache_ReplayInChunksWhileWriting(t *testing.T) {
 	defer r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 	// Writes run while handlers are added and replayed.
 	done := make(chan struct{})
 	want := map[string]string{}

@@ -28,7 +28,11 @@ var replayPayload = 0
 // and returns it with the keys in key order.
 func replayFile(t *testing.T, n int) (*journal.Journal, []string) { return replayFileB(t, n) }
 
-func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+// configMapFile opens a journal of ConfigMaps that keeps objects, in a
+// directory of t's (closed when t ends), holding n ConfigMaps ns/oNNNNNN
+// added by a watch at resourceVersions 1 to n, each made by fill and
+// stored as encode gives it; it returns it with the keys in key order.
+func configMapFile(t testing.TB, n int, fill func(i int, cm *corev1.ConfigMap), encode func(*corev1.ConfigMap) ([]byte, error)) (*journal.Journal, []string) {
 	t.Helper()
 	res := journal.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", APIVersion: "v1"}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{Resource: &res, NoSync: true})
@@ -46,11 +50,8 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 			cm.Kind, cm.APIVersion = "ConfigMap", "v1"
 			cm.Namespace, cm.Name = "ns", fmt.Sprintf("o%06d", i)
 			cm.UID, cm.ResourceVersion = types.UID(fmt.Sprint("u", i)), fmt.Sprint(i+1)
-			cm.Data = map[string]string{"v": fmt.Sprint(i)}
-			if replayPayload > 0 {
-				cm.Data["payload"] = strings.Repeat("x", replayPayload)
-			}
-			b, err := json.Marshal(cm)
+			fill(i, cm)
+			b, err := encode(cm)
 			if err != nil {
 				return err
 			}
@@ -65,6 +66,16 @@ func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
 		t.Fatal(err)
 	}
 	return j, keys
+}
+
+func replayFileB(t testing.TB, n int) (*journal.Journal, []string) {
+	t.Helper()
+	return configMapFile(t, n, func(i int, cm *corev1.ConfigMap) {
+		cm.Data = map[string]string{"v": fmt.Sprint(i)}
+		if replayPayload > 0 {
+			cm.Data["payload"] = strings.Repeat("x", replayPayload)
+		}
+	}, func(cm *corev1.ConfigMap) ([]byte, error) { return json.Marshal(cm) })
 }
 
 // recorder records the keys a handler is given, and whether two calls
@@ -108,6 +119,21 @@ func (h *recorder) OnDelete(any) {}
 // chunks hold at most chunk objects (0: the default).
 func replayRegistration(j *journal.Journal, h *recorder, chunk int) *registration {
 	return newRegistration(replayInformer(j, chunk), h, 0)
+}
+
+// addEach replays r's file chunk by chunk, giving each object to h as an
+// initial add; it returns the first error of a decode or of ctx.
+func addEach(ctx context.Context, r *registration, h interface{ OnAdd(any, bool) }) error {
+	return r.eachChunk(ctx, func(ctx context.Context, job *replayJob) error {
+		for i := range job.objs {
+			o, err := job.object(ctx, i)
+			if err != nil {
+				return err
+			}
+			h.OnAdd(o, true)
+		}
+		return nil
+	})
 }
 
 // replayInformer returns an informer of ConfigMaps on j whose replay
@@ -216,16 +242,7 @@ func BenchmarkReplay(b *testing.B) {
 	for b.Loop() {
 		h := &recorder{}
 		r := replayRegistration(j, h, 0)
-		if err := r.eachChunk(b.Context(), func(ctx context.Context, job *replayJob) error {
-			for i := range job.objs {
-				o, err := job.object(ctx, i)
-				if err != nil {
-					return err
-				}
-				h.OnAdd(o, true)
-			}
-			return nil
-		}); err != nil {
+		if err := addEach(b.Context(), r, h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -284,16 +301,7 @@ func TestReplay_DecodesBoundedAhead(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- r.eachChunk(t.Context(), func(ctx context.Context, job *replayJob) error {
-			for i := range job.objs {
-				o, err := job.object(ctx, i)
-				if err != nil {
-					return err
-				}
-				h.OnAdd(o, true)
-			}
-			return nil
-		})
+		done <- addEach(t.Context(), r, h)
 	}()
 	// The handler holds object 0: decoding reaches the bound, then
 	// nothing more is decoded for a while.

@@ -77,14 +77,8 @@ func TestCache_RestartOldObjectComplete(t *testing.T) {
 	// First process: d listed (offset 1), then two more Deployments;
 	// retention keeps the last two events, so d's record is trimmed.
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &appsv1.Deployment{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(deploymentEvents(rec)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &appsv1.Deployment{}, deploymentEvents(rec))
 	for _, n := range []string{"o1", "o2"} {
 		if _, err := deps.Create(ctx, deployment(ns, n, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -110,29 +104,17 @@ func TestCache_RestartOldObjectComplete(t *testing.T) {
 
 	// Second process: the apiserver down until the handler has had the
 	// replay from disk, so that the change comes as an update after it.
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &appsv1.Deployment{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	type update struct{ old, new *appsv1.Deployment }
 	updates := make(chan update, 10)
 	rec2 := newRecorder()
-	if _, err := inf2.AddEventHandler(deploymentEvents(rec2)); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := inf2.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
+	addHandler(t, ctx, r2.c, &appsv1.Deployment{}, deploymentEvents(rec2), crcache.BlockUntilSynced(false))
+	reg := addHandler(t, ctx, r2.c, &appsv1.Deployment{}, toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
 		if n.(*appsv1.Deployment).Name == "d" {
 			updates <- update{o.(*appsv1.Deployment), n.(*appsv1.Deployment)}
 		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}}, crcache.BlockUntilSynced(false))
 	rec2.waitFor(t, "the replay from disk", hasAll("add d", "add o1", "add o2"))
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)

@@ -273,10 +273,7 @@ func TestCache_RetentionDefaultAndOff(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		r := startCache(t, jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: tc.opt}), crcache.Options{Mapper: staticMapper()}, cp)
-		inf, err := r.c.GetInformer(ctx, &corev1.ConfigMap{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
 		h := newOldChecker(nil)
 		if _, err := inf.AddEventHandler(h); err != nil {
 			t.Fatal(err)

@@ -111,14 +111,8 @@ func TestCache_SecretsSealedWithKey(t *testing.T) {
 	if string(got.Data["v"]) != v1 {
 		t.Fatalf("Get: data %q, want %q", got.Data["v"], v1)
 	}
-	inf, err := r1.c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(secretEvents(rec)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.Secret{}, secretEvents(rec))
 	rec.waitFor(t, "the Secret's add", hasAll("add "+v1))
 	sec.Data["v"] = []byte(v2)
 	if sec, err = kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
@@ -139,14 +133,8 @@ func TestCache_SecretsSealedWithKey(t *testing.T) {
 	}
 	r2 := startCache(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec2 := newRecorder()
-	if _, err := inf2.AddEventHandler(secretEvents(rec2)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r2.c, &corev1.Secret{}, secretEvents(rec2))
 	// A handler added after the relist gets the relisted object as an
 	// add; one added before it, the update.
 	rec2.waitFor(t, "the relisted Secret", func(evs []string) bool {

@@ -27,7 +27,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -91,27 +90,12 @@ func (r *secretReader) waitValues(t *testing.T, ns string, want map[string]strin
 // For(&corev1.Secret{}) controller; stop stops it and waits.
 func runSecretManager(t *testing.T, cp *controlplane.ControlPlane, newCache crcache.NewCacheFunc) (r *secretReader, mgr ctrl.Manager, stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               newCache,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr = newManager(t, cp.RESTConfig(), ctrl.Options{NewCache: newCache})
 	r = newSecretReader(mgr.GetClient())
 	if err := ctrl.NewControllerManagedBy(mgr).Named(fmt.Sprintf("secrets-%d", time.Now().UnixNano())).For(&corev1.Secret{}).Complete(r); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return r, mgr, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
+	return r, mgr, runManager(t, mgr).stop
 }
 
 // createSecrets creates a Secret per name with data v: value.
@@ -268,14 +252,9 @@ func TestManager_SecretIndexNoPlaintext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, SecretPayloads: true, KeyFiles: []string{writeKeyFile(t)}}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, SecretPayloads: true, KeyFiles: []string{writeKeyFile(t)}}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, "data.owner", func(o client.Object) []string {

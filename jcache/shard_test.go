@@ -33,9 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchjournal/watchjournal/jcache"
@@ -76,11 +74,7 @@ func (r *shardReplica) Reconcile(ctx context.Context, req reconcile.Request) (re
 		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-child"}, StringData: map[string]string{"k": "v"}}
-	if err := controllerutil.SetControllerReference(&cm, s, r.c.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureChild(ctx, r.c, &cm); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
@@ -107,21 +101,11 @@ func startShardReplica(t *testing.T, rc *rest.Config, cfg func() *jcache.ShardOp
 	for _, h := range hooks {
 		o = h(o)
 	}
-	mgr, err := ctrl.NewManager(rc, ctrl.Options{
-		NewCache:               jcache.NewFunc(o),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, rc, ctrl.Options{NewCache: jcache.NewFunc(o)})
 	r.cache, r.c = mgr.GetCache().(*jcache.Cache), mgr.GetClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, mgr.GetCache(), &corev1.ConfigMap{})
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if o, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = o.Obj
@@ -196,6 +180,14 @@ func describeShards(rs []*shardReplica) string {
 // holders returns, for each owner, the replicas of rs that hold it.
 func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica) map[string][]string {
 	t.Helper()
+	return cacheHolders(t, kube, ns, "owner-", len(rs), func(i int) (string, *jcache.Cache) { return rs[i].name, rs[i].cache })
+}
+
+// cacheHolders returns, for each ConfigMap of ns whose name starts with
+// prefix, the names of the n replicas (replica i's name and cache given
+// by replica(i)) whose caches hold it, in the order of i.
+func cacheHolders(t *testing.T, kube kubernetes.Interface, ns, prefix string, n int, replica func(i int) (string, *jcache.Cache)) map[string][]string {
+	t.Helper()
 	l, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,17 +195,78 @@ func holders(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardRepl
 	out := map[string][]string{}
 	for i := range l.Items {
 		cm := &l.Items[i]
-		if !strings.HasPrefix(cm.Name, "owner-") {
+		if !strings.HasPrefix(cm.Name, prefix) {
 			continue
 		}
-		out[cm.Name] = nil
-		for _, r := range rs {
-			if r.cache.Holds(cm) {
-				out[cm.Name] = append(out[cm.Name], r.name)
+		out[cm.Name] = []string{}
+		for j := range n {
+			if name, c := replica(j); c.Holds(cm) {
+				out[cm.Name] = append(out[cm.Name], name)
 			}
 		}
 	}
 	return out
+}
+
+// logShares logs how many owners each replica of rs holds and returns
+// that count by replica name.
+func logShares(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica) map[string]int {
+	t.Helper()
+	share := map[string]int{}
+	for _, hs := range holders(t, kube, ns, rs) {
+		share[hs[0]]++
+	}
+	t.Logf("owners held: %v", share)
+	return share
+}
+
+// movedOwners counts the owners whose first holder among rs is not the
+// one before gave.
+func movedOwners(t *testing.T, kube kubernetes.Interface, ns string, rs []*shardReplica, before map[string][]string) int {
+	t.Helper()
+	moved := 0
+	for o, hs := range holders(t, kube, ns, rs) {
+		if hs[0] != before[o][0] {
+			moved++
+		}
+	}
+	return moved
+}
+
+// killJoinLeave makes, each through change, the membership changes of
+// the owner tests on the group rs = r0, r1, r2: r1 killed, r3 joins
+// (made by join), r2 leaves.
+func killJoinLeave(t *testing.T, rs []*shardReplica, join func(name string) *shardReplica, change func(why string, do func() []*shardReplica)) {
+	t.Helper()
+	r0, r1, r2 := rs[0], rs[1], rs[2]
+	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
+		r1.stop(t)
+		return []*shardReplica{r0, r2}
+	})
+	var r3 *shardReplica
+	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
+		r3 = join("r3")
+		return []*shardReplica{r0, r2, r3}
+	})
+	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
+		r2.stop(t)
+		return []*shardReplica{r0, r3}
+	})
+}
+
+// noOwnerDeleted checks that no replica of all had a handler given
+// OnDelete, a reconcile finding its owner missing, or a reconcile of an
+// owner it did not hold.
+func noOwnerDeleted(t *testing.T, all []*shardReplica) {
+	t.Helper()
+	for _, r := range all {
+		r.mu.Lock()
+		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
+			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
+				r.name, r.deletes, r.notFound, r.notHeld)
+		}
+		r.mu.Unlock()
+	}
 }
 
 func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
@@ -266,11 +319,7 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 		last = why
 		return ok
 	}, func() string { return last + describeShards(rs) })
-	share := map[string]int{}
-	for _, hs := range holders(t, kube, ns, rs) {
-		share[hs[0]]++
-	}
-	t.Logf("owners held: %v", share)
+	logShares(t, kube, ns, rs)
 
 	// A child's event reaches its owner's replica: deleting children
 	// reconciles their owners there (and they are created again).
@@ -336,29 +385,13 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 			}
 			return true
 		}, func() string { return last + describeShards(rs) })
-		moved := 0
-		for o, hs := range holders(t, kube, ns, rs) {
-			if hs[0] != before[o][0] {
-				moved++
-			}
-		}
-		t.Logf("%s: %d owners moved, every one reconciled by its new holder within %v", why, moved, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("%s: %d owners moved, every one reconciled by its new holder within %v", why, movedOwners(t, kube, ns, rs, before), time.Since(start).Round(100*time.Millisecond))
 	}
-	r0, r1, r2 := rs[0], rs[1], rs[2]
-	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
-		r1.stop(t)
-		return []*shardReplica{r0, r2}
-	})
-	var r3 *shardReplica
-	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
-		r3 = startShardReplica(t, cp.RESTConfig(), cfg, "r3")
-		all = append(all, r3)
-		return []*shardReplica{r0, r2, r3}
-	})
-	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
-		r2.stop(t)
-		return []*shardReplica{r0, r3}
-	})
+	killJoinLeave(t, rs, func(name string) *shardReplica {
+		r := startShardReplica(t, cp.RESTConfig(), cfg, name)
+		all = append(all, r)
+		return r
+	}, change)
 
 	// The end: every owner held by one replica, which reconciled it; no
 	// replica's handlers got a delete, none reconciled a missing owner or
@@ -369,14 +402,7 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 			t.Errorf("%s held by %s, never reconciled there", o, r.name)
 		}
 	}
-	for _, r := range all {
-		r.mu.Lock()
-		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
-			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
-				r.name, r.deletes, r.notFound, r.notHeld)
-		}
-		r.mu.Unlock()
-	}
+	noOwnerDeleted(t, all)
 }
 
 // An Exact source of a sharded resource fails the manager's start with
@@ -384,15 +410,10 @@ func TestShard_OwnersReconciledByTheirHolder(t *testing.T) {
 func TestShard_ExactSourceRefused(t *testing.T) {
 	cp, kube, ns := setup(t)
 	createCM(t, kube, ns, "a", nil, nil)
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
 		NewCache: jcache.NewFunc(jcache.Options{Dir: t.TempDir(), NoSync: true, NoSocket: true, Shard: &jcache.ShardOptions{
 			Group: "exact", Member: "r0", Namespace: ns, Resources: []schema.GroupResource{{Resource: "configmaps"}}}}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &shardReplica{name: "r0", reconciled: map[string]int{}, cache: mgr.GetCache().(*jcache.Cache), c: mgr.GetClient()}
 	ex := jcache.Exact(mgr.GetCache(), "sharded")
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sharded").

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,24 +130,7 @@ func startMixedReplica(t *testing.T, cp *controlplane.ControlPlane, ns, id strin
 // it.
 func heldBy(t *testing.T, kube kubernetes.Interface, ns string, rs []*mixedReplica) map[string][]string {
 	t.Helper()
-	l, err := kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for i := range l.Items {
-		cm := &l.Items[i]
-		if !strings.HasPrefix(cm.Name, "cm-") {
-			continue
-		}
-		out[cm.Name] = []string{}
-		for _, r := range rs {
-			if r.cache.Holds(cm) {
-				out[cm.Name] = append(out[cm.Name], r.id)
-			}
-		}
-	}
-	return out
+	return cacheHolders(t, kube, ns, "cm-", len(rs), func(i int) (string, *jcache.Cache) { return rs[i].id, rs[i].cache })
 }
 
 func createSecret(t *testing.T, kube kubernetes.Interface, ns, name string) {

@@ -47,9 +47,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 	cp := controlplane.StartT(t, cpOpts)
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns := "jc"
-	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, kube, ns)
 	const owners = 300
 	cfg := func() *jcache.ShardOptions {
 		return &jcache.ShardOptions{
@@ -140,11 +138,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 	waitShard(t, "every owner in its holder's file alone, reconciled there", func() bool {
 		return settled(rs) && inFiles() && reconciledByHolder(map[string]map[string]int{}, func(string, string) bool { return true })
 	}, func() string { return last + describeShards(rs) })
-	share := map[string]int{}
-	for _, hs := range holders(t, kube, ns, rs) {
-		share[hs[0]]++
-	}
-	t.Logf("owners held: %v", share)
+	share := logShares(t, kube, ns, rs)
 
 	// Reads of the owner resource see only the range: a List of each
 	// replica's cache returns the owners it holds.
@@ -177,10 +171,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 		var wg sync.WaitGroup
 		for _, r := range live {
 			check := jcache.ReadyzCheck(r.cache, 0, &corev1.ConfigMap{})
-			inf, err := r.cache.GetInformer(ctx, &corev1.ConfigMap{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			inf := getInformer(t, ctx, r.cache, &corev1.ConfigMap{})
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					err := check(nil)
@@ -212,29 +203,13 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 			return settled(rs) && inFiles() && reconciledByHolder(counts, func(o, holder string) bool { return before[o][0] != holder })
 		}, func() string { return last + describeShards(rs) })
 		stopReady()
-		moved := 0
-		for o, hs := range holders(t, kube, ns, rs) {
-			if hs[0] != before[o][0] {
-				moved++
-			}
-		}
-		t.Logf("%s: %d owners moved, each in its new holder's file alone and reconciled there within %v", why, moved, time.Since(begin).Round(100*time.Millisecond))
+		t.Logf("%s: %d owners moved, each in its new holder's file alone and reconciled there within %v", why, movedOwners(t, kube, ns, rs, before), time.Since(begin).Round(100*time.Millisecond))
 	}
-	r0, r1, r2 := rs[0], rs[1], rs[2]
-	change("r1 killed: r0 and r2 take its owners over once its Lease expires", func() []*shardReplica {
-		r1.stop(t)
-		return []*shardReplica{r0, r2}
-	})
-	var r3 *shardReplica
-	change("r3 joins: owners move to it from live replicas", func() []*shardReplica {
-		r3 = start("r3")
-		all = append(all, r3)
-		return []*shardReplica{r0, r2, r3}
-	})
-	change("r2 leaves: r0 and r3 take its owners over", func() []*shardReplica {
-		r2.stop(t)
-		return []*shardReplica{r0, r3}
-	})
+	killJoinLeave(t, rs, func(name string) *shardReplica {
+		r := start(name)
+		all = append(all, r)
+		return r
+	}, change)
 
 	// A killed or stopped replica is not watched after its stop; the
 	// others were ready throughout.
@@ -248,14 +223,7 @@ func testOwnersRanged(t *testing.T, cpOpts controlplane.Options, mode reconcile.
 	// its owner missing (a range is handed to the handlers only once the
 	// file has listed it), and no replica reconciled an owner it did not
 	// hold.
-	for _, r := range all {
-		r.mu.Lock()
-		if len(r.deletes) > 0 || len(r.notFound) > 0 || len(r.notHeld) > 0 {
-			t.Errorf("%s: handlers got OnDelete for %v, reconciles found no object for %v, reconciled not held %v; want none (no owner was deleted)",
-				r.name, r.deletes, r.notFound, r.notHeld)
-		}
-		r.mu.Unlock()
-	}
+	noOwnerDeleted(t, all)
 }
 
 // A handler still delivering events under its old range when the file's
@@ -299,10 +267,7 @@ func TestShard_MovedOutIsNoDeleteForASlowHandler(t *testing.T) {
 			return fmt.Sprintf("%d owners in r0's file", ownerKeys(dirs["r0"])) + describeShards([]*shardReplica{r0})
 		})
 
-	inf, err := r0.cache.GetInformer(context.Background(), &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), r0.cache, &corev1.ConfigMap{})
 	blocked, held := make(chan struct{}), newHold()
 	defer held.release() // before r0's stop: the blocked handler returns
 	var mu sync.Mutex

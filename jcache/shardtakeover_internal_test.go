@@ -24,15 +24,6 @@ import (
 func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
 	deadB := map[string]publication{"b": {set: r(0, 99), positions: map[string]string{"cm": "7"}}}
-	describe := func(ts []takeover) string {
-		out := ""
-		for _, t := range ts {
-			for _, p := range t.part {
-				out += fmt.Sprintf("%s[%d-%d]@%v ", t.member, p.First, p.Last, t.positions)
-			}
-		}
-		return out
-	}
 	g := &shardGroup{dead: map[string]*unheldRange{}}
 	for _, step := range []struct {
 		name              string
@@ -48,8 +39,41 @@ func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 		{"b comes back: it is no longer dead", nil, r(0, 99), r(0, 99), nil, ""},
 		{"b dies again: its range is taken over again", deadB, nil, nil, r(0, 99), "b[0-99]@map[cm:7] "},
 	} {
-		if got := describe(g.takeovers(step.dead, nil, step.others, step.cur, step.next)); got != step.want {
+		if got := describeTakeovers(g.takeovers(step.dead, nil, step.others, step.cur, step.next)); got != step.want {
 			t.Errorf("%s: takeovers(others %v, cur %v, next %v) = %q; want %q", step.name, step.others, step.cur, step.next, got, step.want)
+		}
+	}
+}
+
+// describeTakeovers prints each part of ts as member[first-last]@positions,
+// each followed by a space.
+func describeTakeovers(ts []takeover) string {
+	out := ""
+	for _, t := range ts {
+		for _, p := range t.part {
+			out += fmt.Sprintf("%s[%d-%d]@%v ", t.member, p.First, p.Last, t.positions)
+		}
+	}
+	return out
+}
+
+// liveStep is a step of a takeovers table over live members: what they
+// publish, the others' range, this member's current and next range, and
+// the takeovers wanted, described.
+type liveStep struct {
+	name              string
+	live              map[string]publication
+	others, cur, next hashrange.Set
+	want              string
+}
+
+// checkLiveSteps runs steps in order on g, no member dead, and fails each
+// whose takeovers are not the ones wanted.
+func checkLiveSteps(t *testing.T, g *shardGroup, steps []liveStep) {
+	t.Helper()
+	for _, step := range steps {
+		if got := describeTakeovers(g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next)); got != step.want {
+			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
 		}
 	}
 }
@@ -60,29 +84,14 @@ func TestShardGroup_TakeoversOfADeadRange(t *testing.T) {
 func TestShardGroup_TakeoversOfALiveRelease(t *testing.T) {
 	r := func(first, last uint64) hashrange.Set { return hashrange.Set{{First: first, Last: last}} }
 	g := &shardGroup{dead: map[string]*unheldRange{}}
-	for _, step := range []struct {
-		name              string
-		live              map[string]publication
-		others, cur, next hashrange.Set
-		want              string
-	}{
+	checkLiveSteps(t, g, []liveStep{
 		{"c holds everything", map[string]publication{"c": {set: r(0, 99), positions: map[string]string{"cm": "5"}}}, r(0, 99), nil, nil, ""},
 		{"c lets half go, this member grows into it", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "9"}}}, r(50, 99), nil, r(0, 49), "c[0-49]@map[cm:5] "},
 		{"nothing more moves", map[string]publication{"c": {set: r(50, 99), positions: map[string]string{"cm": "12"}}}, r(50, 99), r(0, 49), r(0, 49), ""},
 		{"c lets the rest go to another member", map[string]publication{"c": {set: nil}, "d": {set: nil}}, nil, r(0, 49), r(0, 49), ""},
 		{"which publishes it", map[string]publication{"c": {set: nil}, "d": {set: r(50, 99)}}, r(50, 99), r(0, 49), r(0, 49), ""},
 		{"then lets it go here", map[string]publication{"c": {set: nil}, "d": {set: nil, positions: map[string]string{"cm": "20"}}}, nil, r(0, 49), r(0, 99), "d[50-99]@map[] "},
-	} {
-		var got string
-		for _, tk := range g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next) {
-			for _, p := range tk.part {
-				got += fmt.Sprintf("%s[%d-%d]@%v ", tk.member, p.First, p.Last, tk.positions)
-			}
-		}
-		if got != step.want {
-			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
-		}
-	}
+	})
 }
 
 // While a handler has not applied the range's last change, the positions
@@ -131,28 +140,13 @@ func TestShardGroup_TakeoversOfAPreviousInstanceOnce(t *testing.T) {
 		}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a_old")},
 	})
-	for _, step := range []struct {
-		name              string
-		live              map[string]publication
-		others, cur, next hashrange.Set
-		want              string
-	}{
+	checkLiveSteps(t, g, []liveStep{
 		{"b took half while a was down: a grows into the other half", map[string]publication{"b": {set: r(50, 99), positions: map[string]string{"cm": "8"}}}, r(50, 99), nil, r(0, 49), "a[0-49]@map[cm:1] "},
 		{"nothing moves", map[string]publication{"b": {set: r(50, 99), positions: map[string]string{"cm": "9"}}}, r(50, 99), r(0, 49), r(0, 49), ""},
 		{"b lets its half go here: from b's position only", map[string]publication{"b": {set: nil, positions: map[string]string{"cm": "12"}}}, nil, r(0, 49), r(0, 99), "b[50-99]@map[cm:9] "},
 		{"a's half leaves and comes back: no takeover", map[string]publication{"b": {set: nil}}, nil, r(0, 99), r(50, 99), ""},
 		{"and comes back", map[string]publication{"b": {set: nil}}, nil, r(50, 99), r(0, 99), ""},
-	} {
-		var got string
-		for _, tk := range g.takeovers(map[string]publication{}, step.live, step.others, step.cur, step.next) {
-			for _, p := range tk.part {
-				got += fmt.Sprintf("%s[%d-%d]@%v ", tk.member, p.First, p.Last, tk.positions)
-			}
-		}
-		if got != step.want {
-			t.Errorf("%s: takeovers(live %v, others %v, cur %v, next %v) = %q; want %q", step.name, step.live, step.others, step.cur, step.next, got, step.want)
-		}
-	}
+	})
 }
 
 // A member whose renewals go unanswered for a LeaseDuration drops its

@@ -94,10 +94,7 @@ func startTakeoverReplica(t *testing.T, rc *rest.Config, so jcache.ShardOptions,
 	r := &takeoverReplica{name: name, cache: c.(*jcache.Cache), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf := getInformer(t, ctx, c, &corev1.ConfigMap{})
 	if r.reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.record("add", obj) },
 		UpdateFunc: func(_, obj any) { r.record("update", obj) },
@@ -194,18 +191,7 @@ func TestShard_TakeoverGivesTheDeletesMadeWhileUnheld(t *testing.T) {
 		}, func() string { return last })
 	}
 	rs := []*takeoverReplica{r0, r1, r2}
-	wait("three replicas settle, each handler current with what it holds", func() (bool, string) {
-		if ok, s := takeoverSettled(rs); !ok {
-			return false, s
-		}
-		cms := listCMs(t, kube, ns)
-		for _, r := range rs {
-			if ok, s := r.current(cms); !ok {
-				return false, s
-			}
-		}
-		return true, ""
-	})
+	waitCurrent(t, kube, ns, "three replicas settle, each handler current with what it holds", rs...)
 	// r1 publishes where its handler is: every ConfigMap created.
 	lastRV := ""
 	for _, cm := range listCMs(t, kube, ns) {
@@ -268,18 +254,7 @@ func TestShard_TakeoverGivesTheDeletesMadeWhileUnheld(t *testing.T) {
 		mark[r.name] = len(r.seen(0))
 	}
 
-	wait("r0 and r2 take r1's range over, each handler current with what it holds", func() (bool, string) {
-		if ok, s := takeoverSettled(rs); !ok {
-			return false, s
-		}
-		cms := listCMs(t, kube, ns)
-		for _, r := range rs {
-			if ok, s := r.current(cms); !ok {
-				return false, s
-			}
-		}
-		return true, ""
-	})
+	waitCurrent(t, kube, ns, "r0 and r2 take r1's range over, each handler current with what it holds", rs...)
 
 	// Exactly the deleted UIDs got an OnDelete, each on its new holder;
 	// where that holder holds the recreated name's new object too, its
@@ -321,18 +296,7 @@ func TestShard_TakeoverGivesTheDeletesMadeWhileUnheld(t *testing.T) {
 		mark[r.name] = len(r.seen(0))
 	}
 	rs = []*takeoverReplica{r0, r2, r3}
-	wait("r3 joins, each handler current with what it holds", func() (bool, string) {
-		if ok, s := takeoverSettled(rs); !ok {
-			return false, s
-		}
-		cms := listCMs(t, kube, ns)
-		for _, r := range rs {
-			if ok, s := r.current(cms); !ok {
-				return false, s
-			}
-		}
-		return true, ""
-	})
+	waitCurrent(t, kube, ns, "r3 joins, each handler current with what it holds", rs...)
 	for _, r := range rs {
 		for _, e := range r.seen(mark[r.name]) {
 			if e.op == "delete" {
@@ -371,7 +335,7 @@ func TestShard_RestartGivesTheDeletesMadeWhileDown(t *testing.T) {
 	dir := t.TempDir()
 	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
 	var last string
-	wait := func(r *takeoverReplica, why string) { t.Helper(); waitAloneCurrent(t, kube, ns, r, why) }
+	wait := func(r *takeoverReplica, why string) { t.Helper(); waitCurrent(t, kube, ns, why, r) }
 	r := startTakeoverReplica(t, rc, so, "r0", inDir, jcache.AbandonShardLease)
 	wait(r, "the replica settles, its handler current")
 	waitShard(t, "the replica publishes a position", func() bool {
@@ -416,15 +380,21 @@ func TestShard_CleanRestartAloneGivesTheDeletesMadeWhileDown(t *testing.T) {
 	t.Run("owners file", func(t *testing.T) { cleanRestartAlone(t, cms) })
 }
 
-// waitAloneCurrent waits until r, alone in its group, is settled and its
-// handler holds the ConfigMaps of ns as the server has them.
-func waitAloneCurrent(t *testing.T, kube kubernetes.Interface, ns string, r *takeoverReplica, why string) {
+// waitCurrent waits until the replicas rs are settled with each other
+// and each one's handler holds the ConfigMaps of ns as the server has
+// them.
+func waitCurrent(t *testing.T, kube kubernetes.Interface, ns, why string, rs ...*takeoverReplica) {
 	t.Helper()
 	var last string
 	waitShard(t, why, func() bool {
-		ok, s := takeoverSettled([]*takeoverReplica{r})
+		ok, s := takeoverSettled(rs)
 		if ok {
-			ok, s = r.current(listCMs(t, kube, ns))
+			cms := listCMs(t, kube, ns)
+			for _, r := range rs {
+				if ok, s = r.current(cms); !ok {
+					break
+				}
+			}
 		}
 		last = s
 		return ok
@@ -442,7 +412,7 @@ func cleanRestartAlone(t *testing.T, owners []schema.GroupResource) {
 	}
 	dir := t.TempDir()
 	inDir := func(o jcache.Options) jcache.Options { o.Dir = dir; return o }
-	wait := func(r *takeoverReplica, why string) { t.Helper(); waitAloneCurrent(t, kube, ns, r, why) }
+	wait := func(r *takeoverReplica, why string) { t.Helper(); waitCurrent(t, kube, ns, why, r) }
 	r := startTakeoverReplica(t, rc, so, "r0", inDir)
 	wait(r, "the replica settles, its handler current")
 	r.stop(t)
@@ -504,19 +474,7 @@ func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
 			r.stop(t)
 		}
 	}()
-	var last string
-	settledAndCurrent := func() bool {
-		ok, s := takeoverSettled(rs)
-		cms := listCMs(t, kube, ns)
-		for _, r := range rs {
-			if ok {
-				ok, s = r.current(cms)
-			}
-		}
-		last = s
-		return ok
-	}
-	waitShard(t, "two replicas settle, each handler current", settledAndCurrent, func() string { return last })
+	waitCurrent(t, kube, ns, "two replicas settle, each handler current", rs...)
 
 	// The ConfigMaps r2's share will take, deleted 100 ms apart from its
 	// start on.
@@ -542,7 +500,7 @@ func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // spread the deletes over the join: some land in a move's gap
 	}
 	t.Logf("%d ConfigMaps of r2's share deleted over %v from its start", len(deleted), time.Since(start).Round(100*time.Millisecond))
-	waitShard(t, "three replicas settle, each handler current", settledAndCurrent, func() string { return last })
+	waitCurrent(t, kube, ns, "three replicas settle, each handler current", rs...)
 
 	// everyDeleteGiven checks that every UID of deleted got an OnDelete
 	// (at least once, on some replica of among, after marks) and no UID
@@ -615,6 +573,6 @@ func TestShard_MoveGivesTheDeletesMadeInItsGap(t *testing.T) {
 		deleted[string(cm.UID)] = cm.Name
 	}
 	maps.Copy(ever, deleted)
-	waitShard(t, "r0 and r1 take r2's range over, each handler current", settledAndCurrent, func() string { return last })
+	waitCurrent(t, kube, ns, "r0 and r1 take r2's range over, each handler current", rs...)
 	everyDeleteGiven("r2 leaves", []*takeoverReplica{rs[0], rs[1], r2}, marks, deleted)
 }

@@ -28,9 +28,7 @@ func TestCache_SecondCacheOnADirWithOtherOptionsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false)); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, first, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
 	defer first.RemoveInformer(ctx, &corev1.ConfigMap{})
 
 	other, err := jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, Retention: &journal.Retention{MaxBytes: 1 << 20}})(cp.RESTConfig(), crcache.Options{})

@@ -184,10 +184,7 @@ func testExactFailover(t *testing.T, cp *controlplane.ControlPlane, ns string, c
 	// holds only in its first list (b listed after it) is no watch event
 	// to place a's position after, and b would replay that file whole.
 	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.ServiceAccount{}} {
-		inf, err := b.mgr.GetCache().GetInformer(ctx, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		inf := getInformer(t, ctx, b.mgr.GetCache(), obj)
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			t.Fatalf("b's %T file did not sync", obj)
 		}

@@ -8,13 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/jcache"
 )
@@ -35,31 +32,6 @@ import (
 type fenceRoundTrip func(*http.Request) (*http.Response, error)
 
 func (f fenceRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// logLines is a logger that keeps its lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) find(s string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			return line
-		}
-	}
-	return ""
-}
 
 // A deposed leader's final publish is refused, and its successor's
 // positions stand. Leader a (term of the election Lease's first holder)
@@ -71,14 +43,9 @@ func (l *logLines) find(s string) string {
 // is refused instead of overwriting b's positions with its own.
 func TestExactStandby_DeposedLeaderFinalPublishFenced(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	cp := controlplane.StartT(t, controlplane.Options{})
+	cp, kube, ns := setupNS(t, "exfence")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	const ns = "exfence"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), nil, map[string]string{"v": "0"})
 	}

@@ -1,16 +1,13 @@
 package jcache_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -52,9 +49,7 @@ func TestExactStandby_PositionOlderThanRetentionReplays(t *testing.T) {
 	retain := &journal.Retention{MaxEvents: 5}
 	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: bdir, NoSync: true, Retention: retain}, 20*time.Millisecond)),
 		crcache.Options{}, cp)
-	if _, err := rc.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
 	var changed []string
 	for i := range 10 {
 		n := fmt.Sprintf("s%02d", i)
@@ -89,21 +84,13 @@ func TestExactStandby_PositionOlderThanRetentionReplays(t *testing.T) {
 	rc.stop()
 
 	// b leads on that directory.
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	capture := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		fmt.Fprintln(&logs, prefix, args)
-		logMu.Unlock()
-	}, funcr.Options{})
+	var logs logLines
 	b := startExactReplicaOn(t, cp, ns, "b", standbytest.NewReader(kube, ns), nil, 0,
-		jcache.Options{Dir: bdir, NoSync: true, Retention: retain, Logger: capture})
+		jcache.Options{Dir: bdir, NoSync: true, Retention: retain, Logger: logs.logger()})
 	b.elected(t, 30*time.Second)
 	b.r.Wait(t, "b reconciled every ConfigMap", func() bool { return len(b.r.Names()) == standbytest.All },
 		func() any { return map[string]any{"b": b.r.Names(), "b's file before": last} })
-	logMu.Lock()
-	text := logs.String()
-	logMu.Unlock()
+	text := strings.Join(logs.all(), "\n")
 	if !strings.Contains(text, "replaying every object") || !strings.Contains(text, "older than this journal's retention") {
 		t.Errorf("b's log does not say it replays because a's position is older than its retention:\n%s", text)
 	}

@@ -20,6 +20,24 @@ import (
 	"github.com/watchjournal/watchjournal/reconcile"
 )
 
+// relistDelete waits for the object a handler's OnDelete sends on
+// deleted, failing with none when ctx ends first, and returns it as the
+// DeletedFinalStateUnknown a relist's inferred delete gives.
+func relistDelete(t *testing.T, ctx context.Context, deleted <-chan any, none string) toolscache.DeletedFinalStateUnknown {
+	t.Helper()
+	var got any
+	select {
+	case got = <-deleted:
+	case <-ctx.Done():
+		t.Fatal(none)
+	}
+	d, ok := got.(toolscache.DeletedFinalStateUnknown)
+	if !ok {
+		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown for a delete a relist found", got)
+	}
+	return d
+}
+
 // TestCache_RelistDeleteAfterTrimHasLastObject: an object created and
 // updated, its records trimmed past by retention, deleted while no cache
 // runs, and etcd compacted (the resume answers 410, so the deletion is
@@ -43,14 +61,8 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 	// (offset 2), then three more objects; retention keeps the last two
 	// events, so both of gone's records are trimmed.
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.ConfigMap{}, rec)
 	rec.waitFor(t, "gone's add", hasAll("add gone labels=map[v:1] data=map[k:1]"))
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "gone", metav1.GetOptions{})
 	if err != nil {
@@ -74,9 +86,7 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 
 	// Deleted while no cache runs; etcd compacted past the file's
 	// resourceVersion, so the next process's resume answers 410.
-	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteCM(t, ctx, kube, ns, "gone")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -84,39 +94,18 @@ func TestCache_RelistDeleteAfterTrimHasLastObject(t *testing.T) {
 	// Second process: the apiserver down until the handler has had the
 	// replay from disk (gone among it), so that the relist's DELETED comes
 	// after the replay, as an event.
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &corev1.ConfigMap{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec2 := newRecorder()
 	deleted := make(chan any, 10)
-	if _, err := inf2.AddEventHandler(rec2); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := inf2.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) { deleted <- o }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r2.c, &corev1.ConfigMap{}, rec2, crcache.BlockUntilSynced(false))
+	reg := addHandler(t, ctx, r2.c, &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) { deleted <- o }}, crcache.BlockUntilSynced(false))
 	rec2.waitFor(t, "the replay from disk", hasAll(append(want, "add gone labels=map[v:2] data=map[k:2]")...))
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rec2.waitFor(t, "the relist's delete", hasAll("delete unknown(gone labels=map[v:2] data=map[k:2])"))
-	var got any
-	select {
-	case got = <-deleted:
-	case <-ctx.Done():
-		t.Fatal("the second handler got no delete")
-	}
-	d, ok := got.(toolscache.DeletedFinalStateUnknown)
-	if !ok {
-		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown for a delete a relist found", got)
-	}
+	d := relistDelete(t, ctx, deleted, "the second handler got no delete")
 	obj, ok := d.Obj.(*corev1.ConfigMap)
 	if !ok || d.Key != ns+"/gone" {
 		t.Fatalf("DeletedFinalStateUnknown{Key: %q, Obj: %T}; want key %s/gone and a *ConfigMap", d.Key, d.Obj, ns)
@@ -156,14 +145,8 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 		}
 	}
 	r1 := startCache(t, newCache, opts, cp)
-	inf, err := r1.c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
-	if _, err := inf.AddEventHandler(secretEvents(rec)); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r1.c, &corev1.Secret{}, secretEvents(rec))
 	rec.waitFor(t, "the adds", hasAll("add "+value, "add "+other))
 	// The list journaled in key order, s before t: retention keeps the
 	// last event only, so s's record is trimmed (its object kept sealed
@@ -176,36 +159,18 @@ func TestCache_SecretRelistDeleteSealed(t *testing.T) {
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	r2 := startCache(t, newCache, opts, cp)
+	r2 := startWhileDown(t, newCache, opts, cp)
 	defer r2.stop()
-	inf2, err := r2.c.GetInformer(ctx, &corev1.Secret{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	deleted := make(chan any, 10)
 	rec2 := newRecorder()
 	h := secretEvents(rec2)
 	h.DeleteFunc = func(o any) { deleted <- o }
-	if _, err := inf2.AddEventHandler(h); err != nil {
-		t.Fatal(err)
-	}
+	addHandler(t, ctx, r2.c, &corev1.Secret{}, h, crcache.BlockUntilSynced(false))
 	rec2.waitFor(t, "the replay from disk", hasAll("add "+value, "add "+other))
 	if err := cp.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var got any
-	select {
-	case got = <-deleted:
-	case <-ctx.Done():
-		t.Fatal("no delete after the restart")
-	}
-	d, ok := got.(toolscache.DeletedFinalStateUnknown)
-	if !ok {
-		t.Fatalf("OnDelete(%T); want a DeletedFinalStateUnknown", got)
-	}
+	d := relistDelete(t, ctx, deleted, "no delete after the restart")
 	if s, ok := d.Obj.(*corev1.Secret); !ok || s.Name != "s" || string(s.Data["v"]) != value {
 		t.Fatalf("DeletedFinalStateUnknown.Obj = %#v; want Secret s with its last data", d.Obj)
 	}

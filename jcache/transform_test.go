@@ -27,7 +27,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/jcache"
@@ -60,29 +59,12 @@ func dropAnnotations(keys ...string) toolscache.TransformFunc {
 // fieldManager, with five data keys, 16 at a time.
 func applyCMs(t *testing.T, kube kubernetes.Interface, ns string, n int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				ac := corev1ac.ConfigMap(cmName(i), ns).WithData(map[string]string{
-					"alpha": "1", "beta": "2", "gamma": "3", "delta": "4", "epsilon": "5"})
-				if _, err := kube.CoreV1().ConfigMaps(ns).Apply(context.Background(), ac, metav1.ApplyOptions{FieldManager: fieldManager}); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
+	each(t, n, 16, func(i int) error {
+		ac := corev1ac.ConfigMap(cmName(i), ns).WithData(map[string]string{
+			"alpha": "1", "beta": "2", "gamma": "3", "delta": "4", "epsilon": "5"})
+		_, err := kube.CoreV1().ConfigMaps(ns).Apply(context.Background(), ac, metav1.ApplyOptions{FieldManager: fieldManager})
+		return err
+	})
 }
 
 // filesHolding returns the files of dir whose bytes contain s, and the
@@ -166,6 +148,18 @@ type transformManager struct {
 	stop func()
 }
 
+// stopGivenNone stops m, then checks that its handler was given no object
+// holding key; what names the run in a failure.
+func (m *transformManager) stopGivenNone(t *testing.T, what, key string) {
+	t.Helper()
+	m.stop()
+	for _, s := range m.seen.all() {
+		if strings.Contains(s, key) {
+			t.Errorf("%s: the handler was given %s; want no %s", what, s, key)
+		}
+	}
+}
+
 // seenObjects records each object a handler is given, printed.
 type seenObjects struct {
 	mu   sync.Mutex
@@ -193,44 +187,22 @@ func (s *seenObjects) all() []string {
 // a recording ConfigMap handler and waits for the cache's sync.
 func startTransformManager(t *testing.T, cp *controlplane.ControlPlane, dir, ns string, tr toolscache.TransformFunc, id string) *transformManager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		NewCache:               jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, TransformID: id}),
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr := newManager(t, cp.RESTConfig(), ctrl.Options{
+		NewCache: jcache.NewFunc(jcache.Options{Dir: dir, NoSync: true, TransformID: id}),
+		Cache:    crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}, DefaultTransform: tr},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	inf := getInformer(t, context.Background(), mgr.GetCache(), &corev1.ConfigMap{})
 	seen := &seenObjects{}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { seen.add(o) },
 		UpdateFunc: func(old, o any) { seen.add(old); seen.add(o) },
 		DeleteFunc: func(o any) { seen.add(o) },
 	}); err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if !mgr.GetCache().WaitForCacheSync(wctx) {
-		cancel()
-		t.Fatal("the manager's cache did not sync")
-	}
-	return &transformManager{c: mgr.GetClient(), seen: seen, stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}}
+	stop := runManager(t, mgr).stop
+	waitSynced(t, mgr.GetCache(), 60*time.Second)
+	return &transformManager{c: mgr.GetClient(), seen: seen, stop: stop}
 }
 
 // TestCache_TransformStripsManagedFieldsBeforeTheDisk: ConfigMaps created
@@ -300,17 +272,10 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 
 	// Watch events: an update of a, the delete of c (its DELETED carries
 	// its last object, annotation included, from the server).
-	a, err := cms.Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Annotations, a.Data["v"] = token("update-a"), "2"
-	if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Annotations, a.Data["v"] = token("update-a"), "2"
+	})
+	deleteCM(t, ctx, kube, ns, "c")
 	got := waitCached(t, m.c, ns, "a's update and c's delete", func(l []corev1.ConfigMap) bool {
 		return len(l) == 2 && l[0].Name == "a" && l[0].Data["v"] == "2"
 	})
@@ -326,26 +291,14 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 	if _, ok := one.Annotations[tokenKey]; ok {
 		t.Errorf("Get reads b with annotations %v; want no %s", one.Annotations, tokenKey)
 	}
-	m.stop()
-	for _, s := range m.seen.all() {
-		if strings.Contains(s, tokenKey) {
-			t.Errorf("the handler was given %s; want no %s", s, tokenKey)
-		}
-	}
+	m.stopGivenNone(t, "the watch events", tokenKey)
 
 	// While no cache runs: an update of a and the delete of b, then an
 	// etcd compaction: the next start's resume answers 410 and relists.
-	a, err = cms.Get(ctx, "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Annotations, a.Data["v"] = token("relist-a"), "3"
-	if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateCM(t, ctx, kube, ns, "a", func(a *corev1.ConfigMap) {
+		a.Annotations, a.Data["v"] = token("relist-a"), "3"
+	})
+	deleteCM(t, ctx, kube, ns, "b")
 	if _, err := cp.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -353,12 +306,7 @@ func TestCache_TransformDropsAnnotationBeforeTheDisk(t *testing.T) {
 	waitCached(t, m2.c, ns, "the relist's update of a and delete of b", func(l []corev1.ConfigMap) bool {
 		return len(l) == 1 && l[0].Name == "a" && l[0].Data["v"] == "3"
 	})
-	m2.stop()
-	for _, s := range m2.seen.all() {
-		if strings.Contains(s, tokenKey) {
-			t.Errorf("after the relist the handler was given %s; want no %s", s, tokenKey)
-		}
-	}
+	m2.stopGivenNone(t, "after the relist", tokenKey)
 	if holding, _ := filesHolding(t, dir, "wjtoken-"); len(holding) != 0 {
 		t.Errorf("files %q hold a value of %s; want none", holding, tokenKey)
 	}
@@ -411,12 +359,7 @@ func TestCache_ChangedTransformAcrossRestart(t *testing.T) {
 	if _, ok := x.Annotations[key]; ok {
 		t.Errorf("run 2 gets x with annotations %v; want no %s", x.Annotations, key)
 	}
-	r2.stop()
-	for _, s := range r2.seen.all() {
-		if strings.Contains(s, key) {
-			t.Errorf("run 2's handler was given %s; want no %s", s, key)
-		}
-	}
+	r2.stopGivenNone(t, "run 2", key)
 	if holding, _ := filesHolding(t, dir, "wjvalue-"); len(holding) != 0 {
 		t.Errorf("after run 2 files %q hold a value of %s; want none", holding, key)
 	}
@@ -442,9 +385,7 @@ func TestCache_TransformConflictOnOneFile(t *testing.T) {
 	defer r1.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := r1.c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
+	getInformer(t, ctx, r1.c, &corev1.ConfigMap{})
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("ConfigMap")
