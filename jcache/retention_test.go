@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/watchjournal/watchjournal/jcache"
 	"github.com/watchjournal/watchjournal/journal"
@@ -300,4 +301,50 @@ func TestCache_RetentionDefaultAndOff(t *testing.T) {
 		}
 		r.stop()
 	}
+}
+
+// A handler added to a file whose retention trimmed every event of the
+// first list (and a List of it) gets every stored object, not only the
+// keys with events still retained: the objects are kept per key, apart
+// from the events.
+func TestCache_HandlerAddedToTrimmedFileGetsEveryObject(t *testing.T) {
+	cp, kube, ns := setup(t)
+	const n = 10
+	for i := range n {
+		createCM(t, kube, ns, fmt.Sprintf("cm%d", i), nil, map[string]string{"d": "x"})
+	}
+	dir := t.TempDir()
+	r := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true,
+		Retention: &journal.Retention{MaxEvents: 3}}, 50*time.Millisecond)), crcache.Options{}, cp)
+	defer r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inf := getInformer(t, ctx, r.c, &corev1.ConfigMap{})
+	_, synced := waitOffsets(t, dir, "the first list", func(first, head uint64) bool { return head > n })
+	for v := range 5 {
+		updateCM(t, ctx, kube, ns, "cm0", func(cm *corev1.ConfigMap) { cm.Data["d"] = fmt.Sprint(v) })
+	}
+	waitOffsets(t, dir, "every event of the first list trimmed", func(first, head uint64) bool { return first > synced })
+
+	var l corev1.ConfigMapList
+	if err := r.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != n {
+		t.Errorf("List after the trim: %d objects; want %d", len(l.Items), n)
+	}
+	// cm0 comes as the replay read it, then with its later events.
+	cm0 := hasAll("add cm0 labels=map[] data=map[d:4]")
+	cm0Updated := hasAll("update cm0 labels=map[] data=map[d:3] -> cm0 labels=map[] data=map[d:4]")
+	var rest []string
+	for i := 1; i < n; i++ {
+		rest = append(rest, fmt.Sprintf("add cm%d labels=map[] data=map[d:x]", i))
+	}
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "every stored object", func(evs []string) bool {
+		return hasAll(rest...)(evs) && (cm0(evs) || cm0Updated(evs))
+	})
 }
