@@ -562,16 +562,50 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 		defer t.Stop()
 		tick = t.C
 	}
+	var rs *resyncRun // a resync in progress (exactresync.go)
+	defer func() {
+		if rs != nil {
+			rs.stop()
+		}
+	}()
 	for {
 		room, ok := s.t.WaitRoom(ctx, s.max)
 		if !ok {
 			return nil
+		}
+		if rs == nil {
+			select {
+			case <-tick:
+				rs = startResync(ctx, inf)
+			default:
+			}
+		}
+		if rs != nil {
+			tq.SetOffset(pos + 1)
+			given, done := rs.give(eh, rs.share(room))
+			room -= given
+			if done {
+				n := rs.n
+				err := rs.finish()
+				rs = nil
+				if err != nil || ctx.Err() != nil {
+					return err
+				}
+				log.V(1).Info("resync queued every object", "objects", n)
+			}
+			if room == 0 {
+				continue
+			}
 		}
 		evs, err := j.Read(pos+1, min(journal.DefaultBatch, room))
 		if errors.Is(err, journal.ErrTrimmed) {
 			log.Info("retention trimmed events this consumer had not committed (the hard byte cap): "+
 				"deleting the consumer and sending a create event for every object, as an informer's relist; deletes among the trimmed events are not seen",
 				"position", pos, "error", err.Error())
+			if rs != nil { // the replay gives every object
+				rs.stop()
+				rs = nil
+			}
 			if err := s.consumer.reset(s.ctl.hooks.trimmed, func() error { return j.Consumers().Delete(name) },
 				func() { s.t.Reset(0) }); err != nil {
 				return err
@@ -585,17 +619,15 @@ func (s *ExactSource) run(ctx context.Context, q workqueue.TypedRateLimitingInte
 			return err
 		}
 		if len(evs) == 0 {
-			resync, err := waitOrTick(ctx, j, pos, tick)
+			due, err := waitFeed(ctx, j, pos, tick, rs)
 			if ctx.Err() != nil {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			if resync {
-				if err := s.resync(ctx, inf, tq, eh, pos); err != nil {
-					return err
-				}
+			if due {
+				rs = startResync(ctx, inf)
 			}
 			continue
 		}
@@ -644,53 +676,41 @@ func (s *ExactSource) commit(j *journal.Journal, name string, p uint64) error {
 	return err
 }
 
-// waitOrTick waits until the journal has an event after pos (false) or
-// tick fires (true, a resync is due).
-func waitOrTick(ctx context.Context, j *journal.Journal, pos uint64, tick <-chan time.Time) (bool, error) {
-	if tick == nil {
+// waitFeed waits until the journal has an event after pos, tick fires
+// (due: a resync is due), or the resync in progress, rs (nil: none), has
+// an object ready; while one runs, tick is not waited for.
+func waitFeed(ctx context.Context, j *journal.Journal, pos uint64, tick <-chan time.Time, rs *resyncRun) (due bool, err error) {
+	var ready <-chan runtime.Object
+	if rs != nil {
+		if rs.pending() {
+			return false, nil
+		}
+		ready, tick = rs.ready(), nil
+		select {
+		case o, ok := <-ready:
+			rs.receive(o, ok)
+			return false, nil
+		default:
+		}
+	}
+	if tick == nil && ready == nil {
 		return false, j.Wait(ctx, pos)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	waited := make(chan error, 1)
 	go func() { waited <- j.Wait(wctx, pos) }()
 	select {
 	case err := <-waited:
+		cancel()
 		return false, err
 	case <-tick:
-		cancel()
-		<-waited
-		return true, nil
+		due = true
+	case o, ok := <-ready:
+		rs.receive(o, ok)
 	}
-}
-
-// resync sends an update event (old and new the same object) for every
-// object of the file, as an informer's resync does every SyncPeriod
-// (cache.Options.SyncPeriod): controllers that repair drift on it get
-// it from Exact sources too. Each request is recorded at offset pos+1,
-// the next event's, so the commit point stays at pos until they are
-// reconciled (a crash before then repeats the events after pos, not the
-// resync), and each waits for room below MaxPending, as the replay's do.
-func (s *ExactSource) resync(ctx context.Context, inf *informer, tq *delivery.Queue, eh *exactHandler, pos uint64) error {
-	tq.SetOffset(pos + 1)
-	n, room := 0, 0
-	err := newRegistration(inf, nil, 0).eachChunk(ctx, func(pctx context.Context, job *replayJob) error {
-		return job.objects(ctx, pctx, func(o runtime.Object) {
-			if room == 0 {
-				var ok bool
-				if room, ok = s.t.WaitRoom(ctx, s.max); !ok {
-					return
-				}
-			}
-			room--
-			eh.OnUpdate(o, o)
-			n++
-		})
-	})
-	if err == nil && ctx.Err() == nil {
-		s.log.V(1).Info("resync queued every object", "objects", n)
-	}
-	return err
+	cancel()
+	<-waited
+	return due, nil
 }
 
 // replay sends a create event for every object of the file, each
