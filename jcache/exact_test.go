@@ -590,6 +590,23 @@ func waitFirstRetained(t *testing.T, dir, prefix string, first uint64) {
 	}
 }
 
+// consumersNamed returns the consumers of src's file whose names start
+// with prefix.
+func consumersNamed(t *testing.T, src *jcache.ExactSource, prefix string) []journal.ConsumerInfo {
+	t.Helper()
+	cs, err := src.Journal().Consumers().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []journal.ConsumerInfo
+	for _, c := range cs {
+		if strings.HasPrefix(c.Name, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // createNumbered creates n ConfigMaps cm00, cm01, … in ns and returns
 // their names in order.
 func createNumbered(t *testing.T, kube kubernetes.Interface, ns string, n int) []string {
@@ -644,14 +661,8 @@ func TestExact_InterruptedReplayReplaysAgain(t *testing.T) {
 	h.rec.waitUntil(t, "every object reconciled, cm02 retried", func() bool {
 		return len(h.rec.names()) == n && h.rec.count("cm02") > 1
 	}, func() any { return h.rec.names() })
-	cs, err := h.src.Journal().Consumers().List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		if strings.HasPrefix(c.Name, "exact/") {
-			t.Fatalf("consumer %s (committed %d) exists while cm02 of the replay has not reconciled", c.Name, c.Committed)
-		}
+	for _, c := range consumersNamed(t, h.src, "exact/") {
+		t.Fatalf("consumer %s (committed %d) exists while cm02 of the replay has not reconciled", c.Name, c.Committed)
 	}
 	h.stop()
 	rc.stop()

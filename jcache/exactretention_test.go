@@ -175,13 +175,7 @@ func TestExact_LongReplayUnderChurnHoldsRetention(t *testing.T) {
 	if n, c := replays.Load(), h.rec.count(all[29]); n != 1 || c != 1 {
 		t.Fatalf("%d replays, cm29 (never changed) reconciled %d times; want one replay, once", n, c)
 	}
-	cs, err := h.src.Journal().Consumers().List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		if strings.HasPrefix(c.Name, "replaying:") {
-			t.Errorf("the replay's hold %s (committed %d) is left after the consumer was created", c.Name, c.Committed)
-		}
+	for _, c := range consumersNamed(t, h.src, "replaying:") {
+		t.Errorf("the replay's hold %s (committed %d) is left after the consumer was created", c.Name, c.Committed)
 	}
 }

@@ -29,11 +29,7 @@ func startNamespace(t *testing.T, ns string, timeout time.Duration) (*controlpla
 	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return cp, ctx, kube
+	return cp, ctx, cp.CreateNamespaceT(t, ns)
 }
 
 // createConfigMaps creates an empty ConfigMap for each name.

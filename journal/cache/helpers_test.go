@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
@@ -31,9 +29,5 @@ func startNamespace(t *testing.T, ns string, timeout time.Duration) (*controlpla
 	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return cp, ctx, kube
+	return cp, ctx, cp.CreateNamespaceT(t, ns)
 }
