@@ -149,9 +149,9 @@ type ExactController struct {
 
 	mu    sync.Mutex
 	names map[string]int // Kind calls by object type (consumerName)
-	// claimed holds each consumer name a started source took: a
-	// KindNamed name can spell a Kind's type ("v1/ConfigMap"), which only
-	// the files tell at Start.
+	// claimed holds each consumer a started source took (consumerName):
+	// a KindNamed name can spell a Kind's type ("v1/ConfigMap"), which
+	// only the files tell at Start.
 	claimed map[string]*ExactSource
 	srcs    []*ExactSource // Kind calls, in order
 	rearm   sync.Once
@@ -308,12 +308,19 @@ func (e *ExactController) consumerName(j *journal.Journal, s *ExactSource) (name
 	if s.named != "" {
 		name = "exact/" + e.name + "/" + s.named
 	}
+	// A consumer is one file's; with a standby, a position is published
+	// by consumer name, so the name is claimed across files too (a typed
+	// and a metadata-only source of one type).
+	claim := j.Path() + "\x00" + name
+	if e.sb != nil {
+		claim = name
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if o, ok := e.claimed[name]; ok && o != s {
+	if o, ok := e.claimed[claim]; ok && o != s {
 		return "", "", fmt.Errorf("%w: controller %q, consumer %q of %s and of %s", ErrExactDuplicate, e.name, name, o.what(), s.what())
 	}
-	e.claimed[name] = s
+	e.claimed[claim] = s
 	return name, position.Resource(r), nil
 }
 
@@ -773,8 +780,11 @@ func (s *ExactSource) holdReplay(j *journal.Journal) error {
 	}
 	hold := replayHold(s.Consumer())
 	err = j.Consumers().Create(hold, head+1)
-	if errors.Is(err, journal.ErrConsumerExists) {
+	switch {
+	case errors.Is(err, journal.ErrConsumerExists):
 		err = j.Consumers().Reset(hold, head)
+	case errors.Is(err, journal.ErrTrimmed): // trimmed past head since: hold at the first retained event
+		err = j.Consumers().Create(hold, 0)
 	}
 	return err
 }

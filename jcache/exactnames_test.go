@@ -113,3 +113,38 @@ func TestExact_KindNamedGivesEachItsConsumer(t *testing.T) {
 		t.Fatalf("consumers %q and %q; want exact/names/first and exact/names/second", a, b)
 	}
 }
+
+// A typed and a metadata-only source of one type read two files, each
+// with its own consumer of the same name: both start and reach their
+// heads (a consumer is claimed per file; with a standby, positions are
+// published by name, so there the two would be refused).
+func TestExact_TypedAndMetadataSourcesOfOneTypeStart(t *testing.T) {
+	cp, kube, ns := setup(t)
+	createSecrets(t, kube, ns, map[string]string{"a": "1", "b": "2"})
+	mgr, _, srcs := namesManager(t, cp, t.TempDir(), ns, func(ex *jcache.ExactController) []*jcache.ExactSource {
+		return []*jcache.ExactSource{
+			ex.Kind(&corev1.Secret{}, &handler.EnqueueRequestForObject{}),
+			ex.Kind(secretMeta(), &handler.EnqueueRequestForObject{}),
+		}
+	})
+	run := runManager(t, mgr)
+	defer run.stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		ok, s := atHead(srcs...)
+		if ok {
+			break
+		}
+		select {
+		case err := <-run.done:
+			run.done <- err
+			t.Fatalf("the manager stopped: %v; %s", err, s)
+		case <-deadline:
+			t.Fatalf("timed out: %s", s)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if a, b := srcs[0].Journal().Path(), srcs[1].Journal().Path(); a == b {
+		t.Fatalf("both sources read %s; want the typed and the metadata-only file", a)
+	}
+}

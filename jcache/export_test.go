@@ -151,6 +151,16 @@ func StandbyCommitted(ctx context.Context, s *ExactSource) (committed, head uint
 	return c, head, err
 }
 
+// StandbyConsumers returns the consumers of s's informer's journal on
+// this replica, where s may not have started.
+func StandbyConsumers(ctx context.Context, s *ExactSource) ([]journal.ConsumerInfo, error) {
+	inf, err := s.informer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inf.f.j.Consumers().List()
+}
+
 // NoRetainFinalCommit returns o whose cache does not commit a file's hold
 // once more when its feed stops: a SIGKILL-like stop (testhooks.go).
 func NoRetainFinalCommit(o Options) Options {

@@ -218,6 +218,11 @@ func (e *ExactController) follow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// A replay hold is left only by a replay this replica ran as
+		// leader and did not finish: the follower places the consumer.
+		if err := dropReplayHold(j, name); err != nil {
+			return err
+		}
 		fs = append(fs, &position.Follower{Name: name, Resource: res, Journal: j, Mu: &s.mu, Started: &s.started,
 			Log: e.log.WithValues("consumer", name)})
 	}

@@ -8,6 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,6 +36,7 @@ import (
 	"github.com/watchjournal/watchjournal/internal/testing/controlplane"
 	"github.com/watchjournal/watchjournal/internal/testing/standbytest"
 	"github.com/watchjournal/watchjournal/jcache"
+	"github.com/watchjournal/watchjournal/journal"
 )
 
 const (
@@ -247,5 +251,70 @@ func TestExactStandby_NotAdded(t *testing.T) {
 	ex = jcache.ExactWith(c, "other", jcache.ExactOptions{Standby: &jcache.Standby{}})
 	if err := ex.Kind(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}).Start(context.Background(), q); err == nil || !strings.Contains(err.Error(), "Standby.Namespace") {
 		t.Errorf("Start with Standby.Namespace empty = %v; want an error naming it", err)
+	}
+}
+
+// A replay hold left by a replica that died as leader mid-replay is
+// dropped when the replica comes back as a standby: its follower places
+// the consumer behind the new leader's position, and the hold would
+// otherwise keep its file's retention back for good.
+func TestExactStandby_FollowerDropsAnInterruptedReplaysHold(t *testing.T) {
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createMany(t, kube, ns, 5)
+	dirA := t.TempDir()
+	optA := jcache.Options{Dir: dirA, NoSync: true, Logger: testr.New(t).WithValues("replica", "a")}
+	a := startExactReplicaOn(t, cp, ns, "a", standbytest.NewReader(kube, ns), nil, 0, optA)
+	a.elected(t, 30*time.Second)
+	a.r.Wait(t, "a reconciled", func() bool { c, _ := a.src.Committed(); return c > 0 }, func() any { return nil })
+	a.stop()
+
+	// As if a had died mid-replay: no consumer, the replay's hold left.
+	paths, err := filepath.Glob(filepath.Join(dirA, "configmaps.*.db"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("a's ConfigMap files: %v, %v; want one", paths, err)
+	}
+	j, err := journal.Open(paths[0], &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := j.Head()
+	if err == nil {
+		err = j.Consumers().Delete(sbConsumer)
+	}
+	if err == nil {
+		err = j.Consumers().Create("replaying:"+sbConsumer, head+1)
+	}
+	if err := errors.Join(err, j.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	b := startExactReplica(t, cp, ns, "b", standbytest.NewReader(kube, ns), nil)
+	defer b.stop()
+	b.elected(t, 60*time.Second)
+	b.r.Wait(t, "b published", func() bool { return exPublished(t, ctx, kube, ns) != "" }, func() any { return nil })
+
+	// a comes back as a standby; changes move b's position on.
+	a2 := startExactReplicaOn(t, cp, ns, "a2", standbytest.NewReader(kube, ns), nil, 0, optA)
+	defer a2.stop()
+	var cs []journal.ConsumerInfo
+	deadline := time.After(60 * time.Second)
+	for i := 0; ; i++ {
+		if cs, err = jcache.StandbyConsumers(ctx, a2.src); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(cs, func(c journal.ConsumerInfo) bool { return c.Name == sbConsumer }) {
+			break
+		}
+		patchCM(t, ctx, kube, ns, mpName(i%5), fmt.Sprint(i))
+		select {
+		case <-deadline:
+			t.Fatalf("a2's follower did not place the consumer; consumers %v", cs)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if slices.ContainsFunc(cs, func(c journal.ConsumerInfo) bool { return strings.HasPrefix(c.Name, "replaying:") }) {
+		t.Fatalf("a2's consumers %v: the replay's hold stays on the standby", cs)
 	}
 }

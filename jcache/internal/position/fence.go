@@ -30,8 +30,9 @@ package position
 //     that no longer exists fences no new leader, and a deposed leader's
 //     late write is still refused: the election Lease names another
 //     holder. A missing or unreadable election Lease (deleted, not yet
-//     created again by the leader's next renewal) fences nothing: the
-//     write fails with that error and the publisher tries again later.
+//     created again by the leader's next renewal), or one without a
+//     holder (ErrNoHolder), fences nothing: the write fails with that
+//     error and the publisher tries again later.
 //   - A refused publisher publishes no more.
 //   - Every write is an Update carrying the resourceVersion of the copy it
 //     read or last wrote; on a conflict the Lease is read again and the
@@ -117,7 +118,7 @@ type FencedError struct {
 	Stored  Term   // the term on the position Lease
 	Writer  Term   // the term of the refused write
 	Read    bool   // the election Lease was read: the terms are of two Leases
-	Current Term   // the election Lease's term when Read; zero when it has no holder
+	Current Term   // the election Lease's term when Read
 }
 
 // Error names the Lease and the terms.
@@ -126,12 +127,8 @@ func (e *FencedError) Error() string {
 		return fmt.Sprintf("position: Lease %s was written under leader term %s, later on the same leader-election Lease; refusing the write of term %s (a deposed leader)",
 			e.Lease, e.Stored, e.Writer)
 	}
-	held := "held under term " + e.Current.String()
-	if e.Current.IsZero() {
-		held = "held by no one"
-	}
-	return fmt.Sprintf("position: Lease %s was written under leader term %s of another leader-election Lease, and the leader-election Lease is %s; refusing the write of term %s (a deposed leader)",
-		e.Lease, e.Stored, held, e.Writer)
+	return fmt.Sprintf("position: Lease %s was written under leader term %s of another leader-election Lease, and the leader-election Lease is held under term %s; refusing the write of term %s (a deposed leader)",
+		e.Lease, e.Stored, e.Current, e.Writer)
 }
 
 // Is reports whether target is ErrFenced.

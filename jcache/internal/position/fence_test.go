@@ -204,6 +204,28 @@ func TestLease_Put_ElectionLeaseRecreated(t *testing.T) {
 	if err := leases.Delete(ctx, "leader", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+
+	// An election Lease without a holder (re-applied empty before the
+	// leader's next renewal) names no leader: a publish over the term of
+	// another Lease is not fenced for good, it fails with ErrNoHolder and
+	// is tried again later.
+	early := elect("b-uid", 0)
+	if err := leases.Delete(ctx, "leader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer("b").Put(ctx, map[string]string{"p": "12"}, early); !errors.Is(err, ErrNoHolder) || errors.Is(err, ErrFenced) {
+		t.Fatalf("b's publish under %v with a holderless election Lease = %v; want ErrNoHolder, not fenced", early, err)
+	}
+	if p, holder := published(); p != "10" || holder != "a" {
+		t.Fatalf("after b's publish with a holderless election Lease the Lease holds p=%q by %q; want a's p=10", p, holder)
+	}
+	if err := leases.Delete(ctx, "leader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	b, termB := writer("b"), elect("b-uid", 0)
 	if termB.UID == termA.UID || termB.UID == "" {
 		t.Fatalf("the re-created election Lease has UID %q; want one other than the first's %q", termB.UID, termA.UID)

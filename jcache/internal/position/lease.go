@@ -148,7 +148,7 @@ func (l *Lease) admit(ctx context.Context, stored, w Term) error {
 	}
 	fenced.Read = true
 	now, err := l.Election.Term(ctx)
-	if err != nil && !errors.Is(err, ErrNoHolder) {
+	if err != nil { // ErrNoHolder too: the next holder's term decides, read again later
 		return fmt.Errorf("position: reading the leader-election Lease %s to write over term %s of another election Lease on Lease %s: %w", l.Election, stored, l, err)
 	}
 	if !leads(now, w) {
