@@ -184,6 +184,9 @@ type exactHooks struct {
 	// noFinalCommit skips a source's last commit when its context ends
 	// (a SIGKILL-like stop).
 	noFinalCommit bool
+	// beforeHold is called by a replay between its read of the head and
+	// the creation of its hold at it.
+	beforeHold func(head uint64)
 }
 
 // Exact returns restart-exact delivery for the controller named controller
@@ -777,6 +780,9 @@ func (s *ExactSource) holdReplay(j *journal.Journal) error {
 	head, err := j.Head()
 	if err != nil {
 		return err
+	}
+	if h := s.ctl.hooks.beforeHold; h != nil {
+		h(head)
 	}
 	hold := replayHold(s.Consumer())
 	err = j.Consumers().Create(hold, head+1)

@@ -571,20 +571,28 @@ func TestExact_NewConsumerOnTrimmedFileReconcilesEveryObject(t *testing.T) {
 // offset is first or more).
 func waitFirstRetained(t *testing.T, dir, prefix string, first uint64) {
 	t.Helper()
+	if err := untilFirstRetained(dir, prefix, first); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// untilFirstRetained is waitFirstRetained for any goroutine: it returns
+// an error after 60 s.
+func untilFirstRetained(dir, prefix string, first uint64) error {
 	deadline := time.After(60 * time.Second)
 	for {
 		offs, err := jcache.FileOffsets(dir)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for name, o := range offs {
 			if strings.HasPrefix(name, prefix) && o[0] >= first {
-				return
+				return nil
 			}
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("retention did not trim the %s file to offset %d: %v", prefix, first, offs)
+			return fmt.Errorf("retention did not trim the %s file to offset %d: %v", prefix, first, offs)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -177,5 +178,51 @@ func TestExact_LongReplayUnderChurnHoldsRetention(t *testing.T) {
 	}
 	for _, c := range consumersNamed(t, h.src, "replaying:") {
 		t.Errorf("the replay's hold %s (committed %d) is left after the consumer was created", c.Name, c.Committed)
+	}
+}
+
+// A replay whose head is trimmed before it holds retention there (the
+// head is read in one transaction, the hold created in another) holds at
+// the first retained event instead, and the replay goes on: the source
+// does not fail.
+func TestExact_ReplayHoldAfterItsHeadWasTrimmed(t *testing.T) {
+	cp, kube, ns := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	all := createNumbered(t, kube, ns, 5)
+	dir := t.TempDir()
+	rc := startCache(t, jcache.NewFunc(jcache.WithRetentionInterval(jcache.Options{Dir: dir, NoSync: true, Logger: testr.New(t),
+		Retention: &journal.Retention{MaxEvents: 1}}, 50*time.Millisecond)), crcache.Options{}, cp)
+	defer rc.stop()
+	getInformer(t, ctx, rc.c, &corev1.ConfigMap{})
+	// The hook runs on the source's goroutine: it reports, the test fails.
+	var trimmedPast atomic.Bool
+	hooked := make(chan error, 1)
+	opts := jcache.WithBeforeReplayHold(jcache.ExactOptions{}, func(head uint64) {
+		if trimmedPast.Swap(true) {
+			return
+		}
+		hooked <- func() error {
+			for i := range 3 {
+				if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, all[0], types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"v":"%d"}}`, i)), metav1.PatchOptions{}); err != nil {
+					return err
+				}
+			}
+			return untilFirstRetained(dir, "configmaps.", head+2)
+		}()
+	})
+	h := runByHandWith(t, rc.c, ns, func(string) (reconcile.Result, error) { return reconcile.Result{}, nil }, opts)
+	defer h.stop()
+	select {
+	case err := <-hooked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the replay never read its head")
+	}
+	h.waitEveryObjectAtHead(t, "the replay after its head was trimmed", all)
+	if err := h.src.Err(); err != nil {
+		t.Fatalf("the source failed: %v", err)
 	}
 }

@@ -198,6 +198,13 @@ func WithExactHooks(o ExactOptions, trimmed func(), commit func(p uint64, do fun
 	return o
 }
 
+// WithBeforeReplayHold returns o whose sources call fn in each replay
+// between reading the head and creating the replay's hold at it.
+func WithBeforeReplayHold(o ExactOptions, fn func(head uint64)) ExactOptions {
+	o.hooks.beforeHold = fn
+	return o
+}
+
 // AbandonShardLease returns o whose cache's shard group leaves its Lease
 // behind when its Start returns, as a killed process leaves it: the
 // others take its range over when the Lease expires (testhooks.go).
